@@ -1,0 +1,56 @@
+#pragma once
+// One process group's collectives, the same interface on every backend (Gloo on CPU,
+// NCCL on GPU). Buffers are `count` elements of `type`; all calls are blocking on CPU
+// and stream-ordered on GPU. A collective that does not finish within the group's
+// timeout throws CommError naming the group, the collective and the peers it waited on.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace axonn {
+
+enum class ElementType { float32, bfloat16 };
+size_t element_size(ElementType type);  // 4 or 2
+
+enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, broadcast, barrier };
+const char* collective_name(CollectiveKind kind);  // "all_reduce", ...
+
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Called after every collective with its size in bytes (nccl-tests' "size": the
+// all-reduce buffer, the all-gather output, the reduce-scatter input, the broadcast
+// buffer; 0 for a barrier) and its duration. The grid uses it to count bytes per axis.
+struct CollectiveRecord {
+  CollectiveKind kind;
+  size_t bytes;
+  std::chrono::nanoseconds duration;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;  // within the group
+  virtual int size() const = 0;
+  // World ranks of the group's members, in group-rank order (for error messages).
+  virtual const std::vector<int>& members() const = 0;
+  virtual const std::string& name() const = 0;  // e.g. "x", "data", "world"
+
+  // In place: buf (count) <- sum over the group.
+  virtual void all_reduce(void* buf, size_t count, ElementType type) = 0;
+  // in (count) from every rank -> out (count * size), rank r's block at r * count.
+  virtual void all_gather(const void* in, void* out, size_t count, ElementType type) = 0;
+  // in (count * size) -> out (count): block r of the sum over the group, on rank r.
+  virtual void reduce_scatter(const void* in, void* out, size_t count, ElementType type) = 0;
+  // buf (count) <- root's buf.
+  virtual void broadcast(void* buf, size_t count, int root, ElementType type) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace axonn

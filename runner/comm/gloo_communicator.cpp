@@ -1,0 +1,176 @@
+#include "comm/gloo_communicator.hpp"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/bfloat16.hpp"
+
+namespace axonn {
+namespace {
+
+// Slots for the hand-written ring reduce-scatter: a prefix no Gloo collective uses,
+// then the call's tag and the ring step.
+constexpr uint64_t kReduceScatterSlotPrefix = 0xA7ull << 56;
+
+void sum_float32(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<float*>(c);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
+}
+
+void sum_bfloat16(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
+}
+
+void add_into(void* acc, const void* in, size_t n, ElementType type) {
+  if (type == ElementType::float32)
+    sum_float32(acc, acc, in, n);
+  else
+    sum_bfloat16(acc, acc, in, n);
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+}  // namespace
+
+size_t element_size(ElementType type) { return type == ElementType::float32 ? 4 : 2; }
+
+const char* collective_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::all_reduce: return "all_reduce";
+    case CollectiveKind::all_gather: return "all_gather";
+    case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::barrier: return "barrier";
+  }
+  return "unknown";
+}
+
+GlooCommunicator::GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
+                                   std::chrono::milliseconds timeout, Recorder recorder)
+    : name_(group.name),
+      members_(group.members),
+      rank_(context->rank),
+      timeout_(timeout),
+      recorder_(std::move(recorder)),
+      context_(std::move(context)) {}
+
+GlooCommunicator::~GlooCommunicator() = default;
+
+template <typename Body>
+void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    body();
+  } catch (const gloo::Exception& e) {
+    throw CommError(std::string(collective_name(kind)) + " on group '" + name_ + "' (world ranks " +
+                    join(members_) + ", " + std::to_string(bytes) + " bytes) failed or timed out after " +
+                    std::to_string(timeout_.count()) + " ms: a peer did not arrive or died (" + e.what() + ")");
+  }
+  if (recorder_)
+    recorder_({kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});
+}
+
+void GlooCommunicator::all_reduce(void* buf, size_t count, ElementType type) {
+  const size_t bytes = count * element_size(type);
+  run(CollectiveKind::all_reduce, bytes, [&] {
+    gloo::AllreduceOptions opts(context_);
+    if (type == ElementType::float32) {
+      opts.setOutput(static_cast<float*>(buf), count);
+      opts.setReduceFunction(&sum_float32);
+    } else {
+      opts.setOutput(static_cast<uint16_t*>(buf), count);
+      opts.setReduceFunction(&sum_bfloat16);
+    }
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    gloo::allreduce(opts);
+  });
+}
+
+void GlooCommunicator::all_gather(const void* in, void* out, size_t count, ElementType type) {
+  const size_t block = count * element_size(type);
+  run(CollectiveKind::all_gather, block * members_.size(), [&] {
+    gloo::AllgatherOptions opts(context_);
+    // Gloo copies the input into the output's own block itself.
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), block);
+    opts.setOutput(static_cast<char*>(out), block * members_.size());
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    gloo::allgather(opts);
+  });
+}
+
+// Ring reduce-scatter over unbound buffers: at step s (0..n-2) rank r sends its running
+// sum of block (r-s-1) mod n to the right and adds the left's sum of block (r-s-2) mod n;
+// after n-1 steps it holds the full sum of block r. Each rank sends (n-1)/n of the input.
+void GlooCommunicator::reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
+  const size_t block = count * element_size(type);
+  const int n = size();
+  run(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n), [&] {
+    scratch_.resize(block * static_cast<size_t>(n + 1));
+    char* work = scratch_.data();
+    char* incoming = scratch_.data() + block * static_cast<size_t>(n);
+    std::memcpy(work, in, block * static_cast<size_t>(n));
+    const int right = (rank_ + 1) % n;
+    const int left = (rank_ + n - 1) % n;
+    const uint64_t tag = next_tag();
+    auto recv_buf = context_->createUnboundBuffer(incoming, block);
+    for (int s = 0; s + 1 < n; ++s) {
+      const int send_block = ((rank_ - s - 1) % n + n) % n;
+      const int recv_block = ((rank_ - s - 2) % n + n) % n;
+      const uint64_t slot = kReduceScatterSlotPrefix | (tag << 16) | static_cast<uint64_t>(s);
+      auto send_buf = context_->createUnboundBuffer(work + block * static_cast<size_t>(send_block), block);
+      send_buf->send(right, slot);
+      recv_buf->recv(left, slot);
+      recv_buf->waitRecv(timeout_);
+      send_buf->waitSend(timeout_);
+      add_into(work + block * static_cast<size_t>(recv_block), incoming, count, type);
+    }
+    std::memcpy(out, work + block * static_cast<size_t>(rank_), block);
+  });
+}
+
+void GlooCommunicator::broadcast(void* buf, size_t count, int root, ElementType type) {
+  const size_t bytes = count * element_size(type);
+  if (root < 0 || root >= size())
+    throw CommError("broadcast on group '" + name_ + "': root " + std::to_string(root) + " is not in [0, " +
+                    std::to_string(size()) + ")");
+  run(CollectiveKind::broadcast, bytes, [&] {
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(static_cast<char*>(buf), bytes);
+    opts.setRoot(root);
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooCommunicator::barrier() {
+  run(CollectiveKind::barrier, 0, [&] {
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace axonn

@@ -1,0 +1,51 @@
+#pragma once
+// Communicator over Gloo's TCP transport (CPU path), on a context that
+// connect_gloo_groups (gloo_mesh.hpp) connected.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/gloo_mesh.hpp"
+
+namespace axonn {
+
+class GlooCommunicator final : public Communicator {
+ public:
+  using Recorder = std::function<void(const CollectiveRecord&)>;
+
+  // context: connected for `group`; recorder: called after every collective (may be empty).
+  GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
+                   std::chrono::milliseconds timeout, Recorder recorder);
+  ~GlooCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  const std::vector<int>& members() const override { return members_; }
+  const std::string& name() const override { return name_; }
+
+  void all_reduce(void* buf, size_t count, ElementType type) override;
+  void all_gather(const void* in, void* out, size_t count, ElementType type) override;
+  void reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
+  void broadcast(void* buf, size_t count, int root, ElementType type) override;
+  void barrier() override;
+
+ private:
+  // Runs one collective: times it, records it, turns Gloo's errors into CommError.
+  template <typename Body>
+  void run(CollectiveKind kind, size_t bytes, Body&& body);
+  uint32_t next_tag() { return tag_++; }
+
+  std::string name_;
+  std::vector<int> members_;
+  int rank_ = 0;
+  std::chrono::milliseconds timeout_;
+  Recorder recorder_;
+  std::shared_ptr<gloo::Context> context_;
+  std::vector<char> scratch_;  // reduce-scatter's working copy and receive buffer
+  uint32_t tag_ = 0;
+};
+
+}  // namespace axonn

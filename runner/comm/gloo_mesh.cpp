@@ -1,0 +1,123 @@
+#include "comm/gloo_mesh.hpp"
+
+#include <gloo/common/error.h>
+#include <gloo/context.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+
+#include "comm/communicator.hpp"
+#include "comm/exchange_blob.hpp"
+
+namespace axonn {
+namespace {
+
+// gloo::Context keeps its transport context protected; this subclass fills it in
+// from pairs we connect ourselves.
+class MeshContext final : public gloo::Context {
+ public:
+  MeshContext(int group_rank, int group_size, const std::shared_ptr<gloo::transport::Device>& device,
+              std::chrono::milliseconds timeout)
+      : gloo::Context(group_rank, group_size) {
+    setTimeout(timeout);
+    device_ = device;
+    transportContext_ = device->createContext(group_rank, group_size);
+    transportContext_->setTimeout(timeout);
+  }
+  std::vector<char> listen(int peer) { return transportContext_->createPair(peer)->address().bytes(); }
+  void connect(int peer, const std::vector<char>& address) { transportContext_->getPair(peer)->connect(address); }
+};
+
+int group_rank_of(const GroupSpec& group, int world_rank) {
+  auto it = std::find(group.members.begin(), group.members.end(), world_rank);
+  if (it == group.members.end()) {
+    std::string list;
+    for (int m : group.members) list += (list.empty() ? "" : ",") + std::to_string(m);
+    throw CommError("group '" + group.name + "' (world ranks " + list + ") does not contain this rank " +
+                    std::to_string(world_rank));
+  }
+  return static_cast<int>(it - group.members.begin());
+}
+
+// Key under which `from` publishes the address of its pair towards `to` in `group`.
+std::string pair_key(const GroupSpec& group, int from, int to) {
+  return group.name + "/" + std::to_string(group.members.front()) + "/" + std::to_string(from) + ">" +
+         std::to_string(to);
+}
+
+}  // namespace
+
+std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
+  gloo::transport::tcp::attr attr;
+  if (const char* iface = std::getenv("AXONN_GLOO_IFACE")) {
+    attr.iface = iface;
+  } else if (const char* host = std::getenv("AXONN_GLOO_HOSTNAME")) {
+    attr.hostname = host;
+  } else if (single_host) {
+    attr.hostname = "127.0.0.1";
+  } else {
+    char name[HOST_NAME_MAX + 1] = {};
+    gethostname(name, sizeof name - 1);
+    attr.hostname = name;
+  }
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const gloo::Exception& e) {
+    throw CommError(std::string("creating the Gloo TCP device: ") + e.what() +
+                    " (set AXONN_GLOO_IFACE to the network interface to use)");
+  }
+}
+
+std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(
+    Exchange& exchange, const std::shared_ptr<gloo::transport::Device>& device,
+    const std::vector<GroupSpec>& groups, std::chrono::milliseconds timeout, const std::string& key) {
+  const int me = exchange.rank();
+  std::vector<std::shared_ptr<MeshContext>> contexts;
+  BlobPairs mine;
+  for (const auto& group : groups) {
+    const int rank = group_rank_of(group, me);
+    auto context = std::make_shared<MeshContext>(rank, static_cast<int>(group.members.size()), device, timeout);
+    for (int peer = 0; peer < context->size; ++peer) {
+      if (peer != rank) mine[pair_key(group, me, group.members[static_cast<size_t>(peer)])] = context->listen(peer);
+    }
+    contexts.push_back(std::move(context));
+  }
+
+  // One put and one fence, the same on every rank.
+  const std::string blob_key = "axonn.gloo." + key;
+  exchange.put(blob_key, pack_pairs(mine));
+  exchange.fence();
+
+  std::map<int, BlobPairs> published;  // by peer world rank, fetched once
+  std::vector<std::shared_ptr<gloo::Context>> connected;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& group = groups[g];
+    auto& context = contexts[g];
+    for (int peer = 0; peer < context->size; ++peer) {
+      if (peer == context->rank) continue;
+      const int peer_world = group.members[static_cast<size_t>(peer)];
+      auto [slot, fresh] = published.try_emplace(peer_world);
+      if (fresh) slot->second = unpack_pairs(exchange.get(peer_world, blob_key));
+      const BlobPairs& theirs = slot->second;
+      auto it = theirs.find(pair_key(group, peer_world, me));
+      if (it == theirs.end())
+        throw CommError("bootstrap: rank " + std::to_string(peer_world) + " published no address for rank " +
+                        std::to_string(me) + " in group '" + group.name +
+                        "'; every rank must build the same groups");
+      try {
+        context->connect(peer, it->second);
+      } catch (const gloo::Exception& e) {
+        throw CommError("connecting to rank " + std::to_string(peer_world) + " in group '" + group.name +
+                        "': " + e.what());
+      }
+    }
+    connected.push_back(context);
+  }
+  return connected;
+}
+
+}  // namespace axonn

@@ -1,0 +1,197 @@
+// Collectives of the Gloo communicator, checked exactly. Ranks are threads of this
+// process that bootstrap through an in-memory Exchange (the same protocol as PMIx:
+// put, fence, get); the multi-process tests run the same checks under the launcher.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "comm/bfloat16.hpp"
+#include "comm/exchange_blob.hpp"
+#include "comm/gloo_communicator.hpp"
+#include "comm/gloo_mesh.hpp"
+
+namespace axonn {
+namespace {
+
+// put/fence/get among `size` threads; fence is a barrier, so values put before it are
+// visible after it, as with a collecting PMIx fence.
+class ThreadExchangeHub {
+ public:
+  explicit ThreadExchangeHub(int size) : size_(size) {}
+  int size() const { return size_; }
+  void put(int rank, const std::string& key, const std::vector<char>& v) {
+    std::lock_guard lock(mu_);
+    values_[{rank, key}] = v;
+  }
+  // A barrier that gives up after 20 s, so a rank that never arrives fails the test.
+  void fence() {
+    std::unique_lock lock(mu_);
+    const long generation = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      arrived_cv_.notify_all();
+      return;
+    }
+    if (!arrived_cv_.wait_for(lock, std::chrono::seconds(20), [&] { return generation_ != generation; }))
+      throw std::runtime_error("fence: not every rank arrived within 20 s");
+  }
+  std::vector<char> get(int rank, const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = values_.find({rank, key});
+    if (it == values_.end()) throw std::runtime_error("missing " + key);
+    return it->second;
+  }
+
+ private:
+  int size_;
+  std::mutex mu_;
+  std::condition_variable arrived_cv_;
+  int arrived_ = 0;
+  long generation_ = 0;
+  std::map<std::pair<int, std::string>, std::vector<char>> values_;
+};
+
+class ThreadExchange final : public Exchange {
+ public:
+  ThreadExchange(ThreadExchangeHub& hub, int rank) : hub_(hub), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return hub_.size(); }
+  void put(const std::string& key, const std::vector<char>& value) override { hub_.put(rank_, key, value); }
+  void fence() override { hub_.fence(); }
+  std::vector<char> get(int rank, const std::string& key) override { return hub_.get(rank, key); }
+
+ private:
+  ThreadExchangeHub& hub_;
+  int rank_;
+};
+
+// Runs body(rank, exchange) on `world` threads and rethrows the first failure.
+template <typename Body>
+void run_ranks(int world, Body body) {
+  ThreadExchangeHub hub(world);
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::string failure;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ThreadExchange exchange(hub, r);
+        body(r, exchange);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        failure += "rank " + std::to_string(r) + ": " + e.what() + "\n";
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(failure.empty()) << failure;
+}
+
+constexpr auto kTimeout = std::chrono::milliseconds(10000);
+
+// Connects `groups` (the calling rank's) and wraps each in a GlooCommunicator.
+std::vector<std::unique_ptr<GlooCommunicator>> connect(Exchange& exchange, const std::vector<GroupSpec>& groups,
+                                                       GlooCommunicator::Recorder recorder = nullptr) {
+  auto contexts = connect_gloo_groups(exchange, make_gloo_device(true), groups, kTimeout, "test");
+  std::vector<std::unique_ptr<GlooCommunicator>> comms;
+  for (size_t g = 0; g < groups.size(); ++g)
+    comms.push_back(std::make_unique<GlooCommunicator>(groups[g], contexts[g], kTimeout, recorder));
+  return comms;
+}
+
+TEST(ExchangeBlob, PacksAndUnpacksPairs) {
+  BlobPairs pairs{{"a", {'1', '2'}}, {"", {}}, {"key", {'\0', 'x'}}};
+  EXPECT_EQ(unpack_pairs(pack_pairs(pairs)), pairs);
+  EXPECT_THROW(unpack_pairs({'\x05', '\0'}), CommError);
+}
+
+TEST(GlooCommunicator, CollectivesOnFourRanksAreExact) {
+  const int world = 4;
+  run_ranks(world, [&](int rank, Exchange& exchange) {
+    std::vector<CollectiveRecord> records;
+    auto comms = connect(exchange, {{"world", {0, 1, 2, 3}}},
+                         [&](const CollectiveRecord& r) { records.push_back(r); });
+    GlooCommunicator& comm = *comms[0];
+    ASSERT_EQ(comm.rank(), rank);
+
+    // all-reduce: element i of rank r is r*100 + i; the sum is exact in float32.
+    std::vector<float> buf(1000);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(rank * 100 + static_cast<int>(i));
+    comm.all_reduce(buf.data(), buf.size(), ElementType::float32);
+    for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<float>(600 + 4 * static_cast<int>(i)));
+
+    // all-gather: block r holds rank r's values.
+    std::vector<float> mine(3, static_cast<float>(rank + 1)), all(12, -1.0f);
+    comm.all_gather(mine.data(), all.data(), 3, ElementType::float32);
+    for (int r = 0; r < world; ++r)
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(all[static_cast<size_t>(r * 3 + i)], static_cast<float>(r + 1));
+
+    // reduce-scatter: input element j of rank r is r + j; rank r gets block r of the sum.
+    std::vector<float> in(8), out(2, -1.0f);
+    for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<float>(rank + static_cast<int>(j));
+    comm.reduce_scatter(in.data(), out.data(), 2, ElementType::float32);
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(out[static_cast<size_t>(i)], static_cast<float>(6 + 4 * (2 * rank + i)));
+
+    // broadcast from rank 2.
+    std::vector<float> b(5, static_cast<float>(rank));
+    comm.broadcast(b.data(), b.size(), 2, ElementType::float32);
+    for (float v : b) ASSERT_EQ(v, 2.0f);
+    comm.barrier();
+
+    // Each call recorded with its nccl-tests size in bytes.
+    ASSERT_EQ(records.size(), 5u);
+    EXPECT_EQ(records[0].kind, CollectiveKind::all_reduce);
+    EXPECT_EQ(records[0].bytes, 4000u);
+    EXPECT_EQ(records[1].bytes, 48u);  // gathered output
+    EXPECT_EQ(records[2].bytes, 32u);  // reduce-scatter input
+    EXPECT_EQ(records[3].bytes, 20u);
+    EXPECT_EQ(records[4].bytes, 0u);
+  });
+}
+
+TEST(GlooCommunicator, BFloat16AllReduceSumsInFloat) {
+  run_ranks(2, [&](int rank, Exchange& exchange) {
+    auto comms = connect(exchange, {{"world", {0, 1}}});
+    GlooCommunicator& comm = *comms[0];
+    // 1.5 and 2.25 are exact in bfloat16, so is their sum 3.75.
+    std::vector<uint16_t> buf(64, float_to_bf16(rank == 0 ? 1.5f : 2.25f));
+    comm.all_reduce(buf.data(), buf.size(), ElementType::bfloat16);
+    for (uint16_t v : buf) ASSERT_EQ(bf16_to_float(v), 3.75f);
+    std::vector<uint16_t> in(4, float_to_bf16(static_cast<float>(rank + 1))), out(2);
+    comm.reduce_scatter(in.data(), out.data(), 2, ElementType::bfloat16);
+    for (uint16_t v : out) ASSERT_EQ(bf16_to_float(v), 3.0f);
+  });
+}
+
+TEST(GlooCommunicator, SubgroupsOfAGridAreIndependent) {
+  // World 4 as a 2x2 grid: "row" groups {0,1},{2,3} and "col" groups {0,2},{1,3}; ranks
+  // list their groups in different orders, which one bootstrap fence must not mind.
+  run_ranks(4, [&](int rank, Exchange& exchange) {
+    const GroupSpec row{"row", rank < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}};
+    const GroupSpec col{"col", rank % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}};
+    auto comms = rank == 3 ? connect(exchange, {col, row}) : connect(exchange, {row, col});
+    GlooCommunicator& rows = rank == 3 ? *comms[1] : *comms[0];
+    GlooCommunicator& cols = rank == 3 ? *comms[0] : *comms[1];
+    float v = static_cast<float>(1 << rank);
+    rows.all_reduce(&v, 1, ElementType::float32);
+    EXPECT_EQ(v, rank < 2 ? 3.0f : 12.0f);
+    float w = static_cast<float>(1 << rank);
+    cols.all_reduce(&w, 1, ElementType::float32);
+    EXPECT_EQ(w, rank % 2 == 0 ? 5.0f : 10.0f);
+  });
+}
+
+TEST(BFloat16, RoundsToNearestEven) {
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), float_to_bf16(1.0f));             // tie: to even
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);  // tie: up to even
+  EXPECT_NE(bf16_to_float(float_to_bf16(std::nanf(""))), bf16_to_float(float_to_bf16(std::nanf(""))));
+}
+
+}  // namespace
+}  // namespace axonn
