@@ -10,13 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "layout/collective.hpp"
+
 namespace axonn {
 
 enum class ElementType { float32, bfloat16 };
 size_t element_size(ElementType type);  // 4 or 2
-
-enum class CollectiveKind { all_reduce, all_gather, reduce_scatter, broadcast, barrier };
-const char* collective_name(CollectiveKind kind);  // "all_reduce", ...
 
 class CommError : public std::runtime_error {
  public:

@@ -52,17 +52,6 @@ std::string join(const std::vector<int>& v) {
 
 size_t element_size(ElementType type) { return type == ElementType::float32 ? 4 : 2; }
 
-const char* collective_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::all_reduce: return "all_reduce";
-    case CollectiveKind::all_gather: return "all_gather";
-    case CollectiveKind::reduce_scatter: return "reduce_scatter";
-    case CollectiveKind::broadcast: return "broadcast";
-    case CollectiveKind::barrier: return "barrier";
-  }
-  return "unknown";
-}
-
 GlooCommunicator::GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
                                    std::chrono::milliseconds timeout, Recorder recorder)
     : name_(group.name),

@@ -1,0 +1,158 @@
+#include "layout/layout.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace axonn {
+
+int dtype_bytes(Dtype dtype) { return dtype == Dtype::float32 ? 4 : 2; }
+std::string dtype_name(Dtype dtype) { return dtype == Dtype::float32 ? "float32" : "bfloat16"; }
+
+char axis_letter(Axis axis) { return "xyzd"[static_cast<int>(axis)]; }
+
+std::string axis_name(Axis axis) { return comm_axis_name(comm_axis(axis)); }
+
+std::string comm_axis_name(CommAxis axis) {
+  static const char* const names[] = {"x", "y", "z", "data", "world"};
+  return names[static_cast<int>(axis)];
+}
+
+int Coords::operator[](Axis a) const {
+  switch (a) {
+    case Axis::x: return x;
+    case Axis::y: return y;
+    case Axis::z: return z;
+    case Axis::data: return data;
+  }
+  return 0;
+}
+
+int& Coords::operator[](Axis a) {
+  switch (a) {
+    case Axis::x: return x;
+    case Axis::y: return y;
+    case Axis::z: return z;
+    case Axis::data: break;
+  }
+  return data;
+}
+
+int Layout::size(Axis a) const {
+  switch (a) {
+    case Axis::x: return x;
+    case Axis::y: return y;
+    case Axis::z: return z;
+    case Axis::data: break;
+  }
+  return data;
+}
+
+int Layout::stride(Axis a) const {
+  int s = 1;
+  for (Axis o : order) {
+    if (o == a) return s;
+    s *= size(o);
+  }
+  throw LayoutError("axis order " + format_order(*this) + " does not contain axis " + axis_name(a));
+}
+
+Coords Layout::coords(int rank) const {
+  if (rank < 0 || rank >= world())
+    throw LayoutError("rank " + std::to_string(rank) + " is outside layout " + format_layout(*this) + " (world " +
+                      std::to_string(world()) + ")");
+  Coords c;
+  for (Axis a : order) {
+    c[a] = rank % size(a);
+    rank /= size(a);
+  }
+  return c;
+}
+
+int Layout::rank(const Coords& c) const {
+  int r = 0;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (c[*it] < 0 || c[*it] >= size(*it))
+      throw LayoutError("coordinate " + axis_name(*it) + "=" + std::to_string(c[*it]) + " is outside layout " +
+                        format_layout(*this));
+    r = r * size(*it) + c[*it];
+  }
+  return r;
+}
+
+std::vector<int> Layout::group(Axis a, int rank_in_group) const {
+  Coords c = coords(rank_in_group);
+  std::vector<int> members;
+  for (int i = 0; i < size(a); ++i) {
+    c[a] = i;
+    members.push_back(rank(c));
+  }
+  return members;
+}
+
+std::vector<std::vector<int>> Layout::groups(Axis a) const {
+  std::vector<std::vector<int>> all;
+  for (int r = 0; r < world(); ++r)
+    if (coords(r)[a] == 0) all.push_back(group(a, r));
+  return all;
+}
+
+namespace {
+
+int parse_size(const std::string& part, const std::string& text) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+  if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v < 1)
+    throw LayoutError("layout '" + text + "': '" + part +
+                      "' is not a positive integer; expected DxXxYxZ (data x X x Y x Z), e.g. 2x2x1x2");
+  return v;
+}
+
+}  // namespace
+
+Layout parse_layout(const std::string& text) {
+  const auto colon = text.find(':');
+  const std::string sizes = text.substr(0, colon);
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= sizes.size(); ++i) {
+    if (i == sizes.size() || sizes[i] == 'x') {
+      parts.push_back(sizes.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (parts.size() != 4)
+    throw LayoutError("layout '" + text + "' has " + std::to_string(parts.size()) +
+                      " sizes; expected four, DxXxYxZ (data x X x Y x Z), e.g. 2x2x1x2");
+  Layout l;
+  l.data = parse_size(parts[0], text);
+  l.x = parse_size(parts[1], text);
+  l.y = parse_size(parts[2], text);
+  l.z = parse_size(parts[3], text);
+  if (colon != std::string::npos) {
+    const std::string order = text.substr(colon + 1);
+    std::string sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != "dxyz")
+      throw LayoutError("layout '" + text + "': axis order '" + order +
+                        "' must use each of x, y, z, d once, fastest first, e.g. xyzd");
+    for (size_t i = 0; i < 4; ++i) {
+      const char ch = order[i];
+      l.order[i] = ch == 'x' ? Axis::x : ch == 'y' ? Axis::y : ch == 'z' ? Axis::z : Axis::data;
+    }
+  }
+  return l;
+}
+
+std::string format_layout(const Layout& l) {
+  return std::to_string(l.data) + "x" + std::to_string(l.x) + "x" + std::to_string(l.y) + "x" + std::to_string(l.z);
+}
+
+std::string format_order(const Layout& l) {
+  std::string s;
+  for (Axis a : l.order) s += axis_letter(a);
+  return s;
+}
+
+std::string format_layout_with_order(const Layout& l) { return format_layout(l) + ":" + format_order(l); }
+
+}  // namespace axonn

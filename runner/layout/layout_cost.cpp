@@ -1,0 +1,91 @@
+#include "layout/layout_cost.hpp"
+
+#include "layout/model_plan.hpp"
+
+namespace axonn {
+
+const char* link_tier_name(LinkTier tier) {
+  switch (tier) {
+    case LinkTier::none: return "-";
+    case LinkTier::intra_node: return "intra-node";
+    case LinkTier::inter_node: return "inter-node";
+    case LinkTier::inter_switch: return "inter-switch";
+  }
+  return "?";
+}
+
+namespace {
+
+// Do all aligned blocks of `span` consecutive ranks stay inside units of `unit` ranks?
+bool contained(int64_t world, int64_t unit, int64_t span) { return world <= unit || unit % span == 0; }
+
+const Link& link_of(const Machine& m, LinkTier tier) {
+  switch (tier) {
+    case LinkTier::inter_node: return m.inter_node;
+    case LinkTier::inter_switch: return m.inter_switch;
+    default: return m.intra_node;
+  }
+}
+
+}  // namespace
+
+LinkTier axis_link(const Machine& machine, const Layout& g, CommAxis axis) {
+  const int64_t world = g.world();
+  int64_t n = world, s = 1;
+  if (axis != CommAxis::world) {
+    const Axis a = static_cast<Axis>(static_cast<int>(axis));
+    n = g.size(a);
+    s = g.stride(a);
+  }
+  if (n <= 1) return LinkTier::none;
+  const int64_t per_node = machine.tasks_per_node;
+  if (contained(world, per_node, s * n)) return LinkTier::intra_node;
+  if (machine.nodes_per_switch <= 0) return LinkTier::inter_node;
+  if (contained(world, per_node * machine.nodes_per_switch, s * n)) return LinkTier::inter_node;
+  return LinkTier::inter_switch;
+}
+
+double CostEstimate::comm_total_s() const {
+  double t = 0;
+  for (double c : comm_s) t += c;
+  return t;
+}
+
+double flops_per_rank(const ChooserInput& input, const Layout& g) {
+  const ModelShape& model = input.model;
+  const BatchSplit split = batch_split(model, input.batch, g);
+  const double m = static_cast<double>(split.tokens);
+  double per_micro = 0;
+  for (const auto& lin : linear_shapes(model))
+    per_micro += 6.0 * m * static_cast<double>(lin.count) * static_cast<double>(lin.k / g.size(lin.k_axis)) *
+                 static_cast<double>(lin.n / g.size(lin.n_axis()));
+  const double T = model.sequence;
+  const double head_dim = static_cast<double>(model.hidden) / model.heads;
+  per_micro += model.layers * 12.0 * split.micro_batch * (model.heads / g.y) * T * T * head_dim;
+  return per_micro * split.accumulation;
+}
+
+CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const StepVolume& volume) {
+  CostEstimate c;
+  c.flops = flops_per_rank(input, g);
+  c.compute_s = c.flops / (input.machine.peak_flops * input.machine.compute_efficiency);
+  for (int ai = 0; ai < kCommAxisCount; ++ai) {
+    const auto axis = static_cast<CommAxis>(ai);
+    const int n = volume.group_size[static_cast<size_t>(ai)];
+    c.link[static_cast<size_t>(ai)] = axis_link(input.machine, g, axis);
+    if (n <= 1) continue;
+    const Link& link = link_of(input.machine, c.link[static_cast<size_t>(ai)]);
+    double t = 0;
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const auto kind = static_cast<CollectiveKind>(k);
+      const CollectiveVolume& v = volume.at(axis, kind);
+      if (v.calls == 0) continue;
+      t += static_cast<double>(v.calls) * ring_steps(kind, n) * link.latency_s +
+           bus_factor(kind, n) * static_cast<double>(v.bytes) / link.bandwidth_bytes_per_s;
+    }
+    c.comm_s[static_cast<size_t>(ai)] = t;
+  }
+  return c;
+}
+
+}  // namespace axonn

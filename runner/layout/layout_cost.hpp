@@ -1,0 +1,44 @@
+#pragma once
+// Predicted step time of a layout: compute from peak FLOP/s x efficiency, plus every
+// collective of layout_volume.hpp priced by the ring formulas (collective.hpp) over the
+// slowest link its group spans. No overlap of communication with compute is assumed, so
+// the prediction is an upper bound for overlapping backends.
+#include <array>
+
+#include "layout/layout.hpp"
+#include "layout/layout_memory.hpp"
+#include "layout/layout_volume.hpp"
+
+namespace axonn {
+
+enum class LinkTier { none = 0, intra_node = 1, inter_node = 2, inter_switch = 3 };
+const char* link_tier_name(LinkTier tier);  // "-", "intra-node", "inter-node", "inter-switch"
+
+// The slowest tier any group along `axis` spans under block placement (node = rank /
+// tasks_per_node, switch = node / nodes_per_switch). Exact without listing ranks:
+// the groups along an axis with stride s and size n tile the ranks in aligned blocks of
+// s*n consecutive ranks, each block holding s groups interleaved. If s*n divides the
+// ranks per node P, every block lies inside one node. If not, some block straddles a
+// node boundary at a multiple of P (the world is larger than a node), and the group of
+// the last rank before the boundary, or the one of the first rank after it, has members
+// on both sides: with n >= 2 a group's members are s apart, and both neighbours of the
+// boundary sit less than s*n from the block's ends. The same argument one tier up
+// uses P * nodes_per_switch.
+LinkTier axis_link(const Machine& machine, const Layout& layout, CommAxis axis);
+
+struct CostEstimate {
+  double flops = 0;          // per rank per step
+  double compute_s = 0;
+  std::array<double, kCommAxisCount> comm_s{};
+  std::array<LinkTier, kCommAxisCount> link{};
+  double comm_total_s() const;
+  double step_s() const { return compute_s + comm_total_s(); }
+};
+
+// FLOPs per rank per step: per micro-batch 6*m*k*n/(G_a*G_b) per linear (forward and both
+// backward GEMMs) plus attention 12*mb*(H/G_y)*T^2*(C/H) per block.
+double flops_per_rank(const ChooserInput& input, const Layout& layout);
+
+CostEstimate estimate_cost(const ChooserInput& input, const Layout& layout, const StepVolume& volume);
+
+}  // namespace axonn

@@ -1,0 +1,76 @@
+#include "layout/layout_memory.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "layout/model_plan.hpp"
+
+namespace axonn {
+namespace {
+
+// Saved activations of one micro-batch, in elements.
+int64_t activation_elements(const ModelShape& model, const Layout& g, int64_t m, int64_t mb) {
+  const int64_t C = model.hidden, T = model.sequence;
+  // ln1 in/out, ln2 in/out, attn.proj out: 5 m C/G_x; q, k, v, attention out: 4 m C/G_y;
+  // softmax probabilities mb (H/G_y) T^2; mlp.fc out and GELU out: 2 m 4C/G_y.
+  const int64_t per_block = 5 * m * C / g.x + 4 * m * C / g.y + mb * (model.heads / g.y) * T * T + 8 * m * C / g.y;
+  // ln_f in/out, logits and probabilities.
+  const int64_t head = 2 * m * C / g.x + 2 * m * model.vocab / g.y;
+  return model.layers * per_block + head;
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g) {
+  const int64_t e = dtype_bytes(input.batch.dtype);
+  const ParameterCount p = parameters_per_rank(input.model, g);
+  const BatchSplit split = batch_split(input.model, input.batch, g);
+  MemoryEstimate mem;
+  mem.parameters = p.total() * e;
+  // gradient (float32), Adam m and v (float32), master weights (float32) when e = 2.
+  mem.optimizer = p.total() * (4 + 4 + 4 + (e == 2 ? 4 : 0));
+  if (g.z > 1) {
+    int64_t largest = 0;
+    for (const auto& lin : linear_shapes(input.model)) {
+      const int64_t block = lin.k / g.size(lin.k_axis) * (lin.n / g.size(lin.n_axis()));
+      mem.gathered_weights += lin.count * block * e;
+      largest = std::max(largest, block);
+    }
+    mem.gathered_grad = largest * e;
+  }
+  mem.activations = activation_elements(input.model, g, split.tokens, split.micro_batch) * e;
+  return mem;
+}
+
+double usable_memory(const Machine& machine) { return machine.memory_bytes * (1.0 - machine.memory_headroom); }
+
+std::string memory_formula(const ChooserInput& input, const Layout& g) {
+  const MemoryEstimate mem = estimate_memory(input, g);
+  const ParameterCount p = parameters_per_rank(input.model, g);
+  const BatchSplit split = batch_split(input.model, input.batch, g);
+  const int e = dtype_bytes(input.batch.dtype);
+  std::string s;
+  s += "memory per GPU for layout " + format_layout(g) + " (e = " + std::to_string(e) + " bytes, " +
+       dtype_name(input.batch.dtype) + "):\n";
+  s += "  parameters        P_rank*e = (" + std::to_string(p.big) + " sharded + " + std::to_string(p.small) +
+       " small) * " + std::to_string(e) + " = " + gib(static_cast<double>(mem.parameters)) + "\n";
+  s += "  optimizer         P_rank*(4 grad + 4 adam_m + 4 adam_v" + std::string(e == 2 ? " + 4 master" : "") +
+       ") = " + gib(static_cast<double>(mem.optimizer)) + "\n";
+  s += "  gathered weights  sum over linears of k/G_a*n/G_b*e (only when G_z > 1) = " +
+       gib(static_cast<double>(mem.gathered_weights)) + "\n";
+  s += "  gathered gradient largest k/G_a*n/G_b*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
+       "\n";
+  s += "  activations       L*(5mC/G_x + 12mC/G_y + mb*H/G_y*T^2) + 2mC/G_x + 2mV/G_y, m = mb*T = " +
+       std::to_string(split.tokens) + " = " + gib(static_cast<double>(mem.activations)) + "\n";
+  s += "  total " + gib(static_cast<double>(mem.total())) + " of " + gib(usable_memory(input.machine)) +
+       " usable (memory " + gib(input.machine.memory_bytes) + " less headroom)\n";
+  return s;
+}
+
+}  // namespace axonn

@@ -1,0 +1,65 @@
+#include "layout/layout_volume.hpp"
+
+#include "layout/model_plan.hpp"
+
+namespace axonn {
+
+void StepVolume::add(CommAxis a, CollectiveKind k, int64_t calls, int64_t bytes_each) {
+  if (group_size[static_cast<size_t>(a)] <= 1 || calls == 0) return;
+  auto& v = table[static_cast<size_t>(a)][static_cast<size_t>(k)];
+  v.calls += calls;
+  v.bytes += calls * bytes_each;
+}
+
+int64_t StepVolume::bytes(CommAxis a) const {
+  int64_t total = 0;
+  for (const auto& v : table[static_cast<size_t>(a)]) total += v.bytes;
+  return total;
+}
+
+double StepVolume::wire_bytes(CommAxis a) const {
+  double total = 0;
+  for (int k = 0; k < kCollectiveKindCount; ++k)
+    total += bus_factor(static_cast<CollectiveKind>(k), group_size[static_cast<size_t>(a)]) *
+             static_cast<double>(table[static_cast<size_t>(a)][static_cast<size_t>(k)].bytes);
+  return total;
+}
+
+StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
+  const ModelShape& model = input.model;
+  const BatchSplit split = batch_split(model, input.batch, g);
+  const int64_t e = dtype_bytes(input.batch.dtype);
+  const int64_t stat = 4;  // statistics are float32 whatever the dtype
+  const int64_t m = split.tokens;
+  const int64_t A = split.accumulation;
+  const int64_t C = model.hidden;
+
+  StepVolume v;
+  for (Axis a : kAllAxes) v.group_size[static_cast<size_t>(comm_axis(a))] = g.size(a);
+  v.group_size[static_cast<size_t>(CommAxis::world)] = g.world();
+
+  using K = CollectiveKind;
+  for (const auto& lin : linear_shapes(model)) {
+    const int64_t k_local = lin.k / g.size(lin.k_axis);
+    const int64_t n_local = lin.n / g.size(lin.n_axis());
+    const int64_t calls = A * lin.count;
+    v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * e);
+    v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
+    v.add(comm_axis(lin.n_axis()), K::all_reduce, calls, m * k_local * e);
+    v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * e);
+  }
+  v.add(CommAxis::y, K::all_reduce, A, m * (C / g.x) * e);  // token embedding
+  const int64_t layer_norms = 2 * int64_t{model.layers} + 1;
+  v.add(CommAxis::x, K::all_reduce, A * layer_norms * 2, m * stat);
+  v.add(CommAxis::x, K::all_reduce, A * layer_norms, m * 2 * stat);
+  v.add(CommAxis::y, K::all_gather, A, m * g.y * stat);
+  v.add(CommAxis::y, K::all_reduce, A, m * 2 * stat);
+
+  const ParameterCount params = parameters_per_rank(model, g);
+  v.add(CommAxis::z, K::all_reduce, 1, params.small * e);
+  v.add(CommAxis::data, K::all_reduce, 1, params.total() * e);
+  v.add(CommAxis::world, K::all_reduce, 1, 3 * stat);
+  return v;
+}
+
+}  // namespace axonn

@@ -1,0 +1,78 @@
+#include "layout/model_plan.hpp"
+
+namespace axonn {
+
+std::vector<LinearSpec> linear_layers(const ModelShape& m) {
+  const int64_t C = m.hidden;
+  std::vector<LinearSpec> layers;
+  for (int l = 0; l < m.layers; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    layers.push_back({p + "attn.qkv", C, 3 * C, Axis::x});
+    layers.push_back({p + "attn.proj", C, C, Axis::y});
+    layers.push_back({p + "mlp.fc", C, 4 * C, Axis::x});
+    layers.push_back({p + "mlp.proj", 4 * C, C, Axis::y});
+  }
+  layers.push_back({"lm_head", C, m.vocab, Axis::x});
+  return layers;
+}
+
+std::array<LinearShape, 5> linear_shapes(const ModelShape& m) {
+  const int64_t C = m.hidden, L = m.layers;
+  return {{{C, 3 * C, Axis::x, L}, {C, C, Axis::y, L}, {C, 4 * C, Axis::x, L}, {4 * C, C, Axis::y, L},
+           {C, m.vocab, Axis::x, 1}}};
+}
+
+BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const Layout& layout) {
+  const int ways = layout.data * layout.z;
+  if (batch.global_batch % ways != 0)
+    throw LayoutError("global_batch=" + std::to_string(batch.global_batch) + " is not divisible by G_data*G_z=" +
+                      std::to_string(ways) + " (layout " + format_layout(layout) + ")");
+  BatchSplit s;
+  s.sequences_per_rank = batch.global_batch / ways;
+  s.micro_batch = 1;
+  for (int d = 1; d <= std::min(batch.micro_batch, s.sequences_per_rank); ++d)
+    if (s.sequences_per_rank % d == 0) s.micro_batch = d;
+  s.accumulation = s.sequences_per_rank / s.micro_batch;
+  s.tokens = static_cast<int64_t>(s.micro_batch) * model.sequence;
+  return s;
+}
+
+ParameterCount parameters_per_rank(const ModelShape& m, const Layout& g) {
+  ParameterCount p;
+  for (const auto& lin : linear_shapes(m)) p.big += lin.count * (lin.k * lin.n / (int64_t{g.x} * g.y * g.z));
+  const int64_t C = m.hidden;
+  // Per block: ln1, ln2 (gamma, beta: C/G_x each), qkv bias 3C/G_y, attn.proj bias C/G_x,
+  // mlp.fc bias 4C/G_y, mlp.proj bias C/G_x. Then ln_f (2 C/G_x) and wpe (T x C/G_x).
+  p.small = m.layers * (6 * C / g.x + 7 * C / g.y) + 2 * C / g.x + int64_t{m.sequence} * C / g.x;
+  return p;
+}
+
+int64_t parameters_total(const ModelShape& m) {
+  Layout one;
+  return parameters_per_rank(m, one).total();
+}
+
+std::string divisibility_problem(const ModelShape& m, const BatchShape& batch, const Layout& g) {
+  struct Check {
+    const char* dim;
+    int64_t value;
+    const char* by;
+    int64_t ways;
+  };
+  const int64_t C = m.hidden;
+  const Check checks[] = {
+      {"hidden", C, "G_x*G_z", int64_t{g.x} * g.z},  // xy layers: k = C over x then z
+      {"hidden", C, "G_y*G_z", int64_t{g.y} * g.z},  // attn.proj: k = C over y then z
+      {"4*hidden", 4 * C, "G_y*G_z", int64_t{g.y} * g.z},
+      {"heads", m.heads, "G_y", g.y},  // attention runs on whole heads
+      {"vocab", m.vocab, "G_y", g.y},  // vocab-parallel head and loss
+      {"global_batch", batch.global_batch, "G_data*G_z", int64_t{g.data} * g.z},
+  };
+  for (const auto& c : checks)
+    if (c.value % c.ways != 0)
+      return std::string(c.dim) + "=" + std::to_string(c.value) + " is not divisible by " + c.by + "=" +
+             std::to_string(c.ways);
+  return "";
+}
+
+}  // namespace axonn

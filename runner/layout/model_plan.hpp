@@ -1,0 +1,60 @@
+#pragma once
+// The model as the 4D plan sees it (docs/parallel-plan.md): the linear layers with their
+// roles, the per-rank batch split, and the parameter counts per rank. Shared by the
+// volume, memory and cost models, and by the trainer, so they cannot disagree.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layout/layout.hpp"
+
+namespace axonn {
+
+// Y = X*W, W: [k, n]. k_axis splits k (x for role "xy", y for role "yx"); the other
+// tensor axis splits n; z splits the rows of each block again.
+struct LinearSpec {
+  std::string name;  // "h.3.attn.qkv", ..., "lm_head"
+  int64_t k = 0, n = 0;
+  Axis k_axis = Axis::x;
+  Axis n_axis() const { return k_axis == Axis::x ? Axis::y : Axis::x; }
+};
+
+// Per block: attn.qkv (C -> 3C, xy), attn.proj (C -> C, yx), mlp.fc (C -> 4C, xy),
+// mlp.proj (4C -> C, yx); then lm_head (C -> V, xy, the tied wte).
+std::vector<LinearSpec> linear_layers(const ModelShape& model);
+
+// The same layers as (shape, how many): the four block shapes x layers, and lm_head.
+// The cost model iterates these, so pricing a layout allocates nothing per layer.
+struct LinearShape {
+  int64_t k = 0, n = 0;
+  Axis k_axis = Axis::x;
+  int64_t count = 0;
+  Axis n_axis() const { return k_axis == Axis::x ? Axis::y : Axis::x; }
+};
+std::array<LinearShape, 5> linear_shapes(const ModelShape& model);
+
+// How one (data, z) coordinate's share of the global batch is processed.
+struct BatchSplit {
+  int sequences_per_rank = 0;  // b = global_batch / (G_data * G_z)
+  int micro_batch = 0;         // mb: largest divisor of b that is <= the configured micro_batch
+  int accumulation = 0;        // A = b / mb micro-batches per step
+  int64_t tokens = 0;          // m = mb * T tokens per micro-batch
+};
+// Throws LayoutError naming the batch and the axes when global_batch % (G_data*G_z) != 0.
+BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const Layout& layout);
+
+// Elements this rank holds (one shard of every parameter tensor).
+struct ParameterCount {
+  int64_t big = 0;    // linear weights incl. wte: sum of k*n / (G_x*G_y*G_z)
+  int64_t small = 0;  // LayerNorm gamma/beta, biases, wpe: split over one tensor axis only
+  int64_t total() const { return big + small; }
+};
+ParameterCount parameters_per_rank(const ModelShape& model, const Layout& layout);
+int64_t parameters_total(const ModelShape& model);  // the whole model, for reports
+
+// The first model dimension that `layout` does not divide, as "hidden=64 is not divisible
+// by G_x*G_z=3"; empty when every dimension divides.
+std::string divisibility_problem(const ModelShape& model, const BatchShape& batch, const Layout& layout);
+
+}  // namespace axonn
