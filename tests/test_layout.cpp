@@ -1,0 +1,290 @@
+// The layout library: grid numbering, groups, enumeration, the byte/memory/cost models
+// and the chooser's properties.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "layout/layout_report.hpp"
+#include "layout/layout_search.hpp"
+#include "layout/model_plan.hpp"
+
+namespace axonn {
+namespace {
+
+std::vector<std::array<Axis, 4>> some_orders() {
+  return {{Axis::x, Axis::y, Axis::z, Axis::data},
+          {Axis::data, Axis::z, Axis::y, Axis::x},
+          {Axis::y, Axis::x, Axis::data, Axis::z},
+          {Axis::z, Axis::data, Axis::x, Axis::y}};
+}
+
+TEST(Layout, RankCoordinateRoundTripForEveryLayoutOfWorlds1To64) {
+  for (int world = 1; world <= 64; ++world) {
+    for (const Layout& base : enumerate_layouts(world)) {
+      if (base.order != some_orders()[0]) continue;  // sizes once; orders below
+      for (const auto& order : some_orders()) {
+        Layout l = base;
+        l.order = order;
+        for (int r = 0; r < world; ++r) ASSERT_EQ(l.rank(l.coords(r)), r) << format_layout_with_order(l);
+      }
+    }
+  }
+}
+
+TEST(Layout, DefaultNumberingIsXFastestThenYZData) {
+  const Layout l = parse_layout("2x3x2x2");  // data 2, x 3, y 2, z 2
+  const Coords c{1, 1, 1, 1};               // x, y, z, data
+  EXPECT_EQ(l.rank(c), ((1 * 2 + 1) * 2 + 1) * 3 + 1);
+  EXPECT_EQ(l.stride(Axis::x), 1);
+  EXPECT_EQ(l.stride(Axis::y), 3);
+  EXPECT_EQ(l.stride(Axis::z), 6);
+  EXPECT_EQ(l.stride(Axis::data), 12);
+}
+
+TEST(Layout, GroupsCoverTheWorldOnceAndShareOtherCoordinates) {
+  for (const auto& order : some_orders()) {
+    Layout l = parse_layout("2x2x3x2");
+    l.order = order;
+    for (Axis a : kAllAxes) {
+      std::multiset<int> covered;
+      const auto groups = l.groups(a);
+      EXPECT_EQ(static_cast<int>(groups.size()), l.world() / l.size(a));
+      for (const auto& g : groups) {
+        ASSERT_EQ(static_cast<int>(g.size()), l.size(a));
+        for (size_t i = 0; i < g.size(); ++i) {
+          covered.insert(g[i]);
+          Coords expect = l.coords(g[0]);
+          expect[a] = static_cast<int>(i);
+          EXPECT_EQ(l.coords(g[i]), expect);  // differs only along a, in group-rank order
+          EXPECT_EQ(l.group(a, g[i]), g);
+        }
+      }
+      EXPECT_EQ(covered.size(), static_cast<size_t>(l.world()));
+      EXPECT_EQ(std::set<int>(covered.begin(), covered.end()).size(), static_cast<size_t>(l.world()));
+    }
+  }
+}
+
+TEST(Layout, ParsesAndPrints) {
+  const Layout l = parse_layout("2x2x1x2:yxzd");
+  EXPECT_EQ(l.data, 2);
+  EXPECT_EQ(l.x, 2);
+  EXPECT_EQ(l.y, 1);
+  EXPECT_EQ(l.z, 2);
+  EXPECT_EQ(format_layout_with_order(l), "2x2x1x2:yxzd");
+  EXPECT_EQ(format_order(parse_layout("1x1x1x1")), "xyzd");
+  for (const char* bad : {"2x2x2", "2x2x0x1", "ax1x1x1", "2x2x1x2:xyz", "2x2x1x2:xxzd", "", "1x1x1x1x1"}) {
+    try {
+      parse_layout(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const LayoutError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Number of ordered 4-factorizations: product over primes p^e of C(e+3, 3).
+int64_t ordered_factorizations(int n) {
+  int64_t count = 1;
+  for (int p = 2; n > 1; ++p) {
+    int e = 0;
+    while (n % p == 0) n /= p, ++e;
+    count *= int64_t{e + 3} * (e + 2) * (e + 1) / 6;
+  }
+  return count;
+}
+
+TEST(LayoutSearch, EnumeratesEveryFactorizationTimesEveryOrder) {
+  for (int world : {1, 2, 6, 8, 12, 36, 64, 96, 4096}) {
+    const auto all = enumerate_layouts(world);
+    EXPECT_EQ(static_cast<int64_t>(all.size()), ordered_factorizations(world) * 24) << world;
+    std::set<std::string> unique;
+    for (const auto& l : all) {
+      EXPECT_EQ(l.world(), world);
+      unique.insert(format_layout_with_order(l));
+    }
+    EXPECT_EQ(unique.size(), all.size());
+  }
+}
+
+// A tiny model whose volumes are computed by hand below.
+ChooserInput tiny_input() {
+  ChooserInput in;
+  in.model = {1, 8, 2, 16, 4};  // L=1, C=8, H=2, V=16, T=4
+  in.batch = {4, 1, Dtype::float32};
+  in.machine.nodes = 1;
+  in.machine.tasks_per_node = 4;
+  in.machine.intra_node = {1e10, 1e-6};
+  in.machine.inter_node = {1e9, 1e-5};
+  return in;
+}
+
+TEST(LayoutVolume, HandComputedWithDataXAndZ) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  const Layout l = parse_layout("2x2x1x2");  // data 2, x 2, y 1, z 2
+  // b = 4/(2*2) = 1 sequence, mb = 1, A = 1, m = 4 tokens, e = 4 bytes.
+  const StepVolume v = predict_step_volume(in, l);
+  using K = CollectiveKind;
+  // k_local*n_local*e per linear: qkv 4*24*4=384, proj 8*4*4=128, fc 4*32*4=512,
+  // mlp.proj 32*4*4=512, lm_head 4*16*4=256 -> 1792 in 5 calls, gathered and scattered over z.
+  EXPECT_EQ(v.at(CommAxis::z, K::all_gather).calls, 5);
+  EXPECT_EQ(v.at(CommAxis::z, K::all_gather).bytes, 1792);
+  EXPECT_EQ(v.at(CommAxis::z, K::reduce_scatter).bytes, 1792);
+  // x all-reduces: forward Y of xy layers (m*n_local*e: qkv 384, fc 512, head 256) and
+  // backward dX of yx layers (m*k_local*e: proj 128, mlp.proj 512) = 1792 in 5 calls;
+  // 3 LayerNorms x (2 forward calls of m*4 = 16 + 1 backward call of m*2*4 = 32) = 96+96.
+  EXPECT_EQ(v.at(CommAxis::x, K::all_reduce).calls, 5 + 6 + 3);
+  EXPECT_EQ(v.at(CommAxis::x, K::all_reduce).bytes, 1792 + 96 + 96);
+  // y is a group of one: nothing.
+  EXPECT_EQ(v.bytes(CommAxis::y), 0);
+  // small = L*(6C/G_x + 7C/G_y) + 2C/G_x + T*C/G_x = 80 + 8 + 16 = 104 elements;
+  // big = (192 + 64 + 256 + 256 + 128) / (G_x*G_y*G_z = 4) = 224 elements.
+  EXPECT_EQ(parameters_per_rank(in.model, l).small, 104);
+  EXPECT_EQ(parameters_per_rank(in.model, l).big, 224);
+  EXPECT_EQ(v.at(CommAxis::z, K::all_reduce).bytes, 104 * 4);
+  EXPECT_EQ(v.at(CommAxis::data, K::all_reduce).bytes, (224 + 104) * 4);
+  EXPECT_EQ(v.at(CommAxis::data, K::all_reduce).calls, 1);
+  EXPECT_EQ(v.at(CommAxis::world, K::all_reduce).bytes, 12);
+  // Wire bytes: all-reduce factor 2(n-1)/n = 1 for n = 2.
+  EXPECT_DOUBLE_EQ(v.wire_bytes(CommAxis::data), 1312.0);
+}
+
+TEST(LayoutVolume, HandComputedWithYAndAccumulation) {
+  const ChooserInput in = tiny_input();
+  const Layout l = parse_layout("1x1x2x1");  // y = 2: b = 4, mb = 1, A = 4, m = 4
+  const StepVolume v = predict_step_volume(in, l);
+  using K = CollectiveKind;
+  // y all-reduces per micro-batch: backward dX of xy layers (m*k_local*e: qkv 4*8*4,
+  // fc 4*8*4, head 4*8*4) and forward Y of yx layers (m*n_local*e: proj 4*8*4,
+  // mlp.proj 4*8*4) = 5*128; embedding m*C/G_x*e = 128; loss m*2*4 = 32. Times A = 4.
+  EXPECT_EQ(v.at(CommAxis::y, K::all_reduce).calls, 4 * 7);
+  EXPECT_EQ(v.at(CommAxis::y, K::all_reduce).bytes, 4 * (5 * 128 + 128 + 32));
+  // loss row maxima: m*G_y*4 = 32 gathered per micro-batch.
+  EXPECT_EQ(v.at(CommAxis::y, K::all_gather).bytes, 4 * 32);
+  EXPECT_EQ(v.bytes(CommAxis::x), 0);
+  EXPECT_EQ(v.bytes(CommAxis::z), 0);
+  EXPECT_EQ(batch_split(in.model, in.batch, l).accumulation, 4);
+}
+
+TEST(LayoutMemory, FilterRejectsWithTheNumbers) {
+  ChooserInput in = tiny_input();
+  const Layout l = parse_layout("4x1x1x1");
+  const double need = static_cast<double>(estimate_memory(in, l).total());
+  in.machine.memory_headroom = 0;
+  in.machine.memory_bytes = need * 0.99;
+  const std::string why = rejection_reason(in, l);
+  EXPECT_NE(why.find("does not fit in memory: needs"), std::string::npos) << why;
+  in.machine.memory_bytes = need * 1.01;
+  EXPECT_EQ(rejection_reason(in, l), "");
+}
+
+TEST(LayoutMemory, ZShardingShrinksParametersButKeepsGatheredWeights) {
+  ChooserInput in = tiny_input();
+  in.model = {4, 256, 8, 512, 64};
+  in.batch = {8, 1, Dtype::float32};
+  const MemoryEstimate flat = estimate_memory(in, parse_layout("1x1x1x1"));
+  const MemoryEstimate zed = estimate_memory(in, parse_layout("1x1x1x4"));
+  EXPECT_LT(zed.parameters, flat.parameters / 3);
+  EXPECT_GT(zed.gathered_weights, 0);
+  EXPECT_EQ(flat.gathered_weights, 0);
+}
+
+TEST(LayoutSearch, RejectsIndivisibleLayoutsNamingDimAndAxis) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 3;
+  const ChooserResult r = choose_layout(in);
+  bool named = false;
+  for (const auto& rej : r.rejected)
+    if (rej.reason.find("hidden=8 is not divisible by G_y*G_z=3") != std::string::npos) named = true;
+  EXPECT_TRUE(named);
+}
+
+TEST(LayoutCost, AxisLinkRuleMatchesListingEveryGroup) {
+  for (int world : {4, 6, 8, 12, 16, 24, 32, 48}) {
+    for (int per_node : {1, 2, 3, 4, 6, 8}) {
+      Machine m;
+      m.tasks_per_node = per_node;
+      m.nodes = (world + per_node - 1) / per_node;
+      for (const Layout& l : enumerate_layouts(world)) {
+        for (Axis a : kAllAxes) {
+          bool crosses = false;
+          for (const auto& g : l.groups(a))
+            for (int r : g) crosses |= r / per_node != g[0] / per_node;
+          const LinkTier tier = axis_link(m, l, comm_axis(a));
+          if (l.size(a) == 1)
+            EXPECT_EQ(tier, LinkTier::none);
+          else
+            EXPECT_EQ(tier, crosses ? LinkTier::inter_node : LinkTier::intra_node)
+                << format_layout_with_order(l) << " axis " << axis_name(a) << " per node " << per_node;
+        }
+      }
+    }
+  }
+}
+
+ChooserInput two_nodes_of_four() {
+  ChooserInput in;
+  in.model = {4, 512, 8, 1024, 128};
+  in.batch = {16, 2, Dtype::float32};
+  in.machine.nodes = 2;
+  in.machine.tasks_per_node = 4;
+  in.machine.peak_flops = 1e14;
+  in.machine.memory_bytes = 80e9;
+  in.machine.intra_node = {1e11, 1e-6};
+  in.machine.inter_node = {1e10, 5e-6};  // 10x lower
+  return in;
+}
+
+TEST(LayoutSearch, TensorGroupsInsideANodeBeatTheSameLayoutSpreadAcrossNodes) {
+  const ChooserInput in = two_nodes_of_four();
+  const Candidate inside = evaluate_layout(in, parse_layout("2x4x1x1:xyzd"));  // x groups = ranks 0-3, 4-7
+  const Candidate spread = evaluate_layout(in, parse_layout("2x4x1x1:dxyz"));  // x groups stride 2: cross nodes
+  EXPECT_EQ(inside.cost.link[static_cast<size_t>(CommAxis::x)], LinkTier::intra_node);
+  EXPECT_EQ(spread.cost.link[static_cast<size_t>(CommAxis::x)], LinkTier::inter_node);
+  EXPECT_LT(inside.cost.step_s(), spread.cost.step_s());
+  EXPECT_EQ(inside.volume.bytes(CommAxis::x), spread.volume.bytes(CommAxis::x));  // same bytes, other links
+}
+
+TEST(LayoutSearch, PureDataParallelWinsForATinyModel) {
+  ChooserInput in = tiny_input();
+  in.machine.intra_node = {1e11, 1e-6};
+  const ChooserResult r = choose_layout(in);
+  ASSERT_TRUE(r.fits());
+  EXPECT_EQ(format_layout(r.best().layout), "4x1x1x1");
+}
+
+TEST(LayoutSearch, IsDeterministicAndRanksByTime) {
+  const ChooserInput in = two_nodes_of_four();
+  const ChooserResult a = choose_layout(in), b = choose_layout(in);
+  ASSERT_EQ(a.ranked.size(), b.ranked.size());
+  for (size_t i = 0; i < a.ranked.size(); ++i) {
+    EXPECT_EQ(format_layout_with_order(a.ranked[i].layout), format_layout_with_order(b.ranked[i].layout));
+    if (i) {
+      EXPECT_LE(a.ranked[i - 1].cost.step_s(), a.ranked[i].cost.step_s());
+      EXPECT_FALSE(a.ranked[i].why_lost.empty());
+    }
+  }
+  EXPECT_EQ(format_ranked_table(a, 5), format_ranked_table(b, 5));
+  EXPECT_NE(format_explain(a, 5).find("runner-ups:"), std::string::npos);
+}
+
+TEST(LayoutSearch, NoFitSuggestionMakesALayoutFit) {
+  ChooserInput in = two_nodes_of_four();
+  in.model = {24, 2048, 16, 50304, 1024};
+  in.batch = {64, 8, Dtype::float32};
+  in.machine.nodes = 1;
+  in.machine.memory_bytes = 16e9;
+  ASSERT_FALSE(choose_layout(in).fits());
+  const std::string change = smallest_fitting_change(in);
+  ASSERT_NE(change.find("needs >= "), std::string::npos) << change;
+  const int gpus = std::stoi(change.substr(change.find(">= ") + 3));
+  ChooserInput bigger = in;
+  bigger.machine.nodes = gpus / in.machine.tasks_per_node;
+  EXPECT_TRUE(choose_layout(bigger).fits()) << change;
+  bigger.machine.nodes -= 1;
+  EXPECT_FALSE(choose_layout(bigger).fits()) << "the suggestion is not the smallest: " << change;
+}
+
+}  // namespace
+}  // namespace axonn
