@@ -1,0 +1,120 @@
+#include "config/job_config.hpp"
+
+#include <filesystem>
+
+#include "config/config_error.hpp"
+#include "config/toml_reader.hpp"
+
+namespace axonn {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string absolute_from(const fs::path& base, const std::string& p) {
+  if (p.empty()) return p;
+  const fs::path path(p);
+  return (path.is_absolute() ? path : base / path).lexically_normal().string();
+}
+
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+
+JobConfig read_job(toml::table root, const std::string& file, const fs::path& data_base, const SiteConfig& site,
+                   const std::vector<std::string>& overrides) {
+  apply_overrides(root, overrides);
+  JobConfig job;
+  job.source = file;
+  TomlReader r(root, file, "");
+  {
+    auto t = r.table("model");
+    ModelShape& m = job.model;
+    m.layers = static_cast<int>(t.integer("layers", m.layers, 1, 1024));
+    m.hidden = static_cast<int>(t.integer("hidden", m.hidden, 1, kMaxDim));
+    const int64_t heads = t.integer("heads", m.heads, 1, m.hidden);
+    if (m.hidden % heads != 0)
+      throw ConfigError(file + ": model.heads = " + std::to_string(heads) + " must divide model.hidden = " +
+                        std::to_string(m.hidden) + "; use a divisor of hidden");
+    m.heads = static_cast<int>(heads);
+    m.vocab = static_cast<int>(t.integer("vocab", m.vocab, 2, kMaxDim));
+    m.sequence = static_cast<int>(t.integer("sequence", m.sequence, 1, kMaxDim));
+    t.finish();
+  }
+  {
+    auto t = r.table("training");
+    TrainingConfig& c = job.training;
+    c.global_batch = static_cast<int>(t.integer("global_batch", c.global_batch, 1, kMaxDim));
+    c.micro_batch = static_cast<int>(t.integer("micro_batch", c.micro_batch, 1, c.global_batch));
+    c.steps = static_cast<int>(t.integer("steps", c.steps, 1, 1'000'000'000));
+    c.lr = t.number("lr", c.lr, 1e-12, 10.0);
+    c.min_lr = t.number("min_lr", std::min(c.min_lr, c.lr), 0.0, c.lr);
+    c.warmup_steps = static_cast<int>(t.integer("warmup_steps", std::min(c.warmup_steps, c.steps), 0, c.steps));
+    c.schedule = t.string("schedule", c.schedule, {"cosine", "constant"});
+    c.weight_decay = t.number("weight_decay", c.weight_decay, 0.0, 10.0);
+    c.grad_clip = t.number("grad_clip", c.grad_clip, 0.0, 1e9);
+    c.beta1 = t.number("beta1", c.beta1, 0.0, 0.999999);
+    c.beta2 = t.number("beta2", c.beta2, 0.0, 0.999999999);
+    c.eps = t.number("eps", c.eps, 1e-30, 1.0);
+    c.seed = static_cast<uint64_t>(t.integer("seed", static_cast<int64_t>(c.seed), 0, INT64_MAX));
+    c.dtype = parse_dtype(t.string("dtype", dtype_name(site.default_dtype), {"float32", "bfloat16"}));
+    t.finish();
+  }
+  {
+    auto t = r.table("data");
+    job.data.path = absolute_from(data_base, t.string("path", ""));
+    job.data.format = t.string("format", job.data.format, {"auto", "tokens", "text"});
+    t.finish();
+  }
+  const fs::path cwd = fs::current_path();
+  {
+    auto t = r.table("checkpoint");
+    job.checkpoint.dir = absolute_from(cwd, t.string("dir", site.checkpoint_dir));
+    job.checkpoint.interval = static_cast<int>(t.integer("interval", job.checkpoint.interval, 0, 1'000'000'000));
+    job.checkpoint.keep = static_cast<int>(t.integer("keep", job.checkpoint.keep, 1, 1'000'000));
+    t.finish();
+  }
+  {
+    auto t = r.table("run");
+    job.run.dir = absolute_from(cwd, t.string("dir", job.run.dir));
+    job.run.log_interval = static_cast<int>(t.integer("log_interval", job.run.log_interval, 1, 1'000'000'000));
+    t.finish();
+  }
+  r.finish();
+  return job;
+}
+
+}  // namespace
+
+JobConfig load_job_config(const std::string& path, const SiteConfig& site, const std::vector<std::string>& overrides) {
+  const fs::path folder = fs::absolute(fs::path(path)).parent_path();
+  return read_job(parse_toml_file(path), path, folder, site, overrides);
+}
+
+JobConfig load_job_config_string(const std::string& text, const std::string& name, const SiteConfig& site,
+                                 const std::vector<std::string>& overrides) {
+  return read_job(parse_toml_string(text, name), name, fs::current_path(), site, overrides);
+}
+
+ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node) {
+  if (nodes < 1 || tasks_per_node < 1)
+    throw ConfigError("nodes = " + std::to_string(nodes) + " and tasks per node = " + std::to_string(tasks_per_node) +
+                      " must both be >= 1");
+  ChooserInput in;
+  in.model = job.model;
+  in.batch = {job.training.global_batch, job.training.micro_batch, job.training.dtype};
+  Machine& m = in.machine;
+  m.nodes = nodes;
+  m.tasks_per_node = tasks_per_node;
+  m.nodes_per_switch = site.nodes_per_switch;
+  const double tflops = job.training.dtype == Dtype::float32 ? site.peak_tflops_float32 : site.peak_tflops_bfloat16;
+  m.peak_flops = tflops * 1e12;
+  m.compute_efficiency = site.efficiency;
+  m.memory_bytes = site.memory_gib * 1024.0 * 1024.0 * 1024.0;
+  m.memory_headroom = site.memory_headroom;
+  m.intra_node = {site.intra_node_bandwidth_GBps * 1e9, site.intra_node_latency_us * 1e-6};
+  m.inter_node = {site.inter_node_bandwidth_GBps * 1e9, site.inter_node_latency_us * 1e-6};
+  m.inter_switch = {site.inter_switch_bandwidth_GBps * 1e9, site.inter_switch_latency_us * 1e-6};
+  in.policy.allowed_axis_sizes = site.allowed_axis_sizes;
+  in.policy.max_tensor_parallel = site.max_tensor_parallel;
+  return in;
+}
+
+}  // namespace axonn

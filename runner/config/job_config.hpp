@@ -1,0 +1,70 @@
+#pragma once
+// A training job (job_templates/*.toml). Merge order, lowest first:
+//   1. built-in defaults (the initializers below),
+//   2. the site config's policy: default_dtype and checkpoint_dir fill what the job leaves out,
+//   3. the job TOML,
+//   4. command-line overrides "section.key=value" (e.g. training.steps=20).
+// Paths: checkpoint.dir and run.dir, when relative, resolve against the current working
+// directory at load time, so two runs started in two directories never collide;
+// data.path, when relative, resolves against the job TOML's own folder, so a template
+// finds the data shipped beside it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/site_config.hpp"
+#include "layout/layout_inputs.hpp"
+
+namespace axonn {
+
+struct TrainingConfig {
+  int global_batch = 8;     // sequences per optimizer step
+  int micro_batch = 1;      // sequences per forward/backward per rank, upper bound
+  int steps = 100;
+  double lr = 3e-4;         // peak
+  double min_lr = 3e-5;     // end of the cosine decay
+  int warmup_steps = 10;
+  std::string schedule = "cosine";  // "cosine" | "constant"
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;   // global norm; 0 disables
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  uint64_t seed = 1337;
+  Dtype dtype = Dtype::float32;
+};
+
+struct DataConfig {
+  std::string path;              // absolute after loading; empty: the built-in corpus
+  std::string format = "auto";   // "auto" | "tokens" | "text"
+};
+
+struct CheckpointConfig {
+  std::string dir;     // absolute after loading
+  int interval = 0;    // steps between saves; 0: only at the end and on preemption
+  int keep = 2;        // committed steps kept
+};
+
+struct RunConfig {
+  std::string dir = "runs/axonn";  // metrics and logs; absolute after loading
+  int log_interval = 1;
+};
+
+struct JobConfig {
+  std::string source;  // file it was loaded from
+  ModelShape model;
+  TrainingConfig training;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  RunConfig run;
+};
+
+JobConfig load_job_config(const std::string& path, const SiteConfig& site,
+                          const std::vector<std::string>& overrides = {});
+// `name` stands for the file in messages; relative data paths resolve against the cwd.
+JobConfig load_job_config_string(const std::string& text, const std::string& name, const SiteConfig& site,
+                                 const std::vector<std::string>& overrides = {});
+
+// The chooser's view of a site and a job on `nodes` nodes with `tasks_per_node` ranks each
+// (units converted: GiB -> bytes, GB/s -> bytes/s, us -> s, TFLOP/s -> FLOP/s at the job's dtype).
+ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node);
+
+}  // namespace axonn

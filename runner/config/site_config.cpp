@@ -1,0 +1,71 @@
+#include "config/site_config.hpp"
+
+#include "config/config_error.hpp"
+#include "config/toml_reader.hpp"
+
+namespace axonn {
+namespace {
+
+SiteConfig read_site(const toml::table& root, const std::string& file) {
+  SiteConfig s;
+  s.source = file;
+  TomlReader r(root, file, "");
+  {
+    auto t = r.table("site");
+    s.name = t.string("name", s.name);
+    t.finish();
+  }
+  {
+    auto t = r.table("node");
+    s.gpus_per_node = static_cast<int>(t.integer("gpus_per_node", s.gpus_per_node, 1, 1024));
+    s.memory_gib = t.number("memory_gib", s.memory_gib, 0.001, 1e6);
+    t.finish();
+  }
+  {
+    auto t = r.table("compute");
+    s.peak_tflops_float32 = t.number("peak_tflops_float32", s.peak_tflops_float32, 1e-6, 1e6);
+    s.peak_tflops_bfloat16 = t.number("peak_tflops_bfloat16", s.peak_tflops_bfloat16, 1e-6, 1e6);
+    s.efficiency = t.number("efficiency", s.efficiency, 0.001, 1.0);
+    t.finish();
+  }
+  {
+    auto t = r.table("network");
+    s.intra_node_bandwidth_GBps = t.number("intra_node_bandwidth_GBps", s.intra_node_bandwidth_GBps, 1e-6, 1e6);
+    s.intra_node_latency_us = t.number("intra_node_latency_us", s.intra_node_latency_us, 0, 1e6);
+    s.inter_node_bandwidth_GBps = t.number("inter_node_bandwidth_GBps", s.inter_node_bandwidth_GBps, 1e-6, 1e6);
+    s.inter_node_latency_us = t.number("inter_node_latency_us", s.inter_node_latency_us, 0, 1e6);
+    s.inter_switch_bandwidth_GBps =
+        t.number("inter_switch_bandwidth_GBps", s.inter_switch_bandwidth_GBps, 1e-6, 1e6);
+    s.inter_switch_latency_us = t.number("inter_switch_latency_us", s.inter_switch_latency_us, 0, 1e6);
+    s.nodes_per_switch = static_cast<int>(t.integer("nodes_per_switch", s.nodes_per_switch, 0, 1 << 20));
+    t.finish();
+  }
+  {
+    auto t = r.table("policy");
+    for (int64_t v : t.integers("allowed_axis_sizes", 1, 1 << 20)) s.allowed_axis_sizes.push_back(static_cast<int>(v));
+    s.max_tensor_parallel = static_cast<int>(t.integer("max_tensor_parallel", s.max_tensor_parallel, 0, 1 << 20));
+    s.default_dtype = parse_dtype(t.string("default_dtype", dtype_name(s.default_dtype), {"float32", "bfloat16"}));
+    s.checkpoint_dir = t.string("checkpoint_dir", s.checkpoint_dir);
+    s.signal_lead_s = static_cast<int>(t.integer("signal_lead_s", s.signal_lead_s, 0, 86400));
+    s.memory_headroom = t.number("memory_headroom", s.memory_headroom, 0.0, 0.9);
+    t.finish();
+  }
+  r.finish();
+  return s;
+}
+
+}  // namespace
+
+Dtype parse_dtype(const std::string& name) {
+  if (name == "float32") return Dtype::float32;
+  if (name == "bfloat16") return Dtype::bfloat16;
+  throw ConfigError("dtype \"" + name + "\" is not known; use \"float32\" or \"bfloat16\"");
+}
+
+SiteConfig load_site_config(const std::string& path) { return read_site(parse_toml_file(path), path); }
+
+SiteConfig load_site_config_string(const std::string& text, const std::string& name) {
+  return read_site(parse_toml_string(text, name), name);
+}
+
+}  // namespace axonn

@@ -1,0 +1,45 @@
+#pragma once
+// A site's hardware and policy (site_configs/<site>.toml; every key documented in
+// site_configs/example.toml). Plain struct with explicit defaults; units in the names.
+#include <string>
+#include <vector>
+
+#include "layout/layout_inputs.hpp"
+
+namespace axonn {
+
+struct SiteConfig {
+  std::string source;               // file it was loaded from
+  std::string name = "unnamed";
+  // [node]
+  int gpus_per_node = 1;
+  double memory_gib = 16;           // per GPU
+  // [compute], per GPU
+  double peak_tflops_float32 = 1;
+  double peak_tflops_bfloat16 = 1;
+  double efficiency = 0.5;          // achieved fraction of peak in the model's GEMMs
+  // [network], bandwidth per GPU per direction
+  double intra_node_bandwidth_GBps = 100;
+  double intra_node_latency_us = 2;
+  double inter_node_bandwidth_GBps = 25;
+  double inter_node_latency_us = 5;
+  double inter_switch_bandwidth_GBps = 12.5;
+  double inter_switch_latency_us = 10;
+  int nodes_per_switch = 0;         // 0: one switch for all nodes
+  // [policy]
+  std::vector<int> allowed_axis_sizes;  // empty: any
+  int max_tensor_parallel = 0;          // 0: no limit
+  Dtype default_dtype = Dtype::float32;
+  std::string checkpoint_dir = "checkpoints";  // relative: against the job's working directory
+  int signal_lead_s = 120;
+  double memory_headroom = 0.1;
+};
+
+// Throws ConfigError with file:line:column for unknown keys, wrong types, bad values.
+SiteConfig load_site_config(const std::string& path);
+SiteConfig load_site_config_string(const std::string& text, const std::string& name);
+
+// Dtype by name: "float32" | "bfloat16".
+Dtype parse_dtype(const std::string& name);
+
+}  // namespace axonn

@@ -1,0 +1,205 @@
+#include "config/toml_reader.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "config/config_error.hpp"
+
+namespace axonn {
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+std::string describe(const toml::parse_error& e, const std::string& name) {
+  std::ostringstream out;
+  out << name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+  return out.str();
+}
+
+}  // namespace
+
+TomlReader::TomlReader(const toml::table& table, std::string file, std::string prefix)
+    : table_(table), file_(std::move(file)), prefix_(std::move(prefix)) {}
+
+std::string TomlReader::where(const toml::source_region& region) const {
+  const auto& begin = region.begin;
+  if (begin.line == 0) return file_ + ": command-line override: ";
+  return file_ + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column) + ": ";
+}
+
+void TomlReader::fail(const toml::node& node, const std::string& key, const std::string& what) const {
+  throw ConfigError(where(node) + path(key) + " " + what);
+}
+
+bool TomlReader::has(const std::string& key) const { return table_.contains(key); }
+
+const toml::node* TomlReader::find(const std::string& key) {
+  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.push_back(key);
+  read_.insert(key);
+  return table_.get(key);
+}
+
+int64_t TomlReader::integer(const std::string& key, int64_t fallback, int64_t min, int64_t max) {
+  const toml::node* node = find(key);
+  if (!node) return fallback;
+  const auto v = node->value_exact<int64_t>();
+  if (!v) fail(*node, key, "must be an integer, got " + type_name(*node));
+  if (*v < min || *v > max)
+    fail(*node, key, "= " + std::to_string(*v) + " is out of range; allowed [" + std::to_string(min) + ", " +
+                         std::to_string(max) + "]");
+  return *v;
+}
+
+double TomlReader::number(const std::string& key, double fallback, double min, double max) {
+  const toml::node* node = find(key);
+  if (!node) return fallback;
+  std::optional<double> v;
+  if (node->is_integer()) v = static_cast<double>(*node->value_exact<int64_t>());
+  if (node->is_floating_point()) v = *node->value_exact<double>();
+  if (!v) fail(*node, key, "must be a number, got " + type_name(*node));
+  if (!(*v >= min && *v <= max)) {
+    std::ostringstream out;
+    out << "= " << *v << " is out of range; allowed [" << min << ", " << max << "]";
+    fail(*node, key, out.str());
+  }
+  return *v;
+}
+
+std::string TomlReader::string(const std::string& key, const std::string& fallback,
+                               const std::vector<std::string>& allowed) {
+  const toml::node* node = find(key);
+  if (!node) return fallback;
+  const auto v = node->value_exact<std::string>();
+  if (!v) fail(*node, key, "must be a string, got " + type_name(*node));
+  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+    fail(*node, key, "= \"" + *v + "\" is not allowed; use one of " + list);
+  }
+  return *v;
+}
+
+std::vector<int64_t> TomlReader::integers(const std::string& key, int64_t min, int64_t max) {
+  const toml::node* node = find(key);
+  if (!node) return {};
+  const toml::array* array = node->as_array();
+  if (!array) fail(*node, key, "must be an array of integers, got " + type_name(*node));
+  std::vector<int64_t> out;
+  for (const auto& item : *array) {
+    const auto v = item.value_exact<int64_t>();
+    if (!v) fail(item, key, "must hold only integers, got " + type_name(item));
+    if (*v < min || *v > max)
+      fail(item, key, "holds " + std::to_string(*v) + ", out of range; allowed [" + std::to_string(min) + ", " +
+                          std::to_string(max) + "]");
+    out.push_back(*v);
+  }
+  return out;
+}
+
+TomlReader TomlReader::table(const std::string& key) {
+  static const toml::table empty;
+  const toml::node* node = find(key);
+  if (!node) return TomlReader(empty, file_, path(key));
+  const toml::table* sub = node->as_table();
+  if (!sub) fail(*node, key, "must be a table ([" + path(key) + "]), got " + type_name(*node));
+  return TomlReader(*sub, file_, path(key));
+}
+
+void TomlReader::finish() const {
+  for (const auto& [key, node] : table_) {
+    const std::string name(key.str());
+    if (read_.count(name)) continue;
+    std::string valid, closest;
+    size_t best = SIZE_MAX;
+    for (const auto& k : known_) {
+      valid += (valid.empty() ? "" : ", ") + k;
+      const size_t d = edit_distance(name, k);
+      if (d < best) best = d, closest = k;
+    }
+    std::string msg = where(key.source().begin.line ? key.source() : node.source()) + "unknown key '" + path(name) + "'";
+    if (best <= std::max<size_t>(2, name.size() / 3)) msg += " (did you mean '" + path(closest) + "'?)";
+    msg += "; valid keys" + std::string(prefix_.empty() ? "" : " in [" + prefix_ + "]") + ": " +
+           (valid.empty() ? "(none)" : valid);
+    throw ConfigError(msg);
+  }
+}
+
+toml::table parse_toml_file(const std::string& path) {
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    if (e.source().begin.line == 0) throw ConfigError(path + ": cannot read: " + std::string(e.description()));
+    throw ConfigError(describe(e, path));
+  }
+}
+
+toml::table parse_toml_string(const std::string& text, const std::string& name) {
+  try {
+    return toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(describe(e, name));
+  }
+}
+
+void apply_overrides(toml::table& table, const std::vector<std::string>& overrides) {
+  for (const auto& item : overrides) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("override '" + item + "': expected section.key=value, e.g. training.steps=20");
+    const std::string key = item.substr(0, eq), text = item.substr(eq + 1);
+    toml::table* at = &table;
+    size_t start = 0;
+    for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
+      const std::string part = key.substr(start, dot - start);
+      if (!at->contains(part)) at->insert(part, toml::table{});
+      at = (*at)[part].as_table();
+      if (!at) throw ConfigError("override '" + item + "': '" + part + "' is not a table");
+    }
+    const std::string leaf = key.substr(start);
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + text);
+    } catch (const toml::parse_error&) {
+      parsed.insert("v", text);  // a bare word: a string
+    }
+    // Fresh nodes carry no source position, so errors say "<command line>" not line 1.
+    const toml::node& v = *parsed.get("v");
+    if (auto i = v.value_exact<int64_t>())
+      at->insert_or_assign(leaf, *i);
+    else if (auto d = v.value_exact<double>())
+      at->insert_or_assign(leaf, *d);
+    else if (auto b = v.value_exact<bool>())
+      at->insert_or_assign(leaf, *b);
+    else if (auto str = v.value_exact<std::string>())
+      at->insert_or_assign(leaf, *str);
+    else
+      at->insert_or_assign(leaf, v);
+  }
+}
+
+}  // namespace axonn
