@@ -46,7 +46,7 @@ TEST(Config, UnknownKeyNamesPositionValidKeysAndSuggestion) {
   EXPECT_NE(err.find("did you mean 'training.steps'?"), std::string::npos) << err;
   EXPECT_NE(err.find("global_batch"), std::string::npos) << err;  // lists the valid keys
   const std::string top = error_of([] { load_site_config_string("[nodes]\ngpus_per_node = 2\n", "site.toml"); });
-  EXPECT_NE(top.find("site.toml:1:1: unknown key 'nodes'"), std::string::npos) << top;
+  EXPECT_NE(top.find("site.toml:1:2: unknown key 'nodes'"), std::string::npos) << top;
   EXPECT_NE(top.find("did you mean 'node'?"), std::string::npos) << top;
 }
 
