@@ -21,13 +21,20 @@ std::string pad(std::string s, size_t width) {
 
 std::string mib(int64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
+// "812 KiB", "3.4 MiB", "71.20 GiB"
+std::string human_bytes(double bytes) {
+  if (bytes < 1024.0 * 1024.0) return fmt("%.0f KiB", bytes / 1024.0);
+  if (bytes < 1024.0 * 1024.0 * 1024.0) return fmt("%.1f MiB", bytes / (1024.0 * 1024.0));
+  return fmt("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
 }  // namespace
 
 std::string format_ranked_table(const ChooserResult& r, int top_k) {
   std::string s;
   s += pad("#", 3) + pad("layout", 12) + pad("order", 6) + pad("step ms", 11) + pad("compute", 10);
   for (int a = 0; a < kCommAxisCount; ++a) s += pad(comm_axis_name(static_cast<CommAxis>(a)) + " ms/MiB", 17);
-  s += pad("mem GiB", 9) + pad("free", 7) + "\n";
+  s += pad("memory", 11) + pad("free", 6) + "\n";
   const double usable = usable_memory(r.input.machine);
   const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
   for (size_t i = 0; i < n; ++i) {
@@ -43,8 +50,7 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
       s += pad(cell, 17);
     }
     const double used = static_cast<double>(c.memory.total());
-    s += pad(fmt("%.2f", used / (1024.0 * 1024.0 * 1024.0)), 9) + pad(fmt("%.0f%%", 100.0 * (1.0 - used / usable)), 7) +
-         "\n";
+    s += pad(human_bytes(used), 11) + pad(fmt("%.0f%%", 100.0 * (1.0 - used / usable)), 6) + "\n";
   }
   if (r.ranked.size() > n) s += "   ... " + std::to_string(r.ranked.size() - n) + " more (--top K)\n";
   return s;

@@ -21,12 +21,11 @@ std::vector<std::array<Axis, 4>> all_orders() {
   return orders;
 }
 
-// Orders that number ranks identically (they differ only in where size-1 axes sit) share
-// a key; the chooser keeps the first in all_orders().
-std::string placement_key(const Layout& l) {
-  std::string key = format_layout(l) + ":";
-  for (Axis a : l.order)
-    if (l.size(a) > 1) key += axis_letter(a);
+// Axis orders that put every group on the same link tiers price identically (e.g. every
+// order on a single node); the chooser keeps one of them, the first by tie-break.
+std::string placement_key(const Candidate& c) {
+  std::string key = format_layout(c.layout) + ":";
+  for (LinkTier tier : c.cost.link) key += static_cast<char>('0' + static_cast<int>(tier));
   return key;
 }
 
@@ -154,7 +153,6 @@ ChooserResult choose_layout(const ChooserInput& input) {
   ChooserResult result;
   result.input = input;
   std::map<std::string, std::string> checked;  // placement-independent rejection per size tuple
-  std::map<std::string, bool> seen;
   for (const Layout& l : enumerate_layouts(input.world())) {
     const std::string sizes = format_layout(l);
     auto [it, fresh] = checked.try_emplace(sizes);
@@ -163,10 +161,11 @@ ChooserResult choose_layout(const ChooserInput& input) {
       if (!it->second.empty()) result.rejected.push_back({l, it->second});
     }
     if (!it->second.empty()) continue;
-    if (!seen.try_emplace(placement_key(l), true).second) continue;
     result.ranked.push_back(evaluate_layout(input, l));
   }
   std::sort(result.ranked.begin(), result.ranked.end(), ranks_before);
+  std::map<std::string, bool> seen;
+  std::erase_if(result.ranked, [&](const Candidate& c) { return !seen.try_emplace(placement_key(c), true).second; });
   for (size_t i = 1; i < result.ranked.size(); ++i) result.ranked[i].why_lost = why_slower(result.ranked[i], result.ranked[0]);
   return result;
 }

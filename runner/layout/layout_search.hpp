@@ -32,7 +32,7 @@ struct Rejection {
 
 struct ChooserResult {
   ChooserInput input;
-  std::vector<Candidate> ranked;  // best first; equivalent axis orders kept once
+  std::vector<Candidate> ranked;  // best first; orders with the same link tiers kept once
   std::vector<Rejection> rejected;
   bool fits() const { return !ranked.empty(); }
   const Candidate& best() const { return ranked.front(); }

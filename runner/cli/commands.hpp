@@ -1,0 +1,14 @@
+#pragma once
+// The `axonn` subcommands. Each lives in its own cli/<name>.cpp and returns the
+// process exit code (cli/exit_codes.hpp); exceptions are turned into one clear
+// line and an exit code by main.
+#include <string>
+#include <vector>
+
+namespace axonn {
+
+using CommandArgs = std::vector<std::string>;  // the arguments after the subcommand name
+
+int command_layout(const CommandArgs& args);
+
+}  // namespace axonn

@@ -1,0 +1,67 @@
+// axonn: the one executable. `axonn <command> [options]`; see README.md.
+// main() is the only place that turns exceptions into an exit code and one line on stderr.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/exit_codes.hpp"
+#include "config/config_error.hpp"
+#include "layout/layout.hpp"
+
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const axonn::CommandArgs&);
+};
+
+const Command kCommands[] = {
+    {"layout", "rank the 4D parallel layouts for a job on a site (--site S --job J --nodes N)",
+     axonn::command_layout},
+};
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out, "usage: axonn <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out, "\n`axonn <command> --help` describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return axonn::exit_code::bad_input;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_usage(stdout);
+    return axonn::exit_code::ok;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.run(args);
+    } catch (const axonn::UsageError& e) {
+      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
+      return axonn::exit_code::bad_input;
+    } catch (const axonn::ConfigError& e) {
+      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
+      return axonn::exit_code::bad_input;
+    } catch (const axonn::LayoutError& e) {
+      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
+      return axonn::exit_code::bad_input;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "axonn %s: error: %s\n", c.name, e.what());
+      return axonn::exit_code::failure;
+    }
+  }
+  std::fprintf(stderr, "axonn: unknown command '%s'\n", name.c_str());
+  print_usage(stderr);
+  return axonn::exit_code::bad_input;
+}

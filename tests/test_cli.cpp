@@ -1,0 +1,76 @@
+// The `axonn` executable as a user runs it: output and exit codes (0 ok, 2 bad input,
+// 3 no layout fits).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
+const std::string kSource = AXONN_SOURCE_DIR;
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  Result r;
+  FILE* pipe = popen((kAxonn + " " + args + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(CliLayout, RanksLayoutsForTheTinyJob) {
+  const Result r = run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource +
+                       "/job_templates/tiny.toml --nodes 1 --explain");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("best layout: 4x1x1x1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("memory per GPU"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("runner-ups:"), std::string::npos) << r.output;
+}
+
+TEST(CliLayout, KeepsTensorGroupsInsideNodesWhenInterNodeIsSlow) {
+  const Result r = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
+                       "/job_templates/gpt-small.toml --nodes 16 --explain");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("z groups of 8 over intra-node links"), std::string::npos) << r.output;
+}
+
+TEST(CliLayout, JsonHasBestRankedAndRejected) {
+  const Result r = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
+                       "/job_templates/gpt-small.toml --nodes 2 --json --top 3");
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* key : {"\"best\"", "\"ranked\"", "\"rejected\"", "\"step_time_s\"", "\"collectives\""})
+    EXPECT_NE(r.output.find(key), std::string::npos) << key << "\n" << r.output;
+}
+
+TEST(CliLayout, NoFitExitsThreeWithTheSmallestChange) {
+  const Result r = run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource +
+                       "/job_templates/gpt-small.toml --nodes 1");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("no layout of 4 ranks fits this job: needs >= "), std::string::npos) << r.output;
+}
+
+TEST(CliLayout, BadInputExitsTwoWithThePosition) {
+  const fs::path bad = fs::path(AXONN_BINARY_DIR) / "test_cli_bad.toml";
+  std::ofstream(bad) << "[model]\nlayers = 2\nhiden = 64\n";
+  const Result r = run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + bad.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("test_cli_bad.toml:3:1: unknown key 'model.hiden' (did you mean 'model.hidden'?)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(run("layout --site x.toml --job y.toml --nodes zero").code, 2);
+  EXPECT_EQ(run("layout --sight x.toml").code, 2);
+  EXPECT_EQ(run("frobnicate").code, 2);
+}
+
+}  // namespace
