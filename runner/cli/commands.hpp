@@ -10,5 +10,7 @@ namespace axonn {
 using CommandArgs = std::vector<std::string>;  // the arguments after the subcommand name
 
 int command_layout(const CommandArgs& args);
+int command_run(const CommandArgs& args);
+int command_selftest(const CommandArgs& args);
 
 }  // namespace axonn

@@ -9,7 +9,9 @@
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
 #include "config/config_error.hpp"
+#include "comm/communicator.hpp"
 #include "layout/layout.hpp"
+#include "pmix/pmix_client.hpp"
 
 namespace {
 
@@ -22,6 +24,10 @@ struct Command {
 const Command kCommands[] = {
     {"layout", "rank the 4D parallel layouts for a job on a site (--site S --job J --nodes N)",
      axonn::command_layout},
+    {"run", "run N ranks on this machine under a local PMIx server (-n N [--nodes-sim K] job.toml | CMD)",
+     axonn::command_run},
+    {"selftest", "check topology and every collective on every axis (under axonn run or srun --mpi=pmix)",
+     axonn::command_selftest},
 };
 
 void print_usage(std::FILE* out) {
@@ -56,6 +62,12 @@ int main(int argc, char** argv) {
     } catch (const axonn::LayoutError& e) {
       std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
       return axonn::exit_code::bad_input;
+    } catch (const axonn::PmixError& e) {
+      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
+      return axonn::exit_code::failure;
+    } catch (const axonn::CommError& e) {
+      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
+      return axonn::exit_code::failure;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "axonn %s: error: %s\n", c.name, e.what());
       return axonn::exit_code::failure;

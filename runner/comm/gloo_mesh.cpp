@@ -4,6 +4,7 @@
 #include <gloo/context.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,6 +64,13 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
     char name[HOST_NAME_MAX + 1] = {};
     gethostname(name, sizeof name - 1);
     attr.hostname = name;
+    // Gloo crashes on a name it cannot resolve; say what to do instead.
+    addrinfo* found = nullptr;
+    if (getaddrinfo(name, nullptr, nullptr, &found) != 0)
+      throw CommError(std::string("cannot resolve this host's name '") + name +
+                      "' for Gloo; set AXONN_GLOO_IFACE to the network interface to use (e.g. ib0) or "
+                      "AXONN_GLOO_HOSTNAME to this host's address");
+    freeaddrinfo(found);
   }
   try {
     return gloo::transport::tcp::CreateDevice(attr);

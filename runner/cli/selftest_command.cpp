@@ -1,0 +1,124 @@
+// axonn selftest [--layout DxXxYxZ[:order]] [--timeout-ms N] [--kill-rank R]
+// Run under `axonn run -n N` or `srun --mpi=pmix`: reads the topology from PMIx, builds
+// the communicators of the layout (AXONN_LAYOUT, else --layout, else pure data parallel),
+// runs every collective on every axis with values whose results are exact, and prints
+// per rank what it checked. Rank 0 closes with "selftest: N passed, M failed" over all
+// ranks; the exit code is non-zero on any failure anywhere.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/exit_codes.hpp"
+#include "comm/bfloat16.hpp"
+#include "comm/comm_grid.hpp"
+#include "pmix/topology.hpp"
+
+namespace axonn {
+namespace {
+
+// Runs the collectives on one communicator; returns the number of failed checks.
+int check_axis(Communicator& c, int me) {
+  const auto& M = c.members();
+  const int n = c.size(), g = c.rank();
+  int failed = 0;
+  auto expect = [&](bool ok, const char* what) {
+    if (!ok) {
+      ++failed;
+      std::printf("selftest: FAILED %s on %s group (world ranks", what, c.name().c_str());
+      for (int m : M) std::printf(" %d", m);
+      std::printf(")\n");
+    }
+  };
+
+  std::vector<float> ar(1000);
+  for (size_t i = 0; i < ar.size(); ++i) ar[i] = static_cast<float>((me + 1) * static_cast<int>(i + 1));
+  c.all_reduce(ar.data(), ar.size(), ElementType::float32);
+  bool ok = true;
+  int members_sum = 0;
+  for (int m : M) members_sum += m + 1;
+  for (size_t i = 0; i < ar.size(); ++i) ok &= ar[i] == static_cast<float>(members_sum * static_cast<int>(i + 1));
+  expect(ok, "all_reduce float32");
+
+  std::vector<float> mine(3), all(static_cast<size_t>(3 * n), -1.0f);
+  for (int i = 0; i < 3; ++i) mine[static_cast<size_t>(i)] = static_cast<float>(me * 10 + i);
+  c.all_gather(mine.data(), all.data(), 3, ElementType::float32);
+  ok = true;
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < 3; ++i) ok &= all[static_cast<size_t>(r * 3 + i)] == static_cast<float>(M[static_cast<size_t>(r)] * 10 + i);
+  expect(ok, "all_gather");
+
+  std::vector<float> in(static_cast<size_t>(5 * n)), out(5, -1.0f);
+  for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<float>(me * 100 + static_cast<int>(j));
+  c.reduce_scatter(in.data(), out.data(), 5, ElementType::float32);
+  ok = true;
+  for (int i = 0; i < 5; ++i) {
+    int want = 0;
+    for (int m : M) want += m * 100 + g * 5 + i;
+    ok &= out[static_cast<size_t>(i)] == static_cast<float>(want);
+  }
+  expect(ok, "reduce_scatter");
+
+  float b = static_cast<float>(me);
+  c.broadcast(&b, 1, n - 1, ElementType::float32);
+  expect(b == static_cast<float>(M.back()), "broadcast");
+
+  std::vector<uint16_t> bf(64, float_to_bf16(static_cast<float>(me + 1)));
+  c.all_reduce(bf.data(), bf.size(), ElementType::bfloat16);
+  ok = true;
+  for (uint16_t v : bf) ok &= bf16_to_float(v) == static_cast<float>(members_sum);
+  expect(ok, "all_reduce bfloat16");
+
+  c.barrier();
+  return failed;
+}
+
+}  // namespace
+
+int command_selftest(const CommandArgs& argv) {
+  const std::vector<OptionSpec> specs = {
+      {"layout", true, "DxXxYxZ[:order]; default AXONN_LAYOUT, else <world>x1x1x1"},
+      {"timeout-ms", true, "collective timeout (default 30000)"},
+      {"kill-rank", true, "this rank kills itself with SIGKILL after connecting (tests failure handling)"},
+      {"help", false, "this help"},
+  };
+  const Args args(argv, specs);
+  if (args.has("help")) {
+    std::printf("usage: axonn selftest [options]   (under axonn run or srun --mpi=pmix)\n%s",
+                format_options(specs).c_str());
+    return exit_code::ok;
+  }
+  PmixClient client;
+  const Topology topo = topology_from_pmix(client);
+  std::string layout_text = std::to_string(topo.world) + "x1x1x1";
+  if (const char* env = std::getenv("AXONN_LAYOUT"); env && *env)
+    layout_text = env;
+  else if (auto v = args.value("layout"))
+    layout_text = *v;
+  const Layout layout = parse_layout(layout_text);
+  const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", 100, 3'600'000).value_or(30000));
+  CommGrid grid(client, layout, timeout, /*single_host=*/topo.nodes == 1 || std::getenv("AXONN_LAUNCHER"));
+  std::printf("selftest: %s layout %s coords x=%d y=%d z=%d data=%d\n", describe(topo).c_str(),
+              format_layout_with_order(layout).c_str(), grid.coords().x, grid.coords().y, grid.coords().z,
+              grid.coords().data);
+  std::fflush(stdout);
+  if (auto victim = args.integer("kill-rank", 0, topo.world - 1); victim && *victim == topo.rank) raise(SIGKILL);
+
+  int checks = 0, failed = 0;
+  for (int a = 0; a < kCommAxisCount; ++a) {
+    Communicator& c = grid.axis(static_cast<CommAxis>(a));
+    failed += check_axis(c, topo.rank);
+    checks += 5;
+  }
+  // Failures summed over ranks before the exit code is chosen (nccl-tests).
+  float totals[2] = {static_cast<float>(checks), static_cast<float>(failed)};
+  grid.world().all_reduce(totals, 2, ElementType::float32);
+  const int all_failed = static_cast<int>(totals[1]);
+  if (topo.rank == 0)
+    std::printf("selftest: %d passed, %d failed\n", static_cast<int>(totals[0]) - all_failed, all_failed);
+  return all_failed == 0 ? exit_code::ok : exit_code::failure;
+}
+
+}  // namespace axonn
