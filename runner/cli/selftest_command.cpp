@@ -1,10 +1,11 @@
-// axonn selftest [--layout DxXxYxZ[:order]] [--timeout-ms N] [--kill-rank R]
+// axonn selftest [--layout DxXxYxZ[:order]] [--timeout-ms N] [--kill-rank R] [--stall-rank R]
 // Run under `axonn run -n N` or `srun --mpi=pmix`: reads the topology from PMIx, builds
 // the communicators of the layout (AXONN_LAYOUT, else --layout, else pure data parallel),
 // runs every collective on every axis with values whose results are exact, and prints
 // per rank what it checked. Rank 0 closes with "selftest: N passed, M failed" over all
 // ranks; the exit code is non-zero on any failure anywhere.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +83,7 @@ int command_selftest(const CommandArgs& argv) {
       {"layout", true, "DxXxYxZ[:order]; default AXONN_LAYOUT, else <world>x1x1x1"},
       {"timeout-ms", true, "collective timeout (default 30000)"},
       {"kill-rank", true, "this rank kills itself with SIGKILL after connecting (tests failure handling)"},
+      {"stall-rank", true, "this rank sleeps instead of joining the collectives (tests timeouts)"},
       {"help", false, "this help"},
   };
   const Args args(argv, specs);
@@ -105,6 +107,7 @@ int command_selftest(const CommandArgs& argv) {
               grid.coords().data);
   std::fflush(stdout);
   if (auto victim = args.integer("kill-rank", 0, topo.world - 1); victim && *victim == topo.rank) raise(SIGKILL);
+  if (auto sleeper = args.integer("stall-rank", 0, topo.world - 1); sleeper && *sleeper == topo.rank) pause();
 
   int checks = 0, failed = 0;
   for (int a = 0; a < kCommAxisCount; ++a) {

@@ -1,0 +1,40 @@
+#pragma once
+// Running the axonn executable (and other commands) from tests: output, exit code, time.
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace axonn::test {
+
+inline const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
+inline const std::string kSourceDir = AXONN_SOURCE_DIR;
+
+struct CommandResult {
+  int code = -1;        // exit status; 128+signal when killed; 124 when `timeout` stopped it
+  std::string output;   // stdout and stderr
+  double seconds = 0;
+};
+
+// Runs `command` through /bin/sh with a hard time limit. A pgrep/pkill pattern must not
+// match this shell's own command line: write one letter in brackets ("[s]leep 4").
+inline CommandResult run_command(const std::string& command, int timeout_s = 60) {
+  CommandResult r;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " sh -c '" + command + "' 2>&1";
+  FILE* pipe = popen(full.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+inline bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace axonn::test
