@@ -7,7 +7,9 @@
 #include <functional>
 
 #include "config/config_error.hpp"
+#include "config/hostlist.hpp"
 #include "config/job_config.hpp"
+#include "config/switch_map.hpp"
 
 namespace axonn {
 namespace {
@@ -61,9 +63,30 @@ TEST(Config, OutOfRangeNamesTheAllowedRange) {
   const std::string choice =
       error_of([] { load_job_config_string("[training]\nschedule = \"linear\"\n", "j.toml", SiteConfig{}); });
   EXPECT_NE(choice.find("use one of \"cosine\", \"constant\""), std::string::npos) << choice;
+  const std::string warmup =
+      error_of([] { load_job_config_string("[training]\nsteps = 10\nwarmup_steps = 11\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(warmup.find("j.toml:3:16: training.warmup_steps = 11 is out of range; allowed [0, 10]"), std::string::npos)
+      << warmup;
+  const std::string lr = error_of([] { load_job_config_string("[training]\nlr = -0.1\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(lr.find("j.toml:2:6: training.lr = -0.1 is out of range; allowed [1e-12, 10]"), std::string::npos) << lr;
+  const std::string site = error_of([] { load_site_config_string("[policy]\nmemory_headroom = 1.5\n", "s.toml"); });
+  EXPECT_NE(site.find("s.toml:2:19: policy.memory_headroom = 1.5 is out of range; allowed [0, 0.9]"), std::string::npos)
+      << site;
+}
+
+TEST(Config, HeadsThatDoNotDivideHiddenPointAtTheKeyAndSuggestADivisor) {
   const std::string heads =
       error_of([] { load_job_config_string("[model]\nhidden = 64\nheads = 5\n", "j.toml", SiteConfig{}); });
-  EXPECT_NE(heads.find("model.heads = 5 must divide model.hidden = 64"), std::string::npos) << heads;
+  EXPECT_NE(heads.find("j.toml:3:9: model.heads = 5 must divide model.hidden = 64; the nearest head count that "
+                       "divides it is 4"),
+            std::string::npos)
+      << heads;
+  // heads left at its default (4): the message points at hidden instead.
+  const std::string hidden = error_of([] { load_job_config_string("[model]\nhidden = 66\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(hidden.find("j.toml:2:10: model.hidden = 66 must be a multiple of model.heads = 4; the nearest head "
+                        "count that divides it is 3"),
+            std::string::npos)
+      << hidden;
 }
 
 TEST(Config, SyntaxErrorHasPosition) {
@@ -95,6 +118,30 @@ TEST(Config, MergeOrderDefaultsSiteJobOverride) {
   EXPECT_NE(err.find("unknown key 'training.stepz'"), std::string::npos) << err;
   const std::string neg = error_of([&] { load_job_config_string("", "j.toml", site, {"training.steps=-1"}); });
   EXPECT_NE(neg.find("command-line override: training.steps = -1 is out of range"), std::string::npos) << neg;
+}
+
+TEST(Config, OverridesAreTrimmedQuotedAndMalformedOnesNamed) {
+  const JobConfig job = load_job_config_string("", "j.toml", SiteConfig{},
+                                               {" training.steps = 7 ", "run.dir=\"/tmp/2024\"", "data.path=/d x"});
+  EXPECT_EQ(job.training.steps, 7);
+  EXPECT_EQ(job.run.dir, "/tmp/2024");
+  EXPECT_EQ(job.data.path, "/d x");  // a bare word is a string
+  const auto err = [](const std::string& item) {
+    return error_of([&] { load_job_config_string("", "j.toml", SiteConfig{}, {item}); });
+  };
+  EXPECT_EQ(err("training.steps").rfind("j.toml: command-line override 'training.steps': expected section.key=value", 0),
+            0u);
+  EXPECT_NE(err("training..steps=3").find("empty name in key 'training..steps'"), std::string::npos);
+  const std::string through = error_of([] {
+    load_job_config_string("[training]\nsteps = 5\n", "j.toml", SiteConfig{}, {"training.steps.x=3"});
+  });
+  EXPECT_NE(through.find("'steps' is a value, not a table"), std::string::npos) << through;
+  EXPECT_NE(err("training.steps=[1, 2]").find("the value must be an integer, a float, a boolean or a string"),
+            std::string::npos);
+  const std::string unquoted = err("run.dir=2024");
+  EXPECT_NE(unquoted.find("j.toml: command-line override: run.dir must be a string, got an integer; quote it"),
+            std::string::npos)
+      << unquoted;
 }
 
 TEST(Config, RelativeOutputsResolveAgainstCwdAndDataAgainstTheJobFile) {
@@ -138,6 +185,66 @@ TEST(Config, ChooserInputConvertsUnits) {
   EXPECT_EQ(in.batch.global_batch, 64);
   job.training.dtype = Dtype::float32;
   EXPECT_DOUBLE_EQ(chooser_input(site, job, 1, 8).machine.peak_flops, 67e12);
+}
+
+TEST(Hostlist, ExpandsRangesKeepsPaddingAndMultipliesGroups) {
+  EXPECT_EQ(expand_hostlist("nid[001-003,010],login1"),
+            (std::vector<std::string>{"nid001", "nid002", "nid003", "nid010", "login1"}));
+  EXPECT_EQ(expand_hostlist("r[1-2]n[8-10]"),
+            (std::vector<std::string>{"r1n8", "r1n9", "r1n10", "r2n8", "r2n9", "r2n10"}));
+  EXPECT_EQ(expand_hostlist("gpu7"), std::vector<std::string>{"gpu7"});
+  EXPECT_NE(error_of([] { expand_hostlist("nid[3-1]"); }).find("range \"3-1\" runs backwards"), std::string::npos);
+  EXPECT_NE(error_of([] { expand_hostlist("nid[1-2"); }).find("'[' without ']'"), std::string::npos);
+  EXPECT_NE(error_of([] { expand_hostlist("nid[a-b]"); }).find("\"a-b\" is not a number"), std::string::npos);
+  EXPECT_NE(error_of([] { expand_hostlist("a,,b"); }).find("empty name"), std::string::npos);
+}
+
+TEST(SwitchMap, BlockSizeIsExactForEvenRunsAndNeverStraddlesOtherwise) {
+  EXPECT_EQ(block_size_of({0, 0, 0, 0}), 0);           // one switch
+  EXPECT_EQ(block_size_of({0, 0, 0, 1, 1, 1, 2}), 3);  // even runs, shorter last
+  EXPECT_EQ(block_size_of({0, 0, 0, 1, 1}), 3);
+  EXPECT_EQ(block_size_of({0, 0, 1, 1, 1}), 1);        // uneven: every node its own block
+  EXPECT_EQ(block_size_of({0, 0, 0, 0, 1, 1, 2, 2, 2, 2}), 2);
+}
+
+TEST(SwitchMap, HostnamesPlaceNodesOnTheListedSwitches) {
+  const SiteConfig site = load_site_config_string(
+      "[network]\nswitches = [[\"nid[01-04]\"], [\"nid[05-08]\", \"spare\"]]\n", "site.toml");
+  ASSERT_EQ(site.switches.size(), 2u);
+  EXPECT_EQ(site.switches[1], (std::vector<std::string>{"nid05", "nid06", "nid07", "nid08", "spare"}));
+  // Without hostnames the nodes fill the switches in listing order.
+  EXPECT_EQ(allocation_nodes_per_switch(site, 4), 0);
+  EXPECT_EQ(allocation_nodes_per_switch(site, 8), 4);
+  EXPECT_EQ(allocation_nodes_per_switch(site, 2, {"nid03", "nid04.cluster.example"}), 0);  // short name matches
+  EXPECT_EQ(allocation_nodes_per_switch(site, 4, {"nid03", "nid04", "nid05", "nid06"}), 2);
+  EXPECT_EQ(allocation_nodes_per_switch(site, 3, {"nid03", "nid05", "nid06"}), 1);
+  const JobConfig job = load_job_config_string("", "j.toml", site);
+  EXPECT_EQ(chooser_input(site, job, 4, 1, {"nid01", "nid02", "nid07", "nid08"}).machine.nodes_per_switch, 2);
+  EXPECT_NE(error_of([&] { allocation_nodes_per_switch(site, 1, {"nid99"}); })
+                .find("site.toml: host 'nid99' is under no switch in network.switches"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { allocation_nodes_per_switch(site, 10); }).find("lists 9 hosts, fewer than the 10 nodes"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { allocation_nodes_per_switch(site, 2, {"nid01"}); }).find("1 hostnames for 2 nodes"),
+            std::string::npos);
+}
+
+TEST(SwitchMap, BadSwitchListsNameThePosition) {
+  const auto err = [](const std::string& text) { return error_of([&] { load_site_config_string(text, "s.toml"); }); };
+  const std::string twice = err("[network]\nswitches = [[\"a[1-2]\"],\n  [\"b\", \"a2\"]]\n");
+  EXPECT_NE(twice.find("s.toml:3:9: network.switches: host 'a2' is listed under switch 0 and again under switch 1"),
+            std::string::npos)
+      << twice;
+  const std::string range = err("[network]\nswitches = [[\"n[5-1]\"]]\n");
+  EXPECT_NE(range.find("s.toml:2:14: network.switches: host list \"n[5-1]\": range \"5-1\" runs backwards"),
+            std::string::npos)
+      << range;
+  const std::string flat = err("[network]\nswitches = [\"a\", \"b\"]\n");
+  EXPECT_NE(flat.find("s.toml:2:13: network.switches must be an array of arrays of strings"), std::string::npos) << flat;
+  const std::string both = err("[network]\nnodes_per_switch = 4\nswitches = [[\"a\"]]\n");
+  EXPECT_NE(both.find("s.toml:3:12: network.switches and network.nodes_per_switch = 4 both describe the switches"),
+            std::string::npos)
+      << both;
 }
 
 }  // namespace

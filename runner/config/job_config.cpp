@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "config/config_error.hpp"
+#include "config/switch_map.hpp"
 #include "config/toml_reader.hpp"
 
 namespace axonn {
@@ -18,9 +19,17 @@ std::string absolute_from(const fs::path& base, const std::string& p) {
 
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 
+// The divisor of n closest to target (the smaller one on a tie).
+int nearest_divisor(int n, int target) {
+  for (int d = 0;; ++d) {
+    if (target - d >= 1 && n % (target - d) == 0) return target - d;
+    if (n % (target + d) == 0) return target + d;
+  }
+}
+
 JobConfig read_job(toml::table root, const std::string& file, const fs::path& data_base, const SiteConfig& site,
                    const std::vector<std::string>& overrides) {
-  apply_overrides(root, overrides);
+  apply_overrides(root, overrides, file);
   JobConfig job;
   job.source = file;
   TomlReader r(root, file, "");
@@ -29,11 +38,14 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     ModelShape& m = job.model;
     m.layers = static_cast<int>(t.integer("layers", m.layers, 1, 1024));
     m.hidden = static_cast<int>(t.integer("hidden", m.hidden, 1, kMaxDim));
-    const int64_t heads = t.integer("heads", m.heads, 1, m.hidden);
-    if (m.hidden % heads != 0)
-      throw ConfigError(file + ": model.heads = " + std::to_string(heads) + " must divide model.hidden = " +
-                        std::to_string(m.hidden) + "; use a divisor of hidden");
-    m.heads = static_cast<int>(heads);
+    m.heads = static_cast<int>(t.integer("heads", m.heads, 1, m.hidden));
+    if (m.hidden % m.heads != 0) {
+      const std::string fix =
+          "; the nearest head count that divides it is " + std::to_string(nearest_divisor(m.hidden, m.heads));
+      const std::string hidden = std::to_string(m.hidden), heads = std::to_string(m.heads);
+      if (t.has("heads")) t.fail("heads", "= " + heads + " must divide model.hidden = " + hidden + fix);
+      t.fail("hidden", "= " + hidden + " must be a multiple of model.heads = " + heads + fix);  // heads by default
+    }
     m.vocab = static_cast<int>(t.integer("vocab", m.vocab, 2, kMaxDim));
     m.sequence = static_cast<int>(t.integer("sequence", m.sequence, 1, kMaxDim));
     t.finish();
@@ -93,7 +105,8 @@ JobConfig load_job_config_string(const std::string& text, const std::string& nam
   return read_job(parse_toml_string(text, name), name, fs::current_path(), site, overrides);
 }
 
-ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node) {
+ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node,
+                          const std::vector<std::string>& hostnames) {
   if (nodes < 1 || tasks_per_node < 1)
     throw ConfigError("nodes = " + std::to_string(nodes) + " and tasks per node = " + std::to_string(tasks_per_node) +
                       " must both be >= 1");
@@ -103,7 +116,7 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   Machine& m = in.machine;
   m.nodes = nodes;
   m.tasks_per_node = tasks_per_node;
-  m.nodes_per_switch = site.nodes_per_switch;
+  m.nodes_per_switch = allocation_nodes_per_switch(site, nodes, hostnames);
   const double tflops = job.training.dtype == Dtype::float32 ? site.peak_tflops_float32 : site.peak_tflops_bfloat16;
   m.peak_flops = tflops * 1e12;
   m.compute_efficiency = site.efficiency;

@@ -65,6 +65,9 @@ JobConfig load_job_config_string(const std::string& text, const std::string& nam
 
 // The chooser's view of a site and a job on `nodes` nodes with `tasks_per_node` ranks each
 // (units converted: GiB -> bytes, GB/s -> bytes/s, us -> s, TFLOP/s -> FLOP/s at the job's dtype).
-ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node);
+// hostnames (node order, optional) place the nodes on the site's named switches
+// (network.switches); see allocation_nodes_per_switch in switch_map.hpp.
+ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node,
+                           const std::vector<std::string>& hostnames = {});
 
 }  // namespace axonn

@@ -1,10 +1,42 @@
 #include "config/site_config.hpp"
 
+#include <map>
+
 #include "config/config_error.hpp"
+#include "config/hostlist.hpp"
 #include "config/toml_reader.hpp"
 
 namespace axonn {
 namespace {
+
+// network.switches: hosts per switch, host lists expanded; a host under two switches is an error.
+std::vector<std::vector<std::string>> read_switches(TomlReader& t) {
+  std::vector<std::vector<std::string>> switches;
+  std::map<std::string, size_t> switch_of_host;
+  for (const auto& list : t.string_lists("switches")) {
+    auto& hosts = switches.emplace_back();
+    for (const auto& item : list) {
+      std::vector<std::string> names;
+      try {
+        names = expand_hostlist(item.value);
+      } catch (const ConfigError& e) {
+        throw ConfigError(item.where + "network.switches: " + e.what());
+      }
+      for (auto& name : names) {
+        const auto [it, fresh] = switch_of_host.emplace(name, switches.size() - 1);
+        if (!fresh)
+          throw ConfigError(item.where + "network.switches: host '" + name + "' is listed under switch " +
+                            std::to_string(it->second) + " and again under switch " +
+                            std::to_string(switches.size() - 1) + " (counting from 0); list each host once");
+        hosts.push_back(std::move(name));
+      }
+    }
+    if (hosts.empty())
+      t.fail("switches", "holds an empty list (switch " + std::to_string(switches.size() - 1) +
+                             ", counting from 0); remove it or name its hosts");
+  }
+  return switches;
+}
 
 SiteConfig read_site(const toml::table& root, const std::string& file) {
   SiteConfig s;
@@ -38,6 +70,10 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
         t.number("inter_switch_bandwidth_GBps", s.inter_switch_bandwidth_GBps, 1e-6, 1e6);
     s.inter_switch_latency_us = t.number("inter_switch_latency_us", s.inter_switch_latency_us, 0, 1e6);
     s.nodes_per_switch = static_cast<int>(t.integer("nodes_per_switch", s.nodes_per_switch, 0, 1 << 20));
+    s.switches = read_switches(t);
+    if (!s.switches.empty() && s.nodes_per_switch > 0)
+      t.fail("switches", "and network.nodes_per_switch = " + std::to_string(s.nodes_per_switch) +
+                             " both describe the switches; keep one of them");
     t.finish();
   }
   {

@@ -26,6 +26,9 @@ struct SiteConfig {
   double inter_switch_bandwidth_GBps = 12.5;
   double inter_switch_latency_us = 10;
   int nodes_per_switch = 0;         // 0: one switch for all nodes
+  // Or the hosts under each switch, host lists expanded ("nid[001-016]" -> 16 names);
+  // empty: use nodes_per_switch. At most one of the two is set.
+  std::vector<std::vector<std::string>> switches;
   // [policy]
   std::vector<int> allowed_axis_sizes;  // empty: any
   int max_tensor_parallel = 0;          // 0: no limit

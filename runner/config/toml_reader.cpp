@@ -56,6 +56,11 @@ void TomlReader::fail(const toml::node& node, const std::string& key, const std:
   throw ConfigError(where(node) + path(key) + " " + what);
 }
 
+void TomlReader::fail(const std::string& key, const std::string& what) const {
+  if (const toml::node* node = table_.get(key)) fail(*node, key, what);
+  throw ConfigError(file_ + ": " + path(key) + " " + what);
+}
+
 bool TomlReader::has(const std::string& key) const { return table_.contains(key); }
 
 const toml::node* TomlReader::find(const std::string& key) {
@@ -95,7 +100,11 @@ std::string TomlReader::string(const std::string& key, const std::string& fallba
   const toml::node* node = find(key);
   if (!node) return fallback;
   const auto v = node->value_exact<std::string>();
-  if (!v) fail(*node, key, "must be a string, got " + type_name(*node));
+  if (!v) {
+    const bool override = node->source().begin.line == 0;
+    fail(*node, key, "must be a string, got " + type_name(*node) +
+                         (override ? "; quote it on the command line: " + path(key) + "='\"...\"'" : ""));
+  }
   if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
     std::string list;
     for (const auto& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
@@ -117,6 +126,26 @@ std::vector<int64_t> TomlReader::integers(const std::string& key, int64_t min, i
       fail(item, key, "holds " + std::to_string(*v) + ", out of range; allowed [" + std::to_string(min) + ", " +
                           std::to_string(max) + "]");
     out.push_back(*v);
+  }
+  return out;
+}
+
+std::vector<std::vector<TomlReader::Located>> TomlReader::string_lists(const std::string& key) {
+  const toml::node* node = find(key);
+  if (!node) return {};
+  const std::string expected = "must be an array of arrays of strings ([[\"a\", \"b\"], [\"c\"]])";
+  const toml::array* outer = node->as_array();
+  if (!outer) fail(*node, key, expected + ", got " + type_name(*node));
+  std::vector<std::vector<Located>> out;
+  for (const auto& item : *outer) {
+    const toml::array* inner = item.as_array();
+    if (!inner) fail(item, key, expected + "; this element is " + type_name(item));
+    auto& list = out.emplace_back();
+    for (const auto& leaf : *inner) {
+      const auto v = leaf.value_exact<std::string>();
+      if (!v) fail(leaf, key, expected + "; this element is " + type_name(leaf));
+      list.push_back({*v, where(leaf)});
+    }
   }
   return out;
 }
@@ -166,39 +195,67 @@ toml::table parse_toml_string(const std::string& text, const std::string& name) 
   }
 }
 
-void apply_overrides(toml::table& table, const std::vector<std::string>& overrides) {
+namespace {
+
+std::string trimmed(const std::string& s) {
+  const size_t first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+// The override's value as a fresh node (no source position): a TOML scalar, else the text.
+std::optional<toml::table> scalar_value(const std::string& text) {
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + text);
+  } catch (const toml::parse_error&) {
+    return std::nullopt;
+  }
+  if (parsed.size() != 1) return std::nullopt;  // "1\nx = 2": not one value
+  toml::table fresh;
+  const toml::node& v = *parsed.get("v");
+  if (auto i = v.value_exact<int64_t>())
+    fresh.insert("v", *i);
+  else if (auto d = v.value_exact<double>())
+    fresh.insert("v", *d);
+  else if (auto b = v.value_exact<bool>())
+    fresh.insert("v", *b);
+  else if (auto str = v.value_exact<std::string>())
+    fresh.insert("v", *str);
+  return fresh;  // empty for arrays, tables, dates: the caller rejects them
+}
+
+}  // namespace
+
+void apply_overrides(toml::table& table, const std::vector<std::string>& overrides, const std::string& file) {
   for (const auto& item : overrides) {
+    const auto bad = [&](const std::string& why) {
+      return ConfigError(file + ": command-line override '" + item + "': " + why);
+    };
     const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw ConfigError("override '" + item + "': expected section.key=value, e.g. training.steps=20");
-    const std::string key = item.substr(0, eq), text = item.substr(eq + 1);
+    if (eq == std::string::npos) throw bad("expected section.key=value, e.g. training.steps=20");
+    const std::string key = trimmed(item.substr(0, eq)), text = trimmed(item.substr(eq + 1));
+    std::vector<std::string> parts;
+    for (size_t start = 0;;) {
+      const size_t dot = key.find('.', start);
+      parts.push_back(trimmed(key.substr(start, dot == std::string::npos ? std::string::npos : dot - start)));
+      if (parts.back().empty()) throw bad("empty name in key '" + key + "'; expected section.key=value");
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
     toml::table* at = &table;
-    size_t start = 0;
-    for (size_t dot; (dot = key.find('.', start)) != std::string::npos; start = dot + 1) {
-      const std::string part = key.substr(start, dot - start);
-      if (!at->contains(part)) at->insert(part, toml::table{});
-      at = (*at)[part].as_table();
-      if (!at) throw ConfigError("override '" + item + "': '" + part + "' is not a table");
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!at->contains(parts[i])) at->insert(parts[i], toml::table{});
+      at = (*at)[parts[i]].as_table();
+      if (!at) throw bad("'" + parts[i] + "' is a value, not a table");
     }
-    const std::string leaf = key.substr(start);
-    toml::table parsed;
-    try {
-      parsed = toml::parse("v = " + text);
-    } catch (const toml::parse_error&) {
-      parsed.insert("v", text);  // a bare word: a string
+    std::optional<toml::table> value = scalar_value(text);
+    if (!value) {
+      value.emplace();
+      value->insert("v", text);  // a bare word: a string
     }
-    // Fresh nodes carry no source position, so errors say "<command line>" not line 1.
-    const toml::node& v = *parsed.get("v");
-    if (auto i = v.value_exact<int64_t>())
-      at->insert_or_assign(leaf, *i);
-    else if (auto d = v.value_exact<double>())
-      at->insert_or_assign(leaf, *d);
-    else if (auto b = v.value_exact<bool>())
-      at->insert_or_assign(leaf, *b);
-    else if (auto str = v.value_exact<std::string>())
-      at->insert_or_assign(leaf, *str);
-    else
-      at->insert_or_assign(leaf, v);
+    if (value->empty()) throw bad("the value must be an integer, a float, a boolean or a string");
+    at->insert_or_assign(parts.back(), std::move(*value->get("v")));
   }
 }
 

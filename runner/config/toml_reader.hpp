@@ -23,14 +23,24 @@ class TomlReader {
   double number(const std::string& key, double fallback, double min, double max);  // int or float
   std::string string(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed = {});
   std::vector<int64_t> integers(const std::string& key, int64_t min, int64_t max);
+  // An array of arrays of strings ([["a", "b"], ["c"]]); each string with its "file:line:column: ".
+  struct Located {
+    std::string value;
+    std::string where;
+  };
+  std::vector<std::vector<Located>> string_lists(const std::string& key);
   // The sub-table `key` (an empty one if absent); its keys are checked by its own finish().
   TomlReader table(const std::string& key);
   // Throws ConfigError for the first key that was never read.
   void finish() const;
 
-  // "file:line:column: " for a node, "file: " when it has no source position.
+  // "file:line:column: " for a node, "file: command-line override: " when it has no source
+  // position (it came from an override).
   std::string where(const toml::node& node) const { return where(node.source()); }
   std::string where(const toml::source_region& region) const;
+  // Throws ConfigError "<where key is>prefix.key what"; "file: " when the key is absent.
+  // For checks across keys (model.heads must divide model.hidden).
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
 
  private:
   const toml::node* find(const std::string& key);
@@ -48,8 +58,11 @@ class TomlReader {
 toml::table parse_toml_file(const std::string& path);
 toml::table parse_toml_string(const std::string& text, const std::string& name);
 
-// Applies "a.b.c=value" overrides onto table (value parsed as a TOML value, else taken as
-// a string). Throws ConfigError naming the override when it is malformed.
-void apply_overrides(toml::table& table, const std::vector<std::string>& overrides);
+// Applies "a.b.c=value" overrides onto table. The value is read as a TOML integer, float,
+// boolean or quoted string, else taken as a bare string (training.dtype=float32); quote it to
+// force a string (run.dir='"2024"'). Spaces around key and value are ignored. The new values
+// carry no source position, so errors about them say "command-line override". Throws
+// ConfigError "file: command-line override '<item>': ..." when an item is malformed.
+void apply_overrides(toml::table& table, const std::vector<std::string>& overrides, const std::string& file);
 
 }  // namespace axonn
