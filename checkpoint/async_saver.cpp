@@ -1,0 +1,91 @@
+#include "checkpoint/async_saver.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "checkpoint/shard_writer.hpp"
+
+namespace axonn {
+
+using Clock = std::chrono::steady_clock;
+
+AsyncSaver::AsyncSaver(std::filesystem::path dir, int rank, SaverOptions options)
+    : dir_(std::move(dir)), rank_(rank), options_(std::move(options)) {}
+
+AsyncSaver::~AsyncSaver() {
+  if (worker_.joinable()) worker_.join();
+  if (error_) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "axonn checkpoint: async save of step %lld (rank %d) failed and was never observed: %s\n",
+                   static_cast<long long>(error_step_), rank_, e.what());
+    } catch (...) {
+      std::fprintf(stderr, "axonn checkpoint: async save of step %lld (rank %d) failed and was never observed\n",
+                   static_cast<long long>(error_step_), rank_);
+    }
+  }
+}
+
+void AsyncSaver::rethrow_pending() {
+  if (pending_commit_) {
+    last_commit_ = std::move(pending_commit_);
+    pending_commit_.reset();
+  }
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+
+bool AsyncSaver::poll() {
+  if (worker_.joinable()) {
+    if (!done_.load(std::memory_order_acquire)) return false;
+    worker_.join();
+  }
+  rethrow_pending();
+  return true;
+}
+
+void AsyncSaver::wait() {
+  if (worker_.joinable()) worker_.join();
+  rethrow_pending();
+}
+
+void AsyncSaver::save(int64_t step, std::span<const TensorSlice> slices, std::optional<CommitSpec> commit) {
+  const auto t0 = Clock::now();
+  wait();
+  const auto t1 = Clock::now();
+  for (const TensorSlice& s : slices) {
+    validate_rect(s.global_shape, s.rect, "tensor '" + s.name + "'");
+    if (s.data == nullptr) throw std::invalid_argument("tensor '" + s.name + "': slice data is null");
+  }
+  buffers_.resize(slices.size());
+  staged_.clear();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const size_t n = static_cast<size_t>(element_count(slices[i].rect));
+    buffers_[i].resize(n);
+    std::memcpy(buffers_[i].data(), slices[i].data, n * sizeof(float));
+    staged_.push_back(TensorSlice{slices[i].name, slices[i].global_shape, slices[i].rect, buffers_[i].data()});
+  }
+  last_wait_ = t1 - t0;
+  last_copy_ = Clock::now() - t1;
+  done_.store(false, std::memory_order_release);
+  worker_ = std::thread([this, step, commit = std::move(commit)] {
+    try {
+      write_shard(dir_, step, rank_, staged_, options_.save_token);
+      if (commit) {
+        pending_commit_ = axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
+                                        options_.commit_timeout, options_.save_token);
+      }
+    } catch (...) {
+      error_ = std::current_exception();
+      error_step_ = step;
+    }
+    done_.store(true, std::memory_order_release);
+  });
+}
+
+}  // namespace axonn

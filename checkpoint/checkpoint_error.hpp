@@ -1,0 +1,64 @@
+#pragma once
+// Typed errors of the checkpoint library. Every message names the file (when there is one),
+// what was expected and what was found, and what to do. Callers that only care "did the
+// checkpoint load" catch CheckpointError; the trainer distinguishes:
+//   NoCheckpoint      nothing committed yet: start fresh
+//   RequestMismatch   the caller asked for something the checkpoint does not hold (a tensor
+//                     name or global shape): a config problem, never fixed by falling back
+//   everything else   the checkpoint on disk is unusable (corrupt, torn, unknown format):
+//                     load(... fallback) may try the previous committed step
+#include <stdexcept>
+#include <string>
+
+namespace axonn {
+
+class CheckpointError : public std::runtime_error {
+ public:
+  // file: the file or directory concerned ("" when none); operation: what we were doing.
+  CheckpointError(std::string file, std::string operation, const std::string& message)
+      : std::runtime_error(message), file_(std::move(file)), operation_(std::move(operation)) {}
+  const std::string& file() const { return file_; }
+  const std::string& operation() const { return operation_; }
+
+ private:
+  std::string file_;
+  std::string operation_;
+};
+
+// A stored checksum does not match the bytes read back.
+class ChecksumMismatch : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// Wrong magic or a format version this build does not read.
+class FormatError : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// A shard or index file the checkpoint names is absent.
+class MissingShard : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// commit() gave up waiting for the shards of some ranks; `latest` was not changed.
+class CommitTimeout : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// The requested tensor is absent or its global shape differs from the stored one.
+class RequestMismatch : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// The directory has no committed step (no `latest`, or a requested step is absent).
+class NoCheckpoint : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+}  // namespace axonn

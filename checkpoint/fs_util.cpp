@@ -1,0 +1,96 @@
+#include "checkpoint/fs_util.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/checkpoint_error.hpp"
+
+namespace axonn {
+namespace {
+
+[[noreturn]] void throw_errno(const std::filesystem::path& path, const std::string& op, int err) {
+  throw CheckpointError(path.string(), op, op + " " + path.string() + " failed: " + std::strerror(err));
+}
+
+void fsync_path(const std::filesystem::path& path, int flags, const std::string& op) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw_errno(path, op, errno);
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw_errno(path, op, err);
+  }
+  if (::close(fd) != 0) throw_errno(path, op, errno);
+}
+
+}  // namespace
+
+void fsync_file(const std::filesystem::path& path) { fsync_path(path, O_RDONLY, "fsync"); }
+
+void fsync_dir(const std::filesystem::path& dir) { fsync_path(dir, O_RDONLY | O_DIRECTORY, "fsync directory"); }
+
+void rename_path(const std::filesystem::path& from, const std::filesystem::path& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    throw CheckpointError(to.string(), "rename",
+                          "rename " + from.string() + " -> " + to.string() + " failed: " + std::strerror(err));
+  }
+}
+
+void exchange_paths(const std::filesystem::path& a, const std::filesystem::path& b) {
+  if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
+    const int err = errno;
+    throw CheckpointError(b.string(), "exchange",
+                          "renameat2(RENAME_EXCHANGE) " + a.string() + " <-> " + b.string() + " failed: " + std::strerror(err) +
+                              " (the file system must support atomic exchange to overwrite a committed step)");
+  }
+}
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& content) {
+  const std::filesystem::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno(tmp, "create", errno);
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw_errno(tmp, "write", err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw_errno(tmp, "fsync", err);
+  }
+  if (::close(fd) != 0) throw_errno(tmp, "close", errno);
+  rename_path(tmp, path);
+  fsync_dir(path.parent_path());
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(path.string(), "read", "cannot read " + path.string() + ": " + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void make_dirs(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw CheckpointError(dir.string(), "mkdir", "cannot create directory " + dir.string() + ": " + ec.message());
+}
+
+}  // namespace axonn

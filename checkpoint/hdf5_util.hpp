@@ -1,0 +1,103 @@
+#pragma once
+// A thin layer over the HDF5 C API: RAII handles, and every return code turned into a
+// CheckpointError carrying the file, the operation and HDF5's own error stack (innermost
+// first: usually the errno text). HDF5's automatic error printing is switched off in every
+// thread that opens or creates a file through here. Only this file and its .cpp include
+// hdf5.h; the rest of the library sees hid_t as int64_t.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/rect.hpp"
+
+namespace axonn::h5 {
+
+using Id = int64_t;  // == hid_t (static_assert in the .cpp)
+
+// Owns one HDF5 identifier; closes it on destruction (errors ignored there). Call
+// close(...) explicitly where a failed close must be reported (files being written:
+// H5Fclose flushes metadata and can run out of space).
+class Handle {
+ public:
+  using Closer = int (*)(Id);
+  Handle() = default;
+  Handle(Id id, Closer closer) : id_(id), closer_(closer) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept;
+  ~Handle();
+  Id get() const { return id_; }
+  void close(const std::string& file, const std::string& operation);
+
+ private:
+  Id id_ = -1;
+  Closer closer_ = nullptr;
+};
+
+// Throws CheckpointError(file, operation) with the current HDF5 error stack, and clears it.
+[[noreturn]] void fail(const std::string& file, const std::string& operation);
+
+// Files. Both disable HDF5 file locking (the commit protocol does not need it, and flock
+// fails on some parallel file systems) and align objects of 64 KiB or more to 4 KiB.
+Handle create_file(const std::filesystem::path& path);
+Handle open_file_readonly(const std::filesystem::path& path);
+
+// float32 datasets. A contiguous dataset of `dims`, no chunking, no fill.
+Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims, const std::string& file);
+Handle open_dataset(Id loc, const std::string& name, const std::string& file);
+std::vector<int64_t> dataset_dims(Id dataset, const std::string& file);
+void write_f32_all(Id dataset, const float* data, const std::string& file);
+// Read rectangle `region` (offsets relative to the dataset's origin) into `dst`, a buffer
+// row-major over `dst_dims`, at `dst_offset`. HDF5 does the strided scatter.
+void read_f32(Id dataset, const Rect& region, float* dst, const std::vector<int64_t>& dst_dims,
+              const std::vector<int64_t>& dst_offset, const std::string& file);
+
+// A virtual dataset mapping: rectangle `rect` of the virtual dataset comes from the whole
+// of dataset `src_dataset` in file `src_file` (a path relative to the index file).
+struct VirtualSource {
+  std::string src_file;
+  std::string src_dataset;
+  Rect rect;
+};
+// Creates intermediate groups for names with "/".
+Handle create_virtual_f32(Id loc, const std::string& name, const std::vector<int64_t>& dims,
+                          const std::vector<VirtualSource>& sources, const std::string& file);
+
+// Attributes of one object (a file's root, a dataset). Strings are variable-length UTF-8;
+// empty arrays are stored with a null dataspace.
+class Attrs {
+ public:
+  Attrs(Id object, std::string file) : obj_(object), file_(std::move(file)) {}
+  bool has(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+  void set_i64(const std::string& name, int64_t v) const;
+  void set_u64(const std::string& name, uint64_t v) const;
+  void set_f64(const std::string& name, double v) const;
+  void set_str(const std::string& name, const std::string& v) const;
+  // dims: the attribute's shape ({values.size()} when empty).
+  void set_i64s(const std::string& name, const std::vector<int64_t>& values, std::vector<int64_t> dims = {}) const;
+  void set_u64s(const std::string& name, const std::vector<uint64_t>& values) const;
+  void set_u8s(const std::string& name, const std::vector<uint8_t>& values) const;
+  void set_strs(const std::string& name, const std::vector<std::string>& values) const;
+
+  int64_t get_i64(const std::string& name) const;
+  uint64_t get_u64(const std::string& name) const;
+  double get_f64(const std::string& name) const;
+  std::string get_str(const std::string& name) const;
+  std::vector<int64_t> get_i64s(const std::string& name) const;
+  std::vector<uint64_t> get_u64s(const std::string& name) const;
+  std::vector<uint8_t> get_u8s(const std::string& name) const;
+  std::vector<std::string> get_strs(const std::string& name) const;
+  // "int", "float", "string" or "other": the stored type class, for reading unknown keys.
+  std::string type_class(const std::string& name) const;
+
+ private:
+  Handle open(const std::string& name) const;
+  Id obj_;
+  std::string file_;
+};
+
+}  // namespace axonn::h5

@@ -1,0 +1,31 @@
+#pragma once
+// index.h5: the step's table of contents. One virtual dataset per global tensor (what h5py
+// users read) whose attributes also list the stored rectangles explicitly (what the reader
+// uses), and root attributes with the metadata and per-shard checksums.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/metadata.hpp"
+#include "checkpoint/tensor_table.hpp"
+
+namespace axonn {
+
+struct IndexContents {
+  int64_t step = 0;
+  std::string save_token;
+  Metadata metadata;
+  std::vector<TensorInfo> tensors;  // in tensor_names order (sorted by name)
+  std::vector<ShardInfo> shards;    // by rank
+};
+
+// Writes and fsyncs `path`. VDS source files are plain file names ("shard-00003.h5"), which
+// HDF5 resolves against the index file's own directory, so the step directory can be
+// renamed or moved.
+void write_index(const std::filesystem::path& path, const IndexContents& contents);
+
+// Reads and validates (magic, version, kind, attribute shapes) an index.
+IndexContents read_index(const std::filesystem::path& path);
+
+}  // namespace axonn

@@ -1,0 +1,52 @@
+#include "checkpoint/load.hpp"
+
+#include <algorithm>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/step_dir.hpp"
+
+namespace fs = std::filesystem;
+
+namespace axonn {
+
+LoadResult load_checkpoint(const fs::path& dir, std::span<const SliceRead> slices, const LoadOptions& options) {
+  int64_t first = 0;
+  if (options.step) {
+    first = *options.step;
+  } else {
+    const auto latest = read_latest(dir);
+    if (!latest) throw NoCheckpoint(dir.string(), "load", "no committed checkpoint in " + dir.string() + " (no `latest`)");
+    first = *latest;
+  }
+  std::vector<int64_t> candidates = {first};
+  if (options.fallback) {
+    std::vector<int64_t> older = committed_steps(dir);
+    std::reverse(older.begin(), older.end());
+    for (int64_t s : older) {
+      if (s < first) candidates.push_back(s);
+    }
+  }
+  LoadResult result;
+  for (int64_t step : candidates) {
+    try {
+      CheckpointReader reader(step_path(dir, step));
+      for (const SliceRead& s : slices) reader.read(s, options.read);
+      result.step = reader.step();
+      result.step_dir = reader.step_dir();
+      result.metadata = reader.metadata();
+      result.fell_back = step != first;
+      return result;
+    } catch (const RequestMismatch&) {
+      throw;
+    } catch (const CheckpointError& e) {
+      if (!options.fallback) throw;
+      result.skipped.push_back(step_dir_name(step) + ": " + e.what());
+    }
+  }
+  std::string why;
+  for (const std::string& s : result.skipped) why += "\n  " + s;
+  throw CheckpointError(dir.string(), "load", "no loadable checkpoint in " + dir.string() + " (tried " +
+                                                  std::to_string(candidates.size()) + " steps):" + why);
+}
+
+}  // namespace axonn

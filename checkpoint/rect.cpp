@@ -1,0 +1,95 @@
+#include "checkpoint/rect.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+namespace axonn {
+
+Rect full_rect(const std::vector<int64_t>& global_shape) {
+  return Rect{std::vector<int64_t>(global_shape.size(), 0), global_shape};
+}
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t c : shape) n *= c;
+  return n;
+}
+
+int64_t element_count(const Rect& rect) { return element_count(rect.count); }
+
+std::optional<Rect> intersect(const Rect& a, const Rect& b) {
+  if (a.offset.size() != b.offset.size()) return std::nullopt;
+  Rect r;
+  r.offset.resize(a.offset.size());
+  r.count.resize(a.offset.size());
+  for (size_t d = 0; d < a.offset.size(); ++d) {
+    const int64_t lo = std::max(a.offset[d], b.offset[d]);
+    const int64_t hi = std::min(a.offset[d] + a.count[d], b.offset[d] + b.count[d]);
+    if (hi <= lo) return std::nullopt;
+    r.offset[d] = lo;
+    r.count[d] = hi - lo;
+  }
+  return r;
+}
+
+bool contains(const Rect& outer, const Rect& inner) {
+  if (outer.offset.size() != inner.offset.size()) return false;
+  for (size_t d = 0; d < outer.offset.size(); ++d) {
+    if (inner.offset[d] < outer.offset[d]) return false;
+    if (inner.offset[d] + inner.count[d] > outer.offset[d] + outer.count[d]) return false;
+  }
+  return true;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << ']';
+  return s.str();
+}
+
+std::string rect_string(const Rect& rect) {
+  return "offset " + shape_string(rect.offset) + " count " + shape_string(rect.count);
+}
+
+void validate_rect(const std::vector<int64_t>& global_shape, const Rect& rect, const std::string& what) {
+  if (global_shape.empty()) {
+    throw std::invalid_argument(what + ": global shape is empty; store a scalar as shape [1]");
+  }
+  for (int64_t s : global_shape) {
+    if (s <= 0) throw std::invalid_argument(what + ": global shape " + shape_string(global_shape) + " has a non-positive extent");
+  }
+  if (rect.offset.size() != global_shape.size() || rect.count.size() != global_shape.size()) {
+    throw std::invalid_argument(what + ": rectangle " + rect_string(rect) + " does not have the rank of global shape " +
+                                shape_string(global_shape));
+  }
+  for (size_t d = 0; d < global_shape.size(); ++d) {
+    if (rect.count[d] <= 0 || rect.offset[d] < 0 || rect.offset[d] + rect.count[d] > global_shape[d]) {
+      throw std::invalid_argument(what + ": rectangle " + rect_string(rect) + " does not lie inside global shape " +
+                                  shape_string(global_shape) + " with positive counts");
+    }
+  }
+}
+
+void validate_tensor_name(const std::string& name) {
+  auto bad = [&](const std::string& why) {
+    throw std::invalid_argument("tensor name '" + name + "' " + why +
+                                "; use letters, digits and \"_.-\", with \"/\" between non-empty components");
+  };
+  if (name.empty()) bad("is empty");
+  if (name.front() == '/' || name.back() == '/') bad("starts or ends with '/'");
+  if (name.find("//") != std::string::npos) bad("has an empty component");
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+                    c == '-' || c == '/';
+    if (!ok) bad("has the character '" + std::string(1, c) + "'");
+  }
+  std::istringstream parts(name);
+  for (std::string part; std::getline(parts, part, '/');) {
+    if (part == "." || part == "..") bad("has a '.' or '..' component");
+  }
+}
+
+}  // namespace axonn
