@@ -3,275 +3,394 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <climits>
+#include <cerrno>
 #include <cstring>
-#include <stdexcept>
+#include <mutex>
+#include <optional>
 
-#include "pmix/pmix_client.hpp"
+#include "pmix/labelled_output.hpp"
 #include "pmix/pmix_server.hpp"
+#include "pmix/worker_process.hpp"
 
 extern char** environ;
 
 namespace axonn {
 namespace {
 
-// Self-pipe: signal handlers and PMIx's progress thread wake the event loop through it.
+using Clock = std::chrono::steady_clock;
+
+// Self-pipe: the signal handler and PMIx's progress thread wake the launcher's loop by
+// writing one byte, a signal number or one of these events.
 int g_wake_fd = -1;
-std::atomic<int> g_pending_signal{0};
+constexpr unsigned char kRankConnected = 100;
+constexpr unsigned char kRankAborted = 101;
+const std::vector<int> kHandledSignals = {SIGINT, SIGTERM, SIGUSR1, SIGCHLD};
 
-void on_signal(int sig) {
-  g_pending_signal.store(sig);
-  const char byte = 's';
-  [[maybe_unused]] auto n = write(g_wake_fd, &byte, 1);
+void wake(unsigned char what) {
+  const int saved = errno;
+  [[maybe_unused]] ssize_t n = write(g_wake_fd, &what, 1);
+  errno = saved;
 }
 
-void on_child(int) {
-  const char byte = 'c';
-  [[maybe_unused]] auto n = write(g_wake_fd, &byte, 1);
-}
+void on_signal(int sig) { wake(static_cast<unsigned char>(sig)); }
 
-std::string this_host() {
-  char name[HOST_NAME_MAX + 1] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-// Splits a pipe's bytes into lines and writes each with the rank's prefix.
-struct LineSplitter {
-  std::string prefix;
-  int out_fd = 1;
-  std::string pending;
-  void feed(const char* data, size_t n) {
-    pending.append(data, n);
-    size_t start = 0;
-    for (size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
-      emit(pending.substr(start, nl + 1 - start));
-    pending.erase(0, start);
+// Installs on_signal for kHandledSignals and restores the previous handlers on exit.
+class SignalHandlers {
+ public:
+  SignalHandlers() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    old_.resize(kHandledSignals.size());
+    for (size_t i = 0; i < kHandledSignals.size(); ++i) sigaction(kHandledSignals[i], &sa, &old_[i]);
   }
-  void flush() {
-    if (!pending.empty()) emit(pending + "\n");
-    pending.clear();
+  ~SignalHandlers() {
+    for (size_t i = 0; i < kHandledSignals.size(); ++i) sigaction(kHandledSignals[i], &old_[i], nullptr);
   }
-  void emit(const std::string& line) const {
-    const std::string out = prefix + line;
-    for (size_t done = 0; done < out.size();) {
-      const ssize_t w = write(out_fd, out.data() + done, out.size() - done);
-      if (w <= 0) break;
-      done += static_cast<size_t>(w);
+  SignalHandlers(const SignalHandlers&) = delete;
+  SignalHandlers& operator=(const SignalHandlers&) = delete;
+
+ private:
+  std::vector<struct sigaction> old_;
+};
+
+// Blocks kHandledSignals in this thread while it forks (see spawn_worker).
+class BlockedSignals {
+ public:
+  BlockedSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : kHandledSignals) sigaddset(&set, s);
+    pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~BlockedSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+// "SIGTERM", "Terminated"
+std::string signal_abbrev(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+std::string signal_text(int sig) {
+  const char* text = strsignal(sig);
+  return text ? text : "unknown signal";
+}
+
+// KEY=VALUE list with `extra` replacing or adding entries of `base`.
+std::vector<std::string> merged_environment(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  for (const auto& kv : extra) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw LaunchError("extra environment entry '" + kv + "' is not KEY=VALUE");
+    const std::string key = kv.substr(0, eq + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
+    env.push_back(kv);
+  }
+  return env;
+}
+
+std::string path_of(const std::vector<std::string>& env) {
+  for (const auto& e : env)
+    if (e.rfind("PATH=", 0) == 0) return e.substr(5);
+  return "/usr/local/bin:/usr/bin:/bin";
+}
+
+void validate(const LocalJobOptions& opt) {
+  if (opt.ranks < 1) throw LaunchError("-n must be at least 1 (got " + std::to_string(opt.ranks) + ")");
+  if (opt.nodes_sim < 1 || opt.nodes_sim > opt.ranks)
+    throw LaunchError("--nodes-sim must be between 1 and the " + std::to_string(opt.ranks) + " ranks (got " +
+                      std::to_string(opt.nodes_sim) + ")");
+  if (opt.argv.empty()) throw LaunchError("no command to run");
+  if (opt.grace.count() < 0) throw LaunchError("the grace period must not be negative");
+}
+
+struct Rank {
+  WorkerProcess process;
+  std::optional<LabelledOutput> out, err;  // absent without labels: bytes pass through
+  bool running = false;
+};
+
+class LocalJob {
+ public:
+  explicit LocalJob(const LocalJobOptions& options) : opt_(options), start_(Clock::now()) {}
+  ~LocalJob();
+  LocalJobResult run();
+
+ private:
+  void spawn_all(PmixJob& pmix, const std::string& executable, const std::vector<std::string>& env);
+  void loop();
+  void handle_wake_bytes();
+  // fds[i + 1] is *streams[i].second of rank *streams[i].first.
+  void read_streams(const std::vector<pollfd>& fds, const std::vector<std::pair<Rank*, int*>>& streams);
+  void close_stream(Rank& r, int* fd);
+  void reap();
+  void fail(const std::string& why, int exit_code, int stop_signal = SIGTERM);
+  void signal_group(int sig);
+  int poll_timeout_ms() const;
+
+  const LocalJobOptions& opt_;
+  const Clock::time_point start_;
+  int wake_[2] = {-1, -1};
+  pid_t group_ = 0;
+  std::vector<Rank> ranks_;
+  int running_ = 0;
+  LocalJobResult result_;
+
+  std::mutex events_mu_;  // written on PMIx's progress thread
+  std::vector<bool> connected_;
+  int connected_count_ = 0;
+  std::optional<std::string> abort_message_;
+  int abort_status_ = 0;
+
+  bool stopping_ = false;
+  bool killed_ = false;
+  std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> drain_until_;
+};
+
+LocalJob::~LocalJob() {
+  if (group_ > 0 && running_ > 0) {  // an exception left ranks behind
+    kill(-group_, SIGKILL);
+    for (auto& r : ranks_)
+      if (r.running) waitpid(r.process.pid, nullptr, 0);
+  }
+  for (auto& r : ranks_)
+    for (int fd : {r.process.stdout_fd, r.process.stderr_fd})
+      if (fd >= 0) close(fd);
+  for (int fd : wake_)
+    if (fd >= 0) close(fd);
+  g_wake_fd = -1;
+}
+
+LocalJobResult LocalJob::run() {
+  validate(opt_);
+  const auto nodes = pretend_nodes(opt_.ranks, opt_.nodes_sim, opt_.hostname.empty() ? this_hostname() : opt_.hostname);
+  const std::vector<std::string> env = merged_environment(opt_.extra_env);
+  const std::string executable = resolve_executable(opt_.argv[0], path_of(env));
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw LaunchError(std::string("pipe: ") + std::strerror(errno));
+  g_wake_fd = wake_[1];
+  connected_.assign(static_cast<size_t>(opt_.ranks), false);
+  result_.exits.resize(static_cast<size_t>(opt_.ranks));
+
+  static std::atomic<int> job_counter{0};
+  const std::string nspace = "axonn.run." + std::to_string(getpid()) + "." + std::to_string(job_counter++);
+  PmixJobEvents events;
+  events.connected = [this](int rank) {
+    std::lock_guard lock(events_mu_);
+    if (rank < 0 || rank >= opt_.ranks || connected_[static_cast<size_t>(rank)]) return;
+    connected_[static_cast<size_t>(rank)] = true;
+    ++connected_count_;
+    wake(kRankConnected);
+  };
+  events.aborted = [this](int rank, int status, const std::string& message) {
+    std::lock_guard lock(events_mu_);
+    if (abort_message_) return;
+    abort_message_ = "rank " + std::to_string(rank) + " called PMIx_Abort with status " + std::to_string(status) +
+                     (message.empty() ? "" : ": " + message);
+    abort_status_ = status;
+    wake(kRankAborted);
+  };
+  PmixJob pmix(nspace, nodes, std::move(events));
+  const SignalHandlers handlers;
+  spawn_all(pmix, executable, env);
+  loop();
+  result_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  return result_;
+}
+
+void LocalJob::spawn_all(PmixJob& pmix, const std::string& executable, const std::vector<std::string>& env) {
+  ranks_.resize(static_cast<size_t>(opt_.ranks));
+  for (int r = 0; r < opt_.ranks; ++r) {
+    const std::vector<std::string> rank_env = pmix.client_environment(r, env);
+    Rank& rank = ranks_[static_cast<size_t>(r)];
+    {
+      const BlockedSignals blocked;
+      rank.process = spawn_worker(executable, opt_.argv, rank_env, group_, kHandledSignals);
+    }
+    rank.running = true;
+    ++running_;
+    if (group_ == 0) group_ = rank.process.pid;
+    if (opt_.label) {
+      rank.out.emplace(r, opt_.stdout_fd);
+      rank.err.emplace(r, opt_.stderr_fd);
+    }
+    RankExit& e = result_.exits[static_cast<size_t>(r)];
+    e.rank = r;
+    e.pid = rank.process.pid;
+  }
+  spdlog::debug("axonn run: {} ranks started in {:.1f} ms (namespace {}, process group {})", opt_.ranks,
+                std::chrono::duration<double, std::milli>(Clock::now() - start_).count(), pmix.nspace(), group_);
+}
+
+void LocalJob::loop() {
+  for (;;) {
+    std::vector<pollfd> fds{{wake_[0], POLLIN, 0}};
+    std::vector<std::pair<Rank*, int*>> streams;
+    for (auto& r : ranks_)
+      for (int* fd : {&r.process.stdout_fd, &r.process.stderr_fd})
+        if (*fd >= 0) {
+          fds.push_back({*fd, POLLIN, 0});
+          streams.emplace_back(&r, fd);
+        }
+    if (running_ == 0) {
+      if (fds.size() == 1) return;
+      if (!drain_until_) {
+        // Every rank exited: whatever they left running in the job's process group goes
+        // too, like the end of a Slurm step; then the pipes close and the loop ends.
+        signal_group(SIGKILL);
+        drain_until_ = Clock::now() + std::chrono::seconds(1);
+      } else if (Clock::now() >= *drain_until_) {  // held open by a process outside the group
+        for (auto& r : ranks_) {
+          close_stream(r, &r.process.stdout_fd);
+          close_stream(r, &r.process.stderr_fd);
+        }
+        return;
+      }
+    }
+    const int ready = poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (ready < 0 && errno != EINTR) throw LaunchError(std::string("poll: ") + std::strerror(errno));
+    handle_wake_bytes();
+    if (ready > 0) read_streams(fds, streams);
+    reap();
+    if (kill_at_ && !killed_ && running_ > 0 && Clock::now() >= *kill_at_) {
+      spdlog::debug("axonn run: grace period over, killing the remaining {} ranks", running_);
+      signal_group(SIGKILL);
+      killed_ = true;
     }
   }
-};
-
-struct Child {
-  int rank = 0;
-  pid_t pid = -1;
-  int out_fd = -1, err_fd = -1;
-  LineSplitter out, err;
-  bool running = true;
-};
-
-std::string describe_exit(const RankExit& e) {
-  if (e.signal) return "rank " + std::to_string(e.rank) + " was killed by signal " + std::to_string(e.signal) + " (" +
-                       strsignal(e.signal) + ")";
-  return "rank " + std::to_string(e.rank) + " exited with status " + std::to_string(e.exit_status);
 }
 
-[[noreturn]] void exec_child(const LocalJobOptions& opt, const std::vector<std::string>& env, int out_w, int err_w,
-                             pid_t launcher) {
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != launcher) _exit(127);  // the launcher died before prctl
-  dup2(out_w, 1);
-  dup2(err_w, 2);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  std::vector<char*> args, envp;
-  for (const auto& a : opt.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  execvpe(args[0], args.data(), envp.data());
-  const std::string msg = "axonn run: cannot execute '" + opt.argv[0] + "': " + std::strerror(errno) + "\n";
-  [[maybe_unused]] auto n = write(2, msg.data(), msg.size());
-  _exit(127);
+int LocalJob::poll_timeout_ms() const {
+  auto until = Clock::now() + std::chrono::milliseconds(200);  // reap even if a SIGCHLD was lost
+  if (kill_at_ && !killed_) until = std::min(until, *kill_at_);
+  if (drain_until_) until = std::min(until, *drain_until_);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+  return static_cast<int>(std::max<long long>(0, ms) + 1);
+}
+
+void LocalJob::handle_wake_bytes() {
+  unsigned char bytes[256];
+  for (ssize_t n; (n = read(wake_[0], bytes, sizeof bytes)) > 0;) {
+    for (ssize_t i = 0; i < n; ++i) {
+      const int what = bytes[i];
+      if (what == SIGCHLD) continue;  // reap() runs after every wake-up
+      if (what == kRankConnected) {
+        std::lock_guard lock(events_mu_);
+        if (connected_count_ == opt_.ranks && result_.connected_s < 0) {
+          result_.connected_s = std::chrono::duration<double>(Clock::now() - start_).count();
+          spdlog::debug("axonn run: all {} ranks connected to the PMIx server {:.1f} ms after start", opt_.ranks,
+                        result_.connected_s * 1e3);
+        }
+      } else if (what == kRankAborted) {
+        std::string message;
+        int status = 0;
+        {
+          std::lock_guard lock(events_mu_);
+          message = *abort_message_;
+          status = abort_status_;
+        }
+        fail(message, status != 0 ? status : 1);
+      } else if (what == SIGUSR1) {
+        signal_group(SIGUSR1);
+      } else if (!stopping_) {  // SIGINT, SIGTERM: forwarded; the ranks get the grace period
+        fail("the launcher received " + signal_abbrev(what) + " (" + signal_text(what) + ") and forwarded it",
+             128 + what, what);
+      } else if (!killed_) {  // a second one, or one after a failure: no more waiting
+        spdlog::debug("axonn run: {} while stopping, killing the remaining {} ranks", signal_abbrev(what), running_);
+        signal_group(SIGKILL);
+        killed_ = true;
+      }
+    }
+  }
+}
+
+void LocalJob::read_streams(const std::vector<pollfd>& fds, const std::vector<std::pair<Rank*, int*>>& streams) {
+  char buf[65536];
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (fds[i + 1].revents == 0) continue;
+    auto [r, fd] = streams[i];
+    const ssize_t n = read(*fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      close_stream(*r, fd);
+      continue;
+    }
+    const bool is_out = fd == &r->process.stdout_fd;
+    std::optional<LabelledOutput>& labelled = is_out ? r->out : r->err;
+    if (labelled)
+      labelled->feed(buf, static_cast<size_t>(n));
+    else
+      write_all(is_out ? opt_.stdout_fd : opt_.stderr_fd, std::string(buf, static_cast<size_t>(n)));
+  }
+}
+
+void LocalJob::close_stream(Rank& r, int* fd) {
+  if (*fd < 0) return;
+  std::optional<LabelledOutput>& labelled = fd == &r.process.stdout_fd ? r.out : r.err;
+  if (labelled) labelled->finish();  // a partial last line
+  close(*fd);
+  *fd = -1;
+}
+
+void LocalJob::reap() {
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    int status = 0;
+    if (!r.running || waitpid(r.process.pid, &status, WNOHANG) != r.process.pid) continue;
+    r.running = false;
+    --running_;
+    RankExit& e = result_.exits[i];
+    if (WIFEXITED(status)) e.exit_status = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
+    {
+      std::lock_guard lock(events_mu_);
+      e.connected = connected_[i];
+    }
+    spdlog::debug("axonn run: {} (pid {})", describe_exit(e), e.pid);
+    if (e.signal != 0) fail(describe_exit(e), 128 + e.signal);
+    if (e.exit_status > 0) fail(describe_exit(e), e.exit_status);
+  }
+}
+
+// The first failure names the job's result; the others are its consequences.
+void LocalJob::fail(const std::string& why, int exit_code, int stop_signal) {
+  if (stopping_) return;
+  stopping_ = true;
+  result_.failure = why;
+  result_.exit_code = exit_code;
+  spdlog::debug("axonn run: {}; stopping the job", why);
+  if (running_ > 0) signal_group(stop_signal);
+  kill_at_ = Clock::now() + opt_.grace;
+}
+
+void LocalJob::signal_group(int sig) {
+  if (group_ > 0) kill(-group_, sig);  // never kill(0): that is the launcher's own group
 }
 
 }  // namespace
 
-std::vector<PretendNode> pretend_nodes(int ranks, int nodes, const std::string& host) {
-  std::vector<PretendNode> out;
-  int next = 0;
-  for (int n = 0; n < nodes; ++n) {
-    PretendNode node;
-    node.hostname = nodes > 1 ? host + "-n" + std::to_string(n) : host;
-    const int count = ranks / nodes + (n < ranks % nodes ? 1 : 0);
-    for (int i = 0; i < count; ++i) node.ranks.push_back(next++);
-    out.push_back(node);
-  }
-  return out;
+std::string describe_exit(const RankExit& e) {
+  if (e.signal != 0)
+    return "rank " + std::to_string(e.rank) + " was killed by signal " + std::to_string(e.signal) + " (" +
+           signal_abbrev(e.signal) + ", " + signal_text(e.signal) + ")";
+  return "rank " + std::to_string(e.rank) + " exited with status " + std::to_string(e.exit_status);
 }
 
-LocalJobResult run_local_job(const LocalJobOptions& opt) {
-  if (opt.ranks < 1) throw std::runtime_error("axonn run: -n must be >= 1 (got " + std::to_string(opt.ranks) + ")");
-  if (opt.nodes_sim < 1 || opt.nodes_sim > opt.ranks)
-    throw std::runtime_error("axonn run: --nodes-sim must be in [1, " + std::to_string(opt.ranks) + "] (got " +
-                             std::to_string(opt.nodes_sim) + ")");
-  if (opt.argv.empty()) throw std::runtime_error("axonn run: no command to run");
-  const auto start = std::chrono::steady_clock::now();
-
-  int wake[2];
-  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("axonn run: pipe: " + std::string(strerror(errno)));
-  g_wake_fd = wake[1];
-  std::atomic<int> aborted_rank{-1};
-  std::atomic<int> abort_status{0};
-
-  const std::string nspace = "axonn-" + std::to_string(getpid());
-  const auto nodes = pretend_nodes(opt.ranks, opt.nodes_sim, opt.hostname.empty() ? this_host() : opt.hostname);
-  PmixServer server(nspace, nodes, [&](int rank, int status, const std::string&) {
-    int none = -1;
-    aborted_rank.compare_exchange_strong(none, rank);
-    abort_status.store(status);
-    const char byte = 'a';
-    [[maybe_unused]] auto n = write(g_wake_fd, &byte, 1);
-  });
-
-  std::vector<std::string> base_env;
-  for (char** e = environ; *e; ++e) base_env.emplace_back(*e);
-  base_env.insert(base_env.end(), opt.extra_env.begin(), opt.extra_env.end());
-
-  // Block the signals we handle until the handlers are in place; children unblock.
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART;
-  struct sigaction old_int, old_term, old_usr1, old_chld;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGUSR1, &sa, &old_usr1);
-  sa.sa_handler = on_child;
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  sigaction(SIGCHLD, &sa, &old_chld);
-
-  std::vector<Child> children(static_cast<size_t>(opt.ranks));
-  const pid_t launcher = getpid();
-  pid_t group = 0;
-  for (int r = 0; r < opt.ranks; ++r) {
-    Child& c = children[static_cast<size_t>(r)];
-    c.rank = r;
-    const std::vector<std::string> env = server.client_environment(r, base_env);
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
-      throw std::runtime_error("axonn run: pipe: " + std::string(strerror(errno)));
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error("axonn run: fork: " + std::string(strerror(errno)));
-    if (pid == 0) {
-      setpgid(0, group);
-      exec_child(opt, env, out[1], err[1], launcher);
-    }
-    if (group == 0) group = pid;
-    setpgid(pid, group);  // both sides, so the group exists whichever runs first
-    close(out[1]);
-    close(err[1]);
-    c.pid = pid;
-    c.out_fd = out[0];
-    c.err_fd = err[0];
-    c.out = {"[" + std::to_string(r) + "] ", 1, ""};
-    c.err = {"[" + std::to_string(r) + "] ", 2, ""};
-  }
-  LocalJobResult result;
-  result.connect_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.exits.resize(static_cast<size_t>(opt.ranks));
-
-  int running = opt.ranks;
-  bool stopping = false;
-  std::chrono::steady_clock::time_point kill_at{};
-  auto stop_all = [&](const std::string& why) {
-    if (stopping) return;
-    stopping = true;
-    result.failure = why;
-    kill(-group, SIGTERM);
-    kill_at = std::chrono::steady_clock::now() + opt.grace;
-  };
-
-  while (running > 0 || std::any_of(children.begin(), children.end(), [](const Child& c) { return c.out_fd >= 0 || c.err_fd >= 0; })) {
-    std::vector<pollfd> fds{{wake[0], POLLIN, 0}};
-    for (const auto& c : children) {
-      if (c.out_fd >= 0) fds.push_back({c.out_fd, POLLIN, 0});
-      if (c.err_fd >= 0) fds.push_back({c.err_fd, POLLIN, 0});
-    }
-    poll(fds.data(), fds.size(), 100);
-
-    char drain[64];
-    while (read(wake[0], drain, sizeof drain) > 0) {
-    }
-    if (const int sig = g_pending_signal.exchange(0)) {
-      kill(-group, sig);  // forward; the ranks decide what the signal means
-      if (sig != SIGUSR1 && !stopping) {
-        stopping = true;
-        result.failure = std::string("launcher received ") + strsignal(sig);
-        kill_at = std::chrono::steady_clock::now() + opt.grace;
-      }
-    }
-    if (aborted_rank.load() >= 0 && !stopping)
-      stop_all("rank " + std::to_string(aborted_rank.load()) + " called PMIx_Abort with status " +
-               std::to_string(abort_status.load()));
-
-    for (auto& c : children) {
-      for (int* fd : {&c.out_fd, &c.err_fd}) {
-        if (*fd < 0) continue;
-        pollfd p{*fd, POLLIN, 0};
-        if (poll(&p, 1, 0) <= 0) continue;
-        char buf[65536];
-        const ssize_t n = read(*fd, buf, sizeof buf);
-        LineSplitter& split = fd == &c.out_fd ? c.out : c.err;
-        if (n > 0) {
-          split.feed(buf, static_cast<size_t>(n));
-        } else {
-          split.flush();
-          close(*fd);
-          *fd = -1;
-        }
-      }
-    }
-
-    int status = 0;
-    for (pid_t pid; (pid = waitpid(-group, &status, WNOHANG)) > 0;) {
-      for (auto& c : children) {
-        if (c.pid != pid || !c.running) continue;
-        c.running = false;
-        --running;
-        RankExit& e = result.exits[static_cast<size_t>(c.rank)];
-        e.rank = c.rank;
-        e.pid = pid;
-        if (WIFEXITED(status)) e.exit_status = WEXITSTATUS(status);
-        if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
-        const bool failed = e.signal != 0 || e.exit_status != 0;
-        if (failed && !stopping) stop_all(describe_exit(e));
-      }
-    }
-    if (stopping && running > 0 && std::chrono::steady_clock::now() >= kill_at) kill(-group, SIGKILL);
-  }
-
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGUSR1, &old_usr1, nullptr);
-  sigaction(SIGCHLD, &old_chld, nullptr);
-  close(wake[0]);
-  close(wake[1]);
-  g_wake_fd = -1;
-
-  if (!result.failure.empty()) {
-    const RankExit* first = nullptr;
-    for (const auto& e : result.exits)
-      if ((e.signal || e.exit_status) && result.failure.find("rank " + std::to_string(e.rank) + " ") == 0) first = &e;
-    result.exit_code = first && first->exit_status > 0 ? first->exit_status : 1;
-  }
-  return result;
-}
+LocalJobResult run_local_job(const LocalJobOptions& options) { return LocalJob(options).run(); }
 
 }  // namespace axonn

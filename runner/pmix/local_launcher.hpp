@@ -1,46 +1,66 @@
 #pragma once
-// `axonn run -n N [--nodes-sim K] ...`: hosts a PMIx server and runs N copies of a command
-// on this machine, like `srun --label`. Output lines are prefixed "[rank] "; SIGINT,
-// SIGTERM and SIGUSR1 are forwarded to every rank; the first rank to fail (non-zero exit,
-// signal, or PMIx_Abort) makes the launcher stop the others (SIGTERM, SIGKILL after the
-// grace period) and report that rank. Children die with the launcher (PR_SET_PDEATHSIG).
+// The engine of `axonn run -n N [--nodes-sim K] ...`: hosts a PMIx server and runs N
+// copies of a command on this machine, like `srun --label --mpi=pmix`.
+// - Ranks see the PMIx keys Slurm gives (job_info.hpp), with --nodes-sim K splitting them
+//   into K pretend nodes in blocks, named "<host>-n0", "<host>-n1", ...
+// - Their stdout and stderr reach the launcher's as whole lines prefixed "[rank] ".
+// - SIGINT, SIGTERM and SIGUSR1 are forwarded to every rank. After SIGINT or SIGTERM the
+//   ranks get the grace period to exit, then SIGKILL; a second SIGINT/SIGTERM kills at once.
+// - The first rank to fail (non-zero exit, a signal, PMIx_Abort) stops the others: SIGTERM,
+//   SIGKILL after the grace period. The result names that rank and how it failed.
+// - Ranks run in their own process group, which is SIGKILLed when the job ends, and die
+//   with the launcher (PR_SET_PDEATHSIG), so nothing of the job outlives it.
 #include <chrono>
-#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "pmix/pretend_nodes.hpp"
+
 namespace axonn {
 
+// The job could not be started: bad options, a command not found, a failed pipe or fork.
+class LaunchError : public std::runtime_error {
+ public:
+  explicit LaunchError(const std::string& message) : std::runtime_error("axonn run: " + message) {}
+};
+
 struct LocalJobOptions {
-  int ranks = 1;
-  int nodes_sim = 1;                     // pretend nodes; ranks are split over them in blocks
-  std::vector<std::string> argv;         // the command every rank runs
-  std::vector<std::string> extra_env;    // "KEY=VALUE" added to every rank's environment
-  std::chrono::milliseconds grace{3000}; // SIGTERM -> SIGKILL
-  std::string hostname;                  // base host name; empty: this host's
+  int ranks = 1;                          // N
+  int nodes_sim = 1;                      // K pretend nodes, 1 <= K <= N
+  std::vector<std::string> argv;          // the command every rank runs; argv[0] is searched on PATH
+  std::vector<std::string> extra_env;     // "KEY=VALUE" added to (or replacing in) every rank's environment
+  std::chrono::milliseconds grace{3000};  // SIGTERM -> SIGKILL
+  std::string hostname;                   // base host name of the pretend nodes; empty: this host's
+  bool label = true;                      // prefix output lines with "[rank] "
+  int stdout_fd = 1;                      // where the ranks' stdout and stderr go
+  int stderr_fd = 2;
 };
 
 struct RankExit {
   int rank = 0;
   int pid = 0;
-  int exit_status = -1;  // when exited normally
-  int signal = 0;        // when killed by a signal
+  int exit_status = -1;    // when it exited (else -1)
+  int signal = 0;          // when a signal killed it (else 0)
+  bool connected = false;  // its PMIx_Init reached the server
 };
 
 struct LocalJobResult {
-  int exit_code = 0;            // 0 when every rank exited 0
-  std::string failure;          // "rank 2 exited with status 3", empty on success
-  std::vector<RankExit> exits;  // per rank, in rank order
-  double connect_s = 0;         // server start to the last child started (diagnostics)
+  int exit_code = 0;            // 0 when every rank exited 0; else see `failure`
+  std::string failure;          // "rank 2 exited with status 3"; empty on success
+  std::vector<RankExit> exits;  // [ranks], in rank order
+  double connected_s = -1;      // launcher start to every rank connected; -1 if some never did
+  double wall_s = 0;            // launcher start to the last rank's exit
 };
 
-// Blocks until every rank has exited. Throws PmixError/std::runtime_error when the job
-// cannot be started (bad options, server failure, fork failure).
+// Runs the job and blocks until every rank has exited. exit_code follows the failure:
+// the failed rank's exit status; 128+signal when a signal killed it; the PMIx_Abort status
+// (1 when that was 0); 128+signal when the launcher was interrupted. Throws LaunchError
+// when the job cannot start and PmixError when the PMIx server cannot host it; while
+// another job runs in this process, throws PmixError (one job at a time).
 LocalJobResult run_local_job(const LocalJobOptions& options);
 
-// Pretend nodes for `ranks` split in `nodes` blocks (the first ranks % nodes nodes get one
-// more), named "<host>-n<i>" when nodes > 1, else "<host>".
-struct PretendNode;
-std::vector<PretendNode> pretend_nodes(int ranks, int nodes, const std::string& host);
+// "rank 2 exited with status 3", "rank 1 was killed by signal 9 (Killed)".
+std::string describe_exit(const RankExit& exit);
 
 }  // namespace axonn

@@ -1,40 +1,51 @@
 #pragma once
-// The local launcher's PMIx server: one namespace of N ranks on this host, optionally
-// split into pretend nodes. Clients get the keys they get under Slurm: PMIX_JOB_SIZE,
-// PMIX_UNIV_SIZE, PMIX_NUM_NODES, PMIX_LOCAL_SIZE/PEERS (this server's view: all ranks),
-// and per rank PMIX_RANK, PMIX_LOCAL_RANK, PMIX_NODE_RANK, PMIX_NODEID, PMIX_HOSTNAME
-// (the pretend node's). Facts this relies on are in ../shared/DESIGN.md.
+// The local launcher's PMIx server. The server library starts once per process, at the
+// first job (libpmix 4.2 cannot start again after PMIx_server_finalize), with its
+// rendezvous files in a directory it creates under $TMPDIR; at exit it is finalized and
+// the directory removed. Each job is one namespace (PmixJob), registered with every rank
+// as a client before any child is forked. Facts this relies on: ../shared/DESIGN.md.
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "pmix/pretend_nodes.hpp"
+
 namespace axonn {
 
-struct PretendNode {
-  std::string hostname;
-  std::vector<int> ranks;  // world ranks on this node, ascending
+// What the server learns about a job's ranks. Every handler runs on PMIx's progress
+// thread and must not block: set an atomic, write to a pipe.
+struct PmixJobEvents {
+  std::function<void(int rank)> connected;   // the rank's PMIx_Init reached the server
+  std::function<void(int rank, int status, const std::string& message)> aborted;  // PMIx_Abort
 };
 
-class PmixServer {
+class PmixJob {
  public:
-  // on_abort runs on PMIx's progress thread when a client calls PMIx_Abort: it must not
-  // block (write to a pipe, set a flag).
-  using AbortHandler = std::function<void(int rank, int status, const std::string& message)>;
+  // Registers namespace `nspace` with the job info of `nodes` (the keys Slurm gives,
+  // job_info.hpp) and every rank as a client of this user. One job at a time per process:
+  // throws PmixError while another PmixJob exists, or when a PMIx call fails.
+  PmixJob(const std::string& nspace, const std::vector<PretendNode>& nodes, PmixJobEvents events);
+  ~PmixJob();  // deregisters the namespace and its clients
+  PmixJob(const PmixJob&) = delete;
+  PmixJob& operator=(const PmixJob&) = delete;
 
-  // Starts the server library with its rendezvous files in a fresh directory under
-  // $TMPDIR and registers the namespace and every client.
-  PmixServer(const std::string& nspace, const std::vector<PretendNode>& nodes, AbortHandler on_abort);
-  ~PmixServer();  // finalizes and removes the directory
-  PmixServer(const PmixServer&) = delete;
-  PmixServer& operator=(const PmixServer&) = delete;
-
-  // The environment a child for `rank` needs: `base` plus the PMIx server's variables.
+  // The environment for the child that will be `rank`: `base` without any outer PMIx
+  // job's PMIX_* variables (PMIX_MCA_* tuning is kept), plus the server's
+  // (PMIx_server_setup_fork: PMIX_NAMESPACE, PMIX_RANK, PMIX_SERVER_URI*, ...) and
+  // PMIX_MCA_gds=hash.
   std::vector<std::string> client_environment(int rank, const std::vector<std::string>& base) const;
 
+  const std::string& nspace() const { return nspace_; }
+  int world() const { return world_; }
+
  private:
+  void deregister() noexcept;
   std::string nspace_;
-  std::string tmpdir_;
   int world_ = 0;
 };
+
+// The server's rendezvous directory; empty before the first job started the server and
+// after it was finalized at exit.
+std::string pmix_server_directory();
 
 }  // namespace axonn

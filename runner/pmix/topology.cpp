@@ -1,13 +1,26 @@
 #include "pmix/topology.hpp"
 
 #include <pmix.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <map>
 
+#include "pmix/pretend_nodes.hpp"
+
 namespace axonn {
+namespace {
+
+constexpr const char* kTopologyKey = "axonn.topology";
+
+// What a rank publishes: "<node identity>\n<host name>".
+std::string node_record(PmixClient& client) {
+  const auto node_id = client.rank_uint(client.rank(), PMIX_NODEID);
+  const std::string host = client.rank_string(client.rank(), PMIX_HOSTNAME).value_or(this_hostname());
+  const std::string identity = node_id ? "id:" + std::to_string(*node_id) : "host:" + host;
+  return identity + "\n" + host;
+}
+
+}  // namespace
 
 int Topology::uniform_tasks_per_node() const {
   std::vector<int> count(static_cast<size_t>(nodes), 0);
@@ -21,33 +34,24 @@ Topology topology_from_pmix(PmixClient& client) {
   t.rank = client.rank();
   t.world = client.size();
 
-  const auto node_id = client.rank_uint(t.rank, PMIX_NODEID);
-  std::string host;
-  if (auto h = client.rank_string(t.rank, PMIX_HOSTNAME)) {
-    host = *h;
-  } else {
-    char name[HOST_NAME_MAX + 1] = {};
-    gethostname(name, sizeof name - 1);
-    host = name;
-  }
-  // Without PMIX_NODEID, the host name identifies the node.
-  const std::string node_key = node_id ? "id:" + std::to_string(*node_id) : "host:" + host;
-  const std::string mine = node_key + "\n" + host;
-  client.put("axonn.topology", std::vector<char>(mine.begin(), mine.end()));
+  const std::string mine = node_record(client);
+  client.put(kTopologyKey, std::vector<char>(mine.begin(), mine.end()));
   client.fence();
 
-  std::map<std::string, int> dense;  // node key -> dense index, by lowest rank
+  std::map<std::string, int> node_index;  // identity -> dense index, in order of lowest rank
   t.node_of_rank.resize(static_cast<size_t>(t.world));
   for (int r = 0; r < t.world; ++r) {
-    const std::vector<char> blob = client.get(r, "axonn.topology");
+    const std::vector<char> blob = client.get(r, kTopologyKey);
     const std::string text(blob.begin(), blob.end());
-    const auto newline = text.find('\n');
-    const std::string key = text.substr(0, newline);
-    auto [it, fresh] = dense.try_emplace(key, static_cast<int>(dense.size()));
+    const size_t newline = text.find('\n');
+    if (newline == std::string::npos)
+      throw PmixError("rank " + std::to_string(r) + " published a malformed " + kTopologyKey + " record '" + text +
+                      "'; are all ranks running the same axonn?");
+    auto [it, fresh] = node_index.try_emplace(text.substr(0, newline), static_cast<int>(node_index.size()));
     if (fresh) t.hostnames.push_back(text.substr(newline + 1));
     t.node_of_rank[static_cast<size_t>(r)] = it->second;
   }
-  t.nodes = static_cast<int>(dense.size());
+  t.nodes = static_cast<int>(node_index.size());
   t.node = t.node_of_rank[static_cast<size_t>(t.rank)];
   for (int r = 0; r < t.world; ++r)
     if (t.node_of_rank[static_cast<size_t>(r)] == t.node) t.local_peers.push_back(r);
@@ -60,8 +64,8 @@ std::string describe(const Topology& t) {
   std::string peers;
   for (int p : t.local_peers) peers += (peers.empty() ? "" : ",") + std::to_string(p);
   return "rank " + std::to_string(t.rank) + "/" + std::to_string(t.world) + " node " + std::to_string(t.node) + "/" +
-         std::to_string(t.nodes) + " (" + t.hostnames[static_cast<size_t>(t.node)] + ") local " +
-         std::to_string(t.local_rank) + "/" + std::to_string(t.local_size) + " peers " + peers;
+         std::to_string(t.nodes) + " (" + t.hostname() + ") local " + std::to_string(t.local_rank) + "/" +
+         std::to_string(t.local_size) + " peers " + peers;
 }
 
 }  // namespace axonn
