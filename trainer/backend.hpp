@@ -1,0 +1,226 @@
+#pragma once
+// The device ops of the 4D GPT, one interface for every backend: CPU (trainer/cpu/, float32,
+// OpenBLAS + plain loops) now, CUDA later. Every op takes raw device pointers and sizes, so
+// a CUDA backend implements the same calls on device memory; ops are ordered (one stream)
+// and only the copies to the host wait for the device.
+//
+// Conventions (see docs/parallel-plan.md for who holds which shard):
+// - float32, row-major; shapes in the comments are the *local* shard of this rank.
+// - Sizes are int64_t element counts; pointers are from alloc() of the same backend.
+// - Parameter gradients accumulate (+=), so micro-batches and tied weights add up; activation
+//   gradients are overwritten (=), except LayerNorm's dx, which accumulates into the residual
+//   stream's gradient (it also receives the skip path).
+// - Ops whose result needs a sum or max over ranks are split into stages; the caller runs the
+//   collective between them (all on the same buffers, in place). With one rank the stages
+//   equal the plain op.
+// - Outputs may alias an input only where the comment says so.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace axonn {
+
+// A bad argument (negative size, width larger than the full width, ...) or a failed
+// allocation; the message names the op and the value.
+class BackendError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Transpose { no, yes };
+
+// One AdamW update (PyTorch's torch.optim.AdamW, decoupled weight decay):
+//   g = grad·grad_scale;  m = β1·m + (1−β1)·g;  v = β2·v + (1−β2)·g²
+//   param −= lr·( (m/(1−β1^t)) / (sqrt(v/(1−β2^t)) + eps) + weight_decay·param )
+// The caller runs the learning-rate schedule (lr per call) and gradient clipping
+// (grad_scale = min(1, max_norm / global_norm)).
+struct AdamWStep {
+  float lr = 0.0f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // used only where adamw(..., decay = true)
+  int64_t t = 1;              // 1-based step count, for the bias correction
+  float grad_scale = 1.0f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // ---- memory (bytes). alloc: uninitialized, 64-byte aligned, nullptr for 0 bytes;
+  // throws BackendError when out of memory. free(nullptr) does nothing.
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* ptr) = 0;
+  virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst_host, const void* src, size_t bytes) = 0;  // waits
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  virtual void memset_zero(void* ptr, size_t bytes) = 0;
+  virtual void fill(float* x, float value, int64_t n) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- GEMM: C (m, n) = alpha·op(A)·op(B) + beta·C, op(A) (m, k), op(B) (k, n); lda, ldb,
+  // ldc are the row strides of A, B, C as stored. beta = 0 ignores C (NaN in C is not read).
+  // Linear layer with W (k, n):  Y = X·W        gemm(no,  no,  m, n, k, 1, X, k,  W, n, 0, Y, n)
+  //                              dX = dY·W^T    gemm(no,  yes, m, k, n, 1, dY, n, W, n, 0, dX, k)
+  //                              dW += X^T·dY   gemm(yes, no,  k, n, m, 1, X, k, dY, n, 1, dW, n)
+  virtual void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                    int64_t ldc) = 0;
+
+  // ---- bias and elementwise
+  virtual void bias_forward(float* out, const float* bias, int64_t m, int64_t n) = 0;     // out (m, n) += bias (n)
+  virtual void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n) = 0;  // dbias (n) += Σ_rows dout (m, n)
+  virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b (may alias a or b)
+  virtual void scale(float* x, float alpha, int64_t n) = 0;                    // x *= alpha
+  virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;     // y += alpha·x
+
+  // ---- reductions into a device scalar, out[0] += ..., so several buffers add up before
+  // one all-reduce (loss for logging, global gradient norm for clipping).
+  virtual void sum(float* out, const float* x, int64_t n) = 0;          // out[0] += Σ x
+  virtual void sum_squares(float* out, const float* x, int64_t n) = 0;  // out[0] += Σ x²
+
+  // ---- LayerNorm over rows of full width C whose columns are split over ranks: this rank
+  // has x (m, c), c = C/G_x, and gamma, beta (c). Forward, 3 stages; the caller all-reduces
+  // `sums` after (1) and `squares` after (2) over the ranks sharing the rows:
+  // (1) sums (m) = Σ_j x[i, j] over the local columns.
+  virtual void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) = 0;
+  // (2) mean (m) = sums / C (mean may alias sums); squares (m) = Σ_j (x[i, j] − mean[i])².
+  virtual void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x,
+                                          int64_t m, int64_t c, int64_t C) = 0;
+  // (3) rstd (m) = 1/sqrt(squares/C + eps) (rstd may alias squares);
+  //     out (m, c) = (x − mean)·rstd·gamma + beta. mean and rstd are kept for backward.
+  virtual void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean,
+                                   const float* squares, const float* gamma, const float* beta, int64_t m,
+                                   int64_t c, int64_t C, float eps) = 0;
+  // Backward, 2 stages, x̂ = (x − mean)·rstd; the caller all-reduces `partials` between them:
+  // (1) partials (m, 2) = (Σ_j dout·gamma, Σ_j dout·gamma·x̂) over the local columns.
+  virtual void layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+                                           const float* rstd, const float* gamma, int64_t m, int64_t c) = 0;
+  // (2) dx (m, c) += rstd·(dout·gamma − (partials[i,0] + x̂·partials[i,1])/C);
+  //     dgamma (c) += Σ_rows dout·x̂;  dbeta (c) += Σ_rows dout.
+  virtual void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials,
+                                         const float* dout, const float* x, const float* mean, const float* rstd,
+                                         const float* gamma, int64_t m, int64_t c, int64_t C) = 0;
+
+  // ---- GELU, tanh approximation (GPT-2): 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
+  virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;                       // may alias
+  virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;  // dx = gelu'(x)·dout, may alias dout
+
+  // ---- causal self-attention on this rank's h heads of size d, scale 1/sqrt(d).
+  // q, k, v are (B, T, h, d) views with row stride ld (elements from one token to the next):
+  //   a packed qkv buffer (B, T, 3·h·d): q = qkv, k = qkv + h·d, v = qkv + 2·h·d, ld = 3·h·d;
+  //   three buffers (B, T, h·d): ld = h·d.
+  // out (B, T, h·d); probs (B, h, T, T) are the softmax probabilities kept for backward
+  // (0 above the diagonal).
+  virtual void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                                 int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) = 0;
+  // dq, dk, dv: views like q, k, v (same ld), overwritten; dout (B, T, h·d).
+  virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
+                                  const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                                  int64_t T, int64_t h, int64_t d) = 0;
+
+  // ---- vocab-parallel token embedding: this rank holds the table rows [v0, v0 + v_local)
+  // as table (v_local, c). out (m, c) = the row of each token in range, 0 for the others;
+  // the caller all-reduces out over the ranks holding the other rows.
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+                                 int64_t v0, int64_t v_local) = 0;
+  // dtable (v_local, c) += dout rows of the tokens in range (scatter-add).
+  virtual void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
+                                  int64_t v0, int64_t v_local) = 0;
+  // Position embedding: out (B, T, c) += wpe (T, c);  dwpe (T, c) += Σ_b dout (B, T, c).
+  virtual void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) = 0;
+  virtual void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) = 0;
+
+  // ---- vocab-parallel softmax cross-entropy: logits (m, v_local) for the vocab columns
+  // [v0, v0 + v_local), targets (m) are global token ids. Forward, 3 stages:
+  // (1) row_max (m) = max over the local columns. The caller all-gathers it over the vocab
+  //     ranks into gathered_max (groups, m), rank r's block at r·m.
+  virtual void cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) = 0;
+  // (2) max (m) = max over the groups; exps (m, v_local) = exp(logits − max) (may alias
+  //     logits); partials (m, 2) = (Σ_j exps, the target's logit if the target is in this
+  //     rank's range else 0). The caller all-reduces partials.
+  virtual void cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max,
+                                      int64_t groups, const float* logits, const int32_t* targets, int64_t m,
+                                      int64_t v_local, int64_t v0) = 0;
+  // (3) loss (m) = log(partials[i,0]) + max[i] − partials[i,1].
+  virtual void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) = 0;
+  // Backward (local): dlogits (m, v_local) = (exps/partials[i,0] − onehot(target))·scale, with
+  // scale = dloss per token (1/total tokens for a mean); dlogits may alias exps.
+  virtual void cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
+                                      const int32_t* targets, int64_t m, int64_t v_local, int64_t v0,
+                                      float scale) = 0;
+
+  // ---- AdamW on one buffer of n params (see AdamWStep), m and v (n) updated in place;
+  // decay = false skips the weight decay (GPT-2 decays the 2-D weights only: not biases,
+  // LayerNorm gamma/beta).
+  virtual void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
+                     bool decay) = 0;
+};
+
+// Owns `count` elements of T on a backend; move-only. T is float or int32_t (token ids).
+template <typename T>
+class DeviceBuffer {
+  static_assert(std::is_trivially_copyable_v<T>, "device buffers hold plain values");
+
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend& backend, size_t count) : backend_(&backend), count_(count) {
+    if (count > std::numeric_limits<size_t>::max() / sizeof(T))
+      throw BackendError("DeviceBuffer: " + std::to_string(count) + " elements overflow size_t");
+    ptr_ = static_cast<T*>(backend.alloc(count * sizeof(T)));
+  }
+  DeviceBuffer(Backend& backend, const std::vector<T>& host) : DeviceBuffer(backend, host.size()) { upload(host); }
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : backend_(std::exchange(o.backend_, nullptr)), ptr_(std::exchange(o.ptr_, nullptr)),
+        count_(std::exchange(o.count_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      backend_ = std::exchange(o.backend_, nullptr);
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      count_ = std::exchange(o.count_, 0);
+    }
+    return *this;
+  }
+
+  T* data() { return ptr_; }
+  const T* data() const { return ptr_; }
+  size_t size() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+  void upload(const std::vector<T>& host) {
+    if (host.size() != count_)
+      throw BackendError("DeviceBuffer::upload: " + std::to_string(host.size()) + " elements into a buffer of " +
+                         std::to_string(count_));
+    if (count_ > 0) backend_->copy_to_device(ptr_, host.data(), bytes());
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    if (count_ > 0) backend_->copy_to_host(host.data(), ptr_, bytes());
+    return host;
+  }
+
+ private:
+  void reset() {
+    if (backend_ != nullptr) backend_->free(ptr_);
+    backend_ = nullptr;
+    ptr_ = nullptr;
+    count_ = 0;
+  }
+
+  Backend* backend_ = nullptr;
+  T* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+}  // namespace axonn

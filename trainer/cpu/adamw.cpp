@@ -1,0 +1,34 @@
+#include "trainer/cpu/adamw.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "trainer/cpu/check.hpp"
+
+namespace axonn::cpu {
+
+void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step, bool decay) {
+  require_nonnegative("adamw", "n", n);
+  require_positive("adamw", "step t", step.t);
+  if (!(step.beta1 >= 0.0f && step.beta1 < 1.0f && step.beta2 >= 0.0f && step.beta2 < 1.0f))
+    fail("adamw", "betas (" + std::to_string(step.beta1) + ", " + std::to_string(step.beta2) +
+                      ") must lie in [0, 1)");
+  // Bias corrections in double: 1 − β^t loses digits in float for β close to 1.
+  const double t = static_cast<double>(step.t);
+  const float correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(step.beta1), t));
+  const float correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(step.beta2), t));
+  const float b1 = step.beta1, b2 = step.beta2, lr = step.lr, eps = step.eps, gs = step.grad_scale;
+  const float wd = decay ? step.weight_decay : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] * gs;
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float m_hat = mi / correction1;
+    const float v_hat = vi / correction2;
+    param[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + wd * param[i]);
+  }
+}
+
+}  // namespace axonn::cpu

@@ -1,0 +1,172 @@
+#include "trainer/cpu/cpu_backend.hpp"
+
+#include <cblas.h>
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "trainer/cpu/adamw.hpp"
+#include "trainer/cpu/attention.hpp"
+#include "trainer/cpu/bias.hpp"
+#include "trainer/cpu/check.hpp"
+#include "trainer/cpu/cross_entropy.hpp"
+#include "trainer/cpu/elementwise.hpp"
+#include "trainer/cpu/embedding.hpp"
+#include "trainer/cpu/gelu.hpp"
+#include "trainer/cpu/gemm.hpp"
+#include "trainer/cpu/layernorm.hpp"
+#include "trainer/cpu/reductions.hpp"
+
+namespace axonn {
+namespace {
+
+constexpr std::align_val_t kAlignment{64};  // a cache line; also enough for AVX-512 loads
+
+}  // namespace
+
+CpuBackend::CpuBackend(int blas_threads) {
+  if (blas_threads < 0) cpu::fail("CpuBackend", "blas_threads = " + std::to_string(blas_threads) + " is negative");
+  if (blas_threads > 0) openblas_set_num_threads(blas_threads);
+}
+
+void* CpuBackend::alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = ::operator new(bytes, kAlignment, std::nothrow);
+  if (p == nullptr) cpu::fail("alloc", "out of host memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void CpuBackend::free(void* ptr) {
+  if (ptr != nullptr) ::operator delete(ptr, kAlignment);
+}
+
+void CpuBackend::copy_to_device(void* dst, const void* src_host, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src_host, bytes);
+}
+
+void CpuBackend::copy_to_host(void* dst_host, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst_host, src, bytes);
+}
+
+void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
+
+void CpuBackend::memset_zero(void* ptr, size_t bytes) {
+  if (bytes > 0) std::memset(ptr, 0, bytes);
+}
+
+void CpuBackend::fill(float* x, float value, int64_t n) { cpu::fill(x, value, n); }
+
+void CpuBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void CpuBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n) {
+  cpu::bias_forward(out, bias, m, n);
+}
+
+void CpuBackend::bias_backward(float* dbias, const float* dout, int64_t m, int64_t n) {
+  cpu::bias_backward(dbias, dout, m, n);
+}
+
+void CpuBackend::add(float* out, const float* a, const float* b, int64_t n) { cpu::add(out, a, b, n); }
+void CpuBackend::scale(float* x, float alpha, int64_t n) { cpu::scale(x, alpha, n); }
+void CpuBackend::axpy(float* y, float alpha, const float* x, int64_t n) { cpu::axpy(y, alpha, x, n); }
+void CpuBackend::sum(float* out, const float* x, int64_t n) { cpu::sum(out, x, n); }
+void CpuBackend::sum_squares(float* out, const float* x, int64_t n) { cpu::sum_squares(out, x, n); }
+
+void CpuBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) {
+  cpu::layernorm_row_sums(sums, x, m, c);
+}
+
+void CpuBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x,
+                                            int64_t m, int64_t c, int64_t C) {
+  cpu::layernorm_centered_squares(mean, squares, sums, x, m, c, C);
+}
+
+void CpuBackend::layernorm_normalize(float* out, float* rstd, const float* x, const float* mean,
+                                     const float* squares, const float* gamma, const float* beta, int64_t m,
+                                     int64_t c, int64_t C, float eps) {
+  cpu::layernorm_normalize(out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
+}
+
+void CpuBackend::layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+                                             const float* rstd, const float* gamma, int64_t m, int64_t c) {
+  cpu::layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, c);
+}
+
+void CpuBackend::layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials,
+                                           const float* dout, const float* x, const float* mean, const float* rstd,
+                                           const float* gamma, int64_t m, int64_t c, int64_t C) {
+  cpu::layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
+}
+
+void CpuBackend::gelu_forward(float* out, const float* x, int64_t n) { cpu::gelu_forward(out, x, n); }
+
+void CpuBackend::gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
+  cpu::gelu_backward(dx, x, dout, n);
+}
+
+void CpuBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                                   int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+  cpu::attention_forward(out, probs, q, k, v, ld, B, T, h, d);
+}
+
+void CpuBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
+                                    const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                                    int64_t T, int64_t h, int64_t d) {
+  cpu::require_nonnegative("attention_backward", "T", T);
+  const auto scratch = static_cast<size_t>(T * T);
+  if (attention_scratch_.size() < scratch) attention_scratch_.resize(scratch);
+  cpu::attention_backward(dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d, attention_scratch_.data());
+}
+
+void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+                                   int64_t v0, int64_t v_local) {
+  cpu::embedding_forward(out, tokens, table, m, c, v0, v_local);
+}
+
+void CpuBackend::embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
+                                    int64_t v0, int64_t v_local) {
+  cpu::embedding_backward(dtable, dout, tokens, m, c, v0, v_local);
+}
+
+void CpuBackend::position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) {
+  cpu::position_forward(out, wpe, B, T, c);
+}
+
+void CpuBackend::position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) {
+  cpu::position_backward(dwpe, dout, B, T, c);
+}
+
+void CpuBackend::cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) {
+  cpu::cross_entropy_row_max(row_max, logits, m, v_local);
+}
+
+void CpuBackend::cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max,
+                                        int64_t groups, const float* logits, const int32_t* targets, int64_t m,
+                                        int64_t v_local, int64_t v0) {
+  cpu::cross_entropy_partials(partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
+}
+
+void CpuBackend::cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) {
+  cpu::cross_entropy_loss(loss, partials, max, m);
+}
+
+void CpuBackend::cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
+                                        const int32_t* targets, int64_t m, int64_t v_local, int64_t v0,
+                                        float scale) {
+  cpu::cross_entropy_backward(dlogits, exps, partials, targets, m, v_local, v0, scale);
+}
+
+void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
+                       bool decay) {
+  cpu::adamw(param, grad, m, v, n, step, decay);
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int blas_threads) { return std::make_unique<CpuBackend>(blas_threads); }
+
+}  // namespace axonn

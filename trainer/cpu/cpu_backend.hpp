@@ -1,0 +1,87 @@
+#pragma once
+// The CPU backend: float32 ops on host memory, OpenBLAS sgemm for every matmul (attention's
+// QK^T and PV included) and plain loops written to vectorize for the rest. It is the oracle
+// the CUDA backend is tested against. Not thread-safe: one backend per rank.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "trainer/backend.hpp"
+
+namespace axonn {
+
+class CpuBackend final : public Backend {
+ public:
+  // blas_threads > 0 sets OpenBLAS's thread count (process-wide; several ranks on one node
+  // should split the cores); 0 keeps OpenBLAS's default (OPENBLAS_NUM_THREADS or all cores).
+  explicit CpuBackend(int blas_threads = 0);
+
+  const char* name() const override { return "cpu"; }
+
+  void* alloc(size_t bytes) override;
+  void free(void* ptr) override;
+  void copy_to_device(void* dst, const void* src_host, size_t bytes) override;
+  void copy_to_host(void* dst_host, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void memset_zero(void* ptr, size_t bytes) override;
+  void fill(float* x, float value, int64_t n) override;
+  void synchronize() override {}
+
+  void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override;
+
+  void bias_forward(float* out, const float* bias, int64_t m, int64_t n) override;
+  void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n) override;
+  void add(float* out, const float* a, const float* b, int64_t n) override;
+  void scale(float* x, float alpha, int64_t n) override;
+  void axpy(float* y, float alpha, const float* x, int64_t n) override;
+  void sum(float* out, const float* x, int64_t n) override;
+  void sum_squares(float* out, const float* x, int64_t n) override;
+
+  void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) override;
+  void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+                                  int64_t c, int64_t C) override;
+  void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+                           const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
+                           float eps) override;
+  void layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+                                   const float* rstd, const float* gamma, int64_t m, int64_t c) override;
+  void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials, const float* dout,
+                                 const float* x, const float* mean, const float* rstd, const float* gamma,
+                                 int64_t m, int64_t c, int64_t C) override;
+
+  void gelu_forward(float* out, const float* x, int64_t n) override;
+  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override;
+
+  void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
+                         int64_t B, int64_t T, int64_t h, int64_t d) override;
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
+                          const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
+                          int64_t d) override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,
+                         int64_t v_local) override;
+  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c, int64_t v0,
+                          int64_t v_local) override;
+  void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) override;
+  void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) override;
+
+  void cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) override;
+  void cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max, int64_t groups,
+                              const float* logits, const int32_t* targets, int64_t m, int64_t v_local,
+                              int64_t v0) override;
+  void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) override;
+  void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
+                              int64_t m, int64_t v_local, int64_t v0, float scale) override;
+
+  void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
+             bool decay) override;
+
+ private:
+  std::vector<float> attention_scratch_;  // (T, T): dP / dS of one (sequence, head)
+};
+
+// The CPU backend behind the interface (what the trainer holds).
+std::unique_ptr<Backend> make_cpu_backend(int blas_threads = 0);
+
+}  // namespace axonn

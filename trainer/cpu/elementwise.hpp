@@ -1,0 +1,12 @@
+#pragma once
+// Elementwise ops on flat buffers of n floats: residual add, scale, axpy, fill.
+#include <cstdint>
+
+namespace axonn::cpu {
+
+void add(float* out, const float* a, const float* b, int64_t n);  // out = a + b (may alias a or b)
+void scale(float* x, float alpha, int64_t n);                    // x *= alpha
+void axpy(float* y, float alpha, const float* x, int64_t n);     // y += alpha·x
+void fill(float* x, float value, int64_t n);                     // x = value
+
+}  // namespace axonn::cpu

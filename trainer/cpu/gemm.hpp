@@ -1,0 +1,13 @@
+#pragma once
+// GEMM on the CPU: OpenBLAS cblas_sgemm, row-major (see Backend::gemm for the contract).
+#include <cstdint>
+
+#include "trainer/backend.hpp"
+
+namespace axonn::cpu {
+
+// C (m, n) = alpha·op(A)·op(B) + beta·C with op(A) (m, k), op(B) (k, n); beta = 0 ignores C.
+void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace axonn::cpu
