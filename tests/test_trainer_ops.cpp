@@ -1,0 +1,811 @@
+// Every op of the CPU backend against a straightforward reference written here (naive loops
+// in double precision), through the Backend interface, so a CUDA backend can run the same
+// checks. Output buffers start as NaN, so an element an op forgets to write fails.
+//
+// Tolerances. float32 has unit roundoff u = 2^-24 ≈ 6e-8. A sum of k terms computed in
+// float32 is within k·u·Σ|terms| of the exact value (the classic worst-case bound; random
+// data stays near sqrt(k)·u). GEMM is checked against that bound per element; ops built from
+// a few such sums (LayerNorm, attention, cross-entropy) are checked by the normalized error
+// max|got − ref| / max|ref| <= 1e-5: their sums have at most a few hundred terms (k·u <
+// 2e-5 worst case, ~1e-6 typical), while an indexing or formula error shows up as O(1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "trainer/backend.hpp"
+#include "trainer/cpu/cpu_backend.hpp"
+#include "trainer/cpu/vec_math.hpp"
+
+namespace axonn {
+namespace {
+
+constexpr double kU = 5.9604644775390625e-08;  // 2^-24
+constexpr double kNormalizedTol = 1e-5;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+using Floats = std::vector<float>;
+using Doubles = std::vector<double>;
+
+Floats random_floats(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n, int32_t vocab) {
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  std::vector<int32_t> v(n);
+  for (int32_t& t : v) t = dist(rng);
+  return v;
+}
+
+// max|got − ref| / max|ref|; +inf if any element is NaN (an element the op did not write).
+double normalized_error(const Floats& got, const Doubles& ref) {
+  EXPECT_EQ(got.size(), ref.size());
+  double err = 0.0, scale = 0.0;
+  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+    if (std::isnan(got[i])) return std::numeric_limits<double>::infinity();
+    err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    scale = std::max(scale, std::fabs(ref[i]));
+  }
+  return scale > 0.0 ? err / scale : err;
+}
+
+Doubles to_doubles(const Floats& v) { return Doubles(v.begin(), v.end()); }
+
+class TrainerOps : public ::testing::Test {
+ protected:
+  // A device buffer holding `host`.
+  DeviceBuffer<float> upload(const Floats& host) { return DeviceBuffer<float>(*be_, host); }
+  DeviceBuffer<int32_t> upload(const std::vector<int32_t>& host) { return DeviceBuffer<int32_t>(*be_, host); }
+  // A device buffer of n NaNs, for outputs.
+  DeviceBuffer<float> poisoned(size_t n) {
+    DeviceBuffer<float> b(*be_, n);
+    be_->fill(b.data(), kNaN, static_cast<int64_t>(n));
+    return b;
+  }
+
+  std::unique_ptr<Backend> be_ = make_cpu_backend();
+  std::mt19937 rng_{20240611};
+};
+
+// ---------------------------------------------------------------- GEMM
+
+TEST_F(TrainerOps, GemmAllTransposesWithStridesMatchTripleLoopWithinRoundingBound) {
+  const int64_t m = 37, n = 23, k = 51, pad = 3;  // odd sizes; rows padded to test ld
+  for (Transpose ta : {Transpose::no, Transpose::yes})
+    for (Transpose tb : {Transpose::no, Transpose::yes})
+      for (float beta : {0.0f, 1.3f}) {
+        SCOPED_TRACE(std::string("ta=") + (ta == Transpose::yes ? "T" : "N") + " tb=" +
+                     (tb == Transpose::yes ? "T" : "N") + " beta=" + std::to_string(beta));
+        const int64_t a_rows = ta == Transpose::no ? m : k, a_cols = ta == Transpose::no ? k : m;
+        const int64_t b_rows = tb == Transpose::no ? k : n, b_cols = tb == Transpose::no ? n : k;
+        const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+        const Floats a = random_floats(rng_, static_cast<size_t>(a_rows * lda));
+        const Floats b = random_floats(rng_, static_cast<size_t>(b_rows * ldb));
+        Floats c0 = random_floats(rng_, static_cast<size_t>(m * ldc));
+        // beta = 0 must ignore C: NaN there must not reach the result. The padding holds a
+        // sentinel that must survive.
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < ldc; ++j)
+            if (j >= n) c0[i * ldc + j] = 12345.0f;
+            else if (beta == 0.0f) c0[i * ldc + j] = kNaN;
+        auto da = upload(a), db = upload(b), dc = upload(c0);
+        const float alpha = 0.7f;
+        be_->gemm(ta, tb, m, n, k, alpha, da.data(), lda, db.data(), ldb, beta, dc.data(), ldc);
+        const Floats c = dc.download();
+        auto A = [&](int64_t i, int64_t p) { return static_cast<double>(ta == Transpose::no ? a[i * lda + p] : a[p * lda + i]); };
+        auto Bm = [&](int64_t p, int64_t j) { return static_cast<double>(tb == Transpose::no ? b[p * ldb + j] : b[j * ldb + p]); };
+        int bad = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t p = 0; p < k; ++p) {
+              ref += alpha * A(i, p) * Bm(p, j);
+              mag += std::fabs(alpha * A(i, p) * Bm(p, j));
+            }
+            if (beta != 0.0f) {
+              ref += beta * static_cast<double>(c0[i * ldc + j]);
+              mag += std::fabs(beta * static_cast<double>(c0[i * ldc + j]));
+            }
+            const double got = c[i * ldc + j];
+            if (!(std::fabs(got - ref) <= 2.0 * static_cast<double>(k + 2) * kU * mag) && ++bad <= 3)
+              ADD_FAILURE() << "C[" << i << "," << j << "] = " << got << ", reference " << ref;
+          }
+          for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], 12345.0f) << "padding overwritten";
+        }
+      }
+}
+
+TEST_F(TrainerOps, GemmWithEmptyInnerDimensionScalesC) {
+  Floats c0 = {1.0f, 2.0f, 3.0f, 4.0f};
+  auto dc = upload(c0);
+  be_->gemm(Transpose::no, Transpose::no, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.5f, dc.data(), 2);
+  EXPECT_EQ(dc.download(), (Floats{0.5f, 1.0f, 1.5f, 2.0f}));
+  be_->fill(dc.data(), kNaN, 4);
+  be_->gemm(Transpose::no, Transpose::no, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, dc.data(), 2);
+  EXPECT_EQ(dc.download(), (Floats{0.0f, 0.0f, 0.0f, 0.0f}));
+}
+
+// ---------------------------------------------------------------- bias, elementwise, reductions
+
+TEST_F(TrainerOps, BiasForwardAddsToEveryRowAndBackwardAccumulatesColumnSums) {
+  const int64_t m = 29, n = 13;
+  const Floats out0 = random_floats(rng_, m * n), bias = random_floats(rng_, n), dbias0 = random_floats(rng_, n);
+  auto dout = upload(out0), db = upload(bias);
+  be_->bias_forward(dout.data(), db.data(), m, n);
+  const Floats out = dout.download();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(out[i * n + j], out0[i * n + j] + bias[j]) << i << "," << j;
+
+  auto ddb = upload(dbias0);
+  be_->bias_backward(ddb.data(), dout.data(), m, n);
+  const Floats dbias = ddb.download();
+  for (int64_t j = 0; j < n; ++j) {
+    double ref = dbias0[j], mag = std::fabs(dbias0[j]);
+    for (int64_t i = 0; i < m; ++i) {
+      ref += out[i * n + j];
+      mag += std::fabs(out[i * n + j]);
+    }
+    EXPECT_NEAR(dbias[j], ref, static_cast<double>(m + 1) * kU * mag) << "column " << j;
+  }
+}
+
+TEST_F(TrainerOps, ElementwiseOpsAreOneRoundingEach) {
+  const int64_t n = 1001;  // not a multiple of any vector width
+  const Floats a = random_floats(rng_, n), b = random_floats(rng_, n);
+  auto da = upload(a), db = upload(b), dout = poisoned(n);
+  be_->add(dout.data(), da.data(), db.data(), n);
+  Floats out = dout.download();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
+
+  be_->add(da.data(), da.data(), db.data(), n);  // in place, the residual stream's use
+  out = da.download();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
+
+  auto ds = upload(a);
+  be_->scale(ds.data(), -0.375f, n);
+  out = ds.download();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] * -0.375f) << i;
+
+  auto dy = upload(a), dx = upload(b);
+  be_->axpy(dy.data(), 0.25f, dx.data(), n);
+  out = dy.download();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + 0.25f * b[i]) << i;
+
+  be_->fill(dy.data(), 2.5f, n);
+  EXPECT_EQ(dy.download(), Floats(n, 2.5f));
+  be_->memset_zero(dy.data(), static_cast<size_t>(n) * sizeof(float));
+  EXPECT_EQ(dy.download(), Floats(n, 0.0f));
+  be_->copy(dy.data(), da.data(), static_cast<size_t>(n) * sizeof(float));
+  EXPECT_EQ(dy.download(), da.download());
+}
+
+TEST_F(TrainerOps, SumAndSumOfSquaresAccumulateIntoADeviceScalar) {
+  const int64_t n = 100003;  // spans many 512-element blocks and a ragged tail
+  const Floats x = random_floats(rng_, n, -2.0f, 3.0f);
+  double ref = 0.0, ref_sq = 0.0, mag = 0.0;
+  for (float v : x) {
+    ref += v;
+    ref_sq += static_cast<double>(v) * v;
+    mag += std::fabs(v);
+  }
+  auto dx = upload(x), acc = upload(Floats{1.5f}), acc_sq = upload(Floats{0.25f});
+  be_->sum(acc.data(), dx.data(), n);
+  be_->sum_squares(acc_sq.data(), dx.data(), n);
+  // Float lanes over 512-element blocks (64 terms each), blocks joined in double: ~64·u.
+  EXPECT_NEAR(acc.download()[0], 1.5 + ref, 64 * kU * mag + 1e-7 * std::fabs(ref));
+  EXPECT_NEAR(acc_sq.download()[0], 0.25 + ref_sq, (64 * kU + 1e-7) * ref_sq);
+}
+
+// ---------------------------------------------------------------- LayerNorm
+
+struct LayerNormRef {
+  Doubles out, mean, rstd, dx, dgamma, dbeta;
+};
+
+// Plain LayerNorm over full rows in double; backward through the explicit Jacobian
+// d x̂_k / d x_j = rstd·(δ_kj − 1/C − x̂_k·x̂_j/C), so it does not share the op's formula.
+LayerNormRef layernorm_reference(const Floats& x, const Floats& gamma, const Floats& beta, const Floats& dout,
+                                 const Floats& dx0, const Floats& dgamma0, const Floats& dbeta0, int64_t m,
+                                 int64_t C, double eps) {
+  LayerNormRef r{Doubles(m * C), Doubles(m), Doubles(m), to_doubles(dx0), to_doubles(dgamma0), to_doubles(dbeta0)};
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = &x[i * C];
+    double mu = 0.0;
+    for (int64_t j = 0; j < C; ++j) mu += row[j];
+    mu /= static_cast<double>(C);
+    double var = 0.0;
+    for (int64_t j = 0; j < C; ++j) var += (row[j] - mu) * (row[j] - mu);
+    var /= static_cast<double>(C);
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    r.mean[i] = mu;
+    r.rstd[i] = rstd;
+    Doubles xhat(C);
+    for (int64_t j = 0; j < C; ++j) {
+      xhat[j] = (row[j] - mu) * rstd;
+      r.out[i * C + j] = xhat[j] * gamma[j] + beta[j];
+      r.dgamma[j] += dout[i * C + j] * xhat[j];
+      r.dbeta[j] += dout[i * C + j];
+    }
+    for (int64_t j = 0; j < C; ++j) {
+      double d = 0.0;
+      for (int64_t kk = 0; kk < C; ++kk) {
+        const double jac = rstd * ((kk == j ? 1.0 : 0.0) - 1.0 / static_cast<double>(C) -
+                                   xhat[kk] * xhat[j] / static_cast<double>(C));
+        d += dout[i * C + kk] * gamma[kk] * jac;
+      }
+      r.dx[i * C + j] += d;
+    }
+  }
+  return r;
+}
+
+struct LayerNormResult {
+  Floats out, mean, rstd, dx, dgamma, dbeta;
+};
+
+// The staged LayerNorm split over G simulated ranks, each holding C/G columns; the
+// all-reduces between the stages are done here by hand (sums in rank order).
+LayerNormResult layernorm_on_ranks(Backend& be, int64_t G, const Floats& x, const Floats& gamma,
+                                   const Floats& beta, const Floats& dout, const Floats& dx0, const Floats& dgamma0,
+                                   const Floats& dbeta0, int64_t m, int64_t C, float eps) {
+  const int64_t c = C / G;
+  auto slice_cols = [&](const Floats& full, int64_t r) {
+    Floats s(m * c);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy(full.begin() + i * C + r * c, full.begin() + i * C + (r + 1) * c, s.begin() + i * c);
+    return s;
+  };
+  auto slice = [&](const Floats& v, int64_t r) { return Floats(v.begin() + r * c, v.begin() + (r + 1) * c); };
+  auto all_reduce = [&](std::vector<DeviceBuffer<float>>& bufs) {
+    Floats total = bufs[0].download();
+    for (int64_t r = 1; r < G; ++r) {
+      const Floats part = bufs[r].download();
+      for (size_t i = 0; i < total.size(); ++i) total[i] += part[i];
+    }
+    for (auto& b : bufs) b.upload(total);
+  };
+  auto nan_buffer = [&](size_t n) {
+    DeviceBuffer<float> b(be, n);
+    be.fill(b.data(), kNaN, static_cast<int64_t>(n));
+    return b;
+  };
+  std::vector<DeviceBuffer<float>> xs, gs, bs, outs, sums, squares, dys, dxs, dgs, dbs, partials;
+  for (int64_t r = 0; r < G; ++r) {
+    xs.emplace_back(be, slice_cols(x, r));
+    gs.emplace_back(be, slice(gamma, r));
+    bs.emplace_back(be, slice(beta, r));
+    outs.push_back(nan_buffer(m * c));
+    sums.push_back(nan_buffer(m));
+    squares.push_back(nan_buffer(m));
+    dys.emplace_back(be, slice_cols(dout, r));
+    dxs.emplace_back(be, slice_cols(dx0, r));
+    dgs.emplace_back(be, slice(dgamma0, r));
+    dbs.emplace_back(be, slice(dbeta0, r));
+    partials.push_back(nan_buffer(2 * m));
+  }
+  for (int64_t r = 0; r < G; ++r) be.layernorm_row_sums(sums[r].data(), xs[r].data(), m, c);
+  all_reduce(sums);
+  // sums becomes the mean in place, squares becomes rstd in place: the aliasing the
+  // interface allows and the trainer uses.
+  for (int64_t r = 0; r < G; ++r)
+    be.layernorm_centered_squares(sums[r].data(), squares[r].data(), sums[r].data(), xs[r].data(), m, c, C);
+  all_reduce(squares);
+  for (int64_t r = 0; r < G; ++r)
+    be.layernorm_normalize(outs[r].data(), squares[r].data(), xs[r].data(), sums[r].data(), squares[r].data(),
+                           gs[r].data(), bs[r].data(), m, c, C, eps);
+  for (int64_t r = 0; r < G; ++r)
+    be.layernorm_backward_partials(partials[r].data(), dys[r].data(), xs[r].data(), sums[r].data(),
+                                   squares[r].data(), gs[r].data(), m, c);
+  all_reduce(partials);
+  for (int64_t r = 0; r < G; ++r)
+    be.layernorm_backward_finish(dxs[r].data(), dgs[r].data(), dbs[r].data(), partials[r].data(), dys[r].data(),
+                                 xs[r].data(), sums[r].data(), squares[r].data(), gs[r].data(), m, c, C);
+
+  LayerNormResult res{Floats(m * C), sums[0].download(), squares[0].download(), Floats(m * C), {}, {}};
+  for (int64_t r = 0; r < G; ++r) {
+    EXPECT_EQ(sums[r].download(), res.mean) << "every rank must hold the same mean";
+    EXPECT_EQ(squares[r].download(), res.rstd) << "every rank must hold the same rstd";
+    const Floats o = outs[r].download(), d = dxs[r].download(), dg = dgs[r].download(), db = dbs[r].download();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        res.out[i * C + r * c + j] = o[i * c + j];
+        res.dx[i * C + r * c + j] = d[i * c + j];
+      }
+    res.dgamma.insert(res.dgamma.end(), dg.begin(), dg.end());
+    res.dbeta.insert(res.dbeta.end(), db.begin(), db.end());
+  }
+  return res;
+}
+
+class LayerNormOps : public TrainerOps {
+ protected:
+  void SetUp() override {
+    x = random_floats(rng_, m * C, -2.0f, 3.0f);
+    for (int64_t i = 0; i < m; ++i) x[i * C] += 40.0f;  // a large mean: the two-pass variance must not cancel
+    gamma = random_floats(rng_, C, 0.5f, 1.5f);
+    beta = random_floats(rng_, C);
+    dout = random_floats(rng_, m * C);
+    dx0 = random_floats(rng_, m * C);  // dx accumulates onto the residual gradient
+    dgamma0 = random_floats(rng_, C);
+    dbeta0 = random_floats(rng_, C);
+  }
+  const int64_t m = 19, C = 48;
+  const float eps = 1e-5f;
+  Floats x, gamma, beta, dout, dx0, dgamma0, dbeta0;
+};
+
+TEST_F(LayerNormOps, OneRankStagesEqualPlainLayerNorm) {
+  const LayerNormRef ref = layernorm_reference(x, gamma, beta, dout, dx0, dgamma0, dbeta0, m, C, eps);
+  const LayerNormResult got = layernorm_on_ranks(*be_, 1, x, gamma, beta, dout, dx0, dgamma0, dbeta0, m, C, eps);
+  EXPECT_LE(normalized_error(got.out, ref.out), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.mean, ref.mean), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.rstd, ref.rstd), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.dx, ref.dx), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.dgamma, ref.dgamma), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.dbeta, ref.dbeta), kNormalizedTol);
+}
+
+TEST_F(LayerNormOps, SplitOverTwoAndFourRanksEqualsOneRank) {
+  const LayerNormResult one = layernorm_on_ranks(*be_, 1, x, gamma, beta, dout, dx0, dgamma0, dbeta0, m, C, eps);
+  for (int64_t G : {2, 4}) {
+    SCOPED_TRACE("G_x = " + std::to_string(G));
+    const LayerNormResult split = layernorm_on_ranks(*be_, G, x, gamma, beta, dout, dx0, dgamma0, dbeta0, m, C, eps);
+    // Only the order of the row sums differs: a few roundings of C-term sums.
+    EXPECT_LE(normalized_error(split.out, to_doubles(one.out)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.mean, to_doubles(one.mean)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.rstd, to_doubles(one.rstd)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.dx, to_doubles(one.dx)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.dgamma, to_doubles(one.dgamma)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.dbeta, to_doubles(one.dbeta)), kNormalizedTol);
+  }
+}
+
+// ---------------------------------------------------------------- GELU
+
+TEST_F(TrainerOps, GeluForwardAndBackwardMatchTheTanhFormula) {
+  Floats x;
+  for (int i = -800; i <= 800; ++i) x.push_back(static_cast<float>(i) * 0.01f);  // [-8, 8]
+  for (float v : {-40.0f, -12.0f, 12.0f, 40.0f, 0.0f, 1e-20f, -1e-20f}) x.push_back(v);
+  const auto n = static_cast<int64_t>(x.size());
+  const Floats dout = random_floats(rng_, x.size());
+  auto dx = upload(x), dy = upload(dout), dout_buf = poisoned(x.size()), dgrad = poisoned(x.size());
+  be_->gelu_forward(dout_buf.data(), dx.data(), n);
+  be_->gelu_backward(dgrad.data(), dx.data(), dy.data(), n);
+  const Floats y = dout_buf.download(), g = dgrad.download();
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double u = k * (v + 0.044715 * v * v * v);
+    const double th = std::tanh(u);
+    const double ref = 0.5 * v * (1.0 + th);
+    const double du = k * (1.0 + 3.0 * 0.044715 * v * v);
+    const double dref = dout[i] * (0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * du);
+    // exp's argument 2u carries a rounding error of ~|2u|·u, so the relative tolerance grows
+    // with |u|; the backward's two terms can cancel, so it is relative to their magnitudes.
+    // The reference itself loses 1 + tanh(u) to cancellation for u << 0 (double epsilon
+    // 1.1e-16 absolute), hence the absolute term.
+    const double rel = 1e-6 * (1.0 + 2.0 * std::fabs(u));
+    const double dmag = std::fabs(dout[i]) * (0.5 * (1.0 + th) + std::fabs(0.5 * v * (1.0 - th * th) * du));
+    EXPECT_NEAR(y[i], ref, rel * std::fabs(ref) + 1e-15 * std::fabs(v)) << "gelu(" << v << ")";
+    EXPECT_NEAR(g[i], dref, rel * dmag + 1e-15 * std::fabs(dout[i]) * (1.0 + std::fabs(v * du))) << "gelu'(" << v << ")";
+  }
+}
+
+// ---------------------------------------------------------------- attention
+
+struct AttentionRef {
+  Doubles out, probs, dq, dk, dv;  // dq, dk, dv as (B, T, h·d)
+};
+
+// Naive causal attention in double, straight from the definition, and its chain rule.
+AttentionRef attention_reference(const float* q, const float* k, const float* v, int64_t ld, const Floats& dout,
+                                 int64_t B, int64_t T, int64_t h, int64_t d) {
+  const int64_t hd = h * d;
+  AttentionRef r{Doubles(B * T * hd), Doubles(B * h * T * T, 0.0), Doubles(B * T * hd, 0.0),
+                 Doubles(B * T * hd, 0.0), Doubles(B * T * hd, 0.0)};
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  auto Q = [&](int64_t b, int64_t t, int64_t hh, int64_t e) { return static_cast<double>(q[(b * T + t) * ld + hh * d + e]); };
+  auto K = [&](int64_t b, int64_t t, int64_t hh, int64_t e) { return static_cast<double>(k[(b * T + t) * ld + hh * d + e]); };
+  auto V = [&](int64_t b, int64_t t, int64_t hh, int64_t e) { return static_cast<double>(v[(b * T + t) * ld + hh * d + e]); };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t t = 0; t < T; ++t) {
+        double* p = &r.probs[((b * h + hh) * T + t) * T];
+        double mx = -1e300;
+        for (int64_t j = 0; j <= t; ++j) {
+          double s = 0.0;
+          for (int64_t e = 0; e < d; ++e) s += Q(b, t, hh, e) * K(b, j, hh, e);
+          p[j] = s * scale;
+          mx = std::max(mx, p[j]);
+        }
+        double z = 0.0;
+        for (int64_t j = 0; j <= t; ++j) z += (p[j] = std::exp(p[j] - mx));
+        for (int64_t j = 0; j <= t; ++j) p[j] /= z;
+        const int64_t o = (b * T + t) * hd + hh * d;
+        for (int64_t e = 0; e < d; ++e) {
+          double acc = 0.0;
+          for (int64_t j = 0; j <= t; ++j) acc += p[j] * V(b, j, hh, e);
+          r.out[o + e] = acc;
+        }
+        // backward of row t
+        Doubles dp(t + 1);
+        double dot = 0.0;
+        for (int64_t j = 0; j <= t; ++j) {
+          for (int64_t e = 0; e < d; ++e) dp[j] += dout[o + e] * V(b, j, hh, e);
+          dot += p[j] * dp[j];
+        }
+        for (int64_t j = 0; j <= t; ++j) {
+          const double ds = p[j] * (dp[j] - dot);
+          const int64_t oj = (b * T + j) * hd + hh * d;
+          for (int64_t e = 0; e < d; ++e) {
+            r.dv[oj + e] += p[j] * dout[o + e];
+            r.dq[o + e] += ds * K(b, j, hh, e) * scale;
+            r.dk[oj + e] += ds * Q(b, t, hh, e) * scale;
+          }
+        }
+      }
+  return r;
+}
+
+// Columns [col, col + width) of every row of a (rows, ld) buffer.
+Floats columns(const Floats& buf, int64_t ld, int64_t col, int64_t width) {
+  const auto rows = static_cast<int64_t>(buf.size()) / ld;
+  Floats out(rows * width);
+  for (int64_t i = 0; i < rows; ++i)
+    std::copy(buf.begin() + i * ld + col, buf.begin() + i * ld + col + width, out.begin() + i * width);
+  return out;
+}
+
+// T = 70 spans two row blocks of the CPU kernel (64 and 6 rows).
+TEST_F(TrainerOps, AttentionOnPackedQkvMatchesNaiveReference) {
+  const int64_t B = 2, T = 70, h = 3, d = 8, hd = h * d, ld = 3 * hd;
+  const Floats qkv = random_floats(rng_, B * T * ld, -1.5f, 1.5f);
+  const Floats dout = random_floats(rng_, B * T * hd);
+  auto dqkv_in = upload(qkv), ddout = upload(dout);
+  auto out = poisoned(B * T * hd), probs = poisoned(B * h * T * T), dqkv = poisoned(B * T * ld);
+  const float* base = dqkv_in.data();
+  be_->attention_forward(out.data(), probs.data(), base, base + hd, base + 2 * hd, ld, B, T, h, d);
+  be_->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), probs.data(), base,
+                          base + hd, base + 2 * hd, ld, B, T, h, d);
+  const AttentionRef ref = attention_reference(qkv.data(), qkv.data() + hd, qkv.data() + 2 * hd, ld, dout, B, T, h, d);
+  const Floats p = probs.download();
+  EXPECT_LE(normalized_error(out.download(), ref.out), kNormalizedTol);
+  EXPECT_LE(normalized_error(p, ref.probs), kNormalizedTol);
+  for (int64_t bh = 0; bh < B * h; ++bh)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = t + 1; j < T; ++j) ASSERT_EQ(p[(bh * T + t) * T + j], 0.0f) << "above the diagonal";
+  const Floats g = dqkv.download();
+  EXPECT_LE(normalized_error(columns(g, ld, 0, hd), ref.dq), kNormalizedTol);
+  EXPECT_LE(normalized_error(columns(g, ld, hd, hd), ref.dk), kNormalizedTol);
+  EXPECT_LE(normalized_error(columns(g, ld, 2 * hd, hd), ref.dv), kNormalizedTol);
+}
+
+TEST_F(TrainerOps, AttentionOnThreeBuffersEqualsPackedBitwise) {
+  const int64_t B = 2, T = 130, h = 2, d = 16, hd = h * d, ld = 3 * hd;  // three row blocks
+  const Floats qkv = random_floats(rng_, B * T * ld);
+  const Floats dout = random_floats(rng_, B * T * hd);
+  auto dp = upload(qkv), ddout = upload(dout);
+  auto q = upload(columns(qkv, ld, 0, hd)), k = upload(columns(qkv, ld, hd, hd)), v = upload(columns(qkv, ld, 2 * hd, hd));
+  auto out_p = poisoned(B * T * hd), probs_p = poisoned(B * h * T * T), dqkv = poisoned(B * T * ld);
+  auto out_s = poisoned(B * T * hd), probs_s = poisoned(B * h * T * T);
+  auto dq = poisoned(B * T * hd), dk = poisoned(B * T * hd), dv = poisoned(B * T * hd);
+  be_->attention_forward(out_p.data(), probs_p.data(), dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, d);
+  be_->attention_forward(out_s.data(), probs_s.data(), q.data(), k.data(), v.data(), hd, B, T, h, d);
+  be_->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), probs_p.data(),
+                          dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, d);
+  be_->attention_backward(dq.data(), dk.data(), dv.data(), ddout.data(), probs_s.data(), q.data(), k.data(),
+                          v.data(), hd, B, T, h, d);
+  // The same products on the same numbers: only the strides differ. (Bitwise equality is
+  // expected of one BLAS; a CUDA backend may compare by normalized error instead.)
+  const Floats out = out_s.download();
+  EXPECT_EQ(out_p.download(), out);
+  EXPECT_EQ(probs_p.download(), probs_s.download());
+  const Floats g = dqkv.download();
+  EXPECT_EQ(columns(g, ld, 0, hd), dq.download());
+  EXPECT_EQ(columns(g, ld, hd, hd), dk.download());
+  EXPECT_EQ(columns(g, ld, 2 * hd, hd), dv.download());
+  EXPECT_TRUE(std::none_of(out.begin(), out.end(), [](float f) { return std::isnan(f); }));
+}
+
+TEST_F(TrainerOps, AttentionIsCausalAFutureTokenLeavesEarlierOutputsBitwiseUnchanged) {
+  const int64_t B = 2, T = 100, h = 2, d = 8, hd = h * d, ld = 3 * hd, changed = 71;
+  Floats qkv = random_floats(rng_, B * T * ld);
+  auto run = [&](const Floats& input) {
+    auto in = upload(input);
+    auto out = poisoned(B * T * hd), probs = poisoned(B * h * T * T);
+    be_->attention_forward(out.data(), probs.data(), in.data(), in.data() + hd, in.data() + 2 * hd, ld, B, T, h, d);
+    return std::make_pair(out.download(), probs.download());
+  };
+  const auto before = run(qkv);
+  for (int64_t b = 0; b < B; ++b)  // new q, k, v for token `changed` of every sequence
+    for (int64_t j = 0; j < ld; ++j) qkv[(b * T + changed) * ld + j] += 0.5f;
+  const auto after = run(qkv);
+  for (int64_t b = 0; b < B; ++b) {
+    const size_t first = static_cast<size_t>(b * T * hd), cut = first + static_cast<size_t>(changed * hd);
+    EXPECT_EQ(std::memcmp(before.first.data() + first, after.first.data() + first, (cut - first) * sizeof(float)), 0)
+        << "an output before token " << changed << " changed";
+    EXPECT_NE(std::memcmp(before.first.data() + cut, after.first.data() + cut, static_cast<size_t>(hd) * sizeof(float)), 0)
+        << "the changed token's own output did not change: the test would not notice anything";
+    for (int64_t hh = 0; hh < h; ++hh) {
+      const size_t row0 = static_cast<size_t>((b * h + hh) * T * T);
+      EXPECT_EQ(std::memcmp(before.second.data() + row0, after.second.data() + row0,
+                            static_cast<size_t>(changed * T) * sizeof(float)),
+                0)
+          << "probabilities of an earlier query changed";
+    }
+  }
+}
+
+// ---------------------------------------------------------------- embeddings
+
+TEST_F(TrainerOps, EmbeddingLookupAndScatterAddSplitOverVocabRanks) {
+  const int64_t V = 11, c = 6, m = 23;
+  const Floats table = random_floats(rng_, V * c), dout = random_floats(rng_, m * c), dtable0 = random_floats(rng_, V * c);
+  std::vector<int32_t> tokens = random_tokens(rng_, m, static_cast<int32_t>(V));
+  tokens[0] = tokens[5] = tokens[9] = 3;  // a row hit three times adds three gradients
+  auto dtok = upload(tokens);
+  // Reference: plain lookup; scatter-add in token order.
+  Doubles ref(m * c);
+  Doubles dref = to_doubles(dtable0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      ref[i * c + j] = table[tokens[i] * c + j];
+      dref[tokens[i] * c + j] += dout[i * c + j];
+    }
+  auto ddout = upload(dout);
+  for (const std::vector<int64_t>& split : {std::vector<int64_t>{11}, std::vector<int64_t>{6, 5}, std::vector<int64_t>{4, 4, 3}}) {
+    SCOPED_TRACE("vocab split of " + std::to_string(split.size()) + " ranks");
+    Floats summed(m * c, 0.0f), dtable;
+    int64_t v0 = 0;
+    for (int64_t v_local : split) {
+      auto shard = upload(Floats(table.begin() + v0 * c, table.begin() + (v0 + v_local) * c));
+      auto dshard = upload(Floats(dtable0.begin() + v0 * c, dtable0.begin() + (v0 + v_local) * c));
+      auto out = poisoned(m * c);
+      be_->embedding_forward(out.data(), dtok.data(), shard.data(), m, c, v0, v_local);
+      be_->embedding_backward(dshard.data(), ddout.data(), dtok.data(), m, c, v0, v_local);
+      const Floats o = out.download();
+      for (size_t i = 0; i < o.size(); ++i) summed[i] += o[i];  // the caller's all-reduce
+      const Floats ds = dshard.download();
+      dtable.insert(dtable.end(), ds.begin(), ds.end());
+      v0 += v_local;
+    }
+    EXPECT_EQ(summed, Floats(ref.begin(), ref.end())) << "one rank holds each row, the others add zeros";
+    ASSERT_EQ(dtable.size(), dref.size());
+    for (size_t i = 0; i < dref.size(); ++i) EXPECT_NEAR(dtable[i], dref[i], 4 * kU * (std::fabs(dref[i]) + 3.0)) << i;
+  }
+}
+
+TEST_F(TrainerOps, PositionEmbeddingAddsPerPositionAndSumsGradientOverBatch) {
+  const int64_t B = 3, T = 7, c = 5;
+  const Floats x0 = random_floats(rng_, B * T * c), wpe = random_floats(rng_, T * c), dwpe0 = random_floats(rng_, T * c);
+  auto dx = upload(x0), dw = upload(wpe), ddw = upload(dwpe0);
+  be_->position_forward(dx.data(), dw.data(), B, T, c);
+  be_->position_backward(ddw.data(), dx.data(), B, T, c);
+  const Floats x = dx.download(), dwpe = ddw.download();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < T * c; ++i) ASSERT_EQ(x[b * T * c + i], x0[b * T * c + i] + wpe[i]);
+  for (int64_t i = 0; i < T * c; ++i) {
+    double ref = dwpe0[i], mag = std::fabs(dwpe0[i]);
+    for (int64_t b = 0; b < B; ++b) {
+      ref += x[b * T * c + i];
+      mag += std::fabs(x[b * T * c + i]);
+    }
+    EXPECT_NEAR(dwpe[i], ref, static_cast<double>(B + 1) * kU * mag) << i;
+  }
+}
+
+// ---------------------------------------------------------------- cross-entropy
+
+struct CrossEntropyResult {
+  Floats loss, dlogits;
+};
+
+// The staged cross-entropy over G simulated vocab ranks of V/G columns each; the all-gather
+// of the row maxima and the all-reduce of the partials are done here by hand.
+CrossEntropyResult cross_entropy_on_ranks(Backend& be, int64_t G, const Floats& logits,
+                                          const std::vector<int32_t>& targets, int64_t m, int64_t V, float scale) {
+  const int64_t vl = V / G;
+  DeviceBuffer<int32_t> dt(be, targets);
+  auto nan_buffer = [&](size_t n) {
+    DeviceBuffer<float> b(be, n);
+    be.fill(b.data(), kNaN, static_cast<int64_t>(n));
+    return b;
+  };
+  std::vector<DeviceBuffer<float>> ls, maxes, gathered, partials, maxs, losses;
+  for (int64_t r = 0; r < G; ++r) {
+    Floats shard(m * vl);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy(logits.begin() + i * V + r * vl, logits.begin() + i * V + (r + 1) * vl, shard.begin() + i * vl);
+    ls.emplace_back(be, shard);
+    maxes.push_back(nan_buffer(m));
+    gathered.push_back(nan_buffer(G * m));
+    partials.push_back(nan_buffer(2 * m));
+    maxs.push_back(nan_buffer(m));
+    losses.push_back(nan_buffer(m));
+  }
+  for (int64_t r = 0; r < G; ++r) be.cross_entropy_row_max(maxes[r].data(), ls[r].data(), m, vl);
+  Floats all;  // all-gather: rank r's block at r·m
+  for (int64_t r = 0; r < G; ++r) {
+    const Floats part = maxes[r].download();
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  for (auto& g : gathered) g.upload(all);
+  // exps written over the logits in place, as the trainer does.
+  for (int64_t r = 0; r < G; ++r)
+    be.cross_entropy_partials(partials[r].data(), maxs[r].data(), ls[r].data(), gathered[r].data(), G, ls[r].data(),
+                              dt.data(), m, vl, r * vl);
+  Floats total = partials[0].download();
+  for (int64_t r = 1; r < G; ++r) {
+    const Floats part = partials[r].download();
+    for (size_t i = 0; i < total.size(); ++i) total[i] += part[i];
+  }
+  for (auto& p : partials) p.upload(total);
+  for (int64_t r = 0; r < G; ++r) {
+    be.cross_entropy_loss(losses[r].data(), partials[r].data(), maxs[r].data(), m);
+    be.cross_entropy_backward(ls[r].data(), ls[r].data(), partials[r].data(), dt.data(), m, vl, r * vl, scale);
+  }
+  CrossEntropyResult res{losses[0].download(), Floats(m * V)};
+  for (int64_t r = 0; r < G; ++r) {
+    EXPECT_EQ(losses[r].download(), res.loss) << "every vocab rank must compute the same loss";
+    const Floats d = ls[r].download();
+    for (int64_t i = 0; i < m; ++i) std::copy(d.begin() + i * vl, d.begin() + (i + 1) * vl, res.dlogits.begin() + i * V + r * vl);
+  }
+  return res;
+}
+
+class CrossEntropyOps : public TrainerOps {
+ protected:
+  void SetUp() override {
+    logits = random_floats(rng_, m * V, -4.0f, 4.0f);
+    for (int64_t j = 0; j < V; ++j) logits[3 * V + j] += 200.0f;  // exp would overflow without the max
+    logits[5 * V + 33] = 30.0f;                                     // a row with one dominant logit
+    targets = random_tokens(rng_, m, static_cast<int32_t>(V));
+    targets[5] = 33;
+  }
+  const int64_t m = 13, V = 40;
+  const float scale = 1.0f / 13.0f;
+  Floats logits;
+  std::vector<int32_t> targets;
+};
+
+TEST_F(CrossEntropyOps, OneRankEqualsPlainSoftmaxCrossEntropy) {
+  const CrossEntropyResult got = cross_entropy_on_ranks(*be_, 1, logits, targets, m, V, scale);
+  Doubles loss(m), dlogits(m * V);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = &logits[i * V];
+    double z = 0.0;
+    for (int64_t j = 0; j < V; ++j) z += std::exp(static_cast<double>(row[j]) - 200.0);  // shifted: no overflow
+    const double log_z = std::log(z) + 200.0;
+    loss[i] = log_z - row[targets[i]];
+    for (int64_t j = 0; j < V; ++j)
+      dlogits[i * V + j] = (std::exp(row[j] - log_z) - (j == targets[i] ? 1.0 : 0.0)) * scale;
+  }
+  // Per row: log-sum-exp of logits up to ~200 in magnitude, absolute error ~u·max.
+  for (int64_t i = 0; i < m; ++i)
+    EXPECT_NEAR(got.loss[i], loss[i], 1e-5 * (1.0 + std::fabs(loss[i])) + 4 * kU * 200.0) << "row " << i;
+  EXPECT_LE(normalized_error(got.dlogits, dlogits), kNormalizedTol);
+}
+
+TEST_F(CrossEntropyOps, SplitOverTwoAndFourVocabRanksEqualsOneRank) {
+  const CrossEntropyResult one = cross_entropy_on_ranks(*be_, 1, logits, targets, m, V, scale);
+  for (int64_t G : {2, 4}) {
+    SCOPED_TRACE("G_y = " + std::to_string(G));
+    const CrossEntropyResult split = cross_entropy_on_ranks(*be_, G, logits, targets, m, V, scale);
+    for (int64_t i = 0; i < m; ++i)
+      EXPECT_NEAR(split.loss[i], one.loss[i], 1e-5 * (1.0 + std::fabs(one.loss[i]))) << "row " << i;
+    EXPECT_LE(normalized_error(split.dlogits, to_doubles(one.dlogits)), kNormalizedTol);
+  }
+}
+
+TEST_F(CrossEntropyOps, ExpsInPlaceOverLogitsEqualSeparateBuffers) {
+  auto in_place = upload(logits), separate_in = upload(logits), exps = poisoned(m * V);
+  auto dt = upload(targets);
+  auto mx = poisoned(m), p1 = poisoned(2 * m), p2 = poisoned(2 * m), m1 = poisoned(m),
+       m2 = poisoned(m);
+  be_->cross_entropy_row_max(mx.data(), separate_in.data(), m, V);
+  be_->cross_entropy_partials(p1.data(), m1.data(), in_place.data(), mx.data(), 1, in_place.data(), dt.data(), m, V, 0);
+  be_->cross_entropy_partials(p2.data(), m2.data(), exps.data(), mx.data(), 1, separate_in.data(), dt.data(), m, V, 0);
+  EXPECT_EQ(in_place.download(), exps.download());
+  EXPECT_EQ(p1.download(), p2.download());
+  EXPECT_EQ(separate_in.download(), logits) << "logits must be untouched when exps is another buffer";
+}
+
+// ---------------------------------------------------------------- AdamW
+
+TEST_F(TrainerOps, AdamWMatchesTheReferenceFormulaOverThreeSteps) {
+  const int64_t n = 257;
+  for (bool decay : {true, false}) {
+    SCOPED_TRACE(decay ? "with weight decay" : "without weight decay");
+    Floats p0 = random_floats(rng_, n, -2.0f, 2.0f);
+    auto param = upload(p0), m = upload(Floats(n, 0.0f)), v = upload(Floats(n, 0.0f));
+    Doubles rp = to_doubles(p0), rm(n, 0.0), rv(n, 0.0), m_mag(n, 0.0);  // m_mag: Σ|terms| of m
+    const float lrs[3] = {1e-3f, 2e-3f, 5e-4f};  // the caller's schedule
+    for (int64_t t = 1; t <= 3; ++t) {
+      const Floats grad = random_floats(rng_, n, -3.0f, 3.0f);
+      auto g = upload(grad);
+      AdamWStep s;
+      s.lr = lrs[t - 1];
+      s.beta1 = 0.9f;
+      s.beta2 = 0.95f;
+      s.eps = 1e-8f;
+      s.weight_decay = 0.1f;
+      s.t = t;
+      s.grad_scale = 0.5f;
+      be_->adamw(param.data(), g.data(), m.data(), v.data(), n, s, decay);
+      // The reference formula in double, on the float hyperparameters as given (0.9f is not 0.9).
+      const double b1 = s.beta1, b2 = s.beta2, lr = s.lr, eps = s.eps, wd = decay ? s.weight_decay : 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        const double gi = static_cast<double>(grad[i]) * static_cast<double>(s.grad_scale);
+        rm[i] = b1 * rm[i] + (1.0 - b1) * gi;
+        rv[i] = b2 * rv[i] + (1.0 - b2) * gi * gi;
+        m_mag[i] = b1 * m_mag[i] + (1.0 - b1) * std::fabs(gi);
+        const double mhat = rm[i] / (1.0 - std::pow(b1, static_cast<double>(t)));
+        const double vhat = rv[i] / (1.0 - std::pow(b2, static_cast<double>(t)));
+        rp[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * rp[i]);
+      }
+    }
+    const Floats gp = param.download(), gm = m.download(), gv = v.download();
+    for (int64_t i = 0; i < n; ++i) {
+      // The update is ~lr per step, computed to ~1e-6 relative; the parameter itself rounds
+      // to half an ulp per step.
+      EXPECT_NEAR(gp[i], rp[i], 3 * kU * std::fabs(rp[i]) + 1e-8) << "param " << i;
+      // m's terms have both signs and may cancel: bounded by its terms' magnitude. v's don't.
+      EXPECT_NEAR(gm[i], rm[i], 8 * kU * m_mag[i]) << "m " << i;
+      EXPECT_NEAR(gv[i], rv[i], 8 * kU * rv[i]) << "v " << i;
+    }
+    // The first step moves every parameter by about lr (|m̂/sqrt(v̂)| = 1): the update happened.
+    EXPECT_GT(std::fabs(gp[0] - p0[0]), 1e-4f);
+  }
+}
+
+// ---------------------------------------------------------------- exp and argument errors
+
+TEST(TrainerVecMath, ExpWithinTwoUlpOfDoubleExpOverTheFloatRange) {
+  double worst = 0.0;
+  for (float x = -87.0f; x < 88.7f; x += 0.00731f) {
+    const double ref = std::exp(static_cast<double>(x));
+    const double ulp = std::ldexp(1.0, std::ilogb(static_cast<float>(ref)) - 23);
+    worst = std::max(worst, std::fabs(static_cast<double>(cpu::exp_approx(x)) - ref) / ulp);
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(cpu::exp_approx(0.0f), 1.0f);
+  EXPECT_EQ(cpu::exp_approx(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(cpu::exp_approx(-200.0f), 0.0f);
+  EXPECT_EQ(cpu::exp_approx(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(cpu::exp_approx(kNaN)));
+}
+
+TEST_F(TrainerOps, BadSizesThrowBackendErrorNamingTheOp) {
+  auto buf = poisoned(64);
+  auto expect_error = [](auto&& call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no BackendError; expected one mentioning \"" << needle << "\"";
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  float* p = buf.data();
+  expect_error([&] { be_->gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); }, "gemm: m = -1");
+  expect_error([&] { be_->gemm(Transpose::no, Transpose::no, 2, 4, 3, 1.0f, p, 2, p, 4, 0.0f, p, 4); }, "lda = 2");
+  expect_error([&] { be_->layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); }, "local width c = 8 exceeds full width C = 4");
+  expect_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward");
+  expect_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
+  AdamWStep s;
+  s.t = 0;
+  expect_error([&] { be_->adamw(p, p, p, p, 4, s, true); }, "step t = 0");
+  expect_error([&] { DeviceBuffer<float> b(*be_, 3); b.upload(Floats(4)); }, "4 elements into a buffer of 3");
+}
+
+}  // namespace
+}  // namespace axonn
