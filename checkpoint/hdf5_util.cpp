@@ -1,7 +1,10 @@
 #include "checkpoint/hdf5_util.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <type_traits>
 
@@ -26,6 +29,7 @@ herr_t collect_error(unsigned, const H5E_error2_t* e, void* client) {
   auto* out = static_cast<std::vector<std::string>*>(client);
   if (e->desc != nullptr && e->desc[0] != '\0') {
     std::string line = std::string(e->func_name ? e->func_name : "?") + ": " + e->desc;
+    for (char& c : line) c = c == '\n' ? ' ' : c;  // sec2 write errors embed ctime()'s newline
     if (out->empty() || out->back() != line) out->push_back(std::move(line));
   }
   return 0;
@@ -143,6 +147,42 @@ Handle open_file_readonly(const std::filesystem::path& path) {
   const std::string f = path.string();
   Handle fapl = file_access_plist(f);
   return Handle(check_id(H5Fopen(f.c_str(), H5F_ACC_RDONLY, fapl.get()), f, "open file"), H5Fclose);
+}
+
+Handle open_file_readwrite(const std::filesystem::path& path) {
+  quiet_this_thread();
+  const std::string f = path.string();
+  Handle fapl = file_access_plist(f);
+  return Handle(check_id(H5Fopen(f.c_str(), H5F_ACC_RDWR, fapl.get()), f, "open file for writing"), H5Fclose);
+}
+
+bool reserve_file_space(Id file, int64_t bytes, const std::string& path) {
+  void* handle = nullptr;
+  check(H5Fget_vfd_handle(file, H5P_DEFAULT, &handle), path, "get file descriptor");
+  const int fd = *static_cast<int*>(handle);
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0) return true;
+  const int err = errno;
+  if (err == EOPNOTSUPP || err == ENOSYS) return false;
+  throw CheckpointError(path, "reserve space",
+                        "cannot reserve " + std::to_string(bytes) + " bytes for " + path + ": " + std::strerror(err) +
+                            " (free space on the checkpoint file system, or lower checkpoint.keep)");
+}
+
+void close_reserved_file(Handle& file, const std::string& path) {
+  file.close(path, "close file");
+  // The end of allocation as the closed file records it (closing may still release space).
+  haddr_t eoa = 0;
+  {
+    Handle fapl = file_access_plist(path);
+    Handle reopened(check_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), path, "reopen file"), H5Fclose);
+    check(H5Fget_eoa(reopened.get(), &eoa), path, "get end of allocation");
+    reopened.close(path, "close file");
+  }
+  if (::truncate(path.c_str(), static_cast<off_t>(eoa)) != 0) {
+    const int err = errno;
+    throw CheckpointError(path, "truncate",
+                          "truncate " + path + " to " + std::to_string(eoa) + " bytes failed: " + std::strerror(err));
+  }
 }
 
 Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims, const std::string& file) {

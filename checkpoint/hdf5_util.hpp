@@ -43,6 +43,18 @@ class Handle {
 // fails on some parallel file systems) and align objects of 64 KiB or more to 4 KiB.
 Handle create_file(const std::filesystem::path& path);
 Handle open_file_readonly(const std::filesystem::path& path);
+// For repairs and tests that patch attributes; the library itself never rewrites a file.
+Handle open_file_readwrite(const std::filesystem::path& path);
+
+// Reserve `bytes` of disk for a file being written (fallocate right after create_file,
+// before any sizeable metadata exists), so no later HDF5 write or flush can fail with "no
+// space": a failed H5Fclose leaves HDF5 1.10's state broken and its exit handler crashes.
+// A full disk (or RLIMIT_FSIZE) then fails here, with a clear CheckpointError. File systems
+// without fallocate are written without a reservation. Returns whether space was reserved.
+bool reserve_file_space(Id file, int64_t bytes, const std::string& path);
+// Close (checked) and cut the file back to the end of allocation its superblock records,
+// releasing what the reservation did not use.
+void close_reserved_file(Handle& file, const std::string& path);
 
 // float32 datasets. A contiguous dataset of `dims`, no chunking, no fill.
 Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims, const std::string& file);

@@ -121,11 +121,29 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
   return t;
 }
 
+// Disk to reserve for the index (see reserve_file_space): generous per tensor and per
+// stored rectangle (its VDS mapping and attribute rows); the unused part is cut off.
+int64_t reservation(const IndexContents& c) {
+  int64_t bytes = (int64_t{1} << 20) + static_cast<int64_t>(c.metadata.model_config.size() + c.metadata.rng_state.size());
+  for (const auto& [k, v] : c.metadata.strings) bytes += static_cast<int64_t>(k.size() + v.size()) + 256;
+  bytes += static_cast<int64_t>(c.metadata.ints.size() + c.metadata.reals.size()) * 256;
+  bytes += static_cast<int64_t>(c.shards.size()) * 256;
+  for (const TensorInfo& t : c.tensors) {
+    bytes += (16 << 10) + 2 * static_cast<int64_t>(t.name.size());
+    for (const StoredRect& s : t.sources) {
+      bytes += 512 + 48 * static_cast<int64_t>(t.global_shape.size()) + 8 * static_cast<int64_t>(s.block_hashes.size()) +
+               2 * static_cast<int64_t>(s.file.size() + s.dataset.size());
+    }
+  }
+  return bytes;
+}
+
 }  // namespace
 
 void write_index(const std::filesystem::path& path, const IndexContents& c) {
   const std::string f = path.string();
   h5::Handle file = h5::create_file(path);
+  h5::reserve_file_space(file.get(), reservation(c), f);
   const h5::Attrs root(file.get(), f);
   root.set_str(format::kAttrMagic, format::kMagic);
   root.set_i64(format::kAttrVersion, format::kVersion);
@@ -151,7 +169,7 @@ void write_index(const std::filesystem::path& path, const IndexContents& c) {
   root.set_u64s(format::kAttrShardChecksums, checksums);
   root.set_i64s(format::kAttrShardBytes, bytes);
   for (const TensorInfo& t : c.tensors) write_tensor(file.get(), t, f);
-  file.close(f, "close (flush) file");
+  h5::close_reserved_file(file, f);
   fsync_file(path);
 }
 

@@ -44,6 +44,18 @@ std::string slice_dataset_name(size_t i) {
   return buf;
 }
 
+// Disk to reserve for a shard: its data, 4 KiB alignment per dataset, and generous room for
+// the metadata (object headers, attributes, block hashes); the unused part is cut off at
+// close.
+int64_t reservation(std::span<const TensorSlice> slices) {
+  int64_t bytes = int64_t{1} << 20;
+  for (const TensorSlice& s : slices) {
+    const int64_t data = element_count(s.rect) * 4;
+    bytes += (data + 4095) / 4096 * 4096 + 4096 + (16 << 10) + 8 * checksum_block_count(s.rect.count[0], checksum_rows_per_block(s.rect));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 ShardWriteResult write_shard(const fs::path& dir, int64_t step, int rank, std::span<const TensorSlice> slices,
@@ -61,6 +73,7 @@ ShardWriteResult write_shard(const fs::path& dir, int64_t step, int rank, std::s
   const std::string f = partial.string();
   try {
     h5::Handle file = h5::create_file(partial);
+    h5::reserve_file_space(file.get(), reservation(slices), f);
     const h5::Attrs root(file.get(), f);
     root.set_str(format::kAttrMagic, format::kMagic);
     root.set_i64(format::kAttrVersion, format::kVersion);
@@ -91,7 +104,7 @@ ShardWriteResult write_shard(const fs::path& dir, int64_t step, int rank, std::s
     }
     result.checksum = combine_hashes(dataset_hashes);
     root.set_u64(format::kAttrShardChecksum, result.checksum);
-    file.close(f, "close (flush) file");
+    h5::close_reserved_file(file, f);
     fsync_file(partial);
     rename_path(partial, result.path);
     fsync_dir(tmp);
