@@ -218,12 +218,12 @@ class TinyGpt {
   // y (m, n) = x (m, k) · w (k, n) + bias  [all-gather W over z; all-reduce y over the k-axis]
   void linear(float* y, const float* x, const float* w, const float* bias, int64_t k, int64_t n) {
     be_.gemm(Transpose::no, Transpose::no, m_, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
-    be_.bias_forward(y, bias, m_, n);
+    be_.bias_forward(y, bias, m_, n, n);
   }
   // dbias += Σ dy; dw += x^T·dy [reduce-scatter over z]; dx = dy·w^T [all-reduce over the n-axis]
   void linear_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w,
                        int64_t k, int64_t n) {
-    be_.bias_backward(dbias, dy, m_, n);
+    be_.bias_backward(dbias, dy, m_, n, n);
     be_.gemm(Transpose::yes, Transpose::no, k, n, m_, 1.0f, x, k, dy, n, 1.0f, dw, n);
     be_.gemm(Transpose::no, Transpose::yes, m_, k, n, 1.0f, dy, n, w, n, 0.0f, dx, k);
   }

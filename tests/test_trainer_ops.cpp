@@ -138,25 +138,44 @@ TEST_F(TrainerOps, GemmWithEmptyInnerDimensionScalesC) {
 // ---------------------------------------------------------------- bias, elementwise, reductions
 
 TEST_F(TrainerOps, BiasForwardAddsToEveryRowAndBackwardAccumulatesColumnSums) {
-  const int64_t m = 29, n = 13;
-  const Floats out0 = random_floats(rng_, m * n), bias = random_floats(rng_, n), dbias0 = random_floats(rng_, n);
+  // The bias covers columns [5, 5 + n) of rows of width ld, like k's bias inside a packed qkv;
+  // the other columns must stay as they are and must not reach the bias gradient.
+  const int64_t m = 29, n = 13, ld = 3 * n, col = 5;
+  const Floats out0 = random_floats(rng_, m * ld), bias = random_floats(rng_, n), dbias0 = random_floats(rng_, n);
   auto dout = upload(out0), db = upload(bias);
-  be_->bias_forward(dout.data(), db.data(), m, n);
+  be_->bias_forward(dout.data() + col, db.data(), m, n, ld);
   const Floats out = dout.download();
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(out[i * n + j], out0[i * n + j] + bias[j]) << i << "," << j;
+    for (int64_t j = 0; j < ld; ++j) {
+      const bool in_block = j >= col && j < col + n;
+      ASSERT_EQ(out[i * ld + j], in_block ? out0[i * ld + j] + bias[j - col] : out0[i * ld + j]) << i << "," << j;
+    }
 
   auto ddb = upload(dbias0);
-  be_->bias_backward(ddb.data(), dout.data(), m, n);
+  be_->bias_backward(ddb.data(), dout.data() + col, m, n, ld);
   const Floats dbias = ddb.download();
   for (int64_t j = 0; j < n; ++j) {
     double ref = dbias0[j], mag = std::fabs(dbias0[j]);
     for (int64_t i = 0; i < m; ++i) {
-      ref += out[i * n + j];
-      mag += std::fabs(out[i * n + j]);
+      ref += out[i * ld + col + j];
+      mag += std::fabs(out[i * ld + col + j]);
     }
     EXPECT_NEAR(dbias[j], ref, static_cast<double>(m + 1) * kU * mag) << "column " << j;
   }
+}
+
+TEST_F(TrainerOps, Copy2dMovesABlockBetweenRowStrides) {
+  // Two column shards (rows, 3) gathered one after the other, placed side by side in (rows, 6).
+  const int64_t rows = 4, cols = 3;
+  const Floats gathered = random_floats(rng_, 2 * rows * cols);
+  auto src = upload(gathered), dst = poisoned(rows * 2 * cols);
+  for (int64_t z = 0; z < 2; ++z)
+    be_->copy_2d(dst.data() + z * cols, 2 * cols, src.data() + z * rows * cols, cols, rows, cols);
+  const Floats out = dst.download();
+  for (int64_t z = 0; z < 2; ++z)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        EXPECT_EQ(out[i * 2 * cols + z * cols + j], gathered[z * rows * cols + i * cols + j]) << z << "," << i << "," << j;
 }
 
 TEST_F(TrainerOps, ElementwiseOpsAreOneRoundingEach) {

@@ -61,6 +61,10 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;
   virtual void copy_to_host(void* dst_host, const void* src, size_t bytes) = 0;  // waits
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  // dst (rows, cols) with row stride ld_dst = src (rows, cols) with row stride ld_src: moves a
+  // block between layouts, e.g. a column shard gathered over z into its place in a wider row.
+  virtual void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows,
+                       int64_t cols) = 0;
   virtual void memset_zero(void* ptr, size_t bytes) = 0;
   virtual void fill(float* x, float value, int64_t n) = 0;
   virtual void synchronize() = 0;
@@ -74,9 +78,11 @@ class Backend {
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                     int64_t ldc) = 0;
 
-  // ---- bias and elementwise
-  virtual void bias_forward(float* out, const float* bias, int64_t m, int64_t n) = 0;     // out (m, n) += bias (n)
-  virtual void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n) = 0;  // dbias (n) += Σ_rows dout (m, n)
+  // ---- bias and elementwise. The bias ops take the row stride ld of out/dout (n when
+  // contiguous), so a bias can apply to a column block of a wider buffer (q, k or v inside
+  // a packed qkv).
+  virtual void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) = 0;     // out (m, n) += bias (n)
+  virtual void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) = 0;  // dbias (n) += Σ_rows dout (m, n)
   virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b (may alias a or b)
   virtual void scale(float* x, float alpha, int64_t n) = 0;                    // x *= alpha
   virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;     // y += alpha·x

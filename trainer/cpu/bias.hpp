@@ -5,7 +5,8 @@
 
 namespace axonn::cpu {
 
-void bias_forward(float* out, const float* bias, int64_t m, int64_t n);     // out (m, n) += bias (n)
-void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n);  // dbias (n) += Σ_rows dout (m, n)
+// out and dout are (m, n) with row stride ld >= n.
+void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld);     // out += bias (n)
+void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld);  // dbias (n) += Σ_rows dout
 
 }  // namespace axonn::cpu

@@ -53,6 +53,11 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memmove(dst, src, bytes);
 }
 
+void CpuBackend::copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows,
+                         int64_t cols) {
+  cpu::copy_2d(dst, ld_dst, src, ld_src, rows, cols);
+}
+
 void CpuBackend::memset_zero(void* ptr, size_t bytes) {
   if (bytes > 0) std::memset(ptr, 0, bytes);
 }
@@ -64,12 +69,12 @@ void CpuBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t 
   cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void CpuBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n) {
-  cpu::bias_forward(out, bias, m, n);
+void CpuBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
+  cpu::bias_forward(out, bias, m, n, ld);
 }
 
-void CpuBackend::bias_backward(float* dbias, const float* dout, int64_t m, int64_t n) {
-  cpu::bias_backward(dbias, dout, m, n);
+void CpuBackend::bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
+  cpu::bias_backward(dbias, dout, m, n, ld);
 }
 
 void CpuBackend::add(float* out, const float* a, const float* b, int64_t n) { cpu::add(out, a, b, n); }

@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   void copy_to_device(void* dst, const void* src_host, size_t bytes) override;
   void copy_to_host(void* dst_host, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) override;
   void memset_zero(void* ptr, size_t bytes) override;
   void fill(float* x, float value, int64_t n) override;
   void synchronize() override {}
@@ -30,8 +31,8 @@ class CpuBackend final : public Backend {
   void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override;
 
-  void bias_forward(float* out, const float* bias, int64_t m, int64_t n) override;
-  void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n) override;
+  void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) override;
+  void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) override;
   void add(float* out, const float* a, const float* b, int64_t n) override;
   void scale(float* x, float alpha, int64_t n) override;
   void axpy(float* y, float alpha, const float* x, int64_t n) override;

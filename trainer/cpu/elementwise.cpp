@@ -1,5 +1,7 @@
 #include "trainer/cpu/elementwise.hpp"
 
+#include <algorithm>
+
 #include "trainer/cpu/check.hpp"
 
 namespace axonn::cpu {
@@ -22,6 +24,14 @@ void axpy(float* y, float alpha, const float* x, int64_t n) {
 void fill(float* x, float value, int64_t n) {
   require_nonnegative("fill", "n", n);
   for (int64_t i = 0; i < n; ++i) x[i] = value;
+}
+
+void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  require_nonnegative("copy_2d", "rows", rows);
+  require_nonnegative("copy_2d", "cols", cols);
+  require_at_most("copy_2d", "cols", cols, "ld_dst", ld_dst);
+  require_at_most("copy_2d", "cols", cols, "ld_src", ld_src);
+  for (int64_t i = 0; i < rows; ++i) std::copy(src + i * ld_src, src + i * ld_src + cols, dst + i * ld_dst);
 }
 
 }  // namespace axonn::cpu

@@ -102,10 +102,13 @@ void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const flo
     const float* row = x + i * c;
     const float* dy = dout + i * c;
     float* d = dx + i * c;
+    // Two loops, each with few enough pointers for the vectorizer's aliasing checks.
     for (int64_t j = 0; j < c; ++j) {
       const float xhat = (row[j] - mu) * s;
       d[j] += s * (dy[j] * gamma[j] - mean_g - xhat * mean_gx);
-      dgamma[j] += dy[j] * xhat;
+    }
+    for (int64_t j = 0; j < c; ++j) {
+      dgamma[j] += dy[j] * ((row[j] - mu) * s);
       dbeta[j] += dy[j];
     }
   }
