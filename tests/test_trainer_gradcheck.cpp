@@ -67,8 +67,7 @@ std::vector<ParamTensor> param_layout(const TinyConfig& c) {
 
 class TinyGpt {
  public:
-  TinyGpt(Backend& be, const TinyConfig& cfg, const std::vector<int32_t>& tokens,
-          const std::vector<int32_t>& targets)
+  TinyGpt(Backend& be, const TinyConfig& cfg, const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets)
       : be_(be), c_(cfg), m_(cfg.B * cfg.T), layout_(param_layout(cfg)), tokens_(be, tokens), targets_(be, targets) {
     const int64_t n_params = layout_.back().offset + layout_.back().size;
     params_ = DeviceBuffer<float>(be, static_cast<size_t>(n_params));
@@ -157,18 +156,18 @@ class TinyGpt {
                       p(h + "fcproj.w"), 4 * C, C);
       be_.gelu_backward(d4c_.data(), a.fc.data(), d4c_.data(), m * 4 * C);
       linear_backward(dtmp_.data(), g(h + "fc.w"), g(h + "fc.b"), d4c_.data(), a.ln2.data(), p(h + "fc.w"), C, 4 * C);
-      layernorm_backward(dres_.data(), g(h + "ln2.g"), g(h + "ln2.b"), dtmp_.data(), a.res2.data(),
-                         a.ln2_mean.data(), a.ln2_rstd.data(), p(h + "ln2.g"));
+      layernorm_backward(dres_.data(), g(h + "ln2.g"), g(h + "ln2.b"), dtmp_.data(), a.res2.data(), a.ln2_mean.data(),
+                         a.ln2_rstd.data(), p(h + "ln2.g"));
       // Attention: res2 = res + proj(attention(qkv(ln1(res)))).
-      linear_backward(datt_.data(), g(h + "proj.w"), g(h + "proj.b"), dres_.data(), a.att.data(), p(h + "proj.w"),
-                      C, C);
+      linear_backward(datt_.data(), g(h + "proj.w"), g(h + "proj.b"), dres_.data(), a.att.data(), p(h + "proj.w"), C,
+                      C);
       const float* qkv = a.qkv.data();
       float* dqkv = dqkv_.data();
       be_.attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datt_.data(), a.probs.data(), qkv, qkv + C, qkv + 2 * C,
                              3 * C, B, T, c_.H, C / c_.H);
       linear_backward(dtmp_.data(), g(h + "qkv.w"), g(h + "qkv.b"), dqkv, a.ln1.data(), p(h + "qkv.w"), C, 3 * C);
-      layernorm_backward(dres_.data(), g(h + "ln1.g"), g(h + "ln1.b"), dtmp_.data(), a.res.data(),
-                         a.ln1_mean.data(), a.ln1_rstd.data(), p(h + "ln1.g"));
+      layernorm_backward(dres_.data(), g(h + "ln1.g"), g(h + "ln1.b"), dtmp_.data(), a.res.data(), a.ln1_mean.data(),
+                         a.ln1_rstd.data(), p(h + "ln1.g"));
     }
     // Embeddings: no collective (the wte gradient joins the head's before its reduce-scatter).
     be_.position_backward(g("wpe"), dres_.data(), B, T, C);
@@ -179,9 +178,19 @@ class TinyGpt {
   // Activations kept from forward to backward, per layer.
   struct LayerActs {
     LayerActs(Backend& be, const TinyConfig& c, int64_t m)
-        : res(be, m * c.C), ln1_mean(be, m), ln1_rstd(be, m), ln1(be, m * c.C), qkv(be, m * 3 * c.C),
-          probs(be, c.B * c.H * c.T * c.T), att(be, m * c.C), res2(be, m * c.C), ln2_mean(be, m), ln2_rstd(be, m),
-          ln2(be, m * c.C), fc(be, m * 4 * c.C), fc_gelu(be, m * 4 * c.C) {}
+        : res(be, m * c.C),
+          ln1_mean(be, m),
+          ln1_rstd(be, m),
+          ln1(be, m * c.C),
+          qkv(be, m * 3 * c.C),
+          probs(be, c.B * c.H * c.T * c.T),
+          att(be, m * c.C),
+          res2(be, m * c.C),
+          ln2_mean(be, m),
+          ln2_rstd(be, m),
+          ln2(be, m * c.C),
+          fc(be, m * 4 * c.C),
+          fc_gelu(be, m * 4 * c.C) {}
     DeviceBuffer<float> res;                 // (m, C) the layer's input
     DeviceBuffer<float> ln1_mean, ln1_rstd;  // (m)
     DeviceBuffer<float> ln1;                 // (m, C)
@@ -206,12 +215,12 @@ class TinyGpt {
   // Over the full width C here; with G_x > 1 each stage runs on C/G_x columns and the
   // marked all-reduces make the rows whole.
   void layernorm(float* out, float* mean, float* rstd, const float* x, const float* gamma, const float* beta) {
-    be_.layernorm_row_sums(mean, x, m_, c_.C);                        // [all-reduce over x]
+    be_.layernorm_row_sums(mean, x, m_, c_.C);                            // [all-reduce over x]
     be_.layernorm_centered_squares(mean, rstd, mean, x, m_, c_.C, c_.C);  // [all-reduce over x]
     be_.layernorm_normalize(out, rstd, x, mean, rstd, gamma, beta, m_, c_.C, c_.C, c_.eps);
   }
-  void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dout, const float* x,
-                          const float* mean, const float* rstd, const float* gamma) {
+  void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dout, const float* x, const float* mean,
+                          const float* rstd, const float* gamma) {
     be_.layernorm_backward_partials(ln_partials_.data(), dout, x, mean, rstd, gamma, m_, c_.C);  // [all-reduce over x]
     be_.layernorm_backward_finish(dx, dgamma, dbeta, ln_partials_.data(), dout, x, mean, rstd, gamma, m_, c_.C, c_.C);
   }
@@ -221,8 +230,8 @@ class TinyGpt {
     be_.bias_forward(y, bias, m_, n, n);
   }
   // dbias += Σ dy; dw += x^T·dy [reduce-scatter over z]; dx = dy·w^T [all-reduce over the n-axis]
-  void linear_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w,
-                       int64_t k, int64_t n) {
+  void linear_backward(float* dx, float* dw, float* dbias, const float* dy, const float* x, const float* w, int64_t k,
+                       int64_t n) {
     be_.bias_backward(dbias, dy, m_, n, n);
     be_.gemm(Transpose::yes, Transpose::no, k, n, m_, 1.0f, x, k, dy, n, 1.0f, dw, n);
     be_.gemm(Transpose::no, Transpose::yes, m_, k, n, 1.0f, dy, n, w, n, 0.0f, dx, k);
@@ -278,7 +287,8 @@ TEST(TrainerGradcheck, TinyGpt2GradientsMatchCentralFiniteDifferences) {
     for (int64_t i = 0; i < std::min<int64_t>(t.size, 6); ++i)
       entries.push_back(std::uniform_int_distribution<int64_t>(0, t.size - 1)(rng));
     double max_grad = 0.0;
-    for (int64_t i = 0; i < t.size; ++i) max_grad = std::max(max_grad, std::fabs(static_cast<double>(grads[t.offset + i])));
+    for (int64_t i = 0; i < t.size; ++i)
+      max_grad = std::max(max_grad, std::fabs(static_cast<double>(grads[t.offset + i])));
     EXPECT_GT(max_grad, 1e-4) << "a parameter tensor with no gradient: the check would prove nothing";
     for (int64_t i : entries) {
       Floats perturbed = params;

@@ -84,8 +84,8 @@ TEST_F(TrainerOps, GemmAllTransposesWithStridesMatchTripleLoopWithinRoundingBoun
   for (Transpose ta : {Transpose::no, Transpose::yes})
     for (Transpose tb : {Transpose::no, Transpose::yes})
       for (float beta : {0.0f, 1.3f}) {
-        SCOPED_TRACE(std::string("ta=") + (ta == Transpose::yes ? "T" : "N") + " tb=" +
-                     (tb == Transpose::yes ? "T" : "N") + " beta=" + std::to_string(beta));
+        SCOPED_TRACE(std::string("ta=") + (ta == Transpose::yes ? "T" : "N") +
+                     " tb=" + (tb == Transpose::yes ? "T" : "N") + " beta=" + std::to_string(beta));
         const int64_t a_rows = ta == Transpose::no ? m : k, a_cols = ta == Transpose::no ? k : m;
         const int64_t b_rows = tb == Transpose::no ? k : n, b_cols = tb == Transpose::no ? n : k;
         const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
@@ -96,14 +96,20 @@ TEST_F(TrainerOps, GemmAllTransposesWithStridesMatchTripleLoopWithinRoundingBoun
         // sentinel that must survive.
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < ldc; ++j)
-            if (j >= n) c0[i * ldc + j] = 12345.0f;
-            else if (beta == 0.0f) c0[i * ldc + j] = kNaN;
+            if (j >= n)
+              c0[i * ldc + j] = 12345.0f;
+            else if (beta == 0.0f)
+              c0[i * ldc + j] = kNaN;
         auto da = upload(a), db = upload(b), dc = upload(c0);
         const float alpha = 0.7f;
         be_->gemm(ta, tb, m, n, k, alpha, da.data(), lda, db.data(), ldb, beta, dc.data(), ldc);
         const Floats c = dc.download();
-        auto A = [&](int64_t i, int64_t p) { return static_cast<double>(ta == Transpose::no ? a[i * lda + p] : a[p * lda + i]); };
-        auto Bm = [&](int64_t p, int64_t j) { return static_cast<double>(tb == Transpose::no ? b[p * ldb + j] : b[j * ldb + p]); };
+        auto A = [&](int64_t i, int64_t p) {
+          return static_cast<double>(ta == Transpose::no ? a[i * lda + p] : a[p * lda + i]);
+        };
+        auto Bm = [&](int64_t p, int64_t j) {
+          return static_cast<double>(tb == Transpose::no ? b[p * ldb + j] : b[j * ldb + p]);
+        };
         int bad = 0;
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
@@ -175,7 +181,8 @@ TEST_F(TrainerOps, Copy2dMovesABlockBetweenRowStrides) {
   for (int64_t z = 0; z < 2; ++z)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
-        EXPECT_EQ(out[i * 2 * cols + z * cols + j], gathered[z * rows * cols + i * cols + j]) << z << "," << i << "," << j;
+        EXPECT_EQ(out[i * 2 * cols + z * cols + j], gathered[z * rows * cols + i * cols + j])
+            << z << "," << i << "," << j;
 }
 
 TEST_F(TrainerOps, ElementwiseOpsAreOneRoundingEach) {
@@ -234,8 +241,8 @@ struct LayerNormRef {
 // Plain LayerNorm over full rows in double; backward through the explicit Jacobian
 // d x̂_k / d x_j = rstd·(δ_kj − 1/C − x̂_k·x̂_j/C), so it does not share the op's formula.
 LayerNormRef layernorm_reference(const Floats& x, const Floats& gamma, const Floats& beta, const Floats& dout,
-                                 const Floats& dx0, const Floats& dgamma0, const Floats& dbeta0, int64_t m,
-                                 int64_t C, double eps) {
+                                 const Floats& dx0, const Floats& dgamma0, const Floats& dbeta0, int64_t m, int64_t C,
+                                 double eps) {
   LayerNormRef r{Doubles(m * C), Doubles(m), Doubles(m), to_doubles(dx0), to_doubles(dgamma0), to_doubles(dbeta0)};
   for (int64_t i = 0; i < m; ++i) {
     const float* row = &x[i * C];
@@ -258,8 +265,8 @@ LayerNormRef layernorm_reference(const Floats& x, const Floats& gamma, const Flo
     for (int64_t j = 0; j < C; ++j) {
       double d = 0.0;
       for (int64_t kk = 0; kk < C; ++kk) {
-        const double jac = rstd * ((kk == j ? 1.0 : 0.0) - 1.0 / static_cast<double>(C) -
-                                   xhat[kk] * xhat[j] / static_cast<double>(C));
+        const double jac =
+            rstd * ((kk == j ? 1.0 : 0.0) - 1.0 / static_cast<double>(C) - xhat[kk] * xhat[j] / static_cast<double>(C));
         d += dout[i * C + kk] * gamma[kk] * jac;
       }
       r.dx[i * C + j] += d;
@@ -274,9 +281,9 @@ struct LayerNormResult {
 
 // The staged LayerNorm split over G simulated ranks, each holding C/G columns; the
 // all-reduces between the stages are done here by hand (sums in rank order).
-LayerNormResult layernorm_on_ranks(Backend& be, int64_t G, const Floats& x, const Floats& gamma,
-                                   const Floats& beta, const Floats& dout, const Floats& dx0, const Floats& dgamma0,
-                                   const Floats& dbeta0, int64_t m, int64_t C, float eps) {
+LayerNormResult layernorm_on_ranks(Backend& be, int64_t G, const Floats& x, const Floats& gamma, const Floats& beta,
+                                   const Floats& dout, const Floats& dx0, const Floats& dgamma0, const Floats& dbeta0,
+                                   int64_t m, int64_t C, float eps) {
   const int64_t c = C / G;
   auto slice_cols = [&](const Floats& full, int64_t r) {
     Floats s(m * c);
@@ -323,8 +330,8 @@ LayerNormResult layernorm_on_ranks(Backend& be, int64_t G, const Floats& x, cons
     be.layernorm_normalize(outs[r].data(), squares[r].data(), xs[r].data(), sums[r].data(), squares[r].data(),
                            gs[r].data(), bs[r].data(), m, c, C, eps);
   for (int64_t r = 0; r < G; ++r)
-    be.layernorm_backward_partials(partials[r].data(), dys[r].data(), xs[r].data(), sums[r].data(),
-                                   squares[r].data(), gs[r].data(), m, c);
+    be.layernorm_backward_partials(partials[r].data(), dys[r].data(), xs[r].data(), sums[r].data(), squares[r].data(),
+                                   gs[r].data(), m, c);
   all_reduce(partials);
   for (int64_t r = 0; r < G; ++r)
     be.layernorm_backward_finish(dxs[r].data(), dgs[r].data(), dbs[r].data(), partials[r].data(), dys[r].data(),
@@ -416,7 +423,8 @@ TEST_F(TrainerOps, GeluForwardAndBackwardMatchTheTanhFormula) {
     const double rel = 1e-6 * (1.0 + 2.0 * std::fabs(u));
     const double dmag = std::fabs(dout[i]) * (0.5 * (1.0 + th) + std::fabs(0.5 * v * (1.0 - th * th) * du));
     EXPECT_NEAR(y[i], ref, rel * std::fabs(ref) + 1e-15 * std::fabs(v)) << "gelu(" << v << ")";
-    EXPECT_NEAR(g[i], dref, rel * dmag + 1e-15 * std::fabs(dout[i]) * (1.0 + std::fabs(v * du))) << "gelu'(" << v << ")";
+    EXPECT_NEAR(g[i], dref, rel * dmag + 1e-15 * std::fabs(dout[i]) * (1.0 + std::fabs(v * du)))
+        << "gelu'(" << v << ")";
   }
 }
 
@@ -430,12 +438,18 @@ struct AttentionRef {
 AttentionRef attention_reference(const float* q, const float* k, const float* v, int64_t ld, const Floats& dout,
                                  int64_t B, int64_t T, int64_t h, int64_t d) {
   const int64_t hd = h * d;
-  AttentionRef r{Doubles(B * T * hd), Doubles(B * h * T * T, 0.0), Doubles(B * T * hd, 0.0),
-                 Doubles(B * T * hd, 0.0), Doubles(B * T * hd, 0.0)};
+  AttentionRef r{Doubles(B * T * hd), Doubles(B * h * T * T, 0.0), Doubles(B * T * hd, 0.0), Doubles(B * T * hd, 0.0),
+                 Doubles(B * T * hd, 0.0)};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  auto Q = [&](int64_t b, int64_t t, int64_t hh, int64_t e) { return static_cast<double>(q[(b * T + t) * ld + hh * d + e]); };
-  auto K = [&](int64_t b, int64_t t, int64_t hh, int64_t e) { return static_cast<double>(k[(b * T + t) * ld + hh * d + e]); };
-  auto V = [&](int64_t b, int64_t t, int64_t hh, int64_t e) { return static_cast<double>(v[(b * T + t) * ld + hh * d + e]); };
+  auto Q = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
+    return static_cast<double>(q[(b * T + t) * ld + hh * d + e]);
+  };
+  auto K = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
+    return static_cast<double>(k[(b * T + t) * ld + hh * d + e]);
+  };
+  auto V = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
+    return static_cast<double>(v[(b * T + t) * ld + hh * d + e]);
+  };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t hh = 0; hh < h; ++hh)
       for (int64_t t = 0; t < T; ++t) {
@@ -514,16 +528,17 @@ TEST_F(TrainerOps, AttentionOnThreeBuffersEqualsPackedBitwise) {
   const Floats qkv = random_floats(rng_, B * T * ld);
   const Floats dout = random_floats(rng_, B * T * hd);
   auto dp = upload(qkv), ddout = upload(dout);
-  auto q = upload(columns(qkv, ld, 0, hd)), k = upload(columns(qkv, ld, hd, hd)), v = upload(columns(qkv, ld, 2 * hd, hd));
+  auto q = upload(columns(qkv, ld, 0, hd)), k = upload(columns(qkv, ld, hd, hd)),
+       v = upload(columns(qkv, ld, 2 * hd, hd));
   auto out_p = poisoned(B * T * hd), probs_p = poisoned(B * h * T * T), dqkv = poisoned(B * T * ld);
   auto out_s = poisoned(B * T * hd), probs_s = poisoned(B * h * T * T);
   auto dq = poisoned(B * T * hd), dk = poisoned(B * T * hd), dv = poisoned(B * T * hd);
   be_->attention_forward(out_p.data(), probs_p.data(), dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, d);
   be_->attention_forward(out_s.data(), probs_s.data(), q.data(), k.data(), v.data(), hd, B, T, h, d);
-  be_->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), probs_p.data(),
-                          dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, d);
-  be_->attention_backward(dq.data(), dk.data(), dv.data(), ddout.data(), probs_s.data(), q.data(), k.data(),
-                          v.data(), hd, B, T, h, d);
+  be_->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), probs_p.data(), dp.data(),
+                          dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, d);
+  be_->attention_backward(dq.data(), dk.data(), dv.data(), ddout.data(), probs_s.data(), q.data(), k.data(), v.data(),
+                          hd, B, T, h, d);
   // The same products on the same numbers: only the strides differ. (Bitwise equality is
   // expected of one BLAS; a CUDA backend may compare by normalized error instead.)
   const Floats out = out_s.download();
@@ -553,7 +568,8 @@ TEST_F(TrainerOps, AttentionIsCausalAFutureTokenLeavesEarlierOutputsBitwiseUncha
     const size_t first = static_cast<size_t>(b * T * hd), cut = first + static_cast<size_t>(changed * hd);
     EXPECT_EQ(std::memcmp(before.first.data() + first, after.first.data() + first, (cut - first) * sizeof(float)), 0)
         << "an output before token " << changed << " changed";
-    EXPECT_NE(std::memcmp(before.first.data() + cut, after.first.data() + cut, static_cast<size_t>(hd) * sizeof(float)), 0)
+    EXPECT_NE(std::memcmp(before.first.data() + cut, after.first.data() + cut, static_cast<size_t>(hd) * sizeof(float)),
+              0)
         << "the changed token's own output did not change: the test would not notice anything";
     for (int64_t hh = 0; hh < h; ++hh) {
       const size_t row0 = static_cast<size_t>((b * h + hh) * T * T);
@@ -569,7 +585,8 @@ TEST_F(TrainerOps, AttentionIsCausalAFutureTokenLeavesEarlierOutputsBitwiseUncha
 
 TEST_F(TrainerOps, EmbeddingLookupAndScatterAddSplitOverVocabRanks) {
   const int64_t V = 11, c = 6, m = 23;
-  const Floats table = random_floats(rng_, V * c), dout = random_floats(rng_, m * c), dtable0 = random_floats(rng_, V * c);
+  const Floats table = random_floats(rng_, V * c), dout = random_floats(rng_, m * c),
+               dtable0 = random_floats(rng_, V * c);
   std::vector<int32_t> tokens = random_tokens(rng_, m, static_cast<int32_t>(V));
   tokens[0] = tokens[5] = tokens[9] = 3;  // a row hit three times adds three gradients
   auto dtok = upload(tokens);
@@ -582,7 +599,8 @@ TEST_F(TrainerOps, EmbeddingLookupAndScatterAddSplitOverVocabRanks) {
       dref[tokens[i] * c + j] += dout[i * c + j];
     }
   auto ddout = upload(dout);
-  for (const std::vector<int64_t>& split : {std::vector<int64_t>{11}, std::vector<int64_t>{6, 5}, std::vector<int64_t>{4, 4, 3}}) {
+  for (const std::vector<int64_t>& split :
+       {std::vector<int64_t>{11}, std::vector<int64_t>{6, 5}, std::vector<int64_t>{4, 4, 3}}) {
     SCOPED_TRACE("vocab split of " + std::to_string(split.size()) + " ranks");
     Floats summed(m * c, 0.0f), dtable;
     int64_t v0 = 0;
@@ -606,7 +624,8 @@ TEST_F(TrainerOps, EmbeddingLookupAndScatterAddSplitOverVocabRanks) {
 
 TEST_F(TrainerOps, PositionEmbeddingAddsPerPositionAndSumsGradientOverBatch) {
   const int64_t B = 3, T = 7, c = 5;
-  const Floats x0 = random_floats(rng_, B * T * c), wpe = random_floats(rng_, T * c), dwpe0 = random_floats(rng_, T * c);
+  const Floats x0 = random_floats(rng_, B * T * c), wpe = random_floats(rng_, T * c),
+               dwpe0 = random_floats(rng_, T * c);
   auto dx = upload(x0), dw = upload(wpe), ddw = upload(dwpe0);
   be_->position_forward(dx.data(), dw.data(), B, T, c);
   be_->position_backward(ddw.data(), dx.data(), B, T, c);
@@ -677,7 +696,8 @@ CrossEntropyResult cross_entropy_on_ranks(Backend& be, int64_t G, const Floats& 
   for (int64_t r = 0; r < G; ++r) {
     EXPECT_EQ(losses[r].download(), res.loss) << "every vocab rank must compute the same loss";
     const Floats d = ls[r].download();
-    for (int64_t i = 0; i < m; ++i) std::copy(d.begin() + i * vl, d.begin() + (i + 1) * vl, res.dlogits.begin() + i * V + r * vl);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy(d.begin() + i * vl, d.begin() + (i + 1) * vl, res.dlogits.begin() + i * V + r * vl);
   }
   return res;
 }
@@ -687,7 +707,7 @@ class CrossEntropyOps : public TrainerOps {
   void SetUp() override {
     logits = random_floats(rng_, m * V, -4.0f, 4.0f);
     for (int64_t j = 0; j < V; ++j) logits[3 * V + j] += 200.0f;  // exp would overflow without the max
-    logits[5 * V + 33] = 30.0f;                                     // a row with one dominant logit
+    logits[5 * V + 33] = 30.0f;                                   // a row with one dominant logit
     targets = random_tokens(rng_, m, static_cast<int32_t>(V));
     targets[5] = 33;
   }
@@ -729,8 +749,7 @@ TEST_F(CrossEntropyOps, SplitOverTwoAndFourVocabRanksEqualsOneRank) {
 TEST_F(CrossEntropyOps, ExpsInPlaceOverLogitsEqualSeparateBuffers) {
   auto in_place = upload(logits), separate_in = upload(logits), exps = poisoned(m * V);
   auto dt = upload(targets);
-  auto mx = poisoned(m), p1 = poisoned(2 * m), p2 = poisoned(2 * m), m1 = poisoned(m),
-       m2 = poisoned(m);
+  auto mx = poisoned(m), p1 = poisoned(2 * m), p2 = poisoned(2 * m), m1 = poisoned(m), m2 = poisoned(m);
   be_->cross_entropy_row_max(mx.data(), separate_in.data(), m, V);
   be_->cross_entropy_partials(p1.data(), m1.data(), in_place.data(), mx.data(), 1, in_place.data(), dt.data(), m, V, 0);
   be_->cross_entropy_partials(p2.data(), m2.data(), exps.data(), mx.data(), 1, separate_in.data(), dt.data(), m, V, 0);
@@ -748,7 +767,7 @@ TEST_F(TrainerOps, AdamWMatchesTheReferenceFormulaOverThreeSteps) {
     Floats p0 = random_floats(rng_, n, -2.0f, 2.0f);
     auto param = upload(p0), m = upload(Floats(n, 0.0f)), v = upload(Floats(n, 0.0f));
     Doubles rp = to_doubles(p0), rm(n, 0.0), rv(n, 0.0), m_mag(n, 0.0);  // m_mag: Σ|terms| of m
-    const float lrs[3] = {1e-3f, 2e-3f, 5e-4f};  // the caller's schedule
+    const float lrs[3] = {1e-3f, 2e-3f, 5e-4f};                          // the caller's schedule
     for (int64_t t = 1; t <= 3; ++t) {
       const Floats grad = random_floats(rng_, n, -3.0f, 3.0f);
       auto g = upload(grad);
@@ -815,15 +834,22 @@ TEST_F(TrainerOps, BadSizesThrowBackendErrorNamingTheOp) {
     }
   };
   float* p = buf.data();
-  expect_error([&] { be_->gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); }, "gemm: m = -1");
+  expect_error([&] { be_->gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); },
+               "gemm: m = -1");
   expect_error([&] { be_->gemm(Transpose::no, Transpose::no, 2, 4, 3, 1.0f, p, 2, p, 4, 0.0f, p, 4); }, "lda = 2");
-  expect_error([&] { be_->layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); }, "local width c = 8 exceeds full width C = 4");
+  expect_error([&] { be_->layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
+               "local width c = 8 exceeds full width C = 4");
   expect_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward");
   expect_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
   AdamWStep s;
   s.t = 0;
   expect_error([&] { be_->adamw(p, p, p, p, 4, s, true); }, "step t = 0");
-  expect_error([&] { DeviceBuffer<float> b(*be_, 3); b.upload(Floats(4)); }, "4 elements into a buffer of 3");
+  expect_error(
+      [&] {
+        DeviceBuffer<float> b(*be_, 3);
+        b.upload(Floats(4));
+      },
+      "4 elements into a buffer of 3");
 }
 
 }  // namespace

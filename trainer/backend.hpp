@@ -60,11 +60,10 @@ class Backend {
   virtual void free(void* ptr) = 0;
   virtual void copy_to_device(void* dst, const void* src_host, size_t bytes) = 0;
   virtual void copy_to_host(void* dst_host, const void* src, size_t bytes) = 0;  // waits
-  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;               // device to device
   // dst (rows, cols) with row stride ld_dst = src (rows, cols) with row stride ld_src: moves a
   // block between layouts, e.g. a column shard gathered over z into its place in a wider row.
-  virtual void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows,
-                       int64_t cols) = 0;
+  virtual void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) = 0;
   virtual void memset_zero(void* ptr, size_t bytes) = 0;
   virtual void fill(float* x, float value, int64_t n) = 0;
   virtual void synchronize() = 0;
@@ -74,18 +73,19 @@ class Backend {
   // Linear layer with W (k, n):  Y = X·W        gemm(no,  no,  m, n, k, 1, X, k,  W, n, 0, Y, n)
   //                              dX = dY·W^T    gemm(no,  yes, m, k, n, 1, dY, n, W, n, 0, dX, k)
   //                              dW += X^T·dY   gemm(yes, no,  k, n, m, 1, X, k, dY, n, 1, dW, n)
-  virtual void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                    int64_t ldc) = 0;
+  virtual void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = 0;
 
   // ---- bias and elementwise. The bias ops take the row stride ld of out/dout (n when
   // contiguous), so a bias can apply to a column block of a wider buffer (q, k or v inside
   // a packed qkv).
-  virtual void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) = 0;     // out (m, n) += bias (n)
-  virtual void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) = 0;  // dbias (n) += Σ_rows dout (m, n)
+  // out (m, n) += bias (n)
+  virtual void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) = 0;
+  // dbias (n) += Σ_rows dout (m, n)
+  virtual void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) = 0;
   virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b (may alias a or b)
-  virtual void scale(float* x, float alpha, int64_t n) = 0;                    // x *= alpha
-  virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;     // y += alpha·x
+  virtual void scale(float* x, float alpha, int64_t n) = 0;                     // x *= alpha
+  virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;      // y += alpha·x
 
   // ---- reductions into a device scalar, out[0] += ..., so several buffers add up before
   // one all-reduce (loss for logging, global gradient norm for clipping).
@@ -98,13 +98,13 @@ class Backend {
   // (1) sums (m) = Σ_j x[i, j] over the local columns.
   virtual void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) = 0;
   // (2) mean (m) = sums / C (mean may alias sums); squares (m) = Σ_j (x[i, j] − mean[i])².
-  virtual void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x,
-                                          int64_t m, int64_t c, int64_t C) = 0;
+  virtual void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+                                          int64_t c, int64_t C) = 0;
   // (3) rstd (m) = 1/sqrt(squares/C + eps) (rstd may alias squares);
   //     out (m, c) = (x − mean)·rstd·gamma + beta. mean and rstd are kept for backward.
-  virtual void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean,
-                                   const float* squares, const float* gamma, const float* beta, int64_t m,
-                                   int64_t c, int64_t C, float eps) = 0;
+  virtual void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+                                   const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
+                                   float eps) = 0;
   // Backward, 2 stages, x̂ = (x − mean)·rstd; the caller all-reduces `partials` between them:
   // (1) partials (m, 2) = (Σ_j dout·gamma, Σ_j dout·gamma·x̂) over the local columns.
   virtual void layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
@@ -116,8 +116,10 @@ class Backend {
                                          const float* gamma, int64_t m, int64_t c, int64_t C) = 0;
 
   // ---- GELU, tanh approximation (GPT-2): 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
-  virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;                       // may alias
-  virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;  // dx = gelu'(x)·dout, may alias dout
+  // out = gelu(x), out may alias x
+  virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;
+  // dx = gelu'(x)·dout, dx may alias dout
+  virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;
 
   // ---- causal self-attention on this rank's h heads of size d, scale 1/sqrt(d).
   // q, k, v are (B, T, h, d) views with row stride ld (elements from one token to the next):
@@ -125,12 +127,12 @@ class Backend {
   //   three buffers (B, T, h·d): ld = h·d.
   // out (B, T, h·d); probs (B, h, T, T) are the softmax probabilities kept for backward
   // (0 above the diagonal).
-  virtual void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
-                                 int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) = 0;
+  virtual void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
+                                 int64_t B, int64_t T, int64_t h, int64_t d) = 0;
   // dq, dk, dv: views like q, k, v (same ld), overwritten; dout (B, T, h·d).
   virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                  const float* q, const float* k, const float* v, int64_t ld, int64_t B,
-                                  int64_t T, int64_t h, int64_t d) = 0;
+                                  const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T,
+                                  int64_t h, int64_t d) = 0;
 
   // ---- vocab-parallel token embedding: this rank holds the table rows [v0, v0 + v_local)
   // as table (v_local, c). out (m, c) = the row of each token in range, 0 for the others;
@@ -159,9 +161,8 @@ class Backend {
   virtual void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) = 0;
   // Backward (local): dlogits (m, v_local) = (exps/partials[i,0] − onehot(target))·scale, with
   // scale = dloss per token (1/total tokens for a mean); dlogits may alias exps.
-  virtual void cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
-                                      const int32_t* targets, int64_t m, int64_t v_local, int64_t v0,
-                                      float scale) = 0;
+  virtual void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
+                                      int64_t m, int64_t v_local, int64_t v0, float scale) = 0;
 
   // ---- AdamW on one buffer of n params (see AdamWStep), m and v (n) updated in place;
   // decay = false skips the weight decay (GPT-2 decays the 2-D weights only: not biases,
@@ -187,7 +188,8 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& o) noexcept
-      : backend_(std::exchange(o.backend_, nullptr)), ptr_(std::exchange(o.ptr_, nullptr)),
+      : backend_(std::exchange(o.backend_, nullptr)),
+        ptr_(std::exchange(o.ptr_, nullptr)),
         count_(std::exchange(o.count_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {

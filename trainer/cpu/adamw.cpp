@@ -11,8 +11,7 @@ void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const
   require_nonnegative("adamw", "n", n);
   require_positive("adamw", "step t", step.t);
   if (!(step.beta1 >= 0.0f && step.beta1 < 1.0f && step.beta2 >= 0.0f && step.beta2 < 1.0f))
-    fail("adamw", "betas (" + std::to_string(step.beta1) + ", " + std::to_string(step.beta2) +
-                      ") must lie in [0, 1)");
+    fail("adamw", "betas (" + std::to_string(step.beta1) + ", " + std::to_string(step.beta2) + ") must lie in [0, 1)");
   // Bias corrections in double: 1 − β^t loses digits in float for β close to 1.
   const double t = static_cast<double>(step.t);
   const float correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(step.beta1), t));

@@ -39,8 +39,8 @@ void softmax_backward_row(float* dp_row, const float* p_row, int64_t t, int64_t 
 
 }  // namespace
 
-void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
-                       int64_t B, int64_t T, int64_t h, int64_t d) {
+void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                       int64_t T, int64_t h, int64_t d) {
   require_shape("attention_forward", ld, B, T, h, d);
   const int64_t hd = h * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));

@@ -10,8 +10,8 @@ namespace axonn::cpu {
 constexpr int64_t kAttentionRowBlock = 64;
 
 // out (B, T, h·d); probs (B, h, T, T), 0 above the diagonal.
-void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
-                       int64_t B, int64_t T, int64_t h, int64_t d);
+void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                       int64_t T, int64_t h, int64_t d);
 // dq, dk, dv: views like q, k, v (stride ld), overwritten. scratch: T·T floats.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
                         const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d,

@@ -21,11 +21,10 @@ inline void require_positive(const char* op, const char* name, int64_t value) {
 }
 
 // A local width against the full width it is a part of (LayerNorm's c <= C).
-inline void require_at_most(const char* op, const char* name, int64_t value, const char* limit_name,
-                            int64_t limit) {
+inline void require_at_most(const char* op, const char* name, int64_t value, const char* limit_name, int64_t limit) {
   if (value > limit)
-    fail(op, std::string(name) + " = " + std::to_string(value) + " exceeds " + limit_name + " = " +
-                 std::to_string(limit));
+    fail(op,
+         std::string(name) + " = " + std::to_string(value) + " exceeds " + limit_name + " = " + std::to_string(limit));
 }
 
 }  // namespace axonn::cpu

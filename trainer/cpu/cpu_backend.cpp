@@ -53,8 +53,7 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memmove(dst, src, bytes);
 }
 
-void CpuBackend::copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows,
-                         int64_t cols) {
+void CpuBackend::copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
   cpu::copy_2d(dst, ld_dst, src, ld_src, rows, cols);
 }
 
@@ -87,14 +86,14 @@ void CpuBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int6
   cpu::layernorm_row_sums(sums, x, m, c);
 }
 
-void CpuBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x,
-                                            int64_t m, int64_t c, int64_t C) {
+void CpuBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+                                            int64_t c, int64_t C) {
   cpu::layernorm_centered_squares(mean, squares, sums, x, m, c, C);
 }
 
-void CpuBackend::layernorm_normalize(float* out, float* rstd, const float* x, const float* mean,
-                                     const float* squares, const float* gamma, const float* beta, int64_t m,
-                                     int64_t c, int64_t C, float eps) {
+void CpuBackend::layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+                                     const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
+                                     float eps) {
   cpu::layernorm_normalize(out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
 }
 
@@ -115,14 +114,14 @@ void CpuBackend::gelu_backward(float* dx, const float* x, const float* dout, int
   cpu::gelu_backward(dx, x, dout, n);
 }
 
-void CpuBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
-                                   int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+void CpuBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
+                                   int64_t B, int64_t T, int64_t h, int64_t d) {
   cpu::attention_forward(out, probs, q, k, v, ld, B, T, h, d);
 }
 
 void CpuBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                    const float* q, const float* k, const float* v, int64_t ld, int64_t B,
-                                    int64_t T, int64_t h, int64_t d) {
+                                    const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T,
+                                    int64_t h, int64_t d) {
   cpu::require_nonnegative("attention_backward", "T", T);
   const auto scratch = static_cast<size_t>(T * T);
   if (attention_scratch_.size() < scratch) attention_scratch_.resize(scratch);
@@ -162,8 +161,7 @@ void CpuBackend::cross_entropy_loss(float* loss, const float* partials, const fl
 }
 
 void CpuBackend::cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
-                                        const int32_t* targets, int64_t m, int64_t v_local, int64_t v0,
-                                        float scale) {
+                                        const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale) {
   cpu::cross_entropy_backward(dlogits, exps, partials, targets, m, v_local, v0, scale);
 }
 

@@ -40,16 +40,15 @@ class CpuBackend final : public Backend {
   void sum_squares(float* out, const float* x, int64_t n) override;
 
   void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) override;
-  void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
-                                  int64_t c, int64_t C) override;
+  void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m, int64_t c,
+                                  int64_t C) override;
   void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
-                           const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
-                           float eps) override;
+                           const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C, float eps) override;
   void layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
                                    const float* rstd, const float* gamma, int64_t m, int64_t c) override;
   void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials, const float* dout,
-                                 const float* x, const float* mean, const float* rstd, const float* gamma,
-                                 int64_t m, int64_t c, int64_t C) override;
+                                 const float* x, const float* mean, const float* rstd, const float* gamma, int64_t m,
+                                 int64_t c, int64_t C) override;
 
   void gelu_forward(float* out, const float* x, int64_t n) override;
   void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override;

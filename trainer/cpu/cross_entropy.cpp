@@ -38,8 +38,8 @@ void cross_entropy_loss(float* loss, const float* partials, const float* max, in
   for (int64_t i = 0; i < m; ++i) loss[i] = std::log(partials[2 * i]) + max[i] - partials[2 * i + 1];
 }
 
-void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
-                            int64_t m, int64_t v_local, int64_t v0, float scale) {
+void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets, int64_t m,
+                            int64_t v_local, int64_t v0, float scale) {
   require_nonnegative("cross_entropy_backward", "m", m);
   require_positive("cross_entropy_backward", "v_local", v_local);
   for (int64_t i = 0; i < m; ++i) {

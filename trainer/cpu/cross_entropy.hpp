@@ -17,7 +17,7 @@ void cross_entropy_partials(float* partials, float* max, float* exps, const floa
 // (3) loss (m) = log(partials[i,0]) + max[i] − partials[i,1]
 void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m);
 // dlogits (m, v_local) = (exps / partials[i,0] − onehot)·scale (may alias exps)
-void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
-                            int64_t m, int64_t v_local, int64_t v0, float scale);
+void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets, int64_t m,
+                            int64_t v_local, int64_t v0, float scale);
 
 }  // namespace axonn::cpu

@@ -5,7 +5,7 @@
 
 namespace axonn::cpu {
 
-void gelu_forward(float* out, const float* x, int64_t n);                      // out may alias x
+void gelu_forward(float* out, const float* x, int64_t n);                     // out may alias x
 void gelu_backward(float* dx, const float* x, const float* dout, int64_t n);  // dx = gelu'(x)·dout, may alias dout
 
 }  // namespace axonn::cpu

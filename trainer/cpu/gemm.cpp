@@ -20,8 +20,8 @@ int blas_int(const char* name, int64_t v) {
 // The stored matrix is rows x cols; its row stride must hold a whole row.
 void require_ld(const char* name, int64_t ld, int64_t cols) {
   if (ld < (cols > 1 ? cols : 1))
-    fail("gemm", std::string(name) + " = " + std::to_string(ld) + " is smaller than the row length " +
-                     std::to_string(cols));
+    fail("gemm",
+         std::string(name) + " = " + std::to_string(ld) + " is smaller than the row length " + std::to_string(cols));
 }
 
 CBLAS_TRANSPOSE blas_trans(Transpose t) { return t == Transpose::yes ? CblasTrans : CblasNoTrans; }

@@ -23,8 +23,8 @@ void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) {
   for (int64_t i = 0; i < m; ++i) sums[i] = static_cast<float>(sum_floats(x + i * c, c));
 }
 
-void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
-                                int64_t c, int64_t C) {
+void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m, int64_t c,
+                                int64_t C) {
   require_shape("layernorm_centered_squares", m, c, C);
   const float inv_C = 1.0f / static_cast<float>(C);
   for (int64_t i = 0; i < m; ++i) {

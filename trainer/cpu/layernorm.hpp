@@ -10,8 +10,8 @@ namespace axonn::cpu {
 // (1) sums (m) = Σ_j x[i, j]
 void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c);
 // (2) mean (m) = sums / C (in place allowed); squares (m) = Σ_j (x[i, j] − mean[i])²
-void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
-                                int64_t c, int64_t C);
+void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m, int64_t c,
+                                int64_t C);
 // (3) rstd (m) = 1/sqrt(squares/C + eps) (in place allowed); out (m, c) = (x − mean)·rstd·gamma + beta
 void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
                          const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C, float eps);
