@@ -353,7 +353,7 @@ LayerNormResult layernorm_on_ranks(Backend& be, int64_t G, const Floats& x, cons
   return res;
 }
 
-class LayerNormOps : public TrainerOps {
+class TrainerLayerNorm : public TrainerOps {
  protected:
   void SetUp() override {
     x = random_floats(rng_, m * C, -2.0f, 3.0f);
@@ -370,7 +370,7 @@ class LayerNormOps : public TrainerOps {
   Floats x, gamma, beta, dout, dx0, dgamma0, dbeta0;
 };
 
-TEST_F(LayerNormOps, OneRankStagesEqualPlainLayerNorm) {
+TEST_F(TrainerLayerNorm, OneRankStagesEqualPlainLayerNorm) {
   const LayerNormRef ref = layernorm_reference(x, gamma, beta, dout, dx0, dgamma0, dbeta0, m, C, eps);
   const LayerNormResult got = layernorm_on_ranks(*be_, 1, x, gamma, beta, dout, dx0, dgamma0, dbeta0, m, C, eps);
   EXPECT_LE(normalized_error(got.out, ref.out), kNormalizedTol);
@@ -381,7 +381,7 @@ TEST_F(LayerNormOps, OneRankStagesEqualPlainLayerNorm) {
   EXPECT_LE(normalized_error(got.dbeta, ref.dbeta), kNormalizedTol);
 }
 
-TEST_F(LayerNormOps, SplitOverTwoAndFourRanksEqualsOneRank) {
+TEST_F(TrainerLayerNorm, SplitOverTwoAndFourRanksEqualsOneRank) {
   const LayerNormResult one = layernorm_on_ranks(*be_, 1, x, gamma, beta, dout, dx0, dgamma0, dbeta0, m, C, eps);
   for (int64_t G : {2, 4}) {
     SCOPED_TRACE("G_x = " + std::to_string(G));
@@ -702,7 +702,7 @@ CrossEntropyResult cross_entropy_on_ranks(Backend& be, int64_t G, const Floats& 
   return res;
 }
 
-class CrossEntropyOps : public TrainerOps {
+class TrainerCrossEntropy : public TrainerOps {
  protected:
   void SetUp() override {
     logits = random_floats(rng_, m * V, -4.0f, 4.0f);
@@ -717,7 +717,7 @@ class CrossEntropyOps : public TrainerOps {
   std::vector<int32_t> targets;
 };
 
-TEST_F(CrossEntropyOps, OneRankEqualsPlainSoftmaxCrossEntropy) {
+TEST_F(TrainerCrossEntropy, OneRankEqualsPlainSoftmaxCrossEntropy) {
   const CrossEntropyResult got = cross_entropy_on_ranks(*be_, 1, logits, targets, m, V, scale);
   Doubles loss(m), dlogits(m * V);
   for (int64_t i = 0; i < m; ++i) {
@@ -735,7 +735,7 @@ TEST_F(CrossEntropyOps, OneRankEqualsPlainSoftmaxCrossEntropy) {
   EXPECT_LE(normalized_error(got.dlogits, dlogits), kNormalizedTol);
 }
 
-TEST_F(CrossEntropyOps, SplitOverTwoAndFourVocabRanksEqualsOneRank) {
+TEST_F(TrainerCrossEntropy, SplitOverTwoAndFourVocabRanksEqualsOneRank) {
   const CrossEntropyResult one = cross_entropy_on_ranks(*be_, 1, logits, targets, m, V, scale);
   for (int64_t G : {2, 4}) {
     SCOPED_TRACE("G_y = " + std::to_string(G));
@@ -746,7 +746,7 @@ TEST_F(CrossEntropyOps, SplitOverTwoAndFourVocabRanksEqualsOneRank) {
   }
 }
 
-TEST_F(CrossEntropyOps, ExpsInPlaceOverLogitsEqualSeparateBuffers) {
+TEST_F(TrainerCrossEntropy, ExpsInPlaceOverLogitsEqualSeparateBuffers) {
   auto in_place = upload(logits), separate_in = upload(logits), exps = poisoned(m * V);
   auto dt = upload(targets);
   auto mx = poisoned(m), p1 = poisoned(2 * m), p2 = poisoned(2 * m), m1 = poisoned(m), m2 = poisoned(m);
