@@ -2,6 +2,8 @@
 // and the chooser's properties.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <set>
 
 #include "layout/layout_report.hpp"
@@ -267,6 +269,32 @@ TEST(LayoutSearch, IsDeterministicAndRanksByTime) {
   }
   EXPECT_EQ(format_ranked_table(a, 5), format_ranked_table(b, 5));
   EXPECT_NE(format_explain(a, 5).find("runner-ups:"), std::string::npos);
+}
+
+TEST(LayoutSearch, ResultDoesNotDependOnEnumerationOrder) {
+  ChooserInput in = two_nodes_of_four();
+  in.policy.max_tensor_parallel = 4;  // rejects the 8-way tensor-parallel tuples, so the rejected list is not empty
+  const ChooserResult forward = choose_layout(in);
+  ASSERT_FALSE(forward.rejected.empty());
+  std::vector<Layout> reversed = enumerate_layouts(in.world());
+  std::reverse(reversed.begin(), reversed.end());
+  std::vector<Layout> shuffled = enumerate_layouts(in.world());
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(20261122));
+  shuffled.push_back(shuffled.front());  // a repeat changes nothing either
+  for (const auto& candidates : {reversed, shuffled}) {
+    const ChooserResult other = choose_among(in, candidates);
+    ASSERT_EQ(other.ranked.size(), forward.ranked.size());
+    for (size_t i = 0; i < forward.ranked.size(); ++i) {
+      EXPECT_EQ(other.ranked[i].layout, forward.ranked[i].layout) << "rank " << i;
+      EXPECT_EQ(other.ranked[i].why_lost, forward.ranked[i].why_lost) << "rank " << i;
+    }
+    ASSERT_EQ(other.rejected.size(), forward.rejected.size());
+    for (size_t i = 0; i < forward.rejected.size(); ++i) {
+      EXPECT_EQ(other.rejected[i].layout, forward.rejected[i].layout) << "rejection " << i;
+      EXPECT_EQ(other.rejected[i].reason, forward.rejected[i].reason) << "rejection " << i;
+    }
+    EXPECT_EQ(format_explain(other, 100), format_explain(forward, 100));
+  }
 }
 
 TEST(LayoutSearch, NoFitSuggestionMakesALayoutFit) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "layout/model_plan.hpp"
 
@@ -148,26 +149,38 @@ Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {
   return c;
 }
 
-ChooserResult choose_layout(const ChooserInput& input) {
+ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates) {
   if (input.world() < 1) throw LayoutError("world size " + std::to_string(input.world()) + " must be >= 1");
   ChooserResult result;
   result.input = input;
-  std::map<std::string, std::string> checked;  // placement-independent rejection per size tuple
-  for (const Layout& l : enumerate_layouts(input.world())) {
-    const std::string sizes = format_layout(l);
-    auto [it, fresh] = checked.try_emplace(sizes);
-    if (fresh) {
-      it->second = rejection_reason(input, l);
-      if (!it->second.empty()) result.rejected.push_back({l, it->second});
+  // Rejection depends on the sizes only, so each size tuple is checked once. It is recorded
+  // once, keyed by (data, x, y, z) and carrying its smallest axis order, so the rejected list
+  // is the same whatever order the candidates come in.
+  std::map<std::string, std::string> checked;
+  std::map<std::array<int, 4>, Rejection> rejected;
+  for (const Layout& l : candidates) {
+    auto [it, fresh] = checked.try_emplace(format_layout(l));
+    if (fresh) it->second = rejection_reason(input, l);
+    if (it->second.empty()) {
+      result.ranked.push_back(evaluate_layout(input, l));
+      continue;
     }
-    if (!it->second.empty()) continue;
-    result.ranked.push_back(evaluate_layout(input, l));
+    auto [rej, first] = rejected.try_emplace({l.data, l.x, l.y, l.z}, Rejection{l, it->second});
+    if (!first && order_index(l) < order_index(rej->second.layout)) rej->second.layout = l;
   }
+  for (auto& [sizes, rejection] : rejected) result.rejected.push_back(std::move(rejection));
+  // ranks_before is a total order on distinct layouts, so sorting fixes the ranking and
+  // which of several equal placements survives the de-duplication.
   std::sort(result.ranked.begin(), result.ranked.end(), ranks_before);
   std::map<std::string, bool> seen;
   std::erase_if(result.ranked, [&](const Candidate& c) { return !seen.try_emplace(placement_key(c), true).second; });
   for (size_t i = 1; i < result.ranked.size(); ++i) result.ranked[i].why_lost = why_slower(result.ranked[i], result.ranked[0]);
   return result;
+}
+
+ChooserResult choose_layout(const ChooserInput& input) {
+  if (input.world() < 1) throw LayoutError("world size " + std::to_string(input.world()) + " must be >= 1");
+  return choose_among(input, enumerate_layouts(input.world()));
 }
 
 std::string smallest_fitting_change(const ChooserInput& input) {

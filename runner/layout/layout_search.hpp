@@ -46,6 +46,11 @@ Candidate evaluate_layout(const ChooserInput& input, const Layout& layout);
 
 ChooserResult choose_layout(const ChooserInput& input);
 
+// The chooser over the given candidates only (any order, repeats allowed; a layout of another
+// world size is rejected with its product named). The result depends on the set of candidates,
+// not on their order: choose_layout(input) is choose_among(input, enumerate_layouts(world)).
+ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates);
+
 // When nothing fits: the smallest change that would make a layout fit, found by search
 // over micro_batch (down to 1) and node count (up to 64x): e.g.
 // "needs >= 16 GPUs (2 nodes of 8) or micro_batch <= 2". Empty if a layout fits now.
