@@ -4,12 +4,25 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 
 #include "checkpoint/reshard.hpp"
 
 namespace axonn {
 
 uint64_t xxh3_64(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
+
+uint64_t xxh3_64_rows(const float* first, int64_t rows, int64_t row_elems, int64_t stride_elems) {
+  const size_t row_bytes = static_cast<size_t>(row_elems) * sizeof(float);
+  if (stride_elems == row_elems) return XXH3_64bits(first, static_cast<size_t>(rows) * row_bytes);
+  XXH3_state_t* state = XXH3_createState();
+  if (state == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(state);
+  for (int64_t r = 0; r < rows; ++r) XXH3_64bits_update(state, first + r * stride_elems, row_bytes);
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
+}
 
 uint64_t combine_hashes(const std::vector<uint64_t>& hashes) {
   std::vector<unsigned char> bytes(hashes.size() * 8);

@@ -18,6 +18,10 @@ namespace axonn {
 inline constexpr int64_t kChecksumBlockBytes = int64_t{4} << 20;
 
 uint64_t xxh3_64(const void* data, size_t bytes);
+// XXH3-64 of `rows` runs of `row_elems` floats, `stride_elems` apart (streaming): equal to
+// xxh3_64 over the same runs laid end to end, so a block can be verified where HDF5 placed
+// it inside a wider destination.
+uint64_t xxh3_64_rows(const float* first, int64_t rows, int64_t row_elems, int64_t stride_elems);
 uint64_t combine_hashes(const std::vector<uint64_t>& hashes);
 // Rows per checksum block for a rectangle: max(1, kChecksumBlockBytes / bytes per row).
 int64_t checksum_rows_per_block(const Rect& rect);

@@ -1,6 +1,8 @@
 #include "checkpoint/reader.hpp"
 
 #include <algorithm>
+#include <array>
+#include <future>
 #include <map>
 #include <stdexcept>
 
@@ -16,8 +18,9 @@ namespace fs = std::filesystem;
 namespace axonn {
 
 namespace {
-// Verified reads go through a bounce buffer of about this many bytes (whole blocks).
-constexpr int64_t kReadGroupBytes = int64_t{64} << 20;
+// Verified reads go in groups of about this many bytes (whole checksum blocks): small
+// enough that hashing one group overlaps reading the next, large enough for few calls.
+constexpr int64_t kReadGroupBytes = int64_t{16} << 20;
 }  // namespace
 
 struct CheckpointReader::Impl {
@@ -27,7 +30,7 @@ struct CheckpointReader::Impl {
   std::map<int, h5::Handle> shard_files;           // rank -> open file
   h5::Handle index_handle;                          // opened on first VDS read
   std::map<std::string, h5::Handle> vds;            // tensor -> open virtual dataset
-  std::vector<float> bounce;
+  std::array<std::vector<float>, 2> bounce;         // verified reads: kept, so pages are faulted once
   int64_t bytes_read = 0;
 
   h5::Id shard(const StoredRect& s) {
@@ -57,6 +60,9 @@ struct CheckpointReader::Impl {
     bytes_read += element_count(region) * 4;
   }
 
+  // Reads the checksum blocks of `src` that `region` touches in groups of whole blocks,
+  // pipelined: while group k+1 is read (I/O, under HDF5's lock), a helper thread hashes
+  // group k against the index (and copies its part of `region` into dst where needed).
   void read_verified(const TensorInfo& info, const StoredRect& src, const Rect& region, const Rect& wanted, float* dst) {
     const std::string f = (dir / src.file).string();
     h5::Handle ds = h5::open_dataset(shard(src), src.dataset, f);
@@ -65,12 +71,13 @@ struct CheckpointReader::Impl {
     const int64_t row_bytes = row_elems * 4;
     const int64_t group_rows =
         std::max<int64_t>(1, kReadGroupBytes / row_bytes / src.rows_per_block) * src.rows_per_block;
-    // Rows of `wanted` are whole source rows (same columns): blocks that lie inside the
-    // region can be read straight into dst.
-    bool same_columns = true;
-    for (size_t d = 1; d < src.rect.count.size(); ++d) {
-      same_columns = same_columns && src.rect.offset[d] == wanted.offset[d] && src.rect.count[d] == wanted.count[d];
-    }
+    // A group whose every element is wanted is read straight into dst, where each source
+    // row is one run when the dimensions after the second agree (always for matrices).
+    bool rows_are_runs = true;
+    for (size_t d = 2; d < src.rect.count.size(); ++d) rows_are_runs = rows_are_runs && src.rect.count[d] == wanted.count[d];
+    const int64_t dst_row_elems = row_elements(wanted);
+    std::future<void> pending;  // declared after `bounce` (a member): never outlives it
+    size_t which = 0;
     for (int64_t g = rows.begin; g < rows.end; g += group_rows) {
       const int64_t g_end = std::min(rows.end, g + group_rows);
       Rect group = src.rect;
@@ -78,31 +85,49 @@ struct CheckpointReader::Impl {
       group.count[0] = g_end - g;
       const std::optional<Rect> target = intersect(group, region);
       if (!target) continue;
-      const bool direct = same_columns && *target == group;
-      float* buf = dst + (group.offset[0] - wanted.offset[0]) * row_elems;
-      if (!direct) {
-        bounce.resize(static_cast<size_t>(element_count(group)));
-        buf = bounce.data();
-      }
+      const bool direct = rows_are_runs && *target == group;
       Rect local = group;
       std::fill(local.offset.begin(), local.offset.end(), 0);
       local.offset[0] = g;
-      h5::read_f32(ds.get(), local, buf, group.count, std::vector<int64_t>(group.count.size(), 0), f);
-      bytes_read += (g_end - g) * row_bytes;
-      for (int64_t r = g; r < g_end; r += src.rows_per_block) {
-        const int64_t n = std::min(src.rows_per_block, g_end - r);
-        const uint64_t got = xxh3_64(buf + (r - g) * row_elems, static_cast<size_t>(n * row_bytes));
-        const uint64_t want = src.block_hashes[static_cast<size_t>(r / src.rows_per_block)];
-        if (got != want) {
-          throw ChecksumMismatch(f, "verify",
-                                 "checksum mismatch in " + f + " (" + src.dataset + ", tensor '" + info.name + "', " +
-                                     rect_string(src.rect) + ", rows " + std::to_string(r) + ".." +
-                                     std::to_string(r + n - 1) + "): stored XXH3-64 " + hex64(want) + ", computed " +
-                                     hex64(got) + "; the shard is corrupt: restore it, or load the previous step (fallback)");
+      const float* first = nullptr;  // the group's first element where it was read to
+      int64_t stride = row_elems;    // elements from one source row to the next there
+      if (direct) {
+        std::vector<int64_t> at(group.offset.size());
+        int64_t linear = 0;
+        for (size_t d = 0; d < at.size(); ++d) {
+          at[d] = group.offset[d] - wanted.offset[d];
+          linear = linear * wanted.count[d] + at[d];
         }
+        h5::read_f32(ds.get(), local, dst, wanted.count, at, f);
+        first = dst + linear;
+        stride = dst_row_elems;
+      } else {
+        std::vector<float>& b = bounce[which];
+        which ^= 1;
+        b.resize(static_cast<size_t>(element_count(group)));
+        h5::read_f32(ds.get(), local, b.data(), group.count, std::vector<int64_t>(group.count.size(), 0), f);
+        first = b.data();
       }
-      if (!direct) copy_region(buf, group, dst, wanted, *target);
+      bytes_read += (g_end - g) * row_bytes;
+      if (pending.valid()) pending.get();  // rethrows a mismatch found in the previous group
+      pending = std::async(std::launch::async, [&info, &src, &wanted, &f, first, stride, group, target, direct, g, g_end,
+                                                row_elems, dst] {
+        for (int64_t r = g; r < g_end; r += src.rows_per_block) {
+          const int64_t n = std::min(src.rows_per_block, g_end - r);
+          const uint64_t got = xxh3_64_rows(first + (r - g) * stride, n, row_elems, stride);
+          const uint64_t want = src.block_hashes[static_cast<size_t>(r / src.rows_per_block)];
+          if (got != want) {
+            throw ChecksumMismatch(f, "verify",
+                                   "checksum mismatch in " + f + " (" + src.dataset + ", tensor '" + info.name + "', " +
+                                       rect_string(src.rect) + ", rows " + std::to_string(r) + ".." +
+                                       std::to_string(r + n - 1) + "): stored XXH3-64 " + hex64(want) + ", computed " +
+                                       hex64(got) + "; the shard is corrupt: restore it, or load the previous step (fallback)");
+          }
+        }
+        if (!direct) copy_region(first, group, dst, wanted, *target);
+      });
     }
+    if (pending.valid()) pending.get();
   }
 };
 

@@ -28,13 +28,15 @@ struct TensorSpec {
   Shape shape;
 };
 
-// Odd extents so most tilings are uneven; names with '/' and '.' like the trainer's.
+// Odd extents so most tilings are uneven; names with '/' and '.' like the trainer's; one
+// 3-D tensor.
 inline std::vector<TensorSpec> small_model() {
   return {{"wte", {25, 16}},
           {"blocks/0/attn.qkv", {16, 48}},
           {"blocks/0/mlp.fc", {16, 67}},
           {"blocks/0/ln1.weight", {16}},
-          {"blocks/0/mlp.fc.bias", {67}}};
+          {"blocks/0/mlp.fc.bias", {67}},
+          {"blocks/0/attn.cache", {6, 5, 9}}};  // 3-D: rows of a source are not contiguous in every target
 }
 
 inline float value(size_t tensor, int64_t index, int64_t step) {
@@ -90,9 +92,9 @@ inline std::vector<Rect> col_tiles(const Shape& s, int world) {
   return out;
 }
 
-// 2-D tensors as a 2 x (world/2) block grid; 1-D ones split in `world` pieces.
+// 2-D tensors as a 2 x (world/2) block grid; others split along dimension 0.
 inline std::vector<Rect> block_tiles(const Shape& s, int world) {
-  if (s.size() == 1 || world % 2 != 0) return row_tiles(s, world);
+  if (s.size() != 2 || world % 2 != 0) return row_tiles(s, world);
   std::vector<Rect> out;
   for (auto [ro, rc] : even_parts(s[0], 2)) {
     for (auto [co, cc] : even_parts(s[1], world / 2)) out.push_back(Rect{{ro, co}, {rc, cc}});
@@ -147,10 +149,10 @@ inline CommitResult save_step(const fs::path& dir, int64_t step, int world, cons
       }
     });
   }
-  RankState st0 = rank_state(model, tiling, 0, world, step);
-  write_shard(dir, step, 0, st0.slices);
   CommitResult result;
   try {
+    RankState st0 = rank_state(model, tiling, 0, world, step);
+    write_shard(dir, step, 0, st0.slices);
     result = commit(dir, step, ranks, test_metadata(step), keep, std::chrono::seconds(20));
   } catch (...) {
     for (auto& w : writers) w.join();
