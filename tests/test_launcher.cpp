@@ -88,6 +88,7 @@ TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   // brackets keep pkill's own shell from matching).
   for (int i = 0; i < 100 && run_command("grep -c ready " + log).output != "2\n"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the shells reach `wait`
   ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 2 -- sh -c\"").code, 0);
   int status = 0;
   waitpid(launcher, &status, 0);
