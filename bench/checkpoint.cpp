@@ -244,14 +244,23 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// "min..max" of the repetitions, to show the spread behind a median.
+std::string spread(const std::vector<double>& v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "(%.3f..%.3f)", *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+  return buf;
+}
+
 struct Row {
   std::string name;
-  double seconds;
+  std::vector<double> times;
   double bytes;
+  double seconds() const { return median(times); }
 };
 void print_row(const Row& r, const Row* ref, const char* goal) {
-  std::printf("  %-52s %8.3f s %8.2f GB/s", r.name.c_str(), r.seconds, r.bytes / r.seconds / 1e9);
-  if (ref) std::printf("   %5.2fx of %s", ref->seconds / r.seconds, goal);
+  std::printf("  %-44s %7.3f s %-15s %6.2f GB/s", r.name.c_str(), r.seconds(), spread(r.times).c_str(),
+              r.bytes / r.seconds() / 1e9);
+  if (ref) std::printf("  %5.2fx of %s", ref->seconds() / r.seconds(), goal);
   std::printf("\n");
 }
 
@@ -409,28 +418,28 @@ int main(int argc, char** argv) {
 
   // ---- report ----
   std::printf("\nwrites (fsync included; ratio = reference time / time, goal >= 0.8x):\n");
-  const Row w1{"plain write, 1 process, 1 file", median(plain1), bytes};
-  const Row w4{"plain write, 4 processes, 4 files", median(plain4), bytes};
-  const Row sv{"checkpoint save, 4 ranks (shards + index + commit)", median(save), bytes};
+  const Row w1{"plain write, 1 process, 1 file", plain1, bytes};
+  const Row w4{"plain write, 4 processes, 4 files", plain4, bytes};
+  const Row sv{"checkpoint save, 4 ranks (shards+index+commit)", save, bytes};
   print_row(w1, nullptr, "");
   print_row(w4, nullptr, "");
   print_row(sv, &w1, "plain 1-process write");
-  std::printf("  %-52s %8s   %5.2fx of plain 4-process write\n", "", "", w4.seconds / sv.seconds);
+  std::printf("  %-44s %7s   %-15s %11s  %5.2fx of plain 4-process write\n", "", "", "", "", w4.seconds() / sv.seconds());
 
   std::printf("\nasync save (4 ranks; stall = the longest save() call, i.e. the copy into host buffers):\n");
-  std::printf("  %-52s %8.3f s\n", "first save of a saver (allocates its buffers): stall", median(async_first));
-  std::printf("  %-52s %8.3f s\n", "later saves (buffers reused): stall", median(async_stall));
-  std::printf("  %-52s %8.3f s\n", "later saves: from save() to written and committed", median(async_total));
-  std::printf("  %-52s %8.3f s   stall = %.3fx of the blocking save\n", "blocking save (above)", sv.seconds,
-              median(async_stall) / sv.seconds);
+  std::printf("  %-44s %7.3f s %s\n", "first save of a saver (allocates buffers): stall", median(async_first), spread(async_first).c_str());
+  std::printf("  %-44s %7.3f s %s\n", "later saves (buffers reused): stall", median(async_stall), spread(async_stall).c_str());
+  std::printf("  %-44s %7.3f s %s\n", "later saves: save() to written and committed", median(async_total), spread(async_total).c_str());
+  std::printf("  %-44s %7.3f s   stall = %.3fx of the blocking save\n", "blocking save (above)", sv.seconds(),
+              median(async_stall) / sv.seconds());
 
   std::printf("\nreads (%s; ratio = reference time / time, goal >= 0.8x):\n", dropped ? "cold page cache" : "page cache NOT dropped");
-  const Row r1{"plain read, 1 process, 1 file", median(read1), bytes};
-  const Row r4{"plain read, 4 processes, 4 files", median(read4), bytes};
+  const Row r1{"plain read, 1 process, 1 file", read1, bytes};
+  const Row r4{"plain read, 4 processes, 4 files", read4, bytes};
   print_row(r1, nullptr, "");
   print_row(r4, nullptr, "");
   for (const LoadCase& c : loads) {
-    const Row row{c.name, median(c.times), bytes};
+    const Row row{c.name, c.times, bytes};
     print_row(row, &r1, "plain 1-process read");
   }
   std::printf("\nreshard vs same-layout load (ratio = reshard time / same-layout time, goal <= 1.2x):\n");
@@ -444,7 +453,7 @@ int main(int argc, char** argv) {
   for (const LoadCase& c : loads) {
     if (c.tiling == Tiling::blocks) continue;
     const LoadCase& base = c.ro.path == ReadPath::index_vds ? same_vds : same_shards;
-    std::printf("  %-52s %5.2fx  (read %.2f GiB from disk for %.2f GiB wanted)\n", c.name.c_str(), median(c.times) / median(base.times),
+    std::printf("  %-44s %5.2fx  (read %.2f GiB from shard files for %.2f GiB wanted)\n", c.name.c_str(), median(c.times) / median(base.times),
                 c.read_bytes / (1 << 30), bytes / (1 << 30));
   }
   std::printf("\nsaved as %s; every loaded value checked after the timed part\n", tiling_name(Tiling::blocks));

@@ -29,6 +29,15 @@ LoadResult load_checkpoint(const fs::path& dir, std::span<const SliceRead> slice
   LoadResult result;
   for (int64_t step : candidates) {
     try {
+      std::error_code ec;
+      if (!fs::is_directory(step_path(dir, step), ec)) {
+        // `latest` naming a missing step is damage, not "nothing saved yet": never NoCheckpoint,
+        // which a trainer takes as "start fresh".
+        const std::string what = step_path(dir, step).string() + " does not exist";
+        if (options.step && step == first) throw NoCheckpoint(step_path(dir, step).string(), "load", what);
+        throw MissingShard(step_path(dir, step).string(), "load",
+                           what + (step == first ? " but `latest` names it; restore it, or load with fallback" : ""));
+      }
       CheckpointReader reader(step_path(dir, step));
       for (const SliceRead& s : slices) reader.read(s, options.read);
       result.step = reader.step();

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/hdf5_util.hpp"
+#include "checkpoint/replicas.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "checkpoint/verify.hpp"
 #include "checkpoint_test_model.hpp"
@@ -395,6 +396,55 @@ TEST(Checkpoint, SavingACommittedStepAgainReplacesItWhole) {
   EXPECT_TRUE(c.replaced_existing);
   expect_load(dir, row_tiles, 2, 8, {}, 9);
   EXPECT_EQ(CheckpointReader::open_latest(dir).shards().size(), 3u);
+}
+
+TEST(Checkpoint, LatestNamingAMissingStepIsDamageNotAFreshStart) {
+  const fs::path dir = test_dir();
+  save_step(dir, 4, 1, row_tiles);
+  save_step(dir, 5, 1, row_tiles);
+  fs::remove_all(dir / "step-000000005");
+  RankTargets t = rank_targets(small_model(), row_tiles, 0, 1);
+  try {
+    load_checkpoint(dir, t.reads);
+    FAIL() << "a missing latest step loaded";
+  } catch (const NoCheckpoint& e) {
+    FAIL() << "reported as 'no checkpoint', which means start fresh: " << e.what();
+  } catch (const MissingShard& e) {
+    EXPECT_TRUE(contains_text(e.what(), "`latest` names it")) << e.what();
+  }
+  LoadOptions fb;
+  fb.fallback = true;
+  EXPECT_EQ(load_checkpoint(dir, t.reads, fb).step, 4);
+  LoadOptions absent;
+  absent.step = 7;
+  EXPECT_THROW(load_checkpoint(dir, t.reads, absent), NoCheckpoint);
+}
+
+TEST(Checkpoint, DataParallelReplicasWriteEachRectangleOnceWithAssignWriters) {
+  // 2 data replicas x 2 tensor-parallel ranks: ranks 0 and 2 hold tile 0, ranks 1 and 3
+  // tile 1. Every rank writes a shard (some of them empty) with only its assigned slices.
+  const fs::path dir = test_dir();
+  const auto model = small_model();
+  std::vector<RankState> states;
+  std::vector<std::vector<HeldSlice>> held;
+  for (int r = 0; r < 4; ++r) {
+    states.push_back(rank_state(model, row_tiles, r % 2, 2, 50));
+    held.emplace_back();
+    for (const TensorSlice& s : states.back().slices) held.back().push_back(HeldSlice{s.name, s.global_shape, s.rect});
+  }
+  const auto writes = assign_writers(held);
+  size_t written = 0;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<TensorSlice> mine;
+    for (size_t i : writes[static_cast<size_t>(r)]) mine.push_back(states[static_cast<size_t>(r)].slices[i]);
+    written += mine.size();
+    write_shard(dir, 50, r, mine);
+  }
+  EXPECT_EQ(written, 2 * model.size());
+  const std::vector<int> ranks = {0, 1, 2, 3};
+  commit(dir, 50, ranks, test_metadata(50), 2, std::chrono::seconds(5));
+  expect_load(dir, col_tiles, 3, 50);
+  EXPECT_TRUE(verify_checkpoint(dir / "step-000000050").ok());
 }
 
 TEST(Checkpoint, RemoveUncommittedClearsTemporariesOnly) {
