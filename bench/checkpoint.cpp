@@ -258,7 +258,7 @@ struct Row {
   double seconds() const { return median(times); }
 };
 void print_row(const Row& r, const Row* ref, const char* goal) {
-  std::printf("  %-44s %7.3f s %-15s %6.2f GB/s", r.name.c_str(), r.seconds(), spread(r.times).c_str(),
+  std::printf("  %-48s %7.3f s %-15s %6.2f GB/s", r.name.c_str(), r.seconds(), spread(r.times).c_str(),
               r.bytes / r.seconds() / 1e9);
   if (ref) std::printf("  %5.2fx of %s", ref->seconds() / r.seconds(), goal);
   std::printf("\n");
@@ -424,13 +424,13 @@ int main(int argc, char** argv) {
   print_row(w1, nullptr, "");
   print_row(w4, nullptr, "");
   print_row(sv, &w1, "plain 1-process write");
-  std::printf("  %-44s %7s   %-15s %11s  %5.2fx of plain 4-process write\n", "", "", "", "", w4.seconds() / sv.seconds());
+  std::printf("  %-48s %7s   %-15s %11s  %5.2fx of plain 4-process write\n", "", "", "", "", w4.seconds() / sv.seconds());
 
   std::printf("\nasync save (4 ranks; stall = the longest save() call, i.e. the copy into host buffers):\n");
-  std::printf("  %-44s %7.3f s %s\n", "first save of a saver (allocates buffers): stall", median(async_first), spread(async_first).c_str());
-  std::printf("  %-44s %7.3f s %s\n", "later saves (buffers reused): stall", median(async_stall), spread(async_stall).c_str());
-  std::printf("  %-44s %7.3f s %s\n", "later saves: save() to written and committed", median(async_total), spread(async_total).c_str());
-  std::printf("  %-44s %7.3f s   stall = %.3fx of the blocking save\n", "blocking save (above)", sv.seconds(),
+  std::printf("  %-48s %7.3f s %s\n", "first save of a saver (allocates buffers): stall", median(async_first), spread(async_first).c_str());
+  std::printf("  %-48s %7.3f s %s\n", "later saves (buffers reused): stall", median(async_stall), spread(async_stall).c_str());
+  std::printf("  %-48s %7.3f s %s\n", "later saves: save() to written and committed", median(async_total), spread(async_total).c_str());
+  std::printf("  %-48s %7.3f s   stall = %.3fx of the blocking save\n", "blocking save (above)", sv.seconds(),
               median(async_stall) / sv.seconds());
 
   std::printf("\nreads (%s; ratio = reference time / time, goal >= 0.8x):\n", dropped ? "cold page cache" : "page cache NOT dropped");
@@ -453,7 +453,7 @@ int main(int argc, char** argv) {
   for (const LoadCase& c : loads) {
     if (c.tiling == Tiling::blocks) continue;
     const LoadCase& base = c.ro.path == ReadPath::index_vds ? same_vds : same_shards;
-    std::printf("  %-44s %5.2fx  (read %.2f GiB from shard files for %.2f GiB wanted)\n", c.name.c_str(), median(c.times) / median(base.times),
+    std::printf("  %-48s %5.2fx  (read %.2f GiB from shard files for %.2f GiB wanted)\n", c.name.c_str(), median(c.times) / median(base.times),
                 c.read_bytes / (1 << 30), bytes / (1 << 30));
   }
   std::printf("\nsaved as %s; every loaded value checked after the timed part\n", tiling_name(Tiling::blocks));
