@@ -46,16 +46,23 @@ struct Options {
   int tensors = 8;                   // 8 x 128 MiB = 1 GiB
 };
 
-float value(int tensor, int64_t index) { return static_cast<float>(tensor) * 1000.0f + static_cast<float>(index % 100003) * 0.5f; }
+float value(int tensor, int64_t index) {
+  return static_cast<float>(tensor) * 1000.0f + static_cast<float>(index % 100003) * 0.5f;
+}
 
 // Tilings of every [rows, cols] weight over the 4 ranks.
 enum class Tiling { blocks, rows, cols };
-const char* tiling_name(Tiling t) { return t == Tiling::blocks ? "2x2 blocks" : t == Tiling::rows ? "4 row tiles" : "4 column tiles"; }
+const char* tiling_name(Tiling t) {
+  return t == Tiling::blocks ? "2x2 blocks" : t == Tiling::rows ? "4 row tiles" : "4 column tiles";
+}
 Rect tile(Tiling t, int64_t rows, int64_t cols, int rank) {
   switch (t) {
-    case Tiling::blocks: return Rect{{(rank / 2) * rows / 2, (rank % 2) * cols / 2}, {rows / 2, cols / 2}};
-    case Tiling::rows: return Rect{{rank * rows / 4, 0}, {rows / 4, cols}};
-    case Tiling::cols: return Rect{{0, rank * cols / 4}, {rows, cols / 4}};
+    case Tiling::blocks:
+      return Rect{{(rank / 2) * rows / 2, (rank % 2) * cols / 2}, {rows / 2, cols / 2}};
+    case Tiling::rows:
+      return Rect{{rank * rows / 4, 0}, {rows / 4, cols}};
+    case Tiling::cols:
+      return Rect{{0, rank * cols / 4}, {rows, cols / 4}};
   }
   throw std::logic_error("tiling");
 }
@@ -231,7 +238,8 @@ void check_loaded(const Options& o, const std::vector<std::vector<float>>& bufs,
     const Rect r = tile(tiling, o.rows, o.cols, rank);
     for (int64_t i = 0; i < r.count[0]; ++i) {
       for (int64_t j = 0; j < r.count[1]; ++j) {
-        if (bufs[static_cast<size_t>(t)][static_cast<size_t>(i * r.count[1] + j)] != value(t, (r.offset[0] + i) * o.cols + r.offset[1] + j)) {
+        if (bufs[static_cast<size_t>(t)][static_cast<size_t>(i * r.count[1] + j)] !=
+            value(t, (r.offset[0] + i) * o.cols + r.offset[1] + j)) {
           throw std::runtime_error("loaded value differs: tensor " + std::to_string(t) + " " + rect_string(r));
         }
       }
@@ -247,7 +255,8 @@ double median(std::vector<double> v) {
 // "min..max" of the repetitions, to show the spread behind a median.
 std::string spread(const std::vector<double>& v) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "(%.3f..%.3f)", *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+  std::snprintf(buf, sizeof buf, "(%.3f..%.3f)", *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()));
   return buf;
 }
 
@@ -274,11 +283,16 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--reps") o.reps = std::stoi(next());
-    else if (a == "--rows") o.rows = std::stoll(next());
-    else if (a == "--cols") o.cols = std::stoll(next());
-    else if (a == "--tensors") o.tensors = std::stoi(next());
-    else if (!a.empty() && a[0] != '-') o.dir = a;
+    if (a == "--reps")
+      o.reps = std::stoi(next());
+    else if (a == "--rows")
+      o.rows = std::stoll(next());
+    else if (a == "--cols")
+      o.cols = std::stoll(next());
+    else if (a == "--tensors")
+      o.tensors = std::stoi(next());
+    else if (!a.empty() && a[0] != '-')
+      o.dir = a;
     else {
       std::fprintf(stderr, "usage: %s [DIR] [--reps N] [--rows R] [--cols C] [--tensors T]\n", argv[0]);
       return 2;
@@ -296,10 +310,12 @@ int main(int argc, char** argv) {
   const double bytes = static_cast<double>(total);
   const fs::path ckpt = o.dir / "ckpt";
   const bool dropped = drop_caches();
-  std::printf("checkpoint bench: %d tensors [%lld, %lld] float32 = %.2f GiB over %d ranks (processes), %d reps (median)\n",
-              o.tensors, static_cast<long long>(o.rows), static_cast<long long>(o.cols), bytes / (1 << 30), kRanks, o.reps);
+  std::printf(
+      "checkpoint bench: %d tensors [%lld, %lld] float32 = %.2f GiB over %d ranks (processes), %d reps (median)\n",
+      o.tensors, static_cast<long long>(o.rows), static_cast<long long>(o.cols), bytes / (1 << 30), kRanks, o.reps);
   std::printf("dir %s (fs magic 0x%lx); page cache dropped before reads: %s\n", fs::absolute(o.dir).c_str(),
-              static_cast<unsigned long>(sfs.f_type), dropped ? "yes" : "NO (reads are from the page cache, both sides alike)");
+              static_cast<unsigned long>(sfs.f_type),
+              dropped ? "yes" : "NO (reads are from the page cache, both sides alike)");
 
   // ---- writes ----
   std::vector<double> plain1, plain4, save, async_stall, async_first, async_total;
@@ -315,8 +331,8 @@ int main(int argc, char** argv) {
     plain4.push_back(run_procs(kRanks, [&](int rank, const std::function<void()>& ready) {
                        std::vector<float> part(total / 4 / kRanks, static_cast<float>(rank));
                        ready();
-                       plain_write(o.dir / ("plain-" + std::to_string(rank) + ".bin"), reinterpret_cast<const char*>(part.data()),
-                                   total / kRanks);
+                       plain_write(o.dir / ("plain-" + std::to_string(rank) + ".bin"),
+                                   reinterpret_cast<const char*>(part.data()), total / kRanks);
                        return Done{now_s(), 0, 0};
                      }).wall);
     ++step;
@@ -324,7 +340,8 @@ int main(int argc, char** argv) {
                      RankData d = rank_data(o, Tiling::blocks, rank);
                      ready();
                      write_shard(ckpt, step, rank, d.slices);
-                     if (rank == 0) commit(ckpt, step, std::vector<int>{0, 1, 2, 3}, Metadata{}, 2, std::chrono::minutes(5));
+                     if (rank == 0)
+                       commit(ckpt, step, std::vector<int>{0, 1, 2, 3}, Metadata{}, 2, std::chrono::minutes(5));
                      return Done{now_s(), 0, 0};
                    }).wall);
     // Async: a saver's first save allocates its host buffers; later saves reuse them (the
@@ -333,7 +350,9 @@ int main(int argc, char** argv) {
     const PhaseResult a = run_procs(kRanks, [&](int rank, const std::function<void()>& ready) {
       RankData d = rank_data(o, Tiling::blocks, rank);
       AsyncSaver saver(ckpt, rank, SaverOptions{2, std::chrono::minutes(5), ""});
-      auto commit_spec = [&] { return rank == 0 ? std::optional<CommitSpec>(CommitSpec{{0, 1, 2, 3}, Metadata{}}) : std::nullopt; };
+      auto commit_spec = [&] {
+        return rank == 0 ? std::optional<CommitSpec>(CommitSpec{{0, 1, 2, 3}, Metadata{}}) : std::nullopt;
+      };
       saver.save(step - 1, d.slices, commit_spec());
       saver.wait();
       const double first_stall = std::chrono::duration<double>(saver.last_copy()).count();
@@ -364,28 +383,36 @@ int main(int argc, char** argv) {
   };
   auto plain_read_phase = [&](int procs) {
     cold();
-    return run_procs(procs, [&](int rank, const std::function<void()>& ready) {
-             const size_t n = total / static_cast<size_t>(procs);
-             std::vector<char> buf(n, 1);
-             ready();
-             plain_read(procs == 1 ? o.dir / "plain.bin" : o.dir / ("plain-" + std::to_string(rank) + ".bin"), buf.data(), n);
-             return Done{now_s(), 0, 0};
-           }).wall;
+    return run_procs(procs,
+                     [&](int rank, const std::function<void()>& ready) {
+                       const size_t n = total / static_cast<size_t>(procs);
+                       std::vector<char> buf(n, 1);
+                       ready();
+                       plain_read(procs == 1 ? o.dir / "plain.bin" : o.dir / ("plain-" + std::to_string(rank) + ".bin"),
+                                  buf.data(), n);
+                       return Done{now_s(), 0, 0};
+                     })
+        .wall;
   };
   auto load_phase = [&](Tiling tiling, ReadOptions ro) {
     cold();
     return run_procs(kRanks, [&](int rank, const std::function<void()>& ready) {
-             std::vector<std::vector<float>> bufs;
-             for (int t = 0; t < o.tensors; ++t) bufs.emplace_back(static_cast<size_t>(element_count(tile(tiling, o.rows, o.cols, rank))), -1.0f);
-             ready();
-             CheckpointReader reader = CheckpointReader::open_latest(ckpt);
-             for (int t = 0; t < o.tensors; ++t) {
-               reader.read(SliceRead{tensor_name(t), {o.rows, o.cols}, tile(tiling, o.rows, o.cols, rank), bufs[static_cast<size_t>(t)].data()}, ro);
-             }
-             const Done done{now_s(), static_cast<double>(reader.bytes_read()), 0};
-             check_loaded(o, bufs, tiling, rank);  // after the timed part
-             return done;
-           });
+      std::vector<std::vector<float>> bufs;
+      for (int t = 0; t < o.tensors; ++t)
+        bufs.emplace_back(static_cast<size_t>(element_count(tile(tiling, o.rows, o.cols, rank))), -1.0f);
+      ready();
+      CheckpointReader reader = CheckpointReader::open_latest(ckpt);
+      for (int t = 0; t < o.tensors; ++t) {
+        reader.read(SliceRead{tensor_name(t),
+                              {o.rows, o.cols},
+                              tile(tiling, o.rows, o.cols, rank),
+                              bufs[static_cast<size_t>(t)].data()},
+                    ro);
+      }
+      const Done done{now_s(), static_cast<double>(reader.bytes_read()), 0};
+      check_loaded(o, bufs, tiling, rank);  // after the timed part
+      return done;
+    });
   };
   std::vector<double> read1, read4;
   struct LoadCase {
@@ -424,16 +451,21 @@ int main(int argc, char** argv) {
   print_row(w1, nullptr, "");
   print_row(w4, nullptr, "");
   print_row(sv, &w1, "plain 1-process write");
-  std::printf("  %-48s %7s   %-15s %11s  %5.2fx of plain 4-process write\n", "", "", "", "", w4.seconds() / sv.seconds());
+  std::printf("  %-48s %7s   %-15s %11s  %5.2fx of plain 4-process write\n", "", "", "", "",
+              w4.seconds() / sv.seconds());
 
   std::printf("\nasync save (4 ranks; stall = the longest save() call, i.e. the copy into host buffers):\n");
-  std::printf("  %-48s %7.3f s %s\n", "first save of a saver (allocates buffers): stall", median(async_first), spread(async_first).c_str());
-  std::printf("  %-48s %7.3f s %s\n", "later saves (buffers reused): stall", median(async_stall), spread(async_stall).c_str());
-  std::printf("  %-48s %7.3f s %s\n", "later saves: save() to written and committed", median(async_total), spread(async_total).c_str());
+  std::printf("  %-48s %7.3f s %s\n", "first save of a saver (allocates buffers): stall", median(async_first),
+              spread(async_first).c_str());
+  std::printf("  %-48s %7.3f s %s\n", "later saves (buffers reused): stall", median(async_stall),
+              spread(async_stall).c_str());
+  std::printf("  %-48s %7.3f s %s\n", "later saves: save() to written and committed", median(async_total),
+              spread(async_total).c_str());
   std::printf("  %-48s %7.3f s   stall = %.3fx of the blocking save\n", "blocking save (above)", sv.seconds(),
               median(async_stall) / sv.seconds());
 
-  std::printf("\nreads (%s; ratio = reference time / time, goal >= 0.8x):\n", dropped ? "cold page cache" : "page cache NOT dropped");
+  std::printf("\nreads (%s; ratio = reference time / time, goal >= 0.8x):\n",
+              dropped ? "cold page cache" : "page cache NOT dropped");
   const Row r1{"plain read, 1 process, 1 file", read1, bytes};
   const Row r4{"plain read, 4 processes, 4 files", read4, bytes};
   print_row(r1, nullptr, "");
@@ -453,8 +485,8 @@ int main(int argc, char** argv) {
   for (const LoadCase& c : loads) {
     if (c.tiling == Tiling::blocks) continue;
     const LoadCase& base = c.ro.path == ReadPath::index_vds ? same_vds : same_shards;
-    std::printf("  %-48s %5.2fx  (read %.2f GiB from shard files for %.2f GiB wanted)\n", c.name.c_str(), median(c.times) / median(base.times),
-                c.read_bytes / (1 << 30), bytes / (1 << 30));
+    std::printf("  %-48s %5.2fx  (read %.2f GiB from shard files for %.2f GiB wanted)\n", c.name.c_str(),
+                median(c.times) / median(base.times), c.read_bytes / (1 << 30), bytes / (1 << 30));
   }
   std::printf("\nsaved as %s; every loaded value checked after the timed part\n", tiling_name(Tiling::blocks));
   fs::remove_all(o.dir);

@@ -22,9 +22,9 @@
 namespace axonn {
 
 struct SaverOptions {
-  int keep = 2;                                            // committed steps kept
+  int keep = 2;  // committed steps kept
   std::chrono::milliseconds commit_timeout{std::chrono::minutes(10)};
-  std::string save_token;                                  // same on every rank of one run
+  std::string save_token;  // same on every rank of one run
 };
 
 // What the committing rank needs besides its own shard.

@@ -37,7 +37,9 @@ int64_t checksum_rows_per_block(const Rect& rect) {
   return std::max<int64_t>(1, kChecksumBlockBytes / row_bytes);
 }
 
-int64_t checksum_block_count(int64_t rows, int64_t rows_per_block) { return (rows + rows_per_block - 1) / rows_per_block; }
+int64_t checksum_block_count(int64_t rows, int64_t rows_per_block) {
+  return (rows + rows_per_block - 1) / rows_per_block;
+}
 
 std::vector<uint64_t> block_hashes(const float* data, const Rect& rect, int64_t rows_per_block) {
   const int64_t rows = rect.count[0];

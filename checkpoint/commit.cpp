@@ -64,8 +64,9 @@ std::map<int, ShardMeta> wait_for_shards(const fs::path& tmp, int64_t step, std:
                               " of " + std::to_string(expected.size()) + " shards in " + tmp.string() + " (" + list +
                               "); `latest` is unchanged: check that those ranks reached this step's save");
     }
-    std::this_thread::sleep_for(std::min(poll, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
-                                                   std::chrono::milliseconds(1)));
+    std::this_thread::sleep_for(std::min(
+        poll,
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) + std::chrono::milliseconds(1)));
     poll = std::min(poll * 2, std::chrono::milliseconds(100));
   }
 }
@@ -85,7 +86,8 @@ std::vector<TensorInfo> build_table(const std::map<int, ShardMeta>& metas, const
                                   t.sources.front().file + " but " + shape_string(s.global_shape) + " in " +
                                   shard_file_name(rank) + ": all ranks must describe the same model");
       }
-      t.sources.push_back(StoredRect{rank, shard_file_name(rank), s.dataset, s.rect, s.rows_per_block, s.block_hashes, s.xxh3});
+      t.sources.push_back(
+          StoredRect{rank, shard_file_name(rank), s.dataset, s.rect, s.rows_per_block, s.block_hashes, s.xxh3});
     }
   }
   std::vector<TensorInfo> table;
@@ -100,12 +102,13 @@ std::vector<TensorInfo> build_table(const std::map<int, ShardMeta>& metas, const
       const StoredRect& a = t.sources[pair->first];
       const StoredRect& b = t.sources[pair->second];
       const bool same = a.rect == b.rect;
-      throw CheckpointError(tmp.string(), "commit",
-                            "tensor '" + name + "': " + (same ? "rectangle " + rect_string(a.rect) + " is written by both "
-                                                              : "rectangles " + rect_string(a.rect) + " and " +
-                                                                    rect_string(b.rect) + " overlap, written by ") +
-                                a.file + " and " + b.file +
-                                (same ? ": data-parallel replicas must write each rectangle once (use assign_writers)" : ""));
+      throw CheckpointError(
+          tmp.string(), "commit",
+          "tensor '" + name + "': " +
+              (same ? "rectangle " + rect_string(a.rect) + " is written by both "
+                    : "rectangles " + rect_string(a.rect) + " and " + rect_string(b.rect) + " overlap, written by ") +
+              a.file + " and " + b.file +
+              (same ? ": data-parallel replicas must write each rectangle once (use assign_writers)" : ""));
     }
     if (covered != element_count(t.global_shape)) {
       throw CheckpointError(tmp.string(), "commit",

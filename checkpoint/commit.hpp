@@ -13,10 +13,10 @@
 namespace axonn {
 
 struct CommitResult {
-  std::filesystem::path step_dir;    // <dir>/step-000000012
-  int64_t data_bytes = 0;            // float32 payload of all shards
+  std::filesystem::path step_dir;  // <dir>/step-000000012
+  int64_t data_bytes = 0;          // float32 payload of all shards
   int shards = 0;
-  bool replaced_existing = false;    // a committed directory of this step was swapped out
+  bool replaced_existing = false;      // a committed directory of this step was swapped out
   std::vector<int64_t> removed_steps;  // deleted by retention
 };
 

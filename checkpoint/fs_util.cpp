@@ -47,7 +47,8 @@ void exchange_paths(const std::filesystem::path& a, const std::filesystem::path&
   if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) != 0) {
     const int err = errno;
     throw CheckpointError(b.string(), "exchange",
-                          "renameat2(RENAME_EXCHANGE) " + a.string() + " <-> " + b.string() + " failed: " + std::strerror(err) +
+                          "renameat2(RENAME_EXCHANGE) " + a.string() + " <-> " + b.string() +
+                              " failed: " + std::strerror(err) +
                               " (the file system must support atomic exchange to overwrite a committed step)");
   }
 }

@@ -67,7 +67,8 @@ Handle vlen_string_type(const std::string& file) {
   return t;
 }
 
-void select_box(Id space, const std::vector<int64_t>& offset, const std::vector<int64_t>& count, const std::string& file) {
+void select_box(Id space, const std::vector<int64_t>& offset, const std::vector<int64_t>& count,
+                const std::string& file) {
   const auto o = to_hsize(offset);
   const auto c = to_hsize(count);
   check(H5Sselect_hyperslab(space, H5S_SELECT_SET, o.data(), nullptr, c.data(), nullptr), file, "select hyperslab");
@@ -191,9 +192,10 @@ Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int
   check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), file, "set contiguous layout");
   check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "disable fill");
   check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_LATE), file, "set allocation time");
-  return Handle(check_id(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                         file, "create dataset " + name),
-                H5Dclose);
+  return Handle(
+      check_id(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), file,
+               "create dataset " + name),
+      H5Dclose);
 }
 
 Handle open_dataset(Id loc, const std::string& name, const std::string& file) {
@@ -236,9 +238,10 @@ Handle create_virtual_f32(Id loc, const std::string& name, const std::vector<int
   }
   Handle lcpl(check_id(H5Pcreate(H5P_LINK_CREATE), file, "create link property list"), H5Pclose);
   check(H5Pset_create_intermediate_group(lcpl.get(), 1), file, "allow intermediate groups");
-  return Handle(check_id(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, vspace.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
-                         file, "create virtual dataset " + name),
-                H5Dclose);
+  return Handle(
+      check_id(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, vspace.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), file,
+               "create virtual dataset " + name),
+      H5Dclose);
 }
 
 // ---- attributes ----
@@ -295,19 +298,28 @@ void Attrs::set_strs(const std::string& name, const std::vector<std::string>& va
 
 int64_t Attrs::get_i64(const std::string& name) const {
   const auto v = get_i64s(name);
-  if (v.size() != 1) throw CheckpointError(file_, "read attribute " + name, "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
+  if (v.size() != 1)
+    throw CheckpointError(
+        file_, "read attribute " + name,
+        "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
   return v[0];
 }
 
 uint64_t Attrs::get_u64(const std::string& name) const {
   const auto v = get_u64s(name);
-  if (v.size() != 1) throw CheckpointError(file_, "read attribute " + name, "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
+  if (v.size() != 1)
+    throw CheckpointError(
+        file_, "read attribute " + name,
+        "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
   return v[0];
 }
 
 double Attrs::get_f64(const std::string& name) const {
   const auto v = read_numeric<double>(open(name), H5T_NATIVE_DOUBLE, file_, name);
-  if (v.size() != 1) throw CheckpointError(file_, "read attribute " + name, "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
+  if (v.size() != 1)
+    throw CheckpointError(
+        file_, "read attribute " + name,
+        "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
   return v[0];
 }
 
@@ -350,7 +362,10 @@ std::vector<std::string> Attrs::get_strs(const std::string& name) const {
 
 std::string Attrs::get_str(const std::string& name) const {
   const auto v = get_strs(name);
-  if (v.size() != 1) throw CheckpointError(file_, "read attribute " + name, "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
+  if (v.size() != 1)
+    throw CheckpointError(
+        file_, "read attribute " + name,
+        "attribute " + name + " in " + file_ + " has " + std::to_string(v.size()) + " values, expected one");
   return v[0];
 }
 
@@ -358,10 +373,14 @@ std::string Attrs::type_class(const std::string& name) const {
   Handle attr = open(name);
   Handle t(check_id(H5Aget_type(attr.get()), file_, "get type of attribute " + name), H5Tclose);
   switch (H5Tget_class(t.get())) {
-    case H5T_INTEGER: return "int";
-    case H5T_FLOAT: return "float";
-    case H5T_STRING: return "string";
-    default: return "other";
+    case H5T_INTEGER:
+      return "int";
+    case H5T_FLOAT:
+      return "float";
+    case H5T_STRING:
+      return "string";
+    default:
+      return "other";
   }
 }
 

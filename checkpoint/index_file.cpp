@@ -1,5 +1,9 @@
 #include "checkpoint/index_file.hpp"
 
+#include <map>
+#include <optional>
+#include <stdexcept>
+
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/format.hpp"
@@ -7,10 +11,6 @@
 #include "checkpoint/hdf5_util.hpp"
 #include "checkpoint/shard_meta.hpp"
 #include "checkpoint/step_dir.hpp"
-
-#include <map>
-#include <optional>
-#include <stdexcept>
 
 namespace axonn {
 namespace {
@@ -99,8 +99,10 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
     s.rank = static_cast<int>(ranks[i]);
     s.file = shard_file_name(s.rank);
     s.dataset = datasets[i];
-    s.rect.offset.assign(offsets.begin() + static_cast<std::ptrdiff_t>(i * r), offsets.begin() + static_cast<std::ptrdiff_t>((i + 1) * r));
-    s.rect.count.assign(counts.begin() + static_cast<std::ptrdiff_t>(i * r), counts.begin() + static_cast<std::ptrdiff_t>((i + 1) * r));
+    s.rect.offset.assign(offsets.begin() + static_cast<std::ptrdiff_t>(i * r),
+                         offsets.begin() + static_cast<std::ptrdiff_t>((i + 1) * r));
+    s.rect.count.assign(counts.begin() + static_cast<std::ptrdiff_t>(i * r),
+                        counts.begin() + static_cast<std::ptrdiff_t>((i + 1) * r));
     try {
       validate_rect(t.global_shape, s.rect, "tensor '" + name + "'");
     } catch (const std::invalid_argument& e) {
@@ -124,14 +126,16 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
 // Disk to reserve for the index (see reserve_file_space): generous per tensor and per
 // stored rectangle (its VDS mapping and attribute rows); the unused part is cut off.
 int64_t reservation(const IndexContents& c) {
-  int64_t bytes = (int64_t{1} << 20) + static_cast<int64_t>(c.metadata.model_config.size() + c.metadata.rng_state.size());
+  int64_t bytes =
+      (int64_t{1} << 20) + static_cast<int64_t>(c.metadata.model_config.size() + c.metadata.rng_state.size());
   for (const auto& [k, v] : c.metadata.strings) bytes += static_cast<int64_t>(k.size() + v.size()) + 256;
   bytes += static_cast<int64_t>(c.metadata.ints.size() + c.metadata.reals.size()) * 256;
   bytes += static_cast<int64_t>(c.shards.size()) * 256;
   for (const TensorInfo& t : c.tensors) {
     bytes += (16 << 10) + 2 * static_cast<int64_t>(t.name.size());
     for (const StoredRect& s : t.sources) {
-      bytes += 512 + 48 * static_cast<int64_t>(t.global_shape.size()) + 8 * static_cast<int64_t>(s.block_hashes.size()) +
+      bytes += 512 + 48 * static_cast<int64_t>(t.global_shape.size()) +
+               8 * static_cast<int64_t>(s.block_hashes.size()) +
                2 * static_cast<int64_t>(s.file.size() + s.dataset.size());
     }
   }
@@ -182,7 +186,8 @@ IndexContents read_index(const std::filesystem::path& path) {
   c.step = root.get_i64(format::kAttrStep);
   c.save_token = root.get_str(format::kAttrSaveToken);
   c.metadata = read_metadata(root);
-  for (const std::string& name : root.get_strs(format::kAttrTensorNames)) c.tensors.push_back(read_tensor(file.get(), name, f));
+  for (const std::string& name : root.get_strs(format::kAttrTensorNames))
+    c.tensors.push_back(read_tensor(file.get(), name, f));
   const auto ranks = root.get_i64s(format::kAttrShardRanks);
   const auto files = root.get_strs(format::kAttrShardFiles);
   const auto checksums = root.get_u64s(format::kAttrShardChecksums);

@@ -33,8 +33,8 @@ std::string inspect_checkpoint(const CheckpointReader& reader) {
     name_width = std::max(name_width, t.name.size());
   }
   std::string out = "checkpoint " + reader.step_dir().string() + "\n";
-  out += "  step " + std::to_string(reader.step()) + ", format " + format::kMagic + " v" + std::to_string(format::kVersion) +
-         ", checksums " + format::kChecksumAlgorithm + "\n";
+  out += "  step " + std::to_string(reader.step()) + ", format " + format::kMagic + " v" +
+         std::to_string(format::kVersion) + ", checksums " + format::kChecksumAlgorithm + "\n";
   out += "  layout '" + m.layout + "', data cursor " + std::to_string(m.data_cursor) + ", rng state " +
          std::to_string(m.rng_state.size()) + " bytes\n";
   out += "  model config (" + std::to_string(m.model_config.size()) + " bytes): " + first_line(m.model_config) + "\n";
@@ -60,8 +60,8 @@ std::string inspect_checkpoint(const CheckpointReader& reader) {
     const int64_t on_disk = ec ? -1 : static_cast<int64_t>(size);
     file_bytes += std::max<int64_t>(on_disk, 0);
     char line[256];
-    std::snprintf(line, sizeof line, "  %s  rank %5d  %4lld datasets  %12s payload  %12s file  xxh3 %s\n", s.file.c_str(),
-                  s.rank, static_cast<long long>(s.datasets), mib(s.data_bytes).c_str(),
+    std::snprintf(line, sizeof line, "  %s  rank %5d  %4lld datasets  %12s payload  %12s file  xxh3 %s\n",
+                  s.file.c_str(), s.rank, static_cast<long long>(s.datasets), mib(s.data_bytes).c_str(),
                   on_disk < 0 ? "missing" : mib(on_disk).c_str(), hex64(s.checksum).c_str());
     shard_lines += line;
   }

@@ -15,7 +15,8 @@ LoadResult load_checkpoint(const fs::path& dir, std::span<const SliceRead> slice
     first = *options.step;
   } else {
     const auto latest = read_latest(dir);
-    if (!latest) throw NoCheckpoint(dir.string(), "load", "no committed checkpoint in " + dir.string() + " (no `latest`)");
+    if (!latest)
+      throw NoCheckpoint(dir.string(), "load", "no committed checkpoint in " + dir.string() + " (no `latest`)");
     first = *latest;
   }
   std::vector<int64_t> candidates = {first};
@@ -54,8 +55,9 @@ LoadResult load_checkpoint(const fs::path& dir, std::span<const SliceRead> slice
   }
   std::string why;
   for (const std::string& s : result.skipped) why += "\n  " + s;
-  throw CheckpointError(dir.string(), "load", "no loadable checkpoint in " + dir.string() + " (tried " +
-                                                  std::to_string(candidates.size()) + " steps):" + why);
+  throw CheckpointError(
+      dir.string(), "load",
+      "no loadable checkpoint in " + dir.string() + " (tried " + std::to_string(candidates.size()) + " steps):" + why);
 }
 
 }  // namespace axonn

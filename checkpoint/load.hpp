@@ -27,8 +27,8 @@ struct LoadResult {
   int64_t step = 0;
   std::filesystem::path step_dir;
   Metadata metadata;
-  bool fell_back = false;             // true: NOT the step asked for; log it loudly
-  std::vector<std::string> skipped;   // "step-000000012: <why>" for each step given up on
+  bool fell_back = false;            // true: NOT the step asked for; log it loudly
+  std::vector<std::string> skipped;  // "step-000000012: <why>" for each step given up on
 };
 
 // Fills every slice. Throws NoCheckpoint when there is nothing to load, RequestMismatch

@@ -9,10 +9,10 @@
 namespace axonn {
 
 struct Metadata {
-  std::string layout;               // the layout that wrote it, e.g. "2x2x1x1" (informational)
-  std::string model_config;         // the model section as text; the trainer compares it on load
-  int64_t data_cursor = 0;          // global index of the next training sample
-  std::vector<uint8_t> rng_state;   // opaque bytes of the trainer's RNG(s)
+  std::string layout;                          // the layout that wrote it, e.g. "2x2x1x1" (informational)
+  std::string model_config;                    // the model section as text; the trainer compares it on load
+  int64_t data_cursor = 0;                     // global index of the next training sample
+  std::vector<uint8_t> rng_state;              // opaque bytes of the trainer's RNG(s)
   std::map<std::string, int64_t> ints;         // e.g. "lr_schedule.step"
   std::map<std::string, double> reals;         // e.g. "lr_schedule.last_lr"
   std::map<std::string, std::string> strings;  // anything else

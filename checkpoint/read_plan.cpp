@@ -63,8 +63,9 @@ std::string format_read_plan(const ReadPlan& plan) {
     out += "), reads " + mib(rp.bytes_read) + " for " + mib(rp.bytes_wanted) + " wanted\n";
   }
   char ratio[32];
-  std::snprintf(ratio, sizeof ratio, "%.2fx",
-                plan.bytes_wanted ? static_cast<double>(plan.bytes_read) / static_cast<double>(plan.bytes_wanted) : 0.0);
+  std::snprintf(
+      ratio, sizeof ratio, "%.2fx",
+      plan.bytes_wanted ? static_cast<double>(plan.bytes_read) / static_cast<double>(plan.bytes_wanted) : 0.0);
   out += "total: reads " + mib(plan.bytes_read) + " for " + mib(plan.bytes_wanted) + " wanted (" + ratio +
          "), checkpoint stores " + mib(plan.bytes_stored) + "\n";
   return out;

@@ -25,7 +25,7 @@ struct ReadPlan {
   std::vector<RankReadPlan> ranks;
   int64_t bytes_wanted = 0;
   int64_t bytes_read = 0;
-  int64_t bytes_stored = 0;        // float32 bytes in the checkpoint
+  int64_t bytes_stored = 0;  // float32 bytes in the checkpoint
 };
 
 // Bytes the reader reads from one stored rectangle to fill `region` of it: whole checksum

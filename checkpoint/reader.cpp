@@ -27,10 +27,10 @@ struct CheckpointReader::Impl {
   fs::path dir;
   std::string index_file;
   IndexContents index;
-  std::map<int, h5::Handle> shard_files;           // rank -> open file
-  h5::Handle index_handle;                          // opened on first VDS read
-  std::map<std::string, h5::Handle> vds;            // tensor -> open virtual dataset
-  std::array<std::vector<float>, 2> bounce;         // verified reads: kept, so pages are faulted once
+  std::map<int, h5::Handle> shard_files;     // rank -> open file
+  h5::Handle index_handle;                   // opened on first VDS read
+  std::map<std::string, h5::Handle> vds;     // tensor -> open virtual dataset
+  std::array<std::vector<float>, 2> bounce;  // verified reads: kept, so pages are faulted once
   int64_t bytes_read = 0;
 
   h5::Id shard(const StoredRect& s) {
@@ -63,7 +63,8 @@ struct CheckpointReader::Impl {
   // Reads the checksum blocks of `src` that `region` touches in groups of whole blocks,
   // pipelined: while group k+1 is read (I/O, under HDF5's lock), a helper thread hashes
   // group k against the index (and copies its part of `region` into dst where needed).
-  void read_verified(const TensorInfo& info, const StoredRect& src, const Rect& region, const Rect& wanted, float* dst) {
+  void read_verified(const TensorInfo& info, const StoredRect& src, const Rect& region, const Rect& wanted,
+                     float* dst) {
     const std::string f = (dir / src.file).string();
     h5::Handle ds = h5::open_dataset(shard(src), src.dataset, f);
     const RowRange rows = verified_rows(src.rect, region, src.rows_per_block);
@@ -74,7 +75,8 @@ struct CheckpointReader::Impl {
     // A group whose every element is wanted is read straight into dst, where each source
     // row is one run when the dimensions after the second agree (always for matrices).
     bool rows_are_runs = true;
-    for (size_t d = 2; d < src.rect.count.size(); ++d) rows_are_runs = rows_are_runs && src.rect.count[d] == wanted.count[d];
+    for (size_t d = 2; d < src.rect.count.size(); ++d)
+      rows_are_runs = rows_are_runs && src.rect.count[d] == wanted.count[d];
     const int64_t dst_row_elems = row_elements(wanted);
     std::future<void> pending;  // declared after `bounce` (a member): never outlives it
     size_t which = 0;
@@ -110,8 +112,8 @@ struct CheckpointReader::Impl {
       }
       bytes_read += (g_end - g) * row_bytes;
       if (pending.valid()) pending.get();  // rethrows a mismatch found in the previous group
-      pending = std::async(std::launch::async, [&info, &src, &wanted, &f, first, stride, group, target, direct, g, g_end,
-                                                row_elems, dst] {
+      pending = std::async(std::launch::async, [&info, &src, &wanted, &f, first, stride, group, target, direct, g,
+                                                g_end, row_elems, dst] {
         for (int64_t r = g; r < g_end; r += src.rows_per_block) {
           const int64_t n = std::min(src.rows_per_block, g_end - r);
           const uint64_t got = xxh3_64_rows(first + (r - g) * stride, n, row_elems, stride);
@@ -121,7 +123,8 @@ struct CheckpointReader::Impl {
                                    "checksum mismatch in " + f + " (" + src.dataset + ", tensor '" + info.name + "', " +
                                        rect_string(src.rect) + ", rows " + std::to_string(r) + ".." +
                                        std::to_string(r + n - 1) + "): stored XXH3-64 " + hex64(want) + ", computed " +
-                                       hex64(got) + "; the shard is corrupt: restore it, or load the previous step (fallback)");
+                                       hex64(got) +
+                                       "; the shard is corrupt: restore it, or load the previous step (fallback)");
           }
         }
         if (!direct) copy_region(first, group, dst, wanted, *target);
@@ -148,15 +151,16 @@ CheckpointReader::CheckpointReader(const fs::path& step_dir) : impl_(std::make_u
     const fs::path p = step_dir / s.file;
     if (!fs::exists(p, ec)) {
       throw MissingShard(p.string(), "open",
-                         "shard file " + p.string() + " (rank " + std::to_string(s.rank) + ") named by " + index.string() +
-                             " is missing; restore it, or load the previous step (fallback)");
+                         "shard file " + p.string() + " (rank " + std::to_string(s.rank) + ") named by " +
+                             index.string() + " is missing; restore it, or load the previous step (fallback)");
     }
   }
 }
 
 CheckpointReader CheckpointReader::open_latest(const fs::path& dir) {
   const auto latest = read_latest(dir);
-  if (!latest) throw NoCheckpoint(dir.string(), "open latest", "no committed checkpoint in " + dir.string() + " (no `latest`)");
+  if (!latest)
+    throw NoCheckpoint(dir.string(), "open latest", "no committed checkpoint in " + dir.string() + " (no `latest`)");
   const fs::path step_dir = step_path(dir, *latest);
   std::error_code ec;
   if (!fs::is_directory(step_dir, ec)) {
@@ -167,7 +171,9 @@ CheckpointReader CheckpointReader::open_latest(const fs::path& dir) {
   return CheckpointReader(step_dir);
 }
 
-CheckpointReader CheckpointReader::open_step(const fs::path& dir, int64_t step) { return CheckpointReader(step_path(dir, step)); }
+CheckpointReader CheckpointReader::open_step(const fs::path& dir, int64_t step) {
+  return CheckpointReader(step_path(dir, step));
+}
 
 CheckpointReader::CheckpointReader(CheckpointReader&&) noexcept = default;
 CheckpointReader& CheckpointReader::operator=(CheckpointReader&&) noexcept = default;

@@ -45,8 +45,8 @@ class CheckpointReader {
   int64_t step() const;
   const std::string& save_token() const;
   const Metadata& metadata() const;
-  const std::vector<TensorInfo>& tensors() const;  // sorted by name
-  const std::vector<ShardInfo>& shards() const;    // by rank
+  const std::vector<TensorInfo>& tensors() const;           // sorted by name
+  const std::vector<ShardInfo>& shards() const;             // by rank
   const TensorInfo& tensor(const std::string& name) const;  // RequestMismatch when absent
 
   // Fills slice.data with slice.rect of tensor slice.name. RequestMismatch when the tensor

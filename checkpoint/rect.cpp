@@ -59,7 +59,8 @@ void validate_rect(const std::vector<int64_t>& global_shape, const Rect& rect, c
     throw std::invalid_argument(what + ": global shape is empty; store a scalar as shape [1]");
   }
   for (int64_t s : global_shape) {
-    if (s <= 0) throw std::invalid_argument(what + ": global shape " + shape_string(global_shape) + " has a non-positive extent");
+    if (s <= 0)
+      throw std::invalid_argument(what + ": global shape " + shape_string(global_shape) + " has a non-positive extent");
   }
   if (rect.offset.size() != global_shape.size() || rect.count.size() != global_shape.size()) {
     throw std::invalid_argument(what + ": rectangle " + rect_string(rect) + " does not have the rank of global shape " +
@@ -82,8 +83,8 @@ void validate_tensor_name(const std::string& name) {
   if (name.front() == '/' || name.back() == '/') bad("starts or ends with '/'");
   if (name.find("//") != std::string::npos) bad("has an empty component");
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-                    c == '-' || c == '/';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '.' || c == '-' || c == '/';
     if (!ok) bad("has the character '" + std::string(1, c) + "'");
   }
   std::istringstream parts(name);

@@ -27,8 +27,9 @@ std::vector<std::vector<size_t>> assign_writers(const std::vector<std::vector<He
       validate_rect(s.global_shape, s.rect, "tensor '" + s.name + "'");
       auto [shape, inserted] = shapes.emplace(s.name, &s.global_shape);
       if (!inserted && *shape->second != s.global_shape) {
-        throw std::invalid_argument("tensor '" + s.name + "' is held with global shapes " + shape_string(*shape->second) +
-                                    " and " + shape_string(s.global_shape) + " (rank " + std::to_string(rank) + ")");
+        throw std::invalid_argument("tensor '" + s.name + "' is held with global shapes " +
+                                    shape_string(*shape->second) + " and " + shape_string(s.global_shape) + " (rank " +
+                                    std::to_string(rank) + ")");
       }
       auto [it, fresh] = distinct.try_emplace(Key{s.name, s.rect.offset, s.rect.count});
       Distinct& d = it->second;
@@ -46,7 +47,8 @@ std::vector<std::vector<size_t>> assign_writers(const std::vector<std::vector<He
   std::vector<const Distinct*> order;
   order.reserve(distinct.size());
   for (const auto& [key, d] : distinct) order.push_back(&d);
-  std::stable_sort(order.begin(), order.end(), [](const Distinct* a, const Distinct* b) { return a->bytes > b->bytes; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Distinct* a, const Distinct* b) { return a->bytes > b->bytes; });
 
   std::vector<int64_t> load(held.size(), 0);
   std::vector<std::vector<size_t>> writes(held.size());

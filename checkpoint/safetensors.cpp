@@ -17,11 +17,21 @@ std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -78,7 +88,8 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const Rea
     if (!file) fail("create");
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
-    if (std::fwrite(len, 1, 8, file.get()) != 8 || std::fwrite(header.data(), 1, header.size(), file.get()) != header.size()) {
+    if (std::fwrite(len, 1, 8, file.get()) != 8 ||
+        std::fwrite(header.data(), 1, header.size(), file.get()) != header.size()) {
       fail("write");
     }
     std::vector<float> buf;

@@ -15,18 +15,21 @@ int64_t ShardMeta::data_bytes() const {
 void check_header(const h5::Attrs& root, const std::string& file, const std::string& expected_kind) {
   const std::string magic = root.has(format::kAttrMagic) ? root.get_str(format::kAttrMagic) : "";
   if (magic != format::kMagic) {
-    throw FormatError(file, "check magic",
-                      file + " is not an axonn checkpoint file: magic '" + magic + "', expected '" + format::kMagic + "'");
+    throw FormatError(
+        file, "check magic",
+        file + " is not an axonn checkpoint file: magic '" + magic + "', expected '" + format::kMagic + "'");
   }
   const int64_t version = root.get_i64(format::kAttrVersion);
   if (version != format::kVersion) {
     throw FormatError(file, "check version",
-                      file + " has checkpoint format version " + std::to_string(version) + "; this build reads version " +
-                          std::to_string(format::kVersion) + " only: load it with the axonn build that wrote it");
+                      file + " has checkpoint format version " + std::to_string(version) +
+                          "; this build reads version " + std::to_string(format::kVersion) +
+                          " only: load it with the axonn build that wrote it");
   }
   const std::string kind = root.get_str(format::kAttrKind);
   if (kind != expected_kind) {
-    throw FormatError(file, "check kind", file + " is a checkpoint '" + kind + "' file, expected '" + expected_kind + "'");
+    throw FormatError(file, "check kind",
+                      file + " is a checkpoint '" + kind + "' file, expected '" + expected_kind + "'");
   }
 }
 

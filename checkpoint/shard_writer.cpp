@@ -51,7 +51,8 @@ int64_t reservation(std::span<const TensorSlice> slices) {
   int64_t bytes = int64_t{1} << 20;
   for (const TensorSlice& s : slices) {
     const int64_t data = element_count(s.rect) * 4;
-    bytes += (data + 4095) / 4096 * 4096 + 4096 + (16 << 10) + 8 * checksum_block_count(s.rect.count[0], checksum_rows_per_block(s.rect));
+    bytes += (data + 4095) / 4096 * 4096 + 4096 + (16 << 10) +
+             8 * checksum_block_count(s.rect.count[0], checksum_rows_per_block(s.rect));
   }
   return bytes;
 }

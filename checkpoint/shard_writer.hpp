@@ -23,7 +23,7 @@ struct ShardWriteResult {
 // of one run) lets commit() ignore shards left by an earlier, crashed attempt at this step.
 // Throws std::invalid_argument for bad slices (names, rectangles, overlaps, null data) and
 // CheckpointError for I/O failures (the partial file is removed).
-ShardWriteResult write_shard(const std::filesystem::path& dir, int64_t step, int rank, std::span<const TensorSlice> slices,
-                             const std::string& save_token = "");
+ShardWriteResult write_shard(const std::filesystem::path& dir, int64_t step, int rank,
+                             std::span<const TensorSlice> slices, const std::string& save_token = "");
 
 }  // namespace axonn

@@ -48,7 +48,8 @@ fs::path tmp_step_path(const fs::path& dir, int64_t step) { return dir / (kTmpPr
 
 std::optional<int64_t> parse_step_dir_name(const std::string& name) {
   const std::string prefix = "step-";
-  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18) return std::nullopt;
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18)
+    return std::nullopt;
   int64_t step = 0;
   for (size_t i = prefix.size(); i < name.size(); ++i) {
     if (name[i] < '0' || name[i] > '9') return std::nullopt;
@@ -72,7 +73,9 @@ std::optional<int64_t> read_latest(const fs::path& dir) {
   return step;
 }
 
-void write_latest(const fs::path& dir, int64_t step) { write_file_atomic(dir / kLatestFileName, step_dir_name(step) + "\n"); }
+void write_latest(const fs::path& dir, int64_t step) {
+  write_file_atomic(dir / kLatestFileName, step_dir_name(step) + "\n");
+}
 
 std::vector<int64_t> committed_steps(const fs::path& dir) {
   std::vector<int64_t> steps;

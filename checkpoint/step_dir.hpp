@@ -13,8 +13,8 @@
 
 namespace axonn {
 
-std::string step_dir_name(int64_t step);       // "step-000000012"
-std::string shard_file_name(int rank);         // "shard-00003.h5"
+std::string step_dir_name(int64_t step);  // "step-000000012"
+std::string shard_file_name(int rank);    // "shard-00003.h5"
 inline constexpr const char* kIndexFileName = "index.h5";
 inline constexpr const char* kLatestFileName = "latest";
 std::filesystem::path step_path(const std::filesystem::path& dir, int64_t step);

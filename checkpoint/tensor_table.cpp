@@ -21,8 +21,8 @@ const TensorInfo& find_tensor(const std::vector<TensorInfo>& table, const std::s
   std::string hint;
   for (size_t i = 0; i < near.size() && i < 3; ++i) hint += (i ? ", '" : "'") + near[i].second + "'";
   throw RequestMismatch(where, "find tensor",
-                        "checkpoint " + where + " has no tensor '" + name + "' (it stores " + std::to_string(table.size()) +
-                            " tensors" + (hint.empty() ? "" : ", e.g. " + hint) +
+                        "checkpoint " + where + " has no tensor '" + name + "' (it stores " +
+                            std::to_string(table.size()) + " tensors" + (hint.empty() ? "" : ", e.g. " + hint) +
                             "): the model does not match the checkpoint's model config");
 }
 
@@ -31,7 +31,8 @@ void check_request(const TensorInfo& info, const std::vector<int64_t>& expected_
   if (info.global_shape != expected_shape) {
     throw RequestMismatch(where, "check shape",
                           "tensor '" + info.name + "' in " + where + " has global shape " +
-                              shape_string(info.global_shape) + " but the model expects " + shape_string(expected_shape) +
+                              shape_string(info.global_shape) + " but the model expects " +
+                              shape_string(expected_shape) +
                               ": the model config differs from the one the checkpoint was written with");
   }
   try {

@@ -10,27 +10,27 @@
 namespace axonn {
 
 struct StoredRect {
-  int rank = 0;               // the rank that wrote it
-  std::string file;           // "shard-00003.h5", relative to the step directory
-  std::string dataset;        // "/slice-00000" inside that file
-  Rect rect;                  // in the global tensor
-  int64_t rows_per_block = 1; // checksum block height (dimension-0 rows)
+  int rank = 0;                        // the rank that wrote it
+  std::string file;                    // "shard-00003.h5", relative to the step directory
+  std::string dataset;                 // "/slice-00000" inside that file
+  Rect rect;                           // in the global tensor
+  int64_t rows_per_block = 1;          // checksum block height (dimension-0 rows)
   std::vector<uint64_t> block_hashes;  // XXH3-64 per block, top to bottom
-  uint64_t xxh3 = 0;          // combine(block_hashes)
+  uint64_t xxh3 = 0;                   // combine(block_hashes)
 };
 
 struct TensorInfo {
   std::string name;
   std::vector<int64_t> global_shape;
-  std::vector<StoredRect> sources;  // disjoint, covering the tensor exactly once
+  std::vector<StoredRect> sources;                                   // disjoint, covering the tensor exactly once
   int64_t bytes() const { return element_count(global_shape) * 4; }  // float32
 };
 
 struct ShardInfo {
   int rank = 0;
-  std::string file;       // "shard-00003.h5"
-  uint64_t checksum = 0;  // combine(dataset hashes, in dataset order)
-  int64_t data_bytes = 0; // float32 payload
+  std::string file;        // "shard-00003.h5"
+  uint64_t checksum = 0;   // combine(dataset hashes, in dataset order)
+  int64_t data_bytes = 0;  // float32 payload
   int64_t datasets = 0;
 };
 

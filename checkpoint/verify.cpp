@@ -25,7 +25,8 @@ struct Source {
 };
 
 // Re-hashes one stored rectangle; returns the recomputed dataset hash.
-uint64_t verify_source(h5::Id file, const std::string& f, const Source& src, VerifyReport& report, std::vector<float>& buf) {
+uint64_t verify_source(h5::Id file, const std::string& f, const Source& src, VerifyReport& report,
+                       std::vector<float>& buf) {
   const StoredRect& s = *src.rect;
   h5::Handle ds = h5::open_dataset(file, s.dataset, f);
   const int64_t row_elems = row_elements(s.rect);
@@ -48,15 +49,17 @@ uint64_t verify_source(h5::Id file, const std::string& f, const Source& src, Ver
       const size_t b = computed.size();
       computed.push_back(h);
       if (b >= s.block_hashes.size() || s.block_hashes[b] != h) {
-        if (bad_blocks++ < 4) bad_rows += (bad_rows.empty() ? "" : ", ") + std::to_string(g + r) + ".." + std::to_string(g + r + m - 1);
+        if (bad_blocks++ < 4)
+          bad_rows += (bad_rows.empty() ? "" : ", ") + std::to_string(g + r) + ".." + std::to_string(g + r + m - 1);
       }
     }
   }
   if (bad_blocks > 0) {
-    report.problems.push_back(VerifyProblem{
-        f, src.tensor->name,
-        "checksum mismatch in " + s.dataset + " (" + rect_string(s.rect) + "): " + std::to_string(bad_blocks) + " of " +
-            std::to_string(computed.size()) + " blocks differ from the index, rows " + bad_rows + (bad_blocks > 4 ? ", ..." : "")});
+    report.problems.push_back(
+        VerifyProblem{f, src.tensor->name,
+                      "checksum mismatch in " + s.dataset + " (" + rect_string(s.rect) +
+                          "): " + std::to_string(bad_blocks) + " of " + std::to_string(computed.size()) +
+                          " blocks differ from the index, rows " + bad_rows + (bad_blocks > 4 ? ", ..." : "")});
   }
   return combine_hashes(computed);
 }
@@ -85,19 +88,22 @@ VerifyReport verify_checkpoint(const fs::path& step_dir) {
     try {
       const ShardMeta meta = read_shard_meta(path);
       if (meta.checksum != shard.checksum) {
-        report.problems.push_back(VerifyProblem{f, "", "shard checksum attribute " + hex64(meta.checksum) +
-                                                           " differs from the index's " + hex64(shard.checksum)});
+        report.problems.push_back(VerifyProblem{
+            f, "",
+            "shard checksum attribute " + hex64(meta.checksum) + " differs from the index's " + hex64(shard.checksum)});
       }
       h5::Handle file = h5::open_file_readonly(path);
       std::vector<uint64_t> dataset_hashes;
       // The shard hash combines dataset hashes in dataset order ("/slice-00000", ...).
       std::vector<Source> sources = by_rank[shard.rank];
-      std::sort(sources.begin(), sources.end(), [](const Source& a, const Source& b) { return a.rect->dataset < b.rect->dataset; });
+      std::sort(sources.begin(), sources.end(),
+                [](const Source& a, const Source& b) { return a.rect->dataset < b.rect->dataset; });
       for (const Source& src : sources) dataset_hashes.push_back(verify_source(file.get(), f, src, report, buf));
       const uint64_t recomputed = combine_hashes(dataset_hashes);
       if (recomputed != shard.checksum) {
-        report.problems.push_back(VerifyProblem{f, "", "shard checksum recomputed from the data is " + hex64(recomputed) +
-                                                           ", the index records " + hex64(shard.checksum)});
+        report.problems.push_back(VerifyProblem{f, "",
+                                                "shard checksum recomputed from the data is " + hex64(recomputed) +
+                                                    ", the index records " + hex64(shard.checksum)});
       }
     } catch (const CheckpointError& e) {
       report.problems.push_back(VerifyProblem{f, "", e.what()});

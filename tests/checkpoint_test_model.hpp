@@ -40,7 +40,8 @@ inline std::vector<TensorSpec> small_model() {
 }
 
 inline float value(size_t tensor, int64_t index, int64_t step) {
-  return static_cast<float>(step) * 4096.0f + static_cast<float>(tensor) * 512.0f + static_cast<float>(index % 2039) * 0.25f;
+  return static_cast<float>(step) * 4096.0f + static_cast<float>(tensor) * 512.0f +
+         static_cast<float>(index % 2039) * 0.25f;
 }
 
 inline std::vector<float> global_values(const std::vector<TensorSpec>& model, size_t t, int64_t step) {
@@ -108,7 +109,8 @@ struct RankState {
   std::vector<TensorSlice> slices;
 };
 
-inline RankState rank_state(const std::vector<TensorSpec>& model, const Tiling& tiling, int rank, int world, int64_t step) {
+inline RankState rank_state(const std::vector<TensorSpec>& model, const Tiling& tiling, int rank, int world,
+                            int64_t step) {
   RankState st;
   st.buffers.reserve(model.size());
   for (size_t t = 0; t < model.size(); ++t) {

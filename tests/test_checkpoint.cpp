@@ -20,7 +20,9 @@ namespace {
 
 using namespace ckpt_test;
 
-bool contains_text(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+bool contains_text(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 // Loads the whole model at (tiling, world) through `options`; checks it is `step` holding
 // the values written for `values_of` (default: step).
@@ -46,10 +48,10 @@ TEST(Checkpoint, SavedAtOneTilingLoadsAtOthersBitwiseOnEveryReadPath) {
   const ReadOptions shards_verified{ReadPath::shards, true}, shards_plain{ReadPath::shards, false},
       vds{ReadPath::index_vds, true};
   for (const ReadOptions& o : {shards_verified, shards_plain, vds}) {
-    expect_load(dir, row_tiles, 3, 12, o);   // fewer ranks, uneven rows
-    expect_load(dir, col_tiles, 5, 12, o);   // more ranks, columns
-    expect_load(dir, block_tiles, 4, 12, o); // the same layout
-    expect_load(dir, row_tiles, 1, 12, o);   // one rank holds everything
+    expect_load(dir, row_tiles, 3, 12, o);    // fewer ranks, uneven rows
+    expect_load(dir, col_tiles, 5, 12, o);    // more ranks, columns
+    expect_load(dir, block_tiles, 4, 12, o);  // the same layout
+    expect_load(dir, row_tiles, 1, 12, o);    // one rank holds everything
   }
 }
 
@@ -217,7 +219,8 @@ TEST(Checkpoint, FlippedByteIsAChecksumErrorNamingFileAndTensor) {
   const VerifyReport report = verify_checkpoint(dir / "step-000000012");
   EXPECT_FALSE(report.ok());
   bool named = false;
-  for (const VerifyProblem& p : report.problems) named = named || (p.file == shard.string() && p.tensor == "blocks/0/mlp.fc");
+  for (const VerifyProblem& p : report.problems)
+    named = named || (p.file == shard.string() && p.tensor == "blocks/0/mlp.fc");
   EXPECT_TRUE(named) << format_verify_report(report);
   EXPECT_EQ(report.shards_checked, 2);
 }

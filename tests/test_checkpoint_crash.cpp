@@ -5,7 +5,6 @@
 // ordering of renames, not the fsyncs (those are what make the same order hold after a
 // power loss).
 #include <gtest/gtest.h>
-
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -96,7 +95,8 @@ TEST(CheckpointCrash, KillNineAtRandomPointsNeverBreaksLatest) {
   std::printf("one save took %lld us; after 20 kills `latest` had named %zu distinct steps\n",
               static_cast<long long>(save_us), seen.size());
   // The kills landed at different points: the run made progress between them.
-  EXPECT_GE(seen.size(), 3u) << "latest only ever named " << seen.size() << " steps; one save took " << save_us << " us";
+  EXPECT_GE(seen.size(), 3u) << "latest only ever named " << seen.size() << " steps; one save took " << save_us
+                             << " us";
   // Whatever the kills left behind, the next start cleans it and saves again.
   remove_uncommitted(dir);
   const int64_t next = *read_latest(dir) + 1;

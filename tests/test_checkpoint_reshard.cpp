@@ -330,7 +330,8 @@ TEST(Replicas, DeterministicAndIndependentOfListOrder) {
   for (size_t r = 0; r < held.size(); ++r) {
     std::set<Key> a, b;
     for (size_t i : first[r]) a.insert(Key{held[r][i].name, held[r][i].rect.offset, held[r][i].rect.count});
-    for (size_t i : second[r]) b.insert(Key{reversed[r][i].name, reversed[r][i].rect.offset, reversed[r][i].rect.count});
+    for (size_t i : second[r])
+      b.insert(Key{reversed[r][i].name, reversed[r][i].rect.offset, reversed[r][i].rect.count});
     EXPECT_EQ(a, b) << "rank " << r;
   }
 }

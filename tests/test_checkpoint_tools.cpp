@@ -48,16 +48,18 @@ TEST(CheckpointTools, VerifyPassesOnAGoodStepAndReportsEveryCorruptShard) {
   EXPECT_TRUE(has(format_verify_report(good), "OK: step 5, 3 shards")) << format_verify_report(good);
 
   const auto model = small_model();
-  flip_data_byte(step / "shard-00000.h5", extract(global_values(model, 0, 5), model[0].shape, row_tiles(model[0].shape, 3)[0]));
-  flip_data_byte(step / "shard-00002.h5", extract(global_values(model, 1, 5), model[1].shape, row_tiles(model[1].shape, 3)[2]));
+  flip_data_byte(step / "shard-00000.h5",
+                 extract(global_values(model, 0, 5), model[0].shape, row_tiles(model[0].shape, 3)[0]));
+  flip_data_byte(step / "shard-00002.h5",
+                 extract(global_values(model, 1, 5), model[1].shape, row_tiles(model[1].shape, 3)[2]));
   const VerifyReport bad = verify_checkpoint(step);
   EXPECT_FALSE(bad.ok());
   std::map<std::string, std::string> tensor_of_file;
   for (const VerifyProblem& p : bad.problems) {
     if (!p.tensor.empty()) tensor_of_file[fs::path(p.file).filename().string()] = p.tensor;
   }
-  EXPECT_EQ(tensor_of_file, (std::map<std::string, std::string>{{"shard-00000.h5", "wte"},
-                                                                 {"shard-00002.h5", "blocks/0/attn.qkv"}}))
+  EXPECT_EQ(tensor_of_file,
+            (std::map<std::string, std::string>{{"shard-00000.h5", "wte"}, {"shard-00002.h5", "blocks/0/attn.qkv"}}))
       << format_verify_report(bad);
   const std::string text = format_verify_report(bad);
   EXPECT_TRUE(has(text, "FAILED")) << text;
@@ -66,7 +68,8 @@ TEST(CheckpointTools, VerifyPassesOnAGoodStepAndReportsEveryCorruptShard) {
   fs::remove(step / "shard-00001.h5");
   const VerifyReport missing = verify_checkpoint(step);
   bool named = false;
-  for (const VerifyProblem& p : missing.problems) named = named || (has(p.file, "shard-00001.h5") && p.what == "shard file is missing");
+  for (const VerifyProblem& p : missing.problems)
+    named = named || (has(p.file, "shard-00001.h5") && p.what == "shard file is missing");
   EXPECT_TRUE(named) << format_verify_report(missing);
 }
 
@@ -81,7 +84,9 @@ TEST(CheckpointTools, PlanPredictsExactlyTheBytesTheReaderReads) {
     for (int world : {1, 3, 4, 6}) {
       std::vector<std::vector<RectRequest>> requests(static_cast<size_t>(world));
       for (int r = 0; r < world; ++r) {
-        for (const TensorSpec& t : model) requests[static_cast<size_t>(r)].push_back(RectRequest{t.name, tiling(t.shape, world)[static_cast<size_t>(r)]});
+        for (const TensorSpec& t : model)
+          requests[static_cast<size_t>(r)].push_back(
+              RectRequest{t.name, tiling(t.shape, world)[static_cast<size_t>(r)]});
       }
       for (bool verified : {true, false}) {
         const ReadPlan plan = plan_reads(probe.tensors(), requests, verified);
@@ -89,7 +94,8 @@ TEST(CheckpointTools, PlanPredictsExactlyTheBytesTheReaderReads) {
           CheckpointReader reader = CheckpointReader::open_latest(dir);
           RankTargets t = rank_targets(model, tiling, r, world);
           for (const SliceRead& s : t.reads) reader.read(s, ReadOptions{ReadPath::shards, verified});
-          EXPECT_EQ(reader.bytes_read(), plan.ranks[static_cast<size_t>(r)].bytes_read) << "world " << world << " rank " << r;
+          EXPECT_EQ(reader.bytes_read(), plan.ranks[static_cast<size_t>(r)].bytes_read)
+              << "world " << world << " rank " << r;
           expect_rank_values(model, t, 1);
         }
       }
@@ -98,7 +104,8 @@ TEST(CheckpointTools, PlanPredictsExactlyTheBytesTheReaderReads) {
   // Rows of new ranks that match the stored row tiles read nothing extra; columns read
   // whole rows (all four files' worth for every rank).
   std::vector<std::vector<RectRequest>> cols(2);
-  for (int r = 0; r < 2; ++r) cols[static_cast<size_t>(r)].push_back(RectRequest{"big", col_tiles({2048, 1536}, 2)[static_cast<size_t>(r)]});
+  for (int r = 0; r < 2; ++r)
+    cols[static_cast<size_t>(r)].push_back(RectRequest{"big", col_tiles({2048, 1536}, 2)[static_cast<size_t>(r)]});
   const ReadPlan plan = plan_reads(probe.tensors(), cols);
   EXPECT_EQ(plan.ranks[0].files.size(), 4u);
   EXPECT_EQ(plan.ranks[0].bytes_read, 2048 * 1536 * 4);
@@ -153,7 +160,8 @@ TEST(CheckpointTools, SafetensorsExportHoldsEveryFullTensor) {
 }
 
 TEST(CheckpointTools, H5pyReadsTheIndexAfterTheDirectoryMovedAndMatchesTheExport) {
-  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 is not installed (Debian's python3 with python3-h5py)";
+  if (!fs::exists("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 is not installed (Debian's python3 with python3-h5py)";
   if (std::system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) {
     GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
   }
@@ -167,8 +175,9 @@ TEST(CheckpointTools, H5pyReadsTheIndexAfterTheDirectoryMovedAndMatchesTheExport
   // Move the whole checkpoint directory: VDS sources are relative to index.h5.
   fs::rename(dir / "run", dir / "moved");
   step = dir / "moved" / "step-000000009";
-  const std::string cmd = "cd / && /usr/bin/python3 " + std::string(AXONN_SOURCE_DIR) + "/tests/checkpoint_h5py_check.py " +
-                          step.string() + " " + (dir / "export.safetensors").string() + " 2>&1";
+  const std::string cmd = "cd / && /usr/bin/python3 " + std::string(AXONN_SOURCE_DIR) +
+                          "/tests/checkpoint_h5py_check.py " + step.string() + " " +
+                          (dir / "export.safetensors").string() + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string output;
