@@ -16,7 +16,8 @@ static_assert(std::is_same_v<Id, hid_t>, "h5::Id must be hid_t");
 
 namespace {
 
-// HDF5's error stack (and its auto-print setting) is per thread in the thread-safe build.
+// HDF5's error stack (and its auto-print setting) is per thread in the thread-safe build:
+// every entry point below calls this first (a thread_local check).
 void quiet_this_thread() {
   thread_local bool done = false;
   if (!done) {
@@ -78,6 +79,7 @@ void select_box(Id space, const std::vector<int64_t>& offset, const std::vector<
 // scalar; dims with no elements: a null dataspace (h5py reads it as an empty value).
 void write_attr(Id obj, const std::string& name, Id type, const std::vector<int64_t>& dims, const void* data,
                 const std::string& file) {
+  quiet_this_thread();
   if (H5Aexists(obj, name.c_str()) > 0) check(H5Adelete(obj, name.c_str()), file, "delete attribute " + name);
   int64_t elements = 1;
   for (int64_t d : dims) elements *= d;
@@ -187,6 +189,7 @@ void close_reserved_file(Handle& file, const std::string& path) {
 }
 
 Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims, const std::string& file) {
+  quiet_this_thread();
   Handle space = simple_space(dims, file);
   Handle dcpl(check_id(H5Pcreate(H5P_DATASET_CREATE), file, "create dataset property list"), H5Pclose);
   check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), file, "set contiguous layout");
@@ -199,10 +202,12 @@ Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int
 }
 
 Handle open_dataset(Id loc, const std::string& name, const std::string& file) {
+  quiet_this_thread();
   return Handle(check_id(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), file, "open dataset " + name), H5Dclose);
 }
 
 std::vector<int64_t> dataset_dims(Id dataset, const std::string& file) {
+  quiet_this_thread();
   Handle space(check_id(H5Dget_space(dataset), file, "get dataspace"), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.get());
   if (rank < 0) fail(file, "get dataspace rank");
@@ -212,11 +217,13 @@ std::vector<int64_t> dataset_dims(Id dataset, const std::string& file) {
 }
 
 void write_f32_all(Id dataset, const float* data, const std::string& file) {
+  quiet_this_thread();
   check(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file, "write dataset");
 }
 
 void read_f32(Id dataset, const Rect& region, float* dst, const std::vector<int64_t>& dst_dims,
               const std::vector<int64_t>& dst_offset, const std::string& file) {
+  quiet_this_thread();
   Handle fspace(check_id(H5Dget_space(dataset), file, "get dataspace"), H5Sclose);
   select_box(fspace.get(), region.offset, region.count, file);
   Handle mspace = simple_space(dst_dims, file);
@@ -227,6 +234,7 @@ void read_f32(Id dataset, const Rect& region, float* dst, const std::vector<int6
 
 Handle create_virtual_f32(Id loc, const std::string& name, const std::vector<int64_t>& dims,
                           const std::vector<VirtualSource>& sources, const std::string& file) {
+  quiet_this_thread();
   Handle vspace = simple_space(dims, file);
   Handle dcpl(check_id(H5Pcreate(H5P_DATASET_CREATE), file, "create dataset property list"), H5Pclose);
   for (const VirtualSource& s : sources) {
@@ -247,16 +255,19 @@ Handle create_virtual_f32(Id loc, const std::string& name, const std::vector<int
 // ---- attributes ----
 
 Handle Attrs::open(const std::string& name) const {
+  quiet_this_thread();
   return Handle(check_id(H5Aopen(obj_, name.c_str(), H5P_DEFAULT), file_, "open attribute " + name), H5Aclose);
 }
 
 bool Attrs::has(const std::string& name) const {
+  quiet_this_thread();
   const htri_t rc = H5Aexists(obj_, name.c_str());
   if (rc < 0) fail(file_, "look up attribute " + name);
   return rc > 0;
 }
 
 std::vector<std::string> Attrs::names() const {
+  quiet_this_thread();
   std::vector<std::string> out;
   auto cb = [](hid_t, const char* n, const H5A_info_t*, void* data) -> herr_t {
     static_cast<std::vector<std::string>*>(data)->emplace_back(n);
