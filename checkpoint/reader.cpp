@@ -171,6 +171,12 @@ CheckpointReader CheckpointReader::open_latest(const fs::path& dir) {
   return CheckpointReader(step_dir);
 }
 
+CheckpointReader CheckpointReader::open(const fs::path& path) {
+  std::error_code ec;
+  if (fs::exists(path / kIndexFileName, ec)) return CheckpointReader(path);
+  return open_latest(path);
+}
+
 CheckpointReader CheckpointReader::open_step(const fs::path& dir, int64_t step) {
   return CheckpointReader(step_path(dir, step));
 }

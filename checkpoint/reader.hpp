@@ -35,6 +35,9 @@ class CheckpointReader {
   explicit CheckpointReader(const std::filesystem::path& step_dir);
   // The step `latest` names in checkpoint directory `dir`; NoCheckpoint when there is none.
   static CheckpointReader open_latest(const std::filesystem::path& dir);
+  // What a user names on a command line: a step directory (it holds index.h5), or a
+  // checkpoint directory (then the step `latest` names).
+  static CheckpointReader open(const std::filesystem::path& path);
   // step-N of `dir`; NoCheckpoint when it is not committed.
   static CheckpointReader open_step(const std::filesystem::path& dir, int64_t step);
   CheckpointReader(CheckpointReader&&) noexcept;

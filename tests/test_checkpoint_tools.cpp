@@ -22,7 +22,8 @@ bool has(const std::string& text, const std::string& needle) { return text.find(
 TEST(CheckpointTools, InspectListsTensorsShapesDtypeLayoutStepSizesAndShards) {
   const fs::path dir = test_dir();
   save_step(dir, 12, 4, block_tiles);
-  const CheckpointReader reader = CheckpointReader::open_latest(dir);
+  const CheckpointReader reader = CheckpointReader::open(dir);  // the checkpoint directory: its latest
+  EXPECT_EQ(CheckpointReader::open(dir / "step-000000012").step(), 12);
   const std::string text = inspect_checkpoint(reader);
   EXPECT_TRUE(has(text, "step 12, format AXONNCKP v1, checksums XXH3-64")) << text;
   EXPECT_TRUE(has(text, "layout '2x1x2x1', data cursor 768")) << text;
