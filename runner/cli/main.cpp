@@ -30,6 +30,16 @@ const Command kCommands[] = {
      axonn::command_selftest},
 };
 
+// One line on stderr and the exit code for an exception that escaped a command: the
+// library errors already say what was wrong; anything else is marked "error:".
+int report_failure(const char* command, const std::exception& e) {
+  const bool bad_input = dynamic_cast<const axonn::UsageError*>(&e) || dynamic_cast<const axonn::ConfigError*>(&e) ||
+                         dynamic_cast<const axonn::LayoutError*>(&e);
+  const bool typed = bad_input || dynamic_cast<const axonn::PmixError*>(&e) || dynamic_cast<const axonn::CommError*>(&e);
+  std::fprintf(stderr, "axonn %s: %s%s\n", command, typed ? "" : "error: ", e.what());
+  return bad_input ? axonn::exit_code::bad_input : axonn::exit_code::failure;
+}
+
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: axonn <command> [options]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
@@ -53,24 +63,8 @@ int main(int argc, char** argv) {
     if (name != c.name) continue;
     try {
       return c.run(args);
-    } catch (const axonn::UsageError& e) {
-      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
-      return axonn::exit_code::bad_input;
-    } catch (const axonn::ConfigError& e) {
-      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
-      return axonn::exit_code::bad_input;
-    } catch (const axonn::LayoutError& e) {
-      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
-      return axonn::exit_code::bad_input;
-    } catch (const axonn::PmixError& e) {
-      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
-      return axonn::exit_code::failure;
-    } catch (const axonn::CommError& e) {
-      std::fprintf(stderr, "axonn %s: %s\n", c.name, e.what());
-      return axonn::exit_code::failure;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "axonn %s: error: %s\n", c.name, e.what());
-      return axonn::exit_code::failure;
+      return report_failure(c.name, e);
     }
   }
   std::fprintf(stderr, "axonn: unknown command '%s'\n", name.c_str());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <utility>
 
 namespace axonn {
 
@@ -17,17 +18,7 @@ std::string comm_axis_name(CommAxis axis) {
   return names[static_cast<int>(axis)];
 }
 
-int Coords::operator[](Axis a) const {
-  switch (a) {
-    case Axis::x: return x;
-    case Axis::y: return y;
-    case Axis::z: return z;
-    case Axis::data: return data;
-  }
-  return 0;
-}
-
-int& Coords::operator[](Axis a) {
+const int& Coords::operator[](Axis a) const {
   switch (a) {
     case Axis::x: return x;
     case Axis::y: return y;
@@ -36,6 +27,8 @@ int& Coords::operator[](Axis a) {
   }
   return data;
 }
+
+int& Coords::operator[](Axis a) { return const_cast<int&>(std::as_const(*this)[a]); }
 
 int Layout::size(Axis a) const {
   switch (a) {

@@ -32,7 +32,7 @@ class LayoutError : public std::runtime_error {
 
 struct Coords {
   int x = 0, y = 0, z = 0, data = 0;
-  int operator[](Axis a) const;
+  const int& operator[](Axis a) const;
   int& operator[](Axis a);
   bool operator==(const Coords&) const = default;
 };
