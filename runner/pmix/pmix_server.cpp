@@ -231,12 +231,22 @@ PmixJob::PmixJob(const std::string& nspace, const std::vector<PretendNode>& node
   }
 }
 
-PmixJob::~PmixJob() { deregister(); }
+// The namespace stays registered. libpmix 4.2 handles a client's dropped connection on its
+// progress thread some time after the client died; deregistering the namespace first
+// frees what that handler then uses (seen here as a hang on a freed mutex, or a crash at
+// exit, a few runs in a hundred after a rank was killed). A namespace costs a few
+// kilobytes until PMIx_server_finalize at exit, and every job has a namespace of its own.
+PmixJob::~PmixJob() { release_job_slot(); }
 
+// Only for a registration that failed: no client of it can have connected yet.
 void PmixJob::deregister() noexcept {
   OpCompletion done;
   PMIx_server_deregister_nspace(nspace_.c_str(), OpCompletion::callback, &done);
   done.wait();
+  release_job_slot();
+}
+
+void PmixJob::release_job_slot() noexcept {
   std::lock_guard lock(g_mu);
   if (g_nspace == nspace_) {
     g_nspace.clear();

@@ -25,7 +25,7 @@ class PmixJob {
   // job_info.hpp) and every rank as a client of this user. One job at a time per process:
   // throws PmixError while another PmixJob exists, or when a PMIx call fails.
   PmixJob(const std::string& nspace, const std::vector<PretendNode>& nodes, PmixJobEvents events);
-  ~PmixJob();  // deregisters the namespace and its clients
+  ~PmixJob();  // frees the slot for the next job; the namespace stays (pmix_server.cpp says why)
   PmixJob(const PmixJob&) = delete;
   PmixJob& operator=(const PmixJob&) = delete;
 
@@ -40,6 +40,7 @@ class PmixJob {
 
  private:
   void deregister() noexcept;
+  void release_job_slot() noexcept;
   std::string nspace_;
   int world_ = 0;
 };
