@@ -147,7 +147,7 @@ TEST(LayoutVolume, HandComputedWithDataXAndZ) {
   EXPECT_EQ(v.at(CommAxis::z, K::all_reduce).bytes, 104 * 4);
   EXPECT_EQ(v.at(CommAxis::data, K::all_reduce).bytes, (224 + 104) * 4);
   EXPECT_EQ(v.at(CommAxis::data, K::all_reduce).calls, 1);
-  EXPECT_EQ(v.at(CommAxis::world, K::all_reduce).bytes, 12);
+  EXPECT_EQ(v.at(CommAxis::world, K::all_reduce).bytes, 16);  // loss, tokens, norm, stop
   // Wire bytes: all-reduce factor 2(n-1)/n = 1 for n = 2.
   EXPECT_DOUBLE_EQ(v.wire_bytes(CommAxis::data), 1312.0);
 }

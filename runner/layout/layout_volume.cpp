@@ -58,7 +58,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
   const ParameterCount params = parameters_per_rank(model, g);
   v.add(CommAxis::z, K::all_reduce, 1, params.small * e);
   v.add(CommAxis::data, K::all_reduce, 1, params.total() * e);
-  v.add(CommAxis::world, K::all_reduce, 1, 3 * stat);
+  v.add(CommAxis::world, K::all_reduce, 1, 4 * stat);
   return v;
 }
 

@@ -17,7 +17,7 @@
 // Per step:
 //   all_reduce     z : small * e              gradients of LayerNorm, biases, wpe
 //   all_reduce  data : (big + small) * e      every gradient, one flat buffer
-//   all_reduce world : 3 * 4                  loss sum, token count, squared grad norm
+//   all_reduce world : 4 * 4                  loss sum, token count, squared grad norm, stop votes
 // A collective on a group of one is not made and counts nothing.
 #include <array>
 #include <cstdint>

@@ -1,0 +1,34 @@
+#include "trainer/model/dist_ops.hpp"
+
+namespace axonn {
+
+void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
+                       const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
+  // mean holds the row sums until stage 2 turns them into means; rstd holds the centred
+  // squares until stage 3 turns them into 1/std (the backend allows both aliases).
+  backend.layernorm_row_sums(mean, x, m, c);
+  cols.all_reduce(mean, static_cast<size_t>(m), ElementType::float32);
+  backend.layernorm_centered_squares(mean, rstd, mean, x, m, c, C);
+  cols.all_reduce(rstd, static_cast<size_t>(m), ElementType::float32);
+  backend.layernorm_normalize(out, rstd, x, mean, rstd, gamma, beta, m, c, C, 1e-5f);
+}
+
+void layernorm_backward(Backend& backend, Communicator& cols, float* dx, float* dgamma, float* dbeta, float* partials,
+                        const float* dout, const float* x, const float* mean, const float* rstd, const float* gamma,
+                        int64_t m, int64_t c, int64_t C) {
+  backend.layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, c);
+  cols.all_reduce(partials, static_cast<size_t>(2 * m), ElementType::float32);
+  backend.layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
+}
+
+void cross_entropy_forward(Backend& backend, Communicator& vocab, float* logits, const int32_t* targets, int64_t m,
+                           int64_t v_local, int64_t v0, const CrossEntropyBuffers& buf) {
+  backend.cross_entropy_row_max(buf.row_max, logits, m, v_local);
+  vocab.all_gather(buf.row_max, buf.gathered_max, static_cast<size_t>(m), ElementType::float32);
+  backend.cross_entropy_partials(buf.partials, buf.max, logits, buf.gathered_max, vocab.size(), logits, targets, m,
+                                 v_local, v0);
+  vocab.all_reduce(buf.partials, static_cast<size_t>(2 * m), ElementType::float32);
+  backend.cross_entropy_loss(buf.loss, buf.partials, buf.max, m);
+}
+
+}  // namespace axonn

@@ -1,0 +1,39 @@
+#pragma once
+// The backend's staged ops with their collectives in between (docs/parallel-plan.md,
+// "Everything else"): LayerNorm over rows whose columns are split over x, and the
+// vocab-parallel softmax cross-entropy over y. With groups of one they equal the plain ops.
+#include <cstdint>
+
+#include "comm/communicator.hpp"
+#include "trainer/backend.hpp"
+
+namespace axonn {
+
+// LayerNorm of x (m, c) whose full rows (width C) are split over `cols` (the x group):
+// out (m, c); mean, rstd (m) are saved for backward. Two all-reduces of [m] floats.
+void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
+                       const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C);
+
+// dx (m, c) += the input gradient; dgamma, dbeta (c) += their gradients. partials: (m, 2)
+// scratch. One all-reduce of [m, 2] floats.
+void layernorm_backward(Backend& backend, Communicator& cols, float* dx, float* dgamma, float* dbeta, float* partials,
+                        const float* dout, const float* x, const float* mean, const float* rstd, const float* gamma,
+                        int64_t m, int64_t c, int64_t C);
+
+// Buffers of the vocab-parallel cross-entropy for m rows of v_local logits.
+struct CrossEntropyBuffers {
+  float* row_max;       // (m)
+  float* gathered_max;  // (G_y, m)
+  float* max;           // (m)
+  float* partials;      // (m, 2): Σ exp, target logit; kept for backward
+  float* loss;          // (m)
+};
+
+// loss (m) = −log softmax(logits)[target] over the whole vocabulary, whose columns are split
+// over `vocab` (the y group; this rank holds [v0, v0 + v_local)). logits (m, v_local) are
+// replaced by exp(logits − max), kept for backward. An all-gather of [m] maxima and an
+// all-reduce of [m, 2] floats.
+void cross_entropy_forward(Backend& backend, Communicator& vocab, float* logits, const int32_t* targets, int64_t m,
+                           int64_t v_local, int64_t v0, const CrossEntropyBuffers& buf);
+
+}  // namespace axonn

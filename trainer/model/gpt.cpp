@@ -1,0 +1,184 @@
+#include "trainer/model/gpt.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "trainer/model/dist_ops.hpp"
+
+namespace axonn {
+
+// One transformer block's layers, LayerNorm parameters and saved activations.
+struct Gpt::Block {
+  ShardedLinear qkv, proj, fc, mlp_proj;
+  const float *ln1_gamma, *ln1_beta, *ln2_gamma, *ln2_beta;
+  float *d_ln1_gamma, *d_ln1_beta, *d_ln2_gamma, *d_ln2_beta;
+  // Saved for backward (the block's input is residual_[l]); set after construction.
+  float *ln1_out = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr;  // [m, c], [m], [m]
+  float* qkv_out = nullptr;                                            // [m, 3cy]
+  float* probs = nullptr;                                              // [mb, h, T, T]
+  float* attention_out = nullptr;                                      // [m, cy]
+  float* residual_mid = nullptr;                                       // [m, c]: input + attention branch
+  float *ln2_out = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
+  float *fc_out = nullptr, *gelu_out = nullptr;  // [m, 4cy]
+};
+
+float* Gpt::make(int64_t elements) {
+  buffers_.emplace_back(backend_, static_cast<size_t>(elements));
+  return buffers_.back().data();
+}
+
+Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params)
+    : backend_(backend), grid_(grid), model_(model), params_(params) {
+  const Layout& g = grid.layout();
+  const int64_t C = model.hidden, T = model.sequence, V = model.vocab;
+  mb_ = micro_batch;
+  m_ = mb_ * T;
+  c_ = C / g.x;
+  cy_ = C / g.y;
+  heads_ = model.heads / g.y;
+  head_dim_ = C / model.heads;
+  const int64_t m = m_, c = c_, cy = cy_, v = V / g.y;
+  const bool z_split = g.z > 1;
+  auto gathered = [&](int64_t elements) { return z_split ? make(elements) : nullptr; };
+
+  embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, params.param("wte"), params.grad("wte"),
+                                               gathered(v * c), gathered(v * c));
+  int64_t largest_block = v * c;
+  for (int l = 0; l < model.layers; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    auto linear = [&](const std::string& name, int64_t k, int64_t n, Axis k_axis) {
+      const int64_t block = k / g.size(k_axis) * (n / g.size(k_axis == Axis::x ? Axis::y : Axis::x));
+      largest_block = std::max(largest_block, block);
+      return ShardedLinear(backend, grid, k, n, k_axis, params.param(p + name + ".weight"),
+                           params.grad(p + name + ".weight"), params.param(p + name + ".bias"),
+                           params.grad(p + name + ".bias"), gathered(block));
+    };
+    auto b = std::unique_ptr<Block>(new Block{
+        linear("attn.qkv", C, 3 * C, Axis::x),
+        linear("attn.proj", C, C, Axis::y),
+        linear("mlp.fc", C, 4 * C, Axis::x),
+        linear("mlp.proj", 4 * C, C, Axis::y),
+        params.param(p + "ln1.weight"),
+        params.param(p + "ln1.bias"),
+        params.param(p + "ln2.weight"),
+        params.param(p + "ln2.bias"),
+        params.grad(p + "ln1.weight"),
+        params.grad(p + "ln1.bias"),
+        params.grad(p + "ln2.weight"),
+        params.grad(p + "ln2.bias"),
+    });
+    b->ln1_out = make(m * c);
+    b->ln1_mean = make(m);
+    b->ln1_rstd = make(m);
+    b->qkv_out = make(m * 3 * cy);
+    b->probs = make(mb_ * heads_ * T * T);
+    b->attention_out = make(m * cy);
+    b->residual_mid = make(m * c);
+    b->ln2_out = make(m * c);
+    b->ln2_mean = make(m);
+    b->ln2_rstd = make(m);
+    b->fc_out = make(m * 4 * cy);
+    b->gelu_out = make(m * 4 * cy);
+    blocks_.push_back(std::move(b));
+  }
+  for (int l = 0; l <= model.layers; ++l) residual_.push_back(make(m * c));
+  lnf_out_ = make(m * c);
+  lnf_mean_ = make(m);
+  lnf_rstd_ = make(m);
+  logits_ = make(m * v);
+  ce_ = {make(m), make(g.y * m), make(m), make(2 * m), make(m)};
+
+  d_residual_ = make(m * c);
+  d_normed_ = make(m * c);
+  d_mlp_ = make(m * 4 * cy);
+  d_attention_ = make(m * cy);
+  d_qkv_ = make(m * 3 * cy);
+  ln_partials_ = make(2 * m);
+  if (z_split) scratch_ = {make(largest_block), make(largest_block / g.z)};
+}
+
+Gpt::~Gpt() = default;
+
+void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum) {
+  forward(tokens, targets);
+  backend_.sum(loss_sum, ce_.loss, m_);
+  backward(tokens, targets, loss_scale);
+}
+
+void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
+  const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
+  Communicator& x_group = grid_.axis(CommAxis::x);
+
+  embedding_->gather_weight();
+  embedding_->embed(tokens, residual_[0], m);
+  backend_.position_forward(residual_[0], params_.param("wpe"), mb_, T, c);
+
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    Block& b = *blocks_[l];
+    const float* in = residual_[l];
+    float* out = residual_[l + 1];
+    layernorm_forward(backend_, x_group, b.ln1_out, b.ln1_mean, b.ln1_rstd, in, b.ln1_gamma, b.ln1_beta, m, c, C);
+    b.qkv.gather_weight();
+    b.qkv.forward(b.ln1_out, b.qkv_out, m);
+    const int64_t ld = 3 * cy_;
+    backend_.attention_forward(b.attention_out, b.probs, b.qkv_out, b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T,
+                               heads_, head_dim_);
+    b.proj.gather_weight();
+    b.proj.forward(b.attention_out, b.residual_mid, m);
+    backend_.add(b.residual_mid, b.residual_mid, in, m * c);
+
+    layernorm_forward(backend_, x_group, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid, b.ln2_gamma, b.ln2_beta, m,
+                      c, C);
+    b.fc.gather_weight();
+    b.fc.forward(b.ln2_out, b.fc_out, m);
+    backend_.gelu_forward(b.gelu_out, b.fc_out, m * 4 * cy_);
+    b.mlp_proj.gather_weight();
+    b.mlp_proj.forward(b.gelu_out, out, m);
+    backend_.add(out, out, b.residual_mid, m * c);
+  }
+
+  layernorm_forward(backend_, x_group, lnf_out_, lnf_mean_, lnf_rstd_, residual_.back(), params_.param("ln_f.weight"),
+                    params_.param("ln_f.bias"), m, c, C);
+  embedding_->logits(lnf_out_, logits_, m);
+  cross_entropy_forward(backend_, grid_.axis(CommAxis::y), logits_, targets, m, embedding_->v_local(), embedding_->v0(),
+                        ce_);
+}
+
+void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_scale) {
+  const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
+  Communicator& x_group = grid_.axis(CommAxis::x);
+  const int64_t v = embedding_->v_local();
+
+  // logits_ holds exp(logits − max) from the forward; it becomes dlogits in place and is
+  // kept until the end, when the head's weight gradient joins the embedding's.
+  backend_.cross_entropy_backward(logits_, logits_, ce_.partials, targets, m, v, embedding_->v0(), loss_scale);
+  embedding_->logits_backward_input(logits_, d_normed_, m);
+  backend_.memset_zero(d_residual_, static_cast<size_t>(m * c) * sizeof(float));
+  layernorm_backward(backend_, x_group, d_residual_, params_.grad("ln_f.weight"), params_.grad("ln_f.bias"),
+                     ln_partials_, d_normed_, residual_.back(), lnf_mean_, lnf_rstd_, params_.param("ln_f.weight"), m,
+                     c, C);
+
+  // d_residual_ is the gradient of the residual stream; each branch's LayerNorm adds its
+  // input gradient to it, on top of the skip path's.
+  for (size_t l = blocks_.size(); l-- > 0;) {
+    Block& b = *blocks_[l];
+    b.mlp_proj.backward(d_residual_, b.gelu_out, d_mlp_, m, scratch_);
+    backend_.gelu_backward(d_mlp_, b.fc_out, d_mlp_, m * 4 * cy_);
+    b.fc.backward(d_mlp_, b.ln2_out, d_normed_, m, scratch_);
+    layernorm_backward(backend_, x_group, d_residual_, b.d_ln2_gamma, b.d_ln2_beta, ln_partials_, d_normed_,
+                       b.residual_mid, b.ln2_mean, b.ln2_rstd, b.ln2_gamma, m, c, C);
+
+    b.proj.backward(d_residual_, b.attention_out, d_attention_, m, scratch_);
+    const int64_t ld = 3 * cy_;
+    backend_.attention_backward(d_qkv_, d_qkv_ + cy_, d_qkv_ + 2 * cy_, d_attention_, b.probs, b.qkv_out,
+                                b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T, heads_, head_dim_);
+    b.qkv.backward(d_qkv_, b.ln1_out, d_normed_, m, scratch_);
+    layernorm_backward(backend_, x_group, d_residual_, b.d_ln1_gamma, b.d_ln1_beta, ln_partials_, d_normed_,
+                       residual_[l], b.ln1_mean, b.ln1_rstd, b.ln1_gamma, m, c, C);
+  }
+
+  backend_.position_backward(params_.grad("wpe"), d_residual_, mb_, T, c);
+  embedding_->weight_backward(logits_, lnf_out_, d_residual_, tokens, m, scratch_);
+}
+
+}  // namespace axonn

@@ -1,0 +1,65 @@
+#pragma once
+// The 4D-parallel GPT-2 of one rank: token + learned position embeddings, pre-LayerNorm
+// blocks (causal multi-head attention, 4x GELU MLP), final LayerNorm, tied LM head,
+// cross-entropy. Every collective is the one docs/parallel-plan.md lists, so the bytes the
+// grid counts equal the layout model's prediction.
+//
+// Shapes on this rank (m = mb·T tokens of one micro-batch, c = C/G_x, cy = C/G_y,
+// h = H/G_y heads of size d = C/H, v = V/G_y):
+//   residual stream [m, c] (replicated over y), qkv [m, 3cy] packed q|k|v per token,
+//   attention probabilities [mb, h, T, T], attention output [m, cy], MLP hidden [m, 4cy],
+//   logits [m, v] (vocab-parallel over y).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/comm_grid.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/model/dist_ops.hpp"
+#include "trainer/model/parameter_store.hpp"
+#include "trainer/model/sharded_linear.hpp"
+#include "trainer/model/tied_embedding.hpp"
+
+namespace axonn {
+
+class Gpt {
+ public:
+  // micro_batch: sequences per forward/backward (mb). Allocates every activation and
+  // scratch buffer for it once.
+  Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params);
+  ~Gpt();
+  Gpt(const Gpt&) = delete;
+  Gpt& operator=(const Gpt&) = delete;
+
+  int64_t tokens() const { return m_; }  // m = mb·T
+
+  // One micro-batch: forward, loss, backward. tokens, targets: (mb, T) int32 on the device.
+  // Parameter gradients accumulate (+=); dloss/dlogit uses loss_scale per token (1 / tokens
+  // in the global batch for a mean). loss_sum[0] += the sum of the per-token losses.
+  void forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum);
+
+ private:
+  struct Block;
+  float* make(int64_t elements);  // an activation or scratch buffer, owned by the model
+  void forward(const int32_t* tokens, const int32_t* targets);
+  void backward(const int32_t* tokens, const int32_t* targets, float loss_scale);
+
+  Backend& backend_;
+  CommGrid& grid_;
+  ModelShape model_;
+  ParameterStore& params_;
+  int64_t mb_, m_, c_, cy_, heads_, head_dim_;
+
+  std::vector<DeviceBuffer<float>> buffers_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::unique_ptr<TiedEmbedding> embedding_;
+  GradScratch scratch_;
+  std::vector<float*> residual_;  // [L+1] of [m, c]: input of block l, and the final one
+  // Final LayerNorm and head.
+  float *lnf_out_, *lnf_mean_, *lnf_rstd_, *logits_;
+  CrossEntropyBuffers ce_{};
+  // Backward working buffers, reused by every block.
+  float *d_residual_, *d_normed_, *d_mlp_, *d_attention_, *d_qkv_, *ln_partials_;
+};
+
+}  // namespace axonn

@@ -1,0 +1,80 @@
+#pragma once
+// The GPT's parameter tensors as global tensors, and which rectangle of each one a rank of
+// a 4D layout holds (docs/parallel-plan.md). Pure: no backend, no I/O. The trainer, the
+// checkpoint save/load and `axonn ckpt plan` all use this one table, so they cannot disagree.
+//
+// Every shard is one rectangle (a hyperslab) of its global tensor: each dimension is split
+// over zero or more grid axes, the first listed axis outermost. The rows of an "xy" weight
+// [k, n] are split over {x, z}: block index x*G_z + z, so the z-shards of one x-block are
+// adjacent and a z all-gather of row shards is a plain concatenation.
+//
+// Tensors (C hidden, H heads, V vocab, T sequence, L layers; role of each linear layer in
+// parentheses, shard shape after the arrow):
+//   wte                 [V, C]      rows {y}, cols {x, z}   -> [V/G_y, C/(G_x G_z)]   (lm_head, xy, tied)
+//   h.l.attn.qkv.weight [C, 3, C]   rows {x, z}, cols {y}   -> [C/(G_x G_z), 3, C/G_y] (xy)
+//   h.l.attn.proj.weight[C, C]      rows {y, z}, cols {x}   -> [C/(G_y G_z), C/G_x]   (yx)
+//   h.l.mlp.fc.weight   [C, 4C]     rows {x, z}, cols {y}                            (xy)
+//   h.l.mlp.proj.weight [4C, C]     rows {y, z}, cols {x}                            (yx)
+//   wpe                 [T, C]      cols {x}
+//   h.l.ln1.weight/bias, h.l.ln2.weight/bias, ln_f.weight/bias  [C] split {x}
+//   h.l.attn.qkv.bias [3, C] cols {y}; h.l.mlp.fc.bias [4C] {y};
+//   h.l.attn.proj.bias, h.l.mlp.proj.bias [C] {x}
+// qkv as [C, 3, C] makes a rank's q, k and v columns one rectangle whose row-major storage
+// is the packed [rows, q|k|v] layout attention reads; reshaped to [C, 3C] it is GPT-2's c_attn.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint/rect.hpp"
+#include "layout/layout.hpp"
+
+namespace axonn {
+
+enum class ParamGroup {
+  sharded,  // linear weights and wte: split over x, y and z, replicated over data only
+  small,    // LayerNorm, biases, wpe: split over one tensor axis, gradients summed over z
+};
+
+enum class ParamInit { normal, zeros, ones };
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;            // global
+  std::vector<std::vector<Axis>> split;  // per dimension, outermost axis first; empty: whole
+  ParamGroup group = ParamGroup::sharded;
+  bool decay = false;  // AdamW weight decay (2-D weights and embeddings, as GPT-2)
+  ParamInit init = ParamInit::normal;
+  float init_std = 0.0f;  // for ParamInit::normal
+};
+
+// In flat-buffer order: sharded weights, then small decayed (wpe), then small undecayed, so
+// that the decayed parameters are one prefix and the small ones one suffix of every buffer.
+std::vector<ParamSpec> gpt_parameters(const ModelShape& model);
+
+// The rectangle of `spec` that the rank at `coords` holds. Throws LayoutError naming the
+// tensor, dimension and axes when the layout does not divide it.
+Rect shard_rect(const ParamSpec& spec, const Layout& layout, const Coords& coords);
+
+// Grid axes over which ranks hold identical copies of the shard (those not in any split).
+std::vector<Axis> replica_axes(const ParamSpec& spec);
+
+// Where each tensor's shard lives in a rank's flat parameter (and gradient, Adam) buffers.
+struct ParamSlot {
+  ParamSpec spec;
+  Rect rect;           // this rank's rectangle of the global tensor
+  int64_t offset = 0;  // elements from the start of the flat buffer
+  int64_t count = 0;   // element_count(rect)
+};
+
+struct ParameterLayout {
+  std::vector<ParamSlot> slots;  // gpt_parameters order
+  int64_t total = 0;             // elements per rank
+  int64_t sharded = 0;           // the prefix holding ParamGroup::sharded tensors
+  int64_t decayed = 0;           // the prefix with weight decay (sharded + wpe)
+  int64_t small() const { return total - sharded; }
+  const ParamSlot& slot(const std::string& name) const;  // throws std::out_of_range naming it
+};
+
+ParameterLayout parameter_layout(const ModelShape& model, const Layout& layout, const Coords& coords);
+
+}  // namespace axonn

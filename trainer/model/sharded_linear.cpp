@@ -1,0 +1,57 @@
+#include "trainer/model/sharded_linear.hpp"
+
+namespace axonn {
+
+ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, const float* weight,
+                             float* grad, const float* bias, float* dbias, float* gathered)
+    : backend_(backend),
+      grid_(grid),
+      k_axis_(k_axis),
+      n_axis_(k_axis == Axis::x ? Axis::y : Axis::x),
+      k_local_(k / grid.layout().size(k_axis)),
+      n_local_(n / grid.layout().size(n_axis_)),
+      shard_rows_(k_local_ / grid.layout().z),
+      weight_(weight),
+      grad_(grad),
+      bias_(bias),
+      dbias_(dbias),
+      gathered_(gathered),
+      z_split_(grid.layout().z > 1) {
+  if (z_split_ && gathered == nullptr) throw BackendError("ShardedLinear: G_z > 1 needs a gathered-weight buffer");
+}
+
+void ShardedLinear::gather_weight() {
+  if (!z_split_) return;
+  grid_.axis(CommAxis::z)
+      .all_gather(weight_, gathered_, static_cast<size_t>(shard_rows_ * n_local_), ElementType::float32);
+}
+
+void ShardedLinear::forward(const float* x, float* y, int64_t m) {
+  const float* w = z_split_ ? gathered_ : weight_;
+  backend_.gemm(Transpose::no, Transpose::no, m, n_local_, k_local_, 1.0f, x, k_local_, w, n_local_, 0.0f, y, n_local_);
+  grid_.axis(comm_axis(k_axis_)).all_reduce(y, static_cast<size_t>(m * n_local_), ElementType::float32);
+  if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);
+}
+
+void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t m, const GradScratch& scratch) {
+  const float* w = z_split_ ? gathered_ : weight_;
+  if (dbias_ != nullptr) backend_.bias_backward(dbias_, dy, m, n_local_, n_local_);
+  if (dx != nullptr) {
+    backend_.gemm(Transpose::no, Transpose::yes, m, k_local_, n_local_, 1.0f, dy, n_local_, w, n_local_, 0.0f, dx,
+                  k_local_);
+    grid_.axis(comm_axis(n_axis_)).all_reduce(dx, static_cast<size_t>(m * k_local_), ElementType::float32);
+  }
+  if (!z_split_) {
+    backend_.gemm(Transpose::yes, Transpose::no, k_local_, n_local_, m, 1.0f, x, k_local_, dy, n_local_, 1.0f, grad_,
+                  n_local_);
+    return;
+  }
+  backend_.gemm(Transpose::yes, Transpose::no, k_local_, n_local_, m, 1.0f, x, k_local_, dy, n_local_, 0.0f,
+                scratch.gathered, n_local_);
+  const int64_t shard = shard_rows_ * n_local_;
+  grid_.axis(CommAxis::z)
+      .reduce_scatter(scratch.gathered, scratch.shard, static_cast<size_t>(shard), ElementType::float32);
+  backend_.axpy(grad_, 1.0f, scratch.shard, shard);
+}
+
+}  // namespace axonn

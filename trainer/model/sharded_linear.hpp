@@ -1,0 +1,56 @@
+#pragma once
+// One 4D-parallel linear layer Y = X·W + b, W [k, n], as docs/parallel-plan.md defines it.
+// Role: k split over `k_axis` (a), n over the other tensor axis (b), and the rows of each
+// (a, b) block split again over z. Shapes on this rank:
+//   W shard [k/(G_a·G_z), n/G_b]  (row-major, rows z-major, so a z all-gather concatenates)
+//   W gathered over z [k/G_a, n/G_b], kept from forward to backward
+//   X [m, k/G_a], Y [m, n/G_b], bias [n/G_b] (replicated over a and z)
+// Collectives per micro-batch: all-gather W over z; all-reduce Y over a (forward);
+// all-reduce dX over b; reduce-scatter dW over z (backward). With G_z = 1 the shard is used
+// in place and dW accumulates straight into its gradient.
+#include <cstdint>
+
+#include "comm/comm_grid.hpp"
+#include "trainer/backend.hpp"
+
+namespace axonn {
+
+// Scratch shared by every layer's backward (one layer at a time): the full dW block before
+// its reduce-scatter and the reduced shard. Sized for the largest layer; unused when G_z = 1.
+struct GradScratch {
+  float* gathered = nullptr;  // >= k/G_a · n/G_b of every layer
+  float* shard = nullptr;     // >= k/(G_a·G_z) · n/G_b of every layer
+};
+
+class ShardedLinear {
+ public:
+  // weight, grad: this rank's shard in the flat buffers; bias, dbias: [n/G_b] or null.
+  // gathered: [k/G_a · n/G_b] owned by the caller when G_z > 1, else null.
+  ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, const float* weight, float* grad,
+                const float* bias, float* dbias, float* gathered);
+
+  int64_t k_local() const { return k_local_; }  // k/G_a
+  int64_t n_local() const { return n_local_; }  // n/G_b
+
+  // All-gathers the weight over z into the gathered buffer (nothing when G_z = 1).
+  void gather_weight();
+  // y (m, n/G_b) = x (m, k/G_a) · W, summed over a, plus bias. Call gather_weight() first.
+  void forward(const float* x, float* y, int64_t m);
+  // dx (m, k/G_a) = dy · W^T summed over b (skipped when dx is null); dW += x^T · dy summed
+  // over z into this rank's rows; dbias += Σ_rows dy.
+  void backward(const float* dy, const float* x, float* dx, int64_t m, const GradScratch& scratch);
+
+ private:
+  Backend& backend_;
+  CommGrid& grid_;
+  Axis k_axis_, n_axis_;
+  int64_t k_local_, n_local_, shard_rows_;
+  const float* weight_;
+  float* grad_;
+  const float* bias_;
+  float* dbias_;
+  float* gathered_;
+  bool z_split_;
+};
+
+}  // namespace axonn

@@ -1,0 +1,60 @@
+#include "trainer/model/tied_embedding.hpp"
+
+namespace axonn {
+
+TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, const float* weight,
+                             float* grad, float* gathered, float* staging)
+    : backend_(backend),
+      grid_(grid),
+      v_(vocab / grid.layout().y),
+      c_(hidden / grid.layout().x),
+      v0_(grid.coords().y * v_),
+      z_(grid.layout().z),
+      weight_(weight),
+      grad_(grad),
+      gathered_(gathered),
+      staging_(staging) {
+  if (z_ > 1 && (gathered == nullptr || staging == nullptr))
+    throw BackendError("TiedEmbedding: G_z > 1 needs gathered and staging buffers");
+}
+
+void TiedEmbedding::gather_weight() {
+  if (z_ == 1) return;
+  // The all-gather lands z-major, [G_z][v][c/G_z]; block z is columns [z·c/G_z, (z+1)·c/G_z).
+  const int64_t cz = c_ / z_;
+  grid_.axis(CommAxis::z).all_gather(weight_, staging_, static_cast<size_t>(v_ * cz), ElementType::float32);
+  for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(gathered_ + z * cz, c_, staging_ + z * v_ * cz, cz, v_, cz);
+}
+
+void TiedEmbedding::embed(const int32_t* tokens, float* out, int64_t m) {
+  backend_.embedding_forward(out, tokens, full(), m, c_, v0_, v_);
+  grid_.axis(CommAxis::y).all_reduce(out, static_cast<size_t>(m * c_), ElementType::float32);
+}
+
+void TiedEmbedding::logits(const float* x, float* logits, int64_t m) {
+  backend_.gemm(Transpose::no, Transpose::yes, m, v_, c_, 1.0f, x, c_, full(), c_, 0.0f, logits, v_);
+  grid_.axis(CommAxis::x).all_reduce(logits, static_cast<size_t>(m * v_), ElementType::float32);
+}
+
+void TiedEmbedding::logits_backward_input(const float* dlogits, float* dx, int64_t m) {
+  backend_.gemm(Transpose::no, Transpose::no, m, c_, v_, 1.0f, dlogits, v_, full(), c_, 0.0f, dx, c_);
+  grid_.axis(CommAxis::y).all_reduce(dx, static_cast<size_t>(m * c_), ElementType::float32);
+}
+
+void TiedEmbedding::weight_backward(const float* dlogits, const float* x_head, const float* d_embedded,
+                                    const int32_t* tokens, int64_t m, const GradScratch& scratch) {
+  if (z_ == 1) {
+    backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 1.0f, grad_, c_);
+    backend_.embedding_backward(grad_, d_embedded, tokens, m, c_, v0_, v_);
+    return;
+  }
+  float* dw = scratch.gathered;  // [v, c]
+  backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 0.0f, dw, c_);
+  backend_.embedding_backward(dw, d_embedded, tokens, m, c_, v0_, v_);
+  const int64_t cz = c_ / z_;
+  for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(staging_ + z * v_ * cz, cz, dw + z * cz, c_, v_, cz);
+  grid_.axis(CommAxis::z).reduce_scatter(staging_, scratch.shard, static_cast<size_t>(v_ * cz), ElementType::float32);
+  backend_.axpy(grad_, 1.0f, scratch.shard, v_ * cz);
+}
+
+}  // namespace axonn

@@ -1,0 +1,49 @@
+#pragma once
+// The token embedding and the LM head, which share wte [V, C] (GPT-2's tied weights), both
+// vocab-parallel. On this rank (c = C/G_x, v = V/G_y, rows [v0, v0 + v) of the vocabulary):
+//   wte shard [v, c/G_z] (the lm_head's xy shard, stored transposed: [V, C] like the
+//   checkpoint); gathered over z into [v, c] once per micro-batch for both uses.
+//   embed:  out (m, c) = wte rows of the tokens in range, all-reduced over y
+//   logits: (m, v) = x (m, c) · wte_g^T, all-reduced over x (the head's forward all-reduce)
+// Backward: dx (m, c) = dlogits · wte_g, all-reduced over y; at the end of the micro-batch
+// the head's dW and the embedding's scatter-add go into one dW block, reduce-scattered over z
+// once (docs/parallel-plan.md: one all-gather and one reduce-scatter of wte per micro-batch).
+#include <cstdint>
+
+#include "comm/comm_grid.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/model/sharded_linear.hpp"
+
+namespace axonn {
+
+class TiedEmbedding {
+ public:
+  // weight, grad: the wte shard in the flat buffers. gathered, staging: [v · c] each when
+  // G_z > 1 (staging receives the raw z-blocks of the all-gather and the reduce-scatter), else null.
+  TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, const float* weight, float* grad,
+                float* gathered, float* staging);
+
+  int64_t v_local() const { return v_; }
+  int64_t v0() const { return v0_; }
+
+  void gather_weight();
+  void embed(const int32_t* tokens, float* out, int64_t m);
+  void logits(const float* x, float* logits, int64_t m);
+  void logits_backward_input(const float* dlogits, float* dx, int64_t m);
+  // wte grad += dlogits^T · x_head + the rows of d_embedded at `tokens`, summed over z.
+  void weight_backward(const float* dlogits, const float* x_head, const float* d_embedded, const int32_t* tokens,
+                       int64_t m, const GradScratch& scratch);
+
+ private:
+  const float* full() const { return z_ > 1 ? gathered_ : weight_; }  // [v, c]
+
+  Backend& backend_;
+  CommGrid& grid_;
+  int64_t v_, c_, v0_, z_;
+  const float* weight_;
+  float* grad_;
+  float* gathered_;
+  float* staging_;
+};
+
+}  // namespace axonn

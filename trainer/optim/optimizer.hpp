@@ -1,0 +1,47 @@
+#pragma once
+// The end of an optimizer step, after the micro-batches have accumulated their gradients:
+//   1. all-reduce the small tensors' gradients over z (their tokens are split over z),
+//   2. all-reduce every gradient over data (one call on the flat buffer),
+//   3. one all-reduce over the world of 4 floats: loss sum, token count, squared gradient
+//      norm, stop requests (each value counted once: by the ranks at coordinate 0 of the
+//      axes that replicate it),
+//   4. clip by the global norm and apply AdamW (weight decay on the decayed prefix only).
+#include <cstdint>
+
+#include "comm/comm_grid.hpp"
+#include "config/job_config.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/model/parameter_store.hpp"
+
+namespace axonn {
+
+struct StepReport {
+  double loss = 0;        // mean per token over the global batch
+  double tokens = 0;      // tokens in the global batch
+  double grad_norm = 0;   // global L2 norm before clipping
+  double clip_scale = 1;  // min(1, grad_clip / (grad_norm + 1e-6)); 1 when clipping is off
+  bool stop = false;      // some rank asked to stop at this step boundary
+};
+
+class Optimizer {
+ public:
+  Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, const TrainingConfig& training);
+
+  // step: 0-based optimizer step (AdamW's bias correction uses step + 1). loss_sum: device
+  // scalar, this rank's summed token losses; tokens: this rank's token count.
+  StepReport step(int64_t step, double lr, const float* loss_sum, double tokens, bool stop_requested);
+
+ private:
+  struct Run {
+    int64_t offset, count;
+  };
+  Backend& backend_;
+  CommGrid& grid_;
+  ParameterStore& params_;
+  TrainingConfig training_;
+  std::vector<Run> norm_runs_;  // gradient ranges this rank adds to the global norm
+  bool counts_loss_;            // x = y = 0: this rank's loss is not a copy of another's
+  DeviceBuffer<float> stats_;   // [loss sum, tokens, squared norm, stop requests]
+};
+
+}  // namespace axonn
