@@ -24,9 +24,8 @@ namespace fs = std::filesystem;
 class DataFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("axonn_test_data_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("axonn_test_data_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -103,7 +102,11 @@ TEST_F(DataFiles, LlmcRoundTripKeepsGpt2SizedIds) {
   const TokenFile file = read_token_file(path("gpt2.bin"), "tokens");
   EXPECT_EQ(file.format, "llm.c tokens");
   EXPECT_EQ(file.tokens, tokens);
-  expect_data_error([&] { write_llmc_file(path("big.bin"), {1, 2, 70000}); }, {"token id 70000 at position 2", "uint16"});
+  expect_data_error(
+      [&] {
+        write_llmc_file(path("big.bin"), {1, 2, 70000});
+      },
+      {"token id 70000 at position 2", "uint16"});
   EXPECT_FALSE(fs::exists(path("big.bin")));
 }
 
@@ -387,9 +390,9 @@ TEST(BuiltinCorpus, HasStructureAModelCanLearn) {
   for (const auto& kv : bi) bi_counts.push_back(kv.second);
   const double h1 = entropy(uni, static_cast<double>(c.size()));
   const double h2_given_1 = entropy(bi_counts, static_cast<double>(c.size() - 1)) - h1;
-  EXPECT_LT(h1, 3.5);                 // ~3.25: a small alphabet, far below ln 256 = 5.55
-  EXPECT_LT(h2_given_1, 0.75 * h1);   // ~2.12
-  EXPECT_GT(h2_given_1, 1.0);         // but not a trivial repetition
+  EXPECT_LT(h1, 3.5);                // ~3.25: a small alphabet, far below ln 256 = 5.55
+  EXPECT_LT(h2_given_1, 0.75 * h1);  // ~2.12
+  EXPECT_GT(h2_given_1, 1.0);        // but not a trivial repetition
 }
 
 TEST(BuiltinCorpus, ArithmeticFactsAreTrue) {
@@ -407,7 +410,8 @@ TEST(BuiltinCorpus, ArithmeticFactsAreTrue) {
     while (a_begin > 0 && std::isdigit(static_cast<unsigned char>(text[a_begin - 1]))) --a_begin;
     const size_t c_begin = at + 3, c_end = text.find('.', c_begin);
     if (c_end == std::string::npos) break;
-    const int a = std::stoi(text.substr(a_begin, a_end - a_begin)), b = std::stoi(text.substr(b_begin, b_end - b_begin));
+    const int a = std::stoi(text.substr(a_begin, a_end - a_begin)),
+              b = std::stoi(text.substr(b_begin, b_end - b_begin));
     const int result = std::stoi(text.substr(c_begin, c_end - c_begin));
     const char o = text[op];
     const int expected = o == '+' ? a + b : o == '-' ? a - b : a * b;

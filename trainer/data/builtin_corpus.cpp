@@ -43,14 +43,15 @@ class Rng {
   uint64_t state_;
 };
 
-const char* const kNames[] = {"Anna", "Ben", "Clara", "David", "Emma", "Finn", "Grace", "Hugo", "Ivy", "Jack", "Lily", "Max"};
-const char* const kAdjectives[] = {"big",   "small", "red",    "blue",  "green", "happy",
-                                   "old",   "little", "quiet", "bright", "brown", "lazy"};
-const char* const kNouns[] = {"cat",  "dog",   "bird", "fox",  "tree",  "house", "ball", "boat",
+const char* const kNames[] = {"Anna",  "Ben",  "Clara", "David", "Emma", "Finn",
+                              "Grace", "Hugo", "Ivy",   "Jack",  "Lily", "Max"};
+const char* const kAdjectives[] = {"big", "small",  "red",   "blue",   "green", "happy",
+                                   "old", "little", "quiet", "bright", "brown", "lazy"};
+const char* const kNouns[] = {"cat",   "dog",   "bird", "fox",  "tree",  "house", "ball", "boat",
                               "apple", "river", "hill", "king", "horse", "fish",  "book", "star"};
-const char* const kVerbs[] = {"saw",     "found",   "liked",  "chased", "painted",
-                              "carried", "watched", "heard",  "followed", "lost"};
-const char* const kPlaces[] = {"in the garden", "by the river",  "on the hill",   "under the tree",
+const char* const kVerbs[] = {"saw",     "found",   "liked", "chased",   "painted",
+                              "carried", "watched", "heard", "followed", "lost"};
+const char* const kPlaces[] = {"in the garden",  "by the river",  "on the hill",   "under the tree",
                                "near the house", "in the forest", "at the market", "on the boat"};
 const char* const kFeelings[] = {"happy", "sad", "tired", "hungry", "brave", "sleepy"};
 
@@ -87,9 +88,9 @@ const char* const kSayings[] = {
     "Slow and steady wins the race.",
 };
 
-const char* const kNumberWords[] = {"zero",    "one",     "two",       "three",    "four",    "five",    "six",
-                                    "seven",   "eight",   "nine",      "ten",      "eleven",  "twelve",  "thirteen",
-                                    "fourteen", "fifteen", "sixteen",  "seventeen", "eighteen", "nineteen", "twenty"};
+const char* const kNumberWords[] = {"zero",     "one",     "two",     "three",     "four",     "five",     "six",
+                                    "seven",    "eight",   "nine",    "ten",       "eleven",   "twelve",   "thirteen",
+                                    "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"};
 const char* const kDays[] = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"};
 
 std::string capitalized(std::string s) {
@@ -109,11 +110,11 @@ std::string story_sentence(Rng& rng) {
     case 0:
       return capitalized(noun_phrase(rng)) + " " + rng.pick(kVerbs) + " " + noun_phrase(rng) + ". ";
     case 1:
-      return capitalized(noun_phrase(rng)) + " " + rng.pick(kVerbs) + " " + noun_phrase(rng) + " " +
-             rng.pick(kPlaces) + ". ";
+      return capitalized(noun_phrase(rng)) + " " + rng.pick(kVerbs) + " " + noun_phrase(rng) + " " + rng.pick(kPlaces) +
+             ". ";
     case 2:
-      return std::string(rng.pick(kNames)) + " " + rng.pick(kVerbs) + " " + noun_phrase(rng) + " " +
-             rng.pick(kPlaces) + ". ";
+      return std::string(rng.pick(kNames)) + " " + rng.pick(kVerbs) + " " + noun_phrase(rng) + " " + rng.pick(kPlaces) +
+             ". ";
     case 3:
       return std::string(rng.pick(kNames)) + " said, \"I like " + noun_phrase(rng) + ".\" ";
     default:
@@ -122,7 +123,8 @@ std::string story_sentence(Rng& rng) {
 }
 
 void story(Rng& rng, std::string& out) {
-  if (rng.chance(40)) out += "Once upon a time, " + std::string(rng.pick(kNames)) + " lived " + rng.pick(kPlaces) + ". ";
+  if (rng.chance(40))
+    out += "Once upon a time, " + std::string(rng.pick(kNames)) + " lived " + rng.pick(kPlaces) + ". ";
   for (int i = rng.between(3, 6); i > 0; --i) out += story_sentence(rng);
   if (rng.chance(30)) out += "And they all lived happily ever after.";
 }
@@ -220,8 +222,8 @@ TokenData builtin_corpus() {
   static const std::string text = generate();
   std::vector<int32_t> tokens(text.size());
   for (size_t i = 0; i < text.size(); ++i) tokens[i] = static_cast<unsigned char>(text[i]);
-  return TokenData::from_tokens(std::move(tokens), "built-in corpus (byte-level English-like text, " +
-                                                       std::to_string(text.size()) + " tokens)");
+  return TokenData::from_tokens(
+      std::move(tokens), "built-in corpus (byte-level English-like text, " + std::to_string(text.size()) + " tokens)");
 }
 
 }  // namespace axonn

@@ -13,10 +13,10 @@ void read_samples(const TokenData& data, const SampleOrder& order, int64_t first
   // since start <= (sample_count-1)*T and sample_count*T + 1 <= size.
   const int64_t expected_samples = data.size() > 1 && sequence > 0 ? (data.size() - 1) / sequence : 0;
   if (sequence != order.sequence() || order.sample_count() != expected_samples)
-    throw std::invalid_argument("read_samples: the sample order was built for " +
-                                std::to_string(order.sample_count()) + " samples of sequence " +
-                                std::to_string(order.sequence()) + ", but " + data.description() + " at sequence " +
-                                std::to_string(sequence) + " holds " + std::to_string(expected_samples));
+    throw std::invalid_argument("read_samples: the sample order was built for " + std::to_string(order.sample_count()) +
+                                " samples of sequence " + std::to_string(order.sequence()) + ", but " +
+                                data.description() + " at sequence " + std::to_string(sequence) + " holds " +
+                                std::to_string(expected_samples));
   if (first < 0 || count < 0)
     throw std::invalid_argument("read_samples: first (" + std::to_string(first) + ") and count (" +
                                 std::to_string(count) + ") must be >= 0");

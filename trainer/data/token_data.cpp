@@ -44,9 +44,9 @@ void TokenData::validate(int vocab, int sequence, int global_batch) const {
   // A sample is sequence+1 tokens and consecutive samples share one: (tokens-1)/sequence.
   const int64_t samples = (size() - 1) / sequence;
   if (samples < global_batch)
-    throw DataError(description_ + " holds " + std::to_string(samples) + " samples of " +
-                    std::to_string(sequence + 1) + " tokens (sequence " + std::to_string(sequence) +
-                    " + 1), fewer than one global batch of " + std::to_string(global_batch) +
+    throw DataError(description_ + " holds " + std::to_string(samples) + " samples of " + std::to_string(sequence + 1) +
+                    " tokens (sequence " + std::to_string(sequence) + " + 1), fewer than one global batch of " +
+                    std::to_string(global_batch) +
                     " samples; use a longer file, or a smaller training.global_batch or model.sequence (needs at "
                     "least " +
                     std::to_string(int64_t{global_batch} * sequence + 1) + " tokens)");

@@ -83,7 +83,7 @@ Fd open_for_reading(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     throw DataError("cannot open data file " + quoted(path) + ": " + std::strerror(errno) +
-                    " (check data.path; relative paths resolve against the job TOML's folder)");
+                    " (check the path; a job's relative data.path resolves against the job TOML's folder)");
   return Fd(fd, path);
 }
 
@@ -132,8 +132,8 @@ Layout llmc_layout(const std::string& path, const unsigned char* header, int64_t
                     " tokens (" + std::to_string(declared) + " bytes) but only " + std::to_string(present) +
                     " bytes follow the header; re-create or re-download it");
   if (present > declared)
-    throw DataError("data file " + quoted(path) + " has " + std::to_string(present - declared) +
-                    " bytes after the " + std::to_string(count) +
+    throw DataError("data file " + quoted(path) + " has " + std::to_string(present - declared) + " bytes after the " +
+                    std::to_string(count) +
                     " tokens its llm.c header declares; the header's count is wrong or the file is corrupt");
   return layout;
 }
@@ -175,10 +175,12 @@ void convert(const unsigned char* in, int64_t n, int width, int32_t* out) {
 
 TokenFile read_token_file(const std::string& path, const std::string& format) {
   if (format != "auto" && format != "tokens" && format != "text")
-    throw DataError("unknown data format '" + format + "' for " + quoted(path) + "; use \"auto\", \"tokens\" or \"text\"");
+    throw DataError("unknown data format '" + format + "' for " + quoted(path) +
+                    "; use \"auto\", \"tokens\" or \"text\"");
   const Fd fd = open_for_reading(path);
   const int64_t size = fd.size();
-  if (size == 0) throw DataError("data file " + quoted(path) + " is empty (0 bytes); point data.path at a non-empty file");
+  if (size == 0)
+    throw DataError("data file " + quoted(path) + " is empty (0 bytes); point data.path at a non-empty file");
 
   // The first bytes decide the format; text and nanoGPT files have no header, so what was
   // read is already payload.
@@ -197,7 +199,8 @@ TokenFile read_token_file(const std::string& path, const std::string& format) {
   convert(head + layout.header_bytes, in_head / layout.width, layout.width, out);
   int64_t done = in_head / layout.width;
 
-  std::vector<unsigned char> buffer(static_cast<size_t>(std::min(kChunkBytes, std::max<int64_t>(size - head_bytes, 1))));
+  std::vector<unsigned char> buffer(
+      static_cast<size_t>(std::min(kChunkBytes, std::max<int64_t>(size - head_bytes, 1))));
   while (done < count) {
     const int64_t n = std::min<int64_t>(count - done, kChunkBytes / layout.width);
     fd.read_exact(buffer.data(), n * layout.width);
