@@ -185,7 +185,7 @@ TEST_F(DataFiles, MissingFileOddSizeAndUnknownFormatAreErrors) {
   expect_data_error([&] { TokenData::load({odd, "csv"}); }, {"unknown data format 'csv'", "\"auto\""});
 }
 
-TEST(TokenData, EmptyPathIsTheBuiltinCorpus) {
+TEST(DataTokenData, EmptyPathIsTheBuiltinCorpus) {
   const TokenData data = TokenData::load({"", "auto"});
   EXPECT_EQ(data.size(), builtin_corpus().size());
   EXPECT_EQ(data.description().rfind("built-in corpus", 0), 0u) << data.description();
@@ -199,14 +199,14 @@ std::vector<int32_t> iota_tokens(int64_t n, int32_t modulo) {
   return t;
 }
 
-TEST(TokenData, TooShortForOneGlobalBatchNamesBothCounts) {
+TEST(DataTokenData, TooShortForOneGlobalBatchNamesBothCounts) {
   // 12 samples of 64+1 tokens need 12*64+1 = 769 tokens.
   TokenData::from_tokens(iota_tokens(769, 256), "d").validate(256, 64, 12);
   expect_data_error([] { TokenData::from_tokens(iota_tokens(768, 256), "d").validate(256, 64, 12); },
                     {"d holds 11 samples of 65 tokens", "one global batch of 12 samples", "at least 769 tokens"});
 }
 
-TEST(TokenData, IdOutsideVocabNamesIdAndPosition) {
+TEST(DataTokenData, IdOutsideVocabNamesIdAndPosition) {
   std::vector<int32_t> t = iota_tokens(1000, 200);
   t[737] = 300;
   t[900] = 301;
@@ -231,7 +231,7 @@ std::vector<int64_t> epoch_windows(const SampleOrder& order, int64_t epoch) {
   return w;
 }
 
-TEST(SampleOrder, EveryWindowExactlyOncePerEpoch) {
+TEST(DataSampleOrder, EveryWindowExactlyOncePerEpoch) {
   for (const int64_t n : {1, 2, 3, 4, 5, 7, 17, 97, 255, 256, 257, 1000, 4096, 4097, 10007}) {
     for (const int sequence : {1, 64}) {
       const SampleOrder order(1337, n * sequence + 1 + sequence / 2, sequence);  // a partial window at the end
@@ -249,7 +249,7 @@ TEST(SampleOrder, EveryWindowExactlyOncePerEpoch) {
   }
 }
 
-TEST(SampleOrder, DiffersPerEpochAndPerSeedAndShuffles) {
+TEST(DataSampleOrder, DiffersPerEpochAndPerSeedAndShuffles) {
   const int64_t n = 1000;
   const SampleOrder a(1337, n * 8 + 1, 8), b(1338, n * 8 + 1, 8);
   const auto e0 = epoch_windows(a, 0), e1 = epoch_windows(a, 1), other_seed = epoch_windows(b, 0);
@@ -267,7 +267,7 @@ TEST(SampleOrder, DiffersPerEpochAndPerSeedAndShuffles) {
   EXPECT_LT(ascents, 570);
 }
 
-TEST(SampleOrder, IsDeterministicAndPinned) {
+TEST(DataSampleOrder, IsDeterministicAndPinned) {
   // Pinned: a change of the permutation (mixer, rounds, key schedule) changes every run's
   // data order and breaks resuming an older run's checkpoint at the same cursor. The values
   // agree with a separate Python transcription of the construction in sample_order.cpp.
@@ -284,7 +284,7 @@ TEST(SampleOrder, IsDeterministicAndPinned) {
             (std::vector<int64_t>{3660, 7088, 6222}));
 }
 
-TEST(SampleOrder, UsesConstantMemoryAtAnySize) {
+TEST(DataSampleOrder, UsesConstantMemoryAtAnySize) {
   // No per-sample state: the object is its three fields, and 2^44 samples (a shuffled index
   // array would need 128 TiB) work at once.
   static_assert(sizeof(SampleOrder) <= 24);
@@ -299,7 +299,7 @@ TEST(SampleOrder, UsesConstantMemoryAtAnySize) {
   }
 }
 
-TEST(SampleOrder, RejectsDataWithoutASampleAndBadArguments) {
+TEST(DataSampleOrder, RejectsDataWithoutASampleAndBadArguments) {
   expect_data_error([] { SampleOrder(1, 64, 64); }, {"64 tokens hold no sample of 65 tokens"});
   EXPECT_EQ(SampleOrder(1, 65, 64).sample_count(), 1);
   EXPECT_EQ(SampleOrder(1, 65, 64).sample_start(5), 0);
@@ -309,7 +309,7 @@ TEST(SampleOrder, RejectsDataWithoutASampleAndBadArguments) {
 
 // ---- read_samples -----------------------------------------------------------------------------
 
-TEST(ReadSamples, AnyDataParallelSplitReadsTheSameSamples) {
+TEST(DataReadSamples, AnyDataParallelSplitReadsTheSameSamples) {
   const int T = 16;
   const TokenData data = TokenData::from_tokens(iota_tokens(37 * T + 5, 251), "d");
   const SampleOrder order(99, data.size(), T);
@@ -327,7 +327,7 @@ TEST(ReadSamples, AnyDataParallelSplitReadsTheSameSamples) {
   }
 }
 
-TEST(ReadSamples, TargetsAreInputsShiftedByOne) {
+TEST(DataReadSamples, TargetsAreInputsShiftedByOne) {
   const int T = 8;
   const TokenData data = TokenData::from_tokens(iota_tokens(100 * T + 1, 1 << 30), "d");  // token i has id i
   const SampleOrder order(5, data.size(), T);
@@ -343,7 +343,7 @@ TEST(ReadSamples, TargetsAreInputsShiftedByOne) {
   }
 }
 
-TEST(ReadSamples, RejectsAnOrderBuiltForOtherData) {
+TEST(DataReadSamples, RejectsAnOrderBuiltForOtherData) {
   const TokenData data = TokenData::from_tokens(iota_tokens(1000, 256), "d");
   std::vector<int32_t> in(64), tg(64);
   EXPECT_THROW(read_samples(data, SampleOrder(1, 2000, 8), 0, 1, 8, in.data(), tg.data()), std::invalid_argument);
@@ -359,7 +359,7 @@ uint64_t fnv1a(const int32_t* tokens, int64_t n) {
   return h;
 }
 
-TEST(BuiltinCorpus, IsDeterministicAndPinned) {
+TEST(DataBuiltinCorpus, IsDeterministicAndPinned) {
   const TokenData a = builtin_corpus(), b = builtin_corpus();
   ASSERT_EQ(a.size(), 1 << 20);
   EXPECT_EQ(fnv1a(a.data(), a.size()), fnv1a(b.data(), b.size()));
@@ -370,7 +370,7 @@ TEST(BuiltinCorpus, IsDeterministicAndPinned) {
   EXPECT_EQ(a.description(), "built-in corpus (byte-level English-like text, 1048576 tokens)");
 }
 
-TEST(BuiltinCorpus, HasStructureAModelCanLearn) {
+TEST(DataBuiltinCorpus, HasStructureAModelCanLearn) {
   // The next byte is far more predictable from the previous one than on its own: the
   // bigram conditional entropy H(X2|X1) is well below the unigram entropy H(X1) (nats).
   const TokenData c = builtin_corpus();
@@ -395,7 +395,7 @@ TEST(BuiltinCorpus, HasStructureAModelCanLearn) {
   EXPECT_GT(h2_given_1, 1.0);        // but not a trivial repetition
 }
 
-TEST(BuiltinCorpus, ArithmeticFactsAreTrue) {
+TEST(DataBuiltinCorpus, ArithmeticFactsAreTrue) {
   // Every "a + b = c.", "a - b = c." and "a x b = c." in the text is correct, so a model can
   // learn arithmetic rather than noise.
   const TokenData c = builtin_corpus();
