@@ -12,5 +12,6 @@ using CommandArgs = std::vector<std::string>;  // the arguments after the subcom
 int command_layout(const CommandArgs& args);
 int command_run(const CommandArgs& args);
 int command_selftest(const CommandArgs& args);
+int command_data(const CommandArgs& args);
 
 }  // namespace axonn

@@ -12,6 +12,7 @@
 #include "comm/communicator.hpp"
 #include "layout/layout.hpp"
 #include "pmix/pmix_client.hpp"
+#include "trainer/data/token_data.hpp"
 
 namespace {
 
@@ -22,6 +23,7 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"data", "make a token file from text (prepare IN -o OUT.bin) or describe one (info FILE)", axonn::command_data},
     {"layout", "rank the 4D parallel layouts for a job on a site (--site S --job J --nodes N)",
      axonn::command_layout},
     {"run", "run N ranks on this machine under a local PMIx server (-n N [--nodes-sim K] job.toml | CMD)",
@@ -34,7 +36,7 @@ const Command kCommands[] = {
 // library errors already say what was wrong; anything else is marked "error:".
 int report_failure(const char* command, const std::exception& e) {
   const bool bad_input = dynamic_cast<const axonn::UsageError*>(&e) || dynamic_cast<const axonn::ConfigError*>(&e) ||
-                         dynamic_cast<const axonn::LayoutError*>(&e);
+                         dynamic_cast<const axonn::LayoutError*>(&e) || dynamic_cast<const axonn::DataError*>(&e);
   const bool typed = bad_input || dynamic_cast<const axonn::PmixError*>(&e) || dynamic_cast<const axonn::CommError*>(&e);
   std::fprintf(stderr, "axonn %s: %s%s\n", command, typed ? "" : "error: ", e.what());
   return bad_input ? axonn::exit_code::bad_input : axonn::exit_code::failure;

@@ -24,9 +24,10 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// File formats.
+// File formats (all little-endian).
 //   "tokens": llm.c's .bin (256 int32 header: magic 20240520, version 1, token count; then
-//             uint16 tokens) or, without that magic, nanoGPT's headerless uint16 .bin.
+//             uint16 tokens; llm.c's llama-3 variant, magic 20240801, version 7, has uint32
+//             tokens) or, without either magic, nanoGPT's headerless uint16 .bin.
 //   "text":   any file; byte-level tokens (vocabulary 256), one token per byte.
 //   "auto":   llm.c magic -> tokens; ".bin" suffix -> nanoGPT tokens; else text.
 // An empty path means the built-in corpus (builtin_corpus()).
@@ -63,8 +64,12 @@ class TokenData {
 // platform and compiler (no std:: distributions).
 class SampleOrder {
  public:
+  // Throws DataError when the stream holds no whole sample (token_count < sequence + 1), and
+  // std::invalid_argument for sequence < 1.
   SampleOrder(uint64_t seed, int64_t token_count, int sequence);
   int64_t sample_count() const { return sample_count_; }
+  int sequence() const { return sequence_; }
+  // Throws std::out_of_range for a negative index.
   int64_t sample_start(int64_t global_sample) const;
 
  private:
@@ -74,7 +79,8 @@ class SampleOrder {
 };
 
 // Fills inputs and targets (count*sequence each, row-major (count, sequence)) with global
-// samples first, first+1, ..., first+count-1.
+// samples first, first+1, ..., first+count-1. Throws std::invalid_argument when `order` was
+// not built for this data and sequence.
 void read_samples(const TokenData& data, const SampleOrder& order, int64_t first, int count, int sequence,
                   int32_t* inputs, int32_t* targets);
 
