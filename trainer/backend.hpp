@@ -53,6 +53,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
+  // True when device pointers are host pointers (the CPU backend): host code may then read
+  // and write device buffers directly instead of staging copies.
+  virtual bool device_is_host() const { return false; }
 
   // ---- memory (bytes). alloc: uninitialized, 64-byte aligned, nullptr for 0 bytes;
   // throws BackendError when out of memory. free(nullptr) does nothing.

@@ -72,8 +72,8 @@ std::optional<long> Args::integer(const std::string& name, long min, long max) c
   if (ec != std::errc() || end != v->data() + v->size())
     throw UsageError("option '--" + name + "' needs an integer, got '" + *v + "'");
   if (parsed < min || parsed > max)
-    throw UsageError("option '--" + name + "' must be in [" + std::to_string(min) + ", " +
-                     std::to_string(max) + "], got " + *v);
+    throw UsageError("option '--" + name + "' must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                     "], got " + *v);
   return parsed;
 }
 

@@ -17,9 +17,9 @@ class UsageError : public std::runtime_error {
 };
 
 struct OptionSpec {
-  std::string name;        // without dashes, e.g. "site"
+  std::string name;  // without dashes, e.g. "site"
   bool takes_value = true;
-  std::string help;        // one line, shown in usage
+  std::string help;  // one line, shown in usage
 };
 
 class Args {

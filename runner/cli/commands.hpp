@@ -13,5 +13,6 @@ int command_layout(const CommandArgs& args);
 int command_run(const CommandArgs& args);
 int command_selftest(const CommandArgs& args);
 int command_data(const CommandArgs& args);
+int command_train(const CommandArgs& args);
 
 }  // namespace axonn

@@ -19,12 +19,11 @@ toml::table candidate_json(const Candidate& c, double usable_bytes) {
       if (v.calls == 0) continue;
       kinds.insert(collective_name(kind), toml::table{{"calls", v.calls}, {"bytes", v.bytes}});
     }
-    axes.insert(comm_axis_name(axis),
-                toml::table{{"group_size", c.volume.group_size[static_cast<size_t>(a)]},
-                            {"link", link_tier_name(c.cost.link[static_cast<size_t>(a)])},
-                            {"time_s", c.cost.comm_s[static_cast<size_t>(a)]},
-                            {"bytes", c.volume.bytes(axis)},
-                            {"collectives", std::move(kinds)}});
+    axes.insert(comm_axis_name(axis), toml::table{{"group_size", c.volume.group_size[static_cast<size_t>(a)]},
+                                                  {"link", link_tier_name(c.cost.link[static_cast<size_t>(a)])},
+                                                  {"time_s", c.cost.comm_s[static_cast<size_t>(a)]},
+                                                  {"bytes", c.volume.bytes(axis)},
+                                                  {"collectives", std::move(kinds)}});
   }
   return toml::table{
       {"layout", format_layout(c.layout)},
@@ -47,14 +46,11 @@ std::string layout_result_json(const ChooserResult& r, int top_k, const std::str
   toml::array ranked, rejected;
   for (size_t i = 0; i < r.ranked.size() && i < static_cast<size_t>(top_k); ++i)
     ranked.push_back(candidate_json(r.ranked[i], usable));
-  for (const auto& rej : r.rejected) rejected.push_back(toml::table{{"layout", format_layout(rej.layout)}, {"reason", rej.reason}});
+  for (const auto& rej : r.rejected)
+    rejected.push_back(toml::table{{"layout", format_layout(rej.layout)}, {"reason", rej.reason}});
   toml::table root{
-      {"world", r.input.world()},
-      {"nodes", r.input.machine.nodes},
-      {"gpus_per_node", r.input.machine.tasks_per_node},
-      {"fits", r.fits()},
-      {"ranked", std::move(ranked)},
-      {"rejected", std::move(rejected)},
+      {"world", r.input.world()}, {"nodes", r.input.machine.nodes}, {"gpus_per_node", r.input.machine.tasks_per_node},
+      {"fits", r.fits()},         {"ranked", std::move(ranked)},    {"rejected", std::move(rejected)},
   };
   if (r.fits()) root.insert("best", format_layout_with_order(r.best().layout));
   if (!no_fit_change.empty()) root.insert("smallest_change", no_fit_change);

@@ -8,8 +8,9 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
-#include "config/config_error.hpp"
+#include "cli/run_layout.hpp"
 #include "comm/communicator.hpp"
+#include "config/config_error.hpp"
 #include "layout/layout.hpp"
 #include "pmix/pmix_client.hpp"
 #include "trainer/data/token_data.hpp"
@@ -24,10 +25,11 @@ struct Command {
 
 const Command kCommands[] = {
     {"data", "make a token file from text (prepare IN -o OUT.bin) or describe one (info FILE)", axonn::command_data},
-    {"layout", "rank the 4D parallel layouts for a job on a site (--site S --job J --nodes N)",
-     axonn::command_layout},
+    {"layout", "rank the 4D parallel layouts for a job on a site (--site S --job J --nodes N)", axonn::command_layout},
     {"run", "run N ranks on this machine under a local PMIx server (-n N [--nodes-sim K] job.toml | CMD)",
      axonn::command_run},
+    {"train", "train the job's GPT on this job's ranks (under axonn run, srun --mpi=pmix or mpirun): JOB.toml",
+     axonn::command_train},
     {"selftest", "check topology and every collective on every axis (under axonn run or srun --mpi=pmix)",
      axonn::command_selftest},
 };
@@ -37,8 +39,10 @@ const Command kCommands[] = {
 int report_failure(const char* command, const std::exception& e) {
   const bool bad_input = dynamic_cast<const axonn::UsageError*>(&e) || dynamic_cast<const axonn::ConfigError*>(&e) ||
                          dynamic_cast<const axonn::LayoutError*>(&e) || dynamic_cast<const axonn::DataError*>(&e);
-  const bool typed = bad_input || dynamic_cast<const axonn::PmixError*>(&e) || dynamic_cast<const axonn::CommError*>(&e);
+  const bool typed =
+      bad_input || dynamic_cast<const axonn::PmixError*>(&e) || dynamic_cast<const axonn::CommError*>(&e);
   std::fprintf(stderr, "axonn %s: %s%s\n", command, typed ? "" : "error: ", e.what());
+  if (dynamic_cast<const axonn::NoFittingLayout*>(&e)) return axonn::exit_code::no_layout;
   return bad_input ? axonn::exit_code::bad_input : axonn::exit_code::failure;
 }
 

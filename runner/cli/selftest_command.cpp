@@ -48,7 +48,8 @@ int check_axis(Communicator& c, int me) {
   c.all_gather(mine.data(), all.data(), 3, ElementType::float32);
   ok = true;
   for (int r = 0; r < n; ++r)
-    for (int i = 0; i < 3; ++i) ok &= all[static_cast<size_t>(r * 3 + i)] == static_cast<float>(M[static_cast<size_t>(r)] * 10 + i);
+    for (int i = 0; i < 3; ++i)
+      ok &= all[static_cast<size_t>(r * 3 + i)] == static_cast<float>(M[static_cast<size_t>(r)] * 10 + i);
   expect(ok, "all_gather");
 
   std::vector<float> in(static_cast<size_t>(5 * n)), out(5, -1.0f);

@@ -8,15 +8,23 @@
 namespace axonn {
 namespace {
 
-// Saved activations of one micro-batch, in elements.
+// Saved activations of one micro-batch, in elements (what trainer/model/gpt.cpp keeps).
 int64_t activation_elements(const ModelShape& model, const Layout& g, int64_t m, int64_t mb) {
   const int64_t C = model.hidden, T = model.sequence;
-  // ln1 in/out, ln2 in/out, attn.proj out: 5 m C/G_x; q, k, v, attention out: 4 m C/G_y;
-  // softmax probabilities mb (H/G_y) T^2; mlp.fc out and GELU out: 2 m 4C/G_y.
-  const int64_t per_block = 5 * m * C / g.x + 4 * m * C / g.y + mb * (model.heads / g.y) * T * T + 8 * m * C / g.y;
-  // ln_f in/out, logits and probabilities.
-  const int64_t head = 2 * m * C / g.x + 2 * m * model.vocab / g.y;
+  // Block input, ln1 out, input + attention (ln2 in), ln2 out: 4 m C/G_x; q, k, v and the
+  // attention output: 4 m C/G_y; softmax probabilities mb (H/G_y) T^2; mlp.fc out and GELU
+  // out: 2 m 4C/G_y.
+  const int64_t per_block = 4 * m * C / g.x + 4 * m * C / g.y + mb * (model.heads / g.y) * T * T + 8 * m * C / g.y;
+  // ln_f in and out; the logits, which become their softmax and then their gradient in place.
+  const int64_t head = 2 * m * C / g.x + m * model.vocab / g.y;
   return model.layers * per_block + head;
+}
+
+// Backward's working buffers, reused by every block: the residual stream's gradient and a
+// LayerNorm output's, 2 m C/G_x; the MLP hidden's, attention output's and qkv's, 8 m C/G_y.
+int64_t workspace_elements(const ModelShape& model, const Layout& g, int64_t m) {
+  const int64_t C = model.hidden;
+  return 2 * m * C / g.x + 8 * m * C / g.y;
 }
 
 std::string gib(double bytes) {
@@ -45,6 +53,7 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g) {
     mem.gathered_grad = largest * e;
   }
   mem.activations = activation_elements(input.model, g, split.tokens, split.micro_batch) * e;
+  mem.workspace = workspace_elements(input.model, g, split.tokens) * e;
   return mem;
 }
 
@@ -64,10 +73,13 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
        ") = " + gib(static_cast<double>(mem.optimizer)) + "\n";
   s += "  gathered weights  sum over linears of k/G_a*n/G_b*e (only when G_z > 1) = " +
        gib(static_cast<double>(mem.gathered_weights)) + "\n";
-  s += "  gathered gradient largest k/G_a*n/G_b*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
-       "\n";
-  s += "  activations       L*(5mC/G_x + 12mC/G_y + mb*H/G_y*T^2) + 2mC/G_x + 2mV/G_y, m = mb*T = " +
+  s +=
+      "  gathered gradient largest k/G_a*n/G_b*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
+      "\n";
+  s += "  activations       L*(4mC/G_x + 12mC/G_y + mb*H/G_y*T^2) + 2mC/G_x + mV/G_y, m = mb*T = " +
        std::to_string(split.tokens) + " = " + gib(static_cast<double>(mem.activations)) + "\n";
+  s += "  workspace         2mC/G_x + 8mC/G_y (backward's gradient buffers) = " +
+       gib(static_cast<double>(mem.workspace)) + "\n";
   s += "  total " + gib(static_cast<double>(mem.total())) + " of " + gib(usable_memory(input.machine)) +
        " usable (memory " + gib(input.machine.memory_bytes) + " less headroom)\n";
   return s;

@@ -13,7 +13,8 @@ struct MemoryEstimate {
   int64_t gathered_weights = 0;  // z-gathered W of every linear, kept for backward (G_z > 1)
   int64_t gathered_grad = 0;     // one layer's full dW block before its reduce-scatter (G_z > 1)
   int64_t activations = 0;       // saved for backward, one micro-batch
-  int64_t total() const { return parameters + optimizer + gathered_weights + gathered_grad + activations; }
+  int64_t workspace = 0;         // backward's activation-gradient buffers, one micro-batch
+  int64_t total() const { return parameters + optimizer + gathered_weights + gathered_grad + activations + workspace; }
 };
 
 MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& layout);

@@ -17,6 +17,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int blas_threads = 0);
 
   const char* name() const override { return "cpu"; }
+  bool device_is_host() const override { return true; }
 
   void* alloc(size_t bytes) override;
   void free(void* ptr) override;

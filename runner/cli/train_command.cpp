@@ -1,0 +1,124 @@
+// axonn train JOB.toml [--site S] [--layout L] [--fallback] [--timeout-ms N] [section.key=value ...]
+// One rank of a training run, under `axonn run -n N`, `srun --mpi=pmix` or `mpirun`: reads
+// the topology from PMIx, the site (AXONN_SITE_CONFIG, else --site, else the built-in
+// laptop-cpu site) and the job, decides the layout (cli/run_layout.hpp), checks the data,
+// connects the communicators and trains (trainer/train/training_run.hpp), resuming from the
+// job's checkpoint directory when it holds a step. SIGUSR1, SIGTERM and SIGINT ask for a
+// stop at the next step boundary: the ranks save, commit and exit with exit_code::preempted.
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "builtin_site.hpp"
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/exit_codes.hpp"
+#include "cli/run_layout.hpp"
+#include "comm/comm_grid.hpp"
+#include "config/config_error.hpp"
+#include "config/site_config.hpp"
+#include "layout/layout_report.hpp"
+#include "pmix/topology.hpp"
+#include "trainer/cpu/cpu_backend.hpp"
+#include "trainer/data/token_data.hpp"
+#include "trainer/train/training_run.hpp"
+
+namespace axonn {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+void install_stop_handlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGUSR1, SIGTERM, SIGINT}) sigaction(s, &sa, nullptr);
+}
+
+SiteConfig load_run_site(const std::optional<std::string>& site_option) {
+  if (const char* env = std::getenv("AXONN_SITE_CONFIG"); env != nullptr && *env != '\0') return load_site_config(env);
+  if (site_option) return load_site_config(*site_option);
+  return load_site_config_string(kBuiltinSiteToml, kBuiltinSiteName);
+}
+
+// The CPU backend computes in float32 and splits this node's cores among its ranks.
+std::unique_ptr<Backend> make_backend(const JobConfig& job, const Topology& topology) {
+  if (job.training.dtype != Dtype::float32)
+    throw ConfigError(job.source + ": training.dtype = \"" + dtype_name(job.training.dtype) +
+                      "\" needs the CUDA backend, and this run uses the CPU backend (float32); set training.dtype = "
+                      "\"float32\" or run on GPUs");
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return make_cpu_backend(std::max(1, cores / std::max(1, topology.local_size)));
+}
+
+TokenData load_data(const JobConfig& job) {
+  TokenData data = job.data.path.empty() ? builtin_corpus() : TokenData::load({job.data.path, job.data.format});
+  data.validate(job.model.vocab, job.model.sequence, job.training.global_batch);
+  return data;
+}
+
+}  // namespace
+
+int command_train(const CommandArgs& argv) {
+  const std::vector<OptionSpec> specs = {
+      {"site", true, "site config TOML (default: AXONN_SITE_CONFIG, else the built-in laptop-cpu site)"},
+      {"layout", true, "DxXxYxZ[:order] (default: AXONN_LAYOUT, else the chooser)"},
+      {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
+      {"timeout-ms", true, "collective timeout (default 300000)"},
+      {"help", false, "this help"},
+  };
+  const Args args(argv, specs);
+  if (args.has("help") || args.positionals().empty()) {
+    std::printf(
+        "usage: axonn train JOB.toml [options] [section.key=value ...]   (under axonn run, srun --mpi=pmix or "
+        "mpirun)\n%s",
+        format_options(specs).c_str());
+    return args.has("help") ? exit_code::ok : exit_code::bad_input;
+  }
+  const std::string job_path = args.positionals()[0];
+  const std::vector<std::string> overrides(args.positionals().begin() + 1, args.positionals().end());
+  spdlog::set_pattern("[%l] %v");
+
+  PmixClient client;
+  const Topology topology = topology_from_pmix(client);
+  const bool lead = topology.rank == 0;  // rank 0 narrates; every rank reports its memory
+
+  const SiteConfig site = load_run_site(args.value("site"));
+  const JobConfig job = load_job_config(job_path, site, overrides);
+  const RunLayout run = decide_run_layout(topology, site, job, args.value("layout"));
+  auto backend = make_backend(job, topology);
+  const TokenData data = load_data(job);
+  if (lead) {
+    spdlog::info("axonn train {}: {} ranks on {} node(s), site {}, backend {}", job.source, topology.world,
+                 topology.nodes, site.name, backend->name());
+    spdlog::info("layout {} (data x X x Y x Z, rank order fastest first {}) from {}", format_layout(run.layout),
+                 format_order(run.layout), run.origin);
+    if (run.ranking) std::fputs(format_ranked_table(*run.ranking, 5).c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  install_stop_handlers();
+  const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", 100, 86'400'000).value_or(300'000));
+  const bool single_host = topology.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
+  CommGrid grid(client, run.layout, timeout, single_host);
+
+  TrainingRunOptions options;
+  options.plan = run.plan;
+  // CPU ranks share their node's cores: a site's per-"GPU" peak describes one of
+  // gpus_per_node shares of the node, and this run has local_size ranks on it.
+  if (backend->device_is_host())
+    options.plan.machine.peak_flops *= static_cast<double>(site.gpus_per_node) / topology.local_size;
+  options.layout_origin = run.origin;
+  options.fallback = args.has("fallback");
+  options.save_token = topology.nspace;
+  options.stop_requested = [] { return g_stop_signal != 0; };
+  const TrainingRunResult result = run_training(*backend, grid, job, data, options);
+  return result.preempted ? exit_code::preempted : exit_code::ok;
+}
+
+}  // namespace axonn

@@ -1,0 +1,90 @@
+#pragma once
+// Running `axonn train` from tests: a tiny job file, one run under the local launcher, and
+// what a run leaves behind (metrics.jsonl, summary.json, the checkpoint's tensors).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "checkpoint/reader.hpp"
+#include "process_helpers.hpp"
+
+namespace axonn::test {
+
+// A GPT small enough for 8 ranks on 2 cores, whose dimensions every layout of 1, 2, 4 and
+// 8 ranks divides: hidden 32 and heads 8 (G_y up to 8), global batch 24 (G_data*G_z up to 8,
+// and 3 for the world-3 resume), byte-level vocabulary on the built-in corpus.
+inline std::string tiny_job(int steps, int interval) {
+  return "[model]\nlayers = 2\nhidden = 32\nheads = 8\nvocab = 256\nsequence = 16\n"
+         "[training]\nglobal_batch = 24\nmicro_batch = 2\nsteps = " +
+         std::to_string(steps) +
+         "\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_steps = 2\nweight_decay = 0.1\ngrad_clip = 1.0\nseed = 5\n"
+         "[checkpoint]\ndir = \"ckpt\"\ninterval = " +
+         std::to_string(interval) + "\nkeep = 4\n[run]\ndir = \"run\"\nlog_interval = 1\n";
+}
+
+// A fresh directory under the build tree for one test, removed by the caller's TearDown.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(AXONN_BINARY_DIR) / "test-train" / (name + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline void write_file(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+// `axonn run -n N [--nodes-sim K] job.toml` in `dir` with AXONN_LAYOUT set (empty: let the
+// trainer decide); output and exit code.
+inline CommandResult run_train(const std::filesystem::path& dir, int ranks, const std::string& layout,
+                               const std::string& extra = "", int nodes_sim = 1, int timeout_s = 120) {
+  std::string env = layout.empty() ? "" : "AXONN_LAYOUT=" + layout + " ";
+  return run_command("cd " + dir.string() + " && " + env + kAxonn + " run -n " + std::to_string(ranks) +
+                         " --nodes-sim " + std::to_string(nodes_sim) + " job.toml " + extra,
+                     timeout_s);
+}
+
+struct StepLine {
+  int64_t step = 0;
+  double loss = 0;
+  int64_t data_cursor = 0;
+};
+
+// The steps of <run_dir>/metrics.jsonl, in file order.
+inline std::vector<StepLine> read_metrics(const std::filesystem::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::vector<StepLine> out;
+  const std::regex re(R"(\"step\": (\d+), \"loss\": ([-0-9.eE+]+).*\"data_cursor\": (\d+))");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, re)) out.push_back({std::stoll(m[1]), std::stod(m[2]), std::stoll(m[3])});
+  }
+  return out;
+}
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every tensor of the checkpoint `latest` names, whole.
+inline std::map<std::string, std::vector<float>> read_tensors(const std::filesystem::path& ckpt_dir) {
+  CheckpointReader reader = CheckpointReader::open_latest(ckpt_dir);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : reader.tensors()) {
+    auto& v = out[t.name];
+    const Rect all = full_rect(t.global_shape);
+    v.resize(static_cast<size_t>(element_count(all)));
+    reader.read(t.name, all, v.data());
+  }
+  return out;
+}
+
+}  // namespace axonn::test

@@ -1,0 +1,112 @@
+#include "trainer/train/run_report.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+namespace axonn {
+namespace {
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> comm_mismatches(const CommCounters& counted, const StepVolume& per_step, int64_t steps) {
+  std::vector<std::string> out;
+  for (int a = 0; a < kCommAxisCount; ++a)
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const auto kind = static_cast<CollectiveKind>(k);
+      if (kind == CollectiveKind::barrier) continue;  // synchronisation, not part of the plan
+      const CollectiveCount& c = counted[static_cast<size_t>(a)][static_cast<size_t>(k)];
+      const CollectiveVolume& p = per_step.at(static_cast<CommAxis>(a), kind);
+      if (c.bytes == p.bytes * steps && c.calls == p.calls * steps) continue;
+      out.push_back(comm_axis_name(static_cast<CommAxis>(a)) + " " + collective_name(kind) + ": counted " +
+                    std::to_string(c.bytes) + " bytes in " + std::to_string(c.calls) + " calls, predicted " +
+                    std::to_string(p.bytes * steps) + " in " + std::to_string(p.calls * steps));
+    }
+  return out;
+}
+
+std::string comm_summary(const StepVolume& v) {
+  std::string s;
+  for (int a = 0; a < kCommAxisCount; ++a) {
+    std::string line;
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const CollectiveVolume& p = v.at(static_cast<CommAxis>(a), static_cast<CollectiveKind>(k));
+      if (p.calls == 0) continue;
+      line += std::string(line.empty() ? "" : ", ") + collective_name(static_cast<CollectiveKind>(k)) + " " +
+              mib(static_cast<double>(p.bytes)) + " (" + std::to_string(p.calls) + " calls)";
+    }
+    if (!line.empty()) s += (s.empty() ? "" : "; ") + comm_axis_name(static_cast<CommAxis>(a)) + ": " + line;
+  }
+  return s.empty() ? "none (one rank)" : s;
+}
+
+void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
+  std::string j = "{\n";
+  j += "  \"layout\": " + json_string(r.layout) + ",\n";
+  j += "  \"layout_origin\": " + json_string(r.layout_origin) + ",\n";
+  j += "  \"start_step\": " + std::to_string(r.start_step) + ",\n";
+  j += "  \"end_step\": " + std::to_string(r.end_step) + ",\n";
+  j += "  \"preempted\": " + std::string(r.preempted ? "true" : "false") + ",\n";
+  j += "  \"last_loss\": " + json_number(r.last_loss) + ",\n";
+  j += "  \"tokens_per_s\": " + json_number(r.tokens_per_s) + ",\n";
+  j += "  \"mfu\": " + json_number(r.mfu) + ",\n";
+  j += "  \"comm_bytes_match\": " + std::string(r.comm_bytes_match ? "true" : "false") + ",\n";
+  j += "  \"comm_mismatches\": [";
+  for (size_t i = 0; i < r.comm_mismatches.size(); ++i) j += (i ? ", " : "") + json_string(r.comm_mismatches[i]);
+  j += "],\n  \"predicted_bytes_per_step\": {";
+  bool first = true;
+  for (int a = 0; a < kCommAxisCount; ++a)
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const CollectiveVolume& p = r.predicted_per_step.at(static_cast<CommAxis>(a), static_cast<CollectiveKind>(k));
+      if (p.calls == 0) continue;
+      j += std::string(first ? "" : ", ") +
+           json_string(comm_axis_name(static_cast<CommAxis>(a)) + "." +
+                       collective_name(static_cast<CollectiveKind>(k))) +
+           ": " + std::to_string(p.bytes);
+      first = false;
+    }
+  j += "},\n  \"model_memory_bytes\": [";
+  for (size_t i = 0; i < r.model_memory_bytes.size(); ++i) j += (i ? ", " : "") + json_number(r.model_memory_bytes[i]);
+  j += "],\n  \"predicted_memory_bytes\": [";
+  for (size_t i = 0; i < r.predicted_memory_bytes.size(); ++i)
+    j += (i ? ", " : "") + json_number(r.predicted_memory_bytes[i]);
+  j += "]\n}\n";
+
+  std::filesystem::create_directories(path.parent_path());
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j;
+    if (!out) throw std::runtime_error("cannot write " + tmp.string() + " (is run.dir writable?)");
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace axonn

@@ -1,0 +1,40 @@
+#pragma once
+// What a finished run reports besides its losses: the bytes each rank moved against the
+// layout model's prediction (docs/parallel-plan.md; they must be equal), each rank's memory
+// against the model's memory estimate, and <run.dir>/summary.json for tools and tests.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "comm/comm_grid.hpp"
+#include "layout/layout_volume.hpp"
+
+namespace axonn {
+
+// Every (axis, kind) whose counted bytes or calls differ from `steps` x the prediction, as
+// "x all_reduce: counted 1024 bytes in 4 calls, predicted 2048 in 8"; empty when all equal.
+std::vector<std::string> comm_mismatches(const CommCounters& counted, const StepVolume& per_step, int64_t steps);
+
+// One line per axis with traffic: "x: all_reduce 1.2 MiB/step (12 calls), ..." for the log.
+std::string comm_summary(const StepVolume& per_step);
+
+struct RunSummary {
+  std::string layout;
+  std::string layout_origin;
+  int64_t start_step = 0, end_step = 0;
+  bool preempted = false;
+  double last_loss = 0;
+  double tokens_per_s = 0;  // mean over the steps of this run
+  double mfu = 0;           // mean
+  bool comm_bytes_match = false;
+  std::vector<std::string> comm_mismatches;    // of rank 0
+  StepVolume predicted_per_step;               // rank 0's
+  std::vector<double> model_memory_bytes;      // per rank: peak RSS above the baseline
+  std::vector<double> predicted_memory_bytes;  // per rank
+};
+
+// Writes the summary as JSON (through a temporary file and rename).
+void write_run_summary(const std::filesystem::path& path, const RunSummary& summary);
+
+}  // namespace axonn

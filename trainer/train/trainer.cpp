@@ -1,0 +1,65 @@
+#include "trainer/train/trainer.hpp"
+
+#include "trainer/optim/lr_schedule.hpp"
+
+namespace axonn {
+namespace {
+
+BatchShape batch_shape(const TrainingConfig& t) { return {t.global_batch, t.micro_batch, t.dtype}; }
+
+}  // namespace
+
+Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data)
+    : backend_(backend),
+      grid_(grid),
+      job_(job),
+      data_(data),
+      order_(job.training.seed, data.size(), job.model.sequence),
+      split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
+      params_(backend, job.model, grid.layout(), grid.coords()),
+      model_(backend, grid, job.model, split_.micro_batch, params_),
+      optimizer_(backend, grid, params_, job.training),
+      host_inputs_(static_cast<size_t>(split_.tokens)),
+      host_targets_(static_cast<size_t>(split_.tokens)),
+      inputs_(backend, static_cast<size_t>(split_.tokens)),
+      targets_(backend, static_cast<size_t>(split_.tokens)),
+      loss_sum_(backend, 1),
+      sample_seed_(job.training.seed) {
+  params_.initialize(job.training.seed);
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::learning_rate_of(int64_t step) const { return learning_rate(job_.training, step); }
+
+void Trainer::set_position(int64_t step, int64_t data_cursor, uint64_t sample_seed) {
+  step_ = step;
+  cursor_ = data_cursor;
+  if (sample_seed != sample_seed_) order_ = SampleOrder(sample_seed, data_.size(), job_.model.sequence);
+  sample_seed_ = sample_seed;
+}
+
+StepReport Trainer::train_step(bool stop_requested) {
+  const Coords& at = grid_.coords();
+  const int64_t coordinate = int64_t{at.data} * grid_.layout().z + at.z;
+  const int64_t global_tokens = int64_t{job_.training.global_batch} * job_.model.sequence;
+  const float loss_scale = 1.0f / static_cast<float>(global_tokens);
+
+  params_.zero_grads();
+  backend_.memset_zero(loss_sum_.data(), sizeof(float));
+  for (int i = 0; i < split_.accumulation; ++i) {
+    const int64_t first = cursor_ + coordinate * split_.sequences_per_rank + int64_t{i} * split_.micro_batch;
+    read_samples(data_, order_, first, split_.micro_batch, job_.model.sequence, host_inputs_.data(),
+                 host_targets_.data());
+    inputs_.upload(host_inputs_);
+    targets_.upload(host_targets_);
+    model_.forward_backward(inputs_.data(), targets_.data(), loss_scale, loss_sum_.data());
+  }
+  const double local_tokens = static_cast<double>(split_.accumulation * split_.tokens);
+  StepReport report = optimizer_.step(step_, learning_rate_of(step_), loss_sum_.data(), local_tokens, stop_requested);
+  ++step_;
+  cursor_ += job_.training.global_batch;
+  return report;
+}
+
+}  // namespace axonn

@@ -1,0 +1,63 @@
+#pragma once
+// One rank's training state and its optimizer step. The global batch of step s is global
+// samples [cursor, cursor + B) (data/token_data.hpp); the (data, z) coordinate j = d·G_z + z
+// takes sequences [j·b, (j+1)·b) of it, b = B / (G_data·G_z), in A micro-batches of mb, so
+// every layout trains on the same samples and the loss is the mean over all B·T tokens.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/comm_grid.hpp"
+#include "config/job_config.hpp"
+#include "layout/model_plan.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/data/token_data.hpp"
+#include "trainer/model/gpt.hpp"
+#include "trainer/model/parameter_store.hpp"
+#include "trainer/optim/optimizer.hpp"
+
+namespace axonn {
+
+class Trainer {
+ public:
+  // Parameters start from the layout-independent init of training.seed.
+  Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data);
+  ~Trainer();
+
+  // Runs step step(): A forward/backward micro-batches and the optimizer; then step() and
+  // data_cursor() advance. stop_requested: this rank's vote to stop at this boundary.
+  StepReport train_step(bool stop_requested = false);
+
+  int64_t step() const { return step_; }           // optimizer steps done
+  int64_t data_cursor() const { return cursor_; }  // next global sample
+  uint64_t sample_seed() const { return sample_seed_; }
+  double learning_rate_of(int64_t step) const;
+  // After a checkpoint load: continue at `step` with global sample `data_cursor` of the
+  // sample order keyed by `sample_seed` (the saved run's, whatever the job file says now).
+  void set_position(int64_t step, int64_t data_cursor, uint64_t sample_seed);
+
+  Backend& backend() { return backend_; }
+  CommGrid& grid() { return grid_; }
+  ParameterStore& params() { return params_; }
+  const BatchSplit& split() const { return split_; }
+  const JobConfig& job() const { return job_; }
+
+ private:
+  Backend& backend_;
+  CommGrid& grid_;
+  JobConfig job_;
+  const TokenData& data_;
+  SampleOrder order_;
+  BatchSplit split_;
+  ParameterStore params_;
+  Gpt model_;
+  Optimizer optimizer_;
+  int64_t step_ = 0;
+  int64_t cursor_ = 0;
+  std::vector<int32_t> host_inputs_, host_targets_;
+  DeviceBuffer<int32_t> inputs_, targets_;
+  DeviceBuffer<float> loss_sum_;
+  uint64_t sample_seed_;
+};
+
+}  // namespace axonn

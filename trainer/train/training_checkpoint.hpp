@@ -1,0 +1,65 @@
+#pragma once
+// The trainer's state in the checkpoint format (checkpoint/README.md): every parameter at its
+// global name ("wte", "h.0.attn.qkv.weight", ...; what h5py users read), its AdamW moments at
+// "adam.m/<name>" and "adam.v/<name>", and the metadata a resume needs (step, data cursor,
+// sample-order seed, model config, layout). Gradients are zero at a step boundary and are
+// not saved. A resume at any layout reads the rectangles the new layout owns.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/async_saver.hpp"
+#include "checkpoint/load.hpp"
+#include "trainer/train/trainer.hpp"
+
+namespace axonn {
+
+// The model section as one canonical line, stored in the checkpoint and compared on load:
+// "layers=2 hidden=64 heads=4 vocab=256 sequence=64".
+std::string model_config_text(const ModelShape& model);
+
+// Every rank writes one shard (possibly empty): of the copies of a rectangle (ranks that
+// differ only along the tensor's replica axes) the one whose replica index equals the
+// tensor's index modulo the number of copies writes it, so the writing is spread over the
+// replicas without any coordination. Rank 0 commits.
+class TrainingCheckpoint {
+ public:
+  TrainingCheckpoint(std::filesystem::path dir, Trainer& trainer, int rank, SaverOptions options);
+
+  // Starts an asynchronous save of the trainer's current state (step() steps done). The
+  // caller blocks only while the state is copied into host buffers; returns that time.
+  std::chrono::nanoseconds save(double last_lr);
+  // Waits for a save in flight; rethrows its error.
+  void wait();
+  // Rethrows the error of a finished save (call once per step).
+  void poll();
+
+  // Loads `latest` (or, with fallback, the newest loadable step) into the trainer and sets
+  // its step, data cursor and sample order. nullopt when the directory holds no checkpoint.
+  // Throws RequestMismatch naming both configs when the checkpoint is of another model, and
+  // the checkpoint library's typed errors (checksum, missing shard, format) otherwise.
+  std::optional<LoadResult> load(bool fallback, std::optional<int64_t> step = std::nullopt);
+
+  const std::filesystem::path& dir() const { return dir_; }
+  // Bytes of the slices this rank writes: what the saver's host buffers hold after a save.
+  int64_t staged_bytes();
+
+ private:
+  struct Entry {
+    std::string name;
+    const ParamSlot* slot;
+    float* device;  // where the shard lives in the trainer's flat buffers
+  };
+  std::vector<Entry> entries();  // parameters, then adam.m, then adam.v
+  bool writes(size_t entry_index, const ParamSlot& slot) const;
+
+  std::filesystem::path dir_;
+  Trainer& trainer_;
+  int rank_;
+  AsyncSaver saver_;
+  std::vector<float> staging_;  // host copy of params | m | v when the device is not the host
+};
+
+}  // namespace axonn

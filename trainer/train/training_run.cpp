@@ -1,0 +1,241 @@
+#include "trainer/train/training_run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "checkpoint/step_dir.hpp"
+#include "layout/layout_cost.hpp"
+#include "layout/layout_memory.hpp"
+#include "layout/layout_volume.hpp"
+#include "trainer/train/memory_usage.hpp"
+#include "trainer/train/metrics_log.hpp"
+#include "trainer/train/run_report.hpp"
+#include "trainer/train/trainer.hpp"
+#include "trainer/train/training_checkpoint.hpp"
+
+namespace axonn {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string duration_text(double s) {
+  const long total = std::lround(s);
+  char buf[32];
+  if (total >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", total / 3600, total / 60 % 60, total % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", total / 60, total % 60);
+  return buf;
+}
+
+// After a fallback load, ranks may have landed on different steps (each reads other shards):
+// all take the oldest. Steps travel as two floats of 20 bits each (exact in float32).
+int64_t oldest_step_over_ranks(Communicator& world, int64_t step) {
+  const float mine[2] = {static_cast<float>(step >> 20), static_cast<float>(step & 0xFFFFF)};
+  std::vector<float> all(2 * static_cast<size_t>(world.size()));
+  world.all_gather(mine, all.data(), 2, ElementType::float32);
+  int64_t oldest = step;
+  for (size_t r = 0; r < all.size(); r += 2)
+    oldest = std::min(oldest, (static_cast<int64_t>(all[r]) << 20) + static_cast<int64_t>(all[r + 1]));
+  return oldest;
+}
+
+// Resume from the checkpoint directory; returns the step resumed from (0 for a fresh start).
+int64_t resume(TrainingCheckpoint& checkpoint, Communicator& world, bool fallback, bool lead) {
+  std::optional<LoadResult> loaded = checkpoint.load(fallback);
+  if (fallback) {
+    const int64_t oldest = oldest_step_over_ranks(world, loaded ? loaded->step : -1);
+    if (loaded && oldest != loaded->step) loaded = checkpoint.load(false, oldest);
+  }
+  if (!loaded) {
+    if (lead) spdlog::info("checkpoint: none in {}; starting from the initial weights", checkpoint.dir().string());
+    return 0;
+  }
+  if (loaded->fell_back) {
+    spdlog::warn("checkpoint: FELL BACK to {} (--fallback): the newer steps could not be loaded:",
+                 loaded->step_dir.string());
+    for (const auto& why : loaded->skipped) spdlog::warn("checkpoint:   skipped {}", why);
+  }
+  if (lead)
+    spdlog::info("checkpoint: resumed from {} (step {}, data cursor {}, written at layout {})",
+                 loaded->step_dir.string(), loaded->step, loaded->metadata.data_cursor, loaded->metadata.layout);
+  return loaded->step;
+}
+
+// The GEMM library allocates its workspace at its first call (OpenBLAS's panel buffers,
+// cuBLAS's workspace). One call before the baseline keeps it out of the training state.
+void warm_up_gemm(Backend& backend) {
+  const int64_t n = 512;
+  DeviceBuffer<float> a(backend, n * n), c(backend, n * n);
+  backend.fill(a.data(), 0.0f, n * n);
+  backend.gemm(Transpose::no, Transpose::no, n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f, c.data(), n);
+  backend.synchronize();
+}
+
+}  // namespace
+
+TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
+                               const TrainingRunOptions& options) {
+  Communicator& world = grid.world();
+  const bool lead = world.rank() == 0;
+  const Layout& layout = grid.layout();
+  const TrainingConfig& t = job.training;
+
+  if (lead) remove_uncommitted(job.checkpoint.dir);  // what a crashed save left
+  world.barrier();
+
+  // Memory of the training state = peak RSS above what the process held before it.
+  warm_up_gemm(backend);
+  const bool peak_reset = reset_peak_memory();
+  const int64_t baseline = memory_sample().rss_bytes;
+
+  Trainer trainer(backend, grid, job, data);
+  SaverOptions saver;
+  saver.keep = job.checkpoint.keep;
+  saver.save_token = options.save_token;
+  TrainingCheckpoint checkpoint(job.checkpoint.dir, trainer, world.rank(), saver);
+
+  TrainingRunResult result;
+  result.start_step = resume(checkpoint, world, options.fallback, lead);
+
+  const StepVolume volume = predict_step_volume(options.plan, layout);
+  const CostEstimate cost = estimate_cost(options.plan, layout, volume);
+  const MemoryEstimate memory = estimate_memory(options.plan, layout);
+  const double global_tokens = static_cast<double>(t.global_batch) * job.model.sequence;
+  std::unique_ptr<MetricsLog> metrics;
+  if (lead) {
+    metrics = std::make_unique<MetricsLog>(std::filesystem::path(job.run.dir) / "metrics.jsonl");
+    spdlog::info("train: {} steps of {} sequences x {} tokens; per rank {} micro-batch(es) of {}; data: {}", t.steps,
+                 t.global_batch, job.model.sequence, trainer.split().accumulation, trainer.split().micro_batch,
+                 data.description());
+    spdlog::info("train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s), memory {:.3f} MiB/rank",
+                 cost.step_s(), cost.compute_s, cost.comm_total_s(), static_cast<double>(memory.total()) / 1048576.0);
+    spdlog::info("train: communication per step per rank: {}", comm_summary(volume));
+    spdlog::info("train: metrics in {}", metrics->path().string());
+  }
+
+  grid.reset_counters();
+  const auto start = Clock::now();
+  double tokens_per_s_sum = 0, mfu_sum = 0;
+  int64_t steps_run = 0;
+  while (trainer.step() < t.steps) {
+    const auto step_start = Clock::now();
+    const double lr = trainer.learning_rate_of(trainer.step());
+    const bool stop_vote = options.stop_requested && options.stop_requested();
+    const StepReport report = trainer.train_step(stop_vote);
+    checkpoint.poll();  // a failed background save stops the run here, at the next step
+    const double step_s = seconds_since(step_start);
+    ++steps_run;
+    result.last_loss = report.loss;
+
+    StepMetrics m;
+    m.step = trainer.step();
+    m.loss = report.loss;
+    m.lr = lr;
+    m.grad_norm = report.grad_norm;
+    m.step_s = step_s;
+    m.tokens_per_s = global_tokens / step_s;
+    m.flops_per_s = cost.flops / step_s;
+    m.mfu = m.flops_per_s / options.plan.machine.peak_flops;
+    m.predicted_step_s = cost.step_s();
+    m.elapsed_s = seconds_since(start);
+    m.data_cursor = trainer.data_cursor();
+    tokens_per_s_sum += m.tokens_per_s;
+    mfu_sum += m.mfu;
+    if (lead) {
+      metrics->write(m);
+      const bool last = m.step == t.steps || report.stop;
+      if (m.step % job.run.log_interval == 0 || m.step == result.start_step + 1 || last) {
+        const double eta = m.elapsed_s / static_cast<double>(steps_run) * static_cast<double>(t.steps - m.step);
+        spdlog::info(
+            "step {}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | {:.2f} GFLOP/s/rank (MFU "
+            "{:.1f}%) | step {:.3f} s (predicted {:.3f}) | ETA {}",
+            m.step, t.steps, m.loss, lr, m.grad_norm, m.tokens_per_s, m.flops_per_s / 1e9, 100.0 * m.mfu, step_s,
+            m.predicted_step_s, duration_text(eta));
+      }
+    }
+
+    if (report.stop) {
+      result.preempted = trainer.step() < t.steps;
+      if (lead) spdlog::warn("train: stop requested (preemption signal); saving step {}", trainer.step());
+      break;
+    }
+    if (job.checkpoint.interval > 0 && trainer.step() % job.checkpoint.interval == 0 && trainer.step() < t.steps) {
+      const auto stall = checkpoint.save(lr);
+      if (lead)
+        spdlog::info("checkpoint: saving step {} in the background (training paused {:.1f} ms)", trainer.step(),
+                     std::chrono::duration<double, std::milli>(stall).count());
+    }
+  }
+  const CommCounters counted = grid.counters();
+  result.end_step = trainer.step();
+
+  // The final save: at the end of training or on a stop vote. Every rank waits for its shard
+  // and rank 0 for the commit; the barrier keeps any rank from exiting (and a launcher from
+  // stopping the others) before the step is committed.
+  if (steps_run > 0) {
+    checkpoint.save(trainer.learning_rate_of(trainer.step() - 1));
+    checkpoint.wait();
+  }
+  world.barrier();
+  if (lead && steps_run > 0) spdlog::info("checkpoint: step {} committed in {}", trainer.step(), job.checkpoint.dir);
+
+  // Bytes moved against the layout model, on every rank; failures summed over ranks.
+  const auto mismatches = comm_mismatches(counted, volume, steps_run);
+  for (const auto& m : mismatches) spdlog::error("communication: {} (layout model mismatch)", m);
+  const MemorySample mem = memory_sample();
+  const double model_bytes = static_cast<double>(mem.peak_bytes - baseline);
+  // The layout model predicts device memory; on the CPU backend the host copy an
+  // asynchronous save keeps (this rank's share of parameters and moments) is in the RSS too.
+  const double staging = backend.device_is_host() ? static_cast<double>(checkpoint.staged_bytes()) : 0.0;
+  const double predicted = static_cast<double>(memory.total()) + staging;
+  spdlog::info(
+      "memory: rank {} peak RSS {:.1f} MiB = {:.1f} MiB before training + {:.1f} MiB for training; "
+      "predicted {:.1f} MiB = layout model {:.1f} + checkpoint staging {:.1f} ({:.0f}% of predicted){}",
+      world.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0, static_cast<double>(baseline) / 1048576.0,
+      model_bytes / 1048576.0, predicted / 1048576.0, static_cast<double>(memory.total()) / 1048576.0,
+      staging / 1048576.0, 100.0 * model_bytes / predicted,
+      !peak_reset                    ? " (peak not resettable here: includes earlier peaks)"
+      : predicted < 16.0 * 1048576.0 ? " (below ~16 MiB, libraries' fixed buffers of a few MiB dominate)"
+                                     : "");
+  float mine[2] = {static_cast<float>(mismatches.size()), static_cast<float>(model_bytes)};
+  std::vector<float> all(2 * static_cast<size_t>(world.size()));
+  world.all_gather(mine, all.data(), 2, ElementType::float32);
+  double failures = 0;
+  RunSummary summary;
+  for (size_t r = 0; r < all.size(); r += 2) {
+    failures += all[r];
+    summary.model_memory_bytes.push_back(all[r + 1]);
+    summary.predicted_memory_bytes.push_back(predicted);
+  }
+  result.comm_bytes_match = failures == 0;
+  if (lead) {
+    if (result.comm_bytes_match && steps_run > 0)
+      spdlog::info(
+          "communication: counted bytes equal the layout model's prediction on every rank, axis and "
+          "collective ({} steps)",
+          steps_run);
+    summary.layout = format_layout_with_order(layout);
+    summary.layout_origin = options.layout_origin;
+    summary.start_step = result.start_step;
+    summary.end_step = result.end_step;
+    summary.preempted = result.preempted;
+    summary.last_loss = result.last_loss;
+    summary.tokens_per_s = steps_run > 0 ? tokens_per_s_sum / static_cast<double>(steps_run) : 0;
+    summary.mfu = steps_run > 0 ? mfu_sum / static_cast<double>(steps_run) : 0;
+    summary.comm_bytes_match = result.comm_bytes_match;
+    summary.comm_mismatches = mismatches;
+    summary.predicted_per_step = volume;
+    write_run_summary(std::filesystem::path(job.run.dir) / "summary.json", summary);
+    spdlog::info("train: {} at step {}/{}, loss {:.4f}, {:.0f} tok/s, MFU {:.1f}% (summary in {}/summary.json)",
+                 result.preempted ? "stopped for preemption" : "done", result.end_step, t.steps, result.last_loss,
+                 summary.tokens_per_s, 100.0 * summary.mfu, job.run.dir);
+  }
+  return result;
+}
+
+}  // namespace axonn

@@ -1,0 +1,39 @@
+#pragma once
+// A whole training run of one rank: resume from the checkpoint directory's `latest` (at
+// whatever layout this run has), train to training.steps, save every checkpoint.interval
+// steps and at the end, stop early when any rank asks (a preemption signal: the ranks agree
+// at the next step boundary, save, and return `preempted`). Rank 0 logs each step and
+// appends it to <run.dir>/metrics.jsonl; at the end every rank checks its counted bytes
+// against the layout model and reports its memory beside the prediction, and rank 0 writes
+// <run.dir>/summary.json.
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "comm/comm_grid.hpp"
+#include "config/job_config.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/data/token_data.hpp"
+
+namespace axonn {
+
+struct TrainingRunOptions {
+  ChooserInput plan;                     // model, batch and machine: predicted time, memory, bytes
+  std::string layout_origin;             // one line: where the layout came from and why
+  bool fallback = false;                 // resume from an older step when the newest is unusable
+  std::string save_token;                // the same on every rank of this run
+  std::function<bool()> stop_requested;  // this rank caught a preemption signal (may be empty)
+};
+
+struct TrainingRunResult {
+  int64_t start_step = 0;  // 0, or the step resumed from
+  int64_t end_step = 0;    // optimizer steps done when the run returned
+  bool preempted = false;  // stopped before training.steps, after a committed save
+  double last_loss = 0;
+  bool comm_bytes_match = false;  // on every rank, counted bytes == predicted bytes
+};
+
+TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
+                               const TrainingRunOptions& options);
+
+}  // namespace axonn
