@@ -69,6 +69,7 @@ int command_train(const CommandArgs& argv) {
       {"site", true, "site config TOML (default: AXONN_SITE_CONFIG, else the built-in laptop-cpu site)"},
       {"layout", true, "DxXxYxZ[:order] (default: AXONN_LAYOUT, else the chooser)"},
       {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
+      {"init-only", false, "write the initial weights as checkpoint step 0 and exit (no training)"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
       {"help", false, "this help"},
   };
@@ -115,6 +116,7 @@ int command_train(const CommandArgs& argv) {
     options.plan.machine.peak_flops *= static_cast<double>(site.gpus_per_node) / topology.local_size;
   options.layout_origin = run.origin;
   options.fallback = args.has("fallback");
+  options.init_only = args.has("init-only");
   options.save_token = topology.nspace;
   options.stop_requested = [] { return g_stop_signal != 0; };
   const TrainingRunResult result = run_training(*backend, grid, job, data, options);

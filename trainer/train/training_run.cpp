@@ -101,6 +101,21 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
 
   TrainingRunResult result;
   result.start_step = resume(checkpoint, world, options.fallback, lead);
+  if (options.init_only) {
+    // The initial state as step 0, for tools that compare initializations (scripts/
+    // reference_check.py); an existing checkpoint is left alone.
+    if (result.start_step == 0) {
+      checkpoint.save(0.0);
+      checkpoint.wait();
+    }
+    world.barrier();
+    if (lead)
+      spdlog::info("checkpoint: {} in {}",
+                   result.start_step == 0 ? "initial state committed as step 0"
+                                          : "not written: the directory already holds a run",
+                   job.checkpoint.dir);
+    return result;
+  }
 
   const StepVolume volume = predict_step_volume(options.plan, layout);
   const CostEstimate cost = estimate_cost(options.plan, layout, volume);

@@ -21,6 +21,7 @@ struct TrainingRunOptions {
   ChooserInput plan;                     // model, batch and machine: predicted time, memory, bytes
   std::string layout_origin;             // one line: where the layout came from and why
   bool fallback = false;                 // resume from an older step when the newest is unusable
+  bool init_only = false;                // save the initial state as step 0 and return, no training
   std::string save_token;                // the same on every rank of this run
   std::function<bool()> stop_requested;  // this rank caught a preemption signal (may be empty)
 };
