@@ -25,13 +25,14 @@ std::optional<ChooserInput> chooser_for(const StepShape& step, const SiteConfig&
 }
 
 // Without a model: pure data parallel when the site policy allows it, else the allowed layout
-// with the fewest tensor-parallel ranks (ties: smaller x, then y, then z).
+// with the fewest tensor-parallel ranks, those on x first (x groups are node-local first),
+// then y, then z.
 std::optional<Layout> layout_without_model(int tasks, const SiteConfig& site) {
   Layout best;
   best.data = tasks;
   if (policy_problem(site, best).empty()) return best;
   std::optional<Layout> found;
-  const auto key = [](const Layout& l) { return std::make_tuple(l.tensor_parallel(), l.x, l.y, l.z); };
+  const auto key = [](const Layout& l) { return std::make_tuple(l.tensor_parallel(), -l.x, -l.y, -l.z); };
   for (const Layout& l : enumerate_layouts(tasks)) {
     if (l.order != Layout{}.order || !policy_problem(site, l).empty()) continue;
     if (!found || key(l) < key(*found)) found = l;
