@@ -159,6 +159,12 @@ TEST_F(SlurmSpank, UsersOwnAxonnLayoutIsNeverOverridden) {
                        "srun: axonn: warning: AXONN_LAYOUT=1x2x2x1 (from your environment) is what the tasks "
                        "get"))
       << r.output;
+  // Set but empty counts as unset, as in axonn train and axonn selftest.
+  const auto empty = run_command("AXONN_LAYOUT= srun -n 2 --axonn-layout=auto " + show_env_, 30);
+  ASSERT_EQ(empty.code, 0) << empty.output;
+  EXPECT_EQ(count_of(empty.output, "layout=2x1x1x1:xyzd site=" + kSite + " handoff=none origin=axonn SPANK plugin: "),
+            2)
+      << empty.output;
   // A user's layout that cannot run fails just as early as the option would.
   const auto bad = run_command("AXONN_LAYOUT=2x2x1x1 srun -n 2 --axonn-layout=auto echo TASK-RAN", 30);
   EXPECT_NE(bad.code, 0) << bad.output;

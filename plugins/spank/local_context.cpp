@@ -31,10 +31,10 @@ namespace {
 constexpr size_t kMaxNodelistLength = 1 << 16;  // SLURM_STEP_NODELIST, bytes
 
 // A variable of srun's (the user's) environment, at most max_length + 1 bytes of it, so a
-// bounded parser still sees that it was too long.
+// bounded parser still sees that it was too long. Empty counts as unset, as in `axonn train`.
 std::optional<std::string> env_value(const char* name, size_t max_length) {
   const char* v = std::getenv(name);
-  if (!v) return std::nullopt;
+  if (!v || !*v) return std::nullopt;
   return std::string(v, strnlen(v, max_length + 1));
 }
 

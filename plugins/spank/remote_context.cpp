@@ -38,10 +38,11 @@ std::optional<std::string> step_env(spank_t sp, const char* name, size_t max_len
   return std::string(buf.data());
 }
 
-// Sets `name` unless the user's environment has it already.
-void export_unless_set(spank_t sp, const char* name, const std::string& value) {
-  const spank_err_t rc = spank_setenv(sp, name, value.c_str(), 0);
-  if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_EXISTS)
+// Sets `name` for the task unless the user's environment gives it a value. An empty value
+// counts as unset, as it does for `axonn train` and `axonn selftest`.
+void export_unless_user_set(spank_t sp, const char* name, const std::string& value) {
+  if (const auto user = step_env(sp, name, 1); user && !user->empty()) return;
+  if (const spank_err_t rc = spank_setenv(sp, name, value.c_str(), 1); rc != ESPANK_SUCCESS)
     throw SpankError(std::string("setting ") + name + " for the task failed: " + spank_strerror(rc));
 }
 
@@ -84,7 +85,7 @@ void remote_task_init(spank_t sp) {
   const std::string text = format_layout_with_order(layout);
 
   std::string task_origin = origin.empty() ? "axonn SPANK plugin: " + text : origin;
-  if (const auto user = step_env(sp, kEnvLayout, kMaxOptionLength)) {
+  if (const auto user = step_env(sp, kEnvLayout, kMaxOptionLength); user && !user->empty()) {
     // The user's own AXONN_LAYOUT stays. srun checked it already; say whose it is unless it is
     // the decided layout itself (validate mode).
     bool same = false;
@@ -95,10 +96,10 @@ void remote_task_init(spank_t sp) {
     }
     if (!same) task_origin = kept_user_layout_origin(*user, task_origin);
   } else {
-    export_unless_set(sp, kEnvLayout, text);
+    export_unless_user_set(sp, kEnvLayout, text);
   }
-  export_unless_set(sp, kEnvSiteConfig, config.site_config);
-  export_unless_set(sp, kEnvOrigin, task_origin);
+  export_unless_user_set(sp, kEnvSiteConfig, config.site_config);
+  export_unless_user_set(sp, kEnvOrigin, task_origin);
 }
 
 }  // namespace axonn::spank
