@@ -147,6 +147,25 @@ TEST_F(SlurmSpank, AutoPricesTheJobTomlLikeAxonnLayout) {
       << r.output;
 }
 
+TEST_F(SlurmSpank, AutoPlacesTheAllocationsNodesOnTheSitesSwitches) {
+  // A site whose switch map names other hosts than n0 and n1: the chooser sees the step's node
+  // names (srun's SLURM_NODELIST), so pricing fails and names the host, as the trainer would.
+  const std::string site = dir_ + "/switched.toml";
+  write_file(site,
+             "[site]\nname = \"switched\"\n[node]\ngpus_per_node = 2\n[network]\nswitches = [[\"x0\", \"x1\"]]\n");
+  write_plugstack("site_config=" + site);
+  const auto r = run_command("srun -N 2 --ntasks-per-node 2 --axonn-layout=auto echo TASK-RAN " + kTinyJob, 30);
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, site + ": host 'n0' is under no switch in network.switches")) << r.output;
+  EXPECT_FALSE(contains(r.output, "TASK-RAN")) << r.output;
+  // Named right, the step prices.
+  write_file(site,
+             "[site]\nname = \"switched\"\n[node]\ngpus_per_node = 2\n[network]\nswitches = [[\"n1\"], [\"n0\"]]\n");
+  const auto ok = run_command("srun -N 2 --ntasks-per-node 2 --axonn-layout=auto " + show_env_ + " " + kTinyJob, 30);
+  ASSERT_EQ(ok.code, 0) << ok.output;
+  EXPECT_TRUE(contains(ok.output, "srun: axonn: --axonn-layout=auto chose ")) << ok.output;
+}
+
 TEST_F(SlurmSpank, UsersOwnAxonnLayoutIsNeverOverridden) {
   const auto r = run_command("AXONN_LAYOUT=1x2x2x1 srun -n 4 --axonn-layout=auto " + show_env_, 30);
   ASSERT_EQ(r.code, 0) << r.output;

@@ -17,7 +17,7 @@
 namespace axonn::spank {
 
 // The step as srun knows it in local_user_init (Slurm 22.05: S_JOB_TOTAL_TASK_COUNT and
-// S_JOB_NNODES, plus SLURM_TASKS_PER_NODE and SLURM_STEP_NODELIST in srun's environment).
+// S_JOB_NNODES, plus SLURM_TASKS_PER_NODE and SLURM_NODELIST in srun's environment).
 struct StepShape {
   int tasks = 1;
   int nodes = 1;

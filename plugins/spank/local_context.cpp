@@ -8,7 +8,8 @@
 //   - init_post_opt has no step yet (spank_get_item answers ESPANK_NOT_AVAIL);
 //     local_user_init runs after the step is created and before any task starts, with
 //     S_JOB_TOTAL_TASK_COUNT, S_JOB_NNODES and S_JOB_ARGV (the step's command), and srun's
-//     environment already holds the step's SLURM_TASKS_PER_NODE ("2,1") and SLURM_STEP_NODELIST.
+//     environment already holds the step's SLURM_TASKS_PER_NODE ("2,1"), but SLURM_NODELIST is
+//     still the whole allocation's and SLURM_STEP_NODELIST is not set yet.
 //     A failing local_user_init ends srun at once (exit 1, no task started), with a `required`
 //     or an `optional` plugstack line alike.
 //   - slurm_info() prints "srun: <message>" on srun's stderr (silenced by srun --quiet).
@@ -28,7 +29,7 @@
 namespace axonn::spank {
 namespace {
 
-constexpr size_t kMaxNodelistLength = 1 << 16;  // SLURM_STEP_NODELIST, bytes
+constexpr size_t kMaxNodelistLength = 1 << 16;  // SLURM_NODELIST, bytes
 
 // A variable of srun's (the user's) environment, at most max_length + 1 bytes of it, so a
 // bounded parser still sees that it was too long. Empty counts as unset, as in `axonn train`.
@@ -49,8 +50,9 @@ uint32_t step_item(spank_t sp, spank_item_t item, const char* name) {
 
 // Task and node counts come from Slurm's items. SLURM_TASKS_PER_NODE (srun's own variable)
 // says whether every node has the same count; when it is missing or disagrees with the items,
-// an even split is assumed where the counts divide. The node names, when srun gives them, let
-// a site's named switches place the nodes (network.switches), as the trainer's PMIx names do.
+// an even split is assumed where the counts divide. The node names let a site's named switches
+// place the nodes (network.switches), as the trainer's PMIx names do; srun knows only the
+// allocation's here, which are the step's when the step spans every node of the allocation.
 StepShape step_shape(spank_t sp) {
   StepShape step;
   step.tasks = static_cast<int>(step_item(sp, S_JOB_TOTAL_TASK_COUNT, "task count (S_JOB_TOTAL_TASK_COUNT)"));
@@ -65,8 +67,7 @@ StepShape step_shape(spank_t sp) {
     }
   }
   if (step.tasks_per_node > 0) {
-    if (const auto list = env_value("SLURM_STEP_NODELIST", kMaxNodelistLength);
-        list && list->size() <= kMaxNodelistLength) {
+    if (const auto list = env_value("SLURM_NODELIST", kMaxNodelistLength); list && list->size() <= kMaxNodelistLength) {
       try {
         auto names = expand_hostlist(*list);
         if (static_cast<int>(names.size()) == step.nodes) step.hostnames = std::move(names);
