@@ -109,18 +109,7 @@ std::string describe(const StepShape& step) {
   return s;
 }
 
-std::string policy_problem(const SiteConfig& site, const Layout& l) {
-  if (site.max_tensor_parallel > 0 && l.tensor_parallel() > site.max_tensor_parallel)
-    return "site policy: G_x*G_y*G_z=" + std::to_string(l.tensor_parallel()) +
-           " exceeds max_tensor_parallel=" + std::to_string(site.max_tensor_parallel);
-  const auto& ok = site.allowed_axis_sizes;
-  if (ok.empty()) return "";
-  for (Axis a : kAllAxes)
-    if (std::find(ok.begin(), ok.end(), l.size(a)) == ok.end())
-      return "site policy: axis " + axis_name(a) + " size " + std::to_string(l.size(a)) +
-             " is not in allowed_axis_sizes";
-  return "";
-}
+std::string policy_problem(const SiteConfig& site, const Layout& l) { return policy_problem(site_policy(site), l); }
 
 Decision decide_layout(const LayoutRequest& request, const StepShape& step, const SiteConfig& site, const JobInput* job,
                        const std::optional<std::string>& env_layout) {

@@ -125,8 +125,7 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.intra_node = {site.intra_node_bandwidth_GBps * 1e9, site.intra_node_latency_us * 1e-6};
   m.inter_node = {site.inter_node_bandwidth_GBps * 1e9, site.inter_node_latency_us * 1e-6};
   m.inter_switch = {site.inter_switch_bandwidth_GBps * 1e9, site.inter_switch_latency_us * 1e-6};
-  in.policy.allowed_axis_sizes = site.allowed_axis_sizes;
-  in.policy.max_tensor_parallel = site.max_tensor_parallel;
+  in.policy = site_policy(site);
   return in;
 }
 

@@ -66,8 +66,7 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     s.intra_node_latency_us = t.number("intra_node_latency_us", s.intra_node_latency_us, 0, 1e6);
     s.inter_node_bandwidth_GBps = t.number("inter_node_bandwidth_GBps", s.inter_node_bandwidth_GBps, 1e-6, 1e6);
     s.inter_node_latency_us = t.number("inter_node_latency_us", s.inter_node_latency_us, 0, 1e6);
-    s.inter_switch_bandwidth_GBps =
-        t.number("inter_switch_bandwidth_GBps", s.inter_switch_bandwidth_GBps, 1e-6, 1e6);
+    s.inter_switch_bandwidth_GBps = t.number("inter_switch_bandwidth_GBps", s.inter_switch_bandwidth_GBps, 1e-6, 1e6);
     s.inter_switch_latency_us = t.number("inter_switch_latency_us", s.inter_switch_latency_us, 0, 1e6);
     s.nodes_per_switch = static_cast<int>(t.integer("nodes_per_switch", s.nodes_per_switch, 0, 1 << 20));
     s.switches = read_switches(t);
@@ -102,6 +101,13 @@ SiteConfig load_site_config(const std::string& path) { return read_site(parse_to
 
 SiteConfig load_site_config_string(const std::string& text, const std::string& name) {
   return read_site(parse_toml_string(text, name), name);
+}
+
+Policy site_policy(const SiteConfig& site) {
+  Policy p;
+  p.allowed_axis_sizes = site.allowed_axis_sizes;
+  p.max_tensor_parallel = site.max_tensor_parallel;
+  return p;
 }
 
 }  // namespace axonn

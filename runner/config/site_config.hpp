@@ -9,15 +9,15 @@
 namespace axonn {
 
 struct SiteConfig {
-  std::string source;               // file it was loaded from
+  std::string source;  // file it was loaded from
   std::string name = "unnamed";
   // [node]
   int gpus_per_node = 1;
-  double memory_gib = 16;           // per GPU
+  double memory_gib = 16;  // per GPU
   // [compute], per GPU
   double peak_tflops_float32 = 1;
   double peak_tflops_bfloat16 = 1;
-  double efficiency = 0.5;          // achieved fraction of peak in the model's GEMMs
+  double efficiency = 0.5;  // achieved fraction of peak in the model's GEMMs
   // [network], bandwidth per GPU per direction
   double intra_node_bandwidth_GBps = 100;
   double intra_node_latency_us = 2;
@@ -25,7 +25,7 @@ struct SiteConfig {
   double inter_node_latency_us = 5;
   double inter_switch_bandwidth_GBps = 12.5;
   double inter_switch_latency_us = 10;
-  int nodes_per_switch = 0;         // 0: one switch for all nodes
+  int nodes_per_switch = 0;  // 0: one switch for all nodes
   // Or the hosts under each switch, host lists expanded ("nid[001-016]" -> 16 names);
   // empty: use nodes_per_switch. At most one of the two is set.
   std::vector<std::vector<std::string>> switches;
@@ -41,6 +41,9 @@ struct SiteConfig {
 // Throws ConfigError with file:line:column for unknown keys, wrong types, bad values.
 SiteConfig load_site_config(const std::string& path);
 SiteConfig load_site_config_string(const std::string& text, const std::string& name);
+
+// The [policy] restrictions the chooser applies.
+Policy site_policy(const SiteConfig& site);
 
 // Dtype by name: "float32" | "bfloat16".
 Dtype parse_dtype(const std::string& name);

@@ -35,25 +35,6 @@ int order_index(const Layout& l) {
   return static_cast<int>(std::find(orders.begin(), orders.end(), l.order) - orders.begin());
 }
 
-bool policy_allows(const Policy& policy, const Layout& l, std::string& why) {
-  if (policy.max_tensor_parallel > 0 && l.tensor_parallel() > policy.max_tensor_parallel) {
-    why = "site policy: G_x*G_y*G_z=" + std::to_string(l.tensor_parallel()) + " exceeds max_tensor_parallel=" +
-          std::to_string(policy.max_tensor_parallel);
-    return false;
-  }
-  if (!policy.allowed_axis_sizes.empty()) {
-    for (Axis a : kAllAxes) {
-      const auto& ok = policy.allowed_axis_sizes;
-      if (std::find(ok.begin(), ok.end(), l.size(a)) == ok.end()) {
-        why = "site policy: axis " + axis_name(a) + " size " + std::to_string(l.size(a)) +
-              " is not in allowed_axis_sizes";
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -81,13 +62,13 @@ std::string why_slower(const Candidate& c, const Candidate& best) {
   for (int a = 0; a < kCommAxisCount; ++a)
     parts.push_back({comm_axis_name(static_cast<CommAxis>(a)) + " communication", c.cost.comm_s[static_cast<size_t>(a)],
                      best.cost.comm_s[static_cast<size_t>(a)]});
-  const auto worst = std::max_element(parts.begin(), parts.end(), [](const Part& x, const Part& y) {
-    return x.mine - x.theirs < y.mine - y.theirs;
-  });
+  const auto worst = std::max_element(
+      parts.begin(), parts.end(), [](const Part& x, const Part& y) { return x.mine - x.theirs < y.mine - y.theirs; });
   char buf[200];
   const double delta = c.cost.step_s() - best.cost.step_s();
   if (delta <= 0) {
-    std::snprintf(buf, sizeof buf, "ties on time; ranked after by tie-break (fewer tensor-parallel ranks, default order)");
+    std::snprintf(buf, sizeof buf,
+                  "ties on time; ranked after by tie-break (fewer tensor-parallel ranks, default order)");
   } else {
     std::snprintf(buf, sizeof buf, "%.3f ms slower (+%.1f%%): %s %.3f ms vs %.3f ms", delta * 1e3,
                   100.0 * delta / best.cost.step_s(), worst->name.c_str(), worst->mine * 1e3, worst->theirs * 1e3);
@@ -128,12 +109,26 @@ std::vector<Layout> enumerate_layouts(int world) {
   return out;
 }
 
+std::string policy_problem(const Policy& policy, const Layout& l) {
+  if (policy.max_tensor_parallel > 0 && l.tensor_parallel() > policy.max_tensor_parallel)
+    return "site policy: G_x*G_y*G_z=" + std::to_string(l.tensor_parallel()) +
+           " exceeds max_tensor_parallel=" + std::to_string(policy.max_tensor_parallel);
+  const auto& ok = policy.allowed_axis_sizes;
+  if (ok.empty()) return "";
+  for (Axis a : kAllAxes)
+    if (std::find(ok.begin(), ok.end(), l.size(a)) == ok.end())
+      return "site policy: axis " + axis_name(a) + " size " + std::to_string(l.size(a)) +
+             " is not in allowed_axis_sizes";
+  return "";
+}
+
 std::string rejection_reason(const ChooserInput& input, const Layout& l) {
   if (l.world() != input.world())
     return "product " + std::to_string(l.world()) + " differs from the " + std::to_string(input.world()) + " tasks";
   std::string why = divisibility_problem(input.model, input.batch, l);
   if (!why.empty()) return why;
-  if (!policy_allows(input.policy, l, why)) return why;
+  why = policy_problem(input.policy, l);
+  if (!why.empty()) return why;
   const double need = static_cast<double>(estimate_memory(input, l).total());
   const double have = usable_memory(input.machine);
   if (need > have) return "does not fit in memory: needs " + gib(need) + " per GPU, has " + gib(have);
@@ -174,7 +169,8 @@ ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>&
   std::sort(result.ranked.begin(), result.ranked.end(), ranks_before);
   std::map<std::string, bool> seen;
   std::erase_if(result.ranked, [&](const Candidate& c) { return !seen.try_emplace(placement_key(c), true).second; });
-  for (size_t i = 1; i < result.ranked.size(); ++i) result.ranked[i].why_lost = why_slower(result.ranked[i], result.ranked[0]);
+  for (size_t i = 1; i < result.ranked.size(); ++i)
+    result.ranked[i].why_lost = why_slower(result.ranked[i], result.ranked[0]);
   return result;
 }
 

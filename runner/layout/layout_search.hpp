@@ -38,6 +38,10 @@ struct ChooserResult {
   const Candidate& best() const { return ranked.front(); }
 };
 
+// Why the site policy (allowed axis sizes, max tensor-parallel size) forbids `layout`; empty
+// when it allows it. Needs no model.
+std::string policy_problem(const Policy& policy, const Layout& layout);
+
 // Why `layout` cannot run this job ("" when it can): divisibility, policy, then memory.
 std::string rejection_reason(const ChooserInput& input, const Layout& layout);
 
