@@ -9,6 +9,7 @@
 #include <string>
 
 #include "process_helpers.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -17,24 +18,9 @@ using axonn::test::contains;
 using axonn::test::kAxonn;
 using axonn::test::run_command;
 
-class DataCli : public ::testing::Test {
+class DataCli : public axonn::test::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("axonn_test_data_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(path(name), std::ios::binary) << bytes;
-    return path(name);
-  }
   axonn::test::CommandResult axonn(const std::string& args) const { return run_command(kAxonn + " " + args); }
-
-  fs::path dir_;
 };
 
 TEST_F(DataCli, PrepareWritesAnLlmcFileThatInfoDescribes) {
