@@ -18,8 +18,10 @@
 #include "checkpoint/verify.hpp"
 #include "cli/args.hpp"
 #include "cli/ckpt.hpp"
+#include "cli/ckpt_format.hpp"
 #include "cli/ckpt_open.hpp"
 #include "cli/exit_codes.hpp"
+#include "layout/layout.hpp"
 
 namespace fs = std::filesystem;
 
@@ -43,8 +45,8 @@ std::optional<int64_t> step_option(const Args& args) {
 
 const std::string& one_dir(const Args& args, const std::string& command) {
   if (args.positionals().size() != 1)
-    throw UsageError("ckpt " + command + " takes one DIR, got " + std::to_string(args.positionals().size()) +
-                     "; see axonn ckpt " + command + " --help");
+    throw UsageError("takes one DIR, got " + std::to_string(args.positionals().size()) + "; see axonn ckpt " + command +
+                     " --help");
   return args.positionals()[0];
 }
 
@@ -64,9 +66,9 @@ int verify(const CommandArgs& argv) {
   std::fputs(format_verify_report(report).c_str(), report.ok() ? stdout : stderr);
   if (report.ok()) return exit_code::ok;
   std::fprintf(stderr,
-               "axonn ckpt verify: %zu problems in %s: a resume from it stops with a checksum or missing-shard "
+               "axonn ckpt verify: %zu problem%s in %s: a resume from it stops with a checksum or missing-shard "
                "error; `axonn train --fallback` resumes from the previous committed step instead\n",
-               report.problems.size(), choice.step_dir.string().c_str());
+               report.problems.size(), report.problems.size() == 1 ? "" : "s", choice.step_dir.string().c_str());
   return exit_code::failure;
 }
 
@@ -96,18 +98,18 @@ int export_command(const CommandArgs& argv) {
   }
   const std::string format = args.value("to").value_or("");
   if (format != "safetensors")
-    throw UsageError(format.empty() ? "ckpt export needs --to safetensors (the only output format)"
-                                    : "ckpt export: unknown format --to " + format + "; the only one is safetensors");
+    throw UsageError(format.empty() ? "needs --to safetensors (the only output format)"
+                                    : "unknown format --to " + format + "; the only one is safetensors");
   const std::string only = args.value("only").value_or("");
   if (args.has("only") && only != "params")
-    throw UsageError("ckpt export: unknown --only " + only + "; use --only params (parameters without AdamW moments)");
+    throw UsageError("unknown --only " + only + "; use --only params (parameters without AdamW moments)");
   const StepChoice choice = choose_step(one_dir(args, "export"), step_option(args));
   CheckpointReader reader = open_step_choice(choice, false, "ckpt export");
   const std::string stem = fs::absolute(reader.step_dir()).lexically_normal().filename().string();
   const fs::path out = args.value("output").value_or(stem + (only.empty() ? "" : ".params") + ".safetensors");
   const std::vector<std::string> names = only.empty() ? std::vector<std::string>{} : parameter_names(reader);
   if (!only.empty() && names.empty())
-    throw UsageError("ckpt export --only params: " + reader.step_dir().string() + " holds only AdamW moments");
+    throw UsageError("--only params: " + reader.step_dir().string() + " holds only AdamW moments");
   export_safetensors(reader, out, ReadOptions{}, names);
   std::printf("wrote %s: %zu tensors, %s, step %lld written at %s (checksums verified while reading)\n",
               out.string().c_str(), names.empty() ? reader.tensors().size() : names.size(),
@@ -135,6 +137,12 @@ int command_ckpt(const CommandArgs& argv) {
                      "; use inspect, verify, plan or export (axonn ckpt --help)");
   try {
     return run(rest);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "axonn ckpt %s: %s\n", sub.c_str(), e.what());
+    return exit_code::bad_input;
+  } catch (const LayoutError& e) {  // a --layout that does not parse
+    std::fprintf(stderr, "axonn ckpt %s: %s\n", sub.c_str(), e.what());
+    return exit_code::bad_input;
   } catch (const NoCheckpoint& e) {
     // Nothing committed where the user pointed: a wrong argument, not a damaged checkpoint.
     std::fprintf(stderr, "axonn ckpt %s: %s\n", sub.c_str(), e.what());

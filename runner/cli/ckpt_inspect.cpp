@@ -17,6 +17,7 @@
 #include "checkpoint/format.hpp"
 #include "cli/args.hpp"
 #include "cli/ckpt.hpp"
+#include "cli/ckpt_format.hpp"
 #include "cli/ckpt_open.hpp"
 #include "cli/exit_codes.hpp"
 #include "layout/layout.hpp"
@@ -82,7 +83,7 @@ std::string first_line(const std::string& text) {
 std::string layout_text(const std::string& layout) {
   if (layout.empty()) return "(not recorded)";
   try {
-    return layout + " (" + std::to_string(parse_layout(layout).world()) + " ranks)";
+    return layout + " (" + ranks_text(parse_layout(layout).world()) + ")";
   } catch (const LayoutError&) {
     return "'" + layout + "'";
   }
@@ -224,7 +225,7 @@ int ckpt_inspect(const CommandArgs& argv) {
     return exit_code::ok;
   }
   if (args.positionals().size() != 1)
-    throw UsageError("ckpt inspect takes one DIR, got " + std::to_string(args.positionals().size()) +
+    throw UsageError("takes one DIR, got " + std::to_string(args.positionals().size()) +
                      "; usage: axonn ckpt inspect DIR [--json]");
   const StepChoice choice =
       choose_step(args.positionals()[0], args.integer("step", 0, std::numeric_limits<long>::max()));

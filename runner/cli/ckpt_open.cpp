@@ -65,7 +65,8 @@ void require_step_dir(const StepChoice& choice) {
       choice.step_dir.string(), "open",
       (choice.checkpoint_dir ? (*choice.checkpoint_dir / kLatestFileName).string() : std::string("DIR")) + " names " +
           choice.step_dir.filename().string() +
-          ", which does not exist; restore it, or use --step N (or --fallback) for an older step");
+          ", which does not exist; restore it, or pick an older committed step (--step N; inspect and plan also "
+          "take --fallback)");
 }
 
 CheckpointReader open_step_choice(const StepChoice& choice, bool fallback, const std::string& command) {
@@ -99,22 +100,6 @@ CheckpointReader open_step_choice(const StepChoice& choice, bool fallback, const
   throw CheckpointError(choice.checkpoint_dir->string(), "open",
                         "no committed step of " + choice.checkpoint_dir->string() + " opens (tried " +
                             std::to_string(candidates.size()) + "):" + skipped);
-}
-
-std::string human_bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-  else
-    std::snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 2 : (v < 100 ? 1 : 0), v, units[u]);
-  return buf;
 }
 
 }  // namespace axonn

@@ -32,8 +32,4 @@ void require_step_dir(const StepChoice& choice);
 // skipped. Without fallback the step's own error is thrown.
 CheckpointReader open_step_choice(const StepChoice& choice, bool fallback, const std::string& command);
 
-// "512 B", "12.5 KiB", "1.25 MiB", "3.10 GiB": sizes in tables (tensors of a tiny model are
-// KiB, of a real one GiB).
-std::string human_bytes(int64_t bytes);
-
 }  // namespace axonn

@@ -14,6 +14,7 @@
 #include "checkpoint/step_dir.hpp"
 #include "cli/args.hpp"
 #include "cli/ckpt.hpp"
+#include "cli/ckpt_format.hpp"
 #include "cli/ckpt_open.hpp"
 #include "cli/ckpt_resume.hpp"
 #include "cli/exit_codes.hpp"
@@ -61,8 +62,8 @@ std::string plan_text(const CheckpointReader& reader, const ModelShape& model, c
   out += "model       " + model_config_text(model) + " (the checkpoint's model_config)\n";
   out += "batch       " + (batch.global_batch ? "global_batch=" + std::to_string(*batch.global_batch) + " (" : "(") +
          batch.from + ")\n";
-  out += "layout      " + format_layout_with_order(layout) + " (" + std::to_string(layout.world()) +
-         " ranks): valid, it divides the model" + (batch.global_batch ? " and the batch" : "") + "\n";
+  out += "layout      " + format_layout_with_order(layout) + " (" + ranks_text(layout.world()) +
+         "): valid, it divides the model" + (batch.global_batch ? " and the batch" : "") + "\n";
   out += "reads       every parameter and both AdamW moments (what axonn train reads on resume), " +
          std::to_string(reader.tensors().size()) + " tensors, verified: whole checksum blocks\n\n";
   char line[256];
@@ -82,9 +83,8 @@ std::string plan_text(const CheckpointReader& reader, const ModelShape& model, c
          line + "); the checkpoint stores " + human_bytes(plan.bytes_stored) + "\n";
   if (same) {
     std::snprintf(line, sizeof line, "%.2fx", ratio(plan.bytes_read, same->second.bytes_read));
-    out += "vs written  a load at " + format_layout_with_order(same->first) + " (" +
-           std::to_string(same->first.world()) + " ranks) reads " + with_bytes(same->second.bytes_read) +
-           "; this layout reads " + line + " that\n";
+    out += "vs written  a load at " + format_layout_with_order(same->first) + " (" + ranks_text(same->first.world()) +
+           ") reads " + with_bytes(same->second.bytes_read) + "; this layout reads " + line + " that\n";
   } else {
     out += "vs written  the layout that wrote the checkpoint ('" + m.layout + "') is unknown here: no comparison\n";
   }
@@ -146,7 +146,7 @@ int ckpt_plan(const CommandArgs& argv) {
     return exit_code::ok;
   }
   if (args.positionals().size() != 1)
-    throw UsageError("ckpt plan takes one DIR, got " + std::to_string(args.positionals().size()) +
+    throw UsageError("takes one DIR, got " + std::to_string(args.positionals().size()) +
                      "; usage: axonn ckpt plan DIR --layout DxXxYxZ[:order]");
   const Layout layout = parse_layout(args.required("layout"));
   const StepChoice choice =
