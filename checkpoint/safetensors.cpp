@@ -109,7 +109,14 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const Rea
         rows.offset[0] = r;
         rows.count[0] = std::min(group, full.count[0] - r);
         buf.resize(static_cast<size_t>(element_count(rows)));
-        reader.read(t->name, rows, buf.data(), options);
+        try {
+          reader.read(t->name, rows, buf.data(), options);
+        } catch (...) {
+          // A checksum mismatch or a missing shard: leave no half-written export behind.
+          std::error_code ec;
+          fs::remove(partial, ec);
+          throw;
+        }
         if (std::fwrite(buf.data(), sizeof(float), buf.size(), file.get()) != buf.size()) fail("write");
       }
     }
