@@ -40,9 +40,8 @@ BatchSource batch_source(const Args& args, const Metadata& m) {
 // The plan of a load at the layout that wrote the checkpoint, when its metadata names one
 // that still divides the model (a checkpoint written by other tools may name none).
 std::optional<std::pair<Layout, ReadPlan>> same_layout_plan(const CheckpointReader& reader, const ModelShape& model) {
-  Layout written;
   try {
-    written = parse_layout(reader.metadata().layout);
+    const Layout written = parse_layout(reader.metadata().layout);
     return std::make_pair(written, plan_reads(reader.tensors(), resume_requests(model, written)));
   } catch (const LayoutError&) {
     return std::nullopt;
