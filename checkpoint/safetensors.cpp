@@ -57,10 +57,16 @@ struct FileCloser {
 
 }  // namespace
 
-void export_safetensors(CheckpointReader& reader, const fs::path& out, const ReadOptions& options) {
+void export_safetensors(CheckpointReader& reader, const fs::path& out, const ReadOptions& options,
+                        const std::vector<std::string>& only) {
   std::vector<const TensorInfo*> tensors;
-  for (const TensorInfo& t : reader.tensors()) tensors.push_back(&t);
+  if (only.empty()) {
+    for (const TensorInfo& t : reader.tensors()) tensors.push_back(&t);
+  } else {
+    for (const std::string& name : only) tensors.push_back(&reader.tensor(name));
+  }
   std::sort(tensors.begin(), tensors.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->name < b->name; });
+  tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());  // a name listed twice in `only`
 
   const Metadata& m = reader.metadata();
   std::string header = "{\"__metadata__\":{\"axonn.step\":" + json_string(std::to_string(reader.step())) +
@@ -103,7 +109,14 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const Rea
         rows.offset[0] = r;
         rows.count[0] = std::min(group, full.count[0] - r);
         buf.resize(static_cast<size_t>(element_count(rows)));
-        reader.read(t->name, rows, buf.data(), options);
+        try {
+          reader.read(t->name, rows, buf.data(), options);
+        } catch (...) {
+          // A checksum mismatch or a missing shard: leave no half-written export behind.
+          std::error_code ec;
+          fs::remove(partial, ec);
+          throw;
+        }
         if (std::fwrite(buf.data(), sizeof(float), buf.size(), file.get()) != buf.size()) fail("write");
       }
     }

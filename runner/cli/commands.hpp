@@ -14,5 +14,6 @@ int command_run(const CommandArgs& args);
 int command_selftest(const CommandArgs& args);
 int command_data(const CommandArgs& args);
 int command_train(const CommandArgs& args);
+int command_ckpt(const CommandArgs& args);
 
 }  // namespace axonn

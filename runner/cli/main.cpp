@@ -32,6 +32,8 @@ const Command kCommands[] = {
      axonn::command_train},
     {"selftest", "check topology and every collective on every axis (under axonn run or srun --mpi=pmix)",
      axonn::command_selftest},
+    {"ckpt", "inspect, verify, plan a resume of, or export a checkpoint: inspect|verify|plan|export DIR",
+     axonn::command_ckpt},
 };
 
 // One line on stderr and the exit code for an exception that escaped a command: the

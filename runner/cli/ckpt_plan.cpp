@@ -1,0 +1,177 @@
+// axonn ckpt plan DIR --layout DxXxYxZ[:order] [--step N] [--fallback] [--global-batch B] [--json]
+// A dry run of `axonn train` resuming DIR at another layout: is the layout valid for the
+// checkpoint's model (and batch), which shard files each new rank opens, and how many bytes
+// it reads (plan_reads: exactly what CheckpointReader::bytes_read() counts on a verified
+// resume), against what a load at the layout that wrote the checkpoint reads.
+#include <toml++/toml.h>
+
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "checkpoint/step_dir.hpp"
+#include "cli/args.hpp"
+#include "cli/ckpt.hpp"
+#include "cli/ckpt_format.hpp"
+#include "cli/ckpt_open.hpp"
+#include "cli/ckpt_resume.hpp"
+#include "cli/exit_codes.hpp"
+#include "layout/model_plan.hpp"
+#include "trainer/train/training_checkpoint.hpp"
+
+namespace axonn {
+namespace {
+
+struct BatchSource {
+  std::optional<int> global_batch;
+  std::string from;  // where it came from, for the output
+};
+
+BatchSource batch_source(const Args& args, const Metadata& m) {
+  if (auto b = args.integer("global-batch", 1, 1 << 30)) return {static_cast<int>(*b), "--global-batch"};
+  const auto it = m.ints.find("training.global_batch");
+  if (it != m.ints.end() && it->second > 0 && it->second <= (1 << 30))
+    return {static_cast<int>(it->second), "the checkpoint's meta.int.training.global_batch"};
+  return {std::nullopt, "not recorded in the checkpoint and no --global-batch: not checked"};
+}
+
+// The plan of a load at the layout that wrote the checkpoint, when its metadata names one
+// that still divides the model (a checkpoint written by other tools may name none).
+std::optional<std::pair<Layout, ReadPlan>> same_layout_plan(const CheckpointReader& reader, const ModelShape& model) {
+  try {
+    const Layout written = parse_layout(reader.metadata().layout);
+    return std::make_pair(written, plan_reads(reader.tensors(), resume_requests(model, written)));
+  } catch (const LayoutError&) {
+    return std::nullopt;
+  }
+}
+
+std::string with_bytes(int64_t bytes) { return human_bytes(bytes) + " (" + std::to_string(bytes) + " B)"; }
+
+double ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+
+std::string plan_text(const CheckpointReader& reader, const ModelShape& model, const BatchSource& batch,
+                      const Layout& layout, const ReadPlan& plan,
+                      const std::optional<std::pair<Layout, ReadPlan>>& same) {
+  const Metadata& m = reader.metadata();
+  std::string out = "checkpoint  " + reader.step_dir().string() + " (step " + std::to_string(reader.step()) +
+                    "), written at " + (m.layout.empty() ? "an unrecorded layout" : m.layout) + "\n";
+  out += "model       " + model_config_text(model) + " (the checkpoint's model_config)\n";
+  out += "batch       " + (batch.global_batch ? "global_batch=" + std::to_string(*batch.global_batch) + " (" : "(") +
+         batch.from + ")\n";
+  out += "layout      " + format_layout_with_order(layout) + " (" + ranks_text(layout.world()) +
+         "): valid, it divides the model" + (batch.global_batch ? " and the batch" : "") + "\n";
+  out += "reads       every parameter and both AdamW moments (what axonn train reads on resume), " +
+         std::to_string(reader.tensors().size()) + " tensors, verified: whole checksum blocks\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%6s  %5s  %-26s  %-26s  %s\n", "rank", "files", "bytes read", "bytes wanted",
+                "shard files");
+  out += line;
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankReadPlan& rp = plan.ranks[r];
+    std::string files;
+    for (const std::string& f : rp.files) files += (files.empty() ? "" : ", ") + f;
+    std::snprintf(line, sizeof line, "%6zu  %5zu  %-26s  %-26s  ", r, rp.files.size(),
+                  with_bytes(rp.bytes_read).c_str(), with_bytes(rp.bytes_wanted).c_str());
+    out += line + files + "\n";
+  }
+  std::snprintf(line, sizeof line, "%.2fx", ratio(plan.bytes_read, plan.bytes_wanted));
+  out += "\ntotal       reads " + with_bytes(plan.bytes_read) + " for " + human_bytes(plan.bytes_wanted) + " wanted (" +
+         line + "); the checkpoint stores " + human_bytes(plan.bytes_stored) + "\n";
+  if (same) {
+    std::snprintf(line, sizeof line, "%.2fx", ratio(plan.bytes_read, same->second.bytes_read));
+    out += "vs written  a load at " + format_layout_with_order(same->first) + " (" + ranks_text(same->first.world()) +
+           ") reads " + with_bytes(same->second.bytes_read) + "; this layout reads " + line + " that\n";
+  } else {
+    out += "vs written  the layout that wrote the checkpoint ('" + m.layout + "') is unknown here: no comparison\n";
+  }
+  return out;
+}
+
+std::string plan_json(const CheckpointReader& reader, const BatchSource& batch, const Layout& layout,
+                      const std::string& problem, const ReadPlan* plan,
+                      const std::optional<std::pair<Layout, ReadPlan>>& same) {
+  toml::table root{{"checkpoint", reader.step_dir().string()},
+                   {"step", reader.step()},
+                   {"written_layout", reader.metadata().layout},
+                   {"model_config", reader.metadata().model_config},
+                   {"global_batch_source", batch.from},
+                   {"layout", format_layout_with_order(layout)},
+                   {"world", layout.world()},
+                   {"valid", problem.empty()},
+                   {"problem", problem}};
+  if (batch.global_batch) root.insert("global_batch", *batch.global_batch);
+  if (plan) {
+    toml::array ranks;
+    for (size_t r = 0; r < plan->ranks.size(); ++r) {
+      toml::array files;
+      for (const std::string& f : plan->ranks[r].files) files.push_back(f);
+      ranks.push_back(toml::table{{"rank", static_cast<int64_t>(r)},
+                                  {"files", std::move(files)},
+                                  {"bytes_read", plan->ranks[r].bytes_read},
+                                  {"bytes_wanted", plan->ranks[r].bytes_wanted}});
+    }
+    root.insert("ranks", std::move(ranks));
+    root.insert("bytes_read", plan->bytes_read);
+    root.insert("bytes_wanted", plan->bytes_wanted);
+    root.insert("bytes_stored", plan->bytes_stored);
+    if (same) {
+      root.insert("same_layout", toml::table{{"layout", format_layout_with_order(same->first)},
+                                             {"bytes_read", same->second.bytes_read}});
+      root.insert("ratio_to_same_layout", ratio(plan->bytes_read, same->second.bytes_read));
+    }
+  }
+  std::ostringstream out;
+  out << toml::json_formatter{root} << "\n";
+  return out.str();
+}
+
+}  // namespace
+
+int ckpt_plan(const CommandArgs& argv) {
+  const std::vector<OptionSpec> specs = {
+      {"layout", true, "the new layout DxXxYxZ[:order] (data x X x Y x Z, order fastest axis first)"},
+      {"step", true, "plan another committed step than `latest` (DIR is then the checkpoint directory)"},
+      {"fallback", false, "when the step does not open, plan the newest older one that does (and say so)"},
+      {"global-batch", true, "check this global batch instead of the one the checkpoint records"},
+      {"json", false, "print the plan as JSON"},
+      {"help", false, "this help"},
+  };
+  const Args args(argv, specs);
+  if (args.has("help")) {
+    std::printf("usage: axonn ckpt plan DIR --layout DxXxYxZ[:order] [options]\n%s", format_options(specs).c_str());
+    return exit_code::ok;
+  }
+  if (args.positionals().size() != 1)
+    throw UsageError("takes one DIR, got " + std::to_string(args.positionals().size()) +
+                     "; usage: axonn ckpt plan DIR --layout DxXxYxZ[:order]");
+  const Layout layout = parse_layout(args.required("layout"));
+  const StepChoice choice =
+      choose_step(args.positionals()[0], args.integer("step", 0, std::numeric_limits<long>::max()));
+  const CheckpointReader reader = open_step_choice(choice, args.has("fallback"), "ckpt plan");
+  const std::string index_file = (reader.step_dir() / kIndexFileName).string();
+  const ModelShape model = parse_model_config(reader.metadata().model_config, index_file);
+  const BatchSource batch = batch_source(args, reader.metadata());
+  BatchShape batch_shape;
+  // Without a known batch only the model is checked: a batch of G_data*G_z always divides.
+  batch_shape.global_batch = batch.global_batch.value_or(layout.data * layout.z);
+  const std::string problem = divisibility_problem(model, batch_shape, layout);
+  if (!problem.empty()) {
+    if (args.has("json")) std::fputs(plan_json(reader, batch, layout, problem, nullptr, std::nullopt).c_str(), stdout);
+    std::fprintf(stderr, "axonn ckpt plan: layout %s cannot resume %s: %s (model %s, global batch from %s)\n",
+                 format_layout_with_order(layout).c_str(), reader.step_dir().string().c_str(), problem.c_str(),
+                 reader.metadata().model_config.c_str(), batch.from.c_str());
+    return exit_code::bad_input;
+  }
+  check_model_tensors(reader.tensors(), model, index_file);
+  const ReadPlan plan = plan_reads(reader.tensors(), resume_requests(model, layout));
+  const auto same = same_layout_plan(reader, model);
+  const std::string out = args.has("json") ? plan_json(reader, batch, layout, "", &plan, same)
+                                           : plan_text(reader, model, batch, layout, plan, same);
+  std::fputs(out.c_str(), stdout);
+  return exit_code::ok;
+}
+
+}  // namespace axonn
