@@ -1,96 +1,28 @@
 // Collectives of the Gloo communicator, checked exactly. Ranks are threads of this
 // process that bootstrap through an in-memory Exchange (the same protocol as PMIx:
 // put, fence, get); the multi-process tests run the same checks under the launcher.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cmath>
-#include <map>
-#include <mutex>
-#include <thread>
 
 #include "comm/bfloat16.hpp"
+#include "comm/comm_grid.hpp"
+#include "comm/cuda_device.hpp"
 #include "comm/exchange_blob.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
+#include "thread_exchange.hpp"
+#if AXONN_HAVE_CUDA
+#include "comm/cuda_check.hpp"
+#endif
 
 namespace axonn {
 namespace {
 
-// put/fence/get among `size` threads; fence is a barrier, so values put before it are
-// visible after it, as with a collecting PMIx fence.
-class ThreadExchangeHub {
- public:
-  explicit ThreadExchangeHub(int size) : size_(size) {}
-  int size() const { return size_; }
-  void put(int rank, const std::string& key, const std::vector<char>& v) {
-    std::lock_guard lock(mu_);
-    values_[{rank, key}] = v;
-  }
-  // A barrier that gives up after 20 s, so a rank that never arrives fails the test.
-  void fence() {
-    std::unique_lock lock(mu_);
-    const long generation = generation_;
-    if (++arrived_ == size_) {
-      arrived_ = 0;
-      ++generation_;
-      arrived_cv_.notify_all();
-      return;
-    }
-    if (!arrived_cv_.wait_for(lock, std::chrono::seconds(20), [&] { return generation_ != generation; }))
-      throw std::runtime_error("fence: not every rank arrived within 20 s");
-  }
-  std::vector<char> get(int rank, const std::string& key) {
-    std::lock_guard lock(mu_);
-    auto it = values_.find({rank, key});
-    if (it == values_.end()) throw std::runtime_error("missing " + key);
-    return it->second;
-  }
-
- private:
-  int size_;
-  std::mutex mu_;
-  std::condition_variable arrived_cv_;
-  int arrived_ = 0;
-  long generation_ = 0;
-  std::map<std::pair<int, std::string>, std::vector<char>> values_;
-};
-
-class ThreadExchange final : public Exchange {
- public:
-  ThreadExchange(ThreadExchangeHub& hub, int rank) : hub_(hub), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return hub_.size(); }
-  void put(const std::string& key, const std::vector<char>& value) override { hub_.put(rank_, key, value); }
-  void fence() override { hub_.fence(); }
-  std::vector<char> get(int rank, const std::string& key) override { return hub_.get(rank, key); }
-
- private:
-  ThreadExchangeHub& hub_;
-  int rank_;
-};
-
-// Runs body(rank, exchange) on `world` threads and rethrows the first failure.
-template <typename Body>
-void run_ranks(int world, Body body) {
-  ThreadExchangeHub hub(world);
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::string failure;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ThreadExchange exchange(hub, r);
-        body(r, exchange);
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mu);
-        failure += "rank " + std::to_string(r) + ": " + e.what() + "\n";
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  ASSERT_TRUE(failure.empty()) << failure;
-}
+using test::run_ranks;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr auto kTimeout = std::chrono::milliseconds(10000);
 
@@ -114,8 +46,7 @@ TEST(GlooCommunicator, CollectivesOnFourRanksAreExact) {
   const int world = 4;
   run_ranks(world, [&](int rank, Exchange& exchange) {
     std::vector<CollectiveRecord> records;
-    auto comms = connect(exchange, {{"world", {0, 1, 2, 3}}},
-                         [&](const CollectiveRecord& r) { records.push_back(r); });
+    auto comms = connect(exchange, {{"world", {0, 1, 2, 3}}}, [&](const CollectiveRecord& r) { records.push_back(r); });
     GlooCommunicator& comm = *comms[0];
     ASSERT_EQ(comm.rank(), rank);
 
@@ -186,9 +117,86 @@ TEST(GlooCommunicator, SubgroupsOfAGridAreIndependent) {
   });
 }
 
+TEST(CommBackend, ParsesItsNamesAndRejectsOthersNamingTheChoices) {
+  EXPECT_EQ(parse_comm_backend("gloo"), CommBackend::gloo);
+  EXPECT_EQ(parse_comm_backend("nccl"), CommBackend::nccl);
+  EXPECT_STREQ(comm_backend_name(CommBackend::nccl), "nccl");
+  try {
+    parse_comm_backend("mpi");
+    FAIL() << "accepted 'mpi'";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'mpi': use gloo (CPU, host buffers) or nccl (GPU, device buffers)"));
+  }
+}
+
+TEST(CommGrid, GlooGridHasNoNcclStreams) {
+  run_ranks(1, [&](int, Exchange& exchange) {
+    CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true);
+    EXPECT_EQ(grid.backend(), CommBackend::gloo);
+    EXPECT_THROW(grid.nccl(CommAxis::x), CommError);
+    grid.synchronize();  // nothing to wait for, and no error
+  });
+}
+
+// Without a GPU (or without CUDA in the build) asking for device work fails at once with
+// "no CUDA device: " and the reason; the gpu label covers machines that have one.
+TEST(CommGridNccl, WithoutAGpuEveryDeviceCallSaysWhy) {
+  std::string why;
+  if (cuda_device_count(&why) > 0)
+    GTEST_SKIP() << "this machine has a CUDA device: test_comm_nccl (label gpu) runs the NCCL backend";
+#if AXONN_HAVE_CUDA
+  EXPECT_THAT(why, StartsWith("cudaGetDeviceCount: "));
+#else
+  EXPECT_THAT(why, HasSubstr("this axonn build has no CUDA backend"));
+#endif
+  run_ranks(1, [&](int, Exchange& exchange) {
+    try {
+      CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true, CommBackend::nccl);
+      FAIL() << "an NCCL grid was built without a GPU";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), StartsWith("no CUDA device: " + why)) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr(" rank 0")) << e.what();
+    }
+  });
+  try {
+    select_cuda_device(0, 1);
+    FAIL() << "selected a device that is not there";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), StartsWith("no CUDA device: ")) << e.what();
+  }
+  EXPECT_THROW(DeviceBuffer(64), CommError);
+}
+
+#if AXONN_HAVE_CUDA
+// The one check macro for CUDA and NCCL calls: the call, file:line, host, rank and the
+// library's error text, as a CudaError (a CommError).
+TEST(CudaCheck, FailureNamesCallPlaceHostRankAndError) {
+  set_cuda_check_rank(7);
+  int count = 0;
+  try {
+    AXONN_CUDA_CHECK(ncclCommCount(nullptr, &count));
+    FAIL() << "ncclCommCount accepted a null communicator";
+  } catch (const CudaError& e) {
+    EXPECT_THAT(e.what(), StartsWith("ncclCommCount(nullptr, &count) failed at "));
+    EXPECT_THAT(e.what(), HasSubstr("test_comm.cpp:"));
+    EXPECT_THAT(e.what(), HasSubstr(" rank 7: "));
+    EXPECT_THAT(e.what(), HasSubstr("(ncclInvalidArgument)"));
+  }
+  try {
+    AXONN_CUDA_CHECK(cudaSetDevice(-1));  // no such device, with or without a GPU
+    FAIL() << "cudaSetDevice(-1) succeeded";
+  } catch (const CudaError& e) {
+    EXPECT_THAT(e.what(), StartsWith("cudaSetDevice(-1) failed at "));
+    EXPECT_THAT(e.what(), HasSubstr(" rank 7: "));
+    EXPECT_THAT(e.what(), HasSubstr("(cudaError"));
+  }
+  set_cuda_check_rank(-1);
+}
+#endif
+
 TEST(BFloat16, RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
-  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), float_to_bf16(1.0f));             // tie: to even
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), float_to_bf16(1.0f));               // tie: to even
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);  // tie: up to even
   EXPECT_NE(bf16_to_float(float_to_bf16(std::nanf(""))), bf16_to_float(float_to_bf16(std::nanf(""))));
 }

@@ -8,6 +8,7 @@
 #include <climits>
 #include <thread>
 
+#include "comm/cuda_device.hpp"
 #include "process_helpers.hpp"
 
 namespace axonn::test {
@@ -131,6 +132,21 @@ TEST(PmixWorker, OutsideAnyServerFailsAtOnceSayingWhatToDo) {
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.output, "start it with `srun --mpi=pmix ...` under Slurm, or `axonn run -n N ...`")) << r.output;
   EXPECT_LT(r.seconds, 2.0);
+}
+
+TEST(PmixWorker, NcclBackendWithoutAGpuFailsAtOnceSayingSo) {
+  if (cuda_device_count() > 0)
+    GTEST_SKIP() << "this machine has a CUDA device: the gpu label runs the NCCL selftest";
+  const auto r = run_command(kAxonn + " run -n 2 selftest --backend nccl");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "] axonn selftest: no CUDA device: ")) << r.output;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+TEST(PmixWorker, UnknownBackendIsBadInput) {
+  const auto r = run_command(kAxonn + " run -n 1 selftest --backend mpi");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "--backend mpi: expected gloo or nccl")) << r.output;
 }
 
 TEST(PmixWorker, SameChecksUnderOpenMpiMpirun) {

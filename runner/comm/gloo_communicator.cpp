@@ -5,8 +5,8 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/math.h>
 #include <gloo/context.h>
+#include <gloo/math.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
@@ -42,12 +42,6 @@ void add_into(void* acc, const void* in, size_t n, ElementType type) {
     sum_bfloat16(acc, acc, in, n);
 }
 
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
 }  // namespace
 
 size_t element_size(ElementType type) { return type == ElementType::float32 ? 4 : 2; }
@@ -70,11 +64,12 @@ void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
     body();
   } catch (const gloo::Exception& e) {
     throw CommError(std::string(collective_name(kind)) + " on group '" + name_ + "' (world ranks " +
-                    join(members_) + ", " + std::to_string(bytes) + " bytes) failed or timed out after " +
+                    format_ranks(members_) + ", " + std::to_string(bytes) + " bytes) failed or timed out after " +
                     std::to_string(timeout_.count()) + " ms: a peer did not arrive or died (" + e.what() + ")");
   }
   if (recorder_)
-    recorder_({kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});
+    recorder_(
+        {kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});
 }
 
 void GlooCommunicator::all_reduce(void* buf, size_t count, ElementType type) {

@@ -17,8 +17,8 @@ class GlooCommunicator final : public Communicator {
   using Recorder = std::function<void(const CollectiveRecord&)>;
 
   // context: connected for `group`; recorder: called after every collective (may be empty).
-  GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
-                   std::chrono::milliseconds timeout, Recorder recorder);
+  GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
+                   Recorder recorder);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }

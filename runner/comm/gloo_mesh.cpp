@@ -33,17 +33,6 @@ class MeshContext final : public gloo::Context {
   void connect(int peer, const std::vector<char>& address) { transportContext_->getPair(peer)->connect(address); }
 };
 
-int group_rank_of(const GroupSpec& group, int world_rank) {
-  auto it = std::find(group.members.begin(), group.members.end(), world_rank);
-  if (it == group.members.end()) {
-    std::string list;
-    for (int m : group.members) list += (list.empty() ? "" : ",") + std::to_string(m);
-    throw CommError("group '" + group.name + "' (world ranks " + list + ") does not contain this rank " +
-                    std::to_string(world_rank));
-  }
-  return static_cast<int>(it - group.members.begin());
-}
-
 // Key under which `from` publishes the address of its pair towards `to` in `group`.
 std::string pair_key(const GroupSpec& group, int from, int to) {
   return group.name + "/" + std::to_string(group.members.front()) + "/" + std::to_string(from) + ">" +
@@ -80,9 +69,11 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
   }
 }
 
-std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(
-    Exchange& exchange, const std::shared_ptr<gloo::transport::Device>& device,
-    const std::vector<GroupSpec>& groups, std::chrono::milliseconds timeout, const std::string& key) {
+std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(Exchange& exchange,
+                                                                const std::shared_ptr<gloo::transport::Device>& device,
+                                                                const std::vector<GroupSpec>& groups,
+                                                                std::chrono::milliseconds timeout,
+                                                                const std::string& key) {
   const int me = exchange.rank();
   std::vector<std::shared_ptr<MeshContext>> contexts;
   BlobPairs mine;
@@ -114,8 +105,7 @@ std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(
       auto it = theirs.find(pair_key(group, peer_world, me));
       if (it == theirs.end())
         throw CommError("bootstrap: rank " + std::to_string(peer_world) + " published no address for rank " +
-                        std::to_string(me) + " in group '" + group.name +
-                        "'; every rank must build the same groups");
+                        std::to_string(me) + " in group '" + group.name + "'; every rank must build the same groups");
       try {
         context->connect(peer, it->second);
       } catch (const gloo::Exception& e) {

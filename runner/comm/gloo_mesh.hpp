@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/exchange.hpp"
+#include "comm/group_spec.hpp"
 
 namespace gloo {
 class Context;
@@ -22,11 +23,6 @@ class Device;
 
 namespace axonn {
 
-struct GroupSpec {
-  std::string name;          // "x", "y", "z", "data", "world", ...
-  std::vector<int> members;  // world ranks in group-rank order; must contain this rank
-};
-
 // The TCP device every group of this process shares (one listening socket). Binds to
 // AXONN_GLOO_IFACE if set, else to AXONN_GLOO_HOSTNAME, else to this host's name
 // (127.0.0.1 when the job is on one host).
@@ -35,8 +31,10 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host);
 // Collective over the job. Returns one connected context per spec, in order. Groups
 // of size 1 get a context with no peers. `key` names this bootstrap in the Exchange and
 // must differ between calls in one job (e.g. "grid", "grid-after-resize").
-std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(
-    Exchange& exchange, const std::shared_ptr<gloo::transport::Device>& device,
-    const std::vector<GroupSpec>& groups, std::chrono::milliseconds timeout, const std::string& key);
+std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(Exchange& exchange,
+                                                                const std::shared_ptr<gloo::transport::Device>& device,
+                                                                const std::vector<GroupSpec>& groups,
+                                                                std::chrono::milliseconds timeout,
+                                                                const std::string& key);
 
 }  // namespace axonn
