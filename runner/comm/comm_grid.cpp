@@ -60,10 +60,18 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
     }
   }
   if (specs.empty()) return;
+  // Each group twice, in one bootstrap: the ring pairs, then (unless turned off) the
+  // sync-mode pairs of the small-message path (gloo_small.hpp).
+  const size_t k = specs.size();
+  const bool small_path = gloo_small_message_bytes() > 0;
+  if (small_path)
+    for (size_t i = 0; i < k; ++i) specs.push_back({specs[i].name + "+sync", specs[i].members});
   const auto contexts = connect_gloo_groups(exchange, make_gloo_device(single_host), specs, timeout, "grid");
-  for (size_t i = 0; i < specs.size(); ++i)
+  for (size_t i = 0; i < k; ++i) {
+    std::shared_ptr<gloo::Context> sync_context = small_path ? contexts[k + i] : nullptr;
     comms_[static_cast<size_t>(spec_axes[i])] =
-        std::make_unique<GlooCommunicator>(specs[i], contexts[i], timeout, recorder(spec_axes[i]));
+        std::make_unique<GlooCommunicator>(specs[i], contexts[i], timeout, recorder(spec_axes[i]), sync_context);
+  }
 }
 
 CommGrid::~CommGrid() = default;

@@ -10,6 +10,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/bfloat16.hpp"
@@ -46,14 +47,32 @@ void add_into(void* acc, const void* in, size_t n, ElementType type) {
 
 size_t element_size(ElementType type) { return type == ElementType::float32 ? 4 : 2; }
 
+size_t gloo_small_message_bytes() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("AXONN_GLOO_SMALL_BYTES");
+    if (!env || !*env) return size_t{64} << 10;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (*end != '\0' || v > (size_t{256} << 20))
+      throw CommError(std::string("AXONN_GLOO_SMALL_BYTES=") + env +
+                      ": expected a byte count from 0 (latency path off) to 268435456");
+    return static_cast<size_t>(v);
+  }();
+  return bytes;
+}
+
 GlooCommunicator::GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
-                                   std::chrono::milliseconds timeout, Recorder recorder)
+                                   std::chrono::milliseconds timeout, Recorder recorder,
+                                   std::shared_ptr<gloo::Context> sync_context)
     : name_(group.name),
       members_(group.members),
       rank_(context->rank),
       timeout_(timeout),
       recorder_(std::move(recorder)),
-      context_(std::move(context)) {}
+      context_(std::move(context)) {
+  if (sync_context && gloo_small_message_bytes() > 0)
+    small_ = std::make_unique<GlooSmallCollectives>(std::move(sync_context), gloo_small_message_bytes());
+}
 
 GlooCommunicator::~GlooCommunicator() = default;
 
@@ -75,6 +94,7 @@ void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
 void GlooCommunicator::all_reduce(void* buf, size_t count, ElementType type) {
   const size_t bytes = count * element_size(type);
   run(CollectiveKind::all_reduce, bytes, [&] {
+    if (small_ && bytes <= small_->capacity()) return small_->all_reduce(buf, count, type);
     gloo::AllreduceOptions opts(context_);
     if (type == ElementType::float32) {
       opts.setOutput(static_cast<float*>(buf), count);
@@ -150,6 +170,7 @@ void GlooCommunicator::broadcast(void* buf, size_t count, int root, ElementType 
 
 void GlooCommunicator::barrier() {
   run(CollectiveKind::barrier, 0, [&] {
+    if (small_) return small_->barrier();
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag());
     opts.setTimeout(timeout_);

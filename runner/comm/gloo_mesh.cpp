@@ -115,6 +115,9 @@ std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(Exchange& exchan
     }
     connected.push_back(context);
   }
+  // A second fence: no rank returns (and may finish and close its sockets) while a peer is
+  // still completing a connection to it, which the peer would see as "closed by peer".
+  exchange.fence();
   return connected;
 }
 
