@@ -74,7 +74,12 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
   }
 }
 
-CommGrid::~CommGrid() = default;
+// The communicators go first, explicitly: an NCCL one finishes its queued collectives when
+// destroyed and reports them through recorder(), which needs counters_ and logger_ alive
+// (members are destroyed after the body, in reverse order of declaration).
+CommGrid::~CommGrid() {
+  for (auto& c : comms_) c.reset();
+}
 
 std::function<void(const CollectiveRecord&)> CommGrid::recorder(CommAxis axis) {
   return [this, axis](const CollectiveRecord& r) {

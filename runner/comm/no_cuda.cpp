@@ -24,7 +24,7 @@ void DeviceBuffer::fill_bytes(int) { throw CommError(kNoCudaBackend); }
 
 NcclAxes connect_nccl_axes(Exchange&, const std::array<GroupSpec, kCommAxisCount>&, std::chrono::milliseconds,
                            const std::function<CollectiveRecorder(CommAxis)>&) {
-  throw CommError(std::string("CommGrid: the nccl backend is not available: ") + kNoCudaBackend);
+  throw CommError(std::string("no CUDA device: ") + kNoCudaBackend + " on " + cuda_check_where());
 }
 
 }  // namespace axonn
