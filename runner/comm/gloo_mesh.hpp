@@ -3,10 +3,10 @@
 //
 // Every rank creates one TCP pair per peer in each of its groups, publishes all its pair
 // addresses in one put, joins one fence over the job, then reads from each peer the
-// address that peer created for it and connects; a last fence keeps every rank until all
-// are connected. Two fences however many groups, and the same calls on every rank, so it
-// cannot deadlock on group order (Gloo's own
-// connectFullMesh makes rank-dependent store calls that a fence-based store cannot match).
+// address that peer created for it and connects (all pairs concurrently); a last fence
+// keeps every rank until all are connected. Two fences however many groups, and the same
+// calls on every rank, so it cannot deadlock on group order (Gloo's own connectFullMesh
+// makes rank-dependent store calls that a fence-based store cannot match).
 #include <chrono>
 #include <memory>
 #include <string>
