@@ -19,7 +19,9 @@
 // longer than the timeout without it starting (its stream waits on work that never ends),
 // aborts the communicator (ncclCommAbort) and throws CommError naming the group, the
 // collective and the group's world ranks. NCCL cannot tell which peer is missing, so the
-// message lists them all. Once aborted, every later call throws.
+// message lists them all. Once aborted, every later call throws. The host is watched only
+// while it is in this class: wait for collectives with synchronize(), not with a bare
+// cudaStreamSynchronize of a stream made to wait on this one (that could hang unwatched).
 //
 // Records (CollectiveRecord: nccl-tests size, GPU time from the events) are delivered when
 // the host sees a collective finish: at a later call or at synchronize().
