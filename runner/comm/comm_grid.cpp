@@ -75,9 +75,11 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
 }
 
 // The communicators go first, explicitly: an NCCL one finishes its queued collectives when
-// destroyed and reports them through recorder(), which needs counters_ and logger_ alive
-// (members are destroyed after the body, in reverse order of declaration).
+// destroyed and reports them through recorder(), which needs counters_ alive (members are
+// destroyed after the body). The logger is dropped before: what it writes to may already be
+// gone (declared after the grid), so collectives finished here are counted, not logged.
 CommGrid::~CommGrid() {
+  logger_ = nullptr;
   for (auto& c : comms_) c.reset();
 }
 
