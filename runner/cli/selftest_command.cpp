@@ -161,16 +161,27 @@ int command_selftest(const CommandArgs& argv) {
   if (auto sleeper = args.integer("stall-rank", 0, topo.world - 1); sleeper && *sleeper == topo.rank) pause();
 
   int checks = 0, failed = 0;
-  for (int a = 0; a < kCommAxisCount; ++a) {
-    Communicator& c = grid.axis(static_cast<CommAxis>(a));
-    failed += check_axis(c, topo.rank, on_device);
-    checks += 5;
+  std::vector<float> totals;
+  try {
+    for (int a = 0; a < kCommAxisCount; ++a) {
+      Communicator& c = grid.axis(static_cast<CommAxis>(a));
+      failed += check_axis(c, topo.rank, on_device);
+      checks += 5;
+    }
+    // Failures summed over ranks before the exit code is chosen (nccl-tests).
+    totals = {static_cast<float>(checks), static_cast<float>(failed)};
+    Staging stage(on_device);
+    grid.world().all_reduce(stage.at(totals), 2, ElementType::float32);
+    stage.finish(grid.world());
+  } catch (const CommError& e) {
+    // Said here, while the grid is still up, in main's format: tearing it down closes this
+    // rank's connections, and a peer still waiting on it would fail at once on the closed
+    // socket and be reported first (the launcher stops the job at the first failure),
+    // naming this rank rather than the one that stalled.
+    std::fprintf(stderr, "axonn selftest: %s\n", e.what());
+    std::fflush(stderr);
+    return exit_code::failure;
   }
-  // Failures summed over ranks before the exit code is chosen (nccl-tests).
-  std::vector<float> totals = {static_cast<float>(checks), static_cast<float>(failed)};
-  Staging stage(on_device);
-  grid.world().all_reduce(stage.at(totals), 2, ElementType::float32);
-  stage.finish(grid.world());
   const int all_failed = static_cast<int>(totals[1]);
   if (topo.rank == 0)
     std::printf("selftest: %d passed, %d failed\n", static_cast<int>(totals[0]) - all_failed, all_failed);

@@ -71,7 +71,7 @@ GlooCommunicator::GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo:
       recorder_(std::move(recorder)),
       context_(std::move(context)) {
   if (sync_context && gloo_small_message_bytes() > 0)
-    small_ = std::make_unique<GlooSmallCollectives>(std::move(sync_context), gloo_small_message_bytes());
+    small_ = std::make_unique<GlooSmallCollectives>(members_, std::move(sync_context), gloo_small_message_bytes());
 }
 
 GlooCommunicator::~GlooCommunicator() = default;

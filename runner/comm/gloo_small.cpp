@@ -1,5 +1,6 @@
 #include "comm/gloo_small.hpp"
 
+#include <gloo/common/error.h>
 #include <gloo/context.h>
 #include <gloo/transport/pair.h>
 
@@ -15,8 +16,10 @@ constexpr int kSlot = 1;
 
 }  // namespace
 
-GlooSmallCollectives::GlooSmallCollectives(std::shared_ptr<gloo::Context> context, size_t capacity)
-    : context_(std::move(context)),
+GlooSmallCollectives::GlooSmallCollectives(std::vector<int> members, std::shared_ptr<gloo::Context> context,
+                                           size_t capacity)
+    : members_(std::move(members)),
+      context_(std::move(context)),
       capacity_(capacity),
       outgoing_(capacity),
       incoming_(static_cast<size_t>(context_->size)),
@@ -46,13 +49,22 @@ void GlooSmallCollectives::exchange(size_t bytes) {
   if (!prepared_) prepare();
   // Writes first, then reads: a write of at most `capacity` bytes fits the socket's send
   // buffer (Gloo sizes it to the message), so no rank blocks writing while its peers write.
-  for (int peer = 0; peer < context_->size; ++peer) {
-    if (peer == context_->rank) continue;
-    send_[static_cast<size_t>(peer)]->send(0, bytes);
-    send_[static_cast<size_t>(peer)]->waitSend();  // sync mode: already written
+  int peer = 0;
+  const char* doing = "writing to";
+  try {
+    for (peer = 0; peer < context_->size; ++peer) {
+      if (peer == context_->rank) continue;
+      send_[static_cast<size_t>(peer)]->send(0, bytes);
+      send_[static_cast<size_t>(peer)]->waitSend();  // sync mode: already written
+    }
+    doing = "waiting for";
+    for (peer = 0; peer < context_->size; ++peer)
+      if (peer != context_->rank) recv_[static_cast<size_t>(peer)]->waitRecv();
+  } catch (const gloo::Exception& e) {
+    // Here we know who did not arrive (or whose connection failed): say so.
+    throw gloo::IoException(std::string(doing) + " world rank " + std::to_string(members_[static_cast<size_t>(peer)]) +
+                            ": " + e.what());
   }
-  for (int peer = 0; peer < context_->size; ++peer)
-    if (peer != context_->rank) recv_[static_cast<size_t>(peer)]->waitRecv();
 }
 
 void GlooSmallCollectives::all_reduce(void* buf, size_t count, ElementType type) {

@@ -27,16 +27,18 @@ namespace axonn {
 
 class GlooSmallCollectives {
  public:
+  // members: the group's world ranks, for errors.
   // context: connected, used by nothing else; its pairs switch to sync mode at the first
   // collective (not here: a peer may legitimately finish and close right after the
   // bootstrap, and the switch waits up to one 10 ms tick of Gloo's event loop per pair).
   // capacity: the largest message in bytes.
-  GlooSmallCollectives(std::shared_ptr<gloo::Context> context, size_t capacity);
+  GlooSmallCollectives(std::vector<int> members, std::shared_ptr<gloo::Context> context, size_t capacity);
   ~GlooSmallCollectives();
 
   size_t capacity() const { return capacity_; }
   // buf (count, count * element_size <= capacity) <- sum over the group, in rank order.
-  // Gloo's read/write timeouts (the context's) bound each wait; errors are gloo::Exception.
+  // Gloo's read/write timeouts (the context's) bound each wait; errors are gloo::Exception,
+  // naming the world rank that did not arrive or whose connection failed.
   void all_reduce(void* buf, size_t count, ElementType type);
   // Every rank sends an empty message to every peer and reads one from each.
   void barrier();
@@ -47,6 +49,7 @@ class GlooSmallCollectives {
   // Sends `bytes` of the staging buffer to every peer and reads every peer's message.
   void exchange(size_t bytes);
 
+  std::vector<int> members_;
   std::shared_ptr<gloo::Context> context_;
   size_t capacity_;
   std::vector<char> outgoing_;                                         // [capacity]
