@@ -1,10 +1,15 @@
 // Gloo collectives on loopback and PMIx bootstrap time.
 //   build/bench/bench_comm   (driver: starts itself under `build/bin/axonn run`, as users do)
 // 1. Bootstrap: wall time of a local job of 4 and 8 ranks that initialize PMIx, read their
-//    topology, connect every group of a 4D layout and exit; goal < 1 s at 8 ranks.
-// 2. All-reduce bus bandwidth for 4 ranks over message sizes (nccl-tests' definition:
-//    busbw = size/time * 2(n-1)/n), beside a single-process memcpy of the same size
-//    measured in the same run (the ceiling every loopback byte pays at least once).
+//    topology, connect every group of a 4D layout and exit; goal < 1 s at 8 ranks. Jobs
+//    with the latency path's second set of pairs (the default) alternate with jobs without
+//    (AXONN_GLOO_SMALL_BYTES=0), so both medians see the same machine load.
+// 2. All-reduce of 4 ranks over message sizes: Gloo's ring alone (what every size used
+//    before the latency path) against the default communicator (messages up to 64 KiB on
+//    the latency path, gloo_small.hpp), in one job, in alternating rounds; medians of the
+//    rounds. Printed with the speedup, bus bandwidth (nccl-tests' definition: busbw =
+//    size/time * 2(n-1)/n) and a single-process memcpy of the same size measured in the same
+//    job (the ceiling every loopback byte pays at least once).
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +22,8 @@
 #include <vector>
 
 #include "comm/comm_grid.hpp"
+#include "comm/gloo_communicator.hpp"
+#include "comm/gloo_mesh.hpp"
 #include "pmix/topology.hpp"
 
 namespace {
@@ -25,37 +32,81 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-int worker(const std::string& mode) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+constexpr int kRounds = 5;
+
+// Seconds per call of `call`, `iters` calls in each of kRounds rounds alternating with
+// `other` (likewise), as medians of the rounds: {call, other}.
+template <typename A, typename B>
+std::pair<double, double> alternate(int iters, A&& call, B&& other) {
+  std::vector<double> a, b;
+  for (int round = 0; round < kRounds; ++round) {
+    auto t0 = clock_type::now();
+    for (int i = 0; i < iters; ++i) call();
+    a.push_back(seconds_since(t0) / iters);
+    t0 = clock_type::now();
+    for (int i = 0; i < iters; ++i) other();
+    b.push_back(seconds_since(t0) / iters);
+  }
+  return {median(a), median(b)};
+}
+
+int allreduce_worker() {
   axonn::PmixClient client;
   const axonn::Topology topo = axonn::topology_from_pmix(client);
-  const axonn::Layout layout =
-      axonn::parse_layout(mode == "bootstrap" ? (topo.world == 8 ? "2x2x1x2" : "1x2x2x1") : std::to_string(topo.world) + "x1x1x1");
-  axonn::CommGrid grid(client, layout, std::chrono::milliseconds(60000), true);
-  if (mode == "bootstrap") return 0;
+  const auto timeout = std::chrono::milliseconds(60000);
+  std::vector<int> all;
+  for (int r = 0; r < topo.world; ++r) all.push_back(r);
+  // Two communicators over the same ranks: one on the ring alone, one as CommGrid builds
+  // them (its own ring pairs plus the sync pairs of the latency path).
+  const auto contexts =
+      axonn::connect_gloo_groups(client, axonn::make_gloo_device(true),
+                                 {{"ring", all}, {"default", all}, {"default+sync", all}}, timeout, "bench");
+  axonn::GlooCommunicator ring({"ring", all}, contexts[0], timeout, nullptr);
+  axonn::GlooCommunicator fast({"default", all}, contexts[1], timeout, nullptr, contexts[2]);
 
-  axonn::Communicator& world = grid.world();
-  const int n = world.size();
-  if (topo.rank == 0)
-    std::printf("%12s %8s %12s %12s %14s %8s\n", "size (B)", "iters", "time (us)", "busbw GB/s", "memcpy GB/s", "ratio");
-  for (size_t bytes = 4096; bytes <= (size_t{64} << 20); bytes *= 4) {
+  const int n = topo.world;
+  const double factor = axonn::bus_factor(axonn::CollectiveKind::all_reduce, n);
+  if (topo.rank == 0) {
+    std::printf("Gloo all-reduce, %d ranks on loopback (float32): ring alone vs default (latency path <= %zu B);\n", n,
+                axonn::gloo_small_message_bytes());
+    std::printf("medians of %d alternating rounds\n", kRounds);
+    std::printf("%10s %6s %11s %11s %8s %11s %11s %9s\n", "size (B)", "iters", "ring us", "default us", "speedup",
+                "busbw GB/s", "memcpy GB/s", "vs memcpy");
+  }
+  for (size_t bytes = 64; bytes <= (size_t{64} << 20); bytes *= 4) {
     std::vector<float> buf(bytes / 4, 1.0f), copy(bytes / 4);
-    const int iters = std::max(5, static_cast<int>((size_t{256} << 20) / bytes));
-    world.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);  // warm-up
-    world.barrier();
-    const auto t0 = clock_type::now();
-    for (int i = 0; i < iters; ++i) world.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);
-    const double t = seconds_since(t0) / iters;
+    const int iters = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / bytes / kRounds, 1, 200));
+    ring.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);  // warm-up (and sync-mode switch)
+    fast.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);
+    fast.barrier();
+    const auto [t_ring, t_fast] = alternate(
+        iters, [&] { ring.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32); },
+        [&] { fast.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32); });
     const auto c0 = clock_type::now();
-    for (int i = 0; i < iters; ++i) {
+    for (int i = 0; i < iters * kRounds; ++i) {
       std::memcpy(copy.data(), buf.data(), bytes);
       asm volatile("" : : "r"(copy.data()) : "memory");
     }
-    const double tc = seconds_since(c0) / iters;
-    const double busbw = static_cast<double>(bytes) / t * axonn::bus_factor(axonn::CollectiveKind::all_reduce, n) / 1e9;
-    const double memcpy_bw = static_cast<double>(bytes) / tc / 1e9;
+    const double t_copy = seconds_since(c0) / (iters * kRounds);
+    const double busbw = static_cast<double>(bytes) / t_fast * factor / 1e9;
+    const double memcpy_bw = static_cast<double>(bytes) / t_copy / 1e9;
     if (topo.rank == 0)
-      std::printf("%12zu %8d %12.1f %12.3f %14.3f %7.3fx\n", bytes, iters, t * 1e6, busbw, memcpy_bw, busbw / memcpy_bw);
+      std::printf("%10zu %6d %11.1f %11.1f %7.2fx %11.3f %11.3f %8.3fx\n", bytes, iters * kRounds, t_ring * 1e6,
+                  t_fast * 1e6, t_ring / t_fast, busbw, memcpy_bw, busbw / memcpy_bw);
   }
+  return 0;
+}
+
+int bootstrap_worker() {
+  axonn::PmixClient client;
+  const axonn::Topology topo = axonn::topology_from_pmix(client);
+  const axonn::Layout layout = axonn::parse_layout(topo.world == 8 ? "2x2x1x2" : "1x2x2x1");
+  axonn::CommGrid grid(client, layout, std::chrono::milliseconds(60000), true);
   return 0;
 }
 
@@ -68,26 +119,30 @@ std::string self_path() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (axonn::pmix_server_in_environment()) return worker(argc > 1 ? argv[1] : "allreduce");
+  if (axonn::pmix_server_in_environment())
+    return argc > 1 && std::string(argv[1]) == "bootstrap" ? bootstrap_worker() : allreduce_worker();
   const std::string self = self_path();
   const std::string launcher = self.substr(0, self.rfind('/')) + "/../bin/axonn run";
-  std::printf("PMIx bootstrap: local launcher start -> every rank connected (4D grid) -> exit\n");
-  std::printf("%6s %12s %10s\n", "ranks", "median s", "vs 1 s goal");
+  std::printf("PMIx bootstrap: local launcher start -> every rank connected (4D grid) -> exit; medians of 5\n");
+  std::printf("%6s %18s %18s %12s\n", "ranks", "ring pairs only s", "default s", "vs 1 s goal");
   for (int ranks : {4, 8}) {
-    std::vector<double> times;
+    std::vector<double> ring_only, with_sync;
     for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = clock_type::now();
-      const int rc = std::system((launcher + " -n " + std::to_string(ranks) + " -- " + self_path() + " bootstrap").c_str());
-      times.push_back(seconds_since(t0));
-      if (rc != 0) {
-        std::fprintf(stderr, "bootstrap job of %d ranks failed\n", ranks);
-        return 1;
+      for (const bool sync_pairs : {false, true}) {
+        const std::string env = sync_pairs ? "" : "AXONN_GLOO_SMALL_BYTES=0 ";
+        const auto t0 = clock_type::now();
+        const int rc =
+            std::system((env + launcher + " -n " + std::to_string(ranks) + " -- " + self + " bootstrap").c_str());
+        (sync_pairs ? with_sync : ring_only).push_back(seconds_since(t0));
+        if (rc != 0) {
+          std::fprintf(stderr, "bootstrap job of %d ranks failed\n", ranks);
+          return 1;
+        }
       }
     }
-    std::sort(times.begin(), times.end());
-    std::printf("%6d %12.3f %9.2fx\n", ranks, times[2], times[2] / 1.0);
+    std::printf("%6d %18.3f %18.3f %11.2fx\n", ranks, median(ring_only), median(with_sync), median(with_sync) / 1.0);
   }
-  std::printf("\nGloo all-reduce, 4 ranks on loopback (float32, ring):\n");
+  std::printf("\n");
   std::fflush(stdout);
   return std::system((launcher + " -n 4 -- " + self + " allreduce").c_str()) == 0 ? 0 : 1;
 }

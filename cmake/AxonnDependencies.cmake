@@ -52,10 +52,17 @@ if(NOT AXONN_CUDA STREQUAL "OFF")
   check_language(CUDA)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include ENV NCCL_HOME PATH_SUFFIXES include)
   find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ENV NCCL_HOME PATH_SUFFIXES lib lib64)
-  if(CMAKE_CUDA_COMPILER AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  if(CMAKE_CUDA_COMPILER)
+    find_package(CUDAToolkit QUIET)  # CUDA::cudart, found beside nvcc
+  endif()
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(AXONN_HAVE_CUDA ON)
+    # Imported, so its headers are SYSTEM includes: -Werror applies to our code, not NCCL's.
+    add_library(NCCL::nccl UNKNOWN IMPORTED)
+    set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                                                INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
   elseif(AXONN_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "axonn: AXONN_CUDA=ON but nvcc (${CMAKE_CUDA_COMPILER}) or NCCL "
+    message(FATAL_ERROR "axonn: AXONN_CUDA=ON but nvcc (${CMAKE_CUDA_COMPILER}), the CUDA runtime or NCCL "
                         "(${NCCL_INCLUDE_DIR}, ${NCCL_LIBRARY}) was not found under /usr/local/cuda; "
                         "install the CUDA Toolkit and NCCL there, or configure with -DAXONN_CUDA=OFF")
   endif()

@@ -1,28 +1,48 @@
 // Collectives of the Gloo communicator, checked exactly. Ranks are threads of this
 // process that bootstrap through an in-memory Exchange (the same protocol as PMIx:
 // put, fence, get); the multi-process tests run the same checks under the launcher.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "comm/bfloat16.hpp"
+#include "comm/comm_grid.hpp"
+#include "comm/cuda_device.hpp"
 #include "comm/exchange_blob.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
-#include "thread_ranks.hpp"
+#include "thread_exchange.hpp"
+#if AXONN_HAVE_CUDA
+#include "comm/cuda_check.hpp"
+#endif
 
 namespace axonn {
 namespace {
 
+using test::run_ranks;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
 constexpr auto kTimeout = std::chrono::milliseconds(10000);
 
-// Connects `groups` (the calling rank's) and wraps each in a GlooCommunicator.
+// Connects `groups` (the calling rank's) and wraps each in a GlooCommunicator. With
+// `small_path` (as CommGrid does) each group is connected twice, the second context for
+// the latency path of small messages (gloo_small.hpp); without, every size takes the ring.
 std::vector<std::unique_ptr<GlooCommunicator>> connect(Exchange& exchange, const std::vector<GroupSpec>& groups,
-                                                       GlooCommunicator::Recorder recorder = nullptr) {
-  auto contexts = connect_gloo_groups(exchange, make_gloo_device(true), groups, kTimeout, "test");
+                                                       GlooCommunicator::Recorder recorder = nullptr,
+                                                       bool small_path = true,
+                                                       std::chrono::milliseconds timeout = kTimeout) {
+  std::vector<GroupSpec> specs = groups;
+  if (small_path)
+    for (const auto& g : groups) specs.push_back({g.name + "+sync", g.members});
+  auto contexts =
+      connect_gloo_groups(exchange, make_gloo_device(true), specs, timeout, small_path ? "test" : "test-ring");
   std::vector<std::unique_ptr<GlooCommunicator>> comms;
   for (size_t g = 0; g < groups.size(); ++g)
-    comms.push_back(std::make_unique<GlooCommunicator>(groups[g], contexts[g], kTimeout, recorder));
+    comms.push_back(std::make_unique<GlooCommunicator>(groups[g], contexts[g], timeout, recorder,
+                                                       small_path ? contexts[groups.size() + g] : nullptr));
   return comms;
 }
 
@@ -32,12 +52,14 @@ TEST(ExchangeBlob, PacksAndUnpacksPairs) {
   EXPECT_THROW(unpack_pairs({'\x05', '\0'}), CommError);
 }
 
-TEST(GlooCommunicator, CollectivesOnFourRanksAreExact) {
+// Every collective on 4 ranks, with and without the small-message path (the 4000-byte
+// all-reduce and the barrier take it when it is there).
+void check_four_rank_collectives(bool small_path) {
   const int world = 4;
   run_ranks(world, [&](int rank, Exchange& exchange) {
     std::vector<CollectiveRecord> records;
-    auto comms = connect(exchange, {{"world", {0, 1, 2, 3}}},
-                         [&](const CollectiveRecord& r) { records.push_back(r); });
+    auto comms = connect(
+        exchange, {{"world", {0, 1, 2, 3}}}, [&](const CollectiveRecord& r) { records.push_back(r); }, small_path);
     GlooCommunicator& comm = *comms[0];
     ASSERT_EQ(comm.rank(), rank);
 
@@ -76,6 +98,56 @@ TEST(GlooCommunicator, CollectivesOnFourRanksAreExact) {
   });
 }
 
+TEST(GlooCommunicator, CollectivesOnFourRanksAreExact) { check_four_rank_collectives(true); }
+TEST(GlooCommunicator, CollectivesOnFourRanksAreExactOnTheRingAlone) { check_four_rank_collectives(false); }
+
+// Sizes on both sides of the latency path's limit, interleaved on one communicator (the
+// two paths use different pairs), with sums that are exact in float32.
+TEST(GlooCommunicator, LatencyPathAndRingGiveTheSameExactSums) {
+  const size_t limit_floats = gloo_small_message_bytes() / 4;
+  ASSERT_GT(limit_floats, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the latency path off";
+  run_ranks(4, [&](int rank, Exchange& exchange) {
+    auto comms = connect(exchange, {{"world", {0, 1, 2, 3}}});
+    for (size_t count : {size_t{1}, size_t{1000}, limit_floats, limit_floats + 1, size_t{3}}) {
+      std::vector<float> buf(count);
+      for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>((rank + 1) * static_cast<int>(i % 1000 + 1));
+      comms[0]->all_reduce(buf.data(), count, ElementType::float32);
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(buf[i], static_cast<float>(10 * static_cast<int>(i % 1000 + 1))) << count;
+    }
+    std::vector<uint16_t> bf(64, float_to_bf16(0.5f * static_cast<float>(rank + 1)));
+    comms[0]->all_reduce(bf.data(), bf.size(), ElementType::bfloat16);
+    for (uint16_t v : bf) ASSERT_EQ(bf16_to_float(v), 5.0f);
+    comms[0]->barrier();
+  });
+}
+
+// A rank that never joins: the others' blocking reads on the sync pairs give up after the
+// timeout, and the error names the group, the collective, its size and the missing rank.
+TEST(GlooCommunicator, LatencyPathTimesOutOnAStalledPeer) {
+  std::atomic<int> gave_up{0};
+  run_ranks(3, [&](int rank, Exchange& exchange) {
+    auto comms = connect(exchange, {{"world", {0, 1, 2}}}, nullptr, true, std::chrono::milliseconds(500));
+    float v = 1.0f;
+    comms[0]->all_reduce(&v, 1, ElementType::float32);  // all three: the pairs are in sync mode
+    ASSERT_EQ(v, 3.0f);
+    if (rank == 2) {  // stays connected but silent until the others have given up
+      while (gave_up < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comms[0]->all_reduce(&v, 1, ElementType::float32);
+      ADD_FAILURE() << "all_reduce returned without rank 2";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("all_reduce on group 'world' (world ranks 0,1,2, 4 bytes) failed or timed out "
+                                      "after 500 ms: a peer did not arrive or died (waiting for world rank 2: "));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+    ++gave_up;
+  });
+}
+
 TEST(GlooCommunicator, BFloat16AllReduceSumsInFloat) {
   run_ranks(2, [&](int rank, Exchange& exchange) {
     auto comms = connect(exchange, {{"world", {0, 1}}});
@@ -108,9 +180,86 @@ TEST(GlooCommunicator, SubgroupsOfAGridAreIndependent) {
   });
 }
 
+TEST(CommBackend, ParsesItsNamesAndRejectsOthersNamingTheChoices) {
+  EXPECT_EQ(parse_comm_backend("gloo"), CommBackend::gloo);
+  EXPECT_EQ(parse_comm_backend("nccl"), CommBackend::nccl);
+  EXPECT_STREQ(comm_backend_name(CommBackend::nccl), "nccl");
+  try {
+    parse_comm_backend("mpi");
+    FAIL() << "accepted 'mpi'";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'mpi': use gloo (CPU, host buffers) or nccl (GPU, device buffers)"));
+  }
+}
+
+TEST(CommGrid, GlooGridHasNoNcclStreams) {
+  run_ranks(1, [&](int, Exchange& exchange) {
+    CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true);
+    EXPECT_EQ(grid.backend(), CommBackend::gloo);
+    EXPECT_THROW(grid.nccl(CommAxis::x), CommError);
+    grid.synchronize();  // nothing to wait for, and no error
+  });
+}
+
+// Without a GPU (or without CUDA in the build) asking for device work fails at once with
+// "no CUDA device: " and the reason; the gpu label covers machines that have one.
+TEST(CommGridNccl, WithoutAGpuEveryDeviceCallSaysWhy) {
+  std::string why;
+  if (cuda_device_count(&why) > 0)
+    GTEST_SKIP() << "this machine has a CUDA device: test_comm_nccl (label gpu) runs the NCCL backend";
+#if AXONN_HAVE_CUDA
+  EXPECT_THAT(why, StartsWith("cudaGetDeviceCount: "));
+#else
+  EXPECT_THAT(why, HasSubstr("this axonn build has no CUDA backend"));
+#endif
+  run_ranks(1, [&](int, Exchange& exchange) {
+    try {
+      CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true, CommBackend::nccl);
+      FAIL() << "an NCCL grid was built without a GPU";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), StartsWith("no CUDA device: " + why)) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr(" rank 0")) << e.what();
+    }
+  });
+  try {
+    select_cuda_device(0, 1);
+    FAIL() << "selected a device that is not there";
+  } catch (const CommError& e) {
+    EXPECT_THAT(e.what(), StartsWith("no CUDA device: ")) << e.what();
+  }
+  EXPECT_THROW(DeviceBuffer(64), CommError);
+}
+
+#if AXONN_HAVE_CUDA
+// The one check macro for CUDA and NCCL calls: the call, file:line, host, rank and the
+// library's error text, as a CudaError (a CommError).
+TEST(CudaCheck, FailureNamesCallPlaceHostRankAndError) {
+  set_cuda_check_rank(7);
+  int count = 0;
+  try {
+    AXONN_CUDA_CHECK(ncclCommCount(nullptr, &count));
+    FAIL() << "ncclCommCount accepted a null communicator";
+  } catch (const CudaError& e) {
+    EXPECT_THAT(e.what(), StartsWith("ncclCommCount(nullptr, &count) failed at "));
+    EXPECT_THAT(e.what(), HasSubstr("test_comm.cpp:"));
+    EXPECT_THAT(e.what(), HasSubstr(" rank 7: "));
+    EXPECT_THAT(e.what(), HasSubstr("(ncclInvalidArgument)"));
+  }
+  try {
+    AXONN_CUDA_CHECK(cudaSetDevice(-1));  // no such device, with or without a GPU
+    FAIL() << "cudaSetDevice(-1) succeeded";
+  } catch (const CudaError& e) {
+    EXPECT_THAT(e.what(), StartsWith("cudaSetDevice(-1) failed at "));
+    EXPECT_THAT(e.what(), HasSubstr(" rank 7: "));
+    EXPECT_THAT(e.what(), HasSubstr("(cudaError"));
+  }
+  set_cuda_check_rank(-1);
+}
+#endif
+
 TEST(BFloat16, RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f)), 1.0f);
-  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), float_to_bf16(1.0f));             // tie: to even
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), float_to_bf16(1.0f));               // tie: to even
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);  // tie: up to even
   EXPECT_NE(bf16_to_float(float_to_bf16(std::nanf(""))), bf16_to_float(float_to_bf16(std::nanf(""))));
 }

@@ -8,6 +8,7 @@
 #include <climits>
 #include <thread>
 
+#include "comm/cuda_device.hpp"
 #include "process_helpers.hpp"
 
 namespace axonn::test {
@@ -32,7 +33,8 @@ TEST(LocalLauncher, FourRanksOnOneNode) {
 
 TEST(LocalLauncher, EightRanksOnTwoPretendNodesOverSeveralLayouts) {
   for (const char* layout : {"2x2x1x2", "1x2x2x2", "2x1x2x2:yxzd", "1x1x1x8", "8x1x1x1:dxyz", "1x2x4x1"}) {
-    const auto r = run_command("AXONN_LAYOUT=" + std::string(layout) + " " + kAxonn + " run -n 8 --nodes-sim 2 selftest");
+    const auto r =
+        run_command("AXONN_LAYOUT=" + std::string(layout) + " " + kAxonn + " run -n 8 --nodes-sim 2 selftest");
     ASSERT_EQ(r.code, 0) << layout << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, "[0] selftest: 200 passed, 0 failed")) << layout << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, "[5] selftest: rank 5/8 node 1/2 (" + host() + "-n1) local 1/4 peers 4,5,6,7"))
@@ -57,18 +59,25 @@ TEST(LocalLauncher, RankKilledMidCollectiveStopsTheJobAndIsNamed) {
 }
 
 TEST(LocalLauncher, StalledRankTimesOutNamingAxisCollectiveAndRanks) {
-  const auto r = run_command(kAxonn + " run -n 4 --grace-ms 500 selftest --layout 1x2x2x1 --stall-rank 3 --timeout-ms 1500");
+  const auto r =
+      run_command(kAxonn + " run -n 4 --grace-ms 500 selftest --layout 1x2x2x1 --stall-rank 3 --timeout-ms 1500");
   EXPECT_NE(r.code, 0) << r.output;
-  // Rank 3's groups are x {2,3} and y {1,3}: rank 2 or rank 1 gives up first, naming it.
-  EXPECT_TRUE(contains(r.output, "all_reduce on group 'x' (world ranks 2,3, 4000 bytes) failed or timed out after 1500 ms") ||
-              contains(r.output, "all_reduce on group 'y' (world ranks 1,3, 4000 bytes) failed or timed out after 1500 ms"))
+  // Rank 3's groups are x {2,3} and y {1,3}: rank 2 or rank 1 gives up first, naming it
+  // (the latency path of the 4000-byte all-reduce knows which peer it waited for).
+  EXPECT_TRUE(contains(r.output,
+                       "all_reduce on group 'x' (world ranks 2,3, 4000 bytes) failed or timed out after 1500 ms: a "
+                       "peer did not arrive or died (waiting for world rank 3: ") ||
+              contains(r.output,
+                       "all_reduce on group 'y' (world ranks 1,3, 4000 bytes) failed or timed out after 1500 ms: a "
+                       "peer did not arrive or died (waiting for world rank 3: "))
       << r.output;
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_EQ(run_command("pgrep -f \"[s]elftest --layout 1x2x2x1 --stall-rank\"").output, "");
 }
 
 TEST(LocalLauncher, FailingRankExitStatusIsReportedAndOthersStopped) {
-  const auto r = run_command(kAxonn + " run -n 3 -- sh -c \"if [ \\$PMIX_RANK = 1 ]; then exit 3; fi; exec sleep 41.5\"");
+  const auto r =
+      run_command(kAxonn + " run -n 3 -- sh -c \"if [ \\$PMIX_RANK = 1 ]; then exit 3; fi; exec sleep 41.5\"");
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn run: rank 1 exited with status 3")) << r.output;
   EXPECT_LT(r.seconds, 10.0);
@@ -80,7 +89,9 @@ TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   const auto start = std::chrono::steady_clock::now();
   const pid_t launcher = fork();
   if (launcher == 0) {
-    const std::string cmd = kAxonn + " run -n 2 -- sh -c 'trap \"echo got TERM; exit 0\" TERM; echo ready; sleep 42.5 & wait' > " + log + " 2>&1";
+    const std::string cmd =
+        kAxonn + " run -n 2 -- sh -c 'trap \"echo got TERM; exit 0\" TERM; echo ready; sleep 42.5 & wait' > " + log +
+        " 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
@@ -129,13 +140,29 @@ TEST(LocalLauncher, BadOptionsExitTwo) {
 TEST(PmixWorker, OutsideAnyServerFailsAtOnceSayingWhatToDo) {
   const auto r = run_command("env -u PMIX_NAMESPACE " + kAxonn + " selftest");
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(contains(r.output, "start it with `srun --mpi=pmix ...` under Slurm, or `axonn run -n N ...`")) << r.output;
+  EXPECT_TRUE(contains(r.output, "start it with `srun --mpi=pmix ...` under Slurm, or `axonn run -n N ...`"))
+      << r.output;
   EXPECT_LT(r.seconds, 2.0);
+}
+
+TEST(PmixWorker, NcclBackendWithoutAGpuFailsAtOnceSayingSo) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device: the gpu label runs the NCCL selftest";
+  const auto r = run_command(kAxonn + " run -n 2 selftest --backend nccl");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "] axonn selftest: no CUDA device: ")) << r.output;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+TEST(PmixWorker, UnknownBackendIsBadInput) {
+  const auto r = run_command(kAxonn + " run -n 1 selftest --backend mpi");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "--backend mpi: expected gloo or nccl")) << r.output;
 }
 
 TEST(PmixWorker, SameChecksUnderOpenMpiMpirun) {
   if (run_command("command -v mpirun").code != 0) GTEST_SKIP() << "mpirun not installed (apt-get install openmpi-bin)";
-  const auto r = run_command("mpirun --allow-run-as-root --oversubscribe -n 4 " + kAxonn + " selftest --layout 2x1x2x1");
+  const auto r =
+      run_command("mpirun --allow-run-as-root --oversubscribe -n 4 " + kAxonn + " selftest --layout 2x1x2x1");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "selftest: 100 passed, 0 failed")) << r.output;
   EXPECT_TRUE(contains(r.output, "selftest: rank 3/4 node 0/1")) << r.output;

@@ -12,7 +12,7 @@
 #include "comm/comm_grid.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
-#include "thread_ranks.hpp"
+#include "thread_exchange.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/model/gpt.hpp"
 #include "trainer/model/init.hpp"
@@ -21,6 +21,8 @@
 
 namespace axonn {
 namespace {
+
+using test::run_ranks;
 
 ModelShape tiny_model() {
   ModelShape m;

@@ -1,27 +1,61 @@
-// axonn selftest [--layout DxXxYxZ[:order]] [--timeout-ms N] [--kill-rank R] [--stall-rank R]
+// axonn selftest [--backend gloo|nccl] [--layout DxXxYxZ[:order]] [--timeout-ms N] [--kill-rank R] [--stall-rank R]
 // Run under `axonn run -n N` or `srun --mpi=pmix`: reads the topology from PMIx, builds
 // the communicators of the layout (AXONN_LAYOUT, else --layout, else pure data parallel),
 // runs every collective on every axis with values whose results are exact, and prints
 // per rank what it checked. Rank 0 closes with "selftest: N passed, M failed" over all
-// ranks; the exit code is non-zero on any failure anywhere.
+// ranks; the exit code is non-zero on any failure anywhere. --backend nccl runs the same
+// checks on device buffers (one GPU per rank, by local rank), copied to and from the host.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
 #include "comm/bfloat16.hpp"
 #include "comm/comm_grid.hpp"
+#include "comm/cuda_device.hpp"
 #include "pmix/topology.hpp"
 
 namespace axonn {
 namespace {
 
+// Where one check's buffers live: the host vectors themselves (Gloo), or device copies
+// (NCCL) made by at() and copied back into the host vectors by finish().
+class Staging {
+ public:
+  explicit Staging(bool on_device) : on_device_(on_device) {}
+
+  template <typename T>
+  void* at(std::vector<T>& host) {
+    if (!on_device_) return host.data();
+    const size_t bytes = host.size() * sizeof(T);
+    copies_.push_back({std::make_unique<DeviceBuffer>(bytes), host.data(), bytes});
+    copies_.back().device->upload(host.data(), bytes);
+    return copies_.back().device->data();
+  }
+  // Waits for the collectives issued on `c`, then brings the results back to the host.
+  void finish(Communicator& c) {
+    c.synchronize();
+    for (auto& copy : copies_) copy.device->download(copy.host, copy.bytes);
+    copies_.clear();
+  }
+
+ private:
+  struct Copy {
+    std::unique_ptr<DeviceBuffer> device;
+    void* host;
+    size_t bytes;
+  };
+  bool on_device_;
+  std::vector<Copy> copies_;
+};
+
 // Runs the collectives on one communicator; returns the number of failed checks.
-int check_axis(Communicator& c, int me) {
+int check_axis(Communicator& c, int me, bool on_device) {
   const auto& M = c.members();
   const int n = c.size(), g = c.rank();
   int failed = 0;
@@ -36,7 +70,9 @@ int check_axis(Communicator& c, int me) {
 
   std::vector<float> ar(1000);
   for (size_t i = 0; i < ar.size(); ++i) ar[i] = static_cast<float>((me + 1) * static_cast<int>(i + 1));
-  c.all_reduce(ar.data(), ar.size(), ElementType::float32);
+  Staging stage(on_device);
+  c.all_reduce(stage.at(ar), ar.size(), ElementType::float32);
+  stage.finish(c);
   bool ok = true;
   int members_sum = 0;
   for (int m : M) members_sum += m + 1;
@@ -45,7 +81,8 @@ int check_axis(Communicator& c, int me) {
 
   std::vector<float> mine(3), all(static_cast<size_t>(3 * n), -1.0f);
   for (int i = 0; i < 3; ++i) mine[static_cast<size_t>(i)] = static_cast<float>(me * 10 + i);
-  c.all_gather(mine.data(), all.data(), 3, ElementType::float32);
+  c.all_gather(stage.at(mine), stage.at(all), 3, ElementType::float32);
+  stage.finish(c);
   ok = true;
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < 3; ++i)
@@ -54,7 +91,8 @@ int check_axis(Communicator& c, int me) {
 
   std::vector<float> in(static_cast<size_t>(5 * n)), out(5, -1.0f);
   for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<float>(me * 100 + static_cast<int>(j));
-  c.reduce_scatter(in.data(), out.data(), 5, ElementType::float32);
+  c.reduce_scatter(stage.at(in), stage.at(out), 5, ElementType::float32);
+  stage.finish(c);
   ok = true;
   for (int i = 0; i < 5; ++i) {
     int want = 0;
@@ -63,12 +101,14 @@ int check_axis(Communicator& c, int me) {
   }
   expect(ok, "reduce_scatter");
 
-  float b = static_cast<float>(me);
-  c.broadcast(&b, 1, n - 1, ElementType::float32);
-  expect(b == static_cast<float>(M.back()), "broadcast");
+  std::vector<float> b(1, static_cast<float>(me));
+  c.broadcast(stage.at(b), 1, n - 1, ElementType::float32);
+  stage.finish(c);
+  expect(b[0] == static_cast<float>(M.back()), "broadcast");
 
   std::vector<uint16_t> bf(64, float_to_bf16(static_cast<float>(me + 1)));
-  c.all_reduce(bf.data(), bf.size(), ElementType::bfloat16);
+  c.all_reduce(stage.at(bf), bf.size(), ElementType::bfloat16);
+  stage.finish(c);
   ok = true;
   for (uint16_t v : bf) ok &= bf16_to_float(v) == static_cast<float>(members_sum);
   expect(ok, "all_reduce bfloat16");
@@ -81,6 +121,7 @@ int check_axis(Communicator& c, int me) {
 
 int command_selftest(const CommandArgs& argv) {
   const std::vector<OptionSpec> specs = {
+      {"backend", true, "gloo (host buffers, default) or nccl (device buffers, one GPU per rank)"},
       {"layout", true, "DxXxYxZ[:order]; default AXONN_LAYOUT, else <world>x1x1x1"},
       {"timeout-ms", true, "collective timeout (default 30000)"},
       {"kill-rank", true, "this rank kills itself with SIGKILL after connecting (tests failure handling)"},
@@ -102,23 +143,45 @@ int command_selftest(const CommandArgs& argv) {
     layout_text = *v;
   const Layout layout = parse_layout(layout_text);
   const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", 100, 3'600'000).value_or(30000));
-  CommGrid grid(client, layout, timeout, /*single_host=*/topo.nodes == 1 || std::getenv("AXONN_LAUNCHER"));
-  std::printf("selftest: %s layout %s coords x=%d y=%d z=%d data=%d\n", describe(topo).c_str(),
+  const std::string backend_text = args.value("backend").value_or("gloo");
+  if (backend_text != "gloo" && backend_text != "nccl")
+    throw UsageError("--backend " + backend_text + ": expected gloo or nccl");
+  const CommBackend backend = parse_comm_backend(backend_text);
+  const bool on_device = backend == CommBackend::nccl;
+  if (on_device) {
+    set_cuda_check_rank(topo.rank);
+    select_cuda_device(topo.local_rank, topo.local_size);
+  }
+  CommGrid grid(client, layout, timeout, /*single_host=*/topo.nodes == 1 || std::getenv("AXONN_LAUNCHER"), backend);
+  std::printf("selftest: %s layout %s coords x=%d y=%d z=%d data=%d backend %s\n", describe(topo).c_str(),
               format_layout_with_order(layout).c_str(), grid.coords().x, grid.coords().y, grid.coords().z,
-              grid.coords().data);
+              grid.coords().data, comm_backend_name(backend));
   std::fflush(stdout);
   if (auto victim = args.integer("kill-rank", 0, topo.world - 1); victim && *victim == topo.rank) raise(SIGKILL);
   if (auto sleeper = args.integer("stall-rank", 0, topo.world - 1); sleeper && *sleeper == topo.rank) pause();
 
   int checks = 0, failed = 0;
-  for (int a = 0; a < kCommAxisCount; ++a) {
-    Communicator& c = grid.axis(static_cast<CommAxis>(a));
-    failed += check_axis(c, topo.rank);
-    checks += 5;
+  std::vector<float> totals;
+  try {
+    for (int a = 0; a < kCommAxisCount; ++a) {
+      Communicator& c = grid.axis(static_cast<CommAxis>(a));
+      failed += check_axis(c, topo.rank, on_device);
+      checks += 5;
+    }
+    // Failures summed over ranks before the exit code is chosen (nccl-tests).
+    totals = {static_cast<float>(checks), static_cast<float>(failed)};
+    Staging stage(on_device);
+    grid.world().all_reduce(stage.at(totals), 2, ElementType::float32);
+    stage.finish(grid.world());
+  } catch (const CommError& e) {
+    // Said here, while the grid is still up, in main's format: tearing it down closes this
+    // rank's connections, and a peer still waiting on it would fail at once on the closed
+    // socket and be reported first (the launcher stops the job at the first failure),
+    // naming this rank rather than the one that stalled.
+    std::fprintf(stderr, "axonn selftest: %s\n", e.what());
+    std::fflush(stderr);
+    return exit_code::failure;
   }
-  // Failures summed over ranks before the exit code is chosen (nccl-tests).
-  float totals[2] = {static_cast<float>(checks), static_cast<float>(failed)};
-  grid.world().all_reduce(totals, 2, ElementType::float32);
   const int all_failed = static_cast<int>(totals[1]);
   if (topo.rank == 0)
     std::printf("selftest: %d passed, %d failed\n", static_cast<int>(totals[0]) - all_failed, all_failed);

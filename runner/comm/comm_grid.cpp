@@ -1,52 +1,108 @@
 #include "comm/comm_grid.hpp"
 
+#include "comm/cuda_device.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
+#include "comm/nccl_grid.hpp"
 #include "comm/single_rank_communicator.hpp"
 
 namespace axonn {
 
-CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::milliseconds timeout, bool single_host)
-    : layout_(layout) {
+const char* comm_backend_name(CommBackend backend) { return backend == CommBackend::gloo ? "gloo" : "nccl"; }
+
+CommBackend parse_comm_backend(const std::string& text) {
+  if (text == "gloo") return CommBackend::gloo;
+  if (text == "nccl") return CommBackend::nccl;
+  throw CommError("unknown communication backend '" + text +
+                  "': use gloo (CPU, host buffers) or nccl (GPU, device buffers)");
+}
+
+CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::milliseconds timeout, bool single_host,
+                   CommBackend backend)
+    : layout_(layout), backend_(backend) {
   if (layout.world() != exchange.size())
     throw CommError("layout " + format_layout(layout) + " has " + std::to_string(layout.world()) +
                     " ranks but the job has " + std::to_string(exchange.size()) +
                     "; use a layout whose product is the task count");
   coords_ = layout.coords(exchange.rank());
 
+  std::array<GroupSpec, kCommAxisCount> groups;
+  for (int a = 0; a < kCommAxisCount; ++a) {
+    const auto axis = static_cast<CommAxis>(a);
+    GroupSpec& g = groups[static_cast<size_t>(a)];
+    g.name = comm_axis_name(axis);
+    if (axis == CommAxis::world) {
+      for (int r = 0; r < layout.world(); ++r) g.members.push_back(r);
+    } else {
+      g.members = layout.group(static_cast<Axis>(a), exchange.rank());
+    }
+  }
+
+  if (backend == CommBackend::nccl) {
+    set_cuda_check_rank(exchange.rank());
+    NcclAxes axes = connect_nccl_axes(exchange, groups, timeout, [this](CommAxis a) { return recorder(a); });
+    comms_ = std::move(axes.comms);
+    nccl_ = axes.device;
+    return;
+  }
+
   // Groups of size > 1, connected together; the rest are single-rank communicators.
   std::vector<GroupSpec> specs;
   std::vector<CommAxis> spec_axes;
   for (int a = 0; a < kCommAxisCount; ++a) {
     const auto axis = static_cast<CommAxis>(a);
-    std::vector<int> members;
-    if (axis == CommAxis::world) {
-      for (int r = 0; r < layout.world(); ++r) members.push_back(r);
-    } else {
-      members = layout.group(static_cast<Axis>(a), exchange.rank());
-    }
-    if (members.size() > 1) {
-      specs.push_back({comm_axis_name(axis), members});
+    const GroupSpec& g = groups[static_cast<size_t>(a)];
+    if (g.members.size() > 1) {
+      specs.push_back(g);
       spec_axes.push_back(axis);
     } else {
-      comms_[static_cast<size_t>(a)] = std::make_unique<SingleRankCommunicator>(comm_axis_name(axis), exchange.rank());
+      comms_[static_cast<size_t>(a)] = std::make_unique<SingleRankCommunicator>(g.name, exchange.rank());
     }
   }
   if (specs.empty()) return;
+  // Each group twice, in one bootstrap: the ring pairs, then (unless turned off) the
+  // sync-mode pairs of the small-message path (gloo_small.hpp).
+  const size_t k = specs.size();
+  const bool small_path = gloo_small_message_bytes() > 0;
+  if (small_path)
+    for (size_t i = 0; i < k; ++i) specs.push_back({specs[i].name + "+sync", specs[i].members});
   const auto contexts = connect_gloo_groups(exchange, make_gloo_device(single_host), specs, timeout, "grid");
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const CommAxis axis = spec_axes[i];
-    auto recorder = [this, axis](const CollectiveRecord& r) {
-      auto& c = counters_[static_cast<size_t>(axis)][static_cast<size_t>(r.kind)];
-      ++c.calls;
-      c.bytes += static_cast<int64_t>(r.bytes);
-      c.time += r.duration;
-      if (logger_) logger_(axis, r);
-    };
-    comms_[static_cast<size_t>(axis)] = std::make_unique<GlooCommunicator>(specs[i], contexts[i], timeout, recorder);
+  for (size_t i = 0; i < k; ++i) {
+    std::shared_ptr<gloo::Context> sync_context = small_path ? contexts[k + i] : nullptr;
+    comms_[static_cast<size_t>(spec_axes[i])] =
+        std::make_unique<GlooCommunicator>(specs[i], contexts[i], timeout, recorder(spec_axes[i]), sync_context);
   }
 }
 
-CommGrid::~CommGrid() = default;
+// The communicators go first, explicitly: an NCCL one finishes its queued collectives when
+// destroyed and reports them through recorder(), which needs counters_ alive (members are
+// destroyed after the body). The logger is dropped before: what it writes to may already be
+// gone (declared after the grid), so collectives finished here are counted, not logged.
+CommGrid::~CommGrid() {
+  logger_ = nullptr;
+  for (auto& c : comms_) c.reset();
+}
+
+std::function<void(const CollectiveRecord&)> CommGrid::recorder(CommAxis axis) {
+  return [this, axis](const CollectiveRecord& r) {
+    auto& c = counters_[static_cast<size_t>(axis)][static_cast<size_t>(r.kind)];
+    ++c.calls;
+    c.bytes += static_cast<int64_t>(r.bytes);
+    c.time += r.duration;
+    if (logger_) logger_(axis, r);
+  };
+}
+
+NcclCommunicator& CommGrid::nccl(CommAxis a) {
+  NcclCommunicator* c = nccl_[static_cast<size_t>(a)];
+  if (!c)
+    throw CommError("axis '" + comm_axis_name(a) + "' runs on the " + comm_backend_name(backend_) +
+                    " backend: NCCL streams exist only in a grid built with CommBackend::nccl");
+  return *c;
+}
+
+void CommGrid::synchronize() {
+  for (auto& c : comms_) c->synchronize();
+}
 
 }  // namespace axonn

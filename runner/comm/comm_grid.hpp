@@ -3,17 +3,29 @@
 // job, connected in one bootstrap, with every collective counted per (axis, kind) so the
 // trainer's traffic can be checked against the layout model (layout_volume.hpp), and
 // optionally logged with its size and duration (a communication log).
+//
+// Backends: Gloo on host buffers (CPU path) or NCCL on device buffers (GPU path; the
+// caller picks the device first, select_cuda_device in cuda_device.hpp). With NCCL the
+// collectives are stream-ordered and counted when the host sees them finish: call
+// synchronize() before reading the counters.
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "comm/communicator.hpp"
 #include "comm/exchange.hpp"
 #include "layout/layout.hpp"
 
 namespace axonn {
+
+class NcclCommunicator;
+
+enum class CommBackend { gloo, nccl };
+const char* comm_backend_name(CommBackend backend);       // "gloo", "nccl"
+CommBackend parse_comm_backend(const std::string& text);  // throws CommError naming the choices
 
 struct CollectiveCount {
   int64_t calls = 0;
@@ -31,23 +43,37 @@ class CommGrid {
   // Collective over the job: every rank builds the same layout. Axes of size one get a
   // communicator too (its collectives are local copies and count nothing), so callers
   // never special-case them. single_host: every rank runs on this machine, so Gloo uses
-  // loopback (see make_gloo_device for the overrides).
-  CommGrid(Exchange& exchange, const Layout& layout, std::chrono::milliseconds timeout, bool single_host);
+  // loopback (see make_gloo_device for the overrides; NCCL finds its own interfaces).
+  // backend nccl in a build without CUDA throws CommError saying so.
+  CommGrid(Exchange& exchange, const Layout& layout, std::chrono::milliseconds timeout, bool single_host,
+           CommBackend backend = CommBackend::gloo);
   ~CommGrid();
+  CommGrid(const CommGrid&) = delete;
+  CommGrid& operator=(const CommGrid&) = delete;
 
   Communicator& axis(CommAxis a) { return *comms_[static_cast<size_t>(a)]; }
   Communicator& world() { return axis(CommAxis::world); }
+  // The NCCL communicator of an axis, for its stream and wait_for/make_wait; throws
+  // CommError on the gloo backend.
+  NcclCommunicator& nccl(CommAxis a);
+  CommBackend backend() const { return backend_; }
   const Layout& layout() const { return layout_; }
   const Coords& coords() const { return coords_; }
 
+  // Waits for every axis' queued collectives (NCCL); nothing to do on Gloo.
+  void synchronize();
   const CommCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }
   void set_logger(Logger logger) { logger_ = std::move(logger); }
 
  private:
+  std::function<void(const CollectiveRecord&)> recorder(CommAxis axis);
+
   Layout layout_;
   Coords coords_;
+  CommBackend backend_;
   std::array<std::unique_ptr<Communicator>, kCommAxisCount> comms_;
+  std::array<NcclCommunicator*, kCommAxisCount> nccl_{};  // the same objects, NCCL backend only
   CommCounters counters_{};
   Logger logger_;
 };

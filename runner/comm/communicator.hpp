@@ -1,8 +1,10 @@
 #pragma once
 // One process group's collectives, the same interface on every backend (Gloo on CPU,
-// NCCL on GPU). Buffers are `count` elements of `type`; all calls are blocking on CPU
-// and stream-ordered on GPU. A collective that does not finish within the group's
-// timeout throws CommError naming the group, the collective and the peers it waited on.
+// NCCL on GPU). Buffers are `count` elements of `type`: host memory for Gloo, device
+// memory for NCCL. Gloo calls block until done; NCCL calls are queued on the
+// communicator's CUDA stream and return at once, and synchronize() waits for them. A
+// collective that does not finish within the group's timeout throws CommError naming the
+// group, the collective and the peers it waited on.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,7 +51,13 @@ class Communicator {
   virtual void reduce_scatter(const void* in, void* out, size_t count, ElementType type) = 0;
   // buf (count) <- root's buf.
   virtual void broadcast(void* buf, size_t count, int root, ElementType type) = 0;
+  // Blocks the host until every rank of the group has called barrier (and, on the GPU,
+  // this communicator's queued collectives are done).
   virtual void barrier() = 0;
+  // Blocks the host until the collectives issued so far are done, so their results and
+  // their records (CollectiveRecord) are in; throws CommError on a timeout. Nothing to
+  // wait for on a blocking backend.
+  virtual void synchronize() {}
 };
 
 }  // namespace axonn

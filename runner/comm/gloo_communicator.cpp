@@ -5,11 +5,12 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/math.h>
 #include <gloo/context.h>
+#include <gloo/math.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "comm/bfloat16.hpp"
@@ -42,24 +43,36 @@ void add_into(void* acc, const void* in, size_t n, ElementType type) {
     sum_bfloat16(acc, acc, in, n);
 }
 
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
 }  // namespace
 
 size_t element_size(ElementType type) { return type == ElementType::float32 ? 4 : 2; }
 
+size_t gloo_small_message_bytes() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("AXONN_GLOO_SMALL_BYTES");
+    if (!env || !*env) return size_t{64} << 10;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (*end != '\0' || v > (size_t{256} << 20))
+      throw CommError(std::string("AXONN_GLOO_SMALL_BYTES=") + env +
+                      ": expected a byte count from 0 (latency path off) to 268435456");
+    return static_cast<size_t>(v);
+  }();
+  return bytes;
+}
+
 GlooCommunicator::GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
-                                   std::chrono::milliseconds timeout, Recorder recorder)
+                                   std::chrono::milliseconds timeout, Recorder recorder,
+                                   std::shared_ptr<gloo::Context> sync_context)
     : name_(group.name),
       members_(group.members),
       rank_(context->rank),
       timeout_(timeout),
       recorder_(std::move(recorder)),
-      context_(std::move(context)) {}
+      context_(std::move(context)) {
+  if (sync_context && gloo_small_message_bytes() > 0)
+    small_ = std::make_unique<GlooSmallCollectives>(members_, std::move(sync_context), gloo_small_message_bytes());
+}
 
 GlooCommunicator::~GlooCommunicator() = default;
 
@@ -70,16 +83,18 @@ void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
     body();
   } catch (const gloo::Exception& e) {
     throw CommError(std::string(collective_name(kind)) + " on group '" + name_ + "' (world ranks " +
-                    join(members_) + ", " + std::to_string(bytes) + " bytes) failed or timed out after " +
+                    format_ranks(members_) + ", " + std::to_string(bytes) + " bytes) failed or timed out after " +
                     std::to_string(timeout_.count()) + " ms: a peer did not arrive or died (" + e.what() + ")");
   }
   if (recorder_)
-    recorder_({kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});
+    recorder_(
+        {kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});
 }
 
 void GlooCommunicator::all_reduce(void* buf, size_t count, ElementType type) {
   const size_t bytes = count * element_size(type);
   run(CollectiveKind::all_reduce, bytes, [&] {
+    if (small_ && bytes <= small_->capacity()) return small_->all_reduce(buf, count, type);
     gloo::AllreduceOptions opts(context_);
     if (type == ElementType::float32) {
       opts.setOutput(static_cast<float*>(buf), count);
@@ -155,6 +170,7 @@ void GlooCommunicator::broadcast(void* buf, size_t count, int root, ElementType 
 
 void GlooCommunicator::barrier() {
   run(CollectiveKind::barrier, 0, [&] {
+    if (small_) return small_->barrier();
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag());
     opts.setTimeout(timeout_);

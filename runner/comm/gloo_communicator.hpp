@@ -9,16 +9,24 @@
 
 #include "comm/communicator.hpp"
 #include "comm/gloo_mesh.hpp"
+#include "comm/gloo_small.hpp"
 
 namespace axonn {
+
+// All-reduces (and barriers) up to this many bytes take the latency path (gloo_small.hpp)
+// when the communicator has a sync context: AXONN_GLOO_SMALL_BYTES if set (0 turns the
+// path off; it must be the same on every rank, as the job's environment is), else 64 KiB.
+size_t gloo_small_message_bytes();
 
 class GlooCommunicator final : public Communicator {
  public:
   using Recorder = std::function<void(const CollectiveRecord&)>;
 
   // context: connected for `group`; recorder: called after every collective (may be empty).
-  GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
-                   std::chrono::milliseconds timeout, Recorder recorder);
+  // sync_context: a second connected context of the group for the small-message path
+  // (gloo_small.hpp switches its pairs to sync mode), or null for the ring path only.
+  GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
+                   Recorder recorder, std::shared_ptr<gloo::Context> sync_context = nullptr);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -44,7 +52,8 @@ class GlooCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   Recorder recorder_;
   std::shared_ptr<gloo::Context> context_;
-  std::vector<char> scratch_;  // reduce-scatter's working copy and receive buffer
+  std::unique_ptr<GlooSmallCollectives> small_;  // null: ring path only
+  std::vector<char> scratch_;                    // reduce-scatter's working copy and receive buffer
   uint32_t tag_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <thread>
 
 #include "comm/communicator.hpp"
 #include "comm/exchange_blob.hpp"
@@ -32,17 +33,6 @@ class MeshContext final : public gloo::Context {
   std::vector<char> listen(int peer) { return transportContext_->createPair(peer)->address().bytes(); }
   void connect(int peer, const std::vector<char>& address) { transportContext_->getPair(peer)->connect(address); }
 };
-
-int group_rank_of(const GroupSpec& group, int world_rank) {
-  auto it = std::find(group.members.begin(), group.members.end(), world_rank);
-  if (it == group.members.end()) {
-    std::string list;
-    for (int m : group.members) list += (list.empty() ? "" : ",") + std::to_string(m);
-    throw CommError("group '" + group.name + "' (world ranks " + list + ") does not contain this rank " +
-                    std::to_string(world_rank));
-  }
-  return static_cast<int>(it - group.members.begin());
-}
 
 // Key under which `from` publishes the address of its pair towards `to` in `group`.
 std::string pair_key(const GroupSpec& group, int from, int to) {
@@ -80,9 +70,11 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
   }
 }
 
-std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(
-    Exchange& exchange, const std::shared_ptr<gloo::transport::Device>& device,
-    const std::vector<GroupSpec>& groups, std::chrono::milliseconds timeout, const std::string& key) {
+std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(Exchange& exchange,
+                                                                const std::shared_ptr<gloo::transport::Device>& device,
+                                                                const std::vector<GroupSpec>& groups,
+                                                                std::chrono::milliseconds timeout,
+                                                                const std::string& key) {
   const int me = exchange.rank();
   std::vector<std::shared_ptr<MeshContext>> contexts;
   BlobPairs mine;
@@ -100,8 +92,16 @@ std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(
   exchange.put(blob_key, pack_pairs(mine));
   exchange.fence();
 
+  // Every pair's peer address first (the Exchange is used from this thread only) ...
+  struct Connection {
+    MeshContext* context;
+    int peer;  // group rank
+    std::vector<char> address;
+    std::string what;  // "rank 3 in group 'x'", for errors
+    std::string error;
+  };
+  std::vector<Connection> connections;
   std::map<int, BlobPairs> published;  // by peer world rank, fetched once
-  std::vector<std::shared_ptr<gloo::Context>> connected;
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& group = groups[g];
     auto& context = contexts[g];
@@ -114,17 +114,33 @@ std::vector<std::shared_ptr<gloo::Context>> connect_gloo_groups(
       auto it = theirs.find(pair_key(group, peer_world, me));
       if (it == theirs.end())
         throw CommError("bootstrap: rank " + std::to_string(peer_world) + " published no address for rank " +
-                        std::to_string(me) + " in group '" + group.name +
-                        "'; every rank must build the same groups");
-      try {
-        context->connect(peer, it->second);
-      } catch (const gloo::Exception& e) {
-        throw CommError("connecting to rank " + std::to_string(peer_world) + " in group '" + group.name +
-                        "': " + e.what());
-      }
+                        std::to_string(me) + " in group '" + group.name + "'; every rank must build the same groups");
+      connections.push_back({context.get(), peer, it->second,
+                             "rank " + std::to_string(peer_world) + " in group '" + group.name + "'", ""});
     }
-    connected.push_back(context);
   }
+  // ... then every connect at once, one short-lived thread each (a rank has two pairs per
+  // peer per group: about 4(n-1) threads at world size n, for the CPU path's small jobs):
+  // Gloo's connect blocks until the peer has connected its side too, so connecting one
+  // pair after another makes chains of ranks waiting on ranks (the bootstrap of 8 ranks
+  // took twice as long that way).
+  std::vector<std::thread> threads;
+  for (Connection& c : connections) {
+    threads.emplace_back([&c] {
+      try {
+        c.context->connect(c.peer, c.address);
+      } catch (const gloo::Exception& e) {
+        c.error = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Connection& c : connections)
+    if (!c.error.empty()) throw CommError("connecting to " + c.what + ": " + c.error);
+  std::vector<std::shared_ptr<gloo::Context>> connected(contexts.begin(), contexts.end());
+  // A second fence: no rank returns (and may finish and close its sockets) while a peer is
+  // still completing a connection to it, which the peer would see as "closed by peer".
+  exchange.fence();
   return connected;
 }
 

@@ -16,7 +16,9 @@ class SingleRankCommunicator final : public Communicator {
   const std::string& name() const override { return name_; }
   void all_reduce(void*, size_t, ElementType) override {}
   void all_gather(const void* in, void* out, size_t count, ElementType type) override { copy(in, out, count, type); }
-  void reduce_scatter(const void* in, void* out, size_t count, ElementType type) override { copy(in, out, count, type); }
+  void reduce_scatter(const void* in, void* out, size_t count, ElementType type) override {
+    copy(in, out, count, type);
+  }
   void broadcast(void*, size_t, int, ElementType) override {}
   void barrier() override {}
 

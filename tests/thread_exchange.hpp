@@ -1,9 +1,8 @@
 #pragma once
-// Ranks as threads of one test process: an in-memory Exchange with the PMIx protocol (put,
-// fence, get) so communicators and whole trainers bootstrap exactly as under a launcher.
+// An in-memory Exchange among threads of one test process (the same protocol as PMIx:
+// put, fence, get), and run_ranks to run one body per rank on its own thread.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -14,7 +13,7 @@
 
 #include "comm/exchange.hpp"
 
-namespace axonn {
+namespace axonn::test {
 
 // put/fence/get among `size` threads; fence is a barrier, so values put before it are
 // visible after it, as with a collecting PMIx fence.
@@ -91,4 +90,4 @@ void run_ranks(int world, Body body) {
   ASSERT_TRUE(failure.empty()) << failure;
 }
 
-}  // namespace axonn
+}  // namespace axonn::test

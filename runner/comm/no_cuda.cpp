@@ -1,0 +1,30 @@
+// The device API in a build without CUDA (AXONN_HAVE_CUDA off): there is no device, and
+// every call that needs one says why, so the CLI and the tests compile and fail (or skip)
+// with that message.
+#include "comm/cuda_device.hpp"
+#include "comm/nccl_grid.hpp"
+
+namespace axonn {
+
+int cuda_device_count(std::string* why_none) {
+  if (why_none) *why_none = kNoCudaBackend;
+  return 0;
+}
+
+int select_cuda_device(int, int) { throw CommError(std::string("no CUDA device: ") + kNoCudaBackend); }
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  throw CommError(std::string("DeviceBuffer: no CUDA device: ") + kNoCudaBackend);
+}
+DeviceBuffer::~DeviceBuffer() = default;
+// Unreachable: no DeviceBuffer can be constructed in this build.
+void DeviceBuffer::upload(const void*, size_t) { throw CommError(kNoCudaBackend); }
+void DeviceBuffer::download(void*, size_t) const { throw CommError(kNoCudaBackend); }
+void DeviceBuffer::fill_bytes(int) { throw CommError(kNoCudaBackend); }
+
+NcclAxes connect_nccl_axes(Exchange&, const std::array<GroupSpec, kCommAxisCount>&, std::chrono::milliseconds,
+                           const std::function<CollectiveRecorder(CommAxis)>&) {
+  throw CommError(std::string("no CUDA device: ") + kNoCudaBackend + " on " + cuda_check_where());
+}
+
+}  // namespace axonn

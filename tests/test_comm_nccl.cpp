@@ -1,0 +1,325 @@
+// NCCL communicators on device buffers (label gpu). Every test needs a GPU and, without
+// one, skips saying why ("no CUDA device: ..."). NCCL puts each rank of a communicator on
+// its own GPU, so the tests with two ranks need two GPUs and say so when there is one.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "comm/bfloat16.hpp"
+#include "comm/comm_grid.hpp"
+#include "comm/cuda_device.hpp"
+#include "process_helpers.hpp"
+#include "thread_exchange.hpp"
+#if AXONN_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "comm/cuda_check.hpp"
+#include "comm/nccl_communicator.hpp"
+#include "comm/nccl_groups.hpp"
+#endif
+
+namespace axonn {
+namespace {
+
+using test::contains;
+using test::kAxonn;
+using test::run_command;
+using test::run_ranks;
+
+int device_count() { return cuda_device_count(); }
+
+// Skips the test unless `n` CUDA devices are there, with the reason in the message.
+#define REQUIRE_CUDA_DEVICES(n)                                                 \
+  do {                                                                          \
+    std::string why;                                                            \
+    const int have = cuda_device_count(&why);                                   \
+    if (have == 0) GTEST_SKIP() << "no CUDA device: " << why;                   \
+    if (have < (n))                                                             \
+      GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << have        \
+                   << ": NCCL runs each rank of a communicator on its own GPU"; \
+  } while (0)
+
+constexpr auto kTimeout = std::chrono::milliseconds(20000);
+
+// Host vector <-> device buffer for the checks.
+template <typename T>
+std::unique_ptr<DeviceBuffer> to_device(const std::vector<T>& host) {
+  auto d = std::make_unique<DeviceBuffer>(host.size() * sizeof(T));
+  d->upload(host.data(), host.size() * sizeof(T));
+  return d;
+}
+template <typename T>
+std::vector<T> to_host(const DeviceBuffer& d, size_t count) {
+  std::vector<T> host(count);
+  d.download(host.data(), count * sizeof(T));
+  return host;
+}
+
+// One rank's exact checks of every collective on `c` (a group of size n, this rank's world
+// rank `me`), as the selftest does them, on device buffers.
+void check_collectives(Communicator& c, int me) {
+  const auto& M = c.members();
+  const int n = c.size(), g = c.rank();
+  int members_sum = 0;
+  for (int m : M) members_sum += m + 1;
+
+  std::vector<float> ar(1000);
+  for (size_t i = 0; i < ar.size(); ++i) ar[i] = static_cast<float>((me + 1) * static_cast<int>(i + 1));
+  auto d_ar = to_device(ar);
+  c.all_reduce(d_ar->data(), ar.size(), ElementType::float32);
+
+  std::vector<float> mine(3);
+  for (int i = 0; i < 3; ++i) mine[static_cast<size_t>(i)] = static_cast<float>(me * 10 + i);
+  auto d_mine = to_device(mine);
+  auto d_all = to_device(std::vector<float>(static_cast<size_t>(3 * n), -1.0f));
+  c.all_gather(d_mine->data(), d_all->data(), 3, ElementType::float32);
+
+  std::vector<float> in(static_cast<size_t>(5 * n));
+  for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<float>(me * 100 + static_cast<int>(j));
+  auto d_in = to_device(in);
+  auto d_out = to_device(std::vector<float>(5, -1.0f));
+  c.reduce_scatter(d_in->data(), d_out->data(), 5, ElementType::float32);
+
+  auto d_b = to_device(std::vector<float>(7, static_cast<float>(me)));
+  c.broadcast(d_b->data(), 7, n - 1, ElementType::float32);
+
+  auto d_bf = to_device(std::vector<uint16_t>(64, float_to_bf16(static_cast<float>(me + 1))));
+  c.all_reduce(d_bf->data(), 64, ElementType::bfloat16);
+  c.barrier();
+  c.synchronize();
+
+  const auto r_ar = to_host<float>(*d_ar, ar.size());
+  for (size_t i = 0; i < ar.size(); ++i) ASSERT_EQ(r_ar[i], static_cast<float>(members_sum * static_cast<int>(i + 1)));
+  const auto r_all = to_host<float>(*d_all, static_cast<size_t>(3 * n));
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < 3; ++i)
+      ASSERT_EQ(r_all[static_cast<size_t>(r * 3 + i)], static_cast<float>(M[static_cast<size_t>(r)] * 10 + i));
+  const auto r_out = to_host<float>(*d_out, 5);
+  for (int i = 0; i < 5; ++i) {
+    int want = 0;
+    for (int m : M) want += m * 100 + g * 5 + i;
+    ASSERT_EQ(r_out[static_cast<size_t>(i)], static_cast<float>(want));
+  }
+  for (float v : to_host<float>(*d_b, 7)) ASSERT_EQ(v, static_cast<float>(M.back()));
+  for (uint16_t v : to_host<uint16_t>(*d_bf, 64)) ASSERT_EQ(bf16_to_float(v), static_cast<float>(members_sum));
+}
+
+TEST(NcclGrid, SingleRankEveryCollectiveOnEveryAxisCountsNothing) {
+  REQUIRE_CUDA_DEVICES(1);
+  run_ranks(1, [&](int rank, Exchange& exchange) {
+    select_cuda_device(0, 1);  // current device is per thread
+    CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true, CommBackend::nccl);
+    for (int a = 0; a < kCommAxisCount; ++a) {
+      Communicator& c = grid.axis(static_cast<CommAxis>(a));
+      ASSERT_EQ(c.size(), 1);
+      check_collectives(c, rank);
+    }
+    grid.synchronize();
+    // Groups of one move no bytes: the layout model omits them, so the counters must too.
+    for (const auto& axis : grid.counters())
+      for (const auto& kind : axis) EXPECT_EQ(kind.calls, 0);
+  });
+}
+
+TEST(NcclSelftest, TwoRanksNeedTwoGpusAndSaySoOnOne) {
+  REQUIRE_CUDA_DEVICES(1);
+  const auto r = run_command(kAxonn + " run -n 2 selftest --backend nccl --layout 1x2x1x1");
+  if (device_count() >= 2) {
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "[0] selftest: 50 passed, 0 failed")) << r.output;
+  } else {
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_TRUE(contains(r.output, "2 ranks on this node but only 1 CUDA device(s)")) << r.output;
+  }
+}
+
+TEST(NcclSelftest, StalledRankTimesOutNamingAxisCollectiveAndRanks) {
+  REQUIRE_CUDA_DEVICES(2);
+  const auto r = run_command(kAxonn +
+                             " run -n 2 --grace-ms 500 selftest --backend nccl --layout 1x2x1x1 --stall-rank 1 "
+                             "--timeout-ms 1500");
+  EXPECT_NE(r.code, 0) << r.output;
+  // NCCL may still be connecting the pair when the limit passes (not queued) or wait
+  // inside the kernel (not finished); either way the message names group, collective, ranks.
+  EXPECT_TRUE(
+      contains(r.output, "all_reduce on group 'x' (world ranks 0,1, 4000 bytes) did not finish within 1500 ms") ||
+      contains(r.output, "all_reduce on group 'x' (world ranks 0,1, 4000 bytes) was not queued within 1500 ms"))
+      << r.output;
+  EXPECT_LT(r.seconds, 15.0);
+}
+
+#if AXONN_HAVE_CUDA
+
+// A one-rank NCCL communicator (a real one, where the grid would use a device copy), so
+// every collective goes through NCCL on a single GPU.
+struct SoloComm {
+  std::vector<CollectiveRecord> records;
+  std::unique_ptr<NcclCommunicator> comm;
+
+  SoloComm(Exchange& exchange, std::chrono::milliseconds timeout) {
+    const GroupSpec group{"solo", {0}};
+    const auto comms = connect_nccl_groups(exchange, {group}, timeout, "solo");
+    comm = std::make_unique<NcclCommunicator>(
+        group, 0, comms[0], timeout, [this](const CollectiveRecord& r) { records.push_back(r); }, nullptr);
+  }
+};
+
+TEST(NcclCommunicator, OneRankRunsEveryCollectiveThroughNcclAndRecordsNcclTestsSizes) {
+  REQUIRE_CUDA_DEVICES(1);
+  run_ranks(1, [&](int rank, Exchange& exchange) {
+    select_cuda_device(0, 1);  // current device is per thread
+    SoloComm solo(exchange, kTimeout);
+    check_collectives(*solo.comm, rank);
+    ASSERT_EQ(solo.records.size(), 6u);
+    const CollectiveKind kinds[] = {CollectiveKind::all_reduce,     CollectiveKind::all_gather,
+                                    CollectiveKind::reduce_scatter, CollectiveKind::broadcast,
+                                    CollectiveKind::all_reduce,     CollectiveKind::barrier};
+    const size_t bytes[] = {4000, 12, 20, 28, 128, 0};  // buffer, gathered output, scattered input, buffer
+    for (size_t i = 0; i < solo.records.size(); ++i) {
+      EXPECT_EQ(solo.records[i].kind, kinds[i]) << i;
+      EXPECT_EQ(solo.records[i].bytes, bytes[i]) << i;
+      EXPECT_GE(solo.records[i].duration.count(), 0) << i;
+    }
+    EXPECT_EQ(solo.comm->unfinished(), 0u);
+  });
+}
+
+// Blocks a stream in a host function until released (or its hold time passed), standing in for
+// compute that has not finished.
+struct StreamGate {
+  std::atomic<bool> open{false};
+  std::chrono::milliseconds hold;
+  explicit StreamGate(std::chrono::milliseconds h) : hold(h) {}
+  static void wait(void* self) {
+    auto* gate = static_cast<StreamGate*>(self);
+    const auto until = std::chrono::steady_clock::now() + gate->hold;
+    while (!gate->open && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
+TEST(NcclCommunicator, WaitForAndMakeWaitOrderCollectivesBetweenComputeKernels) {
+  REQUIRE_CUDA_DEVICES(1);
+  run_ranks(1, [&](int, Exchange& exchange) {
+    select_cuda_device(0, 1);
+    SoloComm solo(exchange, kTimeout);
+    NcclCommunicator& c = *solo.comm;
+    cudaStream_t compute = nullptr;
+    AXONN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    const size_t count = 1 << 20;
+    DeviceBuffer in(count * 4), out(count * 4);
+    in.fill_bytes(0);
+    out.fill_bytes(0);
+    // "Compute" writes the input late; the all-gather (a copy on one rank) must read it after,
+    // and the read-back on the compute stream must see the all-gather's output.
+    StreamGate gate(std::chrono::milliseconds(200));
+    AXONN_CUDA_CHECK(cudaLaunchHostFunc(compute, &StreamGate::wait, &gate));
+    AXONN_CUDA_CHECK(cudaMemsetAsync(in.data(), 0x3f, count * 4, compute));
+    c.wait_for(compute);
+    c.all_gather(in.data(), out.data(), count, ElementType::float32);
+    c.make_wait(compute);
+    std::vector<uint32_t> host(count, 0);
+    AXONN_CUDA_CHECK(cudaMemcpyAsync(host.data(), out.data(), count * 4, cudaMemcpyDeviceToHost, compute));
+    AXONN_CUDA_CHECK(cudaStreamSynchronize(compute));
+    for (size_t i = 0; i < count; i += 4099) ASSERT_EQ(host[i], 0x3f3f3f3fu) << i;
+    ASSERT_EQ(host.back(), 0x3f3f3f3fu);
+    c.synchronize();
+    AXONN_CUDA_CHECK(cudaStreamDestroy(compute));
+  });
+}
+
+TEST(NcclCommunicator, CollectiveBehindWorkThatNeverEndsTimesOutAndAborts) {
+  REQUIRE_CUDA_DEVICES(1);
+  run_ranks(1, [&](int, Exchange& exchange) {
+    select_cuda_device(0, 1);
+    SoloComm solo(exchange, std::chrono::milliseconds(300));
+    NcclCommunicator& c = *solo.comm;
+    cudaStream_t compute = nullptr;
+    AXONN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    DeviceBuffer buf(4000);
+    // The gate opens by itself after 3 s: ncclCommAbort may wait for NCCL's own streams,
+    // which can depend on the blocked one; then the abort returns once the gate opens.
+    StreamGate gate(std::chrono::milliseconds(3000));
+    AXONN_CUDA_CHECK(cudaLaunchHostFunc(compute, &StreamGate::wait, &gate));
+    c.wait_for(compute);
+    c.all_reduce(buf.data(), 1000, ElementType::float32);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      c.synchronize();
+      ADD_FAILURE() << "synchronize returned although the collective could not start";
+    } catch (const CommError& e) {
+      EXPECT_TRUE(
+          contains(e.what(), "all_reduce on group 'solo' (world ranks 0, 4000 bytes) did not start within 300 ms"))
+          << e.what();
+      EXPECT_TRUE(contains(e.what(), "the communicator was aborted")) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+    EXPECT_TRUE(c.aborted());
+    try {
+      c.all_reduce(buf.data(), 1000, ElementType::float32);
+      ADD_FAILURE() << "an aborted communicator accepted a collective";
+    } catch (const CommError& e) {
+      EXPECT_TRUE(contains(e.what(), "was aborted earlier")) << e.what();
+    }
+    gate.open = true;
+    (void)cudaStreamSynchronize(compute);
+    (void)cudaStreamDestroy(compute);
+  });
+}
+
+TEST(NcclCommunicator, TwoRanksOnTwoGpusStalledPeerTimesOutNamingGroupAndRanks) {
+  REQUIRE_CUDA_DEVICES(2);
+  std::atomic<bool> rank0_done{false};
+  run_ranks(2, [&](int rank, Exchange& exchange) {
+    AXONN_CUDA_CHECK(cudaSetDevice(rank));
+    const GroupSpec group{"pair", {0, 1}};
+    auto comms = connect_nccl_groups(exchange, {group}, kTimeout, "pair");
+    NcclCommunicator c(group, rank, comms[0], std::chrono::milliseconds(1000), nullptr, nullptr);
+    check_collectives(c, rank);
+    if (rank == 1) {  // stays away from the next all-reduce, alive until rank 0 gave up
+      while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    DeviceBuffer buf(4000);
+    c.all_reduce(buf.data(), 1000, ElementType::float32);
+    try {
+      c.synchronize();
+      ADD_FAILURE() << "synchronize returned although rank 1 never joined";
+    } catch (const CommError& e) {
+      EXPECT_TRUE(contains(e.what(),
+                           "all_reduce on group 'pair' (world ranks 0,1, 4000 bytes) did not finish within "
+                           "1000 ms of starting on the GPU: not every rank of the group arrived"))
+          << e.what();
+    }
+    rank0_done = true;
+  });
+}
+
+TEST(NcclGrid, TwoRanksCountBytesPerAxisAndKind) {
+  REQUIRE_CUDA_DEVICES(2);
+  run_ranks(2, [&](int rank, Exchange& exchange) {
+    AXONN_CUDA_CHECK(cudaSetDevice(rank));
+    CommGrid grid(exchange, parse_layout("1x2x1x1"), kTimeout, true, CommBackend::nccl);
+    for (int a = 0; a < kCommAxisCount; ++a) check_collectives(grid.axis(static_cast<CommAxis>(a)), rank);
+    grid.synchronize();
+    // x and world have two ranks: per collective one call of its nccl-tests size; y, z and
+    // data are groups of one and count nothing.
+    for (CommAxis axis : {CommAxis::x, CommAxis::world}) {
+      const auto& c = grid.counters()[static_cast<size_t>(axis)];
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::all_reduce)].calls, 2);
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::all_reduce)].bytes, 4000 + 128);
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::all_gather)].bytes, 24);
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::reduce_scatter)].bytes, 40);
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::broadcast)].bytes, 28);
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::barrier)].calls, 1);
+    }
+    for (CommAxis axis : {CommAxis::y, CommAxis::z, CommAxis::data})
+      for (const auto& kind : grid.counters()[static_cast<size_t>(axis)]) EXPECT_EQ(kind.calls, 0);
+  });
+}
+
+#endif  // AXONN_HAVE_CUDA
+
+}  // namespace
+}  // namespace axonn
