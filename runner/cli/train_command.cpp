@@ -84,6 +84,8 @@ int command_train(const CommandArgs& argv) {
   const std::string job_path = args.positionals()[0];
   const std::vector<std::string> overrides(args.positionals().begin() + 1, args.positionals().end());
   spdlog::set_pattern("[%l] %v");
+  // From the start: a preemption signal during start-up still ends in a save after step one.
+  install_stop_handlers();
 
   PmixClient client;
   const Topology topology = topology_from_pmix(client);
@@ -103,7 +105,6 @@ int command_train(const CommandArgs& argv) {
     std::fflush(stdout);
   }
 
-  install_stop_handlers();
   const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", 100, 86'400'000).value_or(300'000));
   const bool single_host = topology.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
   CommGrid grid(client, run.layout, timeout, single_host);
