@@ -284,6 +284,32 @@ TEST_F(SlurmTrain, PreemptibleTemplateRequeuesAndResumesAtFourTwoAndThreeTasks) 
   }
 }
 
+// scancel ends a job for good: the trainer still saves on the SIGTERM scancel sends (within
+// KillWait), but the template must not requeue a job its user cancelled.
+TEST_F(SlurmTrain, PreemptibleTemplateSavesButStaysCancelledAfterScancel) {
+  const fs::path d = job_dir("cancelled");
+  const std::string id = submit(d, "-o job.out " + kTemplates + "/preemptible.sbatch job.toml");
+  wait_for_steps(d, 2);
+  ASSERT_EQ(run_command("scancel " + id, 10).code, 0);
+  const std::string record = wait_for_job(id, "JobState=CANCELLED");
+  EXPECT_TRUE(contains(record, "Restarts=0")) << record;
+  const auto k = static_cast<int64_t>(read_metrics(d / "run").size());
+  ASSERT_LT(k, kSteps) << "scancel came after the last step; nothing was tested";
+  // The job's processes are gone once no step is left; the log is complete then.
+  for (int i = 0; i < 100 && contains(run_command("squeue -h -j " + id, 10).output, id); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string log = read_text(d / "job.out");
+  EXPECT_TRUE(contains(log, "[info] checkpoint: step " + std::to_string(k) + " committed")) << log;
+  EXPECT_EQ(read_text(d / "ckpt" / "latest"), step_dir_name(k) + "\n") << log;
+  EXPECT_TRUE(contains(log, "preemptible.sbatch: job " + id +
+                                " is ending (JobState=COMPLETING: cancelled or out of "
+                                "time): not requeueing"))
+      << log;
+  EXPECT_FALSE(contains(log, "requeueing job")) << log;
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // a wrongful requeue would show by now
+  EXPECT_TRUE(contains(run_command("scontrol show job -o " + id, 10).output, "JobState=CANCELLED"));
+}
+
 // Issue #8, test 3 with axonn train: the single-node template finds the job TOML beside
 // itself and lets the plugin choose; an #SBATCH --axonn-layout line reaches its srun instead.
 TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {
@@ -368,7 +394,8 @@ TEST_F(SlurmTrain, TwoNodesKeepTheTensorParallelAxesInsideANode) {
   EXPECT_EQ(read_metrics(d / "run").size(), 8u) << log;
 }
 
-// Issue #8, test 4 (elastic): `--nodes=1-2` starts on the one node that is up, is preempted,
+// Issue #8, test 4 (elastic): `--nodes=1-2` starts on the one node that is up, is preempted
+// the way a scheduler with GraceTime does it (SIGTERM to the tasks, not to the batch script),
 // and its requeued run gets both nodes: it resumes at 8 ranks and ends where the
 // uninterrupted run does.
 TEST_F(SlurmTrain, ElasticTemplateResumesAtTheSizeItGets) {
@@ -377,7 +404,7 @@ TEST_F(SlurmTrain, ElasticTemplateResumesAtTheSizeItGets) {
   const fs::path d = job_dir("elastic");
   const std::string id = submit(d, "-o job.out " + kTemplates + "/elastic.sbatch job.toml");
   wait_for_steps(d, 2);
-  ASSERT_EQ(run_command("scancel --signal=USR1 --batch " + id, 10).code, 0);
+  ASSERT_EQ(run_command("scancel --signal=TERM " + id, 10).code, 0);
   wait_for_job(id, "Restarts=1");
   wait_for_job(id, "JobState=PENDING");
   const auto k = static_cast<int64_t>(read_metrics(d / "run").size());
@@ -388,6 +415,8 @@ TEST_F(SlurmTrain, ElasticTemplateResumesAtTheSizeItGets) {
 
   const std::string log = read_text(d / "job.out");
   EXPECT_TRUE(contains(log, "elastic.sbatch: job " + id + " run 1 on 1 node(s) (n0), 4 tasks")) << log;
+  EXPECT_FALSE(contains(log, "elastic.sbatch: SIGTERM")) << "the tasks get the TERM, not the batch script\n" << log;
+  EXPECT_TRUE(contains(log, "elastic.sbatch: checkpoint committed; requeueing job " + id)) << log;
   EXPECT_TRUE(contains(log, "[info] axonn train job.toml: 4 ranks on 1 node(s)")) << log;
   EXPECT_TRUE(contains(log, "elastic.sbatch: job " + id + " run 2 on 2 node(s) (n[0-1]), 8 tasks")) << log;
   EXPECT_TRUE(contains(log, "[info] axonn train job.toml: 8 ranks on 2 node(s)")) << log;
