@@ -5,12 +5,15 @@
 // connects the communicators and trains (trainer/train/training_run.hpp), resuming from the
 // job's checkpoint directory when it holds a step. SIGUSR1, SIGTERM and SIGINT ask for a
 // stop at the next step boundary: the ranks save, commit and exit with exit_code::preempted.
+// Rank 0 logs the layout, the link tier each axis's groups span, and when each startup phase
+// was reached (also in summary.json's "startup", for bench/launch.cpp).
 #include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #include "builtin_site.hpp"
 #include "cli/args.hpp"
@@ -20,10 +23,12 @@
 #include "comm/comm_grid.hpp"
 #include "config/config_error.hpp"
 #include "config/site_config.hpp"
+#include "layout/layout_cost.hpp"
 #include "layout/layout_report.hpp"
 #include "pmix/topology.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/data/token_data.hpp"
+#include "trainer/train/startup_times.hpp"
 #include "trainer/train/training_run.hpp"
 
 namespace axonn {
@@ -56,6 +61,22 @@ std::unique_ptr<Backend> make_backend(const JobConfig& job, const Topology& topo
   return make_cpu_backend(std::max(1, cores / std::max(1, topology.local_size)));
 }
 
+// Which links each axis's groups cross under this layout's placement, as the chooser priced
+// them: "x groups of 2 over intra-node links, data groups of 2 over inter-node links (2
+// nodes x 4 ranks)". Tells a user which axes stayed inside a node.
+std::string axis_links(const RunLayout& run) {
+  std::string s;
+  for (const Axis axis : kAllAxes) {
+    const int size = run.layout.size(axis);
+    if (size <= 1) continue;
+    s += std::string(s.empty() ? "" : ", ") + axis_name(axis) + " groups of " + std::to_string(size) + " over " +
+         link_tier_name(axis_link(run.plan.machine, run.layout, comm_axis(axis))) + " links";
+  }
+  if (s.empty()) s = "none (one rank)";
+  return s + " (priced as " + std::to_string(run.plan.machine.nodes) + " node(s) x " +
+         std::to_string(run.plan.machine.tasks_per_node) + " ranks)";
+}
+
 TokenData load_data(const JobConfig& job) {
   TokenData data = job.data.path.empty() ? builtin_corpus() : TokenData::load({job.data.path, job.data.format});
   data.validate(job.model.vocab, job.model.sequence, job.training.global_batch);
@@ -84,11 +105,15 @@ int command_train(const CommandArgs& argv) {
   const std::string job_path = args.positionals()[0];
   const std::vector<std::string> overrides(args.positionals().begin() + 1, args.positionals().end());
   spdlog::set_pattern("[%l] %v");
-  // From the start: a preemption signal during start-up still ends in a save after step one.
+  StartupTimes startup = StartupTimes::since_process_start();
+  // First, so a preemption signal during startup (a requeued job preempted again at once)
+  // stops the run at its first step boundary with a checkpoint instead of killing the rank.
   install_stop_handlers();
 
   PmixClient client;
+  startup.mark("pmix_init");
   const Topology topology = topology_from_pmix(client);
+  startup.mark("topology");
   const bool lead = topology.rank == 0;  // rank 0 narrates; every rank reports its memory
 
   const SiteConfig site = load_run_site(args.value("site"));
@@ -96,11 +121,13 @@ int command_train(const CommandArgs& argv) {
   const RunLayout run = decide_run_layout(topology, site, job, args.value("layout"));
   auto backend = make_backend(job, topology);
   const TokenData data = load_data(job);
+  startup.mark("layout");
   if (lead) {
     spdlog::info("axonn train {}: {} ranks on {} node(s), site {}, backend {}", job.source, topology.world,
                  topology.nodes, site.name, backend->name());
     spdlog::info("layout {} (data x X x Y x Z, rank order fastest first {}) from {}", format_layout(run.layout),
                  format_order(run.layout), run.origin);
+    spdlog::info("layout links: {}", axis_links(run));
     if (run.ranking) std::fputs(format_ranked_table(*run.ranking, 5).c_str(), stdout);
     std::fflush(stdout);
   }
@@ -108,6 +135,7 @@ int command_train(const CommandArgs& argv) {
   const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", 100, 86'400'000).value_or(300'000));
   const bool single_host = topology.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
   CommGrid grid(client, run.layout, timeout, single_host);
+  startup.mark("communicators");
 
   TrainingRunOptions options;
   options.plan = run.plan;
@@ -120,6 +148,7 @@ int command_train(const CommandArgs& argv) {
   options.init_only = args.has("init-only");
   options.save_token = topology.nspace;
   options.stop_requested = [] { return g_stop_signal != 0; };
+  options.startup = std::move(startup);
   const TrainingRunResult result = run_training(*backend, grid, job, data, options);
   return result.preempted ? exit_code::preempted : exit_code::ok;
 }

@@ -97,7 +97,13 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
   j += "],\n  \"predicted_memory_bytes\": [";
   for (size_t i = 0; i < r.predicted_memory_bytes.size(); ++i)
     j += (i ? ", " : "") + json_number(r.predicted_memory_bytes[i]);
-  j += "]\n}\n";
+  // Wall clock to the microsecond (%.9g would round it to whole seconds), for comparing with
+  // the moment a launcher was started (bench/launch.cpp).
+  char start[32];
+  std::snprintf(start, sizeof start, "%.6f", r.process_start_unix_s);
+  j += "],\n  \"startup\": {\"process_start_unix_s\": " + std::string(start);
+  for (const auto& [phase, seconds] : r.startup_s) j += ", " + json_string(phase + "_s") + ": " + json_number(seconds);
+  j += "}\n}\n";
 
   std::filesystem::create_directories(path.parent_path());
   const std::filesystem::path tmp = path.string() + ".tmp";

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/comm_grid.hpp"
@@ -28,10 +29,12 @@ struct RunSummary {
   double tokens_per_s = 0;  // mean over the steps of this run
   double mfu = 0;           // mean
   bool comm_bytes_match = false;
-  std::vector<std::string> comm_mismatches;    // of rank 0
-  StepVolume predicted_per_step;               // rank 0's
-  std::vector<double> model_memory_bytes;      // per rank: peak RSS above the baseline
-  std::vector<double> predicted_memory_bytes;  // per rank
+  std::vector<std::string> comm_mismatches;               // of rank 0
+  StepVolume predicted_per_step;                          // rank 0's
+  std::vector<double> model_memory_bytes;                 // per rank: peak RSS above the baseline
+  std::vector<double> predicted_memory_bytes;             // per rank
+  double process_start_unix_s = 0;                        // rank 0's process creation, wall clock
+  std::vector<std::pair<std::string, double>> startup_s;  // rank 0's phases, seconds after it
 };
 
 // Writes the summary as JSON (through a temporary file and rename).

@@ -82,6 +82,7 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
                                const TrainingRunOptions& options) {
   Communicator& world = grid.world();
   const bool lead = world.rank() == 0;
+  StartupTimes startup = options.startup;
   const Layout& layout = grid.layout();
   const TrainingConfig& t = job.training;
 
@@ -98,9 +99,11 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
   saver.keep = job.checkpoint.keep;
   saver.save_token = options.save_token;
   TrainingCheckpoint checkpoint(job.checkpoint.dir, trainer, world.rank(), saver);
+  startup.mark("model_init");
 
   TrainingRunResult result;
   result.start_step = resume(checkpoint, world, options.fallback, lead);
+  startup.mark("checkpoint_loaded");
   if (options.init_only) {
     // The initial state as step 0, for tools that compare initializations (scripts/
     // reference_check.py); an existing checkpoint is left alone.
@@ -146,6 +149,10 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     const double step_s = seconds_since(step_start);
     ++steps_run;
     result.last_loss = report.loss;
+    if (steps_run == 1) {
+      startup.mark("first_step");
+      if (lead) spdlog::info("startup: seconds after process start: {}", startup.describe());
+    }
 
     StepMetrics m;
     m.step = trainer.step();
@@ -245,6 +252,8 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     summary.comm_bytes_match = result.comm_bytes_match;
     summary.comm_mismatches = mismatches;
     summary.predicted_per_step = volume;
+    summary.process_start_unix_s = startup.process_start_unix_s();
+    summary.startup_s = startup.phases();
     write_run_summary(std::filesystem::path(job.run.dir) / "summary.json", summary);
     spdlog::info("train: {} at step {}/{}, loss {:.4f}, {:.0f} tok/s, MFU {:.1f}% (summary in {}/summary.json)",
                  result.preempted ? "stopped for preemption" : "done", result.end_step, t.steps, result.last_loss,

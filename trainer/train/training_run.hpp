@@ -5,7 +5,7 @@
 // at the next step boundary, save, and return `preempted`). Rank 0 logs each step and
 // appends it to <run.dir>/metrics.jsonl; at the end every rank checks its counted bytes
 // against the layout model and reports its memory beside the prediction, and rank 0 writes
-// <run.dir>/summary.json.
+// <run.dir>/summary.json, with the startup phases (when each was reached after process start).
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,6 +14,7 @@
 #include "config/job_config.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/data/token_data.hpp"
+#include "trainer/train/startup_times.hpp"
 
 namespace axonn {
 
@@ -24,6 +25,7 @@ struct TrainingRunOptions {
   bool init_only = false;                // save the initial state as step 0 and return, no training
   std::string save_token;                // the same on every rank of this run
   std::function<bool()> stop_requested;  // this rank caught a preemption signal (may be empty)
+  StartupTimes startup;                  // the caller's phases; the run adds model_init, checkpoint_loaded, first_step
 };
 
 struct TrainingRunResult {
