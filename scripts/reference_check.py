@@ -159,7 +159,8 @@ def latest_step_dir(ckpt_dir):
 
 
 def torch_run(init, job, tokens, steps):
-    """Trains from `init` (in its dtype) for `steps` steps; returns per-step (loss, grad norm, lr) and the final weights."""
+    """Trains from `init` (in its dtype) for `steps` steps; returns per-step (loss, grad norm, lr)
+    and the final weights."""
     m, t = job["model"], job["training"]
     T, B = m["sequence"], t["global_batch"]
     mb = max(d for d in range(1, min(t["micro_batch"], B) + 1) if B % d == 0)
