@@ -3,10 +3,12 @@
 #include <cstdint>
 
 #include "trainer/backend.hpp"
+#include "trainer/cpu/thread_pool.hpp"
 
 namespace axonn::cpu {
 
 // param, m, v (n) updated in place from grad (n); decay = false skips the weight decay.
-void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step, bool decay);
+void adamw(ThreadPool& pool, float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
+           bool decay);
 
 }  // namespace axonn::cpu

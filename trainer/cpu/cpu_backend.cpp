@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -23,12 +24,18 @@ namespace {
 
 constexpr std::align_val_t kAlignment{64};  // a cache line; also enough for AVX-512 loads
 
-}  // namespace
-
-CpuBackend::CpuBackend(int blas_threads) {
+// OpenBLAS's thread count after applying blas_threads (> 0: set it; 0: its default).
+int blas_thread_count(int blas_threads) {
   if (blas_threads < 0) cpu::fail("CpuBackend", "blas_threads = " + std::to_string(blas_threads) + " is negative");
   if (blas_threads > 0) openblas_set_num_threads(blas_threads);
+  return std::max(1, openblas_get_num_threads());
 }
+
+}  // namespace
+
+CpuBackend::CpuBackend(int blas_threads) : pool_(blas_thread_count(blas_threads)) {}
+
+CpuBackend::~CpuBackend() = default;
 
 void* CpuBackend::alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
@@ -54,14 +61,12 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
 }
 
 void CpuBackend::copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
-  cpu::copy_2d(dst, ld_dst, src, ld_src, rows, cols);
+  cpu::copy_2d(pool_, dst, ld_dst, src, ld_src, rows, cols);
 }
 
-void CpuBackend::memset_zero(void* ptr, size_t bytes) {
-  if (bytes > 0) std::memset(ptr, 0, bytes);
-}
+void CpuBackend::memset_zero(void* ptr, size_t bytes) { cpu::zero_bytes(pool_, ptr, bytes); }
 
-void CpuBackend::fill(float* x, float value, int64_t n) { cpu::fill(x, value, n); }
+void CpuBackend::fill(float* x, float value, int64_t n) { cpu::fill(pool_, x, value, n); }
 
 void CpuBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -69,105 +74,102 @@ void CpuBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t 
 }
 
 void CpuBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
-  cpu::bias_forward(out, bias, m, n, ld);
+  cpu::bias_forward(pool_, out, bias, m, n, ld);
 }
 
 void CpuBackend::bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
-  cpu::bias_backward(dbias, dout, m, n, ld);
+  cpu::bias_backward(pool_, dbias, dout, m, n, ld);
 }
 
-void CpuBackend::add(float* out, const float* a, const float* b, int64_t n) { cpu::add(out, a, b, n); }
-void CpuBackend::scale(float* x, float alpha, int64_t n) { cpu::scale(x, alpha, n); }
-void CpuBackend::axpy(float* y, float alpha, const float* x, int64_t n) { cpu::axpy(y, alpha, x, n); }
-void CpuBackend::sum(float* out, const float* x, int64_t n) { cpu::sum(out, x, n); }
-void CpuBackend::sum_squares(float* out, const float* x, int64_t n) { cpu::sum_squares(out, x, n); }
+void CpuBackend::add(float* out, const float* a, const float* b, int64_t n) { cpu::add(pool_, out, a, b, n); }
+void CpuBackend::scale(float* x, float alpha, int64_t n) { cpu::scale(pool_, x, alpha, n); }
+void CpuBackend::axpy(float* y, float alpha, const float* x, int64_t n) { cpu::axpy(pool_, y, alpha, x, n); }
+void CpuBackend::sum(float* out, const float* x, int64_t n) { cpu::sum(pool_, block_sums_, out, x, n); }
+void CpuBackend::sum_squares(float* out, const float* x, int64_t n) { cpu::sum_squares(pool_, block_sums_, out, x, n); }
 
 void CpuBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) {
-  cpu::layernorm_row_sums(sums, x, m, c);
+  cpu::layernorm_row_sums(pool_, sums, x, m, c);
 }
 
 void CpuBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
                                             int64_t c, int64_t C) {
-  cpu::layernorm_centered_squares(mean, squares, sums, x, m, c, C);
+  cpu::layernorm_centered_squares(pool_, mean, squares, sums, x, m, c, C);
 }
 
 void CpuBackend::layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
                                      const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                                      float eps) {
-  cpu::layernorm_normalize(out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
+  cpu::layernorm_normalize(pool_, out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
 }
 
 void CpuBackend::layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
                                              const float* rstd, const float* gamma, int64_t m, int64_t c) {
-  cpu::layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, c);
+  cpu::layernorm_backward_partials(pool_, partials, dout, x, mean, rstd, gamma, m, c);
 }
 
 void CpuBackend::layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials,
                                            const float* dout, const float* x, const float* mean, const float* rstd,
                                            const float* gamma, int64_t m, int64_t c, int64_t C) {
-  cpu::layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
+  cpu::layernorm_backward_finish(pool_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
 }
 
-void CpuBackend::gelu_forward(float* out, const float* x, int64_t n) { cpu::gelu_forward(out, x, n); }
+void CpuBackend::gelu_forward(float* out, const float* x, int64_t n) { cpu::gelu_forward(pool_, out, x, n); }
 
 void CpuBackend::gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
-  cpu::gelu_backward(dx, x, dout, n);
+  cpu::gelu_backward(pool_, dx, x, dout, n);
 }
 
 void CpuBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
                                    int64_t B, int64_t T, int64_t h, int64_t d) {
-  cpu::attention_forward(out, probs, q, k, v, ld, B, T, h, d);
+  cpu::attention_forward(pool_, out, probs, q, k, v, ld, B, T, h, d);
 }
 
 void CpuBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
                                     const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T,
                                     int64_t h, int64_t d) {
-  cpu::require_nonnegative("attention_backward", "T", T);
-  const auto scratch = static_cast<size_t>(T * T);
-  if (attention_scratch_.size() < scratch) attention_scratch_.resize(scratch);
-  cpu::attention_backward(dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d, attention_scratch_.data());
+  cpu::attention_backward(pool_, dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d, attention_scratch_);
 }
 
 void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                                    int64_t v0, int64_t v_local) {
-  cpu::embedding_forward(out, tokens, table, m, c, v0, v_local);
+  cpu::embedding_forward(pool_, out, tokens, table, m, c, v0, v_local);
 }
 
 void CpuBackend::embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
                                     int64_t v0, int64_t v_local) {
-  cpu::embedding_backward(dtable, dout, tokens, m, c, v0, v_local);
+  cpu::embedding_backward(pool_, dtable, dout, tokens, m, c, v0, v_local);
 }
 
 void CpuBackend::position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) {
-  cpu::position_forward(out, wpe, B, T, c);
+  cpu::position_forward(pool_, out, wpe, B, T, c);
 }
 
 void CpuBackend::position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) {
-  cpu::position_backward(dwpe, dout, B, T, c);
+  cpu::position_backward(pool_, dwpe, dout, B, T, c);
 }
 
 void CpuBackend::cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) {
-  cpu::cross_entropy_row_max(row_max, logits, m, v_local);
+  cpu::cross_entropy_row_max(pool_, row_max, logits, m, v_local);
 }
 
 void CpuBackend::cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max,
                                         int64_t groups, const float* logits, const int32_t* targets, int64_t m,
                                         int64_t v_local, int64_t v0) {
-  cpu::cross_entropy_partials(partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
+  cpu::cross_entropy_partials(pool_, partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
 }
 
 void CpuBackend::cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) {
-  cpu::cross_entropy_loss(loss, partials, max, m);
+  cpu::cross_entropy_loss(pool_, loss, partials, max, m);
 }
 
 void CpuBackend::cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
                                         const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale) {
-  cpu::cross_entropy_backward(dlogits, exps, partials, targets, m, v_local, v0, scale);
+  cpu::cross_entropy_backward(pool_, dlogits, exps, partials, targets, m, v_local, v0, scale);
 }
 
 void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
                        bool decay) {
-  cpu::adamw(param, grad, m, v, n, step, decay);
+  cpu::adamw(pool_, param, grad, m, v, n, step, decay);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int blas_threads) { return std::make_unique<CpuBackend>(blas_threads); }

@@ -1,12 +1,16 @@
 #pragma once
 // The CPU backend: float32 ops on host memory, OpenBLAS sgemm for every matmul (attention's
-// QK^T and PV included) and plain loops written to vectorize for the rest. It is the oracle
-// the CUDA backend is tested against. Not thread-safe: one backend per rank.
+// QK^T and PV included) and plain loops written to vectorize for the rest, compiled for
+// AVX-512, AVX2 and baseline x86-64 (simd.hpp) and split over a pool of as many threads as
+// OpenBLAS uses (thread_pool.hpp), with results bitwise equal for every thread count and
+// instruction set. It is the oracle the CUDA backend is tested against. Not thread-safe: one
+// backend per rank.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "trainer/backend.hpp"
+#include "trainer/cpu/thread_pool.hpp"
 
 namespace axonn {
 
@@ -14,9 +18,12 @@ class CpuBackend final : public Backend {
  public:
   // blas_threads > 0 sets OpenBLAS's thread count (process-wide; several ranks on one node
   // should split the cores); 0 keeps OpenBLAS's default (OPENBLAS_NUM_THREADS or all cores).
+  // The other ops use the same number of threads.
   explicit CpuBackend(int blas_threads = 0);
+  ~CpuBackend() override;
 
   const char* name() const override { return "cpu"; }
+  int threads() const { return pool_.size(); }
   bool device_is_host() const override { return true; }
 
   void* alloc(size_t bytes) override;
@@ -79,7 +86,9 @@ class CpuBackend final : public Backend {
              bool decay) override;
 
  private:
-  std::vector<float> attention_scratch_;  // (T, T): dP / dS of one (sequence, head)
+  cpu::ThreadPool pool_;
+  std::vector<float> attention_scratch_;  // (threads, T, T): dP / dS of one (sequence, head) per thread
+  std::vector<double> block_sums_;        // the reductions' per-block partial sums
 };
 
 // The CPU backend behind the interface (what the trainer holds).

@@ -6,18 +6,21 @@
 // backward.
 #include <cstdint>
 
+#include "trainer/cpu/thread_pool.hpp"
+
 namespace axonn::cpu {
 
 // (1) row_max (m) = max_j logits[i, j]
-void cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local);
+void cross_entropy_row_max(ThreadPool& pool, float* row_max, const float* logits, int64_t m, int64_t v_local);
 // (2) max (m) = max over gathered_max (groups, m); exps (m, v_local) = exp(logits − max) (may
 // alias logits); partials (m, 2) = (Σ_j exps, logits[i, target − v0] or 0 when out of range)
-void cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max, int64_t groups,
-                            const float* logits, const int32_t* targets, int64_t m, int64_t v_local, int64_t v0);
+void cross_entropy_partials(ThreadPool& pool, float* partials, float* max, float* exps, const float* gathered_max,
+                            int64_t groups, const float* logits, const int32_t* targets, int64_t m, int64_t v_local,
+                            int64_t v0);
 // (3) loss (m) = log(partials[i,0]) + max[i] − partials[i,1]
-void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m);
+void cross_entropy_loss(ThreadPool& pool, float* loss, const float* partials, const float* max, int64_t m);
 // dlogits (m, v_local) = (exps / partials[i,0] − onehot)·scale (may alias exps)
-void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets, int64_t m,
-                            int64_t v_local, int64_t v0, float scale);
+void cross_entropy_backward(ThreadPool& pool, float* dlogits, const float* exps, const float* partials,
+                            const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale);
 
 }  // namespace axonn::cpu

@@ -44,4 +44,12 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alp
               blas_int("ldb", ldb), beta, c, blas_int("ldc", ldc));
 }
 
+SerialBlasScope::SerialBlasScope() : saved_(openblas_get_num_threads()) {
+  if (saved_ != 1) openblas_set_num_threads(1);
+}
+
+SerialBlasScope::~SerialBlasScope() {
+  if (saved_ != 1) openblas_set_num_threads(saved_);
+}
+
 }  // namespace axonn::cpu

@@ -48,38 +48,45 @@ inline float sigmoid_approx(float x) { return 1.0f / (1.0f + exp_approx(-x)); }
 constexpr int64_t kLanes = 8;       // float lanes of the sums: two SSE registers
 constexpr int64_t kSumBlock = 512;  // elements per float partial sum before it joins a double
 
-// Σ x[0, n) in a fixed order: 8 float lanes over blocks of kSumBlock elements, each block
-// added into a double. Vectorizable and accurate to ~1e-7 relative for any n.
+// Σ x[start, end) of one block (end − start <= kSumBlock): 8 float lanes, the tail, then the
+// lanes in order.
+inline float block_sum(const float* x, int64_t start, int64_t end) {
+  float lane[kLanes] = {};
+  int64_t j = start;
+  for (; j + kLanes <= end; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += x[j + l];
+  float block = 0.0f;
+  for (; j < end; ++j) block += x[j];
+  for (int64_t l = 0; l < kLanes; ++l) block += lane[l];
+  return block;
+}
+
+// Σ x[j]² over one block, in the same order as block_sum.
+inline float block_sum_squares(const float* x, int64_t start, int64_t end) {
+  float lane[kLanes] = {};
+  int64_t j = start;
+  for (; j + kLanes <= end; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += x[j + l] * x[j + l];
+  float block = 0.0f;
+  for (; j < end; ++j) block += x[j] * x[j];
+  for (int64_t l = 0; l < kLanes; ++l) block += lane[l];
+  return block;
+}
+
+// Σ x[0, n) in a fixed order: blocks of kSumBlock elements (block_sum), each added into a
+// double in block order. Vectorizable and accurate to ~1e-7 relative for any n.
 inline double sum_floats(const float* x, int64_t n) {
   double total = 0.0;
-  for (int64_t start = 0; start < n; start += kSumBlock) {
-    const int64_t end = std::min(start + kSumBlock, n);
-    float lane[kLanes] = {};
-    int64_t j = start;
-    for (; j + kLanes <= end; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) lane[l] += x[j + l];
-    float block = 0.0f;
-    for (; j < end; ++j) block += x[j];
-    for (int64_t l = 0; l < kLanes; ++l) block += lane[l];
-    total += static_cast<double>(block);
-  }
+  for (int64_t start = 0; start < n; start += kSumBlock)
+    total += static_cast<double>(block_sum(x, start, std::min(start + kSumBlock, n)));
   return total;
 }
 
 // Σ x[j]² over [0, n), in the same order as sum_floats.
 inline double sum_squares_floats(const float* x, int64_t n) {
   double total = 0.0;
-  for (int64_t start = 0; start < n; start += kSumBlock) {
-    const int64_t end = std::min(start + kSumBlock, n);
-    float lane[kLanes] = {};
-    int64_t j = start;
-    for (; j + kLanes <= end; j += kLanes)
-      for (int64_t l = 0; l < kLanes; ++l) lane[l] += x[j + l] * x[j + l];
-    float block = 0.0f;
-    for (; j < end; ++j) block += x[j] * x[j];
-    for (int64_t l = 0; l < kLanes; ++l) block += lane[l];
-    total += static_cast<double>(block);
-  }
+  for (int64_t start = 0; start < n; start += kSumBlock)
+    total += static_cast<double>(block_sum_squares(x, start, std::min(start + kSumBlock, n)));
   return total;
 }
 

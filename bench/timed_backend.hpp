@@ -1,0 +1,177 @@
+#pragma once
+// A Backend that forwards every op to another backend and adds up the wall time of each
+// (GEMMs per shape), for `bench_train_cpu --profile`: where a training step's time goes.
+// Synchronizes after each op, so on a device backend it measures the op, not its launch.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "trainer/backend.hpp"
+
+namespace axonn::bench {
+
+class TimedBackend final : public Backend {
+ public:
+  struct Total {
+    double seconds = 0;
+    int64_t calls = 0;
+    double flops = 0;  // GEMMs only
+  };
+
+  explicit TimedBackend(Backend& inner) : inner_(inner) {}
+  const std::map<std::string, Total>& totals() const { return totals_; }
+  void reset() { totals_.clear(); }
+
+  const char* name() const override { return inner_.name(); }
+  bool device_is_host() const override { return inner_.device_is_host(); }
+  void* alloc(size_t bytes) override { return inner_.alloc(bytes); }
+  void free(void* ptr) override { inner_.free(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    timed("copy_to_device", [&] { inner_.copy_to_device(dst, src, bytes); });
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    timed("copy_to_host", [&] { inner_.copy_to_host(dst, src, bytes); });
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    timed("copy", [&] { inner_.copy(dst, src, bytes); });
+  }
+  void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) override {
+    timed("copy_2d", [&] { inner_.copy_2d(dst, ld_dst, src, ld_src, rows, cols); });
+  }
+  void memset_zero(void* ptr, size_t bytes) override {
+    timed("memset_zero", [&] { inner_.memset_zero(ptr, bytes); });
+  }
+  void fill(float* x, float value, int64_t n) override {
+    timed("fill", [&] { inner_.fill(x, value, n); });
+  }
+  void synchronize() override { inner_.synchronize(); }
+
+  void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
+    const std::string key = std::string("gemm ") + (ta == Transpose::yes ? "T" : "N") +
+                            (tb == Transpose::yes ? "T" : "N") + " " + std::to_string(m) + "x" + std::to_string(n) +
+                            "x" + std::to_string(k);
+    timed(key, [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
+    totals_[key].flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
+
+  void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) override {
+    timed("bias_forward", [&] { inner_.bias_forward(out, bias, m, n, ld); });
+  }
+  void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) override {
+    timed("bias_backward", [&] { inner_.bias_backward(dbias, dout, m, n, ld); });
+  }
+  void add(float* out, const float* a, const float* b, int64_t n) override {
+    timed("add", [&] { inner_.add(out, a, b, n); });
+  }
+  void scale(float* x, float alpha, int64_t n) override {
+    timed("scale", [&] { inner_.scale(x, alpha, n); });
+  }
+  void axpy(float* y, float alpha, const float* x, int64_t n) override {
+    timed("axpy", [&] { inner_.axpy(y, alpha, x, n); });
+  }
+  void sum(float* out, const float* x, int64_t n) override {
+    timed("sum", [&] { inner_.sum(out, x, n); });
+  }
+  void sum_squares(float* out, const float* x, int64_t n) override {
+    timed("sum_squares", [&] { inner_.sum_squares(out, x, n); });
+  }
+
+  void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) override {
+    timed("layernorm forward", [&] { inner_.layernorm_row_sums(sums, x, m, c); });
+  }
+  void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m, int64_t c,
+                                  int64_t C) override {
+    timed("layernorm forward", [&] { inner_.layernorm_centered_squares(mean, squares, sums, x, m, c, C); });
+  }
+  void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+                           const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C, float eps) override {
+    timed("layernorm forward",
+          [&] { inner_.layernorm_normalize(out, rstd, x, mean, squares, gamma, beta, m, c, C, eps); });
+  }
+  void layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+                                   const float* rstd, const float* gamma, int64_t m, int64_t c) override {
+    timed("layernorm backward",
+          [&] { inner_.layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, c); });
+  }
+  void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials, const float* dout,
+                                 const float* x, const float* mean, const float* rstd, const float* gamma, int64_t m,
+                                 int64_t c, int64_t C) override {
+    timed("layernorm backward",
+          [&] { inner_.layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C); });
+  }
+
+  void gelu_forward(float* out, const float* x, int64_t n) override {
+    timed("gelu_forward", [&] { inner_.gelu_forward(out, x, n); });
+  }
+  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    timed("gelu_backward", [&] { inner_.gelu_backward(dx, x, dout, n); });
+  }
+
+  void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
+                         int64_t B, int64_t T, int64_t h, int64_t d) override {
+    timed("attention_forward", [&] { inner_.attention_forward(out, probs, q, k, v, ld, B, T, h, d); });
+  }
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
+                          const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
+                          int64_t d) override {
+    timed("attention_backward", [&] { inner_.attention_backward(dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d); });
+  }
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,
+                         int64_t v_local) override {
+    timed("embedding", [&] { inner_.embedding_forward(out, tokens, table, m, c, v0, v_local); });
+  }
+  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c, int64_t v0,
+                          int64_t v_local) override {
+    timed("embedding", [&] { inner_.embedding_backward(dtable, dout, tokens, m, c, v0, v_local); });
+  }
+  void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) override {
+    timed("embedding", [&] { inner_.position_forward(out, wpe, B, T, c); });
+  }
+  void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) override {
+    timed("embedding", [&] { inner_.position_backward(dwpe, dout, B, T, c); });
+  }
+
+  void cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) override {
+    timed("cross_entropy", [&] { inner_.cross_entropy_row_max(row_max, logits, m, v_local); });
+  }
+  void cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max, int64_t groups,
+                              const float* logits, const int32_t* targets, int64_t m, int64_t v_local,
+                              int64_t v0) override {
+    timed("cross_entropy", [&] {
+      inner_.cross_entropy_partials(partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
+    });
+  }
+  void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) override {
+    timed("cross_entropy", [&] { inner_.cross_entropy_loss(loss, partials, max, m); });
+  }
+  void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
+                              int64_t m, int64_t v_local, int64_t v0, float scale) override {
+    timed("cross_entropy",
+          [&] { inner_.cross_entropy_backward(dlogits, exps, partials, targets, m, v_local, v0, scale); });
+  }
+
+  void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
+             bool decay) override {
+    timed("adamw", [&] { inner_.adamw(param, grad, m, v, n, step, decay); });
+  }
+
+ private:
+  template <typename F>
+  void timed(const std::string& key, F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    inner_.synchronize();
+    Total& t = totals_[key];
+    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++t.calls;
+  }
+
+  Backend& inner_;
+  std::map<std::string, Total> totals_;
+};
+
+}  // namespace axonn::bench

@@ -1,0 +1,336 @@
+// Training throughput of the CPU trainer on one rank, against two references measured in the
+// same run:
+//   1. PyTorch CPU training the same GPT-2 with the same step (bench/train_cpu_torch.py under
+//      Debian's /usr/bin/python3; same thread count, batch, sequence, AdamW, clipping), goal
+//      ours/PyTorch >= 1.0x;
+//   2. OpenBLAS sgemm at 1024^3 with the same thread count, the physical limit of a CPU step
+//      made of GEMMs; goal: our achieved FLOP/s >= 50% of it.
+// FLOPs per step are the layout model's (layout_cost.cpp flops_per_rank: 6·tokens·(k·n) per
+// linear layer incl. the tied head, 12·B·H·T²·d for attention, the usual full-matrix count),
+// the same number for both sides, so FLOP/s ratios equal tokens/s ratios.
+//
+// The machine is shared and noisy, so the sides alternate: each round measures sgemm, then our
+// trainer, then PyTorch, and the ratios are taken within a round; the report gives the median
+// over rounds and the min..max.
+//
+// usage: bench_train_cpu [--threads N] [--rounds R] [--steps S] [--layers L] [--hidden C]
+//                        [--heads H] [--vocab V] [--sequence T] [--batch B] [--micro-batch mb]
+//                        [--python PATH] [--no-torch] [--profile]
+// Our side is in-process: CpuBackend, a one-rank CommGrid, Trainer on the built-in corpus.
+// --profile: no references; our step's time per backend op (GEMMs per shape), the rest of the
+// step being host code between the ops.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/comm_grid.hpp"
+#include "comm/exchange.hpp"
+#include "config/job_config.hpp"
+#include "layout/layout_cost.hpp"
+#include "timed_backend.hpp"
+#include "trainer/cpu/cpu_backend.hpp"
+#include "trainer/data/token_data.hpp"
+#include "trainer/train/trainer.hpp"
+
+#ifndef AXONN_SOURCE_DIR
+#error "AXONN_SOURCE_DIR must name the source tree (bench/CMakeLists.txt defines it)"
+#endif
+
+using namespace axonn;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The job of one rank: a one-rank grid has only single-rank groups, so the exchange is never
+// asked for anything but its rank and size.
+class SoloExchange final : public Exchange {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void put(const std::string&, const std::vector<char>&) override {}
+  void fence() override {}
+  std::vector<char> get(int, const std::string& key) override {
+    throw std::runtime_error("SoloExchange: no other rank to get '" + key + "' from");
+  }
+};
+
+struct Options {
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int rounds = 3;
+  int steps = 5;  // timed steps per round and side, after 2 untimed ones
+  ModelShape model{6, 384, 6, 256, 256};
+  int batch = 8;
+  int micro_batch = 8;
+  std::string python = "/usr/bin/python3";
+  bool torch = true;
+  bool profile = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Spread {
+  double median, min, max;
+};
+
+Spread spread(const std::vector<double>& v) {
+  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
+// Best FLOP/s of 1024^3 sgemm over a few calls: OpenBLAS's peak with this thread count.
+double sgemm_peak_flops() {
+  const int n = 1024;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  double best = 1e30;
+  for (int r = 0; r < 8; ++r) {
+    const auto start = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    best = std::min(best, seconds_since(start));
+  }
+  return 2.0 * n * n * n / best;
+}
+
+JobConfig bench_job(const Options& o) {
+  JobConfig job;
+  job.source = "bench_train_cpu";
+  job.model = o.model;
+  job.training.global_batch = o.batch;
+  job.training.micro_batch = o.micro_batch;
+  job.training.steps = 1'000'000;  // the schedule never ends during the benchmark
+  job.training.lr = 3e-4;
+  job.training.warmup_steps = 10;
+  job.training.weight_decay = 0.1;
+  job.training.grad_clip = 1.0;
+  return job;
+}
+
+// Seconds of each of `steps` timed steps (after 2 untimed ones) of our trainer.
+std::vector<double> our_step_times(Trainer& trainer, int steps) {
+  std::vector<double> times;
+  for (int s = 0; s < steps + 2; ++s) {
+    const auto start = Clock::now();
+    trainer.train_step();
+    if (s >= 2) times.push_back(seconds_since(start));
+  }
+  return times;
+}
+
+// Runs the PyTorch side once and returns its timed step seconds; throws with its output on failure.
+std::vector<double> torch_step_times(const Options& o) {
+  const ModelShape& m = o.model;
+  const std::string command = o.python + " " AXONN_SOURCE_DIR "/bench/train_cpu_torch.py --layers " +
+                              std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) + " --heads " +
+                              std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
+                              std::to_string(m.sequence) + " --batch " + std::to_string(o.batch) + " --micro-batch " +
+                              std::to_string(o.micro_batch) + " --threads " + std::to_string(o.threads) + " --steps " +
+                              std::to_string(o.steps) + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot start: " + command);
+  std::string output;
+  char buf[4096];
+  for (size_t got; (got = fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, got);
+  const int status = pclose(pipe);
+  const size_t key = output.rfind("{\"step_s\": [");
+  if (status != 0 || key == std::string::npos)
+    throw std::runtime_error("PyTorch side failed (" + command + "):\n" + output);
+  std::vector<double> times;
+  const char* p = output.c_str() + key + 12;
+  for (char* end = nullptr;; p = end + 1) {
+    const double t = std::strtod(p, &end);
+    if (end == p) break;
+    times.push_back(t);
+    if (*end != ',') break;
+  }
+  if (times.empty()) throw std::runtime_error("PyTorch side printed no step times:\n" + output);
+  return times;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: bench_train_cpu [--threads N] [--rounds R] [--steps S] [--layers L] [--hidden C] [--heads H]\n"
+               "                       [--vocab V] [--sequence T] [--batch B] [--micro-batch mb] [--python PATH]\n"
+               "                       [--no-torch] [--profile]\n");
+  return 2;
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    auto number = [&] { return std::stoi(argv[++i]); };
+    if (a == "--no-torch")
+      o.torch = false;
+    else if (a == "--profile")
+      o.profile = true;
+    else if (!has_value)
+      return false;
+    else if (a == "--threads")
+      o.threads = number();
+    else if (a == "--rounds")
+      o.rounds = number();
+    else if (a == "--steps")
+      o.steps = number();
+    else if (a == "--layers")
+      o.model.layers = number();
+    else if (a == "--hidden")
+      o.model.hidden = number();
+    else if (a == "--heads")
+      o.model.heads = number();
+    else if (a == "--vocab")
+      o.model.vocab = number();
+    else if (a == "--sequence")
+      o.model.sequence = number();
+    else if (a == "--batch")
+      o.batch = number();
+    else if (a == "--micro-batch")
+      o.micro_batch = number();
+    else if (a == "--python")
+      o.python = argv[++i];
+    else
+      return false;
+  }
+  return o.threads > 0 && o.rounds > 0 && o.steps > 0;
+}
+
+// Our trainer's step split by backend op: `steps` steps after 2 untimed ones. Each op's time
+// is its fastest step's (a shared machine slows some steps down); the step time is the median.
+int profile(const Options& o, const JobConfig& job, const TokenData& data) {
+  CpuBackend cpu(o.threads);
+  bench::TimedBackend backend(cpu);
+  SoloExchange exchange;
+  CommGrid grid(exchange, Layout{}, std::chrono::seconds(10), true);
+  Trainer trainer(backend, grid, job, data);
+  our_step_times(trainer, 0);
+  std::vector<double> step_times, outside_ops;
+  std::map<std::string, bench::TimedBackend::Total> best;
+  for (int s = 0; s < o.steps; ++s) {
+    backend.reset();
+    const auto start = Clock::now();
+    trainer.train_step();
+    step_times.push_back(seconds_since(start));
+    double in_ops = 0;
+    for (const auto& [name, t] : backend.totals()) {
+      in_ops += t.seconds;
+      if (best.count(name) == 0 || t.seconds < best[name].seconds) best[name] = t;
+    }
+    outside_ops.push_back(step_times.back() - in_ops);
+  }
+  const double step_s = median(step_times);
+
+  std::vector<std::pair<std::string, bench::TimedBackend::Total>> ops(best.begin(), best.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  const Spread spread_s = spread(step_times);
+  std::printf("profile: %.1f ms per step (median of %d steps, %.1f..%.1f), per backend op (its fastest step):\n",
+              1e3 * step_s, o.steps, 1e3 * spread_s.min, 1e3 * spread_s.max);
+  std::printf("  %-28s %9s %10s %7s %10s\n", "op", "calls", "ms/step", "share", "GFLOP/s");
+  double ops_s = 0;
+  for (const auto& [name, t] : ops) {
+    ops_s += t.seconds;
+    std::printf("  %-28s %9lld %10.2f %6.1f%%", name.c_str(), static_cast<long long>(t.calls), 1e3 * t.seconds,
+                100.0 * t.seconds / step_s);
+    if (t.flops > 0) std::printf(" %10.1f", t.flops / t.seconds / 1e9);
+    std::printf("\n");
+  }
+  std::printf("  %-28s %9s %10.2f %6.1f%%\n", "sum of the ops", "", 1e3 * ops_s, 100.0 * ops_s / step_s);
+  std::printf("  %-28s %9s %10.2f %6.1f%%   (median over steps: host code, collectives)\n", "outside the ops", "",
+              1e3 * median(outside_ops), 100.0 * median(outside_ops) / step_s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Options o;
+  if (!parse(argc, argv, o)) return usage();
+  const ModelShape& m = o.model;
+  const JobConfig job = bench_job(o);
+  const TokenData data = builtin_corpus();
+  data.validate(m.vocab, m.sequence, o.batch);
+  if (o.profile) return profile(o, job, data);
+
+  CpuBackend backend(o.threads);
+  SoloExchange exchange;
+  CommGrid grid(exchange, Layout{}, std::chrono::seconds(10), true);
+  Trainer trainer(backend, grid, job, data);
+
+  ChooserInput plan;
+  plan.model = m;
+  plan.batch = {o.batch, o.micro_batch, Dtype::float32};
+  const double flops = flops_per_rank(plan, Layout{});
+  const double tokens = static_cast<double>(o.batch) * m.sequence;
+  std::printf("model: %d layers, hidden %d, %d heads, vocab %d, sequence %d; %.2fM parameters\n", m.layers, m.hidden,
+              m.heads, m.vocab, m.sequence, static_cast<double>(trainer.params().size()) / 1e6);
+  std::printf("step: %d sequences (%.0f tokens) in micro-batches of %d, AdamW + clipping; %.1f GFLOP per step\n",
+              o.batch, tokens, trainer.split().micro_batch, flops / 1e9);
+  std::printf("threads: %d (OpenBLAS and PyTorch); %d rounds of %d timed steps per side\n\n", o.threads, o.rounds,
+              o.steps);
+  std::printf("%6s %12s %12s %12s %12s %12s %10s %10s\n", "round", "sgemm GF/s", "ours tok/s", "ours GF/s",
+              "torch tok/s", "torch GF/s", "ours/torch", "ours/peak");
+
+  std::vector<double> peak, ours, torch, vs_torch, vs_peak;
+  double best_ours_s = 1e30, best_torch_s = 1e30;
+  for (int r = 0; r < o.rounds; ++r) {
+    peak.push_back(sgemm_peak_flops());
+    const std::vector<double> our_steps = our_step_times(trainer, o.steps);
+    best_ours_s = std::min(best_ours_s, *std::min_element(our_steps.begin(), our_steps.end()));
+    ours.push_back(tokens / median(our_steps));
+    const double our_flops = ours.back() / tokens * flops;
+    vs_peak.push_back(our_flops / peak.back());
+    std::printf("%6d %12.1f %12.0f %12.1f", r + 1, peak.back() / 1e9, ours.back(), our_flops / 1e9);
+    if (o.torch) {
+      const std::vector<double> torch_steps = torch_step_times(o);
+      best_torch_s = std::min(best_torch_s, *std::min_element(torch_steps.begin(), torch_steps.end()));
+      torch.push_back(tokens / median(torch_steps));
+      vs_torch.push_back(ours.back() / torch.back());
+      std::printf(" %12.0f %12.1f %9.2fx", torch.back(), torch.back() / tokens * flops / 1e9, vs_torch.back());
+    } else {
+      std::printf(" %12s %12s %10s", "-", "-", "-");
+    }
+    std::printf(" %9.1f%%\n", 100.0 * vs_peak.back());
+    std::fflush(stdout);
+  }
+
+  auto line = [](const char* what, const std::vector<double>& v, double unit, const char* fmt) {
+    const Spread s = spread(v);
+    std::printf("  %-34s ", what);
+    std::printf(fmt, s.median * unit, s.min * unit, s.max * unit);
+    std::printf("\n");
+  };
+  std::printf("\nmedian over rounds (min..max):\n");
+  line("sgemm 1024^3 GFLOP/s", peak, 1e-9, "%8.1f  (%.1f..%.1f)");
+  line("ours tokens/s", ours, 1.0, "%8.0f  (%.0f..%.0f)");
+  if (o.torch) line("PyTorch tokens/s", torch, 1.0, "%8.0f  (%.0f..%.0f)");
+  if (o.torch) line("ours / PyTorch (goal >= 1.0x)", vs_torch, 1.0, "%8.2fx (%.2f..%.2f)");
+  line("ours / sgemm peak (goal >= 50%)", vs_peak, 100.0, "%7.1f%%  (%.1f..%.1f)");
+
+  // Other jobs on a shared machine only slow a step down: the fastest step of each side and
+  // the fastest sgemm are the least disturbed estimates of what the machine does alone.
+  const double best_peak = *std::max_element(peak.begin(), peak.end());
+  std::printf("\nfastest step of each side, fastest sgemm (least disturbed by other load):\n");
+  std::printf("  %-34s %8.1f\n", "sgemm 1024^3 GFLOP/s", best_peak / 1e9);
+  std::printf("  %-34s %8.0f  (%.1f GFLOP/s)\n", "ours tokens/s", tokens / best_ours_s, flops / best_ours_s / 1e9);
+  if (o.torch) {
+    std::printf("  %-34s %8.0f  (%.1f GFLOP/s)\n", "PyTorch tokens/s", tokens / best_torch_s,
+                flops / best_torch_s / 1e9);
+    std::printf("  %-34s %8.2fx\n", "ours / PyTorch", best_torch_s / best_ours_s);
+  }
+  std::printf("  %-34s %7.1f%%\n", "ours / sgemm peak", 100.0 * flops / best_ours_s / best_peak);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_train_cpu: %s\n", e.what());
+  return 1;
+}
