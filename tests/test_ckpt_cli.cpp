@@ -168,22 +168,6 @@ TEST_F(CkptCli, InspectJsonParsesAndHoldsEveryTensorByFullName) {
   }
 }
 
-// Flips one byte inside the stored data of `source` (found in the file by its first bytes,
-// read through the library).
-void flip_stored_byte(const fs::path& step, const std::string& tensor, const StoredRect& source) {
-  CheckpointReader reader(step);
-  std::vector<float> data(static_cast<size_t>(element_count(source.rect)));
-  reader.read(tensor, source.rect, data.data());
-  const fs::path file = step / source.file;
-  std::string bytes = read_text(file);
-  const std::string needle(reinterpret_cast<const char*>(data.data()), std::min<size_t>(64, data.size() * 4));
-  const size_t at = bytes.find(needle);
-  ASSERT_NE(at, std::string::npos) << tensor << " data not found in " << file;
-  bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x10);
-  std::ofstream(file, std::ios::binary | std::ios::trunc)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 TEST_F(CkptCli, VerifyPassesThenNamesTheFileTensorAndRowsOfAFlippedByte) {
   const CommandResult good = ckpt_cli("verify ckpt");
   EXPECT_EQ(good.code, 0) << good.output;

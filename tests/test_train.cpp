@@ -196,5 +196,49 @@ TEST_F(TrainResume, PreemptionSavesAtOneStepBoundaryAndTheRerunEndsLikeAnUninter
   expect_same_run(resumed, full, "preempted and resumed");
 }
 
+TEST_F(TrainResume, AFlippedByteStopsTheResumeUnlessFallbackWhichAllRanksAgreeOn) {
+  const TrainedRun full = train(dir_ / "full", 4, "1x2x2x1", 6, 2);
+  ASSERT_EQ(full.steps.size(), 6u);
+  // Steps 2 and 4 of that run, with a byte of one wte rectangle flipped in step 4: only the
+  // ranks that own that rectangle see the damage, the others would load step 4.
+  const auto dir = dir_ / "damaged";
+  std::filesystem::create_directories(dir / "ckpt");
+  for (const char* step : {"step-000000002", "step-000000004"})
+    std::filesystem::copy(dir_ / "full" / "ckpt" / step, dir / "ckpt" / step, std::filesystem::copy_options::recursive);
+  write_file(dir / "ckpt" / "latest", "step-000000004\n");
+  write_file(dir / "job.toml", tiny_job(6, 2));
+  const StoredRect source = CheckpointReader(dir / "ckpt" / "step-000000004").tensor("wte").sources.at(1);
+  flip_stored_byte(dir / "ckpt" / "step-000000004", "wte", source);
+
+  const CommandResult refused = run_train(dir, 4, "1x2x2x1");
+  EXPECT_EQ(refused.code, 1) << refused.output;
+  EXPECT_TRUE(contains(refused.output, source.file)) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "wte")) << refused.output;
+  EXPECT_TRUE(contains(refused.output, "checksum")) << refused.output;
+
+  const CommandResult resumed = run_train(dir, 4, "1x2x2x1", "--fallback");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_TRUE(contains(resumed.output, "FELL BACK")) << resumed.output;
+  EXPECT_TRUE(contains(read_text(dir / "run" / "summary.json"), "\"start_step\": 2")) << resumed.output;
+  const auto steps = read_metrics(dir / "run");
+  ASSERT_EQ(steps.size(), 4u) << "steps 3-6, every rank from step 2";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].step, full.steps[2 + i].step);
+    EXPECT_NEAR(steps[i].loss, full.steps[2 + i].loss, kLossTolerance) << "step " << steps[i].step;
+  }
+}
+
+TEST_F(TrainResume, ALayoutThatDoesNotFitIsABadInputNamingWhatIsWrong) {
+  write_file(dir_ / "job.toml", tiny_job(2, 0));
+  const CommandResult product = run_train(dir_, 4, "3x1x1x1");
+  EXPECT_EQ(product.code, 2) << product.output;
+  EXPECT_TRUE(contains(product.output, "layout 3x1x1x1 (AXONN_LAYOUT) has 3 ranks but the job has 4"))
+      << product.output;
+  const CommandResult divides = run_train(dir_, 3, "1x3x1x1");
+  EXPECT_EQ(divides.code, 2) << divides.output;
+  EXPECT_TRUE(contains(divides.output, "hidden=32 is not divisible by G_x*G_z=3")) << divides.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "metrics.jsonl")) << "nothing may start";
+}
+
 }  // namespace
 }  // namespace axonn::test

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -85,6 +86,23 @@ inline std::map<std::string, std::vector<float>> read_tensors(const std::filesys
     reader.read(t.name, all, v.data());
   }
   return out;
+}
+
+// Flips one byte inside the stored data of `source` of `tensor` in step directory `step`
+// (found in the shard file by its first bytes, read through the library), so only readers of
+// that rectangle see a checksum mismatch.
+inline void flip_stored_byte(const std::filesystem::path& step, const std::string& tensor, const StoredRect& source) {
+  CheckpointReader reader(step);
+  std::vector<float> data(static_cast<size_t>(element_count(source.rect)));
+  reader.read(tensor, source.rect, data.data());
+  const std::filesystem::path file = step / source.file;
+  std::string bytes = read_text(file);
+  const std::string needle(reinterpret_cast<const char*>(data.data()), std::min<size_t>(64, data.size() * 4));
+  const size_t at = bytes.find(needle);
+  ASSERT_NE(at, std::string::npos) << tensor << " data not found in " << file;
+  bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x10);
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 }  // namespace axonn::test
