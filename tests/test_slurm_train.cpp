@@ -22,13 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Losses as in test_train (float32 sums in other orders; measured ~2e-6 after 30-60 steps at
-// other layouts). Weights drift more over 40 AdamW steps than over test_train's 5: Adam
+// Losses: float32 sums in other orders drift apart over steps (measured up to 2.1e-5, i.e.
+// 5e-6 relative, at step 12 of 4-then-8 ranks against 1); 1e-4 keeps a 5x margin while the
+// data cursor, checked exactly, catches any skipped or repeated sample. Weights drift more over 40 AdamW steps than over test_train's 5: Adam
 // divides each gradient by its own running norm, so elements whose gradients are near zero
 // turn float32 reordering into visible steps (measured up to ~2e-4 at 4, 3 and 2 ranks
 // against 1). A lost optimizer state or a skipped or repeated batch moves weights by about
 // lr = 3e-3 per step, well above this bound.
-constexpr double kLossTolerance = 2e-5;
+constexpr double kLossTolerance = 1e-4;
 constexpr float kWeightTolerance = 1e-3f;
 constexpr int kSteps = 40;  // ~20 ms a step at 4 ranks: the preemption signal (~0.1 s) lands mid-run
 
