@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 
 // Losses: float32 sums in other orders drift apart over steps (measured up to 2.1e-5, i.e.
 // 5e-6 relative, at step 12 of 4-then-8 ranks against 1); 1e-4 keeps a 5x margin while the
-// data cursor, checked exactly, catches any skipped or repeated sample. Weights drift more over 40 AdamW steps than over test_train's 5: Adam
-// divides each gradient by its own running norm, so elements whose gradients are near zero
+// data cursor, checked exactly, catches any skipped or repeated sample. Weights drift more over 40 AdamW steps than
+// over test_train's 5: Adam divides each gradient by its own running norm, so elements whose gradients are near zero
 // turn float32 reordering into visible steps (measured up to ~2e-4 at 4, 3 and 2 ranks
 // against 1). A lost optimizer state or a skipped or repeated batch moves weights by about
 // lr = 3e-3 per step, well above this bound.
@@ -79,14 +79,7 @@ void expect_continues(const TrainedRun& got, const TrainedRun& want, int64_t fir
     EXPECT_NEAR(got.steps[i].loss, w.loss, kLossTolerance) << what << " step " << w.step;
     EXPECT_EQ(got.steps[i].data_cursor, w.data_cursor) << what << " step " << w.step;
   }
-  ASSERT_EQ(got.tensors.size(), want.tensors.size()) << what;
-  for (const auto& [name, w] : want.tensors) {
-    const auto& g = got.tensors.at(name);
-    ASSERT_EQ(g.size(), w.size()) << what << " " << name;
-    float worst = 0;
-    for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(g[i] - w[i]));
-    EXPECT_LE(worst, kWeightTolerance) << what << ": " << name << " differs from the uninterrupted run";
-  }
+  expect_same_tensors(got.tensors, want.tensors, kWeightTolerance, what);
 }
 
 class SlurmTrain : public ::testing::Test {

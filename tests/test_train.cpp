@@ -50,14 +50,7 @@ void expect_same_run(const TrainedRun& got, const TrainedRun& want, const std::s
     EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, kLossTolerance) << what << " step " << want.steps[i].step;
     EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor) << what;
   }
-  ASSERT_EQ(got.tensors.size(), want.tensors.size()) << what;
-  for (const auto& [name, w] : want.tensors) {
-    const auto& g = got.tensors.at(name);
-    ASSERT_EQ(g.size(), w.size()) << what << " " << name;
-    float worst = 0;
-    for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(g[i] - w[i]));
-    EXPECT_LE(worst, kWeightTolerance) << what << ": " << name << " differs from the serial run";
-  }
+  expect_same_tensors(got.tensors, want.tensors, kWeightTolerance, what);
 }
 
 class TrainLayouts : public ::testing::TestWithParam<std::string> {

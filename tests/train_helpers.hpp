@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -86,6 +87,21 @@ inline std::map<std::string, std::vector<float>> read_tensors(const std::filesys
     reader.read(t.name, all, v.data());
   }
   return out;
+}
+
+// Every tensor of `want` is in `got` with the same size and no element further than
+// `tolerance` away; `what` names the comparison in failures.
+inline void expect_same_tensors(const std::map<std::string, std::vector<float>>& got,
+                                const std::map<std::string, std::vector<float>>& want, float tolerance,
+                                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [name, w] : want) {
+    const auto& g = got.at(name);
+    ASSERT_EQ(g.size(), w.size()) << what << " " << name;
+    float worst = 0;
+    for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(g[i] - w[i]));
+    EXPECT_LE(worst, tolerance) << what << ": " << name << " differs by up to " << worst;
+  }
 }
 
 // Flips one byte inside the stored data of `source` of `tensor` in step directory `step`
