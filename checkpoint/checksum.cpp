@@ -4,24 +4,34 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <new>
 
-#include "checkpoint/reshard.hpp"
-
 namespace axonn {
+namespace {
+
+struct StateFree {
+  void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
+};
+using State = std::unique_ptr<XXH3_state_t, StateFree>;
+
+State new_state() {
+  State s(XXH3_createState());
+  if (!s) throw std::bad_alloc();
+  XXH3_64bits_reset(s.get());
+  return s;
+}
+
+}  // namespace
 
 uint64_t xxh3_64(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
 uint64_t xxh3_64_rows(const float* first, int64_t rows, int64_t row_elems, int64_t stride_elems) {
   const size_t row_bytes = static_cast<size_t>(row_elems) * sizeof(float);
-  if (stride_elems == row_elems) return XXH3_64bits(first, static_cast<size_t>(rows) * row_bytes);
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr) throw std::bad_alloc();
-  XXH3_64bits_reset(state);
-  for (int64_t r = 0; r < rows; ++r) XXH3_64bits_update(state, first + r * stride_elems, row_bytes);
-  const uint64_t h = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return h;
+  if (stride_elems == row_elems || rows == 1) return XXH3_64bits(first, static_cast<size_t>(rows) * row_bytes);
+  State state = new_state();
+  for (int64_t r = 0; r < rows; ++r) XXH3_64bits_update(state.get(), first + r * stride_elems, row_bytes);
+  return XXH3_64bits_digest(state.get());
 }
 
 uint64_t combine_hashes(const std::vector<uint64_t>& hashes) {
@@ -32,24 +42,36 @@ uint64_t combine_hashes(const std::vector<uint64_t>& hashes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
-int64_t checksum_rows_per_block(const Rect& rect) {
-  const int64_t row_bytes = row_elements(rect) * static_cast<int64_t>(sizeof(float));
-  return std::max<int64_t>(1, kChecksumBlockBytes / row_bytes);
-}
-
-int64_t checksum_block_count(int64_t rows, int64_t rows_per_block) {
-  return (rows + rows_per_block - 1) / rows_per_block;
-}
-
-std::vector<uint64_t> block_hashes(const float* data, const Rect& rect, int64_t rows_per_block) {
-  const int64_t rows = rect.count[0];
-  const size_t row_bytes = static_cast<size_t>(row_elements(rect)) * sizeof(float);
+std::vector<uint64_t> band_hashes(const float* first, int64_t rows, int64_t row_elems, int64_t stride_elems,
+                                  int64_t block_elems) {
+  if (block_elems >= row_elems) return {xxh3_64_rows(first, rows, row_elems, stride_elems)};
+  const int64_t blocks = (row_elems + block_elems - 1) / block_elems;
+  std::vector<State> states;
+  states.reserve(static_cast<size_t>(blocks));
+  for (int64_t k = 0; k < blocks; ++k) states.push_back(new_state());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = first + r * stride_elems;
+    for (int64_t k = 0; k < blocks; ++k) {
+      const int64_t begin = k * block_elems;
+      const int64_t n = std::min(block_elems, row_elems - begin);
+      XXH3_64bits_update(states[static_cast<size_t>(k)].get(), row + begin, static_cast<size_t>(n) * sizeof(float));
+    }
+  }
   std::vector<uint64_t> hashes;
-  hashes.reserve(static_cast<size_t>(checksum_block_count(rows, rows_per_block)));
-  const auto* bytes = reinterpret_cast<const unsigned char*>(data);
-  for (int64_t r = 0; r < rows; r += rows_per_block) {
-    const int64_t n = std::min(rows_per_block, rows - r);
-    hashes.push_back(XXH3_64bits(bytes + static_cast<size_t>(r) * row_bytes, static_cast<size_t>(n) * row_bytes));
+  hashes.reserve(states.size());
+  for (const State& s : states) hashes.push_back(XXH3_64bits_digest(s.get()));
+  return hashes;
+}
+
+std::vector<uint64_t> block_hashes(const float* data, const BlockGrid& grid) {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(static_cast<size_t>(grid.count()));
+  const int64_t row_elems = grid.row_elements();
+  for (int64_t i = 0; i < grid.block_rows(); ++i) {
+    const std::vector<uint64_t> band =
+        band_hashes(data + grid.row_begin(i) * row_elems, grid.row_end(i) - grid.row_begin(i), row_elems, row_elems,
+                    grid.cols_per_block * grid.inner);
+    hashes.insert(hashes.end(), band.begin(), band.end());
   }
   return hashes;
 }

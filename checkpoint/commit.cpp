@@ -86,8 +86,10 @@ std::vector<TensorInfo> build_table(const std::map<int, ShardMeta>& metas, const
                                   t.sources.front().file + " but " + shape_string(s.global_shape) + " in " +
                                   shard_file_name(rank) + ": all ranks must describe the same model");
       }
-      t.sources.push_back(
-          StoredRect{rank, shard_file_name(rank), s.dataset, s.rect, s.rows_per_block, s.block_hashes, s.xxh3});
+      // A version-1 shard (cols_per_block = all its columns) indexes as it is: its row blocks are
+      // the full-width tiles of version 2.
+      t.sources.push_back(StoredRect{rank, shard_file_name(rank), s.dataset, s.rect, s.rows_per_block, s.cols_per_block,
+                                     s.block_hashes, s.xxh3});
     }
   }
   std::vector<TensorInfo> table;

@@ -6,7 +6,11 @@
 namespace axonn::format {
 
 inline constexpr const char* kMagic = "AXONNCKP";
-inline constexpr int64_t kVersion = 1;
+// Version 2 (this build writes it): checksum blocks are tiles of rows x columns, with
+// cols_per_block / source_cols_per_block. Version 1: blocks of whole rows, no column attributes;
+// still read (its blocks are the tiles that span all columns).
+inline constexpr int64_t kVersion = 2;
+inline constexpr int64_t kOldestReadableVersion = 1;
 inline constexpr const char* kChecksumAlgorithm = "XXH3-64";
 
 // Root attributes of index.h5 and of every shard file.
@@ -27,6 +31,7 @@ inline constexpr const char* kAttrTensor = "tensor";
 inline constexpr const char* kAttrGlobalShape = "global_shape";
 inline constexpr const char* kAttrOffset = "offset";
 inline constexpr const char* kAttrRowsPerBlock = "rows_per_block";
+inline constexpr const char* kAttrColsPerBlock = "cols_per_block";  // version 2 on
 inline constexpr const char* kAttrBlockHashes = "xxh3_blocks";
 inline constexpr const char* kAttrXxh3 = "xxh3";
 
@@ -49,6 +54,7 @@ inline constexpr const char* kAttrSourceDataset = "source_dataset";
 inline constexpr const char* kAttrSourceOffset = "source_offset";  // [n, rank]
 inline constexpr const char* kAttrSourceCount = "source_count";    // [n, rank]
 inline constexpr const char* kAttrSourceRowsPerBlock = "source_rows_per_block";
+inline constexpr const char* kAttrSourceColsPerBlock = "source_cols_per_block";  // version 2 on
 inline constexpr const char* kAttrSourceXxh3 = "source_xxh3";
 inline constexpr const char* kAttrSourceBlockHashes = "source_xxh3_blocks";  // all sources' blocks, concatenated
 

@@ -45,7 +45,7 @@ Metadata read_metadata(const h5::Attrs& root) {
 
 void write_tensor(h5::Id file, const TensorInfo& t, const std::string& f) {
   std::vector<h5::VirtualSource> vds;
-  std::vector<int64_t> ranks, offsets, counts, rows_per_block;
+  std::vector<int64_t> ranks, offsets, counts, rows_per_block, cols_per_block;
   std::vector<std::string> datasets;
   std::vector<uint64_t> hashes, blocks;
   for (const StoredRect& s : t.sources) {
@@ -55,6 +55,7 @@ void write_tensor(h5::Id file, const TensorInfo& t, const std::string& f) {
     offsets.insert(offsets.end(), s.rect.offset.begin(), s.rect.offset.end());
     counts.insert(counts.end(), s.rect.count.begin(), s.rect.count.end());
     rows_per_block.push_back(s.rows_per_block);
+    cols_per_block.push_back(s.cols_per_block);
     hashes.push_back(s.xxh3);
     blocks.insert(blocks.end(), s.block_hashes.begin(), s.block_hashes.end());
   }
@@ -67,12 +68,13 @@ void write_tensor(h5::Id file, const TensorInfo& t, const std::string& f) {
   a.set_i64s(format::kAttrSourceOffset, offsets, table_dims);
   a.set_i64s(format::kAttrSourceCount, counts, table_dims);
   a.set_i64s(format::kAttrSourceRowsPerBlock, rows_per_block);
+  a.set_i64s(format::kAttrSourceColsPerBlock, cols_per_block);
   a.set_u64s(format::kAttrSourceXxh3, hashes);
   a.set_u64s(format::kAttrSourceBlockHashes, blocks);
   ds.close(f, "close dataset " + t.name);
 }
 
-TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& f) {
+TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& f, int64_t version) {
   h5::Handle ds = h5::open_dataset(file, name, f);
   const h5::Attrs a(ds.get(), f);
   TensorInfo t;
@@ -83,6 +85,8 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
   const auto offsets = a.get_i64s(format::kAttrSourceOffset);
   const auto counts = a.get_i64s(format::kAttrSourceCount);
   const auto rows_per_block = a.get_i64s(format::kAttrSourceRowsPerBlock);
+  // Version 1 has whole-row blocks and no column attribute (filled in per source below).
+  const auto cols_per_block = version >= 2 ? a.get_i64s(format::kAttrSourceColsPerBlock) : std::vector<int64_t>{};
   const auto hashes = a.get_u64s(format::kAttrSourceXxh3);
   const auto blocks = a.get_u64s(format::kAttrSourceBlockHashes);
   const size_t n = ranks.size(), r = t.global_shape.size();
@@ -90,7 +94,7 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
     throw FormatError(f, "read index", f + ": tensor '" + name + "': " + why + "; the index is corrupt");
   };
   if (datasets.size() != n || offsets.size() != n * r || counts.size() != n * r || rows_per_block.size() != n ||
-      hashes.size() != n) {
+      (version >= 2 && cols_per_block.size() != n) || hashes.size() != n) {
     corrupt("source attributes disagree in length");
   }
   size_t next_block = 0;
@@ -109,8 +113,9 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
       corrupt(e.what());
     }
     s.rows_per_block = rows_per_block[i];
-    if (s.rows_per_block < 1) corrupt("rows_per_block < 1");
-    const size_t nblocks = static_cast<size_t>(checksum_block_count(s.rect.count[0], s.rows_per_block));
+    s.cols_per_block = version >= 2 ? cols_per_block[i] : block_grid(s.rect, 1, 1).cols;
+    if (s.rows_per_block < 1 || s.cols_per_block < 1) corrupt("a checksum block extent is below 1");
+    const size_t nblocks = static_cast<size_t>(s.blocks().count());
     if (next_block + nblocks > blocks.size()) corrupt("too few block hashes");
     s.block_hashes.assign(blocks.begin() + static_cast<std::ptrdiff_t>(next_block),
                           blocks.begin() + static_cast<std::ptrdiff_t>(next_block + nblocks));
@@ -181,13 +186,13 @@ IndexContents read_index(const std::filesystem::path& path) {
   const std::string f = path.string();
   h5::Handle file = h5::open_file_readonly(path);
   const h5::Attrs root(file.get(), f);
-  check_header(root, f, "index");
   IndexContents c;
+  c.format_version = check_header(root, f, "index");
   c.step = root.get_i64(format::kAttrStep);
   c.save_token = root.get_str(format::kAttrSaveToken);
   c.metadata = read_metadata(root);
   for (const std::string& name : root.get_strs(format::kAttrTensorNames))
-    c.tensors.push_back(read_tensor(file.get(), name, f));
+    c.tensors.push_back(read_tensor(file.get(), name, f, c.format_version));
   const auto ranks = root.get_i64s(format::kAttrShardRanks);
   const auto files = root.get_strs(format::kAttrShardFiles);
   const auto checksums = root.get_u64s(format::kAttrShardChecksums);

@@ -13,6 +13,7 @@
 namespace axonn {
 
 struct IndexContents {
+  int64_t format_version = 0;  // as read (write_index always writes format::kVersion)
   int64_t step = 0;
   std::string save_token;
   Metadata metadata;

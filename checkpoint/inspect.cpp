@@ -34,7 +34,7 @@ std::string inspect_checkpoint(const CheckpointReader& reader) {
   }
   std::string out = "checkpoint " + reader.step_dir().string() + "\n";
   out += "  step " + std::to_string(reader.step()) + ", format " + format::kMagic + " v" +
-         std::to_string(format::kVersion) + ", checksums " + format::kChecksumAlgorithm + "\n";
+         std::to_string(reader.format_version()) + ", checksums " + format::kChecksumAlgorithm + "\n";
   out += "  layout '" + m.layout + "', data cursor " + std::to_string(m.data_cursor) + ", rng state " +
          std::to_string(m.rng_state.size()) + " bytes\n";
   out += "  model config (" + std::to_string(m.model_config.size()) + " bytes): " + first_line(m.model_config) + "\n";

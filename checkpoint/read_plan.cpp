@@ -26,7 +26,8 @@ std::vector<Rect> source_rects(const TensorInfo& info) {
 
 int64_t source_bytes_read(const StoredRect& source, const Rect& region, bool verified) {
   if (!verified) return element_count(region) * 4;
-  return verified_rows(source.rect, region, source.rows_per_block).rows() * row_elements(source.rect) * 4;
+  const BlockGrid grid = source.blocks();
+  return span_elements(grid, blocks_touched(grid, source.rect, region)) * 4;
 }
 
 ReadPlan plan_reads(const std::vector<TensorInfo>& table, const std::vector<std::vector<RectRequest>>& per_rank,

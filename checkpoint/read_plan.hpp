@@ -28,8 +28,8 @@ struct ReadPlan {
   int64_t bytes_stored = 0;  // float32 bytes in the checkpoint
 };
 
-// Bytes the reader reads from one stored rectangle to fill `region` of it: whole checksum
-// blocks (all columns of the rows) when verified, else just the region.
+// Bytes the reader reads from one stored rectangle to fill `region` of it: the whole checksum
+// blocks (tiles) the region touches when verified, else just the region.
 int64_t source_bytes_read(const StoredRect& source, const Rect& region, bool verified);
 
 // per_rank[r]: what new rank r requests. Throws RequestMismatch for an unknown tensor or a

@@ -21,6 +21,36 @@ namespace {
 // Verified reads go in groups of about this many bytes (whole checksum blocks): small
 // enough that hashing one group overlaps reading the next, large enough for few calls.
 constexpr int64_t kReadGroupBytes = int64_t{16} << 20;
+
+// Maximal runs of consecutive indices in [begin, end) with the same `inside`.
+struct Run {
+  int64_t begin = 0, end = 0;
+  bool inside = false;
+};
+template <typename Inside>
+std::vector<Run> runs(int64_t begin, int64_t end, Inside inside) {
+  std::vector<Run> out;
+  for (int64_t k = begin; k < end; ++k) {
+    const bool in = inside(k);
+    if (out.empty() || out.back().inside != in) out.push_back(Run{k, k, in});
+    out.back().end = k + 1;
+  }
+  return out;
+}
+
+ChecksumMismatch mismatch(const TensorInfo& info, const StoredRect& src, const std::string& f, const BlockGrid& grid,
+                          int64_t i, int64_t j, uint64_t want, uint64_t got) {
+  return ChecksumMismatch(
+      f, "verify",
+      "checksum mismatch in " + f + " (" + src.dataset + ", tensor '" + info.name + "', " + rect_string(src.rect) +
+          ", its rows " + std::to_string(grid.row_begin(i)) + ".." + std::to_string(grid.row_end(i) - 1) +
+          (src.rect.count.size() > 1
+               ? ", columns " + std::to_string(grid.col_begin(j)) + ".." + std::to_string(grid.col_end(j) - 1)
+               : "") +
+          "): stored XXH3-64 " + hex64(want) + ", computed " + hex64(got) +
+          "; the shard is corrupt: restore it, or load the previous step (fallback)");
+}
+
 }  // namespace
 
 struct CheckpointReader::Impl {
@@ -60,75 +90,91 @@ struct CheckpointReader::Impl {
     bytes_read += element_count(region) * 4;
   }
 
-  // Reads the checksum blocks of `src` that `region` touches in groups of whole blocks,
-  // pipelined: while group k+1 is read (I/O, under HDF5's lock), a helper thread hashes
-  // group k against the index (and copies its part of `region` into dst where needed).
+  // Reads the checksum blocks (tiles) of `src` that `region` touches, in pieces of whole blocks,
+  // pipelined: while piece k+1 is read (I/O, under HDF5's lock), a helper thread hashes piece
+  // k's blocks against the index (and copies its part of `region` into dst where needed).
   void read_verified(const TensorInfo& info, const StoredRect& src, const Rect& region, const Rect& wanted,
                      float* dst) {
     const std::string f = (dir / src.file).string();
     h5::Handle ds = h5::open_dataset(shard(src), src.dataset, f);
-    const RowRange rows = verified_rows(src.rect, region, src.rows_per_block);
-    const int64_t row_elems = row_elements(src.rect);
-    const int64_t row_bytes = row_elems * 4;
-    const int64_t group_rows =
-        std::max<int64_t>(1, kReadGroupBytes / row_bytes / src.rows_per_block) * src.rows_per_block;
-    // A group whose every element is wanted is read straight into dst, where each source
-    // row is one run when the dimensions after the second agree (always for matrices).
-    bool rows_are_runs = true;
-    for (size_t d = 2; d < src.rect.count.size(); ++d)
-      rows_are_runs = rows_are_runs && src.rect.count[d] == wanted.count[d];
+    const BlockGrid grid = src.blocks();
+    const BlockSpan span = blocks_touched(grid, src.rect, region);
+    const size_t rank = src.rect.count.size();
+    // The region's rows and columns, local to src.
+    const int64_t r0 = region.offset[0] - src.rect.offset[0], r1 = r0 + region.count[0];
+    const int64_t c0 = rank > 1 ? region.offset[1] - src.rect.offset[1] : 0;
+    const int64_t c1 = rank > 1 ? c0 + region.count[1] : 1;
+    // A block inside the region is read straight into dst, where each of its rows is one run
+    // when the dimensions after the second are whole in src, region and dst (always for
+    // matrices); the others (at most the first and last block row and column) go through a
+    // buffer and only their part of the region is copied out.
+    bool inner_whole = true;
+    for (size_t d = 2; d < rank; ++d)
+      inner_whole = inner_whole && region.count[d] == src.rect.count[d] && wanted.count[d] == src.rect.count[d];
+    const std::vector<Run> row_runs = runs(span.i_begin, span.i_end, [&](int64_t i) {
+      return inner_whole && grid.row_begin(i) >= r0 && grid.row_end(i) <= r1;
+    });
+    const std::vector<Run> col_runs =
+        runs(span.j_begin, span.j_end, [&](int64_t j) { return grid.col_begin(j) >= c0 && grid.col_end(j) <= c1; });
+    const int64_t band_bytes =
+        (grid.col_end(span.j_end - 1) - grid.col_begin(span.j_begin)) * grid.inner * grid.rows_per_block * 4;
+    const int64_t group_block_rows = std::max<int64_t>(1, kReadGroupBytes / band_bytes);
     const int64_t dst_row_elems = row_elements(wanted);
     std::future<void> pending;  // declared after `bounce` (a member): never outlives it
     size_t which = 0;
-    for (int64_t g = rows.begin; g < rows.end; g += group_rows) {
-      const int64_t g_end = std::min(rows.end, g + group_rows);
-      Rect group = src.rect;
-      group.offset[0] += g;
-      group.count[0] = g_end - g;
-      const std::optional<Rect> target = intersect(group, region);
-      if (!target) continue;
-      const bool direct = rows_are_runs && *target == group;
-      Rect local = group;
-      std::fill(local.offset.begin(), local.offset.end(), 0);
-      local.offset[0] = g;
-      const float* first = nullptr;  // the group's first element where it was read to
-      int64_t stride = row_elems;    // elements from one source row to the next there
-      if (direct) {
-        std::vector<int64_t> at(group.offset.size());
-        int64_t linear = 0;
-        for (size_t d = 0; d < at.size(); ++d) {
-          at[d] = group.offset[d] - wanted.offset[d];
-          linear = linear * wanted.count[d] + at[d];
-        }
-        h5::read_f32(ds.get(), local, dst, wanted.count, at, f);
-        first = dst + linear;
-        stride = dst_row_elems;
-      } else {
-        std::vector<float>& b = bounce[which];
-        which ^= 1;
-        b.resize(static_cast<size_t>(element_count(group)));
-        h5::read_f32(ds.get(), local, b.data(), group.count, std::vector<int64_t>(group.count.size(), 0), f);
-        first = b.data();
-      }
-      bytes_read += (g_end - g) * row_bytes;
-      if (pending.valid()) pending.get();  // rethrows a mismatch found in the previous group
-      pending = std::async(std::launch::async, [&info, &src, &wanted, &f, first, stride, group, target, direct, g,
-                                                g_end, row_elems, dst] {
-        for (int64_t r = g; r < g_end; r += src.rows_per_block) {
-          const int64_t n = std::min(src.rows_per_block, g_end - r);
-          const uint64_t got = xxh3_64_rows(first + (r - g) * stride, n, row_elems, stride);
-          const uint64_t want = src.block_hashes[static_cast<size_t>(r / src.rows_per_block)];
-          if (got != want) {
-            throw ChecksumMismatch(f, "verify",
-                                   "checksum mismatch in " + f + " (" + src.dataset + ", tensor '" + info.name + "', " +
-                                       rect_string(src.rect) + ", rows " + std::to_string(r) + ".." +
-                                       std::to_string(r + n - 1) + "): stored XXH3-64 " + hex64(want) + ", computed " +
-                                       hex64(got) +
-                                       "; the shard is corrupt: restore it, or load the previous step (fallback)");
+    for (const Run& rows : row_runs) {
+      for (int64_t i0 = rows.begin; i0 < rows.end; i0 += group_block_rows) {
+        const int64_t i1 = std::min(rows.end, i0 + group_block_rows);
+        for (const Run& cols : col_runs) {
+          const bool direct = rows.inside && cols.inside;
+          Rect local{std::vector<int64_t>(rank, 0), src.rect.count};  // the piece, in src's coordinates
+          local.offset[0] = grid.row_begin(i0);
+          local.count[0] = grid.row_end(i1 - 1) - local.offset[0];
+          if (rank > 1) {
+            local.offset[1] = grid.col_begin(cols.begin);
+            local.count[1] = grid.col_end(cols.end - 1) - local.offset[1];
           }
+          Rect piece = local;  // in the tensor's coordinates
+          for (size_t d = 0; d < rank; ++d) piece.offset[d] += src.rect.offset[d];
+          const float* first = nullptr;  // the piece's first element where it was read to
+          int64_t stride = 0;            // elements from one of its rows to the next there
+          if (direct) {
+            std::vector<int64_t> at(rank);
+            int64_t linear = 0;
+            for (size_t d = 0; d < rank; ++d) {
+              at[d] = piece.offset[d] - wanted.offset[d];
+              linear = linear * wanted.count[d] + at[d];
+            }
+            h5::read_f32(ds.get(), local, dst, wanted.count, at, f);
+            first = dst + linear;
+            stride = dst_row_elems;
+          } else {
+            std::vector<float>& b = bounce[which];
+            which ^= 1;
+            b.resize(static_cast<size_t>(element_count(piece)));
+            h5::read_f32(ds.get(), local, b.data(), piece.count, std::vector<int64_t>(rank, 0), f);
+            first = b.data();
+            stride = row_elements(piece);
+          }
+          bytes_read += element_count(piece) * 4;
+          if (pending.valid()) pending.get();  // rethrows a mismatch found in the previous piece
+          pending = std::async(std::launch::async, [&info, &src, &region, &wanted, &f, &grid, first, stride, piece,
+                                                    local, direct, i0, i1, cols, dst] {
+            const int64_t piece_row_elems = row_elements(piece);
+            for (int64_t i = i0; i < i1; ++i) {
+              const std::vector<uint64_t> got = band_hashes(first + (grid.row_begin(i) - local.offset[0]) * stride,
+                                                            grid.row_end(i) - grid.row_begin(i), piece_row_elems,
+                                                            stride, grid.cols_per_block * grid.inner);
+              for (int64_t j = cols.begin; j < cols.end; ++j) {
+                const uint64_t want = src.block_hashes[static_cast<size_t>(i * grid.block_cols() + j)];
+                const uint64_t h = got[static_cast<size_t>(j - cols.begin)];
+                if (h != want) throw mismatch(info, src, f, grid, i, j, want, h);
+              }
+            }
+            if (!direct) copy_region(first, piece, dst, wanted, *intersect(piece, region));
+          });
         }
-        if (!direct) copy_region(first, group, dst, wanted, *target);
-      });
+      }
     }
     if (pending.valid()) pending.get();
   }
@@ -187,6 +233,7 @@ CheckpointReader::~CheckpointReader() = default;
 
 const fs::path& CheckpointReader::step_dir() const { return impl_->dir; }
 int64_t CheckpointReader::step() const { return impl_->index.step; }
+int64_t CheckpointReader::format_version() const { return impl_->index.format_version; }
 const std::string& CheckpointReader::save_token() const { return impl_->index.save_token; }
 const Metadata& CheckpointReader::metadata() const { return impl_->index.metadata; }
 const std::vector<TensorInfo>& CheckpointReader::tensors() const { return impl_->index.tensors; }

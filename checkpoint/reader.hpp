@@ -14,8 +14,9 @@ namespace axonn {
 
 enum class ReadPath {
   // Default. Opens the shard files directly; the reshard math picks the stored rectangles
-  // that intersect the request; whole checksum blocks (row runs) are read and verified
-  // against the index's XXH3-64 before the intersection is copied out.
+  // that intersect the request; the whole checksum blocks (tiles of rows x columns) the
+  // request touches are read and verified against the index's XXH3-64, and the
+  // intersection is copied out.
   shards,
   // Reads the request as a hyperslab of index.h5's virtual dataset: HDF5 stitches the
   // shards (what h5py users see). No checksum verification.
@@ -46,6 +47,7 @@ class CheckpointReader {
 
   const std::filesystem::path& step_dir() const;
   int64_t step() const;
+  int64_t format_version() const;  // of index.h5 (format::kOldestReadableVersion to format::kVersion)
   const std::string& save_token() const;
   const Metadata& metadata() const;
   const std::vector<TensorInfo>& tensors() const;           // sorted by name

@@ -104,16 +104,4 @@ int64_t row_elements(const Rect& rect) {
   return n;
 }
 
-RowRange region_rows(const Rect& stored, const Rect& region) {
-  const int64_t begin = region.offset[0] - stored.offset[0];
-  return RowRange{begin, begin + region.count[0]};
-}
-
-RowRange verified_rows(const Rect& stored, const Rect& region, int64_t rows_per_block) {
-  const RowRange rows = region_rows(stored, region);
-  const int64_t begin = rows.begin / rows_per_block * rows_per_block;
-  const int64_t end = std::min(stored.count[0], (rows.end + rows_per_block - 1) / rows_per_block * rows_per_block);
-  return RowRange{begin, end};
-}
-
 }  // namespace axonn

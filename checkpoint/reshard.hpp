@@ -31,17 +31,6 @@ std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<Rect>& r
 // single memcpy calls.
 void copy_region(const float* src, const Rect& src_rect, float* dst, const Rect& dst_rect, const Rect& region);
 
-// Rows [begin, end) of a stored rectangle, local to it along dimension 0.
-struct RowRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t rows() const { return end - begin; }
-};
-// The rows a verified read of `region` must read from `stored`: the whole checksum blocks
-// (rows_per_block rows each, the last one shorter) that region's rows touch.
-RowRange verified_rows(const Rect& stored, const Rect& region, int64_t rows_per_block);
-// The rows region touches, without block rounding (an unverified read).
-RowRange region_rows(const Rect& stored, const Rect& region);
 // Elements in one row (dimension 0 index) of a rectangle: product of count[1:].
 int64_t row_elements(const Rect& rect);
 

@@ -12,7 +12,20 @@ int64_t ShardMeta::data_bytes() const {
   return bytes;
 }
 
-void check_header(const h5::Attrs& root, const std::string& file, const std::string& expected_kind) {
+namespace {
+
+// "1 and 2": the versions check_header accepts, for its message.
+std::string readable_versions() {
+  std::string out;
+  for (int64_t v = format::kOldestReadableVersion; v <= format::kVersion; ++v) {
+    out += (v == format::kOldestReadableVersion ? "" : v == format::kVersion ? " and " : ", ") + std::to_string(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t check_header(const h5::Attrs& root, const std::string& file, const std::string& expected_kind) {
   const std::string magic = root.has(format::kAttrMagic) ? root.get_str(format::kAttrMagic) : "";
   if (magic != format::kMagic) {
     throw FormatError(
@@ -20,10 +33,10 @@ void check_header(const h5::Attrs& root, const std::string& file, const std::str
         file + " is not an axonn checkpoint file: magic '" + magic + "', expected '" + format::kMagic + "'");
   }
   const int64_t version = root.get_i64(format::kAttrVersion);
-  if (version != format::kVersion) {
+  if (version < format::kOldestReadableVersion || version > format::kVersion) {
     throw FormatError(file, "check version",
                       file + " has checkpoint format version " + std::to_string(version) +
-                          "; this build reads version " + std::to_string(format::kVersion) +
+                          "; this build reads versions " + readable_versions() +
                           " only: load it with the axonn build that wrote it");
   }
   const std::string kind = root.get_str(format::kAttrKind);
@@ -31,14 +44,15 @@ void check_header(const h5::Attrs& root, const std::string& file, const std::str
     throw FormatError(file, "check kind",
                       file + " is a checkpoint '" + kind + "' file, expected '" + expected_kind + "'");
   }
+  return version;
 }
 
 ShardMeta read_shard_meta(const std::filesystem::path& path) {
   const std::string f = path.string();
   h5::Handle file = h5::open_file_readonly(path);
   const h5::Attrs root(file.get(), f);
-  check_header(root, f, "shard");
   ShardMeta meta;
+  meta.format_version = check_header(root, f, "shard");
   meta.rank = static_cast<int>(root.get_i64(format::kAttrRank));
   meta.step = root.get_i64(format::kAttrStep);
   meta.save_token = root.get_str(format::kAttrSaveToken);
@@ -64,13 +78,16 @@ ShardMeta read_shard_meta(const std::filesystem::path& path) {
     } catch (const std::invalid_argument& e) {
       throw FormatError(f, "read shard metadata", where + ": " + e.what());
     }
-    if (s.rows_per_block < 1 ||
-        static_cast<int64_t>(s.block_hashes.size()) != checksum_block_count(s.rect.count[0], s.rows_per_block) ||
+    // Version 1 blocks are whole rows.
+    s.cols_per_block = meta.format_version >= 2 ? a.get_i64(format::kAttrColsPerBlock) : block_grid(s.rect, 1, 1).cols;
+    if (s.rows_per_block < 1 || s.cols_per_block < 1 ||
+        static_cast<int64_t>(s.block_hashes.size()) != block_grid(s.rect, s.rows_per_block, s.cols_per_block).count() ||
         combine_hashes(s.block_hashes) != s.xxh3) {
       throw FormatError(f, "read shard metadata",
                         where + ": checksum attributes are inconsistent (" + std::to_string(s.block_hashes.size()) +
-                            " block hashes for " + std::to_string(s.rect.count[0]) + " rows at " +
-                            std::to_string(s.rows_per_block) + " rows per block); the shard is corrupt");
+                            " block hashes for " + rect_string(s.rect) + " in blocks of " +
+                            std::to_string(s.rows_per_block) + " rows x " + std::to_string(s.cols_per_block) +
+                            " columns); the shard is corrupt");
     }
     dataset_hashes.push_back(s.xxh3);
     meta.slices.push_back(std::move(s));

@@ -51,8 +51,7 @@ int64_t reservation(std::span<const TensorSlice> slices) {
   int64_t bytes = int64_t{1} << 20;
   for (const TensorSlice& s : slices) {
     const int64_t data = element_count(s.rect) * 4;
-    bytes += (data + 4095) / 4096 * 4096 + 4096 + (16 << 10) +
-             8 * checksum_block_count(s.rect.count[0], checksum_rows_per_block(s.rect));
+    bytes += (data + 4095) / 4096 * 4096 + 4096 + (16 << 10) + 8 * choose_block_grid(s.rect).count();
   }
   return bytes;
 }
@@ -89,15 +88,16 @@ ShardWriteResult write_shard(const fs::path& dir, int64_t step, int rank, std::s
       const TensorSlice& s = slices[i];
       const std::string name = slice_dataset_name(i);
       h5::Handle ds = h5::create_f32_dataset(file.get(), name, s.rect.count, f);
-      const int64_t rows_per_block = checksum_rows_per_block(s.rect);
-      const std::vector<uint64_t> blocks = block_hashes(s.data, s.rect, rows_per_block);
+      const BlockGrid grid = choose_block_grid(s.rect);
+      const std::vector<uint64_t> blocks = block_hashes(s.data, grid);
       dataset_hashes.push_back(combine_hashes(blocks));
       h5::write_f32_all(ds.get(), s.data, f);
       const h5::Attrs attrs(ds.get(), f);
       attrs.set_str(format::kAttrTensor, s.name);
       attrs.set_i64s(format::kAttrGlobalShape, s.global_shape);
       attrs.set_i64s(format::kAttrOffset, s.rect.offset);
-      attrs.set_i64(format::kAttrRowsPerBlock, rows_per_block);
+      attrs.set_i64(format::kAttrRowsPerBlock, grid.rows_per_block);
+      attrs.set_i64(format::kAttrColsPerBlock, grid.cols_per_block);
       attrs.set_u64s(format::kAttrBlockHashes, blocks);
       attrs.set_u64(format::kAttrXxh3, dataset_hashes.back());
       ds.close(f, "close dataset " + name);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/blocks.hpp"
 #include "checkpoint/rect.hpp"
 
 namespace axonn {
@@ -15,8 +16,10 @@ struct StoredRect {
   std::string dataset;                 // "/slice-00000" inside that file
   Rect rect;                           // in the global tensor
   int64_t rows_per_block = 1;          // checksum block height (dimension-0 rows)
-  std::vector<uint64_t> block_hashes;  // XXH3-64 per block, top to bottom
+  int64_t cols_per_block = 1;          // checksum block width (dimension-1 columns; all of them in version 1)
+  std::vector<uint64_t> block_hashes;  // XXH3-64 per block, in block order (row-major over the grid)
   uint64_t xxh3 = 0;                   // combine(block_hashes)
+  BlockGrid blocks() const { return block_grid(rect, rows_per_block, cols_per_block); }
 };
 
 struct TensorInfo {

@@ -24,42 +24,51 @@ struct Source {
   const StoredRect* rect;
 };
 
-// Re-hashes one stored rectangle; returns the recomputed dataset hash.
+// Re-hashes one stored rectangle in groups of whole block rows; returns the recomputed
+// dataset hash.
 uint64_t verify_source(h5::Id file, const std::string& f, const Source& src, VerifyReport& report,
                        std::vector<float>& buf) {
   const StoredRect& s = *src.rect;
   h5::Handle ds = h5::open_dataset(file, s.dataset, f);
-  const int64_t row_elems = row_elements(s.rect);
-  const int64_t rows = s.rect.count[0];
-  const int64_t group_rows = std::max<int64_t>(1, kGroupBytes / (row_elems * 4) / s.rows_per_block) * s.rows_per_block;
+  const BlockGrid grid = s.blocks();
+  const int64_t row_elems = grid.row_elements();
+  const int64_t group_block_rows = std::max<int64_t>(1, kGroupBytes / (row_elems * 4 * grid.rows_per_block));
   std::vector<uint64_t> computed;
-  std::string bad_rows;
+  std::string bad_blocks_text;
   int bad_blocks = 0;
-  for (int64_t g = 0; g < rows; g += group_rows) {
-    const int64_t n = std::min(group_rows, rows - g);
+  for (int64_t i0 = 0; i0 < grid.block_rows(); i0 += group_block_rows) {
+    const int64_t i1 = std::min(grid.block_rows(), i0 + group_block_rows);
     Rect local{std::vector<int64_t>(s.rect.count.size(), 0), s.rect.count};
-    local.offset[0] = g;
-    local.count[0] = n;
-    buf.resize(static_cast<size_t>(n * row_elems));
+    local.offset[0] = grid.row_begin(i0);
+    local.count[0] = grid.row_end(i1 - 1) - local.offset[0];
+    buf.resize(static_cast<size_t>(element_count(local)));
     h5::read_f32(ds.get(), local, buf.data(), local.count, std::vector<int64_t>(local.count.size(), 0), f);
-    report.bytes_checked += n * row_elems * 4;
-    for (int64_t r = 0; r < n; r += s.rows_per_block) {
-      const int64_t m = std::min(s.rows_per_block, n - r);
-      const uint64_t h = xxh3_64(buf.data() + r * row_elems, static_cast<size_t>(m * row_elems * 4));
-      const size_t b = computed.size();
-      computed.push_back(h);
-      if (b >= s.block_hashes.size() || s.block_hashes[b] != h) {
-        if (bad_blocks++ < 4)
-          bad_rows += (bad_rows.empty() ? "" : ", ") + std::to_string(g + r) + ".." + std::to_string(g + r + m - 1);
+    report.bytes_checked += element_count(local) * 4;
+    for (int64_t i = i0; i < i1; ++i) {
+      const std::vector<uint64_t> band =
+          band_hashes(buf.data() + (grid.row_begin(i) - local.offset[0]) * row_elems,
+                      grid.row_end(i) - grid.row_begin(i), row_elems, row_elems, grid.cols_per_block * grid.inner);
+      for (size_t j = 0; j < band.size(); ++j) {
+        const size_t b = computed.size();
+        computed.push_back(band[j]);
+        if (b < s.block_hashes.size() && s.block_hashes[b] == band[j]) continue;
+        if (bad_blocks++ < 4) {
+          const int64_t jj = static_cast<int64_t>(j);
+          bad_blocks_text += (bad_blocks_text.empty() ? "" : "; ") + std::string("rows ") +
+                             std::to_string(grid.row_begin(i)) + ".." + std::to_string(grid.row_end(i) - 1) +
+                             (s.rect.count.size() > 1 ? " columns " + std::to_string(grid.col_begin(jj)) + ".." +
+                                                            std::to_string(grid.col_end(jj) - 1)
+                                                      : "");
+        }
       }
     }
   }
   if (bad_blocks > 0) {
-    report.problems.push_back(
-        VerifyProblem{f, src.tensor->name,
-                      "checksum mismatch in " + s.dataset + " (" + rect_string(s.rect) +
-                          "): " + std::to_string(bad_blocks) + " of " + std::to_string(computed.size()) +
-                          " blocks differ from the index, rows " + bad_rows + (bad_blocks > 4 ? ", ..." : "")});
+    report.problems.push_back(VerifyProblem{f, src.tensor->name,
+                                            "checksum mismatch in " + s.dataset + " (" + rect_string(s.rect) +
+                                                "): " + std::to_string(bad_blocks) + " of " +
+                                                std::to_string(computed.size()) + " blocks differ from the index, " +
+                                                bad_blocks_text + (bad_blocks > 4 ? "; ..." : "")});
   }
   return combine_hashes(computed);
 }

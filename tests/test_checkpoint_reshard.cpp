@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "checkpoint/blocks.hpp"
 #include "checkpoint/read_plan.hpp"
 #include "checkpoint/replicas.hpp"
 #include "checkpoint/reshard.hpp"
@@ -202,39 +203,101 @@ TEST(Reshard, GapsAndOverlapsAreRefusedWithAMessage) {
   EXPECT_FALSE(find_overlap(tiling({30, 30}, 5, 6, &rng, true)));
 }
 
-TEST(Reshard, VerifiedRowsRoundToWholeChecksumBlocks) {
-  const Rect stored{{10, 0}, {10, 4}};  // rows 10..19 of the tensor
-  // Region rows 13..15 -> local rows 3..5 -> blocks of 4 rows: [0, 8).
-  const RowRange r = verified_rows(stored, Rect{{13, 1}, {3, 2}}, 4);
-  EXPECT_EQ(r.begin, 0);
-  EXPECT_EQ(r.end, 8);
-  // The last block is short: local rows 8..9 only.
-  const RowRange last = verified_rows(stored, Rect{{19, 0}, {1, 4}}, 4);
-  EXPECT_EQ(last.begin, 8);
-  EXPECT_EQ(last.end, 10);
-  EXPECT_EQ(region_rows(stored, Rect{{13, 1}, {3, 2}}).rows(), 3);
+TEST(Blocks, GridGeometryAndTheBlocksARegionTouches) {
+  // Rows 10..19, columns 20..28 of a tensor, in blocks of 4 x 4: block rows of 4, 4, 2 rows and
+  // block columns of 4, 4, 1 columns.
+  const Rect stored{{10, 20}, {10, 9}};
+  const BlockGrid g = block_grid(stored, 4, 4);
+  EXPECT_EQ(g.block_rows(), 3);
+  EXPECT_EQ(g.block_cols(), 3);
+  EXPECT_EQ(g.count(), 9);
+  EXPECT_EQ(g.row_end(2), 10);
+  EXPECT_EQ(g.col_end(2), 9);
+  EXPECT_EQ(g.block_row_elements(2), 1);
+  // Region rows 13..15, columns 25..26 -> local rows 3..5, columns 5..6 -> blocks rows 0..1,
+  // column 1: 8 rows x 4 columns.
+  const BlockSpan s = blocks_touched(g, stored, Rect{{13, 25}, {3, 2}});
+  EXPECT_EQ(std::make_tuple(s.i_begin, s.i_end, s.j_begin, s.j_end), std::make_tuple(0, 2, 1, 2));
+  EXPECT_EQ(span_elements(g, s), 8 * 4);
+  // The last block is short both ways: one row-and-column corner is 2 rows x 1 column.
+  const BlockSpan corner = blocks_touched(g, stored, Rect{{19, 28}, {1, 1}});
+  EXPECT_EQ(std::make_tuple(corner.i_begin, corner.i_end, corner.j_begin, corner.j_end), std::make_tuple(2, 3, 2, 3));
+  EXPECT_EQ(span_elements(g, corner), 2);
+  // The whole rectangle is every block.
+  EXPECT_EQ(span_elements(g, blocks_touched(g, stored, stored)), element_count(stored));
+  // 1-D: one column; 3-D: the dimensions after 1 stay whole in every block.
+  const BlockGrid line = block_grid(Rect{{5}, {10}}, 4, 1);
+  EXPECT_EQ(line.block_cols(), 1);
+  EXPECT_EQ(span_elements(line, blocks_touched(line, Rect{{5}, {10}}, Rect{{9}, {1}})), 4);
+  const BlockGrid cube = block_grid(Rect{{0, 0, 0}, {6, 5, 9}}, 4, 2);
+  EXPECT_EQ(cube.inner, 9);
+  EXPECT_EQ(cube.count(), 2 * 3);
+  EXPECT_EQ(cube.block_row_elements(2), 1 * 9);
+  EXPECT_THROW(block_grid(stored, 0, 4), std::invalid_argument);
+}
+
+TEST(Blocks, TheWriterCutsPowersOfTwoOfAtMost4MiBColumnsFirst) {
+  struct Case {
+    Shape count;
+    int64_t rows_per_block, cols_per_block;
+  };
+  const Case cases[] = {
+      {{512, 1536}, 512, 1536},    // 3 MiB: one block
+      {{1024, 1536}, 1024, 768},   // 6 MiB: 2 blocks, side by side
+      {{2048, 2048}, 1024, 1024},  // 16 MiB: 2 x 2
+      {{4096, 2048}, 2048, 512},   // 32 MiB: 2 rows x 4 columns of blocks
+      {{8192, 4096}, 2048, 512},   // 128 MiB: 4 x 8
+      {{65536, 300}, 2048, 300},   // 75 MiB, rows of 1200 B: 32 blocks, columns stay whole (>= 1 KiB)
+      {{65536, 600}, 2048, 300},   // 150 MiB: 64 blocks, 32 x 2 (2 columns of blocks keep 1200 B rows)
+      {{3000000}, 750000, 1},      // 1-D, 11.4 MiB: 4 runs of elements
+      {{64, 64, 1024}, 32, 32},    // 16 MiB, 3-D: 2 x 2, each block row 32 columns of 1024 elements
+  };
+  for (const Case& c : cases) {
+    const BlockGrid g = choose_block_grid(full_rect(c.count));
+    EXPECT_EQ(g.rows_per_block, c.rows_per_block) << shape_string(c.count);
+    EXPECT_EQ(g.cols_per_block, c.cols_per_block) << shape_string(c.count);
+    EXPECT_LE(g.rows_per_block * g.cols_per_block * g.inner * 4, kChecksumBlockBytes) << shape_string(c.count);
+  }
+  // The bench's case: [4096, 2048] stored blocks read by column quarters of the tensor (half of
+  // a stored block's columns) or by row halves read whole blocks only.
+  const Rect stored{{4096, 2048}, {4096, 2048}};
+  const BlockGrid g = choose_block_grid(stored);
+  EXPECT_EQ(span_elements(g, blocks_touched(g, stored, Rect{{4096, 3072}, {4096, 1024}})), 4096 * 1024);
+  EXPECT_EQ(span_elements(g, blocks_touched(g, stored, Rect{{6144, 2048}, {2048, 2048}})), 2048 * 2048);
 }
 
 TEST(ReadPlan, PredictsFilesAndBytesPerNewRank) {
-  // [8, 4] stored as two row tiles by ranks 0 and 1, checksum blocks of 2 rows (32 bytes).
+  // [8, 4] stored as two row tiles by ranks 0 and 1, checksum blocks of 2 rows x 4 columns
+  // (32 bytes, whole rows as format version 1 has them), and [4, 8] stored whole by rank 0 in
+  // blocks of 2 x 2.
   TensorInfo t;
   t.name = "w";
   t.global_shape = {8, 4};
-  t.sources.push_back(StoredRect{0, "shard-00000.h5", "/slice-00000", Rect{{0, 0}, {4, 4}}, 2, {1, 2}, 0});
-  t.sources.push_back(StoredRect{1, "shard-00001.h5", "/slice-00000", Rect{{4, 0}, {4, 4}}, 2, {3, 4}, 0});
+  t.sources.push_back(StoredRect{0, "shard-00000.h5", "/slice-00000", Rect{{0, 0}, {4, 4}}, 2, 4, {1, 2}, 0});
+  t.sources.push_back(StoredRect{1, "shard-00001.h5", "/slice-00000", Rect{{4, 0}, {4, 4}}, 2, 4, {3, 4}, 0});
+  TensorInfo tiles;
+  tiles.name = "v";
+  tiles.global_shape = {4, 8};
+  tiles.sources.push_back(
+      StoredRect{0, "shard-00000.h5", "/slice-00001", Rect{{0, 0}, {4, 8}}, 2, 2, {1, 2, 3, 4, 5, 6, 7, 8}, 0});
   const std::vector<std::vector<RectRequest>> ranks = {
       {RectRequest{"w", Rect{{0, 0}, {8, 2}}}},  // left half: both files, every row of both
       {RectRequest{"w", Rect{{3, 2}, {2, 2}}}},  // rows 3..4, right half: one block from each file
+      {RectRequest{"v", Rect{{0, 2}, {4, 4}}}},  // columns 2..5: the 4 blocks holding them
+      {RectRequest{"v", Rect{{1, 3}, {2, 2}}}},  // rows 1..2, columns 3..4: 4 blocks around them
   };
-  const ReadPlan verified = plan_reads({t}, ranks, true);
-  ASSERT_EQ(verified.ranks.size(), 2u);
+  const ReadPlan verified = plan_reads({t, tiles}, ranks, true);
+  ASSERT_EQ(verified.ranks.size(), 4u);
   EXPECT_EQ(verified.ranks[0].files, (std::vector<std::string>{"shard-00000.h5", "shard-00001.h5"}));
   EXPECT_EQ(verified.ranks[0].bytes_wanted, 8 * 2 * 4);
   EXPECT_EQ(verified.ranks[0].bytes_read, 8 * 4 * 4);
   EXPECT_EQ(verified.ranks[1].bytes_wanted, 2 * 2 * 4);
   EXPECT_EQ(verified.ranks[1].bytes_read, 2 * (2 * 4 * 4));  // rows 2..3 of tile 0, rows 0..1 of tile 1
-  EXPECT_EQ(verified.bytes_stored, 8 * 4 * 4);
-  const ReadPlan plain = plan_reads({t}, ranks, false);
+  EXPECT_EQ(verified.ranks[2].bytes_read, verified.ranks[2].bytes_wanted);
+  EXPECT_EQ(verified.ranks[2].bytes_read, 4 * 4 * 4);
+  EXPECT_EQ(verified.ranks[3].bytes_read, 4 * 4 * 4);
+  EXPECT_EQ(verified.bytes_stored, 2 * 8 * 4 * 4);
+  const ReadPlan plain = plan_reads({t, tiles}, ranks, false);
   EXPECT_EQ(plain.bytes_read, plain.bytes_wanted);
   EXPECT_NE(format_read_plan(verified).find("rank 1: 2 files (shard-00000.h5, shard-00001.h5)"), std::string::npos)
       << format_read_plan(verified);

@@ -93,7 +93,7 @@ std::string inspect_text(const CheckpointReader& reader) {
   const Metadata& m = reader.metadata();
   std::string out = "checkpoint   " + reader.step_dir().string() + "\n";
   out += "step         " + std::to_string(reader.step()) + " (format " + format::kMagic + " v" +
-         std::to_string(format::kVersion) + ", checksums " + format::kChecksumAlgorithm + ")\n";
+         std::to_string(reader.format_version()) + ", checksums " + format::kChecksumAlgorithm + ")\n";
   out += "layout       " + layout_text(m.layout) + ", the layout that wrote it\n";
   out += "model        " + (m.model_config.empty() ? std::string("(not recorded)") : m.model_config) + "\n";
   out += "data cursor  " + std::to_string(m.data_cursor) + " (global index of the next training sample)\n";
@@ -191,7 +191,7 @@ std::string inspect_json(const CheckpointReader& reader) {
   toml::table root{
       {"step_dir", reader.step_dir().string()},
       {"step", reader.step()},
-      {"format_version", format::kVersion},
+      {"format_version", reader.format_version()},
       {"layout", m.layout},
       {"model_config", m.model_config},
       {"data_cursor", m.data_cursor},
