@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <new>
 
@@ -42,15 +43,18 @@ uint64_t combine_hashes(const std::vector<uint64_t>& hashes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
-std::vector<uint64_t> band_hashes(const float* first, int64_t rows, int64_t row_elems, int64_t stride_elems,
-                                  int64_t block_elems) {
-  if (block_elems >= row_elems) return {xxh3_64_rows(first, rows, row_elems, stride_elems)};
+namespace {
+
+// The hashes of the blocks side by side in a band; row_at(r) gives row r (after whatever it
+// has to do to make it so).
+template <typename RowAt>
+std::vector<uint64_t> hash_band(int64_t rows, int64_t row_elems, int64_t block_elems, RowAt row_at) {
   const int64_t blocks = (row_elems + block_elems - 1) / block_elems;
   std::vector<State> states;
   states.reserve(static_cast<size_t>(blocks));
   for (int64_t k = 0; k < blocks; ++k) states.push_back(new_state());
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = first + r * stride_elems;
+    const float* row = row_at(r);
     for (int64_t k = 0; k < blocks; ++k) {
       const int64_t begin = k * block_elems;
       const int64_t n = std::min(block_elems, row_elems - begin);
@@ -61,6 +65,24 @@ std::vector<uint64_t> band_hashes(const float* first, int64_t rows, int64_t row_
   hashes.reserve(states.size());
   for (const State& s : states) hashes.push_back(XXH3_64bits_digest(s.get()));
   return hashes;
+}
+
+}  // namespace
+
+std::vector<uint64_t> band_hashes(const float* first, int64_t rows, int64_t row_elems, int64_t stride_elems,
+                                  int64_t block_elems) {
+  if (block_elems >= row_elems) return {xxh3_64_rows(first, rows, row_elems, stride_elems)};
+  return hash_band(rows, row_elems, block_elems, [&](int64_t r) { return first + r * stride_elems; });
+}
+
+std::vector<uint64_t> copy_band_hashes(const char* src, int64_t src_stride_bytes, float* dst, int64_t dst_stride,
+                                       int64_t rows, int64_t row_elems, int64_t block_elems) {
+  const size_t row_bytes = static_cast<size_t>(row_elems) * sizeof(float);
+  return hash_band(rows, row_elems, std::min(block_elems, row_elems), [&](int64_t r) {
+    float* row = dst + r * dst_stride;
+    std::memcpy(row, src + r * src_stride_bytes, row_bytes);
+    return static_cast<const float*>(row);
+  });
 }
 
 std::vector<uint64_t> block_hashes(const float* data, const BlockGrid& grid) {

@@ -216,6 +216,24 @@ std::vector<int64_t> dataset_dims(Id dataset, const std::string& file) {
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
+std::optional<int64_t> contiguous_f32_offset(Id dataset, const std::string& file) {
+  quiet_this_thread();
+  Handle dcpl(check_id(H5Dget_create_plist(dataset), file, "get dataset creation list"), H5Pclose);
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0 ||
+      H5Pget_external_count(dcpl.get()) != 0) {
+    return std::nullopt;
+  }
+  Handle type(check_id(H5Dget_type(dataset), file, "get dataset type"), H5Tclose);
+  if (H5Tequal(type.get(), H5T_IEEE_F32LE) <= 0) return std::nullopt;
+  Handle space(check_id(H5Dget_space(dataset), file, "get dataspace"), H5Sclose);
+  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  const haddr_t offset = H5Dget_offset(dataset);
+  if (points < 0 || offset == HADDR_UNDEF || H5Dget_storage_size(dataset) != static_cast<hsize_t>(points) * 4) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(offset);
+}
+
 void write_f32_all(Id dataset, const float* data, const std::string& file) {
   quiet_this_thread();
   check(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file, "write dataset");

@@ -6,6 +6,7 @@
 // hdf5.h; the rest of the library sees hid_t as int64_t.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,11 @@ void close_reserved_file(Handle& file, const std::string& path);
 Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims, const std::string& file);
 Handle open_dataset(Id loc, const std::string& name, const std::string& file);
 std::vector<int64_t> dataset_dims(Id dataset, const std::string& file);
+// The file byte offset of element 0 of a dataset stored as the writer stores shard data (one
+// contiguous, allocated, unfiltered, little-endian float32 array, row-major), so its bytes can
+// be read without HDF5 (raw_read.hpp); nullopt for any other storage (e.g. a shard rewritten
+// chunked or compressed by h5repack), which is then read through HDF5.
+std::optional<int64_t> contiguous_f32_offset(Id dataset, const std::string& file);
 void write_f32_all(Id dataset, const float* data, const std::string& file);
 // Read rectangle `region` (offsets relative to the dataset's origin) into `dst`, a buffer
 // row-major over `dst_dims`, at `dst_offset`. HDF5 does the strided scatter.

@@ -4,12 +4,14 @@
 #include <array>
 #include <future>
 #include <map>
+#include <memory>
 #include <stdexcept>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/hdf5_util.hpp"
 #include "checkpoint/index_file.hpp"
+#include "checkpoint/raw_read.hpp"
 #include "checkpoint/reshard.hpp"
 #include "checkpoint/step_dir.hpp"
 
@@ -58,6 +60,7 @@ struct CheckpointReader::Impl {
   std::string index_file;
   IndexContents index;
   std::map<int, h5::Handle> shard_files;     // rank -> open file
+  std::map<int, RawFile> raw_files;          // rank -> the same file, for verified reads
   h5::Handle index_handle;                   // opened on first VDS read
   std::map<std::string, h5::Handle> vds;     // tensor -> open virtual dataset
   std::array<std::vector<float>, 2> bounce;  // verified reads: kept, so pages are faulted once
@@ -67,6 +70,32 @@ struct CheckpointReader::Impl {
     auto it = shard_files.find(s.rank);
     if (it == shard_files.end()) it = shard_files.emplace(s.rank, h5::open_file_readonly(dir / s.file)).first;
     return it->second.get();
+  }
+
+  const RawFile& raw(const StoredRect& s) {
+    auto it = raw_files.find(s.rank);
+    if (it == raw_files.end()) it = raw_files.emplace(s.rank, RawFile(dir / s.file)).first;
+    return it->second;
+  }
+
+  // Reads `local` (a piece of `src` in its coordinates, whole in the dimensions after 1) into
+  // `to`, a buffer row-major over `to_dims`, at `to_at`, where each of the piece's rows is one
+  // run. Straight from the file where the dataset is stored as the writer stores it
+  // (raw_read.hpp: only the piece's bytes, copied once); through HDF5 otherwise.
+  void read_piece(h5::Id ds, int64_t base, const StoredRect& src, const BlockGrid& grid, const Rect& local, float* to,
+                  const std::vector<int64_t>& to_dims, const std::vector<int64_t>& to_at, const std::string& f) {
+    if (base < 0) {
+      h5::read_f32(ds, local, to, to_dims, to_at, f);
+      return;
+    }
+    int64_t linear = 0;
+    for (size_t d = 0; d < to_dims.size(); ++d) linear = linear * to_dims[d] + to_at[d];
+    const int64_t col = local.offset.size() > 1 ? local.offset[1] : 0;
+    const int64_t cols = local.count.size() > 1 ? local.count[1] : 1;
+    const int64_t to_row_elems = element_count(to_dims) / to_dims[0];
+    raw(src).read_runs(base + (local.offset[0] * grid.cols + col) * grid.inner * 4, local.count[0],
+                       cols * grid.inner * 4, grid.row_elements() * 4, reinterpret_cast<char*>(to + linear),
+                       to_row_elems * 4);
   }
 
   void read_vds(const TensorInfo& info, const Rect& wanted, float* dst) {
@@ -91,12 +120,13 @@ struct CheckpointReader::Impl {
   }
 
   // Reads the checksum blocks (tiles) of `src` that `region` touches, in pieces of whole blocks,
-  // pipelined: while piece k+1 is read (I/O, under HDF5's lock), a helper thread hashes piece
+  // pipelined: while piece k+1 is read, a helper thread hashes piece
   // k's blocks against the index (and copies its part of `region` into dst where needed).
   void read_verified(const TensorInfo& info, const StoredRect& src, const Rect& region, const Rect& wanted,
                      float* dst) {
     const std::string f = (dir / src.file).string();
     h5::Handle ds = h5::open_dataset(shard(src), src.dataset, f);
+    const int64_t base = h5::contiguous_f32_offset(ds.get(), f).value_or(-1);
     const BlockGrid grid = src.blocks();
     const BlockSpan span = blocks_touched(grid, src.rect, region);
     const size_t rank = src.rect.count.size();
@@ -122,11 +152,11 @@ struct CheckpointReader::Impl {
     const int64_t dst_row_elems = row_elements(wanted);
     std::future<void> pending;  // declared after `bounce` (a member): never outlives it
     size_t which = 0;
-    for (const Run& rows : row_runs) {
-      for (int64_t i0 = rows.begin; i0 < rows.end; i0 += group_block_rows) {
-        const int64_t i1 = std::min(rows.end, i0 + group_block_rows);
+    for (const Run& row_run : row_runs) {
+      for (int64_t i0 = row_run.begin; i0 < row_run.end; i0 += group_block_rows) {
+        const int64_t i1 = std::min(row_run.end, i0 + group_block_rows);
         for (const Run& cols : col_runs) {
-          const bool direct = rows.inside && cols.inside;
+          const bool direct = row_run.inside && cols.inside;
           Rect local{std::vector<int64_t>(rank, 0), src.rect.count};  // the piece, in src's coordinates
           local.offset[0] = grid.row_begin(i0);
           local.count[0] = grid.row_end(i1 - 1) - local.offset[0];
@@ -136,43 +166,63 @@ struct CheckpointReader::Impl {
           }
           Rect piece = local;  // in the tensor's coordinates
           for (size_t d = 0; d < rank; ++d) piece.offset[d] += src.rect.offset[d];
-          const float* first = nullptr;  // the piece's first element where it was read to
-          int64_t stride = 0;            // elements from one of its rows to the next there
+          // Where the piece goes: dst when direct, else a buffer row-major over the piece.
+          float* first = nullptr;  // the piece's first element there
+          int64_t stride = 0;      // elements from one of its rows to the next there
+          std::vector<int64_t> to_dims = piece.count, to_at(rank, 0);
+          float* to = nullptr;
           if (direct) {
-            std::vector<int64_t> at(rank);
             int64_t linear = 0;
             for (size_t d = 0; d < rank; ++d) {
-              at[d] = piece.offset[d] - wanted.offset[d];
-              linear = linear * wanted.count[d] + at[d];
+              to_at[d] = piece.offset[d] - wanted.offset[d];
+              linear = linear * wanted.count[d] + to_at[d];
             }
-            h5::read_f32(ds.get(), local, dst, wanted.count, at, f);
+            to = dst;
+            to_dims = wanted.count;
             first = dst + linear;
             stride = dst_row_elems;
           } else {
             std::vector<float>& b = bounce[which];
             which ^= 1;
             b.resize(static_cast<size_t>(element_count(piece)));
-            h5::read_f32(ds.get(), local, b.data(), piece.count, std::vector<int64_t>(rank, 0), f);
-            first = b.data();
+            to = first = b.data();
             stride = row_elements(piece);
           }
+          // Rows strided in the file (some of the stored columns) are mapped here, and copied
+          // and hashed in one pass by the helper; the others are read now (one copy, by the
+          // kernel) and hashed in place by the helper.
+          const int64_t file_row_bytes = grid.row_elements() * 4;
+          const int64_t piece_row_bytes = row_elements(piece) * 4;
+          const int64_t piece_file_offset =
+              base + (local.offset[0] * grid.cols + (rank > 1 ? local.offset[1] : 0)) * grid.inner * 4;
+          std::shared_ptr<MappedRange> mapped;
+          if (base >= 0 && piece_row_bytes < file_row_bytes) {
+            mapped = raw(src).map(piece_file_offset, (local.count[0] - 1) * file_row_bytes + piece_row_bytes);
+          }
+          if (!mapped) read_piece(ds.get(), base, src, grid, local, to, to_dims, to_at, f);
           bytes_read += element_count(piece) * 4;
           if (pending.valid()) pending.get();  // rethrows a mismatch found in the previous piece
-          pending = std::async(std::launch::async, [&info, &src, &region, &wanted, &f, &grid, first, stride, piece,
-                                                    local, direct, i0, i1, cols, dst] {
-            const int64_t piece_row_elems = row_elements(piece);
-            for (int64_t i = i0; i < i1; ++i) {
-              const std::vector<uint64_t> got = band_hashes(first + (grid.row_begin(i) - local.offset[0]) * stride,
-                                                            grid.row_end(i) - grid.row_begin(i), piece_row_elems,
-                                                            stride, grid.cols_per_block * grid.inner);
-              for (int64_t j = cols.begin; j < cols.end; ++j) {
-                const uint64_t want = src.block_hashes[static_cast<size_t>(i * grid.block_cols() + j)];
-                const uint64_t h = got[static_cast<size_t>(j - cols.begin)];
-                if (h != want) throw mismatch(info, src, f, grid, i, j, want, h);
-              }
-            }
-            if (!direct) copy_region(first, piece, dst, wanted, *intersect(piece, region));
-          });
+          pending = std::async(
+              std::launch::async, [&info, &src, &region, &wanted, &f, &grid, first, stride, piece, local, direct, i0,
+                                   i1, cols, dst, mapped, piece_file_offset, file_row_bytes]() mutable {
+                const int64_t piece_row_elems = row_elements(piece);
+                for (int64_t i = i0; i < i1; ++i) {
+                  const int64_t row = grid.row_begin(i) - local.offset[0];  // in the piece
+                  const int64_t rows = grid.row_end(i) - grid.row_begin(i);
+                  const int64_t block_elems = grid.cols_per_block * grid.inner;
+                  const std::vector<uint64_t> got =
+                      mapped ? copy_band_hashes(mapped->at(piece_file_offset + row * file_row_bytes), file_row_bytes,
+                                                first + row * stride, stride, rows, piece_row_elems, block_elems)
+                             : band_hashes(first + row * stride, rows, piece_row_elems, stride, block_elems);
+                  for (int64_t j = cols.begin; j < cols.end; ++j) {
+                    const uint64_t want = src.block_hashes[static_cast<size_t>(i * grid.block_cols() + j)];
+                    const uint64_t h = got[static_cast<size_t>(j - cols.begin)];
+                    if (h != want) throw mismatch(info, src, f, grid, i, j, want, h);
+                  }
+                }
+                mapped.reset();
+                if (!direct) copy_region(first, piece, dst, wanted, *intersect(piece, region));
+              });
         }
       }
     }
@@ -266,7 +316,14 @@ void CheckpointReader::read(const std::string& name, const Rect& wanted, float* 
   } catch (const std::invalid_argument& e) {
     throw FormatError(impl_->index_file, "plan read", impl_->index_file + ": tensor '" + name + "': " + e.what());
   }
-  for (const CopyOp& op : ops) {
+  // Ranks of a new layout that split a stored rectangle between them would all read it first,
+  // together, and the other sources after: fewer files read at once. Starting each request
+  // at the source its own position picks (its index along every dimension, summed) spreads
+  // them over the files.
+  size_t start = 0;
+  for (size_t d = 0; d < wanted.offset.size(); ++d) start += static_cast<size_t>(wanted.offset[d] / wanted.count[d]);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const CopyOp& op = ops[(start + k) % ops.size()];
     const StoredRect& src = info.sources[op.source];
     if (options.verify) {
       impl_->read_verified(info, src, op.region, wanted, dst);

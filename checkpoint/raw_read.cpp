@@ -1,0 +1,126 @@
+#include "checkpoint/raw_read.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "checkpoint/checkpoint_error.hpp"
+
+namespace axonn {
+namespace {
+
+constexpr int64_t kMaxRunsPerCall = 1024;  // IOV_MAX on Linux
+// Gaps up to this are read (into scratch) rather than skipped by one call per run: copying a
+// few KiB costs less than a system call, and the reads stay sequential for readahead.
+constexpr int64_t kMaxGapBytes = int64_t{64} << 10;
+
+constexpr const char* kEndsEarly = "the file ends early (truncated? it is shorter than its index says)";
+
+[[noreturn]] void fail_read(const std::string& path, int64_t offset, int64_t bytes, const std::string& why) {
+  throw CheckpointError(path, "read",
+                        "read of " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " of " +
+                            path + " failed: " + why);
+}
+
+}  // namespace
+
+RawFile::RawFile(const std::filesystem::path& path) : path_(path.string()) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw CheckpointError(path_, "open", "cannot open " + path_ + " for reading: " + std::strerror(err));
+  }
+}
+
+RawFile& RawFile::operator=(RawFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+RawFile::~RawFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void RawFile::read_full(int64_t offset, int64_t bytes, char* dst) const {
+  for (int64_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(fd_, dst + done, static_cast<size_t>(bytes - done), static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_read(path_, offset, bytes, std::strerror(errno));
+    if (n == 0) fail_read(path_, offset, bytes, kEndsEarly);
+    done += n;
+  }
+}
+
+MappedRange::~MappedRange() {
+  if (map_ != nullptr) ::munmap(map_, bytes_);
+}
+
+std::unique_ptr<MappedRange> RawFile::map(int64_t offset, int64_t bytes) const {
+  const int64_t page = ::sysconf(_SC_PAGESIZE);
+  const int64_t begin = offset / page * page;
+  const int64_t end = offset + bytes;
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) fail_read(path_, offset, bytes, std::strerror(errno));
+  // Beyond the end, a mapping's pages are a SIGBUS, not an error.
+  if (st.st_size < end) fail_read(path_, offset, bytes, kEndsEarly);
+  void* map = ::mmap(nullptr, static_cast<size_t>(end - begin), PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(begin));
+  if (map == MAP_FAILED) return nullptr;
+  std::unique_ptr<MappedRange> range(new MappedRange(map, static_cast<size_t>(end - begin), begin));
+  // Fault every page in now (the I/O), where an I/O error is an errno, not a SIGBUS at the
+  // first touch.
+  if (::madvise(map, static_cast<size_t>(end - begin), MADV_POPULATE_READ) != 0) {
+    const int err = errno;
+    if (err == EINVAL) return nullptr;  // a kernel before 5.14 (the caller reads otherwise)
+    fail_read(path_, offset, bytes, std::strerror(err));
+  }
+  return range;
+}
+
+void RawFile::read_runs(int64_t offset, int64_t rows, int64_t run_bytes, int64_t file_stride, char* dst,
+                        int64_t dst_stride) const {
+  if (file_stride == run_bytes && dst_stride == run_bytes) return read_full(offset, rows * run_bytes, dst);
+  const int64_t gap = file_stride - run_bytes;
+  if (gap > kMaxGapBytes) {
+    for (int64_t r = 0; r < rows; ++r) read_full(offset + r * file_stride, run_bytes, dst + r * dst_stride);
+    return;
+  }
+  // One contiguous stretch of the file per call, scattered with preadv: the runs into dst, the
+  // gaps between them into a scratch buffer.
+  std::vector<char> scratch(static_cast<size_t>(gap));
+  const int64_t per_call = gap > 0 ? kMaxRunsPerCall / 2 : kMaxRunsPerCall;
+  std::vector<iovec> iov;
+  for (int64_t r0 = 0; r0 < rows;) {
+    const int64_t n = std::min(rows - r0, per_call);
+    iov.clear();
+    for (int64_t k = 0; k < n; ++k) {
+      iov.push_back(iovec{dst + (r0 + k) * dst_stride, static_cast<size_t>(run_bytes)});
+      if (gap > 0 && k + 1 < n) iov.push_back(iovec{scratch.data(), static_cast<size_t>(gap)});
+    }
+    const int64_t at = offset + r0 * file_stride;
+    const int64_t want = n * run_bytes + (n - 1) * gap;
+    ssize_t got = ::preadv(fd_, iov.data(), static_cast<int>(iov.size()), static_cast<off_t>(at));
+    if (got < 0 && errno != EINTR) fail_read(path_, at, want, std::strerror(errno));
+    got = std::max<ssize_t>(got, 0);
+    if (got < want) {
+      // A short read (a signal, or the end of the file): read the runs it did not complete
+      // one by one (at the end of the file, that fails clearly).
+      for (int64_t k = got / file_stride; k < n; ++k)
+        read_full(at + k * file_stride, run_bytes, dst + (r0 + k) * dst_stride);
+    }
+    r0 += n;
+  }
+}
+
+}  // namespace axonn
