@@ -284,6 +284,10 @@ bool Attrs::has(const std::string& name) const {
   return rc > 0;
 }
 
+void Attrs::remove(const std::string& name) const {
+  if (has(name)) check(H5Adelete(obj_, name.c_str()), file_, "delete attribute " + name);
+}
+
 std::vector<std::string> Attrs::names() const {
   quiet_this_thread();
   std::vector<std::string> out;

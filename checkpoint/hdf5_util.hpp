@@ -89,6 +89,9 @@ class Attrs {
  public:
   Attrs(Id object, std::string file) : obj_(object), file_(std::move(file)) {}
   bool has(const std::string& name) const;
+  // Deletes the attribute (nothing when absent). For repairs and tests, like
+  // open_file_readwrite: the library never rewrites a committed file.
+  void remove(const std::string& name) const;
   std::vector<std::string> names() const;
 
   void set_i64(const std::string& name, int64_t v) const;

@@ -8,11 +8,15 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "checkpoint/checksum.hpp"
 #include "checkpoint/commit.hpp"
+#include "checkpoint/format.hpp"
+#include "checkpoint/hdf5_util.hpp"
 #include "checkpoint/load.hpp"
 #include "checkpoint/reader.hpp"
 #include "checkpoint/reshard.hpp"
@@ -235,6 +239,84 @@ inline void flip_data_byte(const fs::path& file, const std::vector<float>& slice
   bytes[at + needle.size() / 2] = static_cast<char>(bytes[at + needle.size() / 2] ^ 0x10);
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Rewrites a committed step as format version 1 wrote it (what an older axonn left on disk):
+// checksum blocks of whole rows, rows_per_block = max(1, 4 MiB / bytes per row), block hashes
+// recomputed from the stored data, no cols_per_block / source_cols_per_block attributes,
+// format_version 1 in every file; the data and the VDS mappings are untouched. The version 1
+// hashing is restated here from the old specification, not taken from the library's blocks.
+inline void rewrite_as_format_v1(const fs::path& step) {
+  struct Hashes {
+    int64_t rows_per_block;
+    std::vector<uint64_t> blocks;
+    uint64_t xxh3;
+  };
+  std::map<std::pair<int64_t, std::string>, Hashes> by_source;  // (rank, dataset)
+  std::map<int64_t, uint64_t> shard_checksums;
+  for (const auto& entry : fs::directory_iterator(step)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard-", 0) != 0) continue;
+    const std::string f = entry.path().string();
+    h5::Handle file = h5::open_file_readwrite(entry.path());
+    const h5::Attrs root(file.get(), f);
+    const int64_t rank = root.get_i64(format::kAttrRank);
+    std::vector<uint64_t> dataset_hashes;
+    for (int64_t i = 0; i < root.get_i64(format::kAttrSliceCount); ++i) {
+      char ds_name[32];
+      std::snprintf(ds_name, sizeof ds_name, "/slice-%05lld", static_cast<long long>(i));
+      h5::Handle ds = h5::open_dataset(file.get(), ds_name, f);
+      const Shape dims = h5::dataset_dims(ds.get(), f);
+      std::vector<float> data(static_cast<size_t>(element_count(dims)));
+      h5::read_f32(ds.get(), full_rect(dims), data.data(), dims, Shape(dims.size(), 0), f);
+      const int64_t row_bytes = element_count(dims) / dims[0] * 4;
+      Hashes h{std::max<int64_t>(1, (int64_t{4} << 20) / row_bytes), {}, 0};
+      for (int64_t r = 0; r < dims[0]; r += h.rows_per_block) {
+        const int64_t n = std::min(h.rows_per_block, dims[0] - r);
+        h.blocks.push_back(
+            xxh3_64(reinterpret_cast<const char*>(data.data()) + r * row_bytes, static_cast<size_t>(n * row_bytes)));
+      }
+      h.xxh3 = combine_hashes(h.blocks);
+      const h5::Attrs a(ds.get(), f);
+      a.set_i64(format::kAttrRowsPerBlock, h.rows_per_block);
+      a.set_u64s(format::kAttrBlockHashes, h.blocks);
+      a.set_u64(format::kAttrXxh3, h.xxh3);
+      a.remove(format::kAttrColsPerBlock);
+      dataset_hashes.push_back(h.xxh3);
+      by_source[{rank, ds_name}] = std::move(h);
+    }
+    shard_checksums[rank] = combine_hashes(dataset_hashes);
+    root.set_u64(format::kAttrShardChecksum, shard_checksums[rank]);
+    root.set_i64(format::kAttrVersion, 1);
+    file.close(f, "close");
+  }
+  const fs::path index = step / "index.h5";
+  const std::string f = index.string();
+  h5::Handle file = h5::open_file_readwrite(index);
+  const h5::Attrs root(file.get(), f);
+  std::vector<uint64_t> checksums;
+  for (int64_t rank : root.get_i64s(format::kAttrShardRanks)) checksums.push_back(shard_checksums.at(rank));
+  root.set_u64s(format::kAttrShardChecksums, checksums);
+  root.set_i64(format::kAttrVersion, 1);
+  for (const std::string& tensor : root.get_strs(format::kAttrTensorNames)) {
+    h5::Handle ds = h5::open_dataset(file.get(), tensor, f);
+    const h5::Attrs a(ds.get(), f);
+    const auto ranks = a.get_i64s(format::kAttrSourceRank);
+    const auto datasets = a.get_strs(format::kAttrSourceDataset);
+    std::vector<int64_t> rows_per_block;
+    std::vector<uint64_t> hashes, blocks;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const Hashes& h = by_source.at({ranks[i], datasets[i]});
+      rows_per_block.push_back(h.rows_per_block);
+      hashes.push_back(h.xxh3);
+      blocks.insert(blocks.end(), h.blocks.begin(), h.blocks.end());
+    }
+    a.set_i64s(format::kAttrSourceRowsPerBlock, rows_per_block);
+    a.set_u64s(format::kAttrSourceXxh3, hashes);
+    a.set_u64s(format::kAttrSourceBlockHashes, blocks);
+    a.remove(format::kAttrSourceColsPerBlock);
+  }
+  file.close(f, "close");
 }
 
 }  // namespace axonn::ckpt_test

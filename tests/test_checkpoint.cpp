@@ -255,20 +255,20 @@ TEST(Checkpoint, UnknownFormatVersionAndWrongMagicAreRefused) {
   const fs::path index = dir / "step-000000003" / "index.h5";
   {
     h5::Handle f = h5::open_file_readwrite(index);
-    h5::Attrs(f.get(), index.string()).set_i64(format::kAttrVersion, 2);
+    h5::Attrs(f.get(), index.string()).set_i64(format::kAttrVersion, 3);
     f.close(index.string(), "close");
   }
   try {
     CheckpointReader reader(dir / "step-000000003");
-    FAIL() << "version 2 opened";
+    FAIL() << "version 3 opened";
   } catch (const FormatError& e) {
     EXPECT_EQ(e.file(), index.string());
-    EXPECT_TRUE(contains_text(e.what(), "format version 2; this build reads version 1")) << e.what();
+    EXPECT_TRUE(contains_text(e.what(), "format version 3; this build reads versions 1 and 2 only")) << e.what();
   }
   {
     h5::Handle f = h5::open_file_readwrite(index);
     const h5::Attrs root(f.get(), index.string());
-    root.set_i64(format::kAttrVersion, 1);
+    root.set_i64(format::kAttrVersion, format::kVersion);
     root.set_str(format::kAttrMagic, "NOTACKPT");
     f.close(index.string(), "close");
   }

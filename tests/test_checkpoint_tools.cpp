@@ -25,7 +25,7 @@ TEST(CheckpointTools, InspectListsTensorsShapesDtypeLayoutStepSizesAndShards) {
   const CheckpointReader reader = CheckpointReader::open(dir);  // the checkpoint directory: its latest
   EXPECT_EQ(CheckpointReader::open(dir / "step-000000012").step(), 12);
   const std::string text = inspect_checkpoint(reader);
-  EXPECT_TRUE(has(text, "step 12, format AXONNCKP v1, checksums XXH3-64")) << text;
+  EXPECT_TRUE(has(text, "step 12, format AXONNCKP v2, checksums XXH3-64")) << text;
   EXPECT_TRUE(has(text, "layout '2x1x2x1', data cursor 768")) << text;
   EXPECT_TRUE(has(text, "lr_schedule.step = 12")) << text;
   EXPECT_TRUE(has(text, "tensors: 6")) << text;
@@ -76,10 +76,10 @@ TEST(CheckpointTools, VerifyPassesOnAGoodStepAndReportsEveryCorruptShard) {
 
 TEST(CheckpointTools, PlanPredictsExactlyTheBytesTheReaderReads) {
   const fs::path dir = test_dir();
-  // One tensor big enough for several checksum blocks: [2048, 1536] float32 = 12 MiB,
-  // 4 MiB blocks of 682 rows.
+  // One tensor big enough for several checksum blocks: [2048, 1536] float32 = 12 MiB, saved
+  // as 2 row tiles of 6 MiB, each 2 blocks side by side (1024 rows x 768 columns).
   const std::vector<TensorSpec> model = {{"big", {2048, 1536}}, {"bias", {1536}}};
-  save_step(dir, 1, 4, row_tiles, 3, model);
+  save_step(dir, 1, 2, row_tiles, 3, model);
   CheckpointReader probe = CheckpointReader::open_latest(dir);
   for (const Tiling& tiling : {Tiling(row_tiles), Tiling(col_tiles), Tiling(block_tiles)}) {
     for (int world : {1, 3, 4, 6}) {
@@ -102,16 +102,23 @@ TEST(CheckpointTools, PlanPredictsExactlyTheBytesTheReaderReads) {
       }
     }
   }
-  // Rows of new ranks that match the stored row tiles read nothing extra; columns read
-  // whole rows (all four files' worth for every rank).
-  std::vector<std::vector<RectRequest>> cols(2);
-  for (int r = 0; r < 2; ++r)
-    cols[static_cast<size_t>(r)].push_back(RectRequest{"big", col_tiles({2048, 1536}, 2)[static_cast<size_t>(r)]});
-  const ReadPlan plan = plan_reads(probe.tensors(), cols);
-  EXPECT_EQ(plan.ranks[0].files.size(), 4u);
-  EXPECT_EQ(plan.ranks[0].bytes_read, 2048 * 1536 * 4);
-  EXPECT_EQ(plan.ranks[0].bytes_wanted, 2048 * 768 * 4);
-  EXPECT_TRUE(has(format_read_plan(plan), "(2.00x)")) << format_read_plan(plan);
+  // Half the columns are whole blocks: every rank reads just what it wants, from both files.
+  // A quarter of the columns reads the 768-column blocks holding it, 2x; half the rows of a
+  // stored tile too (its blocks span all its rows).
+  auto big_plan = [&](const Tiling& tiling, int world) {
+    std::vector<std::vector<RectRequest>> requests(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r)
+      requests[static_cast<size_t>(r)].push_back(
+          RectRequest{"big", tiling({2048, 1536}, world)[static_cast<size_t>(r)]});
+    return plan_reads(probe.tensors(), requests);
+  };
+  const ReadPlan halves = big_plan(col_tiles, 2);
+  EXPECT_EQ(halves.ranks[0].files.size(), 2u);
+  EXPECT_EQ(halves.ranks[0].bytes_read, 2048 * 768 * 4);
+  EXPECT_EQ(halves.ranks[0].bytes_wanted, 2048 * 768 * 4);
+  EXPECT_TRUE(has(format_read_plan(halves), "(1.00x)")) << format_read_plan(halves);
+  EXPECT_TRUE(has(format_read_plan(big_plan(col_tiles, 4)), "(2.00x)")) << format_read_plan(big_plan(col_tiles, 4));
+  EXPECT_TRUE(has(format_read_plan(big_plan(row_tiles, 4)), "(2.00x)")) << format_read_plan(big_plan(row_tiles, 4));
 }
 
 // Parses a safetensors file by hand and returns (name -> raw bytes).

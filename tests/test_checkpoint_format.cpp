@@ -1,0 +1,303 @@
+// Format version 2's checksum tiles on real files: what the writer stores, that a reshard
+// reads and verifies only the tiles it needs on every read route (a mapping for columns,
+// preadv/pread for whole rows, HDF5 for shards stored otherwise), that a flipped byte is
+// caught on each, and that version 1 steps (whole-row blocks, written before tiles) still
+// load, plan and verify. Also the raw reads' own edge cases.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/inspect.hpp"
+#include "checkpoint/raw_read.hpp"
+#include "checkpoint/read_plan.hpp"
+#include "checkpoint/shard_meta.hpp"
+#include "checkpoint/verify.hpp"
+#include "checkpoint_test_model.hpp"
+
+namespace axonn {
+namespace {
+
+using namespace ckpt_test;
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// The small model and one tensor of several tiles: [2048, 1536] float32 = 12 MiB, saved by 2
+// ranks as row tiles of [1024, 1536] (6 MiB), each cut into 2 x 1 tiles... of 1024 rows x 768
+// columns (the writer splits columns first).
+constexpr size_t kBig = 6;  // its index in tiled_model()
+std::vector<TensorSpec> tiled_model() {
+  auto model = small_model();
+  model.push_back({"big", {2048, 1536}});
+  return model;
+}
+
+// Loads `model` at (tiling, world) through `options`, one reader per rank, bitwise.
+void expect_model_load(const fs::path& dir, const std::vector<TensorSpec>& model, const Tiling& tiling, int world,
+                       int64_t step, const ReadOptions& options) {
+  for (int r = 0; r < world; ++r) {
+    RankTargets t = rank_targets(model, tiling, r, world);
+    CheckpointReader reader = CheckpointReader::open_latest(dir);
+    for (const SliceRead& s : t.reads) reader.read(s, options);
+    expect_rank_values(model, t, step);
+  }
+}
+
+const ReadOptions kVerified{ReadPath::shards, true}, kUnverified{ReadPath::shards, false},
+    kVds{ReadPath::index_vds, true};
+
+// What each rank of col_tiles(world) reads of "big" alone: the reader's count and the plan's.
+std::vector<std::pair<int64_t, int64_t>> big_column_reads(const fs::path& dir, int world) {
+  const auto model = tiled_model();
+  std::vector<std::vector<RectRequest>> requests(static_cast<size_t>(world));
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int r = 0; r < world; ++r)
+    requests[static_cast<size_t>(r)].push_back(
+        RectRequest{"big", col_tiles(model[kBig].shape, world)[static_cast<size_t>(r)]});
+  CheckpointReader probe = CheckpointReader::open_latest(dir);
+  const ReadPlan plan = plan_reads(probe.tensors(), requests);
+  for (int r = 0; r < world; ++r) {
+    CheckpointReader reader = CheckpointReader::open_latest(dir);
+    const Rect rect = requests[static_cast<size_t>(r)][0].rect;
+    std::vector<float> dst(static_cast<size_t>(element_count(rect)));
+    reader.read(SliceRead{"big", model[kBig].shape, rect, dst.data()});
+    out.emplace_back(reader.bytes_read(), plan.ranks[static_cast<size_t>(r)].bytes_read);
+  }
+  return out;
+}
+
+TEST(CheckpointFormat, Version2StoresTilesAndAColumnReshardReadsOnlyThoseItNeeds) {
+  const fs::path dir = test_dir();
+  const auto model = tiled_model();
+  save_step(dir, 3, 2, row_tiles, 3, model);
+  const CheckpointReader reader = CheckpointReader::open_latest(dir);
+  EXPECT_EQ(reader.format_version(), 2);
+  for (const StoredRect& s : reader.tensor("big").sources) {
+    EXPECT_EQ(s.rows_per_block, 1024);
+    EXPECT_EQ(s.cols_per_block, 768);
+    EXPECT_EQ(s.block_hashes.size(), 2u);
+  }
+  // The shard says the same as the index.
+  const ShardMeta meta = read_shard_meta(dir / "step-000000003" / "shard-00001.h5");
+  EXPECT_EQ(meta.format_version, 2);
+  EXPECT_EQ(meta.slices.at(kBig).cols_per_block, 768);
+  EXPECT_EQ(meta.slices.at(kBig).block_hashes, reader.tensor("big").sources.at(1).block_hashes);
+
+  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) {
+    expect_model_load(dir, model, col_tiles, 2, 3, o);    // whole tiles, strided in the file
+    expect_model_load(dir, model, col_tiles, 3, 3, o);    // 512 columns: partial tiles
+    expect_model_load(dir, model, block_tiles, 4, 3, o);  // quarter rows, half columns
+    expect_model_load(dir, model, row_tiles, 3, 3, o);    // uneven rows, every column
+    expect_model_load(dir, model, row_tiles, 1, 3, o);    // everything
+  }
+  // Half the columns: exactly the wanted bytes, the plan agreeing.
+  for (const auto& [read, planned] : big_column_reads(dir, 2)) {
+    EXPECT_EQ(read, 2048 * 768 * 4);
+    EXPECT_EQ(planned, read);
+  }
+  // A quarter of the columns (384) still reads whole 768-column tiles: 2x, predicted.
+  for (const auto& [read, planned] : big_column_reads(dir, 4)) {
+    EXPECT_EQ(read, 2048 * 768 * 4);
+    EXPECT_EQ(planned, read);
+  }
+  EXPECT_TRUE(verify_checkpoint(dir / "step-000000003").ok());
+  EXPECT_TRUE(has(inspect_checkpoint(reader), "format AXONNCKP v2")) << inspect_checkpoint(reader);
+}
+
+TEST(CheckpointFormat, AFlippedByteIsCaughtOnEveryReadRouteAndNamedByItsTile) {
+  const fs::path dir = test_dir();
+  const auto model = tiled_model();
+  save_step(dir, 4, 2, row_tiles, 3, model);
+  const fs::path shard = dir / "step-000000004" / "shard-00001.h5";
+  // Rank 1's first row of "big": its tile of rows 0..1023, columns 0..767.
+  flip_data_byte(shard, extract(global_values(model, kBig, 4), model[kBig].shape, row_tiles(model[kBig].shape, 2)[1]));
+  auto load = [&](const Tiling& tiling, int world, int rank) {
+    RankTargets t = rank_targets(model, tiling, rank, world);
+    CheckpointReader reader = CheckpointReader::open_latest(dir);
+    for (const SliceRead& s : t.reads) reader.read(s);
+  };
+  struct Route {
+    const char* what;
+    Tiling tiling;
+    int world, rank;
+  };
+  const Route refused[] = {
+      {"mapped columns", col_tiles, 2, 0},     // the tile's own columns, strided in the file
+      {"partial tile", col_tiles, 3, 0},       // columns 0..511: the tile through a buffer
+      {"whole rows", row_tiles, 1, 0},         // contiguous: pread into dst
+      {"rows into wider", block_tiles, 4, 2},  // rows 1024..1535, columns 0..767
+  };
+  for (const Route& r : refused) {
+    try {
+      load(r.tiling, r.world, r.rank);
+      ADD_FAILURE() << r.what << ": a corrupt tile loaded";
+    } catch (const ChecksumMismatch& e) {
+      EXPECT_EQ(e.file(), shard.string()) << r.what;
+      EXPECT_TRUE(has(e.what(), "tensor 'big'")) << e.what();
+      EXPECT_TRUE(has(e.what(), "its rows 0..1023, columns 0..767")) << e.what();
+    }
+  }
+  // Requests that need none of that tile load: its neighbour columns, and rank 0's rows.
+  EXPECT_NO_THROW(load(col_tiles, 2, 1));
+  EXPECT_NO_THROW(load(row_tiles, 2, 0));
+  const VerifyReport report = verify_checkpoint(dir / "step-000000004");
+  EXPECT_FALSE(report.ok());
+  EXPECT_TRUE(has(format_verify_report(report), "1 of 2 blocks differ from the index, rows 0..1023 columns 0..767"))
+      << format_verify_report(report);
+}
+
+TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
+  const fs::path dir = test_dir();
+  const auto model = tiled_model();
+  save_step(dir, 5, 2, row_tiles, 3, model);
+  const fs::path step = dir / "step-000000005";
+  rewrite_as_format_v1(step);
+  {
+    const CheckpointReader reader = CheckpointReader::open_latest(dir);
+    EXPECT_EQ(reader.format_version(), 1);
+    for (const StoredRect& s : reader.tensor("big").sources) {
+      EXPECT_EQ(s.rows_per_block, 682);  // 4 MiB / 6 KiB rows
+      EXPECT_EQ(s.cols_per_block, 1536);
+      EXPECT_EQ(s.block_hashes.size(), 2u);
+    }
+    EXPECT_TRUE(has(inspect_checkpoint(reader), "format AXONNCKP v1")) << inspect_checkpoint(reader);
+  }
+  EXPECT_EQ(read_shard_meta(step / "shard-00000.h5").slices.at(kBig).cols_per_block, 1536);
+  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) {
+    expect_model_load(dir, model, col_tiles, 2, 5, o);
+    expect_model_load(dir, model, col_tiles, 3, 5, o);
+    expect_model_load(dir, model, block_tiles, 4, 5, o);
+    expect_model_load(dir, model, row_tiles, 3, 5, o);
+  }
+  // Row blocks: half the columns still read every row, as version 1 did; the plan agrees.
+  for (const auto& [read, planned] : big_column_reads(dir, 2)) {
+    EXPECT_EQ(read, 2048 * 1536 * 4);
+    EXPECT_EQ(planned, read);
+  }
+  const VerifyReport good = verify_checkpoint(step);
+  EXPECT_TRUE(good.ok()) << format_verify_report(good);
+
+  // The next save in the same directory is version 2; the version 1 step stays loadable.
+  save_step(dir, 6, 2, block_tiles, 3, model);
+  EXPECT_EQ(CheckpointReader::open_latest(dir).format_version(), 2);
+  LoadOptions older;
+  older.step = 5;
+  RankTargets t = rank_targets(model, col_tiles, 1, 2);
+  EXPECT_EQ(load_checkpoint(dir, t.reads, older).step, 5);
+  expect_rank_values(model, t, 5);
+
+  // Corruption in a version 1 step is caught by its row blocks.
+  flip_data_byte(step / "shard-00000.h5",
+                 extract(global_values(model, kBig, 5), model[kBig].shape, row_tiles(model[kBig].shape, 2)[0]));
+  EXPECT_THROW(load_checkpoint(dir, t.reads, older), ChecksumMismatch);
+  EXPECT_TRUE(has(format_verify_report(verify_checkpoint(step)), "rows 0..681 columns 0..1535"))
+      << format_verify_report(verify_checkpoint(step));
+}
+
+TEST(CheckpointFormat, UnknownVersionsAreRefusedByIndexAndShard) {
+  const fs::path dir = test_dir();
+  save_step(dir, 7, 1, row_tiles);
+  const fs::path shard = dir / "step-000000007" / "shard-00000.h5";
+  {
+    h5::Handle f = h5::open_file_readwrite(shard);
+    h5::Attrs(f.get(), shard.string()).set_i64(format::kAttrVersion, 3);
+    f.close(shard.string(), "close");
+  }
+  try {
+    read_shard_meta(shard);
+    FAIL() << "a version 3 shard was read";
+  } catch (const FormatError& e) {
+    EXPECT_TRUE(has(e.what(), "format version 3; this build reads versions 1 and 2 only")) << e.what();
+  }
+  const VerifyReport report = verify_checkpoint(dir / "step-000000007");
+  EXPECT_FALSE(report.ok());
+  EXPECT_TRUE(has(format_verify_report(report), "format version 3")) << format_verify_report(report);
+}
+
+TEST(CheckpointFormat, ShardsStoredOtherwiseAreReadAndVerifiedThroughHdf5) {
+  if (std::system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
+  const fs::path dir = test_dir();
+  const auto model = tiled_model();
+  save_step(dir, 8, 2, row_tiles, 3, model);
+  // What h5repack or a user's script might leave: every dataset of one shard chunked and
+  // compressed, attributes kept. The raw reads cannot take those bytes; HDF5 can.
+  const fs::path script = dir / "rechunk.py";
+  std::ofstream(script) << "import sys, h5py\n"
+                           "with h5py.File(sys.argv[1], 'r+') as f:\n"
+                           "    for name in [n for n in f if n.startswith('slice-')]:\n"
+                           "        data, attrs = f[name][...], dict(f[name].attrs)\n"
+                           "        del f[name]\n"
+                           "        ds = f.create_dataset(name, data=data, chunks=True, compression='gzip')\n"
+                           "        for k, v in attrs.items():\n"
+                           "            ds.attrs[k] = v\n";
+  const fs::path shard = dir / "step-000000008" / "shard-00001.h5";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + script.string() + " " + shard.string()).c_str()), 0);
+  expect_model_load(dir, model, col_tiles, 3, 8, kVerified);
+  expect_model_load(dir, model, block_tiles, 4, 8, kVerified);
+  for (const auto& [read, planned] : big_column_reads(dir, 2)) EXPECT_EQ(read, planned);
+  EXPECT_TRUE(verify_checkpoint(dir / "step-000000008").ok());
+}
+
+// A file of 1 MiB whose byte i is i * 7 mod 256.
+fs::path pattern_file(const fs::path& dir, std::string* bytes) {
+  bytes->resize(1 << 20);
+  for (size_t i = 0; i < bytes->size(); ++i) (*bytes)[i] = static_cast<char>(i * 7 % 256);
+  const fs::path p = dir / "pattern.bin";
+  std::ofstream(p, std::ios::binary).write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  return p;
+}
+
+TEST(RawRead, RunsWithSmallAndLargeGapsScatteredOrNotAndMapped) {
+  const fs::path dir = test_dir();
+  std::string bytes;
+  const RawFile file(pattern_file(dir, &bytes));
+  struct Case {
+    int64_t offset, rows, run, file_stride, dst_stride;
+  };
+  const Case cases[] = {
+      {5, 1, 1000, 1000, 1000},         // one run
+      {100, 300, 64, 64, 64},           // adjacent runs, adjacent in memory: one read
+      {100, 1500, 64, 64, 80},          // adjacent in the file, scattered: preadv (2 calls)
+      {3, 1200, 100, 300, 100},         // small gaps: preadv with scratch (3 calls)
+      {1, 7, 1000, 100000, 1200},       // gaps over 64 KiB: one read per run
+      {(1 << 20) - 64, 1, 64, 64, 64},  // up to the last byte
+  };
+  for (const Case& c : cases) {
+    std::string got(static_cast<size_t>((c.rows - 1) * c.dst_stride + c.run), '\0');
+    file.read_runs(c.offset, c.rows, c.run, c.file_stride, got.data(), c.dst_stride);
+    const std::unique_ptr<MappedRange> mapped = file.map(c.offset, (c.rows - 1) * c.file_stride + c.run);
+    ASSERT_NE(mapped, nullptr);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const std::string want = bytes.substr(static_cast<size_t>(c.offset + r * c.file_stride), c.run);
+      ASSERT_EQ(got.substr(static_cast<size_t>(r * c.dst_stride), c.run), want) << "row " << r;
+      ASSERT_EQ(std::string(mapped->at(c.offset + r * c.file_stride), static_cast<size_t>(c.run)), want) << r;
+    }
+  }
+}
+
+TEST(RawRead, AShortOrMissingFileIsACheckpointErrorNamingIt) {
+  const fs::path dir = test_dir();
+  std::string bytes;
+  const fs::path p = pattern_file(dir, &bytes);
+  const RawFile file(p);
+  std::string buf(4096, '\0');
+  for (const auto& read :
+       std::vector<std::function<void()>>{[&] { file.read_runs((1 << 20) - 100, 1, 200, 200, buf.data(), 200); },
+                                          [&] { file.read_runs((1 << 20) - 100, 2, 100, 100, buf.data(), 1000); },
+                                          [&] { file.read_runs((1 << 20) - 1000, 3, 100, 600, buf.data(), 100); },
+                                          [&] { file.map((1 << 20) - 100, 200); }}) {
+    try {
+      read();
+      ADD_FAILURE() << "a read past the end succeeded";
+    } catch (const CheckpointError& e) {
+      EXPECT_EQ(e.file(), p.string());
+      EXPECT_TRUE(has(e.what(), "the file ends early")) << e.what();
+    }
+  }
+  EXPECT_THROW(RawFile(dir / "absent.bin"), CheckpointError);
+}
+
+}  // namespace
+}  // namespace axonn
