@@ -17,9 +17,6 @@ namespace axonn {
 namespace {
 
 constexpr int64_t kMaxRunsPerCall = 1024;  // IOV_MAX on Linux
-// Gaps up to this are read (into scratch) rather than skipped by one call per run: copying a
-// few KiB costs less than a system call, and the reads stay sequential for readahead.
-constexpr int64_t kMaxGapBytes = int64_t{64} << 10;
 
 constexpr const char* kEndsEarly = "the file ends early (truncated? it is shorter than its index says)";
 
@@ -92,7 +89,7 @@ void RawFile::read_runs(int64_t offset, int64_t rows, int64_t run_bytes, int64_t
                         int64_t dst_stride) const {
   if (file_stride == run_bytes && dst_stride == run_bytes) return read_full(offset, rows * run_bytes, dst);
   const int64_t gap = file_stride - run_bytes;
-  if (gap > kMaxGapBytes) {
+  if (gap > kMaxReadGapBytes) {
     for (int64_t r = 0; r < rows; ++r) read_full(offset + r * file_stride, run_bytes, dst + r * dst_stride);
     return;
   }

@@ -1,17 +1,24 @@
 #pragma once
-// Reading the stored bytes of a shard dataset straight from its file (pread/preadv), for the
-// verified read path. Why not through HDF5: a hyperslab whose rows are strided in the file
-// (some columns of a rectangle) goes through HDF5's 64 KiB sieve buffer, which reads the
-// skipped columns too and copies everything twice; that cost the column reshard about a
-// quarter of a same-layout load. Shard datasets are contiguous, unfiltered float32 (the
-// writer makes them so), so their bytes are a row-major array at one file offset.
+// Reading the stored bytes of a shard dataset straight from its file, for the verified read
+// path. Shard datasets are contiguous, unfiltered float32 (the writer makes them so), so their
+// bytes are a row-major array at one file offset (h5::contiguous_f32_offset). Why not through
+// HDF5: a hyperslab whose rows are strided in the file (some columns of a rectangle) goes
+// through HDF5's 64 KiB sieve buffer, which has the kernel copy the skipped columns too and
+// then copies the wanted ones again. Measured on the column reshard of bench/checkpoint:
+// HDF5's sieve, preadv with the gaps read into scratch, and a mapping copied out before
+// hashing all cost 1.2x-1.3x of a same-layout load, one pread per row 2x; a mapping whose runs
+// are hashed as they are copied (reader.cpp) about 1.1x.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <string>
 
 namespace axonn {
+
+// Runs strided in a file whose gaps are at most this are read with their gaps (mapped, or
+// into scratch) rather than one call per run: copying or mapping a few KiB costs less than a
+// system call, and the file is read in order, as readahead expects. Wider gaps are skipped.
+inline constexpr int64_t kMaxReadGapBytes = int64_t{64} << 10;
 
 // A read-only mapping of a range of a file, every page faulted in; unmapped on destruction.
 class MappedRange {
@@ -42,8 +49,8 @@ class RawFile {
   ~RawFile();
 
   // Reads `rows` runs of `run_bytes`: the first at file byte `offset`, one every `file_stride`
-  // bytes, into `dst`, one every `dst_stride` bytes. Runs adjacent in the file are read with
-  // one call per 1024 runs (preadv), others one call each, so only the runs' bytes are read.
+  // bytes, into `dst`, one every `dst_stride` bytes. One call per 1024 runs (preadv) when the
+  // gaps between them are at most kMaxReadGapBytes (read into scratch), else one per run.
   // CheckpointError (naming the file) on an I/O error or when the file ends early.
   void read_runs(int64_t offset, int64_t rows, int64_t run_bytes, int64_t file_stride, char* dst,
                  int64_t dst_stride) const;

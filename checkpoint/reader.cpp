@@ -188,15 +188,16 @@ struct CheckpointReader::Impl {
             to = first = b.data();
             stride = row_elements(piece);
           }
-          // Rows strided in the file (some of the stored columns) are mapped here, and copied
-          // and hashed in one pass by the helper; the others are read now (one copy, by the
-          // kernel) and hashed in place by the helper.
+          // Rows strided in the file (some of the stored columns) with gaps of at most
+          // kMaxReadGapBytes are mapped here, and copied and hashed in one pass by the helper:
+          // through the kernel the gaps would be copied too, or read one call per row. The
+          // others are read now (one copy, by the kernel) and hashed in place by the helper.
           const int64_t file_row_bytes = grid.row_elements() * 4;
           const int64_t piece_row_bytes = row_elements(piece) * 4;
           const int64_t piece_file_offset =
               base + (local.offset[0] * grid.cols + (rank > 1 ? local.offset[1] : 0)) * grid.inner * 4;
           std::shared_ptr<MappedRange> mapped;
-          if (base >= 0 && piece_row_bytes < file_row_bytes) {
+          if (base >= 0 && piece_row_bytes < file_row_bytes && file_row_bytes - piece_row_bytes <= kMaxReadGapBytes) {
             mapped = raw(src).map(piece_file_offset, (local.count[0] - 1) * file_row_bytes + piece_row_bytes);
           }
           if (!mapped) read_piece(ds.get(), base, src, grid, local, to, to_dims, to_at, f);
