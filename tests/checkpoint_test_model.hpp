@@ -244,7 +244,8 @@ inline void flip_data_byte(const fs::path& file, const std::vector<float>& slice
 // Rewrites a committed step as format version 1 wrote it (what an older axonn left on disk):
 // checksum blocks of whole rows, rows_per_block = max(1, 4 MiB / bytes per row), block hashes
 // recomputed from the stored data, no cols_per_block / source_cols_per_block attributes,
-// format_version 1 in every file; the data and the VDS mappings are untouched. The version 1
+// format_version 1 in every file; the data and the VDS mappings are untouched. `step` may also
+// be a save's .tmp-step directory before its commit (shards only). The version 1
 // hashing is restated here from the old specification, not taken from the library's blocks.
 inline void rewrite_as_format_v1(const fs::path& step) {
   struct Hashes {
@@ -291,6 +292,7 @@ inline void rewrite_as_format_v1(const fs::path& step) {
     file.close(f, "close");
   }
   const fs::path index = step / "index.h5";
+  if (!fs::exists(index)) return;  // shards of a save not committed yet
   const std::string f = index.string();
   h5::Handle file = h5::open_file_readwrite(index);
   const h5::Attrs root(file.get(), f);

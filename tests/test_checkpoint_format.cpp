@@ -13,6 +13,7 @@
 #include "checkpoint/raw_read.hpp"
 #include "checkpoint/read_plan.hpp"
 #include "checkpoint/shard_meta.hpp"
+#include "checkpoint/step_dir.hpp"
 #include "checkpoint/verify.hpp"
 #include "checkpoint_test_model.hpp"
 
@@ -186,6 +187,24 @@ TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
   RankTargets t = rank_targets(model, col_tiles, 1, 2);
   EXPECT_EQ(load_checkpoint(dir, t.reads, older).step, 5);
   expect_rank_values(model, t, 5);
+
+  // Version 1 shards committed by this build (an upgrade between a save's shards and its
+  // commit): indexed as version 2, their row blocks as full-width tiles.
+  for (int r = 0; r < 2; ++r) {
+    RankState st = rank_state(model, col_tiles, r, 2, 7);
+    write_shard(dir, 7, r, st.slices);
+  }
+  rewrite_as_format_v1(tmp_step_path(dir, 7));
+  EXPECT_EQ(read_shard_meta(tmp_step_path(dir, 7) / "shard-00000.h5").format_version, 1);
+  commit(dir, 7, std::vector<int>{0, 1}, test_metadata(7), 5, std::chrono::seconds(10));
+  {
+    const CheckpointReader mixed = CheckpointReader::open_latest(dir);
+    EXPECT_EQ(mixed.format_version(), 2);
+    EXPECT_EQ(mixed.tensor("big").sources.at(0).cols_per_block, 768);  // all of its columns
+    EXPECT_EQ(mixed.tensor("big").sources.at(0).rows_per_block, 1365);  // 4 MiB / 3 KiB rows
+  }
+  expect_model_load(dir, model, block_tiles, 4, 7, kVerified);
+  EXPECT_TRUE(verify_checkpoint(dir / "step-000000007").ok());
 
   // Corruption in a version 1 step is caught by its row blocks.
   flip_data_byte(step / "shard-00000.h5",
