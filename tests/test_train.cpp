@@ -168,8 +168,7 @@ TEST_F(TrainResume, PreemptionSavesAtOneStepBoundaryAndTheRerunEndsLikeAnUninter
       if (read_metrics(dir / "run").size() >= 2) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    // Anchored: the sh and timeout wrappers' command lines contain the same words.
-    run_command("pkill -USR1 -f \"^" + kAxonn + " run -n 4 \"");
+    run_command("pkill -USR1 -f \"" + launcher_pattern(dir, 4) + "\"");
   });
   const CommandResult stopped = run_train(dir, 4, "2x1x1x2");
   signaller.join();

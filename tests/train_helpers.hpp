@@ -41,14 +41,22 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
 
 inline void write_file(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
 
-// `axonn run -n N [--nodes-sim K] job.toml` in `dir` with AXONN_LAYOUT set (empty: let the
-// trainer decide); output and exit code.
+// `axonn run -n N --nodes-sim K DIR/job.toml` in `dir` with AXONN_LAYOUT set (empty: let the
+// trainer decide); output and exit code. The job file's absolute path makes the launcher's
+// command line unique to its test, so a test can signal its own launcher by name while other
+// tests train beside it (see launcher_pattern).
 inline CommandResult run_train(const std::filesystem::path& dir, int ranks, const std::string& layout,
                                const std::string& extra = "", int nodes_sim = 1, int timeout_s = 120) {
   std::string env = layout.empty() ? "" : "AXONN_LAYOUT=" + layout + " ";
   return run_command("cd " + dir.string() + " && " + env + kAxonn + " run -n " + std::to_string(ranks) +
-                         " --nodes-sim " + std::to_string(nodes_sim) + " job.toml " + extra,
+                         " --nodes-sim " + std::to_string(nodes_sim) + " " + (dir / "job.toml").string() + " " + extra,
                      timeout_s);
+}
+
+// A `pkill -f` pattern for the launcher run_train starts in `dir` and for nothing else:
+// anchored, since the sh and timeout wrappers' command lines contain the same words.
+inline std::string launcher_pattern(const std::filesystem::path& dir, int ranks) {
+  return "^" + kAxonn + " run -n " + std::to_string(ranks) + " .*" + (dir / "job.toml").string();
 }
 
 struct StepLine {
