@@ -1,0 +1,37 @@
+#pragma once
+// The CUDA backend: every op of trainer/backend.hpp on device memory of one GPU, ordered on
+// one stream of that device (the compute stream). Storage is float32 like the CPU backend's,
+// so the model, optimizer and checkpoint code are the same for both; the GEMMs run on tensor
+// cores (GemmMath), which is where a GPT step spends its FLOPs.
+//
+// In a build without CUDA (AXONN_CUDA=OFF, or no nvcc/NCCL found) make_cuda_backend throws a
+// BackendError saying how to build with it; nothing else here needs CUDA headers.
+#include <memory>
+#include <string>
+
+#include "trainer/backend.hpp"
+
+namespace axonn {
+
+// How the GEMMs multiply float32 buffers (cuBLASLt compute types):
+// - bf16: inputs rounded to bfloat16, float32 accumulation (CUBLAS_COMPUTE_32F_FAST_16BF):
+//   the mixed-precision training default, at the bf16 tensor-core rate;
+// - tf32: inputs rounded to TF32 (10-bit mantissa), float32 accumulation;
+// - fp32: exact float32 (no tensor cores), for checks against the CPU backend.
+enum class GemmMath { bf16, tf32, fp32 };
+
+struct CudaBackendOptions {
+  int device = 0;  // the CUDA device this rank uses (its local rank, modulo the devices seen)
+  GemmMath gemm_math = GemmMath::bf16;
+};
+
+// The backend on options.device; BackendError naming the device and the CUDA error when the
+// device cannot be used, or, in a build without CUDA, naming the build option.
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
+
+// The number of CUDA devices this process sees; 0 without a driver or in a build without
+// CUDA (never throws: for "skip" and "choose the backend" decisions). `why` (if given) gets
+// the reason when 0.
+int cuda_device_count(std::string* why = nullptr);
+
+}  // namespace axonn
