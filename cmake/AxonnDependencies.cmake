@@ -61,6 +61,14 @@ if(NOT AXONN_CUDA STREQUAL "OFF")
     add_library(NCCL::nccl UNKNOWN IMPORTED)
     set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
                                                 INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    # The CUDA backend's kernels (trainer/cuda/*.cu). One architecture, sm_90 (H100), unless the
+    # user chose (-DCMAKE_CUDA_ARCHITECTURES or CUDAARCHS): each one more doubles the device
+    # code compile time, and CI builds on 2 cores. Enabled here, at the top level, because
+    # every target linking axonn_trainer_cuda (runner, tests) links with the CUDA runtime.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+      set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures of the trainer's kernels")
+    endif()
+    enable_language(CUDA)
   elseif(AXONN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "axonn: AXONN_CUDA=ON but nvcc (${CMAKE_CUDA_COMPILER}), the CUDA runtime or NCCL "
                         "(${NCCL_INCLUDE_DIR}, ${NCCL_LIBRARY}) was not found under /usr/local/cuda; "

@@ -1,0 +1,42 @@
+#include "trainer/cuda/bias.hpp"
+#include "trainer/cuda/check.hpp"
+#include "trainer/cuda/column_sums.hpp"
+#include "trainer/cuda/device_math.cuh"
+
+namespace axonn::cuda {
+namespace {
+
+void require_shape(const char* op, int64_t m, int64_t n, int64_t ld) {
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "n", n);
+  require_at_most(op, "n", n, "row stride ld", ld);
+}
+
+__global__ void bias_forward_kernel(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
+  const int64_t total = m * n;
+  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
+    const int64_t i = idx / n, j = idx - i * n;
+    out[i * ld + j] += bias[j];
+  }
+}
+
+}  // namespace
+
+void bias_forward(const Context& ctx, float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
+  require_shape("bias_forward", m, n, ld);
+  if (m == 0 || n == 0) return;
+  bias_forward_kernel<<<grid_for(m * n), kThreads, 0, ctx.stream>>>(out, bias, m, n, ld);
+  check_launch(ctx, "bias_forward");
+}
+
+void bias_backward(const Context& ctx, float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
+  require_shape("bias_backward", m, n, ld);
+  if (m == 0 || n == 0) return;
+  const int64_t chunks = column_chunks(m);
+  auto* partials = static_cast<float*>(
+      ctx.scratch->get(ctx.stream, static_cast<size_t>(chunks * n) * sizeof(float), "bias_backward"));
+  column_chunk_sums(ctx, "bias_backward", partials, dout, m, n, ld);
+  add_column_partials(ctx, "bias_backward", dbias, partials, chunks, n);
+}
+
+}  // namespace axonn::cuda

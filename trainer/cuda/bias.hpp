@@ -1,0 +1,15 @@
+#pragma once
+// Bias of a linear layer on rows with row stride ld (a column block of a wider buffer when
+// ld > n, e.g. q inside a packed qkv).
+#include <cstdint>
+
+#include "trainer/cuda/context.hpp"
+
+namespace axonn::cuda {
+
+// out (m, n) += bias (n)
+void bias_forward(const Context& ctx, float* out, const float* bias, int64_t m, int64_t n, int64_t ld);
+// dbias (n) += Σ_rows dout (m, n), deterministic (column_sums.hpp)
+void bias_backward(const Context& ctx, float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld);
+
+}  // namespace axonn::cuda

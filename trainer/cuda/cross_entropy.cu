@@ -1,0 +1,111 @@
+#include "trainer/cuda/check.hpp"
+#include "trainer/cuda/cross_entropy.hpp"
+#include "trainer/cuda/device_math.cuh"
+
+namespace axonn::cuda {
+namespace {
+
+// One block per row: row blockIdx.x.
+__global__ void row_max_kernel(float* row_max, const float* logits, int64_t v_local) {
+  __shared__ float shared[kWarpSize];
+  const int64_t i = blockIdx.x;
+  const float* row = logits + i * v_local;
+  float best = neg_inf();
+  for (int64_t j = threadIdx.x; j < v_local; j += blockDim.x) best = row[j] > best ? row[j] : best;
+  best = block_max(best, shared);
+  if (threadIdx.x == 0) row_max[i] = best;
+}
+
+// exps may alias logits: thread 0 reads the target's logit before the barrier that precedes
+// every overwrite; each other element is read and written by the same thread.
+__global__ void partials_kernel(float* partials, float* max, float* exps, const float* gathered_max, int64_t groups,
+                                const float* logits, const int32_t* targets, int64_t m, int64_t v_local,
+                                int64_t v0) {
+  __shared__ double shared[kWarpSize];
+  __shared__ float target_logit;
+  const int64_t i = blockIdx.x;
+  float mx = gathered_max[i];
+  for (int64_t g = 1; g < groups; ++g) mx = gathered_max[g * m + i] > mx ? gathered_max[g * m + i] : mx;
+  const float* row = logits + i * v_local;
+  if (threadIdx.x == 0) {
+    const int64_t r = static_cast<int64_t>(targets[i]) - v0;
+    target_logit = (r >= 0 && r < v_local) ? row[r] : 0.0f;
+  }
+  __syncthreads();
+  float* e = exps + i * v_local;
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < v_local; j += blockDim.x) {
+    const float ej = expf(row[j] - mx);
+    e[j] = ej;
+    s += static_cast<double>(ej);
+  }
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) {
+    max[i] = mx;
+    partials[2 * i] = static_cast<float>(s);
+    partials[2 * i + 1] = target_logit;
+  }
+}
+
+__global__ void loss_kernel(float* loss, const float* partials, const float* max, int64_t m) {
+  for (int64_t i = global_thread(); i < m; i += grid_threads())
+    loss[i] = logf(partials[2 * i]) + max[i] - partials[2 * i + 1];
+}
+
+// Element by element (dlogits may alias exps): e·s rounded first (no fused multiply-add),
+// then the target's 1·scale subtracted, as the CPU backend does.
+__global__ void backward_kernel(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
+                                int64_t m, int64_t v_local, int64_t v0, float scale) {
+  const int64_t total = m * v_local;
+  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
+    const int64_t i = idx / v_local, j = idx - i * v_local;
+    const float s = scale / partials[2 * i];  // softmax = exps / Σ exps
+    float d = __fmul_rn(exps[idx], s);
+    if (static_cast<int64_t>(targets[i]) - v0 == j) d -= scale;
+    dlogits[idx] = d;
+  }
+}
+
+}  // namespace
+
+void cross_entropy_row_max(const Context& ctx, float* row_max, const float* logits, int64_t m, int64_t v_local) {
+  const char* op = "cross_entropy_row_max";
+  require_nonnegative(op, "m", m);
+  require_positive(op, "v_local", v_local);
+  if (m == 0) return;
+  row_max_kernel<<<grid_dim(op, "rows", m, true), kThreads, 0, ctx.stream>>>(row_max, logits, v_local);
+  check_launch(ctx, op);
+}
+
+void cross_entropy_partials(const Context& ctx, float* partials, float* max, float* exps, const float* gathered_max,
+                            int64_t groups, const float* logits, const int32_t* targets, int64_t m, int64_t v_local,
+                            int64_t v0) {
+  const char* op = "cross_entropy_partials";
+  require_nonnegative(op, "m", m);
+  require_positive(op, "v_local", v_local);
+  require_positive(op, "groups", groups);
+  if (m == 0) return;
+  partials_kernel<<<grid_dim(op, "rows", m, true), kThreads, 0, ctx.stream>>>(partials, max, exps, gathered_max, groups,
+                                                                             logits, targets, m, v_local, v0);
+  check_launch(ctx, op);
+}
+
+void cross_entropy_loss(const Context& ctx, float* loss, const float* partials, const float* max, int64_t m) {
+  require_nonnegative("cross_entropy_loss", "m", m);
+  if (m == 0) return;
+  loss_kernel<<<grid_for(m), kThreads, 0, ctx.stream>>>(loss, partials, max, m);
+  check_launch(ctx, "cross_entropy_loss");
+}
+
+void cross_entropy_backward(const Context& ctx, float* dlogits, const float* exps, const float* partials,
+                            const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale) {
+  const char* op = "cross_entropy_backward";
+  require_nonnegative(op, "m", m);
+  require_positive(op, "v_local", v_local);
+  if (m == 0) return;
+  backward_kernel<<<grid_for(m * v_local), kThreads, 0, ctx.stream>>>(dlogits, exps, partials, targets, m, v_local, v0,
+                                                                     scale);
+  check_launch(ctx, op);
+}
+
+}  // namespace axonn::cuda

@@ -1,0 +1,251 @@
+#include "trainer/cuda/cuda_backend.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "trainer/cuda/adamw.hpp"
+#include "trainer/cuda/attention.hpp"
+#include "trainer/cuda/bias.hpp"
+#include "trainer/cuda/check.hpp"
+#include "trainer/cuda/cross_entropy.hpp"
+#include "trainer/cuda/cuda_backend_impl.hpp"
+#include "trainer/cuda/elementwise.hpp"
+#include "trainer/cuda/embedding.hpp"
+#include "trainer/cuda/gelu.hpp"
+#include "trainer/cuda/layernorm.hpp"
+#include "trainer/cuda/reductions.hpp"
+
+namespace axonn {
+namespace {
+
+// Checks that options.device exists, makes it current, and returns it.
+int use_device(int device) {
+  const char* op = "make_cuda_backend";
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    cuda::fail(op, "CUDA device " + std::to_string(device) + " is not usable: cudaGetDeviceCount failed: " +
+                       cuda::error_text(e));
+  }
+  if (device < 0 || device >= count) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    cuda::fail(op, "CUDA device " + std::to_string(device) + " does not exist: this process sees " +
+                       std::to_string(count) + " device(s) (CUDA_VISIBLE_DEVICES=" +
+                       (visible != nullptr ? visible : "unset") + ")");
+  }
+  AXONN_CUDA_OP_CHECK(op, cudaSetDevice(device));
+  return device;
+}
+
+cudaStream_t create_stream() {
+  cudaStream_t s = nullptr;
+  // Non-blocking: it does not synchronize with the legacy default stream, so other code's
+  // work there (NCCL set-up, a library's copies) does not serialize with the step.
+  AXONN_CUDA_OP_CHECK("make_cuda_backend", cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+bool sync_each_op_from_env() {
+  const char* v = std::getenv("AXONN_CUDA_SYNC_OPS");
+  return v != nullptr && std::strcmp(v, "") != 0 && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options)
+    : device_(use_device(options.device)),
+      stream_(create_stream()),
+      gemm_(std::make_unique<cuda::Gemm>(options.gemm_math)) {
+  ctx_.stream = stream_.get();
+  ctx_.scratch = &scratch_;
+  ctx_.gemm = gemm_.get();
+  ctx_.sync_each_op = sync_each_op_from_env();
+}
+
+CudaBackend::~CudaBackend() {
+  // Queued ops may still use the scratch and the GEMM workspace freed below. Errors are
+  // ignored: a destructor does not throw, and a device in error has nothing left to wait for.
+  (void)cudaStreamSynchronize(stream_.get());
+}
+
+// ---- memory. cudaMalloc, not the stream-ordered allocator: buffers are allocated once at
+// set-up, and a plain allocation has no ordering rule for other streams (NCCL) to break.
+void* CudaBackend::alloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);  // 256-byte aligned
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    cuda::fail("alloc", "cudaMalloc of " + std::to_string(bytes) + " bytes failed on CUDA device " +
+                            std::to_string(device_) + ": " + cuda::error_text(e));
+  }
+  return p;
+}
+
+// Never throws (it runs in destructors). Waits for the stream first: queued ops may still
+// read or write the buffer. A failure (a pointer not from alloc, a device already in error)
+// stays in the runtime's last-error slot, and the next op's launch check reports it.
+void CudaBackend::free(void* ptr) {
+  if (ptr == nullptr) return;
+  (void)cudaStreamSynchronize(stream_.get());
+  (void)cudaFree(ptr);
+}
+
+// Asynchronous on the stream. From pageable memory (std::vector) the runtime has copied the
+// source to a staging buffer when the call returns, so the source may be reused at once.
+void CudaBackend::copy_to_device(void* dst, const void* src_host, size_t bytes) {
+  if (bytes == 0) return;
+  AXONN_CUDA_OP_CHECK("copy_to_device",
+                      cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_.get()));
+}
+
+void CudaBackend::copy_to_host(void* dst_host, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  AXONN_CUDA_OP_CHECK("copy_to_host", cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, stream_.get()));
+  AXONN_CUDA_OP_CHECK("copy_to_host", cudaStreamSynchronize(stream_.get()));
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  AXONN_CUDA_OP_CHECK("copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+}
+
+void CudaBackend::copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  cuda::require_nonnegative("copy_2d", "rows", rows);
+  cuda::require_nonnegative("copy_2d", "cols", cols);
+  cuda::require_at_most("copy_2d", "cols", cols, "ld_dst", ld_dst);
+  cuda::require_at_most("copy_2d", "cols", cols, "ld_src", ld_src);
+  if (rows == 0 || cols == 0) return;
+  const size_t f = sizeof(float);
+  AXONN_CUDA_OP_CHECK("copy_2d", cudaMemcpy2DAsync(dst, static_cast<size_t>(ld_dst) * f, src,
+                                                   static_cast<size_t>(ld_src) * f, static_cast<size_t>(cols) * f,
+                                                   static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_.get()));
+}
+
+void CudaBackend::memset_zero(void* ptr, size_t bytes) {
+  if (bytes == 0) return;
+  AXONN_CUDA_OP_CHECK("memset_zero", cudaMemsetAsync(ptr, 0, bytes, stream_.get()));
+}
+
+void CudaBackend::fill(float* x, float value, int64_t n) { cuda::fill(ctx_, x, value, n); }
+
+void CudaBackend::synchronize() { AXONN_CUDA_OP_CHECK("synchronize", cudaStreamSynchronize(stream_.get())); }
+
+// ---- compute: each op checks its arguments and launches on the stream (trainer/cuda/<op>).
+void CudaBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cuda::gemm(ctx_, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void CudaBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
+  cuda::bias_forward(ctx_, out, bias, m, n, ld);
+}
+
+void CudaBackend::bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
+  cuda::bias_backward(ctx_, dbias, dout, m, n, ld);
+}
+
+void CudaBackend::add(float* out, const float* a, const float* b, int64_t n) { cuda::add(ctx_, out, a, b, n); }
+void CudaBackend::scale(float* x, float alpha, int64_t n) { cuda::scale(ctx_, x, alpha, n); }
+void CudaBackend::axpy(float* y, float alpha, const float* x, int64_t n) { cuda::axpy(ctx_, y, alpha, x, n); }
+void CudaBackend::sum(float* out, const float* x, int64_t n) { cuda::sum(ctx_, out, x, n); }
+void CudaBackend::sum_squares(float* out, const float* x, int64_t n) { cuda::sum_squares(ctx_, out, x, n); }
+
+void CudaBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) {
+  cuda::layernorm_row_sums(ctx_, sums, x, m, c);
+}
+
+void CudaBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+                                             int64_t c, int64_t C) {
+  cuda::layernorm_centered_squares(ctx_, mean, squares, sums, x, m, c, C);
+}
+
+void CudaBackend::layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+                                      const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
+                                      float eps) {
+  cuda::layernorm_normalize(ctx_, out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
+}
+
+void CudaBackend::layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+                                              const float* rstd, const float* gamma, int64_t m, int64_t c) {
+  cuda::layernorm_backward_partials(ctx_, partials, dout, x, mean, rstd, gamma, m, c);
+}
+
+void CudaBackend::layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials,
+                                            const float* dout, const float* x, const float* mean, const float* rstd,
+                                            const float* gamma, int64_t m, int64_t c, int64_t C) {
+  cuda::layernorm_backward_finish(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
+}
+
+void CudaBackend::gelu_forward(float* out, const float* x, int64_t n) { cuda::gelu_forward(ctx_, out, x, n); }
+
+void CudaBackend::gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
+  cuda::gelu_backward(ctx_, dx, x, dout, n);
+}
+
+void CudaBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
+                                    int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+  cuda::attention_forward(ctx_, out, probs, q, k, v, ld, B, T, h, d);
+}
+
+void CudaBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
+                                     const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T,
+                                     int64_t h, int64_t d) {
+  cuda::attention_backward(ctx_, dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d);
+}
+
+void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+                                    int64_t v0, int64_t v_local) {
+  cuda::embedding_forward(ctx_, out, tokens, table, m, c, v0, v_local);
+}
+
+void CudaBackend::embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
+                                     int64_t v0, int64_t v_local) {
+  cuda::embedding_backward(ctx_, dtable, dout, tokens, m, c, v0, v_local);
+}
+
+void CudaBackend::position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) {
+  cuda::position_forward(ctx_, out, wpe, B, T, c);
+}
+
+void CudaBackend::position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) {
+  cuda::position_backward(ctx_, dwpe, dout, B, T, c);
+}
+
+void CudaBackend::cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) {
+  cuda::cross_entropy_row_max(ctx_, row_max, logits, m, v_local);
+}
+
+void CudaBackend::cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max,
+                                         int64_t groups, const float* logits, const int32_t* targets, int64_t m,
+                                         int64_t v_local, int64_t v0) {
+  cuda::cross_entropy_partials(ctx_, partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
+}
+
+void CudaBackend::cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) {
+  cuda::cross_entropy_loss(ctx_, loss, partials, max, m);
+}
+
+void CudaBackend::cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
+                                         const int32_t* targets, int64_t m, int64_t v_local, int64_t v0,
+                                         float scale) {
+  cuda::cross_entropy_backward(ctx_, dlogits, exps, partials, targets, m, v_local, v0, scale);
+}
+
+void CudaBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
+                        bool decay) {
+  cuda::adamw(ctx_, param, grad, m, v, n, step, decay);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+void* cuda_stream_of(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  return cuda != nullptr ? static_cast<void*>(cuda->stream()) : nullptr;
+}
+
+}  // namespace axonn

@@ -1,0 +1,249 @@
+#include "trainer/cuda/gemm.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "trainer/cuda/check.hpp"
+#include "trainer/cuda/elementwise.hpp"
+
+namespace axonn::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+cublasComputeType_t compute_type(GemmMath math) {
+  switch (math) {
+    case GemmMath::bf16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case GemmMath::tf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case GemmMath::fp32:
+      break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+const char* math_name(GemmMath math) {
+  switch (math) {
+    case GemmMath::bf16:
+      return "bf16";
+    case GemmMath::tf32:
+      return "tf32";
+    case GemmMath::fp32:
+      break;
+  }
+  return "fp32";
+}
+
+// The largest power of two, at most 256, dividing the byte address of every matrix of the
+// batch. cuBLASLt's heuristic assumes 256-byte aligned matrices unless told otherwise, and a
+// view (a column block, a head inside packed qkv) is often only 4-byte aligned.
+int64_t alignment(const void* p, int64_t stride, int64_t batch) {
+  auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
+  if (batch > 1) bits |= static_cast<uint64_t>(stride) * sizeof(float);
+  int64_t align = 256;
+  while (align > 1 && bits % static_cast<uint64_t>(align) != 0) align /= 2;
+  return align;
+}
+
+std::string describe(const GemmCall& call) {
+  auto t = [](Transpose x) { return x == Transpose::yes ? "T" : "N"; };
+  std::string s = std::string("ta=") + t(call.ta) + " tb=" + t(call.tb) + " m=" + std::to_string(call.m) +
+                  " n=" + std::to_string(call.n) + " k=" + std::to_string(call.k) +
+                  " lda=" + std::to_string(call.lda) + " ldb=" + std::to_string(call.ldb) +
+                  " ldc=" + std::to_string(call.ldc);
+  if (call.batch > 1) s += " batch=" + std::to_string(call.batch);
+  return s;
+}
+
+void set_batch(const char* op, cublasLtMatrixLayout_t layout, int64_t batch, int64_t stride) {
+  if (batch <= 1) return;
+  const auto count = static_cast<int32_t>(batch);
+  AXONN_CUDA_OP_CHECK(
+      op, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                           &stride, sizeof(stride)));
+}
+
+void set_alignment(const char* op, cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+                   int64_t bytes) {
+  const auto value = static_cast<uint32_t>(bytes);
+  AXONN_CUDA_OP_CHECK(op, cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+}  // namespace
+
+size_t Gemm::KeyHash::operator()(const Key& key) const {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (int64_t v : key) h = (h ^ static_cast<uint64_t>(v)) * 0x100000001b3ull + (h >> 29);
+  return static_cast<size_t>(h);
+}
+
+Gemm::Gemm(GemmMath math) : math_(math) {
+  const char* op = "make_cuda_backend";
+  AXONN_CUDA_OP_CHECK(op, cublasLtCreate(&handle_));
+  const cudaError_t e = cudaMalloc(&workspace_, kWorkspaceBytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cublasLtDestroy(handle_);
+    fail(op, "cudaMalloc of the " + std::to_string(kWorkspaceBytes) + "-byte cuBLASLt workspace failed: " +
+                 error_text(e));
+  }
+  workspace_bytes_ = kWorkspaceBytes;
+}
+
+Gemm::~Gemm() {
+  // Never throws; the backend's destructor has waited for its stream already.
+  for (auto& [key, plan] : plans_) {
+    (void)cublasLtMatrixLayoutDestroy(plan.c);
+    (void)cublasLtMatrixLayoutDestroy(plan.b);
+    (void)cublasLtMatrixLayoutDestroy(plan.a);
+    (void)cublasLtMatmulDescDestroy(plan.desc);
+  }
+  if (workspace_ != nullptr) (void)cudaFree(workspace_);
+  if (handle_ != nullptr) (void)cublasLtDestroy(handle_);
+}
+
+// Builds the plan for `compute`; false (plan released, `why` set) when the heuristic finds
+// no algorithm. A failing cuBLASLt call throws, after releasing what was created.
+bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute, Plan& plan,
+                    cublasStatus_t& why) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  auto release = [&] {
+    if (pref != nullptr) (void)cublasLtMatmulPreferenceDestroy(pref);
+    if (plan.c != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.c);
+    if (plan.b != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.b);
+    if (plan.a != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.a);
+    if (plan.desc != nullptr) (void)cublasLtMatmulDescDestroy(plan.desc);
+    plan = Plan{};
+  };
+  try {
+    const bool ta = call.ta == Transpose::yes, tb = call.tb == Transpose::yes;
+    const auto m = static_cast<uint64_t>(call.m), n = static_cast<uint64_t>(call.n), k = static_cast<uint64_t>(call.k);
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
+    const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
+    const cublasOperation_t op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
+    AXONN_CUDA_OP_CHECK(
+        op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    AXONN_CUDA_OP_CHECK(
+        op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    // Column-major (rows, cols) as stored: our row-major B is (k, n), or (n, k) transposed;
+    // our A is (m, k), or (k, m) transposed; our C is (m, n).
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, tb ? k : n, tb ? n : k, call.ldb));
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, ta ? m : k, ta ? k : m, call.lda));
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, n, m, call.ldc));
+    set_batch(op, plan.a, call.batch, call.stride_b);
+    set_batch(op, plan.b, call.batch, call.stride_a);
+    set_batch(op, plan.c, call.batch, call.stride_c);
+
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t workspace = workspace_bytes_;
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                 &workspace, sizeof(workspace)));
+    set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key[12]);  // our B
+    set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key[13]);  // our A
+    set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key[14]);
+    set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key[14]);
+
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                                 pref, 1, &result, &found);
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+    pref = nullptr;
+    if (status != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+      why = status != CUBLAS_STATUS_SUCCESS ? status
+            : found == 0                    ? CUBLAS_STATUS_NOT_SUPPORTED
+                                            : result.state;
+      release();
+      return false;
+    }
+    plan.algo = result.algo;
+    return true;
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+const Gemm::Plan& Gemm::plan_for(const char* op, const GemmCall& call) {
+  const Key key = {call.ta == Transpose::yes,
+                   call.tb == Transpose::yes,
+                   call.m,
+                   call.n,
+                   call.k,
+                   call.lda,
+                   call.ldb,
+                   call.ldc,
+                   call.batch,
+                   call.stride_a,
+                   call.stride_b,
+                   call.stride_c,
+                   alignment(call.b, call.stride_b, call.batch),
+                   alignment(call.a, call.stride_a, call.batch),
+                   alignment(call.c, call.stride_c, call.batch)};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  Plan plan;
+  cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
+  bool ok = try_plan(op, call, key, compute_type(math_), plan, why);
+  // The tensor-core types may have no kernel for an odd alignment or stride; exact float32
+  // always has one. Slower, never wrong.
+  if (!ok && math_ != GemmMath::fp32) ok = try_plan(op, call, key, CUBLAS_COMPUTE_32F, plan, why);
+  if (!ok)
+    fail(op, "cuBLASLt found no algorithm for " + describe(call) + " (math " + math_name(math_) + ", alignments " +
+                 std::to_string(key[13]) + "/" + std::to_string(key[12]) + "/" + std::to_string(key[14]) +
+                 " bytes): " + error_text(why));
+  return plans_.emplace(key, plan).first->second;
+}
+
+void Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
+  if (call.batch > INT32_MAX) fail(op, "batch = " + std::to_string(call.batch) + " exceeds cuBLASLt's 32-bit count");
+  const Plan& plan = plan_for(op, call);
+  const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
+  AXONN_CUDA_OP_CHECK(op, cublasLtMatmul(handle_, plan.desc, &alpha, call.b, plan.a, call.a, plan.b, &beta, call.c,
+                                         plan.c, call.c, plan.c, &plan.algo, workspace_, workspace_bytes_, ctx.stream));
+  check_launch(ctx, op);
+}
+
+namespace {
+
+// The stored matrix has `cols` columns; its row stride must hold a whole row.
+void require_ld(const char* name, int64_t ld, int64_t cols) {
+  if (ld < (cols > 1 ? cols : 1))
+    fail("gemm",
+         std::string(name) + " = " + std::to_string(ld) + " is smaller than the row length " + std::to_string(cols));
+}
+
+}  // namespace
+
+void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  require_nonnegative("gemm", "m", m);
+  require_nonnegative("gemm", "n", n);
+  require_nonnegative("gemm", "k", k);
+  require_ld("lda", lda, ta == Transpose::no ? k : m);
+  require_ld("ldb", ldb, tb == Transpose::no ? n : k);
+  require_ld("ldc", ldc, n);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // the product is empty: C = beta·C, and beta = 0 must not read C
+    scale_matrix(ctx, "gemm", c, ldc, m, n, beta);
+    return;
+  }
+  GemmCall call;
+  call.ta = ta;
+  call.tb = tb;
+  call.m = m;
+  call.n = n;
+  call.k = k;
+  call.alpha = alpha;
+  call.a = a;
+  call.lda = lda;
+  call.b = b;
+  call.ldb = ldb;
+  call.beta = beta;
+  call.c = c;
+  call.ldc = ldc;
+  ctx.gemm->run(ctx, "gemm", call);
+}
+
+}  // namespace axonn::cuda

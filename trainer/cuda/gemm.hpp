@@ -1,0 +1,94 @@
+#pragma once
+// GEMMs on cuBLASLt, row-major as Backend::gemm.
+//
+// cuBLASLt is column-major. A row-major (rows, cols) matrix with row stride ld is the
+// column-major (cols, rows) matrix with leading dimension ld, so the row-major
+// C = op(A)·op(B) is computed as the column-major C^T = op(B)^T·op(A)^T: cuBLASLt's "A" is
+// our B and its "B" our A, with the same transpose flags, and its (m, n) is our (n, m).
+//
+// Every distinct call shape (sizes, strides, transposes, batch, pointer alignments) gets a
+// plan once: the matmul descriptor, the matrix layouts and the algorithm cuBLASLt's
+// heuristic picks. Later calls of that shape only run cublasLtMatmul: no allocation, no
+// heuristic query. The workspace (32 MiB, NVIDIA's recommendation for Hopper) is allocated
+// once. Not thread-safe (one backend per rank).
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
+#include "trainer/backend.hpp"
+#include "trainer/cuda/context.hpp"
+#include "trainer/cuda/cuda_backend.hpp"
+
+namespace axonn::cuda {
+
+// One (batched) row-major GEMM: for p < batch,
+//   C_p (m, n) = alpha·op(A_p)·op(B_p) + beta·C_p,  X_p = x + p·stride_x,
+// op(A) (m, k), op(B) (k, n); lda, ldb, ldc are the row strides as stored. beta = 0 does not
+// read C. The C_p must not overlap one another; the A_p and B_p may (heads inside a packed
+// qkv buffer).
+struct GemmCall {
+  Transpose ta = Transpose::no;
+  Transpose tb = Transpose::no;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f;
+  const float* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const float* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  float beta = 0.0f;
+  float* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+};
+
+class Gemm {
+ public:
+  // The cuBLASLt handle and the workspace, on the current device.
+  explicit Gemm(GemmMath math);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  GemmMath math() const { return math_; }
+  size_t plans() const { return plans_.size(); }  // distinct shapes seen so far
+
+  // Runs `call` on ctx's stream; op names the Backend op in errors. The caller has checked
+  // the arguments: m, n, k, batch >= 1 and every row stride holds a row.
+  void run(const Context& ctx, const char* op, const GemmCall& call);
+
+ private:
+  // The call's shape: transposes, m, n, k, lda, ldb, ldc, batch, the three batch strides and
+  // the three pointer alignments (bytes, a power of two <= 256).
+  using Key = std::array<int64_t, 15>;
+  struct KeyHash {
+    size_t operator()(const Key& key) const;
+  };
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr;  // cuBLASLt's A: our B
+    cublasLtMatrixLayout_t b = nullptr;  // cuBLASLt's B: our A
+    cublasLtMatrixLayout_t c = nullptr;  // C and D (in place)
+    cublasLtMatmulAlgo_t algo{};
+  };
+
+  const Plan& plan_for(const char* op, const GemmCall& call);
+  bool try_plan(const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute, Plan& plan,
+                cublasStatus_t& why);
+
+  GemmMath math_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::unordered_map<Key, Plan, KeyHash> plans_;
+};
+
+// Backend::gemm: the CPU backend's argument checks; m = 0 or n = 0 does nothing, k = 0 sets
+// C = beta·C (cuBLASLt is not called for an empty product).
+void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace axonn::cuda

@@ -1,0 +1,31 @@
+#pragma once
+// LayerNorm over rows whose C columns are split over the x ranks: this rank holds x (m, c)
+// and gamma, beta (c). The stages and the collectives between them are documented at
+// Backend::layernorm_row_sums. One warp per row for the row stages (a row's sums are one
+// warp's fixed-order tree); dgamma/dbeta are column sums done in two passes
+// (column_sums.hpp), so every result is the same bits on every run.
+#include <cstdint>
+
+#include "trainer/cuda/context.hpp"
+
+namespace axonn::cuda {
+
+// (1) sums (m) = Σ_j x[i, j]
+void layernorm_row_sums(const Context& ctx, float* sums, const float* x, int64_t m, int64_t c);
+// (2) mean (m) = sums / C (mean may alias sums); squares (m) = Σ_j (x[i, j] − mean[i])²
+void layernorm_centered_squares(const Context& ctx, float* mean, float* squares, const float* sums, const float* x,
+                                int64_t m, int64_t c, int64_t C);
+// (3) rstd (m) = 1/sqrt(squares/C + eps) (rstd may alias squares); out = (x − mean)·rstd·gamma + beta
+void layernorm_normalize(const Context& ctx, float* out, float* rstd, const float* x, const float* mean,
+                         const float* squares, const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
+                         float eps);
+// backward (1) partials (m, 2) = (Σ_j dout·gamma, Σ_j dout·gamma·x̂)
+void layernorm_backward_partials(const Context& ctx, float* partials, const float* dout, const float* x,
+                                 const float* mean, const float* rstd, const float* gamma, int64_t m, int64_t c);
+// backward (2) dx (m, c) += rstd·(dout·gamma − (partials[i,0] + x̂·partials[i,1])/C);
+// dgamma (c) += Σ_rows dout·x̂; dbeta (c) += Σ_rows dout
+void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, float* dbeta, const float* partials,
+                               const float* dout, const float* x, const float* mean, const float* rstd,
+                               const float* gamma, int64_t m, int64_t c, int64_t C);
+
+}  // namespace axonn::cuda
