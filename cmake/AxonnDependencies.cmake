@@ -68,6 +68,9 @@ if(NOT AXONN_CUDA STREQUAL "OFF")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
       set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures of the trainer's kernels")
     endif()
+    # The shared CUDA runtime, as axonn_comm links (CUDA::cudart): CMake's default for CUDA
+    # code is the static one, and two runtimes in one process do not share streams.
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
     enable_language(CUDA)
   elseif(AXONN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "axonn: AXONN_CUDA=ON but nvcc (${CMAKE_CUDA_COMPILER}), the CUDA runtime or NCCL "

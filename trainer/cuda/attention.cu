@@ -68,8 +68,8 @@ struct HeadGemm {
   const Context& ctx;
   const char* op;
   int64_t h;
-  void operator()(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float* c, int64_t ldc,
+  void operator()(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float* c, int64_t ldc,
                   int64_t stride_c) const {
     GemmCall call;
     call.ta = ta;
@@ -132,7 +132,7 @@ void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, con
   const int64_t hd = h * d, TT = T * T;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   ScratchLayout layout;
-  const size_t ds_at = layout.add(static_cast<size_t>(h * TT) * sizeof(float));       // dP, then dS (h, T, T)
+  const size_t ds_at = layout.add(static_cast<size_t>(h * TT) * sizeof(float));        // dP, then dS (h, T, T)
   const size_t heads_at = layout.add(static_cast<size_t>(h * T * d) * sizeof(float));  // one result (h, T, d)
   auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
   auto* ds = reinterpret_cast<float*>(base + ds_at);

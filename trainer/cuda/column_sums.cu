@@ -41,8 +41,8 @@ dim3 column_chunk_grid(const char* op, int64_t m, int64_t n) {
 void column_chunk_sums(const Context& ctx, const char* op, float* partials, const float* x, int64_t m, int64_t n,
                        int64_t ld) {
   if (m == 0 || n == 0) return;
-  column_chunk_sums_kernel<<<column_chunk_grid(op, m, n), dim3(kColumnTile, kRowLanes), 0, ctx.stream>>>(partials, x,
-                                                                                                         m, n, ld);
+  column_chunk_sums_kernel<<<column_chunk_grid(op, m, n), dim3(kColumnTile, kRowLanes), 0, ctx.stream>>>(partials, x, m,
+                                                                                                         n, ld);
   check_launch(ctx, op);
 }
 

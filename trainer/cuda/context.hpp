@@ -53,7 +53,7 @@ struct Context {
   bool sync_each_op = false;  // AXONN_CUDA_SYNC_OPS=1: wait after every kernel (see check_launch)
 };
 
-constexpr int kThreads = 256;         // threads per block of the elementwise and row kernels
+constexpr int kThreads = 256;  // threads per block of the elementwise and row kernels
 constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = kThreads / kWarpSize;
 constexpr int64_t kMaxBlocks = 16384;  // grid-stride loops cover the rest; ~15 waves on an H100

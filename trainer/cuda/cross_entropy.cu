@@ -19,8 +19,7 @@ __global__ void row_max_kernel(float* row_max, const float* logits, int64_t v_lo
 // exps may alias logits: thread 0 reads the target's logit before the barrier that precedes
 // every overwrite; each other element is read and written by the same thread.
 __global__ void partials_kernel(float* partials, float* max, float* exps, const float* gathered_max, int64_t groups,
-                                const float* logits, const int32_t* targets, int64_t m, int64_t v_local,
-                                int64_t v0) {
+                                const float* logits, const int32_t* targets, int64_t m, int64_t v_local, int64_t v0) {
   __shared__ double shared[kWarpSize];
   __shared__ float target_logit;
   const int64_t i = blockIdx.x;
@@ -86,7 +85,7 @@ void cross_entropy_partials(const Context& ctx, float* partials, float* max, flo
   require_positive(op, "groups", groups);
   if (m == 0) return;
   partials_kernel<<<grid_dim(op, "rows", m, true), kThreads, 0, ctx.stream>>>(partials, max, exps, gathered_max, groups,
-                                                                             logits, targets, m, v_local, v0);
+                                                                              logits, targets, m, v_local, v0);
   check_launch(ctx, op);
 }
 
@@ -104,7 +103,7 @@ void cross_entropy_backward(const Context& ctx, float* dlogits, const float* exp
   require_positive(op, "v_local", v_local);
   if (m == 0) return;
   backward_kernel<<<grid_for(m * v_local), kThreads, 0, ctx.stream>>>(dlogits, exps, partials, targets, m, v_local, v0,
-                                                                     scale);
+                                                                      scale);
   check_launch(ctx, op);
 }
 

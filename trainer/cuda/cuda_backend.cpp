@@ -26,14 +26,14 @@ int use_device(int device) {
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    cuda::fail(op, "CUDA device " + std::to_string(device) + " is not usable: cudaGetDeviceCount failed: " +
-                       cuda::error_text(e));
+    cuda::fail(op, "CUDA device " + std::to_string(device) +
+                       " is not usable: cudaGetDeviceCount failed: " + cuda::error_text(e));
   }
   if (device < 0 || device >= count) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     cuda::fail(op, "CUDA device " + std::to_string(device) + " does not exist: this process sees " +
-                       std::to_string(count) + " device(s) (CUDA_VISIBLE_DEVICES=" +
-                       (visible != nullptr ? visible : "unset") + ")");
+                       std::to_string(count) +
+                       " device(s) (CUDA_VISIBLE_DEVICES=" + (visible != nullptr ? visible : "unset") + ")");
   }
   AXONN_CUDA_OP_CHECK(op, cudaSetDevice(device));
   return device;
@@ -97,8 +97,7 @@ void CudaBackend::free(void* ptr) {
 // source to a staging buffer when the call returns, so the source may be reused at once.
 void CudaBackend::copy_to_device(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return;
-  AXONN_CUDA_OP_CHECK("copy_to_device",
-                      cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_.get()));
+  AXONN_CUDA_OP_CHECK("copy_to_device", cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_.get()));
 }
 
 void CudaBackend::copy_to_host(void* dst_host, const void* src, size_t bytes) {
@@ -229,8 +228,7 @@ void CudaBackend::cross_entropy_loss(float* loss, const float* partials, const f
 }
 
 void CudaBackend::cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
-                                         const int32_t* targets, int64_t m, int64_t v_local, int64_t v0,
-                                         float scale) {
+                                         const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale) {
   cuda::cross_entropy_backward(ctx_, dlogits, exps, partials, targets, m, v_local, v0, scale);
 }
 

@@ -1,5 +1,4 @@
 #include <cub/device/device_radix_sort.cuh>
-
 #include <limits>
 
 #include "trainer/cuda/check.hpp"
@@ -88,8 +87,8 @@ int key_bits(int64_t v_local) {
 
 }  // namespace
 
-void embedding_forward(const Context& ctx, float* out, const int32_t* tokens, const float* table, int64_t m,
-                       int64_t c, int64_t v0, int64_t v_local) {
+void embedding_forward(const Context& ctx, float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+                       int64_t v0, int64_t v_local) {
   require_sizes("embedding_forward", m, c, v_local);
   if (m == 0 || c == 0) return;
   embedding_forward_kernel<<<grid_for(m * c), kThreads, 0, ctx.stream>>>(out, tokens, table, m, c, v0, v_local);
@@ -108,10 +107,10 @@ void embedding_backward(const Context& ctx, float* dtable, const float* dout, co
   const int bits = key_bits(v_local);
 
   size_t sort_bytes = 0;  // cub's temporary storage for n items (a size query: no device work)
-  AXONN_CUDA_OP_CHECK(op, cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr),
-                                                          static_cast<uint32_t*>(nullptr),
-                                                          static_cast<const int32_t*>(nullptr),
-                                                          static_cast<int32_t*>(nullptr), n, 0, bits, ctx.stream));
+  AXONN_CUDA_OP_CHECK(
+      op, cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const uint32_t*>(nullptr),
+                                          static_cast<uint32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                          static_cast<int32_t*>(nullptr), n, 0, bits, ctx.stream));
   ScratchLayout layout;
   const size_t items = static_cast<size_t>(m);
   const size_t keys_in_at = layout.add(items * sizeof(uint32_t));

@@ -11,8 +11,8 @@
 namespace axonn::cuda {
 
 // out (m, c) = table row (tokens[i] − v0) for tokens in [v0, v0 + v_local), else 0
-void embedding_forward(const Context& ctx, float* out, const int32_t* tokens, const float* table, int64_t m,
-                       int64_t c, int64_t v0, int64_t v_local);
+void embedding_forward(const Context& ctx, float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+                       int64_t v0, int64_t v_local);
 // dtable (v_local, c) += dout (m, c) rows of the tokens in range
 void embedding_backward(const Context& ctx, float* dtable, const float* dout, const int32_t* tokens, int64_t m,
                         int64_t c, int64_t v0, int64_t v_local);

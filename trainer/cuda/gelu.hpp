@@ -7,7 +7,7 @@
 
 namespace axonn::cuda {
 
-void gelu_forward(const Context& ctx, float* out, const float* x, int64_t n);                       // out may alias x
-void gelu_backward(const Context& ctx, float* dx, const float* x, const float* dout, int64_t n);    // dx may alias dout
+void gelu_forward(const Context& ctx, float* out, const float* x, int64_t n);                     // out may alias x
+void gelu_backward(const Context& ctx, float* dx, const float* x, const float* dout, int64_t n);  // dx may alias dout
 
 }  // namespace axonn::cuda

@@ -49,9 +49,8 @@ int64_t alignment(const void* p, int64_t stride, int64_t batch) {
 std::string describe(const GemmCall& call) {
   auto t = [](Transpose x) { return x == Transpose::yes ? "T" : "N"; };
   std::string s = std::string("ta=") + t(call.ta) + " tb=" + t(call.tb) + " m=" + std::to_string(call.m) +
-                  " n=" + std::to_string(call.n) + " k=" + std::to_string(call.k) +
-                  " lda=" + std::to_string(call.lda) + " ldb=" + std::to_string(call.ldb) +
-                  " ldc=" + std::to_string(call.ldc);
+                  " n=" + std::to_string(call.n) + " k=" + std::to_string(call.k) + " lda=" + std::to_string(call.lda) +
+                  " ldb=" + std::to_string(call.ldb) + " ldc=" + std::to_string(call.ldc);
   if (call.batch > 1) s += " batch=" + std::to_string(call.batch);
   return s;
 }
@@ -61,8 +60,8 @@ void set_batch(const char* op, cublasLtMatrixLayout_t layout, int64_t batch, int
   const auto count = static_cast<int32_t>(batch);
   AXONN_CUDA_OP_CHECK(
       op, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-  AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                           &stride, sizeof(stride)));
+  AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                           sizeof(stride)));
 }
 
 void set_alignment(const char* op, cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
@@ -86,8 +85,8 @@ Gemm::Gemm(GemmMath math) : math_(math) {
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     (void)cublasLtDestroy(handle_);
-    fail(op, "cudaMalloc of the " + std::to_string(kWorkspaceBytes) + "-byte cuBLASLt workspace failed: " +
-                 error_text(e));
+    fail(op,
+         "cudaMalloc of the " + std::to_string(kWorkspaceBytes) + "-byte cuBLASLt workspace failed: " + error_text(e));
   }
   workspace_bytes_ = kWorkspaceBytes;
 }
@@ -123,10 +122,10 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
     AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
     const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
     const cublasOperation_t op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
-    AXONN_CUDA_OP_CHECK(
-        op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    AXONN_CUDA_OP_CHECK(
-        op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    AXONN_CUDA_OP_CHECK(op,
+                        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    AXONN_CUDA_OP_CHECK(op,
+                        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
     // Column-major (rows, cols) as stored: our row-major B is (k, n), or (n, k) transposed;
     // our A is (m, k), or (k, m) transposed; our C is (m, n).
     AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, tb ? k : n, tb ? n : k, call.ldb));
@@ -147,14 +146,12 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
 
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                                 pref, 1, &result, &found);
+    const cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
     (void)cublasLtMatmulPreferenceDestroy(pref);
     pref = nullptr;
     if (status != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-      why = status != CUBLAS_STATUS_SUCCESS ? status
-            : found == 0                    ? CUBLAS_STATUS_NOT_SUPPORTED
-                                            : result.state;
+      why = status != CUBLAS_STATUS_SUCCESS ? status : found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : result.state;
       release();
       return false;
     }

@@ -167,7 +167,7 @@ void layernorm_normalize(const Context& ctx, float* out, float* rstd, const floa
   if (m == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
   normalize_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(out, rstd, x, mean, squares, gamma, beta, m, c,
-                                                                  inv_C, eps);
+                                                                   inv_C, eps);
   check_launch(ctx, op);
 }
 
@@ -177,8 +177,7 @@ void layernorm_backward_partials(const Context& ctx, float* partials, const floa
   require_nonnegative(op, "m", m);
   require_nonnegative(op, "c", c);
   if (m == 0) return;
-  backward_partials_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(partials, dout, x, mean, rstd, gamma, m,
-                                                                          c);
+  backward_partials_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(partials, dout, x, mean, rstd, gamma, m, c);
   check_launch(ctx, op);
 }
 
@@ -190,7 +189,7 @@ void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, flo
   if (m == 0 || c == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
   backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma, m, c,
-                                                                    inv_C);
+                                                                     inv_C);
   check_launch(ctx, op);
 
   const int64_t chunks = column_chunks(m);

@@ -1,0 +1,609 @@
+// The CUDA backend against the CPU backend (the oracle), op by op (label gpu). Every test
+// runs an op on the same random inputs (fixed seed) on both backends and compares the
+// results by the normalized error max|cuda − cpu| / max(1, max|cpu|). Output buffers start
+// as NaN on both devices, so an element the CUDA op forgets to write fails. Without a CUDA
+// device, or in a build without CUDA, every test skips saying why ("no CUDA device: ...").
+//
+// Bounds:
+// - 1e-5 for ops that compute the CPU's formula in float32 with sums in another order
+//   (elementwise, LayerNorm, softmax, cross-entropy, AdamW, the fp32 GEMM): their sums have
+//   at most a few thousand terms of similar size; an index or formula error shows up as O(1).
+// - Tensor-core GEMMs round their inputs: bf16 keeps 8 significant bits, so each product of
+//   two rounded inputs is off by up to ~2^-8 relative, tf32 (11 bits) ~2^-11; k such errors
+//   of random sign add up to ~sqrt(k) times one. Bounds 2^-8·sqrt(k) and 2^-11·sqrt(k),
+//   relative to max(1, max|C|).
+// - Bitwise equality where both backends add the same floats in the same order (embedding
+//   scatter-add, position sums, bias forward, add, scale, copies).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "trainer/backend.hpp"
+#include "trainer/cpu/cpu_backend.hpp"
+#include "trainer/cuda/cuda_backend.hpp"
+
+namespace axonn {
+namespace {
+
+constexpr double kTol = 1e-5;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+using Floats = std::vector<float>;
+using Tokens = std::vector<int32_t>;
+
+Floats random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+Tokens random_tokens(std::mt19937& rng, int64_t n, int32_t vocab) {
+  std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
+  Tokens v(static_cast<size_t>(n));
+  for (int32_t& t : v) t = dist(rng);
+  return v;
+}
+
+// max|got − ref| / max(1, max|ref|); +inf where got is NaN and ref is not (an element the
+// CUDA op did not write), or the sizes differ.
+double normalized_error(const Floats& got, const Floats& ref) {
+  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double err = 0.0, scale = 1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(ref[i])) continue;
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+  }
+  return err / scale;
+}
+
+// The first element whose bits differ, or -1 (NaN equals NaN of the same bits).
+int64_t first_bit_difference(const Floats& a, const Floats& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// One buffer on each backend holding the same values: [0] on the CPU, [1] on the GPU.
+template <typename T>
+struct Twin {
+  DeviceBuffer<T> side[2];
+  T* operator[](int s) { return side[s].data(); }
+  const T* operator[](int s) const { return side[s].data(); }
+  std::vector<T> cpu() const { return side[0].download(); }
+  std::vector<T> gpu() const { return side[1].download(); }
+};
+
+class CudaBackendOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda_device_count(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
+    fp32_ = make_cuda_backend(CudaBackendOptions{0, GemmMath::fp32});
+    gpu_ = fp32_.get();
+  }
+
+  Backend& backend(int s) { return s == 0 ? *cpu_ : *gpu_; }
+
+  // body(backend, side) on the CPU (side 0), then on the GPU (side 1).
+  template <typename F>
+  void both(F&& body) {
+    body(*cpu_, 0);
+    body(*gpu_, 1);
+  }
+
+  template <typename T>
+  Twin<T> twin(const std::vector<T>& host) {
+    return Twin<T>{{DeviceBuffer<T>(*cpu_, host), DeviceBuffer<T>(*gpu_, host)}};
+  }
+  // n NaNs on each backend, for outputs.
+  Twin<float> poisoned(int64_t n) {
+    Twin<float> t{
+        {DeviceBuffer<float>(*cpu_, static_cast<size_t>(n)), DeviceBuffer<float>(*gpu_, static_cast<size_t>(n))}};
+    both([&](Backend& be, int s) { be.fill(t[s], kNaN, n); });
+    return t;
+  }
+
+  static void expect_close(const Twin<float>& t, double tol, const std::string& what) {
+    const double err = normalized_error(t.gpu(), t.cpu());
+    EXPECT_LE(err, tol) << what << ": normalized error of CUDA against CPU";
+  }
+  static void expect_same_bits(const Twin<float>& t, const std::string& what) {
+    const Floats cpu = t.cpu(), gpu = t.gpu();
+    const int64_t at = first_bit_difference(gpu, cpu);
+    EXPECT_EQ(at, -1) << what << ": CUDA " << (at >= 0 ? gpu[static_cast<size_t>(at)] : 0.0f) << " vs CPU "
+                      << (at >= 0 ? cpu[static_cast<size_t>(at)] : 0.0f) << " at element " << at;
+  }
+
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  std::unique_ptr<Backend> fp32_;
+  Backend* gpu_ = nullptr;  // the CUDA backend the twins and both() use
+  std::mt19937 rng_{20251123};
+};
+
+// ---------------------------------------------------------------- memory
+
+TEST_F(CudaBackendOps, BackendIdentifiesItselfAndExposesItsStream) {
+  EXPECT_STREQ(gpu_->name(), "cuda");
+  EXPECT_FALSE(gpu_->device_is_host());
+  EXPECT_NE(cuda_stream_of(*gpu_), nullptr);
+  EXPECT_EQ(cuda_stream_of(*cpu_), nullptr);
+  EXPECT_EQ(gpu_->alloc(0), nullptr);
+  gpu_->free(nullptr);
+}
+
+TEST_F(CudaBackendOps, CopiesFillAndStridedBlocksMatchTheCpu) {
+  const int64_t n = 1237;
+  Twin<float> x = twin(random_floats(rng_, n));
+  {
+    // The host source may go away as soon as the upload returns.
+    auto temporary = std::make_unique<Floats>(random_floats(rng_, n));
+    const Floats expected = *temporary;
+    DeviceBuffer<float> d(*gpu_, static_cast<size_t>(n));
+    d.upload(*temporary);
+    temporary.reset();
+    EXPECT_EQ(d.download(), expected);
+  }
+  // A (5, 4) block from rows of 7 into rows of 9, two columns in; the rest of dst stays NaN.
+  const int64_t rows = 5, cols = 4, ld_src = 7, ld_dst = 9;
+  Twin<float> src = twin(random_floats(rng_, rows * ld_src));
+  Twin<float> dst = poisoned(rows * ld_dst);
+  both([&](Backend& be, int s) { be.copy_2d(dst[s] + 2, ld_dst, src[s], ld_src, rows, cols); });
+  expect_same_bits(dst, "copy_2d");
+  const Floats got = dst.gpu();
+  EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[ld_dst - 1])) << "copy_2d wrote outside its block";
+
+  Twin<float> y = poisoned(n);
+  both([&](Backend& be, int s) { be.copy(y[s], x[s], static_cast<size_t>(n) * sizeof(float)); });
+  expect_same_bits(y, "copy");
+  both([&](Backend& be, int s) { be.memset_zero(y[s] + 3, 100 * sizeof(float)); });
+  expect_same_bits(y, "memset_zero");
+  both([&](Backend& be, int s) { be.fill(y[s] + 1, -2.5f, n - 2); });
+  expect_same_bits(y, "fill");
+  gpu_->synchronize();
+}
+
+// ---------------------------------------------------------------- GEMM
+
+double gemm_bound(GemmMath math, int64_t k) {
+  const double rk = std::sqrt(static_cast<double>(k));
+  switch (math) {
+    case GemmMath::bf16:
+      return std::ldexp(1.0, -8) * rk;
+    case GemmMath::tf32:
+      return std::ldexp(1.0, -11) * rk;
+    case GemmMath::fp32:
+      break;
+  }
+  return kTol;
+}
+
+const char* math_name(GemmMath math) {
+  return math == GemmMath::bf16 ? "bf16" : math == GemmMath::tf32 ? "tf32" : "fp32";
+}
+
+TEST_F(CudaBackendOps, GemmMatchesCpuForEveryTransposeStrideBetaAndMath) {
+  struct Shape {
+    int64_t m, n, k, pad;
+  };
+  // Odd sizes (not multiples of 32 or 128), rows padded so that ld > the row length.
+  const Shape shapes[] = {{37, 23, 51, 3}, {130, 67, 300, 5}};
+  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
+    auto be = make_cuda_backend(CudaBackendOptions{0, math});
+    gpu_ = be.get();
+    for (const Shape& sh : shapes)
+      for (Transpose ta : {Transpose::no, Transpose::yes})
+        for (Transpose tb : {Transpose::no, Transpose::yes})
+          for (float beta : {0.0f, 1.0f})
+            for (int64_t offset : {0, 1}) {  // 1: every matrix only 4-byte aligned
+              const int64_t m = sh.m, n = sh.n, k = sh.k;
+              SCOPED_TRACE(std::string(math_name(math)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                           " k=" + std::to_string(k) + " ta=" + (ta == Transpose::yes ? "T" : "N") +
+                           " tb=" + (tb == Transpose::yes ? "T" : "N") + " beta=" + std::to_string(beta) +
+                           " offset=" + std::to_string(offset));
+              const int64_t a_rows = ta == Transpose::no ? m : k, a_cols = ta == Transpose::no ? k : m;
+              const int64_t b_rows = tb == Transpose::no ? k : n, b_cols = tb == Transpose::no ? n : k;
+              const int64_t lda = a_cols + sh.pad, ldb = b_cols + sh.pad, ldc = n + sh.pad;
+              Twin<float> a = twin(random_floats(rng_, offset + a_rows * lda));
+              Twin<float> b = twin(random_floats(rng_, offset + b_rows * ldb));
+              // C: random where beta = 1 accumulates into it, NaN where beta = 0 must ignore it;
+              // a sentinel in the row padding, which must survive.
+              Floats c0 = random_floats(rng_, offset + m * ldc);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < ldc; ++j) {
+                  float& e = c0[static_cast<size_t>(offset + i * ldc + j)];
+                  if (j >= n)
+                    e = 12345.0f;
+                  else if (beta == 0.0f)
+                    e = kNaN;
+                }
+              Twin<float> c = twin(c0);
+              both([&](Backend& bk, int s) {
+                bk.gemm(ta, tb, m, n, k, 0.7f, a[s] + offset, lda, b[s] + offset, ldb, beta, c[s] + offset, ldc);
+              });
+              expect_close(c, gemm_bound(math, k), "gemm");
+              const Floats got = c.gpu();
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = n; j < ldc; ++j)
+                  ASSERT_EQ(got[static_cast<size_t>(offset + i * ldc + j)], 12345.0f) << "padding at " << i << "," << j;
+            }
+    gpu_ = fp32_.get();
+  }
+}
+
+TEST_F(CudaBackendOps, GemmWeightGradientAccumulatesOverCallsAndRepeatsBitwise) {
+  // dW (k, n) += X^T·dY over two micro-batches, as a linear layer's backward does.
+  const int64_t m = 77, k = 45, n = 61;
+  Twin<float> x = twin(random_floats(rng_, m * k)), dy = twin(random_floats(rng_, m * n));
+  Twin<float> dw = twin(random_floats(rng_, k * n));
+  for (int call = 0; call < 2; ++call)
+    both([&](Backend& be, int s) {
+      be.gemm(Transpose::yes, Transpose::no, k, n, m, 1.0f, x[s], k, dy[s], n, 1.0f, dw[s], n);
+    });
+  expect_close(dw, kTol, "gemm beta=1, twice");
+
+  // The same shape again (a cached plan) on fresh outputs gives the same bits.
+  Twin<float> y1 = poisoned(m * n), y2 = poisoned(m * n);
+  Twin<float> w = twin(random_floats(rng_, k * n));
+  for (Twin<float>* y : {&y1, &y2})
+    gpu_->gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, x[1], k, w[1], n, 0.0f, (*y)[1], n);
+  EXPECT_EQ(first_bit_difference(y1.gpu(), y2.gpu()), -1);
+}
+
+TEST_F(CudaBackendOps, GemmWithEmptyInnerDimensionScalesC) {
+  Twin<float> c = twin(Floats{1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f});
+  both([&](Backend& be, int s) {
+    be.gemm(Transpose::no, Transpose::no, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.5f, c[s], 3);
+  });
+  EXPECT_EQ(c.gpu(), (Floats{0.5f, 1.0f, 3.0f, 2.0f, 2.5f, 6.0f}));
+  both([&](Backend& be, int s) { be.fill(c[s], kNaN, 6); });
+  both([&](Backend& be, int s) {
+    be.gemm(Transpose::no, Transpose::no, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 2, 0.0f, c[s], 3);
+  });
+  expect_same_bits(c, "gemm k=0 beta=0");
+  EXPECT_EQ(c.gpu()[0], 0.0f);
+}
+
+// ---------------------------------------------------------------- bias, elementwise, reductions
+
+TEST_F(CudaBackendOps, BiasOnAColumnBlockWithRowStrideAndAccumulatingBackward) {
+  // Columns [5, 5 + n) of rows of width ld, like k's bias inside a packed qkv; 300 rows span
+  // two row chunks of the column sums.
+  const int64_t m = 300, n = 45, ld = 3 * n + 2, col = 5;
+  Twin<float> out = twin(random_floats(rng_, m * ld)), bias = twin(random_floats(rng_, n));
+  both([&](Backend& be, int s) { be.bias_forward(out[s] + col, bias[s], m, n, ld); });
+  expect_same_bits(out, "bias_forward");
+  Twin<float> dbias = twin(random_floats(rng_, n));
+  for (int call = 0; call < 2; ++call)
+    both([&](Backend& be, int s) { be.bias_backward(dbias[s], out[s] + col, m, n, ld); });
+  expect_close(dbias, kTol, "bias_backward, twice");
+}
+
+TEST_F(CudaBackendOps, ElementwiseOps) {
+  const int64_t n = 100003;
+  Twin<float> a = twin(random_floats(rng_, n)), b = twin(random_floats(rng_, n)), out = poisoned(n);
+  both([&](Backend& be, int s) { be.add(out[s], a[s], b[s], n); });
+  expect_same_bits(out, "add");
+  both([&](Backend& be, int s) { be.add(a[s], a[s], b[s], n); });  // in place, the residual stream's use
+  expect_same_bits(a, "add in place");
+  both([&](Backend& be, int s) { be.scale(b[s], -0.375f, n); });
+  expect_same_bits(b, "scale");
+  both([&](Backend& be, int s) { be.axpy(a[s], 0.25f, b[s], n); });
+  expect_close(a, kTol, "axpy");
+}
+
+TEST_F(CudaBackendOps, SumAndSumOfSquaresAccumulateAndRepeatBitwise) {
+  for (int64_t n : {int64_t{1}, int64_t{4097}, int64_t{1000003}}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    Twin<float> x = twin(random_floats(rng_, n, -2.0f, 3.0f));
+    Twin<float> acc = twin(Floats{1.5f}), acc_sq = twin(Floats{0.25f});
+    for (int call = 0; call < 2; ++call)
+      both([&](Backend& be, int s) {
+        be.sum(acc[s], x[s], n);
+        be.sum_squares(acc_sq[s], x[s], n);
+      });
+    expect_close(acc, kTol, "sum, twice");
+    expect_close(acc_sq, kTol, "sum_squares, twice");
+    Twin<float> again = twin(Floats{1.5f});
+    for (int call = 0; call < 2; ++call) gpu_->sum(again[1], x[1], n);
+    EXPECT_EQ(first_bit_difference(again.gpu(), acc.gpu()), -1) << "sum is not the same bits run to run";
+  }
+}
+
+// ---------------------------------------------------------------- LayerNorm
+
+// The forward and backward stages on (m, c) rows of full width C, with the aliasing the
+// trainer uses (mean over sums, rstd over squares), the accumulating backward called twice.
+TEST_F(CudaBackendOps, LayerNormStagesOneRankAndALocalShard) {
+  struct Case {
+    int64_t m, c, C;
+  };
+  // c = C: one rank; c < C: this rank's columns of a split row (the stages see only c).
+  for (const Case& cs : {Case{301, 1000, 1000}, Case{301, 48, 96}, Case{7, 100, 100}}) {
+    const int64_t m = cs.m, c = cs.c, C = cs.C;
+    SCOPED_TRACE("m=" + std::to_string(m) + " c=" + std::to_string(c) + " C=" + std::to_string(C));
+    Twin<float> x = twin(random_floats(rng_, m * c, -2.0f, 3.0f));
+    Twin<float> gamma = twin(random_floats(rng_, c, 0.5f, 1.5f)), beta = twin(random_floats(rng_, c));
+    Twin<float> stats = poisoned(m), squares = poisoned(m), out = poisoned(m * c);
+    const float eps = 1e-5f;
+    both([&](Backend& be, int s) {
+      be.layernorm_row_sums(stats[s], x[s], m, c);
+      be.layernorm_centered_squares(stats[s], squares[s], stats[s], x[s], m, c, C);
+      be.layernorm_normalize(out[s], squares[s], x[s], stats[s], squares[s], gamma[s], beta[s], m, c, C, eps);
+    });
+    expect_close(stats, kTol, "mean");
+    expect_close(squares, kTol, "rstd");
+    expect_close(out, kTol, "layernorm out");
+
+    // Backward from the CPU's mean and rstd on both, so each stage is compared on its own.
+    const Floats mean = stats.cpu(), rstd = squares.cpu();
+    Twin<float> tmean = twin(mean), trstd = twin(rstd);
+    Twin<float> dout = twin(random_floats(rng_, m * c)), partials = poisoned(2 * m);
+    Twin<float> dx = twin(random_floats(rng_, m * c)), dgamma = twin(random_floats(rng_, c));
+    Twin<float> dbeta = twin(random_floats(rng_, c));
+    both([&](Backend& be, int s) {
+      be.layernorm_backward_partials(partials[s], dout[s], x[s], tmean[s], trstd[s], gamma[s], m, c);
+    });
+    expect_close(partials, kTol, "backward partials");
+    const Twin<float> tpartials = twin(partials.cpu());
+    for (int call = 0; call < 2; ++call)
+      both([&](Backend& be, int s) {
+        be.layernorm_backward_finish(dx[s], dgamma[s], dbeta[s], tpartials[s], dout[s], x[s], tmean[s], trstd[s],
+                                     gamma[s], m, c, C);
+      });
+    expect_close(dx, kTol, "dx, twice");
+    expect_close(dgamma, kTol, "dgamma, twice");
+    expect_close(dbeta, kTol, "dbeta, twice");
+  }
+}
+
+// ---------------------------------------------------------------- GELU
+
+TEST_F(CudaBackendOps, GeluForwardAndBackwardInPlace) {
+  Floats xs;
+  for (int i = -600; i <= 600; ++i) xs.push_back(static_cast<float>(i) * 0.01f);  // [-6, 6]
+  const auto n = static_cast<int64_t>(xs.size());
+  Twin<float> x = twin(xs), y = poisoned(n), dout = twin(random_floats(rng_, n));
+  both([&](Backend& be, int s) { be.gelu_forward(y[s], x[s], n); });
+  expect_close(y, kTol, "gelu_forward");
+  both([&](Backend& be, int s) { be.gelu_backward(dout[s], x[s], dout[s], n); });  // dx over dout
+  expect_close(dout, kTol, "gelu_backward in place");
+  both([&](Backend& be, int s) { be.gelu_forward(x[s], x[s], n); });  // out over x
+  expect_close(x, kTol, "gelu_forward in place");
+
+  // Far tails: finite (σ saturates to 0 or 1), as on the CPU.
+  Twin<float> tails = twin(Floats{-100.0f, -40.0f, -12.0f, 12.0f, 40.0f, 100.0f, 0.0f});
+  Twin<float> tail_out = poisoned(7), tail_grad = twin(Floats(7, 1.0f));
+  both([&](Backend& be, int s) {
+    be.gelu_forward(tail_out[s], tails[s], 7);
+    be.gelu_backward(tail_grad[s], tails[s], tail_grad[s], 7);
+  });
+  expect_close(tail_out, kTol, "gelu_forward tails");
+  expect_close(tail_grad, kTol, "gelu_backward tails");
+}
+
+// ---------------------------------------------------------------- attention
+
+struct AttentionCase {
+  int64_t B, T, h, d;
+  bool packed;  // q, k, v inside one (B, T, 3·h·d) buffer, ld = 3·h·d; else three buffers, ld = h·d
+};
+
+class CudaAttention : public CudaBackendOps {
+ protected:
+  void check(const AttentionCase& a, double tol) {
+    const int64_t B = a.B, T = a.T, h = a.h, d = a.d, hd = h * d;
+    SCOPED_TRACE("attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " h=" + std::to_string(h) +
+                 " d=" + std::to_string(d) + (a.packed ? " packed" : " three buffers"));
+    const int64_t ld = a.packed ? 3 * hd : hd;
+    // Inputs: one packed buffer, or three; q, k, v point into them.
+    std::vector<Twin<float>> in;
+    if (a.packed) {
+      in.push_back(twin(random_floats(rng_, B * T * ld, -1.5f, 1.5f)));
+    } else {
+      for (int i = 0; i < 3; ++i) in.push_back(twin(random_floats(rng_, B * T * ld, -1.5f, 1.5f)));
+    }
+    auto q = [&](int s) { return in[0][s]; };
+    auto k = [&](int s) { return a.packed ? in[0][s] + hd : in[1][s]; };
+    auto v = [&](int s) { return a.packed ? in[0][s] + 2 * hd : in[2][s]; };
+    Twin<float> out = poisoned(B * T * hd), probs = poisoned(B * h * T * T);
+    both([&](Backend& be, int s) { be.attention_forward(out[s], probs[s], q(s), k(s), v(s), ld, B, T, h, d); });
+    expect_close(out, tol, "attention out");
+    expect_close(probs, tol, "attention probs");
+    const Floats p = probs.gpu();
+    for (int64_t row = 0; row < B * h * T; ++row)
+      for (int64_t j = row % T + 1; j < T; ++j)
+        ASSERT_EQ(p[static_cast<size_t>(row * T + j)], 0.0f) << "probs above the diagonal, row " << row;
+
+    // Backward from the CPU's probs on both, so it is compared on its own. The gradients are
+    // views like q, k, v: with packed inputs one packed (B, T, 3·h·d) buffer, all written.
+    const Twin<float> cpu_probs = twin(probs.cpu());
+    Twin<float> dout = twin(random_floats(rng_, B * T * hd));
+    std::vector<Twin<float>> grads;
+    for (int i = 0; i < (a.packed ? 1 : 3); ++i) grads.push_back(poisoned(B * T * ld));
+    auto dq = [&](int s) { return grads[0][s]; };
+    auto dk = [&](int s) { return a.packed ? grads[0][s] + hd : grads[1][s]; };
+    auto dv = [&](int s) { return a.packed ? grads[0][s] + 2 * hd : grads[2][s]; };
+    both([&](Backend& be, int s) {
+      be.attention_backward(dq(s), dk(s), dv(s), dout[s], cpu_probs[s], q(s), k(s), v(s), ld, B, T, h, d);
+    });
+    for (size_t i = 0; i < grads.size(); ++i)
+      expect_close(grads[i], tol, "attention gradient buffer " + std::to_string(i));
+  }
+};
+
+TEST_F(CudaAttention, PackedQkvAndThreeBuffersMatchTheCpu) {
+  check({2, 37, 3, 16, true}, kTol);   // odd T, ld = 3·h·d
+  check({1, 65, 2, 24, false}, kTol);  // three buffers, d not a power of two
+  check({3, 1, 2, 8, true}, kTol);     // one token: probs are 1
+}
+
+TEST_F(CudaAttention, Bf16MatmulsStayWithinTheirRoundingBound) {
+  auto be = make_cuda_backend(CudaBackendOptions{0, GemmMath::bf16});
+  gpu_ = be.get();
+  const AttentionCase a{2, 37, 3, 16, true};
+  check(a, std::ldexp(1.0, -8) * std::sqrt(static_cast<double>(std::max(a.T, a.d))));
+  gpu_ = fp32_.get();
+}
+
+// ---------------------------------------------------------------- embeddings
+
+TEST_F(CudaBackendOps, EmbeddingLookupAndScatterAddEqualTheCpuBitwise) {
+  struct Case {
+    int64_t m, c, v0, v_local;
+    int32_t vocab;
+  };
+  // This rank holds rows [v0, v0 + v_local) of the vocab: tokens below and above are out of
+  // its range. The second case has few rows and many tokens: long runs of one row.
+  for (const Case& cs : {Case{1000, 70, 50, 60, 200}, Case{20000, 33, 0, 30, 40}}) {
+    SCOPED_TRACE("m=" + std::to_string(cs.m) + " c=" + std::to_string(cs.c) + " v_local=" + std::to_string(cs.v_local));
+    const int64_t m = cs.m, c = cs.c, v0 = cs.v0, vl = cs.v_local;
+    Twin<int32_t> tokens = twin(random_tokens(rng_, m, cs.vocab));
+    Twin<float> table = twin(random_floats(rng_, vl * c)), out = poisoned(m * c);
+    both([&](Backend& be, int s) { be.embedding_forward(out[s], tokens[s], table[s], m, c, v0, vl); });
+    expect_same_bits(out, "embedding_forward");
+    Twin<float> dout = twin(random_floats(rng_, m * c)), dtable = twin(random_floats(rng_, vl * c));
+    for (int call = 0; call < 2; ++call)
+      both([&](Backend& be, int s) { be.embedding_backward(dtable[s], dout[s], tokens[s], m, c, v0, vl); });
+    expect_same_bits(dtable, "embedding_backward, twice");
+  }
+}
+
+TEST_F(CudaBackendOps, PositionEmbeddingEqualsTheCpuBitwise) {
+  const int64_t B = 3, T = 17, c = 45;
+  Twin<float> out = twin(random_floats(rng_, B * T * c)), wpe = twin(random_floats(rng_, T * c));
+  both([&](Backend& be, int s) { be.position_forward(out[s], wpe[s], B, T, c); });
+  expect_same_bits(out, "position_forward");
+  Twin<float> dwpe = twin(random_floats(rng_, T * c));
+  for (int call = 0; call < 2; ++call)
+    both([&](Backend& be, int s) { be.position_backward(dwpe[s], out[s], B, T, c); });
+  expect_same_bits(dwpe, "position_backward, twice");
+}
+
+// ---------------------------------------------------------------- cross-entropy
+
+TEST_F(CudaBackendOps, CrossEntropyStagesOnOneVocabRankOfThree) {
+  // This rank is vocab rank 1 of 3: columns [101, 202) of 303; targets anywhere in the vocab.
+  const int64_t m = 37, vl = 101, groups = 3, v0 = vl;
+  Floats logits = random_floats(rng_, m * vl, -4.0f, 4.0f);
+  for (int64_t j = 0; j < vl; ++j) logits[static_cast<size_t>(3 * vl + j)] += 200.0f;  // exp overflows without the max
+  Twin<float> tl = twin(logits);
+  Twin<int32_t> targets = twin(random_tokens(rng_, m, static_cast<int32_t>(groups * vl)));
+
+  Twin<float> row_max = poisoned(m);
+  both([&](Backend& be, int s) { be.cross_entropy_row_max(row_max[s], tl[s], m, vl); });
+  expect_same_bits(row_max, "cross_entropy_row_max");  // a max does not depend on the order
+
+  // The all-gather, by hand: the other ranks' maxima are this one's ± up to 1.
+  const Floats mine = row_max.cpu();
+  Floats gathered(static_cast<size_t>(groups * m));
+  std::uniform_real_distribution<float> shift(-1.0f, 1.0f);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t i = 0; i < m; ++i)
+      gathered[static_cast<size_t>(g * m + i)] = mine[static_cast<size_t>(i)] + (g == 1 ? 0.0f : shift(rng_));
+  Twin<float> tg = twin(gathered);
+
+  Twin<float> partials = poisoned(2 * m), mx = poisoned(m), exps = poisoned(m * vl);
+  both([&](Backend& be, int s) {
+    be.cross_entropy_partials(partials[s], mx[s], exps[s], tg[s], groups, tl[s], targets[s], m, vl, v0);
+  });
+  expect_same_bits(mx, "cross_entropy_partials max");
+  expect_close(exps, kTol, "cross_entropy_partials exps");
+  expect_close(partials, kTol, "cross_entropy_partials partials");
+
+  // exps written over the logits, as the trainer does: the target's logit is read first.
+  Twin<float> in_place = twin(logits), partials2 = poisoned(2 * m), mx2 = poisoned(m);
+  both([&](Backend& be, int s) {
+    be.cross_entropy_partials(partials2[s], mx2[s], in_place[s], tg[s], groups, in_place[s], targets[s], m, vl, v0);
+  });
+  expect_close(in_place, kTol, "exps over logits");
+  expect_close(partials2, kTol, "partials with exps over logits");
+
+  // Loss and backward from the CPU's partials and exps on both.
+  const Twin<float> cp = twin(partials.cpu()), ce = twin(exps.cpu()), cm = twin(mx.cpu());
+  Twin<float> loss = poisoned(m), dlogits = poisoned(m * vl);
+  both([&](Backend& be, int s) {
+    be.cross_entropy_loss(loss[s], cp[s], cm[s], m);
+    be.cross_entropy_backward(dlogits[s], ce[s], cp[s], targets[s], m, vl, v0, 1.0f / static_cast<float>(m));
+  });
+  expect_close(loss, kTol, "cross_entropy_loss");
+  expect_same_bits(dlogits, "cross_entropy_backward");  // one rounded product, then the target's subtraction
+  Twin<float> in_place_d = twin(exps.cpu());
+  both([&](Backend& be, int s) {
+    be.cross_entropy_backward(in_place_d[s], in_place_d[s], cp[s], targets[s], m, vl, v0, 0.5f);
+  });
+  expect_same_bits(in_place_d, "cross_entropy_backward over exps");
+}
+
+// ---------------------------------------------------------------- AdamW
+
+TEST_F(CudaBackendOps, AdamWOverThreeStepsWithAndWithoutDecay) {
+  const int64_t n = 1007;
+  for (bool decay : {true, false}) {
+    SCOPED_TRACE(decay ? "decay" : "no decay");
+    Twin<float> param = twin(random_floats(rng_, n)), m = twin(Floats(static_cast<size_t>(n), 0.0f));
+    Twin<float> v = twin(Floats(static_cast<size_t>(n), 0.0f));
+    AdamWStep step;
+    step.lr = 1e-3f;
+    step.weight_decay = 0.1f;
+    step.grad_scale = 0.5f;
+    for (int64_t t = 1; t <= 3; ++t) {
+      step.t = t;
+      Twin<float> grad = twin(random_floats(rng_, n, -3.0f, 3.0f));
+      both([&](Backend& be, int s) { be.adamw(param[s], grad[s], m[s], v[s], n, step, decay); });
+    }
+    expect_close(param, kTol, "param");
+    expect_close(m, kTol, "m");
+    expect_close(v, kTol, "v");
+  }
+}
+
+// ---------------------------------------------------------------- errors
+
+TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
+  DeviceBuffer<float> buf(*gpu_, 64);
+  DeviceBuffer<int32_t> tokens(*gpu_, 8);
+  auto expect_error = [](auto&& call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no BackendError; expected one mentioning \"" << needle << "\"";
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  float* p = buf.data();
+  Backend& g = *gpu_;
+  expect_error([&] { g.gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); }, "gemm: m = -1");
+  expect_error([&] { g.gemm(Transpose::no, Transpose::no, 2, 4, 3, 1.0f, p, 2, p, 4, 0.0f, p, 4); }, "gemm: lda = 2");
+  expect_error([&] { g.bias_forward(p, p, 4, 8, 6); }, "bias_forward: n = 8 exceeds row stride ld = 6");
+  expect_error([&] { g.copy_2d(p, 2, p, 4, 2, 3); }, "copy_2d: cols = 3 exceeds ld_dst = 2");
+  expect_error([&] { g.layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
+               "layernorm_normalize: local width c = 8 exceeds full width C = 4");
+  expect_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward: h·d = 8");
+  expect_error([&] { g.embedding_backward(p, p, tokens.data(), -1, 4, 0, 4); }, "embedding_backward: m = -1");
+  expect_error([&] { g.cross_entropy_row_max(p, p, 4, 0); }, "cross_entropy_row_max: v_local = 0");
+  expect_error([&] { g.sum(p, p, -3); }, "sum: n = -3");
+  AdamWStep s;
+  s.t = 0;
+  expect_error([&] { g.adamw(p, p, p, p, 4, s, true); }, "adamw: step t = 0");
+  expect_error(
+      [&] {
+        make_cuda_backend(CudaBackendOptions{999, GemmMath::fp32});
+      },
+      "make_cuda_backend: CUDA device 999 does not exist");
+  // Nothing above reached the device in error: the backend still works.
+  g.fill(p, 1.0f, 64);
+  EXPECT_EQ(buf.download(), Floats(64, 1.0f));
+}
+
+}  // namespace
+}  // namespace axonn
