@@ -52,7 +52,19 @@ __global__ void softmax_backward_kernel(float* dp, const float* probs, int64_t T
   for (int64_t j = threadIdx.x; j < T; j += blockDim.x) row[j] = j <= t ? prow[j] * (row[j] - dot) : 0.0f;
 }
 
-// dst (T, h·d) view with row stride ld_dst, head e's columns [e·d, e·d + d) = src (h, T, d).
+// dst (h, T, d) contiguous = the h heads of a (T, h·d) view with row stride ld_src (head e at
+// columns [e·d, e·d + d)).
+__global__ void gather_heads_kernel(float* dst, const float* src, int64_t ld_src, int64_t T, int64_t h, int64_t d) {
+  const int64_t total = h * T * d;
+  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
+    const int64_t head = idx / (T * d);
+    const int64_t rest = idx - head * T * d;
+    const int64_t t = rest / d, e = rest - t * d;
+    dst[idx] = src[t * ld_src + head * d + e];
+  }
+}
+
+// The inverse: the heads of a (T, h·d) view with row stride ld_dst = src (h, T, d).
 __global__ void scatter_heads_kernel(float* dst, int64_t ld_dst, const float* src, int64_t T, int64_t h, int64_t d) {
   const int64_t total = h * T * d;
   for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
@@ -63,14 +75,24 @@ __global__ void scatter_heads_kernel(float* dst, int64_t ld_dst, const float* sr
   }
 }
 
-// One GEMM per sequence, batched over the heads.
-struct HeadGemm {
+// The per-sequence shapes and the launches shared by forward and backward.
+struct Heads {
   const Context& ctx;
   const char* op;
-  int64_t h;
-  void operator()(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                  int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float* c, int64_t ldc,
-                  int64_t stride_c) const {
+  int64_t T, h, d;
+
+  void gather(float* dst, const float* src, int64_t ld_src) const {
+    gather_heads_kernel<<<grid_for(h * T * d), kThreads, 0, ctx.stream>>>(dst, src, ld_src, T, h, d);
+    check_launch(ctx, op);
+  }
+  void scatter(float* dst, int64_t ld_dst, const float* src) const {
+    scatter_heads_kernel<<<grid_for(h * T * d), kThreads, 0, ctx.stream>>>(dst, ld_dst, src, T, h, d);
+    check_launch(ctx, op);
+  }
+  // C_e = alpha·op(A_e)·op(B_e) for every head e: contiguous (T, T) or (T, d) matrices, the
+  // heads one after another.
+  void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+            const float* b, int64_t ldb, float* c, int64_t ldc) const {
     GemmCall call;
     call.ta = ta;
     call.tb = tb;
@@ -80,24 +102,18 @@ struct HeadGemm {
     call.alpha = alpha;
     call.a = a;
     call.lda = lda;
-    call.stride_a = stride_a;
+    call.stride_a = (ta == Transpose::no ? m : k) * lda;
     call.b = b;
     call.ldb = ldb;
-    call.stride_b = stride_b;
+    call.stride_b = (tb == Transpose::no ? k : n) * ldb;
     call.beta = 0.0f;
     call.c = c;
     call.ldc = ldc;
-    call.stride_c = stride_c;
+    call.stride_c = m * ldc;
     call.batch = h;
     ctx.gemm->run(ctx, op, call);
   }
 };
-
-void scatter_heads(const Context& ctx, const char* op, float* dst, int64_t ld_dst, const float* src, int64_t T,
-                   int64_t h, int64_t d) {
-  scatter_heads_kernel<<<grid_for(h * T * d), kThreads, 0, ctx.stream>>>(dst, ld_dst, src, T, h, d);
-  check_launch(ctx, op);
-}
 
 }  // namespace
 
@@ -106,20 +122,31 @@ void attention_forward(const Context& ctx, float* out, float* probs, const float
   const char* op = "attention_forward";
   require_shape(op, ld, B, T, h, d);
   if (B == 0 || T == 0 || h == 0) return;
-  const int64_t hd = h * d, TT = T * T;
+  const int64_t hd = h * d, TT = T * T, Td = T * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  auto* o_heads = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(h * T * d) * sizeof(float), op));
-  const HeadGemm gemm{ctx, op, h};
+  ScratchLayout layout;
+  const size_t head_bytes = static_cast<size_t>(h * Td) * sizeof(float);  // one (h, T, d) buffer
+  const size_t q_at = layout.add(head_bytes), k_at = layout.add(head_bytes), v_at = layout.add(head_bytes);
+  const size_t o_at = layout.add(head_bytes);
+  auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
+  auto* qh = reinterpret_cast<float*>(base + q_at);
+  auto* kh = reinterpret_cast<float*>(base + k_at);
+  auto* vh = reinterpret_cast<float*>(base + v_at);
+  auto* oh = reinterpret_cast<float*>(base + o_at);
+  const Heads heads{ctx, op, T, h, d};
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t offset = b * T * ld;  // head e of sequence b starts at offset + e·d
+    const int64_t offset = b * T * ld;  // sequence b of q, k, v; head e at + e·d
     float* p = probs + b * h * TT;      // (h, T, T)
+    heads.gather(qh, q + offset, ld);
+    heads.gather(kh, k + offset, ld);
+    heads.gather(vh, v + offset, ld);
     // S (T, T) = Q · K^T / sqrt(d), per head
-    gemm(Transpose::no, Transpose::yes, T, T, d, scale, q + offset, ld, d, k + offset, ld, d, p, T, TT);
+    heads.gemm(Transpose::no, Transpose::yes, T, T, d, scale, qh, d, kh, d, p, T);
     softmax_causal_kernel<<<grid_dim(op, "score rows", h * T, true), kThreads, 0, ctx.stream>>>(p, T);
     check_launch(ctx, op);
-    // O (T, d) = P · V, per head, into (h, T, d), then into out's (T, h·d) rows
-    gemm(Transpose::no, Transpose::no, T, d, T, 1.0f, p, T, TT, v + offset, ld, d, o_heads, d, T * d);
-    scatter_heads(ctx, op, out + b * T * hd, hd, o_heads, T, h, d);
+    // O (T, d) = P · V, per head, then into out's (T, h·d) rows
+    heads.gemm(Transpose::no, Transpose::no, T, d, T, 1.0f, p, T, vh, d, oh, d);
+    heads.scatter(out + b * T * hd, hd, oh);
   }
 }
 
@@ -129,32 +156,41 @@ void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, con
   const char* op = "attention_backward";
   require_shape(op, ld, B, T, h, d);
   if (B == 0 || T == 0 || h == 0) return;
-  const int64_t hd = h * d, TT = T * T;
+  const int64_t hd = h * d, TT = T * T, Td = T * d;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   ScratchLayout layout;
-  const size_t ds_at = layout.add(static_cast<size_t>(h * TT) * sizeof(float));        // dP, then dS (h, T, T)
-  const size_t heads_at = layout.add(static_cast<size_t>(h * T * d) * sizeof(float));  // one result (h, T, d)
+  const size_t head_bytes = static_cast<size_t>(h * Td) * sizeof(float);
+  const size_t ds_at = layout.add(static_cast<size_t>(h * TT) * sizeof(float));  // dP, then dS (h, T, T)
+  const size_t q_at = layout.add(head_bytes), k_at = layout.add(head_bytes), v_at = layout.add(head_bytes);
+  const size_t do_at = layout.add(head_bytes), r_at = layout.add(head_bytes);  // dO, one result
   auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
   auto* ds = reinterpret_cast<float*>(base + ds_at);
-  auto* heads = reinterpret_cast<float*>(base + heads_at);
-  const HeadGemm gemm{ctx, op, h};
+  auto* qh = reinterpret_cast<float*>(base + q_at);
+  auto* kh = reinterpret_cast<float*>(base + k_at);
+  auto* vh = reinterpret_cast<float*>(base + v_at);
+  auto* doh = reinterpret_cast<float*>(base + do_at);
+  auto* rh = reinterpret_cast<float*>(base + r_at);
+  const Heads heads{ctx, op, T, h, d};
   for (int64_t b = 0; b < B; ++b) {
     const int64_t offset = b * T * ld;
     const float* p = probs + b * h * TT;
-    const float* dO = dout + b * T * hd;  // head e at dO + e·d, row stride h·d
-    // dP (T, T) = dO · V^T
-    gemm(Transpose::no, Transpose::yes, T, T, d, 1.0f, dO, hd, d, v + offset, ld, d, ds, T, TT);
+    heads.gather(qh, q + offset, ld);
+    heads.gather(kh, k + offset, ld);
+    heads.gather(vh, v + offset, ld);
+    heads.gather(doh, dout + b * T * hd, hd);
+    // dP (T, T) = dO · V^T, then dS in place
+    heads.gemm(Transpose::no, Transpose::yes, T, T, d, 1.0f, doh, d, vh, d, ds, T);
     softmax_backward_kernel<<<grid_dim(op, "score rows", h * T, true), kThreads, 0, ctx.stream>>>(ds, p, T);
     check_launch(ctx, op);
     // dQ (T, d) = dS · K / sqrt(d)
-    gemm(Transpose::no, Transpose::no, T, d, T, scale, ds, T, TT, k + offset, ld, d, heads, d, T * d);
-    scatter_heads(ctx, op, dq + offset, ld, heads, T, h, d);
+    heads.gemm(Transpose::no, Transpose::no, T, d, T, scale, ds, T, kh, d, rh, d);
+    heads.scatter(dq + offset, ld, rh);
     // dK (T, d) = dS^T · Q / sqrt(d)
-    gemm(Transpose::yes, Transpose::no, T, d, T, scale, ds, T, TT, q + offset, ld, d, heads, d, T * d);
-    scatter_heads(ctx, op, dk + offset, ld, heads, T, h, d);
+    heads.gemm(Transpose::yes, Transpose::no, T, d, T, scale, ds, T, qh, d, rh, d);
+    heads.scatter(dk + offset, ld, rh);
     // dV (T, d) = P^T · dO
-    gemm(Transpose::yes, Transpose::no, T, d, T, 1.0f, p, T, TT, dO, hd, d, heads, d, T * d);
-    scatter_heads(ctx, op, dv + offset, ld, heads, T, h, d);
+    heads.gemm(Transpose::yes, Transpose::no, T, d, T, 1.0f, p, T, doh, d, rh, d);
+    heads.scatter(dv + offset, ld, rh);
   }
 }
 

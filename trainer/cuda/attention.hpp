@@ -3,12 +3,13 @@
 // interface's materialized probabilities probs (B, h, T, T) (0 above the diagonal); q, k, v
 // are (B, T, h, d) views with row stride ld (see Backend::attention_forward).
 //
-// Per sequence b, the matmuls are cuBLASLt GEMMs batched over the h heads (the backend's
-// GemmMath): a head's (T, d) block of q, k or v is read in place (batch stride d, row
-// stride ld); results are written to a contiguous (h, T, d) scratch and scattered into
-// their strided place by a kernel, so no GEMM writes interleaved matrices. Softmax and its
-// backward are one block per row. The full T×T products are computed (twice the causal
-// work; the zeros above the diagonal make them exact).
+// Per sequence b, the heads of q, k, v (and dout) are gathered from their strided views into
+// contiguous (h, T, d) scratch, the matmuls are cuBLASLt GEMMs batched over the h heads (the
+// backend's GemmMath) on those plain, non-overlapping, 256-byte aligned matrices, and the
+// results are scattered back into their strided place. The copies move O(T·h·d) floats per
+// sequence against the O(h·T²) of the scores. Softmax and its backward run one block per
+// row. The full T×T products are computed (twice the causal work; the zeros above the
+// diagonal make them exact).
 //
 // A flash-style kernel (no T×T matrix in memory, the probabilities recomputed in backward)
 // needs the interface to keep each row's log-sum-exp instead of probs: a later change.
