@@ -254,8 +254,9 @@ TEST_F(CudaBackendOps, TensorCoreMathRoundsItsInputs) {
     cpu_->gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, a[0], k, b[0], n, 0.0f, c[0], n);
     const double err = normalized_error(gc.download(), c.cpu());
     EXPECT_LE(err, gemm_bound(math, k));
-    if (math != GemmMath::fp32)
+    if (math != GemmMath::fp32) {
       EXPECT_GT(err, std::ldexp(1.0, -16)) << "no input rounding: did cuBLASLt fall back to exact float32?";
+    }
   }
 }
 
