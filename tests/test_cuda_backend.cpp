@@ -165,6 +165,10 @@ TEST_F(CudaBackendOps, CopiesFillAndStridedBlocksMatchTheCpu) {
   Twin<float> y = poisoned(n);
   both([&](Backend& be, int s) { be.copy(y[s], x[s], static_cast<size_t>(n) * sizeof(float)); });
   expect_same_bits(y, "copy");
+  // Overlapping ranges, as memmove allows, both directions.
+  both([&](Backend& be, int s) { be.copy(y[s] + 10, y[s], 500 * sizeof(float)); });
+  both([&](Backend& be, int s) { be.copy(y[s] + 3, y[s] + 200, 700 * sizeof(float)); });
+  expect_same_bits(y, "copy of overlapping ranges");
   both([&](Backend& be, int s) { be.memset_zero(y[s] + 3, 100 * sizeof(float)); });
   expect_same_bits(y, "memset_zero");
   both([&](Backend& be, int s) { be.fill(y[s] + 1, -2.5f, n - 2); });

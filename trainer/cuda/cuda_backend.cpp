@@ -1,5 +1,6 @@
 #include "trainer/cuda/cuda_backend.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -106,8 +107,16 @@ void CudaBackend::copy_to_host(void* dst_host, const void* src, size_t bytes) {
   AXONN_CUDA_OP_CHECK("copy_to_host", cudaStreamSynchronize(stream_.get()));
 }
 
+// Overlapping ranges are allowed, as the CPU backend's memmove allows them; cudaMemcpy's are
+// not, so those go through scratch.
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
+  if (bytes == 0 || dst == src) return;
+  const auto d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  if (d < s + bytes && s < d + bytes) {
+    void* staged = scratch_.get(stream_.get(), bytes, "copy");
+    AXONN_CUDA_OP_CHECK("copy", cudaMemcpyAsync(staged, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
+    src = staged;
+  }
   AXONN_CUDA_OP_CHECK("copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
