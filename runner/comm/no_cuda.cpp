@@ -27,4 +27,9 @@ NcclAxes connect_nccl_axes(Exchange&, const std::array<GroupSpec, kCommAxisCount
   throw CommError(std::string("no CUDA device: ") + kNoCudaBackend + " on " + cuda_check_where());
 }
 
+// Unreachable: no NCCL grid can be connected in this build.
+void order_nccl_axes_with(const std::array<NcclCommunicator*, kCommAxisCount>&, void*) {
+  throw CommError(std::string("no CUDA device: ") + kNoCudaBackend);
+}
+
 }  // namespace axonn
