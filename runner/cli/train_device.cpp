@@ -41,8 +41,9 @@ TrainDevice choose_train_device(const JobConfig& job, const Topology& topology) 
   const std::string& asked = job.training.device;
   const std::string setting = "training.device = " + quoted(asked);
   const std::string key = job.source + ": " + setting;
-  std::string why_none;
-  const int gpus = cuda_device_count(&why_none);
+  // "cpu" leaves the CUDA runtime alone (on a GPU node, initializing it costs time and memory).
+  std::string why_none = "not looked for";
+  const int gpus = asked == "cpu" ? 0 : cuda_device_count(&why_none);
   TrainDevice device;
   device.gpus = gpus;
   device.cuda = asked == "cuda" || (asked == "auto" && gpus > 0);

@@ -23,7 +23,7 @@ namespace axonn {
 struct TrainDevice {
   bool cuda = false;
   int gpu = -1;   // this rank's GPU: local_rank % gpus; -1 on the CPU
-  int gpus = 0;   // GPUs this process sees (after CUDA_VISIBLE_DEVICES)
+  int gpus = 0;   // GPUs this process sees (after CUDA_VISIBLE_DEVICES); 0 with "cpu"
   int cpu_threads = 0;  // the CPU backend's threads: this node's cores / its ranks; 0 on a GPU
   CommBackend collectives = CommBackend::gloo;
   std::string decided_by;  // "training.device = \"auto\": no CUDA device (...)", for the log
