@@ -26,9 +26,9 @@ class TrainDevice : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-#define SKIP_WITH_A_GPU()                                                                                   \
-  do {                                                                                                      \
-    if (cuda_device_count() > 0)                                                                            \
+#define SKIP_WITH_A_GPU()                                                                                 \
+  do {                                                                                                    \
+    if (cuda_device_count() > 0)                                                                          \
       GTEST_SKIP() << "this machine has a CUDA device: test_train_gpu (label gpu) covers training on it"; \
   } while (0)
 

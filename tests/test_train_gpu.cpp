@@ -35,14 +35,13 @@ const std::string kCudaFp32 = "training.device=cuda training.dtype=float32";
 const std::string kCudaBf16 = "training.device=cuda training.dtype=bfloat16";
 
 // Skips the test unless `n` CUDA devices are visible, saying why.
-#define REQUIRE_CUDA_DEVICES(n)                                                        \
-  do {                                                                                 \
-    std::string why;                                                                   \
-    const int have = cuda_device_count(&why);                                          \
-    if (have == 0) GTEST_SKIP() << "no CUDA device: " << why;                          \
-    if (have < (n))                                                                    \
-      GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << have               \
-                   << ": NCCL runs each rank on its own GPU";           \
+#define REQUIRE_CUDA_DEVICES(n)                                                                                     \
+  do {                                                                                                              \
+    std::string why;                                                                                                \
+    const int have = cuda_device_count(&why);                                                                       \
+    if (have == 0) GTEST_SKIP() << "no CUDA device: " << why;                                                       \
+    if (have < (n))                                                                                                 \
+      GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << have << ": NCCL runs each rank on its own GPU"; \
   } while (0)
 
 struct TrainedRun {
@@ -54,7 +53,7 @@ struct TrainedRun {
 
 // The tiny job trained in `dir` by `ranks` ranks at `layout`, with `overrides` (device, dtype).
 TrainedRun train(const std::filesystem::path& dir, const std::string& overrides, int steps, int interval, int ranks = 1,
-          const std::string& layout = "1x1x1x1") {
+                 const std::string& layout = "1x1x1x1") {
   std::filesystem::create_directories(dir);
   write_file(dir / "job.toml", tiny_job(steps, interval));
   const CommandResult r = run_train(dir, ranks, layout, overrides, 1, 300);
@@ -165,8 +164,8 @@ TEST_F(TrainGpu, EveryLayoutOnOneGpuPerRankTrainsLikeTheCpu) {
   const int gpus = cuda_device_count();
   const TrainedRun& cpu = cpu_reference();
   ASSERT_EQ(cpu.steps.size(), 5u);
-  for (const char* layout : {"2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "1x2x2x1", "2x1x1x2", "1x2x1x2:zyxd",
-                             "2x2x1x2", "1x2x2x2"}) {
+  for (const char* layout :
+       {"2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "1x2x2x1", "2x1x1x2", "1x2x1x2:zyxd", "2x2x1x2", "1x2x2x2"}) {
     const Layout parsed = parse_layout(layout);
     if (parsed.world() > gpus) {
       std::cout << "[ skipped  ] " << layout << ": " << parsed.world() << " ranks, " << gpus << " GPUs\n";

@@ -28,7 +28,8 @@ inline std::string tiny_job(int steps, int interval) {
   return "[model]\nlayers = 2\nhidden = 32\nheads = 8\nvocab = 256\nsequence = 16\n"
          "[training]\nglobal_batch = 24\nmicro_batch = 2\nsteps = " +
          std::to_string(steps) +
-         "\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_steps = 2\nweight_decay = 0.1\ngrad_clip = 1.0\nseed = 5\ndevice = \"cpu\"\n"
+         "\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_steps = 2\nweight_decay = 0.1\ngrad_clip = 1.0\nseed = 5\n"
+         "device = \"cpu\"\n"
          "[checkpoint]\ndir = \"ckpt\"\ninterval = " +
          std::to_string(interval) + "\nkeep = 4\n[run]\ndir = \"run\"\nlog_interval = 1\n";
 }

@@ -57,8 +57,10 @@ TrainDevice choose_train_device(const JobConfig& job, const Topology& topology) 
     // holds every rank: a node may not have more ranks than GPUs.
     if (topology.local_size > gpus)
       throw ConfigError(key + ": " + std::to_string(topology.local_size) + " ranks on " + topology.hostname() +
-                        " but only " + std::to_string(gpus) + " CUDA device(s) there; NCCL needs one GPU per rank: "
-                        "start at most " + std::to_string(gpus) +
+                        " but only " + std::to_string(gpus) +
+                        " CUDA device(s) there; NCCL needs one GPU per rank: "
+                        "start at most " +
+                        std::to_string(gpus) +
                         " tasks per node (srun --ntasks-per-node, axonn run -n), or set training.device = \"cpu\"");
     device.gpu = topology.local_rank % gpus;
     device.collectives = CommBackend::nccl;
@@ -76,8 +78,7 @@ TrainDevice choose_train_device(const JobConfig& job, const Topology& topology) 
   return device;
 }
 
-std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const JobConfig& job,
-                                            const Topology& topology) {
+std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const JobConfig& job, const Topology& topology) {
   if (!device.cuda) return make_cpu_backend(device.cpu_threads);
   select_cuda_device(device.gpu, topology.local_size);
   CudaBackendOptions options;

@@ -22,8 +22,8 @@ namespace axonn {
 
 struct TrainDevice {
   bool cuda = false;
-  int gpu = -1;   // this rank's GPU: local_rank % gpus; -1 on the CPU
-  int gpus = 0;   // GPUs this process sees (after CUDA_VISIBLE_DEVICES); 0 with "cpu"
+  int gpu = -1;         // this rank's GPU: local_rank % gpus; -1 on the CPU
+  int gpus = 0;         // GPUs this process sees (after CUDA_VISIBLE_DEVICES); 0 with "cpu"
   int cpu_threads = 0;  // the CPU backend's threads: this node's cores / its ranks; 0 on a GPU
   CommBackend collectives = CommBackend::gloo;
   std::string decided_by;  // "training.device = \"auto\": no CUDA device (...)", for the log
@@ -37,8 +37,7 @@ TrainDevice choose_train_device(const JobConfig& job, const Topology& topology);
 // The backend `device` names: the CUDA backend on device.gpu, which becomes this thread's
 // current device first (NCCL's communicators, made later on this thread, are created on the
 // current device), or the CPU backend with this node's cores split among its ranks.
-std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const JobConfig& job,
-                                            const Topology& topology);
+std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const JobConfig& job, const Topology& topology);
 
 // The backend's compute stream (a cudaStream_t) for CommGrid::order_with_compute; nullptr
 // for the CPU backend.
