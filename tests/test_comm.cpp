@@ -198,6 +198,15 @@ TEST(CommGrid, GlooGridHasNoNcclStreams) {
     EXPECT_EQ(grid.backend(), CommBackend::gloo);
     EXPECT_THROW(grid.nccl(CommAxis::x), CommError);
     grid.synchronize();  // nothing to wait for, and no error
+    // Gloo's calls block: nothing to order against a stream, and a stream is a caller's mistake.
+    grid.order_with_compute(nullptr);
+    int not_a_stream = 0;
+    try {
+      grid.order_with_compute(&not_a_stream);
+      FAIL() << "a gloo grid accepted a CUDA stream";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("this grid runs on gloo")) << e.what();
+    }
   });
 }
 
@@ -227,7 +236,7 @@ TEST(CommGridNccl, WithoutAGpuEveryDeviceCallSaysWhy) {
   } catch (const CommError& e) {
     EXPECT_THAT(e.what(), StartsWith("no CUDA device: ")) << e.what();
   }
-  EXPECT_THROW(DeviceBuffer(64), CommError);
+  EXPECT_THROW(DeviceBytes(64), CommError);
 }
 
 #if AXONN_HAVE_CUDA

@@ -44,13 +44,13 @@ constexpr auto kTimeout = std::chrono::milliseconds(20000);
 
 // Host vector <-> device buffer for the checks.
 template <typename T>
-std::unique_ptr<DeviceBuffer> to_device(const std::vector<T>& host) {
-  auto d = std::make_unique<DeviceBuffer>(host.size() * sizeof(T));
+std::unique_ptr<DeviceBytes> to_device(const std::vector<T>& host) {
+  auto d = std::make_unique<DeviceBytes>(host.size() * sizeof(T));
   d->upload(host.data(), host.size() * sizeof(T));
   return d;
 }
 template <typename T>
-std::vector<T> to_host(const DeviceBuffer& d, size_t count) {
+std::vector<T> to_host(const DeviceBytes& d, size_t count) {
   std::vector<T> host(count);
   d.download(host.data(), count * sizeof(T));
   return host;
@@ -208,7 +208,7 @@ TEST(NcclCommunicator, WaitForAndMakeWaitOrderCollectivesBetweenComputeKernels) 
     cudaStream_t compute = nullptr;
     AXONN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
     const size_t count = 1 << 20;
-    DeviceBuffer in(count * 4), out(count * 4);
+    DeviceBytes in(count * 4), out(count * 4);
     in.fill_bytes(0);
     out.fill_bytes(0);
     // "Compute" writes the input late; the all-gather (a copy on one rank) must read it after,
@@ -229,6 +229,40 @@ TEST(NcclCommunicator, WaitForAndMakeWaitOrderCollectivesBetweenComputeKernels) 
   });
 }
 
+// The trainer's mode: the grid orders every collective against the backend's compute
+// stream by itself (CommGrid::order_with_compute), so code written for blocking Gloo calls,
+// "kernel; collective; kernel", runs in that order with no wait_for/make_wait of its own.
+TEST(NcclGrid, OrderWithComputePutsEveryCollectiveBetweenTheKernelsAroundIt) {
+  REQUIRE_CUDA_DEVICES(1);
+  run_ranks(1, [&](int, Exchange& exchange) {
+    select_cuda_device(0, 1);
+    CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true, CommBackend::nccl);
+    cudaStream_t compute = nullptr;
+    AXONN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    grid.order_with_compute(compute);
+    const size_t count = 1 << 20;
+    DeviceBytes in(count * 4), mid(count * 4), out(count * 4);
+    in.fill_bytes(0);
+    mid.fill_bytes(0);
+    out.fill_bytes(0);
+    // Compute writes the input late; two collectives on two axes (copies on one rank, each on
+    // its own communicator's stream) pass it on; the read-back on compute must see it.
+    StreamGate gate(std::chrono::milliseconds(200));
+    AXONN_CUDA_CHECK(cudaLaunchHostFunc(compute, &StreamGate::wait, &gate));
+    AXONN_CUDA_CHECK(cudaMemsetAsync(in.data(), 0x3f, count * 4, compute));
+    grid.axis(CommAxis::z).all_gather(in.data(), mid.data(), count, ElementType::float32);
+    grid.axis(CommAxis::y).reduce_scatter(mid.data(), out.data(), count, ElementType::float32);
+    grid.synchronize();
+    std::vector<uint32_t> host(count, 0);
+    AXONN_CUDA_CHECK(cudaMemcpyAsync(host.data(), out.data(), count * 4, cudaMemcpyDeviceToHost, compute));
+    AXONN_CUDA_CHECK(cudaStreamSynchronize(compute));
+    for (size_t i = 0; i < count; i += 4099) ASSERT_EQ(host[i], 0x3f3f3f3fu) << i;
+    ASSERT_EQ(host.back(), 0x3f3f3f3fu);
+    grid.order_with_compute(nullptr);
+    AXONN_CUDA_CHECK(cudaStreamDestroy(compute));
+  });
+}
+
 TEST(NcclCommunicator, CollectiveBehindWorkThatNeverEndsTimesOutAndAborts) {
   REQUIRE_CUDA_DEVICES(1);
   run_ranks(1, [&](int, Exchange& exchange) {
@@ -237,7 +271,7 @@ TEST(NcclCommunicator, CollectiveBehindWorkThatNeverEndsTimesOutAndAborts) {
     NcclCommunicator& c = *solo.comm;
     cudaStream_t compute = nullptr;
     AXONN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    DeviceBuffer buf(4000);
+    DeviceBytes buf(4000);
     // The gate opens by itself after 3 s: ncclCommAbort may wait for NCCL's own streams,
     // which can depend on the blocked one; then the abort returns once the gate opens.
     StreamGate gate(std::chrono::milliseconds(3000));
@@ -281,7 +315,7 @@ TEST(NcclCommunicator, TwoRanksOnTwoGpusStalledPeerTimesOutNamingGroupAndRanks) 
       while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return;
     }
-    DeviceBuffer buf(4000);
+    DeviceBytes buf(4000);
     c.all_reduce(buf.data(), 1000, ElementType::float32);
     try {
       c.synchronize();

@@ -120,6 +120,22 @@ TEST(Config, MergeOrderDefaultsSiteJobOverride) {
   EXPECT_NE(neg.find("command-line override: training.steps = -1 is out of range"), std::string::npos) << neg;
 }
 
+// training.device picks the backend: "auto" unless the job or an override says otherwise;
+// anything else is an error listing the three choices.
+TEST(Config, TrainingDeviceIsAutoCpuOrCuda) {
+  EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}).training.device, "auto");
+  EXPECT_EQ(load_job_config_string("[training]\ndevice = \"cuda\"\n", "j.toml", SiteConfig{}).training.device,
+            "cuda");
+  EXPECT_EQ(load_job_config_string("[training]\ndevice = \"cuda\"\n", "j.toml", SiteConfig{}, {"training.device=cpu"})
+                .training.device,
+            "cpu");
+  const std::string err =
+      error_of([] { load_job_config_string("[training]\ndevice = \"gpu\"\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(err.find("j.toml:2:10: training.device"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"gpu\""), std::string::npos) << err;
+  EXPECT_NE(err.find("\"auto\", \"cpu\", \"cuda\""), std::string::npos) << err;
+}
+
 TEST(Config, OverridesAreTrimmedQuotedAndMalformedOnesNamed) {
   const JobConfig job = load_job_config_string("", "j.toml", SiteConfig{},
                                                {" training.steps = 7 ", "run.dir=\"/tmp/2024\"", "data.path=/d x"});

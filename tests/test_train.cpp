@@ -110,16 +110,6 @@ class TrainResume : public ::testing::Test {
   void TearDown() override {
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
-  // A copy of `from`'s checkpoint directory whose `latest` names step `step`.
-  std::filesystem::path checkpoint_at(const std::filesystem::path& from, int step, const std::string& name) {
-    const auto dir = dir_ / name;
-    std::filesystem::create_directories(dir / "ckpt");
-    char step_dir[32];
-    std::snprintf(step_dir, sizeof step_dir, "step-%09d", step);
-    std::filesystem::copy(from / "ckpt" / step_dir, dir / "ckpt" / step_dir, std::filesystem::copy_options::recursive);
-    write_file(dir / "ckpt" / "latest", std::string(step_dir) + "\n");
-    return dir;
-  }
   std::filesystem::path dir_;
 };
 
@@ -127,7 +117,7 @@ TEST_F(TrainResume, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
   const TrainedRun full = train(dir_ / "full", 8, "2x2x1x2", 6, 3);
   ASSERT_EQ(full.steps.size(), 6u);
   for (const char* layout : {"1x1x2x2", "3x1x1x1", "1x1x1x1", "2x2x1x2"}) {
-    const auto dir = checkpoint_at(dir_ / "full", 3, std::string("resume-") + layout);
+    const auto dir = copy_checkpoint_step(dir_ / "full", 3, dir_ / (std::string("resume-") + layout));
     const TrainedRun resumed = train(dir, parse_layout(layout).world(), layout, 6, 3);
     ASSERT_EQ(resumed.steps.size(), 3u) << layout << ": steps 4-6 only";
     for (size_t i = 0; i < 3; ++i) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -21,12 +22,14 @@ namespace axonn::test {
 
 // A GPT small enough for 8 ranks on 2 cores, whose dimensions every layout of 1, 2, 4 and
 // 8 ranks divides: hidden 32 and heads 8 (G_y up to 8), global batch 24 (G_data*G_z up to 8,
-// and 3 for the world-3 resume), byte-level vocabulary on the built-in corpus.
+// and 3 for the world-3 resume), byte-level vocabulary on the built-in corpus. On the CPU
+// backend wherever the tests run (the oracle); GPU tests override training.device.
 inline std::string tiny_job(int steps, int interval) {
   return "[model]\nlayers = 2\nhidden = 32\nheads = 8\nvocab = 256\nsequence = 16\n"
          "[training]\nglobal_batch = 24\nmicro_batch = 2\nsteps = " +
          std::to_string(steps) +
          "\nlr = 1e-2\nmin_lr = 1e-3\nwarmup_steps = 2\nweight_decay = 0.1\ngrad_clip = 1.0\nseed = 5\n"
+         "device = \"cpu\"\n"
          "[checkpoint]\ndir = \"ckpt\"\ninterval = " +
          std::to_string(interval) + "\nkeep = 4\n[run]\ndir = \"run\"\nlog_interval = 1\n";
 }
@@ -95,6 +98,18 @@ inline std::map<std::string, std::vector<float>> read_tensors(const std::filesys
     reader.read(t.name, all, v.data());
   }
   return out;
+}
+
+// `to`/ckpt holding step `step` of `from`/ckpt, with `latest` naming it: a run in `to`
+// resumes there. Returns `to`.
+inline std::filesystem::path copy_checkpoint_step(const std::filesystem::path& from, int step,
+                                                  const std::filesystem::path& to) {
+  std::filesystem::create_directories(to / "ckpt");
+  char step_dir[32];
+  std::snprintf(step_dir, sizeof step_dir, "step-%09d", step);
+  std::filesystem::copy(from / "ckpt" / step_dir, to / "ckpt" / step_dir, std::filesystem::copy_options::recursive);
+  write_file(to / "ckpt" / "latest", std::string(step_dir) + "\n");
+  return to;
 }
 
 // Every tensor of `want` is in `got` with the same size and no element further than

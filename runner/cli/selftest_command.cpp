@@ -33,7 +33,7 @@ class Staging {
   void* at(std::vector<T>& host) {
     if (!on_device_) return host.data();
     const size_t bytes = host.size() * sizeof(T);
-    copies_.push_back({std::make_unique<DeviceBuffer>(bytes), host.data(), bytes});
+    copies_.push_back({std::make_unique<DeviceBytes>(bytes), host.data(), bytes});
     copies_.back().device->upload(host.data(), bytes);
     return copies_.back().device->data();
   }
@@ -46,7 +46,7 @@ class Staging {
 
  private:
   struct Copy {
-    std::unique_ptr<DeviceBuffer> device;
+    std::unique_ptr<DeviceBytes> device;
     void* host;
     size_t bytes;
   };

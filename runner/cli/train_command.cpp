@@ -5,14 +5,15 @@
 // connects the communicators and trains (trainer/train/training_run.hpp), resuming from the
 // job's checkpoint directory when it holds a step. SIGUSR1, SIGTERM and SIGINT ask for a
 // stop at the next step boundary: the ranks save, commit and exit with exit_code::preempted.
-// Rank 0 logs the layout, the link tier each axis's groups span, and when each startup phase
-// was reached (also in summary.json's "startup", for bench/launch.cpp).
+// Each rank computes where training.device says (cli/train_device.hpp: the CUDA backend with
+// NCCL, or the CPU backend with Gloo). Rank 0 logs that choice, the layout, the link tier
+// each axis's groups span, and when each startup phase was reached (also in summary.json's
+// "startup", for bench/launch.cpp); every GPU rank logs its GPU.
 #include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <utility>
 
 #include "builtin_site.hpp"
@@ -20,13 +21,12 @@
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/run_layout.hpp"
+#include "cli/train_device.hpp"
 #include "comm/comm_grid.hpp"
-#include "config/config_error.hpp"
 #include "config/site_config.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_report.hpp"
 #include "pmix/topology.hpp"
-#include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/train/startup_times.hpp"
 #include "trainer/train/training_run.hpp"
@@ -49,16 +49,6 @@ SiteConfig load_run_site(const std::optional<std::string>& site_option) {
   if (const char* env = std::getenv("AXONN_SITE_CONFIG"); env != nullptr && *env != '\0') return load_site_config(env);
   if (site_option) return load_site_config(*site_option);
   return load_site_config_string(kBuiltinSiteToml, kBuiltinSiteName);
-}
-
-// The CPU backend computes in float32 and splits this node's cores among its ranks.
-std::unique_ptr<Backend> make_backend(const JobConfig& job, const Topology& topology) {
-  if (job.training.dtype != Dtype::float32)
-    throw ConfigError(job.source + ": training.dtype = \"" + dtype_name(job.training.dtype) +
-                      "\" needs the CUDA backend, and this run uses the CPU backend (float32); set training.dtype = "
-                      "\"float32\" or run on GPUs");
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return make_cpu_backend(std::max(1, cores / std::max(1, topology.local_size)));
 }
 
 // Which links each axis's groups cross under this layout's placement, as the chooser priced
@@ -118,13 +108,15 @@ int command_train(const CommandArgs& argv) {
 
   const SiteConfig site = load_run_site(args.value("site"));
   const JobConfig job = load_job_config(job_path, site, overrides);
+  const TrainDevice device = choose_train_device(job, topology);
   const RunLayout run = decide_run_layout(topology, site, job, args.value("layout"));
-  auto backend = make_backend(job, topology);
+  auto backend = make_train_backend(device, job, topology);
   const TokenData data = load_data(job);
   startup.mark("layout");
   if (lead) {
-    spdlog::info("axonn train {}: {} ranks on {} node(s), site {}, backend {}", job.source, topology.world,
-                 topology.nodes, site.name, backend->name());
+    spdlog::info("axonn train {}: {} ranks on {} node(s), site {}, {}", job.source, topology.world, topology.nodes,
+                 site.name, describe_train_device(device, job));
+    spdlog::info("device: {}", device.decided_by);
     spdlog::info("layout {} (data x X x Y x Z, rank order fastest first {}) from {}", format_layout(run.layout),
                  format_order(run.layout), run.origin);
     spdlog::info("layout links: {}", axis_links(run));
@@ -134,11 +126,22 @@ int command_train(const CommandArgs& argv) {
 
   const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", 100, 86'400'000).value_or(300'000));
   const bool single_host = topology.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
-  CommGrid grid(client, run.layout, timeout, single_host);
+  if (device.cuda) {
+    spdlog::info("rank {} on {}: {}", topology.rank, topology.hostname(), describe_train_device(device, job));
+    std::fflush(stdout);
+  }
+  CommGrid grid(client, run.layout, timeout, single_host, device.collectives);
+  // NCCL's collectives run on their own streams: each one is put between the compute
+  // kernels around it, so the model issues them as it does on Gloo (comm_grid.hpp).
+  grid.order_with_compute(train_compute_stream(*backend));
   startup.mark("communicators");
 
   TrainingRunOptions options;
   options.plan = run.plan;
+  // The run checks its bytes and memory against the layout model for what the trainer keeps
+  // and moves: float32 on every backend (training.dtype = bfloat16 sets the GEMMs' math, and
+  // the peak FLOP/s the MFU is measured against, not the element size).
+  options.plan.batch.dtype = Dtype::float32;
   // CPU ranks share their node's cores: a site's per-"GPU" peak describes one of
   // gpus_per_node shares of the node, and this run has local_size ranks on it.
   if (backend->device_is_host())

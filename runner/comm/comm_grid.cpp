@@ -101,6 +101,14 @@ NcclCommunicator& CommGrid::nccl(CommAxis a) {
   return *c;
 }
 
+void CommGrid::order_with_compute(void* compute_stream) {
+  if (backend_ == CommBackend::nccl) return order_nccl_axes_with(nccl_, compute_stream);
+  if (compute_stream != nullptr)
+    throw CommError(
+        "order_with_compute: this grid runs on gloo (host buffers, blocking collectives); only an nccl grid orders "
+        "its collectives against a CUDA stream");
+}
+
 void CommGrid::synchronize() {
   for (auto& c : comms_) c->synchronize();
 }

@@ -60,6 +60,16 @@ class CommGrid {
   const Layout& layout() const { return layout_; }
   const Coords& coords() const { return coords_; }
 
+  // NCCL: orders every later collective of every axis against `compute_stream` (the
+  // trainer backend's compute stream, a cudaStream_t as void* so this header needs no CUDA
+  // header): a collective starts after the work queued there before the call, and work
+  // queued there after the call starts after the collective (NcclCommunicator::order_with).
+  // Code that issues collectives between its kernels is then correct as written for Gloo;
+  // the host reads a result after synchronize(), with a copy on the compute stream.
+  // nullptr: no ordering. Gloo: nothing to order (its calls block), so only nullptr is
+  // accepted; a stream throws CommError.
+  void order_with_compute(void* compute_stream);
+
   // Waits for every axis' queued collectives (NCCL); nothing to do on Gloo.
   void synchronize();
   const CommCounters& counters() const { return counters_; }

@@ -9,7 +9,7 @@ namespace {
 
 void require_fits(const char* what, size_t bytes, size_t capacity) {
   if (bytes > capacity)
-    throw CommError(std::string("DeviceBuffer::") + what + " of " + std::to_string(bytes) + " bytes into a buffer of " +
+    throw CommError(std::string("DeviceBytes::") + what + " of " + std::to_string(bytes) + " bytes into a buffer of " +
                     std::to_string(capacity) + " bytes");
 }
 
@@ -41,31 +41,31 @@ int select_cuda_device(int local_rank, int local_size) {
   return local_rank;
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+DeviceBytes::DeviceBytes(size_t bytes) : bytes_(bytes) {
   if (bytes_ > 0) AXONN_CUDA_CHECK(cudaMalloc(&data_, bytes_));
 }
 
-DeviceBuffer::~DeviceBuffer() {
+DeviceBytes::~DeviceBytes() {
   if (data_) (void)cudaFree(data_);
 }
 
 // On the per-thread default stream, then waited for: the copy is complete on return, also
 // from pageable host memory, and it does not wait for other streams' work.
-void DeviceBuffer::upload(const void* host, size_t bytes) {
+void DeviceBytes::upload(const void* host, size_t bytes) {
   require_fits("upload", bytes, bytes_);
   if (bytes == 0) return;
   AXONN_CUDA_CHECK(cudaMemcpyAsync(data_, host, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
   AXONN_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
-void DeviceBuffer::download(void* host, size_t bytes) const {
+void DeviceBytes::download(void* host, size_t bytes) const {
   require_fits("download", bytes, bytes_);
   if (bytes == 0) return;
   AXONN_CUDA_CHECK(cudaMemcpyAsync(host, data_, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread));
   AXONN_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
-void DeviceBuffer::fill_bytes(int value) {
+void DeviceBytes::fill_bytes(int value) {
   if (bytes_ == 0) return;
   AXONN_CUDA_CHECK(cudaMemsetAsync(data_, value, bytes_, cudaStreamPerThread));
   AXONN_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));

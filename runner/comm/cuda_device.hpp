@@ -23,13 +23,14 @@ int cuda_device_count(std::string* why_none = nullptr);
 int select_cuda_device(int local_rank, int local_size);
 
 // `bytes` of memory on the current CUDA device; copies to and from the host are
-// synchronous (they return when the data is there). Not copyable.
-class DeviceBuffer {
+// synchronous (they return when the data is there). Not copyable. (Untyped, for the
+// communicators' checks; the trainer's buffers are DeviceBuffer<T> of trainer/backend.hpp.)
+class DeviceBytes {
  public:
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  explicit DeviceBytes(size_t bytes);
+  ~DeviceBytes();
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
 
   void* data() { return data_; }
   size_t bytes() const { return bytes_; }

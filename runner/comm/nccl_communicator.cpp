@@ -168,6 +168,7 @@ void NcclCommunicator::launch(CollectiveKind kind, size_t bytes, Call&& call) {
   progress(kMaxUnfinished - 1);
   const Pending p{kind, bytes, take_event(), take_event(), std::nullopt, std::nullopt};
   try {
+    if (compute_) wait_for(compute_);
     AXONN_CUDA_CHECK(cudaEventRecord(p.start, stream_));
     // ncclInProgress: NCCL finishes queueing on its own threads (e.g. connecting on first
     // use); the kernel is on the stream once the state settles to ncclSuccess.
@@ -178,6 +179,7 @@ void NcclCommunicator::launch(CollectiveKind kind, size_t bytes, Call&& call) {
                  " is not there)");
     if (r != ncclSuccess) abort_with(describe(kind, bytes) + " failed: " + cuda_error_text(r));
     AXONN_CUDA_CHECK(cudaEventRecord(p.end, stream_));
+    if (compute_) make_wait(compute_);
   } catch (...) {
     give_back(p.start);
     give_back(p.end);
@@ -269,7 +271,10 @@ void NcclCommunicator::make_wait(cudaStream_t consumer) {
 }
 
 void NcclCommunicator::copy(const void* in, void* out, size_t bytes) {
-  if (in != out && bytes > 0) AXONN_CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream_));
+  if (in == out || bytes == 0) return;
+  if (compute_) wait_for(compute_);
+  AXONN_CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream_));
+  if (compute_) make_wait(compute_);
 }
 
 void NcclCommunicator::all_reduce(void* buf, size_t count, ElementType type) {

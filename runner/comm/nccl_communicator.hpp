@@ -11,6 +11,9 @@
 //   comm.make_wait(compute);  // work queued on `compute` from now on starts after the
 //                             // collectives queued so far (the kernels reading the result)
 // synchronize() blocks the host until the queued collectives are done.
+// order_with(compute) makes every later collective do both by itself (the trainer's mode:
+// each collective then sits between the compute kernels that produce and read its buffers,
+// as the Gloo path's blocking calls do, so code written for Gloo is correct unchanged).
 //
 // Timeouts: the NCCL communicator is non-blocking (ncclConfig_t.blocking = 0), so no NCCL
 // call blocks the host. Each new collective and synchronize() poll the oldest unfinished
@@ -80,6 +83,10 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream() const { return stream_; }
   void wait_for(cudaStream_t producer);
   void make_wait(cudaStream_t consumer);
+  // From now on every collective (and a group of one's copy) waits for the work queued on
+  // `compute` before the call, and work queued on `compute` after the call waits for the
+  // collective: wait_for(compute) before, make_wait(compute) after. nullptr: no ordering.
+  void order_with(cudaStream_t compute) { compute_ = compute; }
   bool aborted() const { return aborted_; }
   // Queued collectives whose records have not been delivered yet.
   size_t unfinished() const { return pending_.size(); }
@@ -125,6 +132,7 @@ class NcclCommunicator final : public Communicator {
   std::string abort_reason_;
 
   cudaStream_t stream_ = nullptr;
+  cudaStream_t compute_ = nullptr;       // order_with: the stream every collective is ordered against
   cudaEvent_t order_event_ = nullptr;    // wait_for / make_wait (no timing)
   cudaEvent_t drained_event_ = nullptr;  // synchronize: the end of everything queued
   float* barrier_word_ = nullptr;        // device float the barrier all-reduces

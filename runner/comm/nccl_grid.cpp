@@ -47,4 +47,8 @@ NcclAxes connect_nccl_axes(Exchange& exchange, const std::array<GroupSpec, kComm
   return axes;
 }
 
+void order_nccl_axes_with(const std::array<NcclCommunicator*, kCommAxisCount>& axes, void* compute_stream) {
+  for (NcclCommunicator* c : axes) c->order_with(static_cast<cudaStream_t>(compute_stream));
+}
+
 }  // namespace axonn

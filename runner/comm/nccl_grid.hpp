@@ -31,6 +31,10 @@ NcclAxes connect_nccl_axes(Exchange& exchange, const std::array<GroupSpec, kComm
                            std::chrono::milliseconds timeout,
                            const std::function<CollectiveRecorder(CommAxis)>& recorder_for);
 
+// NcclCommunicator::order_with(compute_stream) on every axis (CommGrid::order_with_compute);
+// compute_stream is a cudaStream_t or nullptr.
+void order_nccl_axes_with(const std::array<NcclCommunicator*, kCommAxisCount>& axes, void* compute_stream);
+
 // What CommGrid says when asked for NCCL in a build without CUDA.
 inline constexpr const char* kNoCudaBackend =
     "this axonn build has no CUDA backend (AXONN_HAVE_CUDA is off: nvcc, the CUDA runtime or NCCL was not found "

@@ -13,18 +13,23 @@ int cuda_device_count(std::string* why_none) {
 
 int select_cuda_device(int, int) { throw CommError(std::string("no CUDA device: ") + kNoCudaBackend); }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  throw CommError(std::string("DeviceBuffer: no CUDA device: ") + kNoCudaBackend);
+DeviceBytes::DeviceBytes(size_t bytes) : bytes_(bytes) {
+  throw CommError(std::string("DeviceBytes: no CUDA device: ") + kNoCudaBackend);
 }
-DeviceBuffer::~DeviceBuffer() = default;
-// Unreachable: no DeviceBuffer can be constructed in this build.
-void DeviceBuffer::upload(const void*, size_t) { throw CommError(kNoCudaBackend); }
-void DeviceBuffer::download(void*, size_t) const { throw CommError(kNoCudaBackend); }
-void DeviceBuffer::fill_bytes(int) { throw CommError(kNoCudaBackend); }
+DeviceBytes::~DeviceBytes() = default;
+// Unreachable: no DeviceBytes can be constructed in this build.
+void DeviceBytes::upload(const void*, size_t) { throw CommError(kNoCudaBackend); }
+void DeviceBytes::download(void*, size_t) const { throw CommError(kNoCudaBackend); }
+void DeviceBytes::fill_bytes(int) { throw CommError(kNoCudaBackend); }
 
 NcclAxes connect_nccl_axes(Exchange&, const std::array<GroupSpec, kCommAxisCount>&, std::chrono::milliseconds,
                            const std::function<CollectiveRecorder(CommAxis)>&) {
   throw CommError(std::string("no CUDA device: ") + kNoCudaBackend + " on " + cuda_check_where());
+}
+
+// Unreachable: no NCCL grid can be connected in this build.
+void order_nccl_axes_with(const std::array<NcclCommunicator*, kCommAxisCount>&, void*) {
+  throw CommError(std::string("no CUDA device: ") + kNoCudaBackend);
 }
 
 }  // namespace axonn

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/cuda_device.hpp"  // cuda_device_count, select_cuda_device
 #include "trainer/backend.hpp"
 
 namespace axonn {
@@ -32,16 +33,6 @@ struct CudaBackendOptions {
 // issued, so an asynchronous fault (illegal address) names the op that caused it (slow: for
 // debugging).
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
-
-// The number of CUDA devices this process sees; 0 without a driver or in a build without
-// CUDA (never throws: for "skip" and "choose the backend" decisions). `why` (if given) gets
-// the reason when 0.
-//
-// The same function as comm/cuda_device.hpp's (same signature and meaning), defined once, in
-// axonn_comm (runner/comm/cuda_device.cpp, or no_cuda.cpp without CUDA), which
-// axonn_trainer_cuda links: a second definition here would collide at link time. One
-// translation unit cannot include both headers (each gives the default argument).
-int cuda_device_count(std::string* why = nullptr);
 
 // The CUDA backend's compute stream (a cudaStream_t, as void* so that callers need no CUDA
 // header), nullptr for any other backend. Every op of that backend is ordered on it; work

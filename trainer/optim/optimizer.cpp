@@ -38,6 +38,9 @@ StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, doubl
   if (counts_loss_) backend_.copy(stats_.data(), loss_sum, sizeof(float));
   for (const Run& r : norm_runs_) backend_.sum_squares(stats_.data() + 2, grads + r.offset, r.count);
   grid_.world().all_reduce(stats_.data(), 4, ElementType::float32);
+  // On NCCL the all-reduce is queued: wait for it under the communicator's timeout, then the
+  // copy on the compute stream (ordered after it) reads the totals. Nothing to wait on Gloo.
+  grid_.world().synchronize();
   const std::vector<float> totals = stats_.download();
 
   StepReport report;

@@ -9,6 +9,7 @@
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
 #include "layout/layout_volume.hpp"
+#include "trainer/train/host_exchange.hpp"
 #include "trainer/train/memory_usage.hpp"
 #include "trainer/train/metrics_log.hpp"
 #include "trainer/train/run_report.hpp"
@@ -34,10 +35,9 @@ std::string duration_text(double s) {
 
 // After a fallback load, ranks may have landed on different steps (each reads other shards):
 // all take the oldest. Steps travel as two floats of 20 bits each (exact in float32).
-int64_t oldest_step_over_ranks(Communicator& world, int64_t step) {
-  const float mine[2] = {static_cast<float>(step >> 20), static_cast<float>(step & 0xFFFFF)};
-  std::vector<float> all(2 * static_cast<size_t>(world.size()));
-  world.all_gather(mine, all.data(), 2, ElementType::float32);
+int64_t oldest_step_over_ranks(Backend& backend, Communicator& world, int64_t step) {
+  const std::vector<float> all =
+      all_gather_floats(backend, world, {static_cast<float>(step >> 20), static_cast<float>(step & 0xFFFFF)});
   int64_t oldest = step;
   for (size_t r = 0; r < all.size(); r += 2)
     oldest = std::min(oldest, (static_cast<int64_t>(all[r]) << 20) + static_cast<int64_t>(all[r + 1]));
@@ -45,10 +45,10 @@ int64_t oldest_step_over_ranks(Communicator& world, int64_t step) {
 }
 
 // Resume from the checkpoint directory; returns the step resumed from (0 for a fresh start).
-int64_t resume(TrainingCheckpoint& checkpoint, Communicator& world, bool fallback, bool lead) {
+int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& world, bool fallback, bool lead) {
   std::optional<LoadResult> loaded = checkpoint.load(fallback);
   if (fallback) {
-    const int64_t oldest = oldest_step_over_ranks(world, loaded ? loaded->step : -1);
+    const int64_t oldest = oldest_step_over_ranks(backend, world, loaded ? loaded->step : -1);
     if (loaded && oldest != loaded->step) loaded = checkpoint.load(false, oldest);
   }
   if (!loaded) {
@@ -102,7 +102,7 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
   startup.mark("model_init");
 
   TrainingRunResult result;
-  result.start_step = resume(checkpoint, world, options.fallback, lead);
+  result.start_step = resume(checkpoint, backend, world, options.fallback, lead);
   startup.mark("checkpoint_loaded");
   if (options.init_only) {
     // The initial state as step 0, for tools that compare initializations (scripts/
@@ -136,6 +136,9 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     spdlog::info("train: metrics in {}", metrics->path().string());
   }
 
+  // NCCL delivers a collective's record when the host sees it finish: wait for the startup
+  // collectives before clearing, and for the last step's before reading.
+  grid.synchronize();
   grid.reset_counters();
   const auto start = Clock::now();
   double tokens_per_s_sum = 0, mfu_sum = 0;
@@ -193,6 +196,7 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
                      std::chrono::duration<double, std::milli>(stall).count());
     }
   }
+  grid.synchronize();
   const CommCounters counted = grid.counters();
   result.end_step = trainer.step();
 
@@ -215,18 +219,27 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
   // asynchronous save keeps (this rank's share of parameters and moments) is in the RSS too.
   const double staging = backend.device_is_host() ? static_cast<double>(checkpoint.staged_bytes()) : 0.0;
   const double predicted = static_cast<double>(memory.total()) + staging;
-  spdlog::info(
-      "memory: rank {} peak RSS {:.1f} MiB = {:.1f} MiB before training + {:.1f} MiB for training; "
-      "predicted {:.1f} MiB = layout model {:.1f} + checkpoint staging {:.1f} ({:.0f}% of predicted){}",
-      world.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0, static_cast<double>(baseline) / 1048576.0,
-      model_bytes / 1048576.0, predicted / 1048576.0, static_cast<double>(memory.total()) / 1048576.0,
-      staging / 1048576.0, 100.0 * model_bytes / predicted,
-      !peak_reset                    ? " (peak not resettable here: includes earlier peaks)"
-      : predicted < 16.0 * 1048576.0 ? " (below ~16 MiB, libraries' fixed buffers of a few MiB dominate)"
-                                     : "");
-  float mine[2] = {static_cast<float>(mismatches.size()), static_cast<float>(model_bytes)};
-  std::vector<float> all(2 * static_cast<size_t>(world.size()));
-  world.all_gather(mine, all.data(), 2, ElementType::float32);
+  if (backend.device_is_host()) {
+    spdlog::info(
+        "memory: rank {} peak RSS {:.1f} MiB = {:.1f} MiB before training + {:.1f} MiB for training; "
+        "predicted {:.1f} MiB = layout model {:.1f} + checkpoint staging {:.1f} ({:.0f}% of predicted){}",
+        world.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0, static_cast<double>(baseline) / 1048576.0,
+        model_bytes / 1048576.0, predicted / 1048576.0, static_cast<double>(memory.total()) / 1048576.0,
+        staging / 1048576.0, 100.0 * model_bytes / predicted,
+        !peak_reset                    ? " (peak not resettable here: includes earlier peaks)"
+        : predicted < 16.0 * 1048576.0 ? " (below ~16 MiB, libraries' fixed buffers of a few MiB dominate)"
+                                       : "");
+  } else {
+    // The training state is in GPU memory, which the RSS does not show (it holds the host
+    // staging of checkpoints and the driver's buffers instead).
+    spdlog::info(
+        "memory: rank {} host peak RSS {:.1f} MiB ({:.1f} MiB since before training: checkpoint staging, CUDA "
+        "buffers); the layout model predicts {:.1f} MiB of GPU memory per rank (see nvidia-smi)",
+        world.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0, model_bytes / 1048576.0,
+        static_cast<double>(memory.total()) / 1048576.0);
+  }
+  const std::vector<float> all =
+      all_gather_floats(backend, world, {static_cast<float>(mismatches.size()), static_cast<float>(model_bytes)});
   double failures = 0;
   RunSummary summary;
   for (size_t r = 0; r < all.size(); r += 2) {

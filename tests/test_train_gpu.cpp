@@ -1,0 +1,199 @@
+// `axonn train` on GPUs (label gpu): the CUDA backend with NCCL against the CPU backend with
+// Gloo, the oracle, on the tiny job of train_helpers.hpp, as users run it (axonn run -n N).
+// Every test needs a GPU and, without one, skips saying why ("no CUDA device: ..."); the
+// multi-rank tests need one GPU per rank and say so when there are fewer.
+//
+// Bounds on the losses (~5.5, 5 or 6 steps):
+// - float32 GEMMs (training.dtype = "float32", GemmMath::fp32): the backends then differ only
+//   in summation order (cuBLAS's and OpenBLAS's tilings, other reduction trees) and in the
+//   last bits of exp, log and tanh, the kind of difference layouts have among themselves on
+//   the CPU (test_train.cpp allows 2e-5); 1e-4 leaves five times that for the functions.
+// - bfloat16 GEMMs (training.dtype = "bfloat16", GemmMath::bf16): every GEMM input is rounded
+//   to 8 significant bits (relative error up to 2^-9, 0.2%) and accumulated in float32. The
+//   loss, a mean over 384 tokens of log-softmaxes of such GEMMs, moves by a fraction of that,
+//   and AdamW's per-element normalized updates carry it over 5 steps without amplifying it
+//   much: 2e-2 (0.4% of the loss) is twice the per-input bound.
+// Each test prints the largest difference it measured ("[ measured ]"), so a GPU run shows
+// how much room each bound leaves.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "comm/cuda_device.hpp"
+#include "layout/layout.hpp"
+#include "train_helpers.hpp"
+
+namespace axonn::test {
+namespace {
+
+constexpr double kFp32LossTolerance = 1e-4;
+constexpr float kFp32WeightTolerance = 1e-4f;  // weights move ~1e-2 per step: 1% of one update
+constexpr double kBf16LossTolerance = 2e-2;
+
+const std::string kCpu = "training.device=cpu";
+const std::string kCudaFp32 = "training.device=cuda training.dtype=float32";
+const std::string kCudaBf16 = "training.device=cuda training.dtype=bfloat16";
+
+// Skips the test unless `n` CUDA devices are visible, saying why.
+#define REQUIRE_CUDA_DEVICES(n)                                                                                     \
+  do {                                                                                                              \
+    std::string why;                                                                                                \
+    const int have = cuda_device_count(&why);                                                                       \
+    if (have == 0) GTEST_SKIP() << "no CUDA device: " << why;                                                       \
+    if (have < (n))                                                                                                 \
+      GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << have << ": NCCL runs each rank on its own GPU"; \
+  } while (0)
+
+struct TrainedRun {
+  std::vector<StepLine> steps;
+  std::map<std::string, std::vector<float>> tensors;
+  std::string summary;
+  std::string output;
+};
+
+// The tiny job trained in `dir` by `ranks` ranks at `layout`, with `overrides` (device, dtype).
+TrainedRun train(const std::filesystem::path& dir, const std::string& overrides, int steps, int interval, int ranks = 1,
+                 const std::string& layout = "1x1x1x1") {
+  std::filesystem::create_directories(dir);
+  write_file(dir / "job.toml", tiny_job(steps, interval));
+  const CommandResult r = run_train(dir, ranks, layout, overrides, 1, 300);
+  EXPECT_EQ(r.code, 0) << overrides << " at " << layout << ":\n" << r.output;
+  TrainedRun run;
+  run.output = r.output;
+  run.steps = read_metrics(dir / "run");
+  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
+  run.summary = read_text(dir / "run" / "summary.json");
+  return run;
+}
+
+// The largest loss difference between two runs of the same steps (which must match in
+// number, step and data cursor), printed with `what`.
+double loss_drift(const std::vector<StepLine>& got, const std::vector<StepLine>& want, const std::string& what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    EXPECT_EQ(got[i].step, want[i].step) << what;
+    EXPECT_EQ(got[i].data_cursor, want[i].data_cursor) << what;
+    worst = std::max(worst, std::fabs(got[i].loss - want[i].loss));
+  }
+  std::cout << "[ measured ] " << what << ": largest loss difference " << worst << "\n";
+  return worst;
+}
+
+std::vector<StepLine> from_step(const std::vector<StepLine>& steps, size_t first) {
+  return {steps.begin() + static_cast<std::ptrdiff_t>(std::min(first, steps.size())), steps.end()};
+}
+
+class TrainGpu : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = fresh_dir("gpu"); }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  // The CPU run of 5 steps every comparison here starts from, trained once per process.
+  const TrainedRun& cpu_reference() {
+    static const TrainedRun run = train(dir_ / "cpu", kCpu, 5, 0);
+    return run;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(TrainGpu, Float32GemmsTrainLikeTheCpu) {
+  REQUIRE_CUDA_DEVICES(1);
+  const TrainedRun& cpu = cpu_reference();
+  ASSERT_EQ(cpu.steps.size(), 5u);
+  const TrainedRun gpu = train(dir_ / "cuda-fp32", kCudaFp32, 5, 0);
+  EXPECT_TRUE(contains(gpu.output, "backend cuda (GPU 0 of ")) << gpu.output;
+  EXPECT_TRUE(contains(gpu.output, ", GEMMs fp32), collectives nccl")) << gpu.output;
+  EXPECT_LE(loss_drift(gpu.steps, cpu.steps, "cuda fp32 vs cpu"), kFp32LossTolerance);
+  expect_same_tensors(gpu.tensors, cpu.tensors, kFp32WeightTolerance, "cuda fp32 vs cpu, weights after 5 steps");
+  EXPECT_TRUE(contains(gpu.summary, "\"comm_bytes_match\": true")) << gpu.summary;
+}
+
+TEST_F(TrainGpu, Bfloat16GemmsTrackTheCpuWithinBfloat16Rounding) {
+  REQUIRE_CUDA_DEVICES(1);
+  const TrainedRun& cpu = cpu_reference();
+  ASSERT_EQ(cpu.steps.size(), 5u);
+  const TrainedRun fp32 = train(dir_ / "cuda-fp32", kCudaFp32, 5, 0);
+  const TrainedRun bf16 = train(dir_ / "cuda-bf16", kCudaBf16, 5, 0);
+  EXPECT_TRUE(contains(bf16.output, ", GEMMs bf16), collectives nccl")) << bf16.output;
+  const double bf16_drift = loss_drift(bf16.steps, cpu.steps, "cuda bf16 vs cpu");
+  EXPECT_LE(bf16_drift, kBf16LossTolerance);
+  // bf16 rounding is visible: a run that equals the float32 one did not round its GEMMs.
+  EXPECT_GT(bf16_drift, loss_drift(fp32.steps, cpu.steps, "cuda fp32 vs cpu"));
+  ASSERT_FALSE(bf16.steps.empty());
+  EXPECT_LT(bf16.steps.back().loss, bf16.steps.front().loss) << "the tiny model should learn in 5 steps";
+  EXPECT_TRUE(contains(bf16.summary, "\"comm_bytes_match\": true")) << bf16.summary;
+}
+
+TEST_F(TrainGpu, AutoPicksTheGpuAndSaysWhy) {
+  REQUIRE_CUDA_DEVICES(1);
+  const TrainedRun run = train(dir_ / "auto", "training.device=auto", 2, 0);
+  EXPECT_TRUE(contains(run.output, "device: training.device = \"auto\": ")) << run.output;
+  EXPECT_TRUE(contains(run.output, " CUDA device(s) visible")) << run.output;
+  EXPECT_TRUE(contains(run.output, "rank 0 on ")) << run.output;
+  EXPECT_TRUE(contains(run.output, "backend cuda (GPU 0 of ")) << run.output;
+}
+
+// Checkpoints hold float32 tensors whichever backend wrote them: a run saved at step 3 on
+// one backend continues on the other like the uninterrupted CPU run.
+TEST_F(TrainGpu, ACheckpointSavedOnTheGpuResumesOnTheCpuAndOneSavedOnTheCpuOnTheGpu) {
+  REQUIRE_CUDA_DEVICES(1);
+  const TrainedRun cpu_full = train(dir_ / "cpu-full", kCpu, 6, 3);
+  ASSERT_EQ(cpu_full.steps.size(), 6u);
+  const std::vector<StepLine> want = from_step(cpu_full.steps, 3);  // steps 4-6
+  train(dir_ / "cuda-full", kCudaFp32, 6, 3);
+
+  const TrainedRun on_cpu = train(copy_checkpoint_step(dir_ / "cuda-full", 3, dir_ / "cuda-to-cpu"), kCpu, 6, 3);
+  EXPECT_TRUE(contains(on_cpu.summary, "\"start_step\": 3")) << on_cpu.summary;
+  EXPECT_LE(loss_drift(on_cpu.steps, want, "saved on cuda, resumed on cpu"), kFp32LossTolerance);
+  expect_same_tensors(on_cpu.tensors, cpu_full.tensors, kFp32WeightTolerance, "saved on cuda, resumed on cpu");
+
+  const TrainedRun on_gpu = train(copy_checkpoint_step(dir_ / "cpu-full", 3, dir_ / "cpu-to-cuda"), kCudaFp32, 6, 3);
+  EXPECT_TRUE(contains(on_gpu.summary, "\"start_step\": 3")) << on_gpu.summary;
+  EXPECT_LE(loss_drift(on_gpu.steps, want, "saved on cpu, resumed on cuda"), kFp32LossTolerance);
+  expect_same_tensors(on_gpu.tensors, cpu_full.tensors, kFp32WeightTolerance, "saved on cpu, resumed on cuda");
+}
+
+// Every collective of the model runs on NCCL between the CUDA kernels around it (the grid
+// orders them against the compute stream): each layout of 2, 4 and 8 ranks, one GPU each,
+// trains like the CPU, and counts the layout model's bytes. Layouts beyond the GPUs there
+// are skipped, saying so.
+TEST_F(TrainGpu, EveryLayoutOnOneGpuPerRankTrainsLikeTheCpu) {
+  REQUIRE_CUDA_DEVICES(2);
+  const int gpus = cuda_device_count();
+  const TrainedRun& cpu = cpu_reference();
+  ASSERT_EQ(cpu.steps.size(), 5u);
+  for (const char* layout :
+       {"2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "1x2x2x1", "2x1x1x2", "1x2x1x2:zyxd", "2x2x1x2", "1x2x2x2"}) {
+    const Layout parsed = parse_layout(layout);
+    if (parsed.world() > gpus) {
+      std::cout << "[ skipped  ] " << layout << ": " << parsed.world() << " ranks, " << gpus << " GPUs\n";
+      continue;
+    }
+    std::string name = layout;
+    for (char& c : name)
+      if (c == ':') c = '_';
+    const TrainedRun run = train(dir_ / name, kCudaFp32, 5, 0, parsed.world(), layout);
+    EXPECT_LE(loss_drift(run.steps, cpu.steps, std::string("cuda fp32 at ") + layout + " vs cpu"), kFp32LossTolerance);
+    expect_same_tensors(run.tensors, cpu.tensors, kFp32WeightTolerance, std::string("cuda fp32 at ") + layout);
+    EXPECT_TRUE(contains(run.summary, "\"comm_bytes_match\": true")) << layout << "\n" << run.summary;
+    EXPECT_TRUE(contains(run.output, "rank 1 on ")) << run.output;
+    EXPECT_TRUE(contains(run.output, "backend cuda (GPU 1 of ")) << run.output;
+  }
+}
+
+TEST_F(TrainGpu, MoreRanksOnANodeThanGpusIsABadInputNamingTheFix) {
+  REQUIRE_CUDA_DEVICES(1);
+  const int ranks = cuda_device_count() + 1;
+  write_file(dir_ / "job.toml", tiny_job(2, 0));
+  const CommandResult r = run_train(dir_, ranks, "", kCudaFp32);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, std::to_string(ranks) + " ranks on ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "NCCL needs one GPU per rank")) << r.output;
+  EXPECT_TRUE(contains(r.output, "set training.device = \"cpu\"")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "metrics.jsonl")) << "nothing may start";
+}
+
+}  // namespace
+}  // namespace axonn::test
