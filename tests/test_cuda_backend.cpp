@@ -191,10 +191,6 @@ double gemm_bound(GemmMath math, int64_t k) {
   return kTol;
 }
 
-const char* math_name(GemmMath math) {
-  return math == GemmMath::bf16 ? "bf16" : math == GemmMath::tf32 ? "tf32" : "fp32";
-}
-
 TEST_F(CudaBackendOps, GemmMatchesCpuForEveryTransposeStrideBetaAndMath) {
   struct Shape {
     int64_t m, n, k, pad;
@@ -210,7 +206,7 @@ TEST_F(CudaBackendOps, GemmMatchesCpuForEveryTransposeStrideBetaAndMath) {
           for (float beta : {0.0f, 1.0f})
             for (int64_t offset : {0, 1}) {  // 1: every matrix only 4-byte aligned
               const int64_t m = sh.m, n = sh.n, k = sh.k;
-              SCOPED_TRACE(std::string(math_name(math)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+              SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
                            " k=" + std::to_string(k) + " ta=" + (ta == Transpose::yes ? "T" : "N") +
                            " tb=" + (tb == Transpose::yes ? "T" : "N") + " beta=" + std::to_string(beta) +
                            " offset=" + std::to_string(offset));
@@ -250,7 +246,7 @@ TEST_F(CudaBackendOps, TensorCoreMathRoundsItsInputs) {
   const int64_t m = 256, n = 256, k = 256;
   Twin<float> a = twin(random_floats(rng_, m * k)), b = twin(random_floats(rng_, k * n));
   for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
-    SCOPED_TRACE(math_name(math));
+    SCOPED_TRACE(gemm_math_name(math));
     auto be = make_cuda_backend(CudaBackendOptions{0, math});
     DeviceBuffer<float> ga(*be, a.gpu()), gb(*be, b.gpu()), gc(*be, static_cast<size_t>(m * n));
     be->gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, ga.data(), k, gb.data(), n, 0.0f, gc.data(), n);

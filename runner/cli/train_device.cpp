@@ -13,17 +13,6 @@ namespace {
 
 GemmMath gemm_math_of(Dtype dtype) { return dtype == Dtype::bfloat16 ? GemmMath::bf16 : GemmMath::fp32; }
 
-const char* gemm_math_name(GemmMath math) {
-  switch (math) {
-    case GemmMath::bf16:
-      return "bf16";
-    case GemmMath::tf32:
-      return "tf32";
-    case GemmMath::fp32:
-      return "fp32";
-  }
-  return "?";
-}
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 

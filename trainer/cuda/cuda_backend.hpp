@@ -21,6 +21,19 @@ namespace axonn {
 // - fp32: exact float32 (no tensor cores), for checks against the CPU backend.
 enum class GemmMath { bf16, tf32, fp32 };
 
+// "bf16", "tf32", "fp32", for logs and errors.
+inline const char* gemm_math_name(GemmMath math) {
+  switch (math) {
+    case GemmMath::bf16:
+      return "bf16";
+    case GemmMath::tf32:
+      return "tf32";
+    case GemmMath::fp32:
+      break;
+  }
+  return "fp32";
+}
+
 struct CudaBackendOptions {
   int device = 0;  // the CUDA device this rank uses (its local rank, modulo the devices seen)
   GemmMath gemm_math = GemmMath::bf16;

@@ -23,17 +23,6 @@ cublasComputeType_t compute_type(GemmMath math) {
   return CUBLAS_COMPUTE_32F;
 }
 
-const char* math_name(GemmMath math) {
-  switch (math) {
-    case GemmMath::bf16:
-      return "bf16";
-    case GemmMath::tf32:
-      return "tf32";
-    case GemmMath::fp32:
-      break;
-  }
-  return "fp32";
-}
 
 // The largest power of two, at most 256, dividing the byte address of every matrix of the
 // batch. cuBLASLt's heuristic assumes 256-byte aligned matrices unless told otherwise, and a
@@ -187,7 +176,7 @@ const Gemm::Plan& Gemm::plan_for(const char* op, const GemmCall& call) {
   // always has one. Slower, never wrong.
   if (!ok && math_ != GemmMath::fp32) ok = try_plan(op, call, key, CUBLAS_COMPUTE_32F, plan, why);
   if (!ok)
-    fail(op, "cuBLASLt found no algorithm for " + describe(call) + " (math " + math_name(math_) + ", alignments " +
+    fail(op, "cuBLASLt found no algorithm for " + describe(call) + " (math " + gemm_math_name(math_) + ", alignments " +
                  std::to_string(key[13]) + "/" + std::to_string(key[12]) + "/" + std::to_string(key[14]) +
                  " bytes): " + error_text(why));
   return plans_.emplace(key, plan).first->second;
