@@ -16,6 +16,7 @@
 #include "checkpoint/step_dir.hpp"
 #include "checkpoint/verify.hpp"
 #include "checkpoint_test_model.hpp"
+#include "process_helpers.hpp"
 
 namespace axonn {
 namespace {
@@ -200,7 +201,7 @@ TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
   {
     const CheckpointReader mixed = CheckpointReader::open_latest(dir);
     EXPECT_EQ(mixed.format_version(), 2);
-    EXPECT_EQ(mixed.tensor("big").sources.at(0).cols_per_block, 768);  // all of its columns
+    EXPECT_EQ(mixed.tensor("big").sources.at(0).cols_per_block, 768);   // all of its columns
     EXPECT_EQ(mixed.tensor("big").sources.at(0).rows_per_block, 1365);  // 4 MiB / 3 KiB rows
   }
   expect_model_load(dir, model, block_tiles, 4, 7, kVerified);
@@ -235,7 +236,7 @@ TEST(CheckpointFormat, UnknownVersionsAreRefusedByIndexAndShard) {
 }
 
 TEST(CheckpointFormat, ShardsStoredOtherwiseAreReadAndVerifiedThroughHdf5) {
-  if (std::system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0)
+  if (!test::python_has_h5py())
     GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
   const fs::path dir = test_dir();
   const auto model = tiled_model();

@@ -11,6 +11,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "checkpoint/verify.hpp"
 #include "checkpoint_test_model.hpp"
+#include "process_helpers.hpp"
 
 namespace axonn {
 namespace {
@@ -168,11 +169,8 @@ TEST(CheckpointTools, SafetensorsExportHoldsEveryFullTensor) {
 }
 
 TEST(CheckpointTools, H5pyReadsTheIndexAfterTheDirectoryMovedAndMatchesTheExport) {
-  if (!fs::exists("/usr/bin/python3"))
-    GTEST_SKIP() << "/usr/bin/python3 is not installed (Debian's python3 with python3-h5py)";
-  if (std::system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) {
-    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
-  }
+  if (!test::python_has_h5py())
+    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3 python3-h5py";
   const fs::path dir = test_dir();
   save_step(dir / "run", 9, 4, block_tiles);
   fs::path step = dir / "run" / "step-000000009";

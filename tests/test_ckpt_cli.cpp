@@ -80,10 +80,6 @@ fs::path trained_checkpoint() {
   return done / "ckpt";
 }
 
-bool python_with_h5py() {
-  return fs::exists("/usr/bin/python3") && std::system("/usr/bin/python3 -c \"import h5py, numpy\" 2>/dev/null") == 0;
-}
-
 class CkptCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -135,7 +131,7 @@ TEST_F(CkptCli, InspectShowsStepLayoutModelAndEveryTensor) {
 }
 
 TEST_F(CkptCli, InspectJsonParsesAndHoldsEveryTensorByFullName) {
-  if (!python_with_h5py()) GTEST_SKIP() << "/usr/bin/python3 with json (Debian's python3) is not installed";
+  if (!python_has_h5py()) GTEST_SKIP() << "/usr/bin/python3 with json (Debian's python3) is not installed";
   write_file(dir_ / "fields.py",
              "import json, sys\n"
              "d = json.load(sys.stdin)\n"
@@ -238,7 +234,7 @@ TEST_F(CkptCli, ADamagedLatestOrUnknownFormatIsNamed) {
   EXPECT_EQ(absent.code, 2) << absent.output;
   EXPECT_TRUE(contains(absent.output, "step 3 is not committed in ckpt (committed steps: 2, 4)")) << absent.output;
 
-  if (!python_with_h5py()) GTEST_SKIP() << "/usr/bin/python3 cannot import h5py: apt-get install python3-h5py";
+  if (!python_has_h5py()) GTEST_SKIP() << "/usr/bin/python3 cannot import h5py: apt-get install python3-h5py";
   write_file(dir_ / "bump_version.py",
              "import sys, h5py, numpy\n"
              "with h5py.File(sys.argv[1], 'r+') as f:\n"
@@ -441,8 +437,7 @@ TEST_F(CkptCli, ExportHoldsTheTensorsH5pyReadsFromTheIndex) {
   EXPECT_THROW(export_safetensors(reader, dir_ / "x.safetensors", {}, {"wte", "nope"}), RequestMismatch);
   EXPECT_FALSE(fs::exists(dir_ / "x.safetensors"));
 
-  if (!python_with_h5py())
-    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
+  if (!python_has_h5py()) GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
   const std::string check = "/usr/bin/python3 " + kSourceDir + "/tests/ckpt_export_h5py_check.py ";
   const CommandResult h5 =
       run_command(check + step_dir(4).string() + " " + (dir_ / "step-000000004.safetensors").string());

@@ -9,6 +9,7 @@
 #include "comm/bfloat16.hpp"
 #include "comm/comm_grid.hpp"
 #include "comm/cuda_device.hpp"
+#include "cuda_skip.hpp"
 #include "process_helpers.hpp"
 #include "thread_exchange.hpp"
 #if AXONN_HAVE_CUDA
@@ -28,17 +29,6 @@ using test::run_command;
 using test::run_ranks;
 
 int device_count() { return cuda_device_count(); }
-
-// Skips the test unless `n` CUDA devices are there, with the reason in the message.
-#define REQUIRE_CUDA_DEVICES(n)                                                 \
-  do {                                                                          \
-    std::string why;                                                            \
-    const int have = cuda_device_count(&why);                                   \
-    if (have == 0) GTEST_SKIP() << "no CUDA device: " << why;                   \
-    if (have < (n))                                                             \
-      GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << have        \
-                   << ": NCCL runs each rank of a communicator on its own GPU"; \
-  } while (0)
 
 constexpr auto kTimeout = std::chrono::milliseconds(20000);
 

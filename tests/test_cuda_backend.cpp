@@ -24,12 +24,16 @@
 #include <string>
 #include <vector>
 
+#include "backend_errors.hpp"
+#include "cuda_skip.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
 
 namespace axonn {
 namespace {
+
+using test::expect_backend_error;
 
 constexpr double kTol = 1e-5;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -86,8 +90,7 @@ struct Twin {
 class CudaBackendOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string why;
-    if (cuda_device_count(&why) == 0) GTEST_SKIP() << "no CUDA device: " << why;
+    REQUIRE_CUDA_DEVICES(1);
     fp32_ = make_cuda_backend(CudaBackendOptions{0, GemmMath::fp32});
     gpu_ = fp32_.get();
   }
@@ -592,30 +595,24 @@ TEST_F(CudaBackendOps, AdamWOverThreeStepsWithAndWithoutDecay) {
 TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
   DeviceBuffer<float> buf(*gpu_, 64);
   DeviceBuffer<int32_t> tokens(*gpu_, 8);
-  auto expect_error = [](auto&& call, const std::string& needle) {
-    try {
-      call();
-      ADD_FAILURE() << "no BackendError; expected one mentioning \"" << needle << "\"";
-    } catch (const BackendError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   float* p = buf.data();
   Backend& g = *gpu_;
-  expect_error([&] { g.gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); }, "gemm: m = -1");
-  expect_error([&] { g.gemm(Transpose::no, Transpose::no, 2, 4, 3, 1.0f, p, 2, p, 4, 0.0f, p, 4); }, "gemm: lda = 2");
-  expect_error([&] { g.bias_forward(p, p, 4, 8, 6); }, "bias_forward: n = 8 exceeds row stride ld = 6");
-  expect_error([&] { g.copy_2d(p, 2, p, 4, 2, 3); }, "copy_2d: cols = 3 exceeds ld_dst = 2");
-  expect_error([&] { g.layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
-               "layernorm_normalize: local width c = 8 exceeds full width C = 4");
-  expect_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward: h·d = 8");
-  expect_error([&] { g.embedding_backward(p, p, tokens.data(), -1, 4, 0, 4); }, "embedding_backward: m = -1");
-  expect_error([&] { g.cross_entropy_row_max(p, p, 4, 0); }, "cross_entropy_row_max: v_local = 0");
-  expect_error([&] { g.sum(p, p, -3); }, "sum: n = -3");
+  expect_backend_error([&] { g.gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); },
+                       "gemm: m = -1");
+  expect_backend_error([&] { g.gemm(Transpose::no, Transpose::no, 2, 4, 3, 1.0f, p, 2, p, 4, 0.0f, p, 4); },
+                       "gemm: lda = 2");
+  expect_backend_error([&] { g.bias_forward(p, p, 4, 8, 6); }, "bias_forward: n = 8 exceeds row stride ld = 6");
+  expect_backend_error([&] { g.copy_2d(p, 2, p, 4, 2, 3); }, "copy_2d: cols = 3 exceeds ld_dst = 2");
+  expect_backend_error([&] { g.layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
+                       "layernorm_normalize: local width c = 8 exceeds full width C = 4");
+  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward: h·d = 8");
+  expect_backend_error([&] { g.embedding_backward(p, p, tokens.data(), -1, 4, 0, 4); }, "embedding_backward: m = -1");
+  expect_backend_error([&] { g.cross_entropy_row_max(p, p, 4, 0); }, "cross_entropy_row_max: v_local = 0");
+  expect_backend_error([&] { g.sum(p, p, -3); }, "sum: n = -3");
   AdamWStep s;
   s.t = 0;
-  expect_error([&] { g.adamw(p, p, p, p, 4, s, true); }, "adamw: step t = 0");
-  expect_error(
+  expect_backend_error([&] { g.adamw(p, p, p, p, 4, s, true); }, "adamw: step t = 0");
+  expect_backend_error(
       [&] {
         make_cuda_backend(CudaBackendOptions{999, GemmMath::fp32});
       },

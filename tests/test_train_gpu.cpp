@@ -20,6 +20,7 @@
 #include <iostream>
 
 #include "comm/cuda_device.hpp"
+#include "cuda_skip.hpp"
 #include "layout/layout.hpp"
 #include "train_helpers.hpp"
 
@@ -33,16 +34,6 @@ constexpr double kBf16LossTolerance = 2e-2;
 const std::string kCpu = "training.device=cpu";
 const std::string kCudaFp32 = "training.device=cuda training.dtype=float32";
 const std::string kCudaBf16 = "training.device=cuda training.dtype=bfloat16";
-
-// Skips the test unless `n` CUDA devices are visible, saying why.
-#define REQUIRE_CUDA_DEVICES(n)                                                                                     \
-  do {                                                                                                              \
-    std::string why;                                                                                                \
-    const int have = cuda_device_count(&why);                                                                       \
-    if (have == 0) GTEST_SKIP() << "no CUDA device: " << why;                                                       \
-    if (have < (n))                                                                                                 \
-      GTEST_SKIP() << "needs " << (n) << " CUDA devices, found " << have << ": NCCL runs each rank on its own GPU"; \
-  } while (0)
 
 struct TrainedRun {
   std::vector<StepLine> steps;

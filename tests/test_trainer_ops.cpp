@@ -19,12 +19,15 @@
 #include <string>
 #include <vector>
 
+#include "backend_errors.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/cpu/vec_math.hpp"
 
 namespace axonn {
 namespace {
+
+using test::expect_backend_error;
 
 constexpr double kU = 5.9604644775390625e-08;  // 2^-24
 constexpr double kNormalizedTol = 1e-5;
@@ -825,26 +828,19 @@ TEST(TrainerVecMath, ExpWithinTwoUlpOfDoubleExpOverTheFloatRange) {
 
 TEST_F(TrainerOps, BadSizesThrowBackendErrorNamingTheOp) {
   auto buf = poisoned(64);
-  auto expect_error = [](auto&& call, const std::string& needle) {
-    try {
-      call();
-      ADD_FAILURE() << "no BackendError; expected one mentioning \"" << needle << "\"";
-    } catch (const BackendError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   float* p = buf.data();
-  expect_error([&] { be_->gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); },
-               "gemm: m = -1");
-  expect_error([&] { be_->gemm(Transpose::no, Transpose::no, 2, 4, 3, 1.0f, p, 2, p, 4, 0.0f, p, 4); }, "lda = 2");
-  expect_error([&] { be_->layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
-               "local width c = 8 exceeds full width C = 4");
-  expect_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward");
-  expect_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
+  expect_backend_error([&] { be_->gemm(Transpose::no, Transpose::no, -1, 2, 2, 1.0f, p, 2, p, 2, 0.0f, p, 2); },
+                       "gemm: m = -1");
+  expect_backend_error([&] { be_->gemm(Transpose::no, Transpose::no, 2, 4, 3, 1.0f, p, 2, p, 4, 0.0f, p, 4); },
+                       "lda = 2");
+  expect_backend_error([&] { be_->layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
+                       "local width c = 8 exceeds full width C = 4");
+  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward");
+  expect_backend_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
   AdamWStep s;
   s.t = 0;
-  expect_error([&] { be_->adamw(p, p, p, p, 4, s, true); }, "step t = 0");
-  expect_error(
+  expect_backend_error([&] { be_->adamw(p, p, p, p, 4, s, true); }, "step t = 0");
+  expect_backend_error(
       [&] {
         DeviceBuffer<float> b(*be_, 3);
         b.upload(Floats(4));
