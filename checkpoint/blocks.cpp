@@ -37,6 +37,20 @@ BlockGrid choose_block_grid(const Rect& rect) {
   return block_grid(rect, (extents.rows + row_parts - 1) / row_parts, (extents.cols + col_parts - 1) / col_parts);
 }
 
+std::vector<int64_t> tile_chunk_shape(const BlockGrid& grid, const Rect& rect) {
+  std::vector<int64_t> shape = rect.count;
+  shape.at(0) = grid.rows_per_block;
+  if (shape.size() > 1) shape[1] = grid.cols_per_block;
+  return shape;
+}
+
+std::vector<int64_t> tile_origin(const BlockGrid& grid, size_t dims, int64_t i, int64_t j) {
+  std::vector<int64_t> origin(dims, 0);
+  origin.at(0) = grid.row_begin(i);
+  if (dims > 1) origin[1] = grid.col_begin(j);
+  return origin;
+}
+
 BlockSpan blocks_touched(const BlockGrid& grid, const Rect& stored, const Rect& region) {
   const int64_t r0 = region.offset[0] - stored.offset[0];
   const int64_t r1 = r0 + region.count[0];

@@ -6,6 +6,7 @@
 // reads and verifies only the tiles holding them. Format version 1 hashed whole-row blocks:
 // the same grid with cols_per_block = all the columns.
 #include <cstdint>
+#include <vector>
 
 #include "checkpoint/rect.hpp"
 
@@ -41,13 +42,22 @@ struct BlockGrid {
 // extents are at least 1.
 BlockGrid block_grid(const Rect& rect, int64_t rows_per_block, int64_t cols_per_block);
 
-// How this build's writer cuts a rectangle (format version 2): into the smallest power of two
+// How this build's writer cuts a rectangle (format versions 2 and 3): into the smallest power of two
 // of blocks that keeps each at most kChecksumBlockBytes, split as evenly as powers of two go
 // between columns and rows (columns get the larger half: 8 blocks are 2 rows x 4 columns of
 // blocks), fewer columns where a block's row would fall under kMinBlockRowBytes. A new layout
 // that splits a stored rectangle's rows or columns into up to that many equal parts therefore
 // reads whole blocks only.
 BlockGrid choose_block_grid(const Rect& rect);
+
+// Format version 3 stores each tile as one HDF5 chunk, so a tile's bytes lie together in the
+// file. The chunk shape: [rows_per_block] for a 1-D rectangle, else [rows_per_block,
+// cols_per_block, then the rectangle's extents after dimension 1]. Edge tiles are stored as
+// whole chunks, padded.
+std::vector<int64_t> tile_chunk_shape(const BlockGrid& grid, const Rect& rect);
+// Tile (i, j)'s first element, local to the rectangle: [row_begin(i), col_begin(j), 0, ...]
+// (`dims` entries).
+std::vector<int64_t> tile_origin(const BlockGrid& grid, size_t dims, int64_t i, int64_t j);
 
 // Blocks [i_begin, i_end) x [j_begin, j_end): the ones a region touches.
 struct BlockSpan {

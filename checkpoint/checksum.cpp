@@ -75,16 +75,6 @@ std::vector<uint64_t> band_hashes(const float* first, int64_t rows, int64_t row_
   return hash_band(rows, row_elems, block_elems, [&](int64_t r) { return first + r * stride_elems; });
 }
 
-std::vector<uint64_t> copy_band_hashes(const char* src, int64_t src_stride_bytes, float* dst, int64_t dst_stride,
-                                       int64_t rows, int64_t row_elems, int64_t block_elems) {
-  const size_t row_bytes = static_cast<size_t>(row_elems) * sizeof(float);
-  return hash_band(rows, row_elems, std::min(block_elems, row_elems), [&](int64_t r) {
-    float* row = dst + r * dst_stride;
-    std::memcpy(row, src + r * src_stride_bytes, row_bytes);
-    return static_cast<const float*>(row);
-  });
-}
-
 std::vector<uint64_t> block_hashes(const float* data, const BlockGrid& grid) {
   std::vector<uint64_t> hashes;
   hashes.reserve(static_cast<size_t>(grid.count()));

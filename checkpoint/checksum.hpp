@@ -28,11 +28,6 @@ uint64_t combine_hashes(const std::vector<uint64_t>& hashes);
 // memory order, one streaming state per block.
 std::vector<uint64_t> band_hashes(const float* first, int64_t rows, int64_t row_elems, int64_t stride_elems,
                                   int64_t block_elems);
-// band_hashes of `rows` runs copied, as it goes, from `src` (runs `src_stride_bytes` apart,
-// any alignment) to `dst` (runs `dst_stride` elements apart): each run is hashed from dst right
-// after its copy, while it is in cache, so the hashes vouch for the bytes dst holds.
-std::vector<uint64_t> copy_band_hashes(const char* src, int64_t src_stride_bytes, float* dst, int64_t dst_stride,
-                                       int64_t rows, int64_t row_elems, int64_t block_elems);
 // Hashes of every block of `grid`, in block order; `data` is the whole rectangle, row-major.
 std::vector<uint64_t> block_hashes(const float* data, const BlockGrid& grid);
 // "0x0123456789abcdef"

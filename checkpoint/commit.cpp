@@ -87,7 +87,7 @@ std::vector<TensorInfo> build_table(const std::map<int, ShardMeta>& metas, const
                                   shard_file_name(rank) + ": all ranks must describe the same model");
       }
       // A version-1 shard (cols_per_block = all its columns) indexes as it is: its row blocks are
-      // the full-width tiles of version 2.
+      // the full-width tiles of versions 2 and 3 (it is read by its own storage, contiguous).
       t.sources.push_back(StoredRect{rank, shard_file_name(rank), s.dataset, s.rect, s.rows_per_block, s.cols_per_block,
                                      s.block_hashes, s.xxh3});
     }

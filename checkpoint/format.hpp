@@ -6,10 +6,12 @@
 namespace axonn::format {
 
 inline constexpr const char* kMagic = "AXONNCKP";
-// Version 2 (this build writes it): checksum blocks are tiles of rows x columns, with
-// cols_per_block / source_cols_per_block. Version 1: blocks of whole rows, no column attributes;
-// still read (its blocks are the tiles that span all columns).
-inline constexpr int64_t kVersion = 2;
+// Version 3 (this build writes it): each checksum tile is one HDF5 chunk of the shard dataset,
+// so a tile's bytes lie together in the file. Version 2: the same tiles (rows x columns, with
+// cols_per_block / source_cols_per_block) in contiguous datasets. Version 1: blocks of whole
+// rows, no column attributes, contiguous. Both still read (version 1's blocks are the tiles that
+// span all columns); the attributes of versions 2 and 3 are the same.
+inline constexpr int64_t kVersion = 3;
 inline constexpr int64_t kOldestReadableVersion = 1;
 inline constexpr const char* kChecksumAlgorithm = "XXH3-64";
 

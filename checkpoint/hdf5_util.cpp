@@ -188,17 +188,27 @@ void close_reserved_file(Handle& file, const std::string& path) {
   }
 }
 
-Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims, const std::string& file) {
+Handle create_chunked_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims,
+                                  const std::vector<int64_t>& chunk_dims, const std::string& file) {
   quiet_this_thread();
   Handle space = simple_space(dims, file);
   Handle dcpl(check_id(H5Pcreate(H5P_DATASET_CREATE), file, "create dataset property list"), H5Pclose);
-  check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), file, "set contiguous layout");
+  const std::vector<hsize_t> chunk = to_hsize(chunk_dims);
+  check(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), file, "set chunk shape");
   check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "disable fill");
-  check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_LATE), file, "set allocation time");
+  check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_INCR), file, "set allocation time");
   return Handle(
       check_id(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), file,
                "create dataset " + name),
       H5Dclose);
+}
+
+void write_f32_chunk(Id dataset, const std::vector<int64_t>& chunk_offset, const float* data, int64_t elements,
+                     const std::string& file) {
+  quiet_this_thread();
+  const std::vector<hsize_t> at = to_hsize(chunk_offset);
+  check(H5Dwrite_chunk(dataset, H5P_DEFAULT, 0, at.data(), static_cast<size_t>(elements) * sizeof(float), data), file,
+        "write chunk at " + shape_string(chunk_offset));
 }
 
 Handle open_dataset(Id loc, const std::string& name, const std::string& file) {
@@ -216,27 +226,49 @@ std::vector<int64_t> dataset_dims(Id dataset, const std::string& file) {
   return std::vector<int64_t>(dims.begin(), dims.end());
 }
 
-std::optional<int64_t> contiguous_f32_offset(Id dataset, const std::string& file) {
+RawStorage raw_storage(Id dataset, const std::string& file) {
   quiet_this_thread();
+  RawStorage out;
   Handle dcpl(check_id(H5Dget_create_plist(dataset), file, "get dataset creation list"), H5Pclose);
-  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0 ||
-      H5Pget_external_count(dcpl.get()) != 0) {
-    return std::nullopt;
-  }
   Handle type(check_id(H5Dget_type(dataset), file, "get dataset type"), H5Tclose);
-  if (H5Tequal(type.get(), H5T_IEEE_F32LE) <= 0) return std::nullopt;
-  Handle space(check_id(H5Dget_space(dataset), file, "get dataspace"), H5Sclose);
-  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
-  const haddr_t offset = H5Dget_offset(dataset);
-  if (points < 0 || offset == HADDR_UNDEF || H5Dget_storage_size(dataset) != static_cast<hsize_t>(points) * 4) {
-    return std::nullopt;
+  if (H5Pget_nfilters(dcpl.get()) != 0 || H5Pget_external_count(dcpl.get()) != 0 ||
+      H5Tequal(type.get(), H5T_IEEE_F32LE) <= 0) {
+    return out;
   }
-  return static_cast<int64_t>(offset);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(H5S_MAX_RANK);
+    const int rank = H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, chunk.data());
+    if (rank < 1) return out;
+    out.kind = RawStorage::chunked;
+    out.chunk_dims.assign(chunk.begin(), chunk.begin() + rank);
+  } else if (layout == H5D_CONTIGUOUS) {
+    Handle space(check_id(H5Dget_space(dataset), file, "get dataspace"), H5Sclose);
+    const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+    const haddr_t offset = H5Dget_offset(dataset);
+    if (points < 0 || offset == HADDR_UNDEF || H5Dget_storage_size(dataset) != static_cast<hsize_t>(points) * 4) {
+      return out;
+    }
+    out.kind = RawStorage::contiguous;
+    out.offset = static_cast<int64_t>(offset);
+  }
+  return out;
 }
 
-void write_f32_all(Id dataset, const float* data, const std::string& file) {
+int64_t chunk_file_offset(Id dataset, const std::vector<int64_t>& chunk_offset, const std::string& file) {
   quiet_this_thread();
-  check(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file, "write dataset");
+  const std::vector<hsize_t> at = to_hsize(chunk_offset);
+  unsigned filter_mask = 0;
+  haddr_t address = HADDR_UNDEF;
+  hsize_t bytes = 0;
+  check(H5Dget_chunk_info_by_coord(dataset, at.data(), &filter_mask, &address, &bytes), file,
+        "find chunk at " + shape_string(chunk_offset));
+  if (address == HADDR_UNDEF) {
+    throw FormatError(file, "find chunk",
+                      file + ": the chunk at " + shape_string(chunk_offset) +
+                          " was never written (a shard cut short); restore it, or load the previous step (fallback)");
+  }
+  return static_cast<int64_t>(address);
 }
 
 void read_f32(Id dataset, const Rect& region, float* dst, const std::vector<int64_t>& dst_dims,

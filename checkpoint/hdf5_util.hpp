@@ -57,16 +57,31 @@ bool reserve_file_space(Id file, int64_t bytes, const std::string& path);
 // releasing what the reservation did not use.
 void close_reserved_file(Handle& file, const std::string& path);
 
-// float32 datasets. A contiguous dataset of `dims`, no chunking, no fill.
-Handle create_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims, const std::string& file);
+// float32 datasets. A dataset of `dims` stored in chunks of `chunk_dims` (the writer's chunk
+// is one checksum tile, so a tile's bytes lie together in the file), unfiltered, never filled:
+// every chunk is written whole with write_f32_chunk.
+Handle create_chunked_f32_dataset(Id loc, const std::string& name, const std::vector<int64_t>& dims,
+                                  const std::vector<int64_t>& chunk_dims, const std::string& file);
+// Writes the chunk whose first element is at `chunk_offset`: `elements` floats (the whole
+// chunk, row-major over the chunk shape, padded where the chunk passes the dataset's edge),
+// straight to the file (no chunk cache, no conversion).
+void write_f32_chunk(Id dataset, const std::vector<int64_t>& chunk_offset, const float* data, int64_t elements,
+                     const std::string& file);
 Handle open_dataset(Id loc, const std::string& name, const std::string& file);
 std::vector<int64_t> dataset_dims(Id dataset, const std::string& file);
-// The file byte offset of element 0 of a dataset stored as the writer stores shard data (one
-// contiguous, allocated, unfiltered, little-endian float32 array, row-major), so its bytes can
-// be read without HDF5 (raw_read.hpp); nullopt for any other storage (e.g. a shard rewritten
-// chunked or compressed by h5repack), which is then read through HDF5.
-std::optional<int64_t> contiguous_f32_offset(Id dataset, const std::string& file);
-void write_f32_all(Id dataset, const float* data, const std::string& file);
+// How a dataset's float32 bytes lie in its file, for reading them without HDF5 (raw_read.hpp):
+// `contiguous` with the file offset of element 0 (format versions 1 and 2), or `chunked` with
+// the chunk shape (version 3), in both cases little-endian float32, unfiltered, row-major;
+// `other` for anything else (compressed, external, another type), which is read through HDF5.
+struct RawStorage {
+  enum Kind { other, contiguous, chunked } kind = other;
+  int64_t offset = 0;                // contiguous: file offset of element 0
+  std::vector<int64_t> chunk_dims;   // chunked
+};
+RawStorage raw_storage(Id dataset, const std::string& file);
+// File offset of the chunk whose first element is at `chunk_offset`; a FormatError naming the
+// file and the chunk when it was never written (a shard cut short).
+int64_t chunk_file_offset(Id dataset, const std::vector<int64_t>& chunk_offset, const std::string& file);
 // Read rectangle `region` (offsets relative to the dataset's origin) into `dst`, a buffer
 // row-major over `dst_dims`, at `dst_offset`. HDF5 does the strided scatter.
 void read_f32(Id dataset, const Rect& region, float* dst, const std::vector<int64_t>& dst_dims,

@@ -1,8 +1,6 @@
 #include "checkpoint/raw_read.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -58,31 +56,6 @@ void RawFile::read_full(int64_t offset, int64_t bytes, char* dst) const {
     if (n == 0) fail_read(path_, offset, bytes, kEndsEarly);
     done += n;
   }
-}
-
-MappedRange::~MappedRange() {
-  if (map_ != nullptr) ::munmap(map_, bytes_);
-}
-
-std::unique_ptr<MappedRange> RawFile::map(int64_t offset, int64_t bytes) const {
-  const int64_t page = ::sysconf(_SC_PAGESIZE);
-  const int64_t begin = offset / page * page;
-  const int64_t end = offset + bytes;
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) fail_read(path_, offset, bytes, std::strerror(errno));
-  // Beyond the end, a mapping's pages are a SIGBUS, not an error.
-  if (st.st_size < end) fail_read(path_, offset, bytes, kEndsEarly);
-  void* map = ::mmap(nullptr, static_cast<size_t>(end - begin), PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(begin));
-  if (map == MAP_FAILED) return nullptr;
-  std::unique_ptr<MappedRange> range(new MappedRange(map, static_cast<size_t>(end - begin), begin));
-  // Fault every page in now (the I/O), where an I/O error is an errno, not a SIGBUS at the
-  // first touch.
-  if (::madvise(map, static_cast<size_t>(end - begin), MADV_POPULATE_READ) != 0) {
-    const int err = errno;
-    if (err == EINVAL) return nullptr;  // a kernel before 5.14 (the caller reads otherwise)
-    fail_read(path_, offset, bytes, std::strerror(err));
-  }
-  return range;
 }
 
 void RawFile::read_runs(int64_t offset, int64_t rows, int64_t run_bytes, int64_t file_stride, char* dst,

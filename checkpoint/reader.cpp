@@ -78,24 +78,45 @@ struct CheckpointReader::Impl {
     return it->second;
   }
 
-  // Reads `local` (a piece of `src` in its coordinates, whole in the dimensions after 1) into
-  // `to`, a buffer row-major over `to_dims`, at `to_at`, where each of the piece's rows is one
-  // run. Straight from the file where the dataset is stored as the writer stores it
-  // (raw_read.hpp: only the piece's bytes, copied once); through HDF5 otherwise.
-  void read_piece(h5::Id ds, int64_t base, const StoredRect& src, const BlockGrid& grid, const Rect& local, float* to,
-                  const std::vector<int64_t>& to_dims, const std::vector<int64_t>& to_at, const std::string& f) {
-    if (base < 0) {
-      h5::read_f32(ds, local, to, to_dims, to_at, f);
-      return;
-    }
-    int64_t linear = 0;
-    for (size_t d = 0; d < to_dims.size(); ++d) linear = linear * to_dims[d] + to_at[d];
+  // Reads `local` (a piece of `src` in its coordinates, whole checksum tiles, whole in the
+  // dimensions after 1) into `to`, a buffer row-major over `to_dims`, at `to_at`. Straight from
+  // the file where the dataset is stored as a writer of this library stores it (raw_read.hpp):
+  // tile by tile from its chunks (version 3), or row by row from a contiguous array (versions 1
+  // and 2); through HDF5 otherwise.
+  void read_piece(h5::Id ds, const h5::RawStorage& storage, const StoredRect& src, const BlockGrid& grid,
+                  const Rect& local, float* to, const std::vector<int64_t>& to_dims, const std::vector<int64_t>& to_at,
+                  const std::string& f) {
+    const int64_t to_row_bytes = element_count(to_dims) / to_dims[0] * 4;
+    auto to_at_local = [&](int64_t row, int64_t col) {  // `to` at the piece's (row, col), local to src
+      int64_t linear = 0;
+      for (size_t d = 0; d < to_dims.size(); ++d) {
+        const int64_t at = to_at[d] + (d == 0 ? row - local.offset[0] : d == 1 ? col - local.offset[1] : 0);
+        linear = linear * to_dims[d] + at;
+      }
+      return reinterpret_cast<char*>(to + linear);
+    };
     const int64_t col = local.offset.size() > 1 ? local.offset[1] : 0;
     const int64_t cols = local.count.size() > 1 ? local.count[1] : 1;
-    const int64_t to_row_elems = element_count(to_dims) / to_dims[0];
-    raw(src).read_runs(base + (local.offset[0] * grid.cols + col) * grid.inner * 4, local.count[0],
-                       cols * grid.inner * 4, grid.row_elements() * 4, reinterpret_cast<char*>(to + linear),
-                       to_row_elems * 4);
+    if (storage.kind == h5::RawStorage::contiguous) {
+      raw(src).read_runs(storage.offset + (local.offset[0] * grid.cols + col) * grid.inner * 4, local.count[0],
+                         cols * grid.inner * 4, grid.row_elements() * 4, to_at_local(local.offset[0], col),
+                         to_row_bytes);
+    } else if (storage.kind == h5::RawStorage::chunked) {
+      // Each tile is one chunk: its rows lie one after another, a chunk row apart.
+      const int64_t chunk_row_bytes = grid.cols_per_block * grid.inner * 4;
+      const BlockSpan span = blocks_touched(grid, Rect{std::vector<int64_t>(local.count.size(), 0), src.rect.count},
+                                            local);
+      for (int64_t i = span.i_begin; i < span.i_end; ++i) {
+        for (int64_t j = span.j_begin; j < span.j_end; ++j) {
+          const std::vector<int64_t> origin = tile_origin(grid, local.count.size(), i, j);
+          raw(src).read_runs(h5::chunk_file_offset(ds, origin, f), grid.row_end(i) - grid.row_begin(i),
+                             grid.block_row_elements(j) * 4, chunk_row_bytes,
+                             to_at_local(grid.row_begin(i), grid.col_begin(j)), to_row_bytes);
+        }
+      }
+    } else {
+      h5::read_f32(ds, local, to, to_dims, to_at, f);
+    }
   }
 
   void read_vds(const TensorInfo& info, const Rect& wanted, float* dst) {
@@ -126,8 +147,11 @@ struct CheckpointReader::Impl {
                      float* dst) {
     const std::string f = (dir / src.file).string();
     h5::Handle ds = h5::open_dataset(shard(src), src.dataset, f);
-    const int64_t base = h5::contiguous_f32_offset(ds.get(), f).value_or(-1);
     const BlockGrid grid = src.blocks();
+    h5::RawStorage storage = h5::raw_storage(ds.get(), f);
+    // Chunks that are not this dataset's tiles (rewritten by another tool): through HDF5.
+    if (storage.kind == h5::RawStorage::chunked && storage.chunk_dims != tile_chunk_shape(grid, src.rect))
+      storage.kind = h5::RawStorage::other;
     const BlockSpan span = blocks_touched(grid, src.rect, region);
     const size_t rank = src.rect.count.size();
     // The region's rows and columns, local to src.
@@ -188,40 +212,25 @@ struct CheckpointReader::Impl {
             to = first = b.data();
             stride = row_elements(piece);
           }
-          // Rows strided in the file (some of the stored columns) with gaps of at most
-          // kMaxReadGapBytes are mapped here, and copied and hashed in one pass by the helper:
-          // through the kernel the gaps would be copied too, or read one call per row. The
-          // others are read now (one copy, by the kernel) and hashed in place by the helper.
-          const int64_t file_row_bytes = grid.row_elements() * 4;
-          const int64_t piece_row_bytes = row_elements(piece) * 4;
-          const int64_t piece_file_offset =
-              base + (local.offset[0] * grid.cols + (rank > 1 ? local.offset[1] : 0)) * grid.inner * 4;
-          std::shared_ptr<MappedRange> mapped;
-          if (base >= 0 && piece_row_bytes < file_row_bytes && file_row_bytes - piece_row_bytes <= kMaxReadGapBytes) {
-            mapped = raw(src).map(piece_file_offset, (local.count[0] - 1) * file_row_bytes + piece_row_bytes);
-          }
-          if (!mapped) read_piece(ds.get(), base, src, grid, local, to, to_dims, to_at, f);
+          read_piece(ds.get(), storage, src, grid, local, to, to_dims, to_at, f);
           bytes_read += element_count(piece) * 4;
           if (pending.valid()) pending.get();  // rethrows a mismatch found in the previous piece
           pending = std::async(
-              std::launch::async, [&info, &src, &region, &wanted, &f, &grid, first, stride, piece, local, direct, i0,
-                                   i1, cols, dst, mapped, piece_file_offset, file_row_bytes]() mutable {
+              std::launch::async,
+              [&info, &src, &region, &wanted, &f, &grid, first, stride, piece, local, direct, i0, i1, cols, dst] {
                 const int64_t piece_row_elems = row_elements(piece);
                 for (int64_t i = i0; i < i1; ++i) {
                   const int64_t row = grid.row_begin(i) - local.offset[0];  // in the piece
                   const int64_t rows = grid.row_end(i) - grid.row_begin(i);
                   const int64_t block_elems = grid.cols_per_block * grid.inner;
                   const std::vector<uint64_t> got =
-                      mapped ? copy_band_hashes(mapped->at(piece_file_offset + row * file_row_bytes), file_row_bytes,
-                                                first + row * stride, stride, rows, piece_row_elems, block_elems)
-                             : band_hashes(first + row * stride, rows, piece_row_elems, stride, block_elems);
+                      band_hashes(first + row * stride, rows, piece_row_elems, stride, block_elems);
                   for (int64_t j = cols.begin; j < cols.end; ++j) {
                     const uint64_t want = src.block_hashes[static_cast<size_t>(i * grid.block_cols() + j)];
                     const uint64_t h = got[static_cast<size_t>(j - cols.begin)];
                     if (h != want) throw mismatch(info, src, f, grid, i, j, want, h);
                   }
                 }
-                mapped.reset();
                 if (!direct) copy_region(first, piece, dst, wanted, *intersect(piece, region));
               });
         }

@@ -1,6 +1,8 @@
 #include "checkpoint/shard_writer.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 
@@ -44,16 +46,44 @@ std::string slice_dataset_name(size_t i) {
   return buf;
 }
 
-// Disk to reserve for a shard: its data, 4 KiB alignment per dataset, and generous room for
-// the metadata (object headers, attributes, block hashes); the unused part is cut off at
-// close.
+// Disk to reserve for a shard: its tiles as whole chunks (edge tiles padded), each 4 KiB
+// aligned, and generous room for the metadata (object headers, chunk indexes, attributes,
+// block hashes); the unused part is cut off at close.
 int64_t reservation(std::span<const TensorSlice> slices) {
   int64_t bytes = int64_t{1} << 20;
   for (const TensorSlice& s : slices) {
-    const int64_t data = element_count(s.rect) * 4;
-    bytes += (data + 4095) / 4096 * 4096 + 4096 + (16 << 10) + 8 * choose_block_grid(s.rect).count();
+    const BlockGrid grid = choose_block_grid(s.rect);
+    const int64_t chunk = element_count(tile_chunk_shape(grid, s.rect)) * 4;
+    bytes += grid.count() * ((chunk + 4095) / 4096 * 4096 + 64) + (16 << 10);
   }
   return bytes;
+}
+
+// Writes every tile of `data` (the rectangle, row-major) as one chunk, in block order, so a
+// reader wanting some tiles reads each in one piece and a full read goes through the file in
+// order. `chunk` is scratch; edge tiles are padded with zeros.
+void write_tiles(h5::Id ds, const float* data, const Rect& rect, const BlockGrid& grid, std::vector<float>& chunk,
+                 const std::string& f) {
+  const int64_t chunk_row = grid.cols_per_block * grid.inner;
+  const int64_t chunk_elems = grid.rows_per_block * chunk_row;
+  for (int64_t i = 0; i < grid.block_rows(); ++i) {
+    const int64_t rows = grid.row_end(i) - grid.row_begin(i);
+    for (int64_t j = 0; j < grid.block_cols(); ++j) {
+      const std::vector<int64_t> origin = tile_origin(grid, rect.count.size(), i, j);
+      const float* first = data + grid.row_begin(i) * grid.row_elements() + grid.col_begin(j) * grid.inner;
+      const int64_t row_elems = grid.block_row_elements(j);
+      if (rows == grid.rows_per_block && row_elems == chunk_row && chunk_row == grid.row_elements()) {  // whole rows: already a chunk
+        h5::write_f32_chunk(ds, origin, first, chunk_elems, f);
+        continue;
+      }
+      chunk.resize(static_cast<size_t>(chunk_elems));
+      if (rows < grid.rows_per_block || row_elems < chunk_row) std::fill(chunk.begin(), chunk.end(), 0.0f);
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(chunk.data() + r * chunk_row, first + r * grid.row_elements(),
+                    static_cast<size_t>(row_elems) * sizeof(float));
+      h5::write_f32_chunk(ds, origin, chunk.data(), chunk_elems, f);
+    }
+  }
 }
 
 }  // namespace
@@ -84,14 +114,15 @@ ShardWriteResult write_shard(const fs::path& dir, int64_t step, int rank, std::s
     root.set_str(format::kAttrChecksumAlgorithm, format::kChecksumAlgorithm);
     root.set_i64(format::kAttrSliceCount, static_cast<int64_t>(slices.size()));
     std::vector<uint64_t> dataset_hashes;
+    std::vector<float> chunk;
     for (size_t i = 0; i < slices.size(); ++i) {
       const TensorSlice& s = slices[i];
       const std::string name = slice_dataset_name(i);
-      h5::Handle ds = h5::create_f32_dataset(file.get(), name, s.rect.count, f);
       const BlockGrid grid = choose_block_grid(s.rect);
+      h5::Handle ds = h5::create_chunked_f32_dataset(file.get(), name, s.rect.count, tile_chunk_shape(grid, s.rect), f);
       const std::vector<uint64_t> blocks = block_hashes(s.data, grid);
       dataset_hashes.push_back(combine_hashes(blocks));
-      h5::write_f32_all(ds.get(), s.data, f);
+      write_tiles(ds.get(), s.data, s.rect, grid, chunk, f);
       const h5::Attrs attrs(ds.get(), f);
       attrs.set_str(format::kAttrTensor, s.name);
       attrs.set_i64s(format::kAttrGlobalShape, s.global_shape);

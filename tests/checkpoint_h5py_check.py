@@ -35,7 +35,7 @@ def main():
     meta, exported = read_safetensors(st_path)
     with h5py.File(os.path.join(step_dir, "index.h5"), "r") as index:
         assert index.attrs["magic"] == "AXONNCKP", index.attrs["magic"]
-        assert int(index.attrs["format_version"]) == 2
+        assert int(index.attrs["format_version"]) == 3
         assert str(int(index.attrs["step"])) == meta["axonn.step"], (index.attrs["step"], meta)
         names = [str(n) for n in index.attrs["tensor_names"]]
         assert sorted(names) == sorted(exported), (names, sorted(exported))
@@ -44,7 +44,7 @@ def main():
             assert ds.is_virtual, name
             for src in ds.virtual_sources():
                 assert not os.path.isabs(src.file_name), (name, src.file_name)
-            # One checksum tile shape per stored rectangle (format version 2).
+            # One checksum tile shape per stored rectangle (format versions 2 and 3).
             n = len(ds.attrs["source_rank"])
             assert len(ds.attrs["source_rows_per_block"]) == n, name
             assert len(ds.attrs["source_cols_per_block"]) == n, name

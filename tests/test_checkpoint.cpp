@@ -255,15 +255,15 @@ TEST(Checkpoint, UnknownFormatVersionAndWrongMagicAreRefused) {
   const fs::path index = dir / "step-000000003" / "index.h5";
   {
     h5::Handle f = h5::open_file_readwrite(index);
-    h5::Attrs(f.get(), index.string()).set_i64(format::kAttrVersion, 3);
+    h5::Attrs(f.get(), index.string()).set_i64(format::kAttrVersion, 4);
     f.close(index.string(), "close");
   }
   try {
     CheckpointReader reader(dir / "step-000000003");
-    FAIL() << "version 3 opened";
+    FAIL() << "version 4 opened";
   } catch (const FormatError& e) {
     EXPECT_EQ(e.file(), index.string());
-    EXPECT_TRUE(contains_text(e.what(), "format version 3; this build reads versions 1 and 2 only")) << e.what();
+    EXPECT_TRUE(contains_text(e.what(), "format version 4; this build reads versions 1, 2 and 3 only")) << e.what();
   }
   {
     h5::Handle f = h5::open_file_readwrite(index);

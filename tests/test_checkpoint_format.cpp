@@ -1,8 +1,8 @@
-// Format version 2's checksum tiles on real files: what the writer stores, that a reshard
-// reads and verifies only the tiles it needs on every read route (a mapping for columns,
-// preadv/pread for whole rows, HDF5 for shards stored otherwise), that a flipped byte is
-// caught on each, and that version 1 steps (whole-row blocks, written before tiles) still
-// load, plan and verify. Also the raw reads' own edge cases.
+// Format version 3's checksum tiles on real files: what the writer stores (one HDF5 chunk per
+// tile), that a reshard reads and verifies only the tiles it needs on every read route (tile
+// by tile from the chunks, HDF5 for shards stored otherwise), that a flipped byte is caught on
+// each, and that version 2 steps (the same tiles, contiguous) and version 1 steps (whole-row
+// blocks, contiguous) still load, plan and verify. Also the raw reads' own edge cases.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -49,6 +49,51 @@ void expect_model_load(const fs::path& dir, const std::vector<TensorSpec>& model
 const ReadOptions kVerified{ReadPath::shards, true}, kUnverified{ReadPath::shards, false},
     kVds{ReadPath::index_vds, true};
 
+// Rewrites every dataset of every shard of `step` with h5py, data and attributes kept, created
+// with `create_options` (h5py create_dataset keywords): "" stores them contiguous, as format
+// versions 1 and 2 did; "chunks=True, compression='gzip'" as a user's tool might. The caller
+// skips without h5py (test::python_has_h5py).
+void rewrite_shard_datasets(const fs::path& step, const std::string& create_options) {
+  const fs::path script = step.parent_path() / "rewrite_datasets.py";
+  std::ofstream(script) << "import sys, h5py\n"
+                           "with h5py.File(sys.argv[1], 'r+') as f:\n"
+                           "    for name in [n for n in f if n.startswith('slice-')]:\n"
+                           "        data, attrs = f[name][...], dict(f[name].attrs)\n"
+                           "        del f[name]\n"
+                           "        ds = f.create_dataset(name, data=data, "
+                        << create_options
+                        << ")\n"
+                           "        for k, v in attrs.items():\n"
+                           "            ds.attrs[k] = v\n";
+  for (const auto& entry : fs::directory_iterator(step)) {
+    if (entry.path().filename().string().rfind("shard-", 0) != 0) continue;
+    const std::string cmd = "/usr/bin/python3 " + script.string() + " " + entry.path().string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+}
+
+// `format_version` = `version` in index.h5 and every shard of `step`.
+void set_format_version(const fs::path& step, int64_t version) {
+  for (const auto& entry : fs::directory_iterator(step)) {
+    const std::string f = entry.path().string();
+    h5::Handle file = h5::open_file_readwrite(entry.path());
+    h5::Attrs(file.get(), f).set_i64(format::kAttrVersion, version);
+    file.close(f, "close");
+  }
+}
+
+// How the datasets of `shard` are stored.
+std::vector<h5::RawStorage> shard_storage(const fs::path& shard) {
+  const std::string f = shard.string();
+  h5::Handle file = h5::open_file_readonly(shard);
+  std::vector<h5::RawStorage> out;
+  for (const ShardSlice& s : read_shard_meta(shard).slices) {
+    h5::Handle ds = h5::open_dataset(file.get(), s.dataset, f);
+    out.push_back(h5::raw_storage(ds.get(), f));
+  }
+  return out;
+}
+
 // What each rank of col_tiles(world) reads of "big" alone: the reader's count and the plan's.
 std::vector<std::pair<int64_t, int64_t>> big_column_reads(const fs::path& dir, int world) {
   const auto model = tiled_model();
@@ -69,12 +114,12 @@ std::vector<std::pair<int64_t, int64_t>> big_column_reads(const fs::path& dir, i
   return out;
 }
 
-TEST(CheckpointFormat, Version2StoresTilesAndAColumnReshardReadsOnlyThoseItNeeds) {
+TEST(CheckpointFormat, Version3StoresEachTileAsAChunkAndAColumnReshardReadsOnlyThoseItNeeds) {
   const fs::path dir = test_dir();
   const auto model = tiled_model();
   save_step(dir, 3, 2, row_tiles, 3, model);
   const CheckpointReader reader = CheckpointReader::open_latest(dir);
-  EXPECT_EQ(reader.format_version(), 2);
+  EXPECT_EQ(reader.format_version(), 3);
   for (const StoredRect& s : reader.tensor("big").sources) {
     EXPECT_EQ(s.rows_per_block, 1024);
     EXPECT_EQ(s.cols_per_block, 768);
@@ -82,7 +127,18 @@ TEST(CheckpointFormat, Version2StoresTilesAndAColumnReshardReadsOnlyThoseItNeeds
   }
   // The shard says the same as the index.
   const ShardMeta meta = read_shard_meta(dir / "step-000000003" / "shard-00001.h5");
-  EXPECT_EQ(meta.format_version, 2);
+  EXPECT_EQ(meta.format_version, 3);
+  // Every dataset is stored in chunks of its tile shape; "big"'s are 1024 x 768.
+  const std::vector<h5::RawStorage> storage = shard_storage(dir / "step-000000003" / "shard-00001.h5");
+  ASSERT_EQ(storage.size(), meta.slices.size());
+  for (size_t k = 0; k < storage.size(); ++k) {
+    const ShardSlice& slice = meta.slices[k];
+    EXPECT_EQ(storage[k].kind, h5::RawStorage::chunked) << slice.tensor;
+    EXPECT_EQ(storage[k].chunk_dims, tile_chunk_shape(choose_block_grid(slice.rect), slice.rect)) << slice.tensor;
+    if (slice.tensor == "big") {
+      EXPECT_EQ(storage[k].chunk_dims, (Shape{1024, 768}));
+    }
+  }
   EXPECT_EQ(meta.slices.at(kBig).cols_per_block, 768);
   EXPECT_EQ(meta.slices.at(kBig).block_hashes, reader.tensor("big").sources.at(1).block_hashes);
 
@@ -104,7 +160,7 @@ TEST(CheckpointFormat, Version2StoresTilesAndAColumnReshardReadsOnlyThoseItNeeds
     EXPECT_EQ(planned, read);
   }
   EXPECT_TRUE(verify_checkpoint(dir / "step-000000003").ok());
-  EXPECT_TRUE(has(inspect_checkpoint(reader), "format AXONNCKP v2")) << inspect_checkpoint(reader);
+  EXPECT_TRUE(has(inspect_checkpoint(reader), "format AXONNCKP v3")) << inspect_checkpoint(reader);
 }
 
 TEST(CheckpointFormat, AFlippedByteIsCaughtOnEveryReadRouteAndNamedByItsTile) {
@@ -125,9 +181,9 @@ TEST(CheckpointFormat, AFlippedByteIsCaughtOnEveryReadRouteAndNamedByItsTile) {
     int world, rank;
   };
   const Route refused[] = {
-      {"mapped columns", col_tiles, 2, 0},     // the tile's own columns, strided in the file
+      {"tile columns", col_tiles, 2, 0},       // the tile's own columns: its chunk into dst
       {"partial tile", col_tiles, 3, 0},       // columns 0..511: the tile through a buffer
-      {"whole rows", row_tiles, 1, 0},         // contiguous: pread into dst
+      {"whole rows", row_tiles, 1, 0},         // every tile, each its chunk into dst
       {"rows into wider", block_tiles, 4, 2},  // rows 1024..1535, columns 0..767
   };
   for (const Route& r : refused) {
@@ -149,11 +205,46 @@ TEST(CheckpointFormat, AFlippedByteIsCaughtOnEveryReadRouteAndNamedByItsTile) {
       << format_verify_report(report);
 }
 
+TEST(CheckpointFormat, Version2StepsLoadPlanAndVerifyFromTheirContiguousTiles) {
+  if (!test::python_has_h5py())
+    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
+  const fs::path dir = test_dir();
+  const auto model = tiled_model();
+  save_step(dir, 9, 2, row_tiles, 3, model);
+  const fs::path step = dir / "step-000000009";
+  rewrite_shard_datasets(step, "");  // contiguous, as version 2 stored them
+  set_format_version(step, 2);
+  for (const h5::RawStorage& st : shard_storage(step / "shard-00000.h5")) EXPECT_EQ(st.kind, h5::RawStorage::contiguous);
+  const CheckpointReader reader = CheckpointReader::open_latest(dir);
+  EXPECT_EQ(reader.format_version(), 2);
+  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) {
+    expect_model_load(dir, model, col_tiles, 2, 9, o);
+    expect_model_load(dir, model, col_tiles, 3, 9, o);
+    expect_model_load(dir, model, block_tiles, 4, 9, o);
+    expect_model_load(dir, model, row_tiles, 3, 9, o);
+  }
+  // The same tiles as version 3: half the columns read exactly those bytes.
+  for (const auto& [read, planned] : big_column_reads(dir, 2)) {
+    EXPECT_EQ(read, 2048 * 768 * 4);
+    EXPECT_EQ(planned, read);
+  }
+  EXPECT_TRUE(verify_checkpoint(step).ok());
+  flip_data_byte(step / "shard-00001.h5",
+                 extract(global_values(model, kBig, 9), model[kBig].shape, row_tiles(model[kBig].shape, 2)[1]));
+  RankTargets t = rank_targets(model, col_tiles, 0, 2);
+  EXPECT_THROW(load_checkpoint(dir, t.reads), ChecksumMismatch);
+  EXPECT_TRUE(has(format_verify_report(verify_checkpoint(step)), "rows 0..1023 columns 0..767"))
+      << format_verify_report(verify_checkpoint(step));
+}
+
 TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
+  if (!test::python_has_h5py())
+    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py and numpy: apt-get install python3-h5py";
   const fs::path dir = test_dir();
   const auto model = tiled_model();
   save_step(dir, 5, 2, row_tiles, 3, model);
   const fs::path step = dir / "step-000000005";
+  rewrite_shard_datasets(step, "");  // contiguous, as version 1 stored them
   rewrite_as_format_v1(step);
   {
     const CheckpointReader reader = CheckpointReader::open_latest(dir);
@@ -180,9 +271,9 @@ TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
   const VerifyReport good = verify_checkpoint(step);
   EXPECT_TRUE(good.ok()) << format_verify_report(good);
 
-  // The next save in the same directory is version 2; the version 1 step stays loadable.
+  // The next save in the same directory is version 3; the version 1 step stays loadable.
   save_step(dir, 6, 2, block_tiles, 3, model);
-  EXPECT_EQ(CheckpointReader::open_latest(dir).format_version(), 2);
+  EXPECT_EQ(CheckpointReader::open_latest(dir).format_version(), 3);
   LoadOptions older;
   older.step = 5;
   RankTargets t = rank_targets(model, col_tiles, 1, 2);
@@ -190,17 +281,18 @@ TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
   expect_rank_values(model, t, 5);
 
   // Version 1 shards committed by this build (an upgrade between a save's shards and its
-  // commit): indexed as version 2, their row blocks as full-width tiles.
+  // commit): indexed as version 3, their row blocks as full-width tiles.
   for (int r = 0; r < 2; ++r) {
     RankState st = rank_state(model, col_tiles, r, 2, 7);
     write_shard(dir, 7, r, st.slices);
   }
+  rewrite_shard_datasets(tmp_step_path(dir, 7), "");
   rewrite_as_format_v1(tmp_step_path(dir, 7));
   EXPECT_EQ(read_shard_meta(tmp_step_path(dir, 7) / "shard-00000.h5").format_version, 1);
   commit(dir, 7, std::vector<int>{0, 1}, test_metadata(7), 5, std::chrono::seconds(10));
   {
     const CheckpointReader mixed = CheckpointReader::open_latest(dir);
-    EXPECT_EQ(mixed.format_version(), 2);
+    EXPECT_EQ(mixed.format_version(), 3);
     EXPECT_EQ(mixed.tensor("big").sources.at(0).cols_per_block, 768);   // all of its columns
     EXPECT_EQ(mixed.tensor("big").sources.at(0).rows_per_block, 1365);  // 4 MiB / 3 KiB rows
   }
@@ -221,18 +313,18 @@ TEST(CheckpointFormat, UnknownVersionsAreRefusedByIndexAndShard) {
   const fs::path shard = dir / "step-000000007" / "shard-00000.h5";
   {
     h5::Handle f = h5::open_file_readwrite(shard);
-    h5::Attrs(f.get(), shard.string()).set_i64(format::kAttrVersion, 3);
+    h5::Attrs(f.get(), shard.string()).set_i64(format::kAttrVersion, 4);
     f.close(shard.string(), "close");
   }
   try {
     read_shard_meta(shard);
-    FAIL() << "a version 3 shard was read";
+    FAIL() << "a version 4 shard was read";
   } catch (const FormatError& e) {
-    EXPECT_TRUE(has(e.what(), "format version 3; this build reads versions 1 and 2 only")) << e.what();
+    EXPECT_TRUE(has(e.what(), "format version 4; this build reads versions 1, 2 and 3 only")) << e.what();
   }
   const VerifyReport report = verify_checkpoint(dir / "step-000000007");
   EXPECT_FALSE(report.ok());
-  EXPECT_TRUE(has(format_verify_report(report), "format version 3")) << format_verify_report(report);
+  EXPECT_TRUE(has(format_verify_report(report), "format version 4")) << format_verify_report(report);
 }
 
 TEST(CheckpointFormat, ShardsStoredOtherwiseAreReadAndVerifiedThroughHdf5) {
@@ -241,23 +333,19 @@ TEST(CheckpointFormat, ShardsStoredOtherwiseAreReadAndVerifiedThroughHdf5) {
   const fs::path dir = test_dir();
   const auto model = tiled_model();
   save_step(dir, 8, 2, row_tiles, 3, model);
-  // What h5repack or a user's script might leave: every dataset of one shard chunked and
-  // compressed, attributes kept. The raw reads cannot take those bytes; HDF5 can.
-  const fs::path script = dir / "rechunk.py";
-  std::ofstream(script) << "import sys, h5py\n"
-                           "with h5py.File(sys.argv[1], 'r+') as f:\n"
-                           "    for name in [n for n in f if n.startswith('slice-')]:\n"
-                           "        data, attrs = f[name][...], dict(f[name].attrs)\n"
-                           "        del f[name]\n"
-                           "        ds = f.create_dataset(name, data=data, chunks=True, compression='gzip')\n"
-                           "        for k, v in attrs.items():\n"
-                           "            ds.attrs[k] = v\n";
-  const fs::path shard = dir / "step-000000008" / "shard-00001.h5";
-  ASSERT_EQ(std::system(("/usr/bin/python3 " + script.string() + " " + shard.string()).c_str()), 0);
-  expect_model_load(dir, model, col_tiles, 3, 8, kVerified);
-  expect_model_load(dir, model, block_tiles, 4, 8, kVerified);
-  for (const auto& [read, planned] : big_column_reads(dir, 2)) EXPECT_EQ(read, planned);
-  EXPECT_TRUE(verify_checkpoint(dir / "step-000000008").ok());
+  // What h5repack or a user's script might leave: every dataset chunked in h5py's own shape
+  // (not the tiles), or also compressed; attributes kept. The raw reads cannot take those
+  // bytes; HDF5 can.
+  for (const std::string options : {"chunks=True", "chunks=True, compression='gzip'"}) {
+    SCOPED_TRACE(options);
+    rewrite_shard_datasets(dir / "step-000000008", options);
+    const std::vector<h5::RawStorage> storage = shard_storage(dir / "step-000000008" / "shard-00001.h5");
+    EXPECT_EQ(storage.front().kind, options == "chunks=True" ? h5::RawStorage::chunked : h5::RawStorage::other);
+    expect_model_load(dir, model, col_tiles, 3, 8, kVerified);
+    expect_model_load(dir, model, block_tiles, 4, 8, kVerified);
+    for (const auto& [read, planned] : big_column_reads(dir, 2)) EXPECT_EQ(read, planned);
+    EXPECT_TRUE(verify_checkpoint(dir / "step-000000008").ok());
+  }
 }
 
 // A file of 1 MiB whose byte i is i * 7 mod 256.
@@ -269,7 +357,7 @@ fs::path pattern_file(const fs::path& dir, std::string* bytes) {
   return p;
 }
 
-TEST(RawRead, RunsWithSmallAndLargeGapsScatteredOrNotAndMapped) {
+TEST(RawRead, RunsWithSmallAndLargeGapsScatteredOrNot) {
   const fs::path dir = test_dir();
   std::string bytes;
   const RawFile file(pattern_file(dir, &bytes));
@@ -287,12 +375,9 @@ TEST(RawRead, RunsWithSmallAndLargeGapsScatteredOrNotAndMapped) {
   for (const Case& c : cases) {
     std::string got(static_cast<size_t>((c.rows - 1) * c.dst_stride + c.run), '\0');
     file.read_runs(c.offset, c.rows, c.run, c.file_stride, got.data(), c.dst_stride);
-    const std::unique_ptr<MappedRange> mapped = file.map(c.offset, (c.rows - 1) * c.file_stride + c.run);
-    ASSERT_NE(mapped, nullptr);
     for (int64_t r = 0; r < c.rows; ++r) {
       const std::string want = bytes.substr(static_cast<size_t>(c.offset + r * c.file_stride), c.run);
       ASSERT_EQ(got.substr(static_cast<size_t>(r * c.dst_stride), c.run), want) << "row " << r;
-      ASSERT_EQ(std::string(mapped->at(c.offset + r * c.file_stride), static_cast<size_t>(c.run)), want) << r;
     }
   }
 }
@@ -306,8 +391,7 @@ TEST(RawRead, AShortOrMissingFileIsACheckpointErrorNamingIt) {
   for (const auto& read :
        std::vector<std::function<void()>>{[&] { file.read_runs((1 << 20) - 100, 1, 200, 200, buf.data(), 200); },
                                           [&] { file.read_runs((1 << 20) - 100, 2, 100, 100, buf.data(), 1000); },
-                                          [&] { file.read_runs((1 << 20) - 1000, 3, 100, 600, buf.data(), 100); },
-                                          [&] { file.map((1 << 20) - 100, 200); }}) {
+                                          [&] { file.read_runs((1 << 20) - 1000, 3, 100, 600, buf.data(), 100); }}) {
     try {
       read();
       ADD_FAILURE() << "a read past the end succeeded";

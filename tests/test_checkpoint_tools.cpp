@@ -26,7 +26,7 @@ TEST(CheckpointTools, InspectListsTensorsShapesDtypeLayoutStepSizesAndShards) {
   const CheckpointReader reader = CheckpointReader::open(dir);  // the checkpoint directory: its latest
   EXPECT_EQ(CheckpointReader::open(dir / "step-000000012").step(), 12);
   const std::string text = inspect_checkpoint(reader);
-  EXPECT_TRUE(has(text, "step 12, format AXONNCKP v2, checksums XXH3-64")) << text;
+  EXPECT_TRUE(has(text, "step 12, format AXONNCKP v3, checksums XXH3-64")) << text;
   EXPECT_TRUE(has(text, "layout '2x1x2x1', data cursor 768")) << text;
   EXPECT_TRUE(has(text, "lr_schedule.step = 12")) << text;
   EXPECT_TRUE(has(text, "tensors: 6")) << text;

@@ -106,7 +106,7 @@ TEST_F(CkptCli, InspectShowsStepLayoutModelAndEveryTensor) {
   const CommandResult r = ckpt_cli("inspect ckpt");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const std::string line :
-       {"checkpoint   ckpt/step-000000004", "step         4 (format AXONNCKP v2", "layout       1x2x2x1:xyzd (4 ranks)",
+       {"checkpoint   ckpt/step-000000004", "step         4 (format AXONNCKP v3", "layout       1x2x2x1:xyzd (4 ranks)",
         "model        layers=2 hidden=32 heads=8 vocab=256 sequence=16", "data cursor  96",
         "int  training.global_batch = 24", "parameters   28 tensors", "AdamW moments beside them: 56 tensors",
         "shards       4 files"})
@@ -247,7 +247,7 @@ TEST_F(CkptCli, ADamagedLatestOrUnknownFormatIsNamed) {
     const CommandResult r = ckpt_cli(sub);
     EXPECT_EQ(r.code, 1) << sub << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, "index.h5")) << sub << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "has checkpoint format version 7; this build reads versions 1 and 2 only"))
+    EXPECT_TRUE(contains(r.output, "has checkpoint format version 7; this build reads versions 1, 2 and 3 only"))
         << sub << "\n"
         << r.output;
   }
