@@ -114,6 +114,25 @@ std::vector<std::pair<int64_t, int64_t>> big_column_reads(const fs::path& dir, i
   return out;
 }
 
+// Every rank of four new tilings loads `step` bitwise on every read route: whole tiles of half
+// the columns, partial tiles (thirds), quarter rows x half columns, uneven rows.
+void expect_loads_on_every_route(const fs::path& dir, const std::vector<TensorSpec>& model, int64_t step) {
+  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) {
+    expect_model_load(dir, model, col_tiles, 2, step, o);
+    expect_model_load(dir, model, col_tiles, 3, step, o);
+    expect_model_load(dir, model, block_tiles, 4, step, o);
+    expect_model_load(dir, model, row_tiles, 3, step, o);
+  }
+}
+
+// Each rank of col_tiles(world) reads `bytes` of "big", as its plan predicts.
+void expect_big_column_reads(const fs::path& dir, int world, int64_t bytes) {
+  for (const auto& [read, planned] : big_column_reads(dir, world)) {
+    EXPECT_EQ(read, bytes);
+    EXPECT_EQ(planned, read);
+  }
+}
+
 TEST(CheckpointFormat, Version3StoresEachTileAsAChunkAndAColumnReshardReadsOnlyThoseItNeeds) {
   const fs::path dir = test_dir();
   const auto model = tiled_model();
@@ -142,23 +161,12 @@ TEST(CheckpointFormat, Version3StoresEachTileAsAChunkAndAColumnReshardReadsOnlyT
   EXPECT_EQ(meta.slices.at(kBig).cols_per_block, 768);
   EXPECT_EQ(meta.slices.at(kBig).block_hashes, reader.tensor("big").sources.at(1).block_hashes);
 
-  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) {
-    expect_model_load(dir, model, col_tiles, 2, 3, o);    // whole tiles, strided in the file
-    expect_model_load(dir, model, col_tiles, 3, 3, o);    // 512 columns: partial tiles
-    expect_model_load(dir, model, block_tiles, 4, 3, o);  // quarter rows, half columns
-    expect_model_load(dir, model, row_tiles, 3, 3, o);    // uneven rows, every column
-    expect_model_load(dir, model, row_tiles, 1, 3, o);    // everything
-  }
+  expect_loads_on_every_route(dir, model, 3);
+  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) expect_model_load(dir, model, row_tiles, 1, 3, o);
   // Half the columns: exactly the wanted bytes, the plan agreeing.
-  for (const auto& [read, planned] : big_column_reads(dir, 2)) {
-    EXPECT_EQ(read, 2048 * 768 * 4);
-    EXPECT_EQ(planned, read);
-  }
+  expect_big_column_reads(dir, 2, 2048 * 768 * 4);
   // A quarter of the columns (384) still reads whole 768-column tiles: 2x, predicted.
-  for (const auto& [read, planned] : big_column_reads(dir, 4)) {
-    EXPECT_EQ(read, 2048 * 768 * 4);
-    EXPECT_EQ(planned, read);
-  }
+  expect_big_column_reads(dir, 4, 2048 * 768 * 4);
   EXPECT_TRUE(verify_checkpoint(dir / "step-000000003").ok());
   EXPECT_TRUE(has(inspect_checkpoint(reader), "format AXONNCKP v3")) << inspect_checkpoint(reader);
 }
@@ -217,17 +225,9 @@ TEST(CheckpointFormat, Version2StepsLoadPlanAndVerifyFromTheirContiguousTiles) {
   for (const h5::RawStorage& st : shard_storage(step / "shard-00000.h5")) EXPECT_EQ(st.kind, h5::RawStorage::contiguous);
   const CheckpointReader reader = CheckpointReader::open_latest(dir);
   EXPECT_EQ(reader.format_version(), 2);
-  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) {
-    expect_model_load(dir, model, col_tiles, 2, 9, o);
-    expect_model_load(dir, model, col_tiles, 3, 9, o);
-    expect_model_load(dir, model, block_tiles, 4, 9, o);
-    expect_model_load(dir, model, row_tiles, 3, 9, o);
-  }
+  expect_loads_on_every_route(dir, model, 9);
   // The same tiles as version 3: half the columns read exactly those bytes.
-  for (const auto& [read, planned] : big_column_reads(dir, 2)) {
-    EXPECT_EQ(read, 2048 * 768 * 4);
-    EXPECT_EQ(planned, read);
-  }
+  expect_big_column_reads(dir, 2, 2048 * 768 * 4);
   EXPECT_TRUE(verify_checkpoint(step).ok());
   flip_data_byte(step / "shard-00001.h5",
                  extract(global_values(model, kBig, 9), model[kBig].shape, row_tiles(model[kBig].shape, 2)[1]));
@@ -257,17 +257,9 @@ TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
     EXPECT_TRUE(has(inspect_checkpoint(reader), "format AXONNCKP v1")) << inspect_checkpoint(reader);
   }
   EXPECT_EQ(read_shard_meta(step / "shard-00000.h5").slices.at(kBig).cols_per_block, 1536);
-  for (const ReadOptions& o : {kVerified, kUnverified, kVds}) {
-    expect_model_load(dir, model, col_tiles, 2, 5, o);
-    expect_model_load(dir, model, col_tiles, 3, 5, o);
-    expect_model_load(dir, model, block_tiles, 4, 5, o);
-    expect_model_load(dir, model, row_tiles, 3, 5, o);
-  }
+  expect_loads_on_every_route(dir, model, 5);
   // Row blocks: half the columns still read every row, as version 1 did; the plan agrees.
-  for (const auto& [read, planned] : big_column_reads(dir, 2)) {
-    EXPECT_EQ(read, 2048 * 1536 * 4);
-    EXPECT_EQ(planned, read);
-  }
+  expect_big_column_reads(dir, 2, 2048 * 1536 * 4);
   const VerifyReport good = verify_checkpoint(step);
   EXPECT_TRUE(good.ok()) << format_verify_report(good);
 
