@@ -183,8 +183,12 @@ TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
   const char* source = std::getenv("AXONN_SOURCE_DIR");  // a copied build (scripts/gpu_bundle.sh)
   const std::string script = std::string(source != nullptr && *source != '\0' ? source : AXONN_SOURCE_DIR) +
                              "/bench/train_gpu_torch.py";
+  // In a bundle (scripts/gpu_bundle.sh) LD_LIBRARY_PATH starts with the bundle's copies of
+  // Debian's libraries; PyTorch gets the path as it was before env.sh.
+  const char* python_path = std::getenv("AXONN_PYTHON_LD_LIBRARY_PATH");
+  const std::string env = python_path != nullptr ? "env LD_LIBRARY_PATH='" + std::string(python_path) + "' " : "";
   const std::string command =
-      o.python + " " + script + " --layers " + std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) +
+      env + o.python + " " + script + " --layers " + std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) +
       " --heads " + std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
       std::to_string(m.sequence) + " --batch " + std::to_string(o.batch) + " --micro-batch " +
       std::to_string(o.micro_batch) + " --warmup " + std::to_string(o.warmup) + " --steps " + std::to_string(o.steps) +
