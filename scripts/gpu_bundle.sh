@@ -12,7 +12,7 @@
 #   lib/     every shared library they and the PMIx components need, except glibc's and
 #            the device's (libcuda, libcudart, libcublas, libcublasLt, libnccl), under the
 #            name they are linked by (symbolic links resolved: links travel as links);
-#            those over 8 MiB as NAME.xz, which env.sh unpacks
+#            those over 8 MiB as NAME.xz, which env.sh unpacks under $TMPDIR
 #   lib/pmix PMIx's MCA components, which libpmix dlopens at run time
 #   share/pmix PMIx's help texts
 #   env.sh   sourced on the GPU machine: library path, PMIx's install directories,
@@ -83,13 +83,17 @@ cat >"$out/env.sh" <<'EOF'
 # Sourced (bash) on the GPU machine, from anywhere: `source gpu-bundle/env.sh`.
 # Made by scripts/gpu_bundle.sh; see docs/gpu-session.md.
 _axonn_bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# The libraries that travel xz-compressed (gpu_bundle.sh), unpacked once with python3's lzma
-# (the xz command may be missing).
+# The libraries that travel xz-compressed (gpu_bundle.sh), unpacked with python3's lzma (the
+# xz command may be missing) outside the bundle, so that the bundle stays small enough to
+# carry after env.sh ran; again whenever the bundle's copy is newer.
+_axonn_unpacked="${TMPDIR:-/tmp}/axonn-bundle-lib-$(id -u)"
+mkdir -p "$_axonn_unpacked"
 for _axonn_xz in "$_axonn_bundle"/lib/*.xz; do
-  [ -e "$_axonn_xz" ] && [ ! -e "${_axonn_xz%.xz}" ] || continue
+  _axonn_lib="$_axonn_unpacked/$(basename "${_axonn_xz%.xz}")"
+  [ -e "$_axonn_xz" ] && { [ ! -e "$_axonn_lib" ] || [ "$_axonn_xz" -nt "$_axonn_lib" ]; } || continue
   python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-    "$_axonn_xz" "${_axonn_xz%.xz}.part" && mv "${_axonn_xz%.xz}.part" "${_axonn_xz%.xz}" ||
-    echo "env.sh: cannot unpack $_axonn_xz with python3 (lzma)" >&2
+    "$_axonn_xz" "$_axonn_lib.part" && mv "$_axonn_lib.part" "$_axonn_lib" ||
+    echo "env.sh: cannot unpack $_axonn_xz into $_axonn_unpacked with python3 (lzma)" >&2
 done
 # PyTorch's pip packages (nvidia-cublas, nvidia-nccl-cu13, nvidia-cuda-runtime, ...) keep
 # their libraries in <site-packages>/nvidia/<package>/lib or nvidia/cu13/lib: every such
@@ -112,7 +116,7 @@ print(":".join(sorted(found)))
 # python3 subprocesses (bench_train_gpu's PyTorch side) get the library path as it was, so
 # that PyTorch does not load this bundle's copies of libraries it has its own of.
 export AXONN_PYTHON_LD_LIBRARY_PATH="${AXONN_PYTHON_LD_LIBRARY_PATH-${LD_LIBRARY_PATH:-}}"
-export LD_LIBRARY_PATH="$_axonn_bundle/lib${_axonn_nvidia:+:$_axonn_nvidia}:/usr/local/cuda/lib64${AXONN_PYTHON_LD_LIBRARY_PATH:+:$AXONN_PYTHON_LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="$_axonn_bundle/lib:$_axonn_unpacked${_axonn_nvidia:+:$_axonn_nvidia}:/usr/local/cuda/lib64${AXONN_PYTHON_LD_LIBRARY_PATH:+:$AXONN_PYTHON_LD_LIBRARY_PATH}"
 # PMIx (4.x) finds its MCA components and help texts through its install directories,
 # compiled in as Debian's paths; these environment variables replace them.
 export PMIX_MCA_mca_base_component_path="$_axonn_bundle/lib/pmix"
@@ -131,7 +135,7 @@ else
 fi
 export PATH="$_axonn_bundle/bin:$PATH"
 echo "env.sh: bundle $_axonn_bundle; CUDA libraries from ${_axonn_nvidia:-no pip nvidia packages}, /usr/local/cuda/lib64"
-unset _axonn_bundle _axonn_nvidia _axonn_xz
+unset _axonn_bundle _axonn_nvidia _axonn_xz _axonn_lib _axonn_unpacked
 EOF
 
 # ---- checks: only the bundle on the library path, every non-glibc, non-device library
@@ -151,7 +155,7 @@ done
 [ "$bad" -eq 0 ] || die "libraries missing from $out/lib (above)"
 
 # ---- size: libraries over 8 MiB (OpenBLAS, 36 MiB with its kernels for every x86 CPU)
-# travel xz-compressed, and env.sh unpacks them on the GPU machine once.
+# travel xz-compressed, and env.sh unpacks them on the GPU machine.
 for f in "$out"/lib/*.so*; do
   [ "$(stat -c %s "$f")" -le $((8 * 1024 * 1024)) ] || xz -9 -T2 "$f"
 done
