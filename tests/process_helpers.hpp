@@ -9,8 +9,18 @@
 
 namespace axonn::test {
 
-inline const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
-inline const std::string kSourceDir = AXONN_SOURCE_DIR;
+// The build tree (bin/axonn, the tests' scratch folders) and the source tree: the
+// environment's AXONN_BINARY_DIR / AXONN_SOURCE_DIR when set and not empty, else the paths
+// this test was compiled with. The environment is for the binaries copied elsewhere, as
+// scripts/gpu_bundle.sh does for a GPU machine (its env.sh sets both).
+inline std::string tree_dir(const char* variable, const char* compiled) {
+  const char* v = std::getenv(variable);
+  return v != nullptr && *v != '\0' ? v : compiled;
+}
+
+inline const std::string kBinaryDir = tree_dir("AXONN_BINARY_DIR", AXONN_BINARY_DIR);
+inline const std::string kSourceDir = tree_dir("AXONN_SOURCE_DIR", AXONN_SOURCE_DIR);
+inline const std::string kAxonn = kBinaryDir + "/bin/axonn";
 
 struct CommandResult {
   int code = -1;       // exit status; 128+signal when killed; 124 when `timeout` stopped it

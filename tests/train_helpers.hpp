@@ -36,7 +36,7 @@ inline std::string tiny_job(int steps, int interval) {
 
 // A fresh directory under the build tree for one test, removed by the caller's TearDown.
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::path(AXONN_BINARY_DIR) / "test-train" / (name + "-" + std::to_string(getpid()));
+  const auto dir = std::filesystem::path(kBinaryDir) / "test-train" / (name + "-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

@@ -1,0 +1,321 @@
+// Training throughput of the CUDA trainer on one GPU (GPU 0, one rank), GPT-2 124M and 350M
+// at T = 1024 with bf16 GEMMs (GemmMath::bf16: float32 storage, bf16 tensor cores, float32
+// accumulation), against references measured in the same run:
+//   1. the GPU's dense bf16 peak, 989 TFLOP/s for an H100 SXM (site_configs/dgx-h100.toml):
+//      goal MFU >= 40% at 350M;
+//   2. the backend's own GEMM (Backend::gemm, cuBLASLt through trainer/cuda/gemm.cpp) at
+//      --gemm N cubed with the same math: the rate a step made only of GEMMs would reach;
+//   3. PyTorch training the same GPT-2 with the same step (bench/train_gpu_torch.py: SDPA
+//      flash attention, bf16 autocast, torch.compile, fused AdamW), goal ours/PyTorch >= 1.0x;
+//      it also times a native bf16 torch.matmul of the same size, printed beside (2).
+// FLOPs per step are the layout model's (layout_cost.cpp flops_per_rank, the number the
+// trainer's MFU log uses: 6·tokens·k·n per linear layer incl. the tied head, 12·B·H·T²·d for
+// attention), the same for both sides, so FLOP/s ratios equal tokens/s ratios.
+//
+// usage: bench_train_gpu [--model 124m|350m|both] [--micro-batch mb] [--batch B] [--warmup N]
+//                        [--steps M] [--gemm N] [--python PATH] [--no-torch]
+// Each step is --batch sequences in micro-batches of --micro-batch (default 8 and 8: one
+// micro-batch per step). Our side is in-process: the CUDA backend on GPU 0, a one-rank
+// CommGrid on NCCL (as `axonn train` builds it), Trainer on the built-in corpus. Without a
+// CUDA device it says so in one line and exits 0: there is nothing to measure.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm/comm_grid.hpp"
+#include "comm/exchange.hpp"
+#include "config/job_config.hpp"
+#include "layout/layout_cost.hpp"
+#include "trainer/cuda/cuda_backend.hpp"
+#include "trainer/data/token_data.hpp"
+#include "trainer/train/trainer.hpp"
+
+#ifndef AXONN_SOURCE_DIR
+#error "AXONN_SOURCE_DIR must name the source tree (bench/CMakeLists.txt defines it)"
+#endif
+
+using namespace axonn;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr double kPeakBf16Flops = 989e12;  // H100 SXM dense bf16 (site_configs/dgx-h100.toml)
+constexpr double kMfuGoal = 0.40;          // at 350M
+constexpr double kTorchGoal = 1.0;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The job of one rank: a one-rank grid has only single-rank groups, so the exchange is never
+// asked for anything but its rank and size (each NCCL group's leader is this rank).
+class SoloExchange final : public Exchange {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void put(const std::string&, const std::vector<char>&) override {}
+  void fence() override {}
+  std::vector<char> get(int, const std::string& key) override {
+    throw std::runtime_error("SoloExchange: no other rank to get '" + key + "' from");
+  }
+};
+
+struct Model {
+  const char* name;
+  ModelShape shape;
+};
+
+// GPT-2 small and medium, vocabulary 50257 padded to a multiple of 128 (job_templates/gpt2-124m.toml).
+const Model kGpt2Small{"124m", {12, 768, 12, 50304, 1024}};
+const Model kGpt2Medium{"350m", {24, 1024, 16, 50304, 1024}};
+
+struct Options {
+  std::vector<Model> models{kGpt2Small, kGpt2Medium};
+  int batch = 8;
+  int micro_batch = 8;
+  int warmup = 3;
+  int steps = 10;
+  int gemm = 8192;
+  std::string python = "python3";
+  bool torch = true;
+};
+
+// FLOP/s of the backend's GEMM at n^3 (row-major, no transposes, float32 buffers, the
+// backend's math), over 10 calls after 3 untimed ones; inputs from a hash, not constants,
+// since tensor cores draw less power (and may clock higher) on zeros and repeated values.
+double backend_gemm_flops(Backend& backend, int n) {
+  const size_t count = static_cast<size_t>(n) * static_cast<size_t>(n);
+  std::vector<float> host(count);
+  uint32_t x = 12345;
+  for (float& h : host) {
+    x = x * 1664525u + 1013904223u;
+    h = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;  // [-0.5, 0.5)
+  }
+  auto* a = static_cast<float*>(backend.alloc(count * sizeof(float)));
+  auto* b = static_cast<float*>(backend.alloc(count * sizeof(float)));
+  auto* c = static_cast<float*>(backend.alloc(count * sizeof(float)));
+  backend.copy_to_device(a, host.data(), count * sizeof(float));
+  backend.copy_to_device(b, host.data(), count * sizeof(float));
+  auto run = [&] { backend.gemm(Transpose::no, Transpose::no, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); };
+  for (int i = 0; i < 3; ++i) run();
+  backend.synchronize();
+  const int calls = 10;
+  const auto start = Clock::now();
+  for (int i = 0; i < calls; ++i) run();
+  backend.synchronize();
+  const double seconds = seconds_since(start);
+  backend.free(a);
+  backend.free(b);
+  backend.free(c);
+  return 2.0 * n * static_cast<double>(n) * n * calls / seconds;
+}
+
+JobConfig bench_job(const Options& o, const ModelShape& shape) {
+  JobConfig job;
+  job.source = "bench_train_gpu";
+  job.model = shape;
+  job.training.global_batch = o.batch;
+  job.training.micro_batch = o.micro_batch;
+  job.training.steps = 1'000'000;  // the schedule never ends during the benchmark
+  job.training.lr = 3e-4;
+  job.training.warmup_steps = 10;
+  job.training.weight_decay = 0.1;
+  job.training.grad_clip = 1.0;
+  job.training.dtype = Dtype::bfloat16;
+  job.training.device = "cuda";
+  return job;
+}
+
+struct OurRun {
+  double params = 0;
+  int micro_batch = 0;
+  double step_s = 0;  // median of the timed steps
+};
+
+// Our trainer on `backend`: --warmup untimed steps, then the median of --steps timed ones,
+// each ending when the GPU and NCCL are done. The trainer's buffers are freed on return.
+OurRun our_run(Backend& backend, const Options& o, const ModelShape& shape, const TokenData& data) {
+  const JobConfig job = bench_job(o, shape);
+  SoloExchange exchange;
+  CommGrid grid(exchange, Layout{}, std::chrono::seconds(60), true, CommBackend::nccl);
+  grid.order_with_compute(cuda_stream_of(backend));
+  Trainer trainer(backend, grid, job, data);
+  std::vector<double> times;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    const auto start = Clock::now();
+    trainer.train_step();
+    backend.synchronize();
+    grid.synchronize();
+    if (s >= o.warmup) times.push_back(seconds_since(start));
+  }
+  return {static_cast<double>(trainer.params().size()), trainer.split().micro_batch, median(times)};
+}
+
+// The number after `"key": ` in `json`, if there is one.
+std::optional<double> json_number(const std::string& json, const std::string& key) {
+  const size_t at = json.rfind("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nullopt;
+  const char* p = json.c_str() + at + key.size() + 4;
+  char* end = nullptr;
+  const double v = std::strtod(p, &end);
+  if (end == p) return std::nullopt;
+  return v;
+}
+
+struct TorchRun {
+  double tokens_per_s = 0;
+  std::optional<double> matmul_flops;
+};
+
+// Runs the PyTorch side for `shape` and parses its last line; throws with its output on failure.
+TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
+  const char* source = std::getenv("AXONN_SOURCE_DIR");  // a copied build (scripts/gpu_bundle.sh)
+  const std::string script = std::string(source != nullptr && *source != '\0' ? source : AXONN_SOURCE_DIR) +
+                             "/bench/train_gpu_torch.py";
+  // In a bundle (scripts/gpu_bundle.sh) LD_LIBRARY_PATH starts with the bundle's copies of
+  // Debian's libraries; PyTorch gets the path as it was before env.sh.
+  const char* python_path = std::getenv("AXONN_PYTHON_LD_LIBRARY_PATH");
+  const std::string env = python_path != nullptr ? "env LD_LIBRARY_PATH='" + std::string(python_path) + "' " : "";
+  const std::string command =
+      env + o.python + " " + script + " --layers " + std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) +
+      " --heads " + std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
+      std::to_string(m.sequence) + " --batch " + std::to_string(o.batch) + " --micro-batch " +
+      std::to_string(o.micro_batch) + " --warmup " + std::to_string(o.warmup) + " --steps " + std::to_string(o.steps) +
+      (matmul ? " --matmul " + std::to_string(o.gemm) : "") + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot start: " + command);
+  std::string output;
+  char buf[4096];
+  for (size_t got; (got = fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, got);
+  const int status = pclose(pipe);
+  const std::optional<double> tokens = json_number(output, "tokens_per_s");
+  if (status != 0 || !tokens)
+    throw std::runtime_error("PyTorch side failed (" + command + "); --no-torch skips it:\n" + output);
+  TorchRun run{*tokens, std::nullopt};
+  if (const auto tflops = json_number(output, "matmul_tflops")) run.matmul_flops = *tflops * 1e12;
+  return run;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: bench_train_gpu [--model 124m|350m|both] [--micro-batch mb] [--batch B] [--warmup N]\n"
+               "                       [--steps M] [--gemm N] [--python PATH] [--no-torch]\n");
+  return 2;
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    auto number = [&] { return std::stoi(argv[++i]); };
+    if (a == "--no-torch") {
+      o.torch = false;
+    } else if (!has_value) {
+      return false;
+    } else if (a == "--model") {
+      const std::string m = argv[++i];
+      if (m == "124m")
+        o.models = {kGpt2Small};
+      else if (m == "350m")
+        o.models = {kGpt2Medium};
+      else if (m != "both")
+        return false;
+    } else if (a == "--micro-batch") {
+      o.micro_batch = number();
+    } else if (a == "--batch") {
+      o.batch = number();
+    } else if (a == "--warmup") {
+      o.warmup = number();
+    } else if (a == "--steps") {
+      o.steps = number();
+    } else if (a == "--gemm") {
+      o.gemm = number();
+    } else if (a == "--python") {
+      o.python = argv[++i];
+    } else {
+      return false;
+    }
+  }
+  return o.micro_batch > 0 && o.batch % o.micro_batch == 0 && o.warmup >= 0 && o.steps > 0 && o.gemm > 0;
+}
+
+const char* verdict(bool met) { return met ? "met" : "MISSED"; }
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Options o;
+  if (!parse(argc, argv, o)) return usage();
+  std::string why;
+  if (cuda_device_count(&why) == 0) {
+    std::printf("bench_train_gpu: no CUDA device (%s); nothing measured\n", why.c_str());
+    return 0;
+  }
+  select_cuda_device(0, 1);
+  CudaBackendOptions backend_options;
+  backend_options.device = 0;
+  backend_options.gemm_math = GemmMath::bf16;
+  const std::unique_ptr<Backend> backend = make_cuda_backend(backend_options);
+  const TokenData data = builtin_corpus();
+
+  const double gemm_flops = backend_gemm_flops(*backend, o.gemm);
+  std::printf("GPU 0, GEMMs %s; backend gemm %d^3: %.1f TFLOP/s (%.1f%% of the %.0f TFLOP/s bf16 peak)\n",
+              gemm_math_name(backend_options.gemm_math), o.gemm, gemm_flops / 1e12, 100.0 * gemm_flops / kPeakBf16Flops,
+              kPeakBf16Flops / 1e12);
+  std::printf("step: %d sequences in micro-batches of %d, AdamW + clipping; %d untimed + %d timed steps (median)\n\n",
+              o.batch, o.micro_batch, o.warmup, o.steps);
+  std::printf("%5s %8s %11s %10s %9s %10s %12s %11s\n", "model", "params", "ours tok/s", "ours TF/s", "MFU peak",
+              "MFU gemm", "torch tok/s", "ours/torch");
+
+  std::optional<double> torch_matmul;
+  bool mfu_goal = true, torch_goal = true;
+  for (const Model& model : o.models) {
+    const ModelShape& m = model.shape;
+    data.validate(m.vocab, m.sequence, o.batch);
+    const OurRun ours = our_run(*backend, o, m, data);
+    ChooserInput plan;
+    plan.model = m;
+    plan.batch = {o.batch, o.micro_batch, Dtype::float32};  // as train_command.cpp: flops need no dtype
+    const double flops = flops_per_rank(plan, Layout{});
+    const double tokens = static_cast<double>(o.batch) * m.sequence;
+    const double our_flops = flops / ours.step_s;
+    std::printf("%5s %7.0fM %11.0f %10.1f %8.1f%% %9.1f%%", model.name, ours.params / 1e6, tokens / ours.step_s,
+                our_flops / 1e12, 100.0 * our_flops / kPeakBf16Flops, 100.0 * our_flops / gemm_flops);
+    if (std::string(model.name) == kGpt2Medium.name) mfu_goal = our_flops / kPeakBf16Flops >= kMfuGoal;
+    if (o.torch) {
+      const TorchRun torch = torch_run(o, m, !torch_matmul.has_value());
+      if (torch.matmul_flops) torch_matmul = torch.matmul_flops;
+      const double ratio = tokens / ours.step_s / torch.tokens_per_s;
+      torch_goal = torch_goal && ratio >= kTorchGoal;
+      std::printf(" %12.0f %10.2fx\n", torch.tokens_per_s, ratio);
+    } else {
+      std::printf(" %12s %11s\n", "-", "-");
+    }
+    std::fflush(stdout);
+  }
+
+  std::printf("\n");
+  if (torch_matmul)
+    std::printf("PyTorch bf16 matmul %d^3: %.1f TFLOP/s (ours, float32 buffers with bf16 math: %.1f)\n", o.gemm,
+                *torch_matmul / 1e12, gemm_flops / 1e12);
+  const bool has_350m = std::any_of(o.models.begin(), o.models.end(),
+                                    [](const Model& m) { return std::string(m.name) == kGpt2Medium.name; });
+  if (has_350m) std::printf("goal MFU >= %.0f%% at 350M: %s\n", 100.0 * kMfuGoal, verdict(mfu_goal));
+  if (o.torch) std::printf("goal ours/PyTorch >= %.1fx: %s\n", kTorchGoal, verdict(torch_goal));
+  return 0;
+} catch (const std::exception& e) {
+  const bool memory = std::string(e.what()).find("cudaMalloc") != std::string::npos;
+  std::fprintf(stderr, "bench_train_gpu: %s%s\n", e.what(), memory ? " (a smaller --micro-batch needs less)" : "");
+  return 1;
+}
