@@ -564,6 +564,31 @@ TEST_F(TrainerOps, AttentionOnThreeBuffersEqualsPackedBitwise) {
   EXPECT_TRUE(std::none_of(out.begin(), out.end(), [](float f) { return std::isnan(f); }));
 }
 
+// Each (sequence, head) pair runs on one thread and adds its tiles in a fixed order: the
+// thread count changes no bit of out, lse or the gradients.
+TEST_F(TrainerOps, AttentionIsBitwiseTheSameOnOneOrThreeThreads) {
+  const int64_t B = 2, T = 300, h = 3, d = 8, hd = h * d, ld = 3 * hd;
+  const Floats qkv = random_floats(rng_, B * T * ld, -1.5f, 1.5f);
+  const Floats dout = random_floats(rng_, B * T * hd);
+  const int saved = dynamic_cast<CpuBackend&>(*be_).threads();
+  auto run = [&](int threads) {
+    auto be = make_cpu_backend(threads);  // OpenBLAS's count too, process-wide: restored below
+    EXPECT_EQ(dynamic_cast<CpuBackend&>(*be).threads(), threads);
+    DeviceBuffer<float> in(*be, qkv), ddout(*be, dout), out(*be, B * T * hd), lse(*be, B * h * T),
+        dqkv(*be, B * T * ld);
+    const float* base = in.data();
+    be->attention_forward(out.data(), lse.data(), base, base + hd, base + 2 * hd, ld, B, T, h, d);
+    be->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), out.data(), lse.data(),
+                           base, base + hd, base + 2 * hd, ld, B, T, h, d);
+    return std::vector<Floats>{out.download(), lse.download(), dqkv.download()};
+  };
+  const std::vector<Floats> one = run(1), three = run(3);
+  make_cpu_backend(saved);
+  EXPECT_EQ(one[0], three[0]) << "out";
+  EXPECT_EQ(one[1], three[1]) << "lse";
+  EXPECT_EQ(one[2], three[2]) << "dq, dk, dv";
+}
+
 TEST_F(TrainerOps, AttentionIsCausalAFutureTokenLeavesEarlierOutputsBitwiseUnchanged) {
   // T = 300: the changed token is in the second key tile, beside earlier rows of its row block.
   const int64_t B = 2, T = 300, h = 2, d = 8, hd = h * d, ld = 3 * hd, changed = 271;
