@@ -110,14 +110,15 @@ class TimedBackend final : public Backend {
     timed("gelu_backward", [&] { inner_.gelu_backward(dx, x, dout, n); });
   }
 
-  void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
-                         int64_t B, int64_t T, int64_t h, int64_t d) override {
-    timed("attention_forward", [&] { inner_.attention_forward(out, probs, q, k, v, ld, B, T, h, d); });
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                         int64_t T, int64_t h, int64_t d) override {
+    timed("attention_forward", [&] { inner_.attention_forward(out, lse, q, k, v, ld, B, T, h, d); });
   }
-  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
-                          const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                          const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
                           int64_t d) override {
-    timed("attention_backward", [&] { inner_.attention_backward(dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d); });
+    timed("attention_backward",
+          [&] { inner_.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d); });
   }
 
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,

@@ -53,11 +53,20 @@ TEST(CliLayout, JsonHasBestRankedAndRejected) {
     EXPECT_NE(r.output.find(key), std::string::npos) << key << "\n" << r.output;
 }
 
+// GPT-2 small at micro-batch 64: its activations alone (no T×T attention matrix is kept) need
+// more than the laptop's 4 GiB per rank at every layout of 4 ranks.
 TEST(CliLayout, NoFitExitsThreeWithTheSmallestChange) {
-  const Result r = run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource +
-                       "/job_templates/gpt-small.toml --nodes 1");
+  const fs::path job = fs::path(AXONN_BINARY_DIR) / "test_cli_no_fit.toml";
+  std::ifstream in(kSource + "/job_templates/gpt-small.toml");
+  std::ofstream out(job);
+  for (std::string line; std::getline(in, line);)
+    out << (line == "micro_batch = 16" ? "micro_batch = 64" : line) << "\n";
+  out.close();
+  const Result r =
+      run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + job.string() + " --nodes 1");
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("no layout of 4 ranks fits this job: needs >= "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("or micro_batch <= "), std::string::npos) << r.output;
 }
 
 TEST(CliLayout, BadInputExitsTwoWithThePosition) {

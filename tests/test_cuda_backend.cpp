@@ -438,18 +438,14 @@ class CudaAttention : public CudaBackendOps {
     auto q = [&](int s) { return in[0][s]; };
     auto k = [&](int s) { return a.packed ? in[0][s] + hd : in[1][s]; };
     auto v = [&](int s) { return a.packed ? in[0][s] + 2 * hd : in[2][s]; };
-    Twin<float> out = poisoned(B * T * hd), probs = poisoned(B * h * T * T);
-    both([&](Backend& be, int s) { be.attention_forward(out[s], probs[s], q(s), k(s), v(s), ld, B, T, h, d); });
+    Twin<float> out = poisoned(B * T * hd), lse = poisoned(B * h * T);
+    both([&](Backend& be, int s) { be.attention_forward(out[s], lse[s], q(s), k(s), v(s), ld, B, T, h, d); });
     expect_close(out, tol, "attention out");
-    expect_close(probs, tol, "attention probs");
-    const Floats p = probs.gpu();
-    for (int64_t row = 0; row < B * h * T; ++row)
-      for (int64_t j = row % T + 1; j < T; ++j)
-        ASSERT_EQ(p[static_cast<size_t>(row * T + j)], 0.0f) << "probs above the diagonal, row " << row;
+    expect_close(lse, tol, "attention lse");
 
-    // Backward from the CPU's probs on both, so it is compared on its own. The gradients are
-    // views like q, k, v: with packed inputs one packed (B, T, 3·h·d) buffer, all written.
-    const Twin<float> cpu_probs = twin(probs.cpu());
+    // Backward from the CPU's out and lse on both, so it is compared on its own. The gradients
+    // are views like q, k, v: with packed inputs one packed (B, T, 3·h·d) buffer, all written.
+    const Twin<float> cpu_out = twin(out.cpu()), cpu_lse = twin(lse.cpu());
     Twin<float> dout = twin(random_floats(rng_, B * T * hd));
     std::vector<Twin<float>> grads;
     for (int i = 0; i < (a.packed ? 1 : 3); ++i) grads.push_back(poisoned(B * T * ld));
@@ -457,25 +453,41 @@ class CudaAttention : public CudaBackendOps {
     auto dk = [&](int s) { return a.packed ? grads[0][s] + hd : grads[1][s]; };
     auto dv = [&](int s) { return a.packed ? grads[0][s] + 2 * hd : grads[2][s]; };
     both([&](Backend& be, int s) {
-      be.attention_backward(dq(s), dk(s), dv(s), dout[s], cpu_probs[s], q(s), k(s), v(s), ld, B, T, h, d);
+      be.attention_backward(dq(s), dk(s), dv(s), dout[s], cpu_out[s], cpu_lse[s], q(s), k(s), v(s), ld, B, T, h, d);
     });
     for (size_t i = 0; i < grads.size(); ++i)
       expect_close(grads[i], tol, "attention gradient buffer " + std::to_string(i));
   }
 };
 
+// The kernels work on tiles of 32 query rows and 32 keys, d/32 columns per lane (d = 64 has
+// its own compiled version); the shapes cover partial tiles, each column count and one token.
 TEST_F(CudaAttention, PackedQkvAndThreeBuffersMatchTheCpu) {
-  check({2, 37, 3, 16, true}, kTol);   // odd T, ld = 3·h·d
-  check({1, 65, 2, 24, false}, kTol);  // three buffers, d not a power of two
-  check({3, 1, 2, 8, true}, kTol);     // one token: probs are 1
+  check({2, 37, 3, 16, true}, kTol);    // odd T, ld = 3·h·d; one column per lane, half idle
+  check({1, 65, 2, 24, false}, kTol);   // three buffers, d not a power of two
+  check({3, 1, 2, 8, true}, kTol);      // one token: its probability is 1
+  check({2, 96, 2, 64, true}, kTol);    // d = 64 (GPT-2), T a multiple of the tile
+  check({1, 100, 2, 40, false}, kTol);  // two columns per lane, the second partial
+  check({1, 70, 1, 96, true}, kTol);    // three columns per lane
+  check({1, 33, 2, 128, true}, kTol);   // d = 128, the largest: over 48 KiB of shared memory
+  check({1, 300, 1, 8, false}, kTol);   // ten key tiles, the last of 12 keys
 }
 
-TEST_F(CudaAttention, Bf16MatmulsStayWithinTheirRoundingBound) {
+// The attention kernels compute in float32 whatever the backend's GEMM math is.
+TEST_F(CudaAttention, Bf16BackendStillComputesAttentionInFloat32) {
   auto be = make_cuda_backend(CudaBackendOptions{0, GemmMath::bf16});
   gpu_ = be.get();
-  const AttentionCase a{2, 37, 3, 16, true};
-  check(a, std::ldexp(1.0, -8) * std::sqrt(static_cast<double>(std::max(a.T, a.d))));
+  check({2, 37, 3, 16, true}, kTol);
   gpu_ = fp32_.get();
+}
+
+TEST_F(CudaAttention, HeadSizeOver128IsRejectedNamingIt) {
+  DeviceBuffer<float> buf(*gpu_, 4 * 160);
+  float* p = buf.data();
+  expect_backend_error([&] { gpu_->attention_forward(p, p, p, p, p, 160, 1, 1, 1, 160); },
+                       "attention_forward: head size d = 160 exceeds 128");
+  expect_backend_error([&] { gpu_->attention_backward(p, p, p, p, p, p, p, p, p, 160, 1, 1, 1, 160); },
+                       "attention_backward: head size d = 160 exceeds 128");
 }
 
 // ---------------------------------------------------------------- embeddings

@@ -128,14 +128,16 @@ class Backend {
   // q, k, v are (B, T, h, d) views with row stride ld (elements from one token to the next):
   //   a packed qkv buffer (B, T, 3·h·d): q = qkv, k = qkv + h·d, v = qkv + 2·h·d, ld = 3·h·d;
   //   three buffers (B, T, h·d): ld = h·d.
-  // out (B, T, h·d); probs (B, h, T, T) are the softmax probabilities kept for backward
-  // (0 above the diagonal).
-  virtual void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
+  // No (T, T) matrix is kept (flash-style): out (B, T, h·d); lse (B, h, T) float32 is each
+  // query row's log Σ_{j<=t} exp(s_tj), s = q·k/sqrt(d), kept for backward.
+  virtual void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld,
                                  int64_t B, int64_t T, int64_t h, int64_t d) = 0;
-  // dq, dk, dv: views like q, k, v (same ld), overwritten; dout (B, T, h·d).
-  virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                  const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T,
-                                  int64_t h, int64_t d) = 0;
+  // dq, dk, dv: views like q, k, v (same ld), overwritten; dout and forward's out (B, T, h·d),
+  // forward's lse (B, h, T). The probabilities are recomputed, P = exp(s − lse), and the
+  // softmax backward uses D = rowsum(dout ⊙ out).
+  virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                  const float* lse, const float* q, const float* k, const float* v, int64_t ld,
+                                  int64_t B, int64_t T, int64_t h, int64_t d) = 0;
 
   // ---- vocab-parallel token embedding: this rank holds the table rows [v0, v0 + v_local)
   // as table (v_local, c). out (m, c) = the row of each token in range, 0 for the others;

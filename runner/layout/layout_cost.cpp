@@ -61,6 +61,7 @@ double flops_per_rank(const ChooserInput& input, const Layout& g) {
                  static_cast<double>(lin.n / g.size(lin.n_axis()));
   const double T = model.sequence;
   const double head_dim = static_cast<double>(model.hidden) / model.heads;
+  // Model FLOPs: backward's recompute of the scores (flash-style attention) is not counted.
   per_micro += model.layers * 12.0 * split.micro_batch * (model.heads / g.y) * T * T * head_dim;
   return per_micro * split.accumulation;
 }

@@ -12,9 +12,10 @@ namespace {
 int64_t activation_elements(const ModelShape& model, const Layout& g, int64_t m, int64_t mb) {
   const int64_t C = model.hidden, T = model.sequence;
   // Block input, ln1 out, input + attention (ln2 in), ln2 out: 4 m C/G_x; q, k, v and the
-  // attention output: 4 m C/G_y; softmax probabilities mb (H/G_y) T^2; mlp.fc out and GELU
-  // out: 2 m 4C/G_y.
-  const int64_t per_block = 4 * m * C / g.x + 4 * m * C / g.y + mb * (model.heads / g.y) * T * T + 8 * m * C / g.y;
+  // attention output: 4 m C/G_y; attention's row log-sum-exp mb (H/G_y) T = m H/G_y (the
+  // flash-style kernels keep no T×T probabilities: backward recomputes them); mlp.fc out and
+  // GELU out: 2 m 4C/G_y.
+  const int64_t per_block = 4 * m * C / g.x + 4 * m * C / g.y + mb * (model.heads / g.y) * T + 8 * m * C / g.y;
   // ln_f in and out; the logits, which become their softmax and then their gradient in place.
   const int64_t head = 2 * m * C / g.x + m * model.vocab / g.y;
   return model.layers * per_block + head;
@@ -76,7 +77,7 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
   s +=
       "  gathered gradient largest k/G_a*n/G_b*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
       "\n";
-  s += "  activations       L*(4mC/G_x + 12mC/G_y + mb*H/G_y*T^2) + 2mC/G_x + mV/G_y, m = mb*T = " +
+  s += "  activations       L*(4mC/G_x + 12mC/G_y + mH/G_y) + 2mC/G_x + mV/G_y, m = mb*T = " +
        std::to_string(split.tokens) + " = " + gib(static_cast<double>(mem.activations)) + "\n";
   s += "  workspace         2mC/G_x + 8mC/G_y (backward's gradient buffers) = " +
        gib(static_cast<double>(mem.workspace)) + "\n";

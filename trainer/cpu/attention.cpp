@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "trainer/cpu/check.hpp"
 #include "trainer/cpu/gemm.hpp"
@@ -12,6 +13,11 @@
 namespace axonn::cpu {
 namespace {
 
+static_assert(kAttentionKeyBlock % kAttentionRowBlock == 0,
+              "a row block's key tiles must start at or before its first row: every row sees >= 1 key per tile");
+
+constexpr int64_t kTile = kAttentionRowBlock * kAttentionKeyBlock;  // floats of one (rows, keys) tile
+
 void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
   require_nonnegative(op, "B", B);
   require_nonnegative(op, "T", T);
@@ -20,86 +26,122 @@ void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, 
   require_at_most(op, "h·d", h * d, "row stride ld", ld);
 }
 
-// Row t of the scores (T) in place: softmax over the keys j <= t, 0 for j > t. Inlined into
-// the per-pair functions, so it is compiled for their instruction set.
-[[gnu::always_inline]] inline void softmax_causal_row(float* row, int64_t t, int64_t T) {
-  const int64_t n = t + 1;
-  const float mx = max_floats(row, n);
-  for (int64_t j = 0; j < n; ++j) row[j] = exp_approx(row[j] - mx);
-  const float inv = static_cast<float>(1.0 / sum_floats(row, n));
-  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-  std::fill(row + n, row + T, 0.0f);
-}
-
-// Row t of dP (in place) -> dS = P ⊙ (dP − Σ_j P·dP) over j <= t; 0 for t < j < end (the
-// rest of the row block, which the dK and dV products read).
-[[gnu::always_inline]] inline void softmax_backward_row(float* dp_row, const float* p_row, int64_t t, int64_t end) {
-  const int64_t n = t + 1;
-  const float dot = static_cast<float>(dot_floats(p_row, dp_row, n));
-  for (int64_t j = 0; j < n; ++j) dp_row[j] = p_row[j] * (dp_row[j] - dot);
-  std::fill(dp_row + n, dp_row + end, 0.0f);
-}
-
-struct Shape {
-  int64_t ld, T, h, d;
+// One (sequence, head) pair: its rows of q, k, v (T, d) with row stride ld, of out and dout
+// (T, d) with row stride h·d, and its lse (T). The gradients are views like q, k, v.
+// Forward fills out and lse_out; backward reads o, dout and lse and fills dq, dk, dv.
+struct Pair {
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  const float *o = nullptr, *dout = nullptr, *lse = nullptr;
+  float *out = nullptr, *lse_out = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  int64_t ld = 0, hd = 0, T = 0, d = 0;
+  float scale = 1.0f;  // 1/sqrt(d)
 };
 
-// One (sequence b, head) pair.
-AXONN_SIMD_CLONES void forward_pair(float* out, float* probs, const float* q, const float* k, const float* v,
-                                    const Shape& s, int64_t b, int64_t head) {
-  const int64_t ld = s.ld, T = s.T, h = s.h, d = s.d, hd = h * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+// Pair b·h + head of (B, T, h·d) views with row stride ld: the q, k, v views set, the rest
+// left to the caller.
+Pair pair_at(const float* q, const float* k, const float* v, int64_t ld, int64_t T, int64_t h, int64_t d, int64_t b,
+             int64_t head) {
+  Pair p;
+  p.ld = ld;
+  p.hd = h * d;
+  p.T = T;
+  p.d = d;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t offset = b * T * ld + head * d;
-  const float* qh = q + offset;  // (T, d), row stride ld
-  const float* kh = k + offset;
-  const float* vh = v + offset;
-  float* p = probs + (b * h + head) * T * T;  // (T, T)
-  float* oh = out + b * T * hd + head * d;    // (T, d), row stride h·d
-  for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) {
-    const int64_t rows = std::min(kAttentionRowBlock, T - t0);
-    const int64_t keys = t0 + rows;  // rows t0 .. t0+rows-1 see keys 0 .. keys-1
-    // S (rows, keys) = Q[t0:] · K[:keys]^T / sqrt(d)
-    gemm(Transpose::no, Transpose::yes, rows, keys, d, scale, qh + t0 * ld, ld, kh, ld, 0.0f, p + t0 * T, T);
-    for (int64_t t = t0; t < keys; ++t) softmax_causal_row(p + t * T, t, T);
-    // O[t0:] (rows, d) = P (rows, keys) · V[:keys]
-    gemm(Transpose::no, Transpose::no, rows, d, keys, 1.0f, p + t0 * T, T, vh, ld, 0.0f, oh + t0 * hd, hd);
+  p.q = q + offset;
+  p.k = k + offset;
+  p.v = v + offset;
+  return p;
+}
+
+// Keys of tile [j0, j0 + cols) that query t sees: j <= t. At least 1, since j0 <= t (see
+// the static_assert).
+[[gnu::always_inline]] inline int64_t visible(int64_t t, int64_t j0, int64_t cols) {
+  return std::min(t - j0 + 1, cols);
+}
+
+// Query rows t0 .. t0+rows-1 of one pair: their output rows and lse. p: one tile of scratch,
+// the scores S (rows, cols), then in place the unnormalized probabilities exp(S − max).
+AXONN_SIMD_CLONES void forward_rows(const Pair& a, int64_t t0, float* p) {
+  const int64_t ld = a.ld, hd = a.hd, d = a.d;
+  const int64_t rows = std::min(kAttentionRowBlock, a.T - t0);
+  const int64_t keys = t0 + rows;  // rows t0 .. t0+rows-1 see keys 0 .. keys-1
+  float row_max[kAttentionRowBlock];
+  double row_sum[kAttentionRowBlock];  // Σ exp(S − row_max) over the tiles so far
+  float* o = a.out + t0 * hd;          // (rows, d), row stride h·d: the running Σ P·V
+  for (int64_t j0 = 0; j0 < keys; j0 += kAttentionKeyBlock) {
+    const int64_t cols = std::min(kAttentionKeyBlock, keys - j0);
+    const bool first = j0 == 0;
+    // S (rows, cols) = Q[t0:] · K[j0:j0+cols]^T / sqrt(d)
+    gemm(Transpose::no, Transpose::yes, rows, cols, d, a.scale, a.q + t0 * ld, ld, a.k + j0 * ld, ld, 0.0f, p,
+         kAttentionKeyBlock);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = p + r * kAttentionKeyBlock;
+      const int64_t n = visible(t0 + r, j0, cols);
+      const float old_max = first ? -std::numeric_limits<float>::infinity() : row_max[r];
+      const float new_max = std::max(old_max, max_floats(row, n));
+      for (int64_t j = 0; j < n; ++j) row[j] = exp_approx(row[j] - new_max);
+      std::fill(row + n, row + cols, 0.0f);
+      const double tile_sum = sum_floats(row, n);
+      if (first) {
+        row_sum[r] = tile_sum;
+      } else {  // the earlier tiles were weighted by exp(−old_max): rescale them
+        const float alpha = exp_approx(old_max - new_max);
+        row_sum[r] = row_sum[r] * alpha + tile_sum;
+        for (int64_t e = 0; e < d; ++e) o[r * hd + e] *= alpha;
+      }
+      row_max[r] = new_max;
+    }
+    // O[t0:] (rows, d) = P (rows, cols) · V[j0:j0+cols] + the earlier tiles' O
+    gemm(Transpose::no, Transpose::no, rows, d, cols, 1.0f, p, kAttentionKeyBlock, a.v + j0 * ld, ld,
+         first ? 0.0f : 1.0f, o, hd);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float inv = static_cast<float>(1.0 / row_sum[r]);
+    for (int64_t e = 0; e < d; ++e) o[r * hd + e] *= inv;
+    a.lse_out[t0 + r] = row_max[r] + static_cast<float>(std::log(row_sum[r]));
   }
 }
 
-// One (sequence b, head) pair; ds: (T, T) scratch for dP, then dS in place.
-AXONN_SIMD_CLONES void backward_pair(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                     const float* q, const float* k, const float* v, const Shape& s, int64_t b,
-                                     int64_t head, float* ds) {
-  const int64_t ld = s.ld, T = s.T, h = s.h, d = s.d, hd = h * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const int64_t offset = b * T * ld + head * d;
-  const float* qh = q + offset;
-  const float* kh = k + offset;
-  const float* vh = v + offset;
-  float* dqh = dq + offset;
-  float* dkh = dk + offset;
-  float* dvh = dv + offset;
-  const float* p = probs + (b * h + head) * T * T;
-  const float* doh = dout + b * T * hd + head * d;  // (T, d), row stride h·d
-  for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) {
-    const int64_t rows = std::min(kAttentionRowBlock, T - t0);
-    const int64_t keys = t0 + rows;
-    // dP (rows, keys) = dO[t0:] · V[:keys]^T
-    gemm(Transpose::no, Transpose::yes, rows, keys, d, 1.0f, doh + t0 * hd, hd, vh, ld, 0.0f, ds + t0 * T, T);
-    for (int64_t t = t0; t < keys; ++t) softmax_backward_row(ds + t * T, p + t * T, t, keys);
-    // dQ[t0:] (rows, d) = dS (rows, keys) · K[:keys] / sqrt(d)
-    gemm(Transpose::no, Transpose::no, rows, d, keys, scale, ds + t0 * T, T, kh, ld, 0.0f, dqh + t0 * ld, ld);
-  }
-  // Key rows j0 .. j0+cols-1 are seen by the queries j0 .. T-1 only.
-  for (int64_t j0 = 0; j0 < T; j0 += kAttentionRowBlock) {
-    const int64_t cols = std::min(kAttentionRowBlock, T - j0);
-    const int64_t queries = T - j0;
-    // dK[j0:] (cols, d) = dS[j0:, j0:j0+cols]^T · Q[j0:] / sqrt(d)
-    gemm(Transpose::yes, Transpose::no, cols, d, queries, scale, ds + j0 * T + j0, T, qh + j0 * ld, ld, 0.0f,
-         dkh + j0 * ld, ld);
-    // dV[j0:] (cols, d) = P[j0:, j0:j0+cols]^T · dO[j0:]
-    gemm(Transpose::yes, Transpose::no, cols, d, queries, 1.0f, p + j0 * T + j0, T, doh + j0 * hd, hd, 0.0f,
-         dvh + j0 * ld, ld);
+// Query rows t0 .. t0+rows-1 of one pair: dQ of the rows (overwritten), and their part of dK
+// and dV of every key they see (added). p, ds: one tile of scratch each, for P and dP → dS.
+AXONN_SIMD_CLONES void backward_rows(const Pair& a, int64_t t0, float* p, float* ds) {
+  const int64_t ld = a.ld, hd = a.hd, d = a.d;
+  const int64_t rows = std::min(kAttentionRowBlock, a.T - t0);
+  const int64_t keys = t0 + rows;
+  const float* q = a.q + t0 * ld;        // (rows, d), row stride ld
+  const float* dout = a.dout + t0 * hd;  // (rows, d), row stride h·d
+  float* dq = a.dq + t0 * ld;
+  // D (rows) = Σ_e dO ⊙ O = Σ_j P·dP, the softmax backward's row term.
+  float dot[kAttentionRowBlock];
+  for (int64_t r = 0; r < rows; ++r) dot[r] = static_cast<float>(dot_floats(dout + r * hd, a.o + (t0 + r) * hd, d));
+  for (int64_t j0 = 0; j0 < keys; j0 += kAttentionKeyBlock) {
+    const int64_t cols = std::min(kAttentionKeyBlock, keys - j0);
+    const float* k = a.k + j0 * ld;  // (cols, d), row stride ld
+    // S (rows, cols) = Q · K^T / sqrt(d), then P = exp(S − lse) in place
+    gemm(Transpose::no, Transpose::yes, rows, cols, d, a.scale, q, ld, k, ld, 0.0f, p, kAttentionKeyBlock);
+    // dP (rows, cols) = dO · V^T, then dS = P ⊙ (dP − D) in place
+    gemm(Transpose::no, Transpose::yes, rows, cols, d, 1.0f, dout, hd, a.v + j0 * ld, ld, 0.0f, ds, kAttentionKeyBlock);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* prow = p + r * kAttentionKeyBlock;
+      float* dsrow = ds + r * kAttentionKeyBlock;
+      const int64_t n = visible(t0 + r, j0, cols);
+      const float lse = a.lse[t0 + r], dr = dot[r];
+      for (int64_t j = 0; j < n; ++j) {
+        prow[j] = exp_approx(prow[j] - lse);
+        dsrow[j] = prow[j] * (dsrow[j] - dr);
+      }
+      std::fill(prow + n, prow + cols, 0.0f);
+      std::fill(dsrow + n, dsrow + cols, 0.0f);
+    }
+    // dQ (rows, d) = dS · K / sqrt(d) + the earlier tiles' dQ
+    gemm(Transpose::no, Transpose::no, rows, d, cols, a.scale, ds, kAttentionKeyBlock, k, ld, j0 == 0 ? 0.0f : 1.0f, dq,
+         ld);
+    // dK[j0:] (cols, d) += dS^T · Q / sqrt(d);  dV[j0:] (cols, d) += P^T · dO
+    gemm(Transpose::yes, Transpose::no, cols, d, rows, a.scale, ds, kAttentionKeyBlock, q, ld, 1.0f, a.dk + j0 * ld,
+         ld);
+    gemm(Transpose::yes, Transpose::no, cols, d, rows, 1.0f, p, kAttentionKeyBlock, dout, hd, 1.0f, a.dv + j0 * ld, ld);
   }
 }
 
@@ -120,21 +162,39 @@ void for_each_pair(ThreadPool& pool, int64_t B, int64_t h, const std::function<v
 
 }  // namespace
 
-void attention_forward(ThreadPool& pool, float* out, float* probs, const float* q, const float* k, const float* v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q, const float* k, const float* v,
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d, std::vector<float>& scratch) {
   require_shape("attention_forward", ld, B, T, h, d);
-  const Shape s{ld, T, h, d};
-  for_each_pair(pool, B, h, [&](int, int64_t b, int64_t head) { forward_pair(out, probs, q, k, v, s, b, head); });
+  scratch.resize(static_cast<size_t>(pool.size() * kTile));
+  for_each_pair(pool, B, h, [&](int part, int64_t b, int64_t head) {
+    Pair a = pair_at(q, k, v, ld, T, h, d, b, head);
+    a.out = out + b * T * a.hd + head * d;
+    a.lse_out = lse + (b * h + head) * T;
+    for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) forward_rows(a, t0, scratch.data() + part * kTile);
+  });
 }
 
-void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                        const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
-                        int64_t d, std::vector<float>& scratch) {
+void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                        const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                        int64_t T, int64_t h, int64_t d, std::vector<float>& scratch) {
   require_shape("attention_backward", ld, B, T, h, d);
-  const Shape s{ld, T, h, d};
-  scratch.resize(static_cast<size_t>(pool.size() * T * T));
+  scratch.resize(static_cast<size_t>(pool.size() * 2 * kTile));
   for_each_pair(pool, B, h, [&](int part, int64_t b, int64_t head) {
-    backward_pair(dq, dk, dv, dout, probs, q, k, v, s, b, head, scratch.data() + part * T * T);
+    Pair a = pair_at(q, k, v, ld, T, h, d, b, head);
+    const int64_t offset = b * T * ld + head * d, out_offset = b * T * a.hd + head * d;
+    a.o = out + out_offset;
+    a.dout = dout + out_offset;
+    a.lse = lse + (b * h + head) * T;
+    a.dq = dq + offset;
+    a.dk = dk + offset;
+    a.dv = dv + offset;
+    // dK and dV gather a term from every row block that sees their key: start from 0.
+    for (int64_t t = 0; t < T; ++t) {
+      std::fill(a.dk + t * ld, a.dk + t * ld + d, 0.0f);
+      std::fill(a.dv + t * ld, a.dv + t * ld + d, 0.0f);
+    }
+    float* p = scratch.data() + part * 2 * kTile;
+    for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) backward_rows(a, t0, p, p + kTile);
   });
 }
 

@@ -1,10 +1,17 @@
 #pragma once
 // Causal multi-head self-attention on this rank's h heads (see Backend::attention_forward for
-// the q, k, v views). Per (sequence, head) the products QK^T, PV and their backward run as
-// sgemm over blocks of kAttentionRowBlock query rows, each against only the keys it can see,
-// so the masked upper triangle is (almost) never computed. The (sequence, head) pairs are
-// split over the pool's threads, each running its GEMMs on OpenBLAS single-threaded
-// (SerialBlasScope): a pair's result does not depend on which thread computed it.
+// the q, k, v views), FlashAttention-2 style: no T×T matrix is kept. Per (sequence, head) the
+// query rows go in blocks of kAttentionRowBlock; each block walks the keys it can see in
+// tiles of kAttentionKeyBlock, as sgemm on (rows, keys) tiles, so the masked upper triangle
+// is (almost) never computed:
+// - forward keeps a running row maximum and sum (online softmax), rescales the output rows
+//   when the maximum grows, and keeps lse = max + log(sum) per row;
+// - backward recomputes each tile's P = exp(S − lse) and accumulates dQ of the block and
+//   dK, dV of the tile in place, with D = rowsum(dO ⊙ O).
+// Working memory is two (row block, key tile) tiles per thread, whatever T is.
+// The (sequence, head) pairs are split over the pool's threads, each running its GEMMs on
+// OpenBLAS single-threaded (SerialBlasScope), and every sum over tiles runs in tile order: a
+// pair's result does not depend on which thread computed it, nor on the thread count.
 #include <cstdint>
 #include <vector>
 
@@ -13,13 +20,17 @@
 namespace axonn::cpu {
 
 constexpr int64_t kAttentionRowBlock = 64;
+// A multiple of kAttentionRowBlock, so a row block's last key tile always starts at or before
+// its first row. 256 keeps the GEMMs of a GPT-2 sized head (T <= 256) in one tile.
+constexpr int64_t kAttentionKeyBlock = 256;
 
-// out (B, T, h·d); probs (B, h, T, T), 0 above the diagonal.
-void attention_forward(ThreadPool& pool, float* out, float* probs, const float* q, const float* k, const float* v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d);
-// dq, dk, dv: views like q, k, v (stride ld), overwritten. scratch: resized to T·T floats per thread.
-void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                        const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
-                        int64_t d, std::vector<float>& scratch);
+// out (B, T, h·d); lse (B, h, T). scratch: resized to two tiles per thread.
+void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q, const float* k, const float* v,
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d, std::vector<float>& scratch);
+// dq, dk, dv: views like q, k, v (stride ld), overwritten; dout, out (B, T, h·d); lse
+// (B, h, T) from attention_forward.
+void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                        const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                        int64_t T, int64_t h, int64_t d, std::vector<float>& scratch);
 
 }  // namespace axonn::cpu

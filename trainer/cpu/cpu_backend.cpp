@@ -119,15 +119,15 @@ void CpuBackend::gelu_backward(float* dx, const float* x, const float* dout, int
   cpu::gelu_backward(pool_, dx, x, dout, n);
 }
 
-void CpuBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
+void CpuBackend::attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld,
                                    int64_t B, int64_t T, int64_t h, int64_t d) {
-  cpu::attention_forward(pool_, out, probs, q, k, v, ld, B, T, h, d);
+  cpu::attention_forward(pool_, out, lse, q, k, v, ld, B, T, h, d, attention_scratch_);
 }
 
-void CpuBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                    const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T,
-                                    int64_t h, int64_t d) {
-  cpu::attention_backward(pool_, dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d, attention_scratch_);
+void CpuBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                    const float* lse, const float* q, const float* k, const float* v, int64_t ld,
+                                    int64_t B, int64_t T, int64_t h, int64_t d) {
+  cpu::attention_backward(pool_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d, attention_scratch_);
 }
 
 void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,

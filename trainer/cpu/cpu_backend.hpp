@@ -61,10 +61,10 @@ class CpuBackend final : public Backend {
   void gelu_forward(float* out, const float* x, int64_t n) override;
   void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override;
 
-  void attention_forward(float* out, float* probs, const float* q, const float* k, const float* v, int64_t ld,
-                         int64_t B, int64_t T, int64_t h, int64_t d) override;
-  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs, const float* q,
-                          const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                         int64_t T, int64_t h, int64_t d) override;
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
+                          const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
                           int64_t d) override;
 
   void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,
@@ -87,7 +87,7 @@ class CpuBackend final : public Backend {
 
  private:
   cpu::ThreadPool pool_;
-  std::vector<float> attention_scratch_;  // (threads, T, T): dP / dS of one (sequence, head) per thread
+  std::vector<float> attention_scratch_;  // two (row block, key tile) tiles per thread (cpu/attention.hpp)
   std::vector<double> block_sums_;        // the reductions' per-block partial sums
 };
 

@@ -1,12 +1,18 @@
 #include <cmath>
+#include <string>
 
 #include "trainer/cuda/attention.hpp"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/device_math.cuh"
-#include "trainer/cuda/gemm.hpp"
 
 namespace axonn::cuda {
 namespace {
+
+// Query rows per block and keys per tile: one key per lane for the scores.
+constexpr int kTile = kWarpSize;
+constexpr int kRowsPerWarp = kTile / kWarpsPerBlock;  // 4: the rows (or keys) one warp owns
+static_assert(kTile % kWarpsPerBlock == 0, "the tile's rows split evenly over the block's warps");
+constexpr size_t kDefaultSharedBytes = 48 * 1024;  // above this a kernel must opt in
 
 void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
   require_nonnegative(op, "B", B);
@@ -14,184 +20,337 @@ void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, 
   require_nonnegative(op, "h", h);
   require_positive(op, "d", d);
   require_at_most(op, "h·d", h * d, "row stride ld", ld);
+  if (d > kAttentionMaxHeadSize)
+    fail(op, "head size d = " + std::to_string(d) + " exceeds " + std::to_string(kAttentionMaxHeadSize) +
+                 ", the most the CUDA attention kernels hold per row; use more heads (hidden/heads <= " +
+                 std::to_string(kAttentionMaxHeadSize) + ")");
 }
 
-// Row p of the (rows, T) scores, query position t = p % T, in place: softmax over the keys
-// j <= t, 0 for j > t. One block per row.
-__global__ void softmax_causal_kernel(float* scores, int64_t T) {
-  __shared__ float shared_max[kWarpSize];
-  __shared__ float shared_sum[kWarpSize];
-  const int64_t p = blockIdx.x;
-  const int64_t t = p % T;
-  float* row = scores + p * T;
-  float mx = neg_inf();
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) mx = row[j] > mx ? row[j] : mx;
-  mx = block_max(mx, shared_max);
-  float s = 0.0f;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) {
-    const float e = expf(row[j] - mx);
-    row[j] = e;
-    s += e;
-  }
-  s = block_sum(s, shared_sum);
-  const float inv = 1.0f / s;
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) row[j] = j <= t ? row[j] * inv : 0.0f;
-}
+// Row stride of a shared tile whose rows are read one per lane (lane j reads row j, element
+// e, all lanes at once): odd, so the 32 rows fall in 32 different banks.
+__host__ __device__ inline int odd_stride(int d) { return d % 2 == 0 ? d + 1 : d; }
 
-// Row p of dP (rows, T), in place -> dS = P ⊙ (dP − Σ_{j<=t} P·dP) for j <= t, 0 above the
-// diagonal. One block per row.
-__global__ void softmax_backward_kernel(float* dp, const float* probs, int64_t T) {
-  __shared__ float shared[kWarpSize];
-  const int64_t p = blockIdx.x;
-  const int64_t t = p % T;
-  float* row = dp + p * T;
-  const float* prow = probs + p * T;
-  float dot = 0.0f;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) dot += prow[j] * row[j];
-  dot = block_sum(dot, shared);
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) row[j] = j <= t ? prow[j] * (row[j] - dot) : 0.0f;
-}
-
-// dst (h, T, d) contiguous = the h heads of a (T, h·d) view with row stride ld_src (head e at
-// columns [e·d, e·d + d)).
-__global__ void gather_heads_kernel(float* dst, const float* src, int64_t ld_src, int64_t T, int64_t h, int64_t d) {
-  const int64_t total = h * T * d;
-  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
-    const int64_t head = idx / (T * d);
-    const int64_t rest = idx - head * T * d;
-    const int64_t t = rest / d, e = rest - t * d;
-    dst[idx] = src[t * ld_src + head * d + e];
-  }
-}
-
-// The inverse: the heads of a (T, h·d) view with row stride ld_dst = src (h, T, d).
-__global__ void scatter_heads_kernel(float* dst, int64_t ld_dst, const float* src, int64_t T, int64_t h, int64_t d) {
-  const int64_t total = h * T * d;
-  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
-    const int64_t head = idx / (T * d);
-    const int64_t rest = idx - head * T * d;
-    const int64_t t = rest / d, e = rest - t * d;
-    dst[t * ld_dst + head * d + e] = src[idx];
-  }
-}
-
-// The per-sequence shapes and the launches shared by forward and backward.
-struct Heads {
-  const Context& ctx;
-  const char* op;
-  int64_t T, h, d;
-
-  void gather(float* dst, const float* src, int64_t ld_src) const {
-    gather_heads_kernel<<<grid_for(h * T * d), kThreads, 0, ctx.stream>>>(dst, src, ld_src, T, h, d);
-    check_launch(ctx, op);
-  }
-  void scatter(float* dst, int64_t ld_dst, const float* src) const {
-    scatter_heads_kernel<<<grid_for(h * T * d), kThreads, 0, ctx.stream>>>(dst, ld_dst, src, T, h, d);
-    check_launch(ctx, op);
-  }
-  // C_e = alpha·op(A_e)·op(B_e) for every head e: contiguous (T, T) or (T, d) matrices, the
-  // heads one after another.
-  void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-            const float* b, int64_t ldb, float* c, int64_t ldc) const {
-    GemmCall call;
-    call.ta = ta;
-    call.tb = tb;
-    call.m = m;
-    call.n = n;
-    call.k = k;
-    call.alpha = alpha;
-    call.a = a;
-    call.lda = lda;
-    call.stride_a = (ta == Transpose::no ? m : k) * lda;
-    call.b = b;
-    call.ldb = ldb;
-    call.stride_b = (tb == Transpose::no ? k : n) * ldb;
-    call.beta = 0.0f;
-    call.c = c;
-    call.ldc = ldc;
-    call.stride_c = m * ldc;
-    call.batch = h;
-    ctx.gemm->run(ctx, op, call);
-  }
+// The shapes every kernel needs, by value.
+struct Shape {
+  int64_t ld, T, h, pairs, tiles;  // pairs = B·h; tiles = ceil(T / 32) per pair
+  int d;
+  float scale;  // 1/sqrt(d)
 };
+
+// Block x = rank·pairs + pair: rank r of every pair is scheduled before rank r + 1. With
+// `longest_first` rank 0 is the last tile (the query tiles that see the most keys).
+struct BlockTile {
+  int64_t pair, tile;
+};
+__device__ inline BlockTile block_tile(const Shape& s, bool longest_first) {
+  const int64_t x = blockIdx.x, rank = x / s.pairs;
+  return {x - rank * s.pairs, longest_first ? s.tiles - 1 - rank : rank};
+}
+
+// Where pair b·h + head starts: in q, k, v (row stride ld) and in out, dout (row stride h·d).
+struct PairBase {
+  int64_t qkv, out;
+};
+__device__ inline PairBase pair_base(const Shape& s, int64_t pair) {
+  const int64_t b = pair / s.h, head = pair - b * s.h;
+  return {b * s.T * s.ld + head * s.d, b * s.T * s.h * s.d + head * s.d};
+}
+
+// Rows [0, 32) of a shared tile (row stride `stride`) = rows row0 .. row0+31 of a (T, d) view
+// at src (row stride ld), 0 for rows at or past T. Every thread of the block takes part.
+__device__ inline void load_tile(float* dst, int stride, const float* src, int64_t ld, int64_t row0, int64_t T, int d) {
+  for (int i = threadIdx.x; i < kTile * d; i += blockDim.x) {
+    const int r = i / d, e = i - r * d;
+    const int64_t row = row0 + r;
+    dst[r * stride + e] = row < T ? src[row * ld + e] : 0.0f;
+  }
+}
+
+// dot[r] = Σ_e a[r·d + e]·b[e] for the warp's 4 rows of a (the same address on every lane: a
+// broadcast) against this lane's row b of the other tile.
+__device__ __forceinline__ void row_dots(float (&dot)[kRowsPerWarp], const float* a, const float* b, int d) {
+  for (int r = 0; r < kRowsPerWarp; ++r) dot[r] = 0.0f;
+  for (int e = 0; e < d; ++e) {
+    const float be = b[e];
+    for (int r = 0; r < kRowsPerWarp; ++r) dot[r] += a[r * d + e] * be;
+  }
+}
+
+// acc[r][c] += Σ_j w_j[r]·tile[j·stride + e], e = lane + 32c, over the 32 rows j of a shared
+// tile, where w_j[r] is lane j's w[r] (the weight of row j for the warp's row r).
+template <int kCols>
+__device__ __forceinline__ void add_weighted_rows(float (&acc)[kRowsPerWarp][kCols], const float (&w)[kRowsPerWarp],
+                                                  const float* tile, int stride, int d) {
+  const int lane = threadIdx.x % kWarpSize;
+  for (int j = 0; j < kTile; ++j) {
+    float row[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      const int e = lane + c * kWarpSize;
+      row[c] = e < d ? tile[j * stride + e] : 0.0f;
+    }
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float wj = __shfl_sync(kFullMask, w[r], j);
+      for (int c = 0; c < kCols; ++c) acc[r][c] += wj * row[c];
+    }
+  }
+}
+
+// Forward, one block per (pair, 32 query rows). kCols = ceil(d/32) columns per lane; kD > 0:
+// d fixed at compile time (the loops over d unroll), 0: s.d.
+// Shared: qs (32, d) the queries; ks (32, odd) and vs (32, d) one key/value tile.
+template <int kCols, int kD>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v, Shape s) {
+  extern __shared__ float smem[];
+  const int d = kD > 0 ? kD : s.d, stride = odd_stride(d);
+  float* qs = smem;
+  float* ks = qs + kTile * d;
+  float* vs = ks + kTile * stride;
+  const BlockTile bt = block_tile(s, true);
+  const PairBase base = pair_base(s, bt.pair);
+  const int64_t q0 = bt.tile * kTile;
+  const int lane = threadIdx.x % kWarpSize, r0 = threadIdx.x / kWarpSize * kRowsPerWarp;  // rows r0 .. r0+3
+  load_tile(qs, d, q + base.qkv, s.ld, q0, s.T, d);
+  float row_max[kRowsPerWarp], row_sum[kRowsPerWarp], acc[kRowsPerWarp][kCols];
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    row_max[r] = neg_inf();
+    row_sum[r] = 0.0f;
+    for (int c = 0; c < kCols; ++c) acc[r][c] = 0.0f;
+  }
+  // Rows at or past T hold zero queries: computed (finite), never written.
+  const int64_t keys = q0 + kTile < s.T ? q0 + kTile : s.T;  // the tile's rows see keys < keys
+  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+    __syncthreads();  // every warp is done with the previous ks, vs (and qs is loaded)
+    load_tile(ks, stride, k + base.qkv, s.ld, j0, s.T, d);
+    load_tile(vs, d, v + base.qkv, s.ld, j0, s.T, d);
+    __syncthreads();
+    float p[kRowsPerWarp];
+    row_dots(p, qs + r0 * d, ks + lane * stride, d);
+    const int64_t j = j0 + lane;  // this lane's key
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const bool seen = j <= q0 + r0 + r;
+      const float x = seen ? p[r] * s.scale : neg_inf();
+      // j0 <= q0 <= t: key j0 is seen, so the max is finite; alpha is 0 on the first tile.
+      const float new_max = fmaxf(row_max[r], warp_max(x));
+      const float alpha = expf(row_max[r] - new_max);
+      p[r] = seen ? expf(x - new_max) : 0.0f;
+      row_sum[r] = row_sum[r] * alpha + warp_sum(p[r]);
+      row_max[r] = new_max;
+      for (int c = 0; c < kCols; ++c) acc[r][c] *= alpha;
+    }
+    add_weighted_rows(acc, p, vs, d, d);  // O += P · V
+  }
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t t = q0 + r0 + r;
+    if (t >= s.T) continue;  // the same t on every lane
+    const float inv = 1.0f / row_sum[r];
+    float* o = out + base.out + t * s.h * d;
+    for (int c = 0; c < kCols; ++c) {
+      const int e = lane + c * kWarpSize;
+      if (e < d) o[e] = acc[r][c] * inv;
+    }
+    if (lane == 0) lse[bt.pair * s.T + t] = row_max[r] + logf(row_sum[r]);
+  }
+}
+
+// dsum (B, h, T) = Σ_e dout ⊙ out of each query row; one warp per row, pair-major.
+__global__ void row_dot_kernel(float* dsum, const float* dout, const float* out, int64_t rows, Shape s) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= rows) return;  // the whole warp
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t pair = row / s.T, t = row - pair * s.T;
+  const int64_t b = pair / s.h, head = pair - b * s.h;
+  const int64_t at = (b * s.T + t) * s.h * s.d + head * s.d;
+  float sum = 0.0f;
+  for (int e = lane; e < s.d; e += kWarpSize) sum += dout[at + e] * out[at + e];
+  sum = warp_sum(sum);
+  if (lane == 0) dsum[row] = sum;
+}
+
+// dQ, one block per (pair, 32 query rows), over the key tiles the rows see:
+// dQ = Σ_tiles dS · K / sqrt(d), dS = P ⊙ (dO·V^T − D), P = exp(Q·K^T/sqrt(d) − lse).
+// Shared: qs, dos (32, d) the rows' queries and output gradients; ks, vs (32, odd) one tile.
+template <int kCols, int kD>
+__global__ void __launch_bounds__(kThreads) dq_kernel(float* dq, const float* dout, const float* lse, const float* dsum,
+                                                      const float* q, const float* k, const float* v, Shape s) {
+  extern __shared__ float smem[];
+  const int d = kD > 0 ? kD : s.d, stride = odd_stride(d);
+  float* qs = smem;
+  float* dos = qs + kTile * d;
+  float* ks = dos + kTile * d;
+  float* vs = ks + kTile * stride;
+  const BlockTile bt = block_tile(s, true);
+  const PairBase base = pair_base(s, bt.pair);
+  const int64_t q0 = bt.tile * kTile;
+  const int lane = threadIdx.x % kWarpSize, r0 = threadIdx.x / kWarpSize * kRowsPerWarp;
+  load_tile(qs, d, q + base.qkv, s.ld, q0, s.T, d);
+  load_tile(dos, d, dout + base.out, s.h * d, q0, s.T, d);
+  // Rows at or past T: zero q and dO, lse = D = 0, so finite; never written.
+  float row_lse[kRowsPerWarp], row_d[kRowsPerWarp], acc[kRowsPerWarp][kCols];
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t t = q0 + r0 + r;
+    row_lse[r] = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
+    row_d[r] = t < s.T ? dsum[bt.pair * s.T + t] : 0.0f;
+    for (int c = 0; c < kCols; ++c) acc[r][c] = 0.0f;
+  }
+  const int64_t keys = q0 + kTile < s.T ? q0 + kTile : s.T;
+  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+    __syncthreads();  // every warp is done with the previous ks, vs (and qs, dos are loaded)
+    load_tile(ks, stride, k + base.qkv, s.ld, j0, s.T, d);
+    load_tile(vs, stride, v + base.qkv, s.ld, j0, s.T, d);
+    __syncthreads();
+    float score[kRowsPerWarp], dp[kRowsPerWarp];
+    row_dots(score, qs + r0 * d, ks + lane * stride, d);
+    row_dots(dp, dos + r0 * d, vs + lane * stride, d);
+    const int64_t j = j0 + lane;
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const bool seen = j <= q0 + r0 + r;
+      const float p = seen ? expf(score[r] * s.scale - row_lse[r]) : 0.0f;
+      score[r] = seen ? p * (dp[r] - row_d[r]) : 0.0f;  // dS
+    }
+    add_weighted_rows(acc, score, ks, stride, d);  // dQ += dS · K
+  }
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t t = q0 + r0 + r;
+    if (t >= s.T) continue;
+    float* g = dq + base.qkv + t * s.ld;
+    for (int c = 0; c < kCols; ++c) {
+      const int e = lane + c * kWarpSize;
+      if (e < d) g[e] = acc[r][c] * s.scale;
+    }
+  }
+}
+
+// dK, dV, one block per (pair, 32 keys), over the query tiles that see them (queries >= the
+// first key): dV = Σ P^T · dO, dK = Σ dS^T · Q / sqrt(d). A warp owns 4 keys; lane i is query
+// row i of the current query tile for the scores.
+// Shared: ks, vs (32, d) the block's keys and values; qs, dos (32, odd) one query tile;
+// lse_s, d_s (32) its rows' lse and D.
+template <int kCols, int kD>
+__global__ void __launch_bounds__(kThreads)
+    dkdv_kernel(float* dk, float* dv, const float* dout, const float* lse, const float* dsum, const float* q,
+                const float* k, const float* v, Shape s) {
+  extern __shared__ float smem[];
+  const int d = kD > 0 ? kD : s.d, stride = odd_stride(d);
+  float* ks = smem;
+  float* vs = ks + kTile * d;
+  float* qs = vs + kTile * d;
+  float* dos = qs + kTile * stride;
+  float* lse_s = dos + kTile * stride;
+  float* d_s = lse_s + kTile;
+  const BlockTile bt = block_tile(s, false);  // rank 0 = the first keys, seen by the most queries
+  const PairBase base = pair_base(s, bt.pair);
+  const int64_t k0 = bt.tile * kTile;
+  const int lane = threadIdx.x % kWarpSize, r0 = threadIdx.x / kWarpSize * kRowsPerWarp;  // keys k0+r0 ..
+  load_tile(ks, d, k + base.qkv, s.ld, k0, s.T, d);
+  load_tile(vs, d, v + base.qkv, s.ld, k0, s.T, d);
+  float acc_k[kRowsPerWarp][kCols], acc_v[kRowsPerWarp][kCols];
+  for (int r = 0; r < kRowsPerWarp; ++r)
+    for (int c = 0; c < kCols; ++c) acc_k[r][c] = acc_v[r][c] = 0.0f;
+  for (int64_t q0 = k0; q0 < s.T; q0 += kTile) {
+    __syncthreads();  // every warp is done with the previous query tile (and ks, vs are loaded)
+    load_tile(qs, stride, q + base.qkv, s.ld, q0, s.T, d);
+    load_tile(dos, stride, dout + base.out, s.h * d, q0, s.T, d);
+    if (threadIdx.x < kTile) {
+      const int64_t t = q0 + threadIdx.x;
+      lse_s[threadIdx.x] = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
+      d_s[threadIdx.x] = t < s.T ? dsum[bt.pair * s.T + t] : 0.0f;
+    }
+    __syncthreads();
+    float p[kRowsPerWarp], ds[kRowsPerWarp];  // of the warp's keys against this lane's query
+    row_dots(p, ks + r0 * d, qs + lane * stride, d);
+    row_dots(ds, vs + r0 * d, dos + lane * stride, d);
+    const int64_t t = q0 + lane;  // this lane's query
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const bool seen = k0 + r0 + r <= t && t < s.T;
+      p[r] = seen ? expf(p[r] * s.scale - lse_s[lane]) : 0.0f;
+      ds[r] = seen ? p[r] * (ds[r] - d_s[lane]) : 0.0f;
+    }
+    add_weighted_rows(acc_v, p, dos, stride, d);  // dV += P^T · dO
+    add_weighted_rows(acc_k, ds, qs, stride, d);  // dK += dS^T · Q
+  }
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const int64_t j = k0 + r0 + r;
+    if (j >= s.T) continue;
+    for (int c = 0; c < kCols; ++c) {
+      const int e = lane + c * kWarpSize;
+      if (e >= d) continue;
+      dk[base.qkv + j * s.ld + e] = acc_k[r][c] * s.scale;
+      dv[base.qkv + j * s.ld + e] = acc_v[r][c];
+    }
+  }
+}
+
+// The instantiation for head size d: d = 64 fixed at compile time (GPT-2's head size), else
+// ceil(d/32) columns per lane.
+template <typename Kernel>
+Kernel pick(int64_t d, Kernel fixed64, Kernel cols1, Kernel cols2, Kernel cols3, Kernel cols4) {
+  if (d == 64) return fixed64;
+  switch ((d + kWarpSize - 1) / kWarpSize) {
+    case 1:
+      return cols1;
+    case 2:
+      return cols2;
+    case 3:
+      return cols3;
+    default:
+      return cols4;
+  }
+}
+
+template <typename Kernel, typename... Args>
+void launch(const Context& ctx, const char* op, Kernel kernel, unsigned blocks, size_t shared_bytes, Args... args) {
+  if (shared_bytes > kDefaultSharedBytes)  // d > ~64; an H100 allows 227 KiB per block
+    AXONN_CUDA_OP_CHECK(
+        op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  kernel<<<blocks, kThreads, shared_bytes, ctx.stream>>>(args...);
+  check_launch(ctx, op);
+}
+
+Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+  return Shape{ld, T, h, B * h, (T + kTile - 1) / kTile, static_cast<int>(d), 1.0f / std::sqrt(static_cast<float>(d))};
+}
+
+// One block per (pair, 32-row tile).
+unsigned tile_blocks(const char* op, const Shape& s) {
+  return grid_dim(op, "attention tiles", s.pairs * s.tiles, true);
+}
 
 }  // namespace
 
-void attention_forward(const Context& ctx, float* out, float* probs, const float* q, const float* k, const float* v,
+void attention_forward(const Context& ctx, float* out, float* lse, const float* q, const float* k, const float* v,
                        int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
   const char* op = "attention_forward";
   require_shape(op, ld, B, T, h, d);
   if (B == 0 || T == 0 || h == 0) return;
-  const int64_t hd = h * d, TT = T * T, Td = T * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  ScratchLayout layout;
-  const size_t head_bytes = static_cast<size_t>(h * Td) * sizeof(float);  // one (h, T, d) buffer
-  const size_t q_at = layout.add(head_bytes), k_at = layout.add(head_bytes), v_at = layout.add(head_bytes);
-  const size_t o_at = layout.add(head_bytes);
-  auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
-  auto* qh = reinterpret_cast<float*>(base + q_at);
-  auto* kh = reinterpret_cast<float*>(base + k_at);
-  auto* vh = reinterpret_cast<float*>(base + v_at);
-  auto* oh = reinterpret_cast<float*>(base + o_at);
-  const Heads heads{ctx, op, T, h, d};
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t offset = b * T * ld;  // sequence b of q, k, v; head e at + e·d
-    float* p = probs + b * h * TT;      // (h, T, T)
-    heads.gather(qh, q + offset, ld);
-    heads.gather(kh, k + offset, ld);
-    heads.gather(vh, v + offset, ld);
-    // S (T, T) = Q · K^T / sqrt(d), per head
-    heads.gemm(Transpose::no, Transpose::yes, T, T, d, scale, qh, d, kh, d, p, T);
-    softmax_causal_kernel<<<grid_dim(op, "score rows", h * T, true), kThreads, 0, ctx.stream>>>(p, T);
-    check_launch(ctx, op);
-    // O (T, d) = P · V, per head, then into out's (T, h·d) rows
-    heads.gemm(Transpose::no, Transpose::no, T, d, T, 1.0f, p, T, vh, d, oh, d);
-    heads.scatter(out + b * T * hd, hd, oh);
-  }
+  const Shape s = shape_of(ld, B, T, h, d);
+  const size_t shared = static_cast<size_t>(kTile) * (2 * d + odd_stride(s.d)) * sizeof(float);
+  launch(ctx, op,
+         pick(d, forward_kernel<2, 64>, forward_kernel<1, 0>, forward_kernel<2, 0>, forward_kernel<3, 0>,
+              forward_kernel<4, 0>),
+         tile_blocks(op, s), shared, out, lse, q, k, v, s);
 }
 
-void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                        const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
-                        int64_t d) {
+void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                        const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                        int64_t T, int64_t h, int64_t d) {
   const char* op = "attention_backward";
   require_shape(op, ld, B, T, h, d);
   if (B == 0 || T == 0 || h == 0) return;
-  const int64_t hd = h * d, TT = T * T, Td = T * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  ScratchLayout layout;
-  const size_t head_bytes = static_cast<size_t>(h * Td) * sizeof(float);
-  const size_t ds_at = layout.add(static_cast<size_t>(h * TT) * sizeof(float));  // dP, then dS (h, T, T)
-  const size_t q_at = layout.add(head_bytes), k_at = layout.add(head_bytes), v_at = layout.add(head_bytes);
-  const size_t do_at = layout.add(head_bytes), r_at = layout.add(head_bytes);  // dO, one result
-  auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
-  auto* ds = reinterpret_cast<float*>(base + ds_at);
-  auto* qh = reinterpret_cast<float*>(base + q_at);
-  auto* kh = reinterpret_cast<float*>(base + k_at);
-  auto* vh = reinterpret_cast<float*>(base + v_at);
-  auto* doh = reinterpret_cast<float*>(base + do_at);
-  auto* rh = reinterpret_cast<float*>(base + r_at);
-  const Heads heads{ctx, op, T, h, d};
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t offset = b * T * ld;
-    const float* p = probs + b * h * TT;
-    heads.gather(qh, q + offset, ld);
-    heads.gather(kh, k + offset, ld);
-    heads.gather(vh, v + offset, ld);
-    heads.gather(doh, dout + b * T * hd, hd);
-    // dP (T, T) = dO · V^T, then dS in place
-    heads.gemm(Transpose::no, Transpose::yes, T, T, d, 1.0f, doh, d, vh, d, ds, T);
-    softmax_backward_kernel<<<grid_dim(op, "score rows", h * T, true), kThreads, 0, ctx.stream>>>(ds, p, T);
-    check_launch(ctx, op);
-    // dQ (T, d) = dS · K / sqrt(d)
-    heads.gemm(Transpose::no, Transpose::no, T, d, T, scale, ds, T, kh, d, rh, d);
-    heads.scatter(dq + offset, ld, rh);
-    // dK (T, d) = dS^T · Q / sqrt(d)
-    heads.gemm(Transpose::yes, Transpose::no, T, d, T, scale, ds, T, qh, d, rh, d);
-    heads.scatter(dk + offset, ld, rh);
-    // dV (T, d) = P^T · dO
-    heads.gemm(Transpose::yes, Transpose::no, T, d, T, 1.0f, p, T, doh, d, rh, d);
-    heads.scatter(dv + offset, ld, rh);
-  }
+  const Shape s = shape_of(ld, B, T, h, d);
+  const int64_t rows = B * h * T;
+  auto* dsum = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(rows) * sizeof(float), op));
+  row_dot_kernel<<<grid_dim(op, "attention rows", (rows + kWarpsPerBlock - 1) / kWarpsPerBlock, true), kThreads, 0,
+                   ctx.stream>>>(dsum, dout, out, rows, s);
+  check_launch(ctx, op);
+  const int64_t tile = kTile * d, odd_tile = static_cast<int64_t>(kTile) * odd_stride(s.d);
+  launch(ctx, op,
+         pick(d, dkdv_kernel<2, 64>, dkdv_kernel<1, 0>, dkdv_kernel<2, 0>, dkdv_kernel<3, 0>, dkdv_kernel<4, 0>),
+         tile_blocks(op, s), static_cast<size_t>(2 * tile + 2 * odd_tile + 2 * kTile) * sizeof(float), dk, dv, dout,
+         lse, static_cast<const float*>(dsum), q, k, v, s);
+  launch(ctx, op, pick(d, dq_kernel<2, 64>, dq_kernel<1, 0>, dq_kernel<2, 0>, dq_kernel<3, 0>, dq_kernel<4, 0>),
+         tile_blocks(op, s), static_cast<size_t>(2 * tile + 2 * odd_tile) * sizeof(float), dq, dout, lse,
+         static_cast<const float*>(dsum), q, k, v, s);
 }
 
 }  // namespace axonn::cuda

@@ -1,30 +1,34 @@
 #pragma once
-// Causal self-attention on this rank's h heads of size d, scale 1/sqrt(d), with the
-// interface's materialized probabilities probs (B, h, T, T) (0 above the diagonal); q, k, v
-// are (B, T, h, d) views with row stride ld (see Backend::attention_forward).
+// Causal self-attention on this rank's h heads of size d <= 128, scale 1/sqrt(d), fused
+// flash-style (FlashAttention-2): no T×T matrix in memory. q, k, v are (B, T, h, d) views
+// with row stride ld (see Backend::attention_forward), read in place.
 //
-// Per sequence b, the heads of q, k, v (and dout) are gathered from their strided views into
-// contiguous (h, T, d) scratch, the matmuls are cuBLASLt GEMMs batched over the h heads (the
-// backend's GemmMath) on those plain, non-overlapping, 256-byte aligned matrices, and the
-// results are scattered back into their strided place. The copies move O(T·h·d) floats per
-// sequence against the O(h·T²) of the scores. Softmax and its backward run one block per
-// row. The full T×T products are computed (twice the causal work; the zeros above the
-// diagonal make them exact).
-//
-// A flash-style kernel (no T×T matrix in memory, the probabilities recomputed in backward)
-// needs the interface to keep each row's log-sum-exp instead of probs: a later change.
+// Forward: one block per (sequence, head, tile of 32 query rows) keeps the tile's queries in
+// shared memory and walks the key/value tiles of 32 up to the causal limit, each key tile in
+// shared memory, with an online softmax (running row max and sum, the output rescaled when
+// the max grows) in float32; it writes out and lse = max + log(sum) per row.
+// Backward recomputes P = exp(s − lse) tile by tile, with D = rowsum(dout ⊙ out) from a
+// small kernel, in two kernels that each own what they write, so no float atomics and the
+// same bits on every run: dK, dV per key tile (looping over the query tiles that see it),
+// dQ per query tile (looping over the key tiles it sees).
+// Inside a tile a warp owns 4 rows; its lanes own one key each for the scores and columns
+// e, e + 32, ... of a row for the products with V, K, Q and dO. Plain float32 FMAs, not
+// tensor cores: the backend's GemmMath does not apply here.
 #include <cstdint>
 
 #include "trainer/cuda/context.hpp"
 
 namespace axonn::cuda {
 
-// out (B, T, h·d); probs (B, h, T, T)
-void attention_forward(const Context& ctx, float* out, float* probs, const float* q, const float* k, const float* v,
+// The largest head size d the kernels take: each lane holds d/32 columns of 4 rows.
+constexpr int64_t kAttentionMaxHeadSize = 128;
+
+// out (B, T, h·d); lse (B, h, T)
+void attention_forward(const Context& ctx, float* out, float* lse, const float* q, const float* k, const float* v,
                        int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d);
-// dq, dk, dv: views like q, k, v (same ld), overwritten; dout (B, T, h·d)
-void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                        const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
-                        int64_t d);
+// dq, dk, dv: views like q, k, v (same ld), overwritten; dout, out (B, T, h·d); lse (B, h, T)
+void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                        const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+                        int64_t T, int64_t h, int64_t d);
 
 }  // namespace axonn::cuda

@@ -11,10 +11,10 @@ namespace axonn::cuda {
 
 class Gemm;
 
-// Device memory an op needs during one call (partial sums, attention's dS, the embedding
-// sort), reused by the next call: ops on one stream run one after another, so one region is
-// enough. It grows to the largest request and never shrinks, so once every op has run once,
-// steady-state steps allocate nothing.
+// Device memory an op needs during one call (partial sums, attention's row terms D, the
+// embedding sort), reused by the next call: ops on one stream run one after another, so one
+// region is enough. It grows to the largest request and never shrinks, so once every op has
+// run once, steady-state steps allocate nothing.
 class Scratch {
  public:
   Scratch() = default;
@@ -49,7 +49,7 @@ class ScratchLayout {
 struct Context {
   cudaStream_t stream = nullptr;
   Scratch* scratch = nullptr;
-  Gemm* gemm = nullptr;       // attention's matmuls
+  Gemm* gemm = nullptr;       // the gemm op's cuBLASLt engine (the backend's GemmMath)
   bool sync_each_op = false;  // AXONN_CUDA_SYNC_OPS=1: wait after every kernel (see check_launch)
 };
 

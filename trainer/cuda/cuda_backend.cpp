@@ -193,15 +193,15 @@ void CudaBackend::gelu_backward(float* dx, const float* x, const float* dout, in
   cuda::gelu_backward(ctx_, dx, x, dout, n);
 }
 
-void CudaBackend::attention_forward(float* out, float* probs, const float* q, const float* k, const float* v,
-                                    int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
-  cuda::attention_forward(ctx_, out, probs, q, k, v, ld, B, T, h, d);
+void CudaBackend::attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld,
+                                    int64_t B, int64_t T, int64_t h, int64_t d) {
+  cuda::attention_forward(ctx_, out, lse, q, k, v, ld, B, T, h, d);
 }
 
-void CudaBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* probs,
-                                     const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T,
-                                     int64_t h, int64_t d) {
-  cuda::attention_backward(ctx_, dq, dk, dv, dout, probs, q, k, v, ld, B, T, h, d);
+void CudaBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                     const float* lse, const float* q, const float* k, const float* v, int64_t ld,
+                                     int64_t B, int64_t T, int64_t h, int64_t d) {
+  cuda::attention_backward(ctx_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d);
 }
 
 void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,

@@ -15,7 +15,7 @@ struct Gpt::Block {
   // Saved for backward (the block's input is residual_[l]); set after construction.
   float *ln1_out = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr;  // [m, c], [m], [m]
   float* qkv_out = nullptr;                                            // [m, 3cy]
-  float* probs = nullptr;                                              // [mb, h, T, T]
+  float* lse = nullptr;                                                // [mb, h, T]: attention's row log-sum-exp
   float* attention_out = nullptr;                                      // [m, cy]
   float* residual_mid = nullptr;                                       // [m, c]: input + attention branch
   float *ln2_out = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
@@ -71,7 +71,7 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
     b->ln1_mean = make(m);
     b->ln1_rstd = make(m);
     b->qkv_out = make(m * 3 * cy);
-    b->probs = make(mb_ * heads_ * T * T);
+    b->lse = make(mb_ * heads_ * T);
     b->attention_out = make(m * cy);
     b->residual_mid = make(m * c);
     b->ln2_out = make(m * c);
@@ -121,7 +121,7 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
     b.qkv.gather_weight();
     b.qkv.forward(b.ln1_out, b.qkv_out, m);
     const int64_t ld = 3 * cy_;
-    backend_.attention_forward(b.attention_out, b.probs, b.qkv_out, b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T,
+    backend_.attention_forward(b.attention_out, b.lse, b.qkv_out, b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T,
                                heads_, head_dim_);
     b.proj.gather_weight();
     b.proj.forward(b.attention_out, b.residual_mid, m);
@@ -170,7 +170,7 @@ void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_sca
 
     b.proj.backward(d_residual_, b.attention_out, d_attention_, m, scratch_);
     const int64_t ld = 3 * cy_;
-    backend_.attention_backward(d_qkv_, d_qkv_ + cy_, d_qkv_ + 2 * cy_, d_attention_, b.probs, b.qkv_out,
+    backend_.attention_backward(d_qkv_, d_qkv_ + cy_, d_qkv_ + 2 * cy_, d_attention_, b.attention_out, b.lse, b.qkv_out,
                                 b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T, heads_, head_dim_);
     b.qkv.backward(d_qkv_, b.ln1_out, d_normed_, m, scratch_);
     layernorm_backward(backend_, x_group, d_residual_, b.d_ln1_gamma, b.d_ln1_beta, ln_partials_, d_normed_,
