@@ -7,7 +7,7 @@
 // Shapes on this rank (m = mb·T tokens of one micro-batch, c = C/G_x, cy = C/G_y,
 // h = H/G_y heads of size d = C/H, v = V/G_y):
 //   residual stream [m, c] (replicated over y), qkv [m, 3cy] packed q|k|v per token,
-//   attention probabilities [mb, h, T, T], attention output [m, cy], MLP hidden [m, 4cy],
+//   attention log-sum-exp [mb, h, T] (no T×T matrix), attention output [m, cy], MLP hidden [m, 4cy],
 //   logits [m, v] (vocab-parallel over y).
 #include <cstdint>
 #include <memory>
