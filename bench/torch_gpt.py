@@ -1,0 +1,125 @@
+"""The GPT-2 and the optimizer step both PyTorch benchmark sides train (train_cpu_torch.py,
+train_gpu_torch.py), so the two cannot drift apart from each other or from our trainer.
+
+The model is nanoGPT's: token + learned position embeddings, pre-LN blocks, causal
+multi-head attention, GELU (tanh approximation), 4x MLP, final LayerNorm, head tied to the
+token embedding, mean cross-entropy (in float32). One step = zero_grad, forward + backward
+over the micro-batches, clip_grad_norm_(1.0), AdamW (weight decay 0.1 on the 2-D tensors
+only), exactly the trainer's step. torch is imported by the caller (the CPU side must set
+OpenBLAS's thread count before the import) and passed in.
+"""
+import math
+import time
+
+
+def add_model_args(p, warmup, steps):
+    """The command-line flags bench_train_cpu and bench_train_gpu pass to either side."""
+    p.add_argument("--layers", type=int, required=True)
+    p.add_argument("--hidden", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--sequence", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True, help="sequences per optimizer step")
+    p.add_argument("--micro-batch", type=int, required=True, help="sequences per forward/backward")
+    p.add_argument("--warmup", type=int, default=warmup, help="untimed steps first")
+    p.add_argument("--steps", type=int, default=steps, help="timed steps")
+
+
+def make_gpt(torch, args, attention):
+    """GPT-2 of args' shape. attention: "sdpa" (F.scaled_dot_product_attention, is_causal:
+    the fused flash kernel on a GPU) or "masked" (a masked softmax, as PyTorch 1.13 has no
+    SDPA)."""
+    nn, F = torch.nn, torch.nn.functional
+    C, H, T, V, L = args.hidden, args.heads, args.sequence, args.vocab, args.layers
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(C)
+            self.qkv = nn.Linear(C, 3 * C)
+            self.proj = nn.Linear(C, C)
+            self.ln2 = nn.LayerNorm(C)
+            self.fc = nn.Linear(C, 4 * C)
+            self.mlp_proj = nn.Linear(4 * C, C)
+            if attention == "masked":
+                self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T))
+
+        def attend(self, q, k, v):  # (B, H, T, d) each
+            if attention == "sdpa":
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+            return F.softmax(att.masked_fill(~self.mask, float("-inf")), dim=-1) @ v
+
+        def forward(self, x):  # x (B, T, C)
+            B = x.shape[0]
+            q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in self.qkv(self.ln1(x)).split(C, dim=2))
+            x = x + self.proj(self.attend(q, k, v).transpose(1, 2).contiguous().view(B, T, C))
+            return x + self.mlp_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, C)
+            self.wpe = nn.Embedding(T, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+            for name, p in self.named_parameters():
+                if p.dim() == 2:
+                    std = 0.02 / math.sqrt(2 * L) if name.endswith("proj.weight") else 0.02
+                    nn.init.normal_(p, 0.0, std)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+            for b in self.blocks:
+                x = b(x)
+            logits = self.ln_f(x) @ self.wte.weight.t()  # tied head, (B, T, V)
+            return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
+
+    return Gpt()
+
+
+def make_adamw(torch, model, **options):
+    """AdamW as the trainer's: decay on the 2-D tensors only."""
+    decay = [p for p in model.parameters() if p.dim() == 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=3e-4, betas=(0.9, 0.95), eps=1e-8, **options)
+
+
+def make_step(torch, args, model, opt, forward, autocast=None):
+    """One optimizer step over random tokens (the data does not change a step's time) on the
+    model's device; forward(inputs, targets) -> loss (the model, or its compiled form);
+    autocast: a context factory around each forward, or None."""
+    micro = args.batch // args.micro_batch
+    device = next(model.parameters()).device
+    data = torch.randint(0, args.vocab, (args.batch, args.sequence + 1), device=device)
+    inputs, targets = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        for i in range(micro):
+            rows = slice(i * args.micro_batch, (i + 1) * args.micro_batch)
+            if autocast is None:
+                loss = forward(inputs[rows], targets[rows]) / micro
+            else:
+                with autocast():
+                    loss = forward(inputs[rows], targets[rows]) / micro
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return step
+
+
+def time_steps(step, warmup, steps, synchronize=lambda: None):
+    """Seconds of each of `steps` steps after `warmup` untimed ones."""
+    times = []
+    for s in range(warmup + steps):
+        synchronize()
+        start = time.perf_counter()
+        step()
+        synchronize()
+        if s >= warmup:
+            times.append(time.perf_counter() - start)
+    return times
