@@ -30,6 +30,7 @@
 #include "checkpoint/reader.hpp"
 #include "checkpoint/shard_writer.hpp"
 #include "checkpoint/step_dir.hpp"
+#include "bench_stats.hpp"
 
 namespace fs = std::filesystem;
 using namespace axonn;
@@ -248,10 +249,7 @@ void check_loaded(const Options& o, const std::vector<std::vector<float>>& bufs,
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using axonn::bench::median;
 
 // "min..max" of the repetitions, to show the spread behind a median.
 std::string spread(const std::vector<double>& v) {

@@ -24,6 +24,7 @@
 #include "comm/comm_grid.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
+#include "bench_stats.hpp"
 #include "pmix/topology.hpp"
 
 namespace {
@@ -32,10 +33,7 @@ using clock_type = std::chrono::steady_clock;
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using axonn::bench::median;
 
 constexpr int kRounds = 5;
 

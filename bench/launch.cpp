@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.hpp"
+
 extern char** environ;
 
 namespace {
@@ -131,10 +133,7 @@ bool measure(const std::vector<std::string>& launcher, const fs::path& work, Sam
   return true;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using axonn::bench::median;
 
 // Per-row medians: launch, then each phase's own duration, then the total.
 std::vector<double> medians(const std::vector<Sample>& samples) {

@@ -32,8 +32,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "comm/comm_grid.hpp"
-#include "comm/exchange.hpp"
+#include "solo_trainer.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_cost.hpp"
 #include "timed_backend.hpp"
@@ -46,24 +47,9 @@
 #endif
 
 using namespace axonn;
-using Clock = std::chrono::steady_clock;
+using namespace axonn::bench;
 
 namespace {
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// The job of one rank: a one-rank grid has only single-rank groups, so the exchange is never
-// asked for anything but its rank and size.
-class SoloExchange final : public Exchange {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void put(const std::string&, const std::vector<char>&) override {}
-  void fence() override {}
-  std::vector<char> get(int, const std::string& key) override {
-    throw std::runtime_error("SoloExchange: no other rank to get '" + key + "' from");
-  }
-};
 
 struct Options {
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -76,12 +62,6 @@ struct Options {
   bool torch = true;
   bool profile = false;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Spread {
   double median, min, max;
@@ -105,17 +85,7 @@ double sgemm_peak_flops() {
 }
 
 JobConfig bench_job(const Options& o) {
-  JobConfig job;
-  job.source = "bench_train_cpu";
-  job.model = o.model;
-  job.training.global_batch = o.batch;
-  job.training.micro_batch = o.micro_batch;
-  job.training.steps = 1'000'000;  // the schedule never ends during the benchmark
-  job.training.lr = 3e-4;
-  job.training.warmup_steps = 10;
-  job.training.weight_decay = 0.1;
-  job.training.grad_clip = 1.0;
-  return job;
+  return bench_train_job("bench_train_cpu", o.model, o.batch, o.micro_batch);
 }
 
 // Seconds of each of `steps` timed steps (after 2 untimed ones) of our trainer.
@@ -131,19 +101,11 @@ std::vector<double> our_step_times(Trainer& trainer, int steps) {
 
 // Runs the PyTorch side once and returns its timed step seconds; throws with its output on failure.
 std::vector<double> torch_step_times(const Options& o) {
-  const ModelShape& m = o.model;
-  const std::string command = o.python + " " AXONN_SOURCE_DIR "/bench/train_cpu_torch.py --layers " +
-                              std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) + " --heads " +
-                              std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
-                              std::to_string(m.sequence) + " --batch " + std::to_string(o.batch) + " --micro-batch " +
-                              std::to_string(o.micro_batch) + " --threads " + std::to_string(o.threads) + " --steps " +
-                              std::to_string(o.steps) + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot start: " + command);
-  std::string output;
-  char buf[4096];
-  for (size_t got; (got = fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, got);
-  const int status = pclose(pipe);
+  const std::string command = o.python + " " AXONN_SOURCE_DIR "/bench/train_cpu_torch.py" +
+                              torch_model_flags(o.model, o.batch, o.micro_batch) + " --threads " +
+                              std::to_string(o.threads) + " --steps " + std::to_string(o.steps) + " 2>&1";
+  int status = 0;
+  const std::string output = run_capture(command, status);
   const size_t key = output.rfind("{\"step_s\": [");
   if (status != 0 || key == std::string::npos)
     throw std::runtime_error("PyTorch side failed (" + command + "):\n" + output);

@@ -29,8 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "bench_stats.hpp"
 #include "comm/comm_grid.hpp"
-#include "comm/exchange.hpp"
+#include "solo_trainer.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_cost.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
@@ -42,34 +43,13 @@
 #endif
 
 using namespace axonn;
-using Clock = std::chrono::steady_clock;
+using namespace axonn::bench;
 
 namespace {
 
 constexpr double kPeakBf16Flops = 989e12;  // H100 SXM dense bf16 (site_configs/dgx-h100.toml)
 constexpr double kMfuGoal = 0.40;          // at 350M
 constexpr double kTorchGoal = 1.0;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// The job of one rank: a one-rank grid has only single-rank groups, so the exchange is never
-// asked for anything but its rank and size (each NCCL group's leader is this rank).
-class SoloExchange final : public Exchange {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void put(const std::string&, const std::vector<char>&) override {}
-  void fence() override {}
-  std::vector<char> get(int, const std::string& key) override {
-    throw std::runtime_error("SoloExchange: no other rank to get '" + key + "' from");
-  }
-};
 
 struct Model {
   const char* name;
@@ -122,16 +102,7 @@ double backend_gemm_flops(Backend& backend, int n) {
 }
 
 JobConfig bench_job(const Options& o, const ModelShape& shape) {
-  JobConfig job;
-  job.source = "bench_train_gpu";
-  job.model = shape;
-  job.training.global_batch = o.batch;
-  job.training.micro_batch = o.micro_batch;
-  job.training.steps = 1'000'000;  // the schedule never ends during the benchmark
-  job.training.lr = 3e-4;
-  job.training.warmup_steps = 10;
-  job.training.weight_decay = 0.1;
-  job.training.grad_clip = 1.0;
+  JobConfig job = bench_train_job("bench_train_gpu", shape, o.batch, o.micro_batch);
   job.training.dtype = Dtype::bfloat16;
   job.training.device = "cuda";
   return job;
@@ -187,18 +158,11 @@ TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
   // Debian's libraries; PyTorch gets the path as it was before env.sh.
   const char* python_path = std::getenv("AXONN_PYTHON_LD_LIBRARY_PATH");
   const std::string env = python_path != nullptr ? "env LD_LIBRARY_PATH='" + std::string(python_path) + "' " : "";
-  const std::string command =
-      env + o.python + " " + script + " --layers " + std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) +
-      " --heads " + std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
-      std::to_string(m.sequence) + " --batch " + std::to_string(o.batch) + " --micro-batch " +
-      std::to_string(o.micro_batch) + " --warmup " + std::to_string(o.warmup) + " --steps " + std::to_string(o.steps) +
-      (matmul ? " --matmul " + std::to_string(o.gemm) : "") + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot start: " + command);
-  std::string output;
-  char buf[4096];
-  for (size_t got; (got = fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, got);
-  const int status = pclose(pipe);
+  const std::string command = env + o.python + " " + script + torch_model_flags(m, o.batch, o.micro_batch) +
+                              " --warmup " + std::to_string(o.warmup) + " --steps " + std::to_string(o.steps) +
+                              (matmul ? " --matmul " + std::to_string(o.gemm) : "") + " 2>&1";
+  int status = 0;
+  const std::string output = run_capture(command, status);
   const std::optional<double> tokens = json_number(output, "tokens_per_s");
   if (status != 0 || !tokens)
     throw std::runtime_error("PyTorch side failed (" + command + "); --no-torch skips it:\n" + output);
