@@ -10,9 +10,7 @@ namespace axonn::cpu {
 
 namespace {
 
-struct AdamWConstants {
-  float b1, b2, lr, eps, gs, wd, correction1, correction2;
-};
+using op_checks::AdamWConstants;
 
 AXONN_SIMD_CLONES void adamw_range(float* param, const float* grad, float* m, float* v, const AdamWConstants& k,
                                    int64_t begin, int64_t end) {
@@ -34,21 +32,7 @@ AXONN_SIMD_CLONES void adamw_range(float* param, const float* grad, float* m, fl
 
 void adamw(ThreadPool& pool, float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
            bool decay) {
-  require_nonnegative("adamw", "n", n);
-  require_positive("adamw", "step t", step.t);
-  if (!(step.beta1 >= 0.0f && step.beta1 < 1.0f && step.beta2 >= 0.0f && step.beta2 < 1.0f))
-    fail("adamw", "betas (" + std::to_string(step.beta1) + ", " + std::to_string(step.beta2) + ") must lie in [0, 1)");
-  // Bias corrections in double: 1 − β^t loses digits in float for β close to 1.
-  const double t = static_cast<double>(step.t);
-  AdamWConstants k{};
-  k.correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(step.beta1), t));
-  k.correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(step.beta2), t));
-  k.b1 = step.beta1;
-  k.b2 = step.beta2;
-  k.lr = step.lr;
-  k.eps = step.eps;
-  k.gs = step.grad_scale;
-  k.wd = decay ? step.weight_decay : 0.0f;
+  const AdamWConstants k = op_checks::adamw_constants(n, step, decay);
   parallel_elements(pool, n, [&](int64_t begin, int64_t end) { adamw_range(param, grad, m, v, k, begin, end); });
 }
 

@@ -18,14 +18,6 @@ static_assert(kAttentionKeyBlock % kAttentionRowBlock == 0,
 
 constexpr int64_t kTile = kAttentionRowBlock * kAttentionKeyBlock;  // floats of one (rows, keys) tile
 
-void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
-  require_nonnegative(op, "B", B);
-  require_nonnegative(op, "T", T);
-  require_nonnegative(op, "h", h);
-  require_positive(op, "d", d);
-  require_at_most(op, "h·d", h * d, "row stride ld", ld);
-}
-
 // One (sequence, head) pair: its rows of q, k, v (T, d) with row stride ld, of out and dout
 // (T, d) with row stride h·d, and its lse (T). The gradients are views like q, k, v.
 // Forward fills out and lse_out; backward reads o, dout and lse and fills dq, dk, dv.
@@ -164,7 +156,7 @@ void for_each_pair(ThreadPool& pool, int64_t B, int64_t h, const std::function<v
 
 void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q, const float* k, const float* v,
                        int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d, std::vector<float>& scratch) {
-  require_shape("attention_forward", ld, B, T, h, d);
+  op_checks::require_attention_shape("attention_forward", ld, B, T, h, d);
   scratch.resize(static_cast<size_t>(pool.size() * kTile));
   for_each_pair(pool, B, h, [&](int part, int64_t b, int64_t head) {
     Pair a = pair_at(q, k, v, ld, T, h, d, b, head);
@@ -177,7 +169,7 @@ void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q,
 void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* out,
                         const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
                         int64_t T, int64_t h, int64_t d, std::vector<float>& scratch) {
-  require_shape("attention_backward", ld, B, T, h, d);
+  op_checks::require_attention_shape("attention_backward", ld, B, T, h, d);
   scratch.resize(static_cast<size_t>(pool.size() * 2 * kTile));
   for_each_pair(pool, B, h, [&](int part, int64_t b, int64_t head) {
     Pair a = pair_at(q, k, v, ld, T, h, d, b, head);

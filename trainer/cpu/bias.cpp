@@ -26,16 +26,12 @@ AXONN_SIMD_CLONES void backward_columns(float* dbias, const float* dout, int64_t
 }  // namespace
 
 void bias_forward(ThreadPool& pool, float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
-  require_nonnegative("bias_forward", "m", m);
-  require_nonnegative("bias_forward", "n", n);
-  require_at_most("bias_forward", "n", n, "row stride ld", ld);
+  op_checks::require_bias_shape("bias_forward", m, n, ld);
   parallel_rows(pool, m, n, [&](int64_t begin, int64_t end) { forward_rows(out, bias, n, ld, begin, end); });
 }
 
 void bias_backward(ThreadPool& pool, float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
-  require_nonnegative("bias_backward", "m", m);
-  require_nonnegative("bias_backward", "n", n);
-  require_at_most("bias_backward", "n", n, "row stride ld", ld);
+  op_checks::require_bias_shape("bias_backward", m, n, ld);
   // Split over columns, not rows: every column keeps its serial order of additions.
   parallel_for(pool, n, (kMinParallelElements + m) / (m > 0 ? m : 1), kCacheLineFloats,
                [&](int64_t j0, int64_t j1) { backward_columns(dbias, dout, m, ld, j0, j1); });

@@ -7,13 +7,6 @@
 
 namespace axonn::cpu {
 namespace {
-
-void require_sizes(const char* op, int64_t m, int64_t c, int64_t v_local) {
-  require_nonnegative(op, "m", m);
-  require_nonnegative(op, "c", c);
-  require_nonnegative(op, "v_local", v_local);
-}
-
 // Columns [j0, j1) of every token's row, in token order, so a table row that several tokens
 // share adds up in a fixed order.
 AXONN_SIMD_CLONES void scatter_add_columns(float* dtable, const float* dout, const int32_t* tokens, int64_t m,
@@ -35,7 +28,7 @@ AXONN_SIMD_CLONES void add_rows(float* out, const float* rows, int64_t begin, in
 
 void embedding_forward(ThreadPool& pool, float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                        int64_t v0, int64_t v_local) {
-  require_sizes("embedding_forward", m, c, v_local);
+  op_checks::require_embedding_sizes("embedding_forward", m, c, v_local);
   parallel_rows(pool, m, c, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const int64_t r = tokens[i] - v0;
@@ -50,7 +43,7 @@ void embedding_forward(ThreadPool& pool, float* out, const int32_t* tokens, cons
 
 void embedding_backward(ThreadPool& pool, float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
                         int64_t v0, int64_t v_local) {
-  require_sizes("embedding_backward", m, c, v_local);
+  op_checks::require_embedding_sizes("embedding_backward", m, c, v_local);
   // Split over columns: two threads never add into the same element, and each element keeps
   // its serial (token) order.
   parallel_for(pool, c, (kMinParallelElements + m) / (m > 0 ? m : 1), kCacheLineFloats,

@@ -9,19 +9,11 @@
 
 namespace axonn::cpu {
 namespace {
-
 // OpenBLAS takes int sizes (blasint is 32-bit in Debian's build).
 int blas_int(const char* name, int64_t v) {
   require_nonnegative("gemm", name, v);
   if (v > INT_MAX) fail("gemm", std::string(name) + " = " + std::to_string(v) + " exceeds the 32-bit BLAS limit");
   return static_cast<int>(v);
-}
-
-// The stored matrix is rows x cols; its row stride must hold a whole row.
-void require_ld(const char* name, int64_t ld, int64_t cols) {
-  if (ld < (cols > 1 ? cols : 1))
-    fail("gemm",
-         std::string(name) + " = " + std::to_string(ld) + " is smaller than the row length " + std::to_string(cols));
 }
 
 CBLAS_TRANSPOSE blas_trans(Transpose t) { return t == Transpose::yes ? CblasTrans : CblasNoTrans; }
@@ -31,9 +23,9 @@ CBLAS_TRANSPOSE blas_trans(Transpose t) { return t == Transpose::yes ? CblasTran
 void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const int bm = blas_int("m", m), bn = blas_int("n", n), bk = blas_int("k", k);
-  require_ld("lda", lda, ta == Transpose::no ? k : m);
-  require_ld("ldb", ldb, tb == Transpose::no ? n : k);
-  require_ld("ldc", ldc, n);
+  op_checks::require_gemm_ld("lda", lda, ta == Transpose::no ? k : m);
+  op_checks::require_gemm_ld("ldb", ldb, tb == Transpose::no ? n : k);
+  op_checks::require_gemm_ld("ldc", ldc, n);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // the product is empty: C = beta·C, and beta = 0 must not read C
     for (int64_t i = 0; i < m; ++i)

@@ -8,14 +8,6 @@
 
 namespace axonn::cpu {
 namespace {
-
-void require_shape(const char* op, int64_t m, int64_t c, int64_t C) {
-  require_nonnegative(op, "m", m);
-  require_nonnegative(op, "c", c);
-  require_positive(op, "C", C);
-  require_at_most(op, "local width c", c, "full width C", C);
-}
-
 AXONN_SIMD_CLONES void row_sums(float* sums, const float* x, int64_t c, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) sums[i] = static_cast<float>(sum_floats(x + i * c, c));
 }
@@ -124,7 +116,7 @@ void layernorm_row_sums(ThreadPool& pool, float* sums, const float* x, int64_t m
 
 void layernorm_centered_squares(ThreadPool& pool, float* mean, float* squares, const float* sums, const float* x,
                                 int64_t m, int64_t c, int64_t C) {
-  require_shape("layernorm_centered_squares", m, c, C);
+  op_checks::require_layernorm_shape("layernorm_centered_squares", m, c, C);
   const float inv_C = 1.0f / static_cast<float>(C);
   parallel_rows(pool, m, c,
                 [&](int64_t begin, int64_t end) { centered_squares(mean, squares, sums, x, c, inv_C, begin, end); });
@@ -133,7 +125,7 @@ void layernorm_centered_squares(ThreadPool& pool, float* mean, float* squares, c
 void layernorm_normalize(ThreadPool& pool, float* out, float* rstd, const float* x, const float* mean,
                          const float* squares, const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                          float eps) {
-  require_shape("layernorm_normalize", m, c, C);
+  op_checks::require_layernorm_shape("layernorm_normalize", m, c, C);
   const float inv_C = 1.0f / static_cast<float>(C);
   parallel_rows(pool, m, c, [&](int64_t begin, int64_t end) {
     normalize(out, rstd, x, mean, squares, gamma, beta, c, inv_C, eps, begin, end);
@@ -152,7 +144,7 @@ void layernorm_backward_partials(ThreadPool& pool, float* partials, const float*
 void layernorm_backward_finish(ThreadPool& pool, float* dx, float* dgamma, float* dbeta, const float* partials,
                                const float* dout, const float* x, const float* mean, const float* rstd,
                                const float* gamma, int64_t m, int64_t c, int64_t C) {
-  require_shape("layernorm_backward_finish", m, c, C);
+  op_checks::require_layernorm_shape("layernorm_backward_finish", m, c, C);
   const float inv_C = 1.0f / static_cast<float>(C);
   parallel_rows(pool, m, c, [&](int64_t begin, int64_t end) {
     backward_dx(dx, partials, dout, x, mean, rstd, gamma, c, inv_C, begin, end);

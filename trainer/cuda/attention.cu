@@ -14,12 +14,9 @@ constexpr int kRowsPerWarp = kTile / kWarpsPerBlock;  // 4: the rows (or keys) o
 static_assert(kTile % kWarpsPerBlock == 0, "the tile's rows split evenly over the block's warps");
 constexpr size_t kDefaultSharedBytes = 48 * 1024;  // above this a kernel must opt in
 
+// The shared checks, and the head size these kernels hold per row.
 void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
-  require_nonnegative(op, "B", B);
-  require_nonnegative(op, "T", T);
-  require_nonnegative(op, "h", h);
-  require_positive(op, "d", d);
-  require_at_most(op, "h·d", h * d, "row stride ld", ld);
+  op_checks::require_attention_shape(op, ld, B, T, h, d);
   if (d > kAttentionMaxHeadSize)
     fail(op, "head size d = " + std::to_string(d) + " exceeds " + std::to_string(kAttentionMaxHeadSize) +
                  ", the most the CUDA attention kernels hold per row; use more heads (hidden/heads <= " +

@@ -5,13 +5,6 @@
 
 namespace axonn::cuda {
 namespace {
-
-void require_shape(const char* op, int64_t m, int64_t n, int64_t ld) {
-  require_nonnegative(op, "m", m);
-  require_nonnegative(op, "n", n);
-  require_at_most(op, "n", n, "row stride ld", ld);
-}
-
 __global__ void bias_forward_kernel(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
   const int64_t total = m * n;
   for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
@@ -23,14 +16,14 @@ __global__ void bias_forward_kernel(float* out, const float* bias, int64_t m, in
 }  // namespace
 
 void bias_forward(const Context& ctx, float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
-  require_shape("bias_forward", m, n, ld);
+  op_checks::require_bias_shape("bias_forward", m, n, ld);
   if (m == 0 || n == 0) return;
   bias_forward_kernel<<<grid_for(m * n), kThreads, 0, ctx.stream>>>(out, bias, m, n, ld);
   check_launch(ctx, "bias_forward");
 }
 
 void bias_backward(const Context& ctx, float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
-  require_shape("bias_backward", m, n, ld);
+  op_checks::require_bias_shape("bias_backward", m, n, ld);
   if (m == 0 || n == 0) return;
   const int64_t chunks = column_chunks(m);
   auto* partials = static_cast<float*>(

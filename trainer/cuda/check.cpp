@@ -19,22 +19,6 @@ std::string current_device() {
 
 }  // namespace
 
-void fail(const char* op, const std::string& what) { throw BackendError(std::string(op) + ": " + what); }
-
-void require_nonnegative(const char* op, const char* name, int64_t value) {
-  if (value < 0) fail(op, std::string(name) + " = " + std::to_string(value) + " must not be negative");
-}
-
-void require_positive(const char* op, const char* name, int64_t value) {
-  if (value <= 0) fail(op, std::string(name) + " = " + std::to_string(value) + " must be positive");
-}
-
-void require_at_most(const char* op, const char* name, int64_t value, const char* limit_name, int64_t limit) {
-  if (value > limit)
-    fail(op,
-         std::string(name) + " = " + std::to_string(value) + " exceeds " + limit_name + " = " + std::to_string(limit));
-}
-
 std::string error_text(cudaError_t e) { return std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")"; }
 
 std::string error_text(cublasStatus_t s) {

@@ -3,24 +3,22 @@
 // cuBLASLt call also names the call, the device and the library's error text:
 //   "gemm: cublasLtMatmul(...) failed on CUDA device 0: an illegal memory access was
 //    encountered (cudaErrorIllegalAddress)"
-// Argument checks use the CPU backend's wording (trainer/cpu/check.hpp), so a bad size reads
-// the same on both backends. Included by .cu files: C++17.
+// Argument checks are the ones every backend shares (trainer/op_checks.hpp), so a bad size
+// reads the same on both backends. Included by .cu files: C++17.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <string>
 
-#include "trainer/backend.hpp"
+#include "trainer/op_checks.hpp"
 
 namespace axonn::cuda {
 
-[[noreturn]] void fail(const char* op, const std::string& what);
-
-void require_nonnegative(const char* op, const char* name, int64_t value);
-void require_positive(const char* op, const char* name, int64_t value);
-// A width against the full width it is a part of (LayerNorm's c <= C, a row against ld).
-void require_at_most(const char* op, const char* name, int64_t value, const char* limit_name, int64_t limit);
+using op_checks::fail;
+using op_checks::require_at_most;
+using op_checks::require_nonnegative;
+using op_checks::require_positive;
 
 // "an illegal memory access was encountered (cudaErrorIllegalAddress)"
 std::string error_text(cudaError_t e);

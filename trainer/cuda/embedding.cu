@@ -7,13 +7,6 @@
 
 namespace axonn::cuda {
 namespace {
-
-void require_sizes(const char* op, int64_t m, int64_t c, int64_t v_local) {
-  require_nonnegative(op, "m", m);
-  require_nonnegative(op, "c", c);
-  require_nonnegative(op, "v_local", v_local);
-}
-
 __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                                          int64_t v0, int64_t v_local) {
   const int64_t total = m * c;
@@ -89,7 +82,7 @@ int key_bits(int64_t v_local) {
 
 void embedding_forward(const Context& ctx, float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                        int64_t v0, int64_t v_local) {
-  require_sizes("embedding_forward", m, c, v_local);
+  op_checks::require_embedding_sizes("embedding_forward", m, c, v_local);
   if (m == 0 || c == 0) return;
   embedding_forward_kernel<<<grid_for(m * c), kThreads, 0, ctx.stream>>>(out, tokens, table, m, c, v0, v_local);
   check_launch(ctx, "embedding_forward");
@@ -98,7 +91,7 @@ void embedding_forward(const Context& ctx, float* out, const int32_t* tokens, co
 void embedding_backward(const Context& ctx, float* dtable, const float* dout, const int32_t* tokens, int64_t m,
                         int64_t c, int64_t v0, int64_t v_local) {
   const char* op = "embedding_backward";
-  require_sizes(op, m, c, v_local);
+  op_checks::require_embedding_sizes(op, m, c, v_local);
   if (m == 0 || c == 0 || v_local == 0) return;
   // Positions and keys are 32-bit in the sort.
   require_at_most(op, "m", m, "the sort's limit", std::numeric_limits<int32_t>::max());

@@ -8,7 +8,6 @@
 
 namespace axonn::cuda {
 namespace {
-
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 cublasComputeType_t compute_type(GemmMath math) {
@@ -192,14 +191,6 @@ void Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
 }
 
 namespace {
-
-// The stored matrix has `cols` columns; its row stride must hold a whole row.
-void require_ld(const char* name, int64_t ld, int64_t cols) {
-  if (ld < (cols > 1 ? cols : 1))
-    fail("gemm",
-         std::string(name) + " = " + std::to_string(ld) + " is smaller than the row length " + std::to_string(cols));
-}
-
 }  // namespace
 
 void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -207,9 +198,9 @@ void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, 
   require_nonnegative("gemm", "m", m);
   require_nonnegative("gemm", "n", n);
   require_nonnegative("gemm", "k", k);
-  require_ld("lda", lda, ta == Transpose::no ? k : m);
-  require_ld("ldb", ldb, tb == Transpose::no ? n : k);
-  require_ld("ldc", ldc, n);
+  op_checks::require_gemm_ld("lda", lda, ta == Transpose::no ? k : m);
+  op_checks::require_gemm_ld("ldb", ldb, tb == Transpose::no ? n : k);
+  op_checks::require_gemm_ld("ldc", ldc, n);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // the product is empty: C = beta·C, and beta = 0 must not read C
     scale_matrix(ctx, "gemm", c, ldc, m, n, beta);

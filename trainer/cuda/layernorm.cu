@@ -5,14 +5,6 @@
 
 namespace axonn::cuda {
 namespace {
-
-void require_shape(const char* op, int64_t m, int64_t c, int64_t C) {
-  require_nonnegative(op, "m", m);
-  require_nonnegative(op, "c", c);
-  require_positive(op, "C", C);
-  require_at_most(op, "local width c", c, "full width C", C);
-}
-
 // The row kernels run one warp per row, kWarpsPerBlock rows per block; a warp whose row is
 // past m returns as a whole (no lane is left out of a shuffle).
 __device__ inline int64_t warp_row() {
@@ -152,7 +144,7 @@ void layernorm_row_sums(const Context& ctx, float* sums, const float* x, int64_t
 void layernorm_centered_squares(const Context& ctx, float* mean, float* squares, const float* sums, const float* x,
                                 int64_t m, int64_t c, int64_t C) {
   const char* op = "layernorm_centered_squares";
-  require_shape(op, m, c, C);
+  op_checks::require_layernorm_shape(op, m, c, C);
   if (m == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
   centered_squares_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(mean, squares, sums, x, m, c, inv_C);
@@ -163,7 +155,7 @@ void layernorm_normalize(const Context& ctx, float* out, float* rstd, const floa
                          const float* squares, const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                          float eps) {
   const char* op = "layernorm_normalize";
-  require_shape(op, m, c, C);
+  op_checks::require_layernorm_shape(op, m, c, C);
   if (m == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
   normalize_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(out, rstd, x, mean, squares, gamma, beta, m, c,
@@ -185,7 +177,7 @@ void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, flo
                                const float* dout, const float* x, const float* mean, const float* rstd,
                                const float* gamma, int64_t m, int64_t c, int64_t C) {
   const char* op = "layernorm_backward_finish";
-  require_shape(op, m, c, C);
+  op_checks::require_layernorm_shape(op, m, c, C);
   if (m == 0 || c == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
   backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma, m, c,

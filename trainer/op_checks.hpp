@@ -1,0 +1,95 @@
+#pragma once
+// The argument checks of the Backend ops, shared by every backend (trainer/cpu, trainer/cuda):
+// a bad size throws a BackendError naming the op and the value instead of reading past a
+// buffer, in the same words on every backend. O(1) per call. C++17: .cu files include it.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "trainer/backend.hpp"
+
+namespace axonn::op_checks {
+
+[[noreturn]] inline void fail(const char* op, const std::string& what) {
+  throw BackendError(std::string(op) + ": " + what);
+}
+
+inline void require_nonnegative(const char* op, const char* name, int64_t value) {
+  if (value < 0) fail(op, std::string(name) + " = " + std::to_string(value) + " must not be negative");
+}
+
+inline void require_positive(const char* op, const char* name, int64_t value) {
+  if (value <= 0) fail(op, std::string(name) + " = " + std::to_string(value) + " must be positive");
+}
+
+// A width against the full width it is a part of (LayerNorm's c <= C, a row against ld).
+inline void require_at_most(const char* op, const char* name, int64_t value, const char* limit_name, int64_t limit) {
+  if (value > limit)
+    fail(op,
+         std::string(name) + " = " + std::to_string(value) + " exceeds " + limit_name + " = " + std::to_string(limit));
+}
+
+// gemm: a stored matrix with `cols` columns; its row stride `ld` (named `name`) must hold a row.
+inline void require_gemm_ld(const char* name, int64_t ld, int64_t cols) {
+  if (ld < (cols > 1 ? cols : 1))
+    fail("gemm",
+         std::string(name) + " = " + std::to_string(ld) + " is smaller than the row length " + std::to_string(cols));
+}
+
+// LayerNorm stages: m rows of a local width c that is part of the full width C.
+inline void require_layernorm_shape(const char* op, int64_t m, int64_t c, int64_t C) {
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "c", c);
+  require_positive(op, "C", C);
+  require_at_most(op, "local width c", c, "full width C", C);
+}
+
+// Attention: B sequences of T tokens, h heads of size d, rows ld apart.
+inline void require_attention_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+  require_nonnegative(op, "B", B);
+  require_nonnegative(op, "T", T);
+  require_nonnegative(op, "h", h);
+  require_positive(op, "d", d);
+  require_at_most(op, "h·d", h * d, "row stride ld", ld);
+}
+
+// Vocab-parallel embedding: m tokens, width c, v_local table rows on this rank.
+inline void require_embedding_sizes(const char* op, int64_t m, int64_t c, int64_t v_local) {
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "c", c);
+  require_nonnegative(op, "v_local", v_local);
+}
+
+// Bias add and its column sums: m rows of n columns, ld apart.
+inline void require_bias_shape(const char* op, int64_t m, int64_t n, int64_t ld) {
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "n", n);
+  require_at_most(op, "n", n, "row stride ld", ld);
+}
+
+// One AdamW step's scalars as every backend's update loop reads them.
+struct AdamWConstants {
+  float b1, b2, lr, eps, gs, wd, correction1, correction2;
+};
+
+// Checks an AdamW call (n elements) and derives its constants; `decay` applies the weight decay.
+inline AdamWConstants adamw_constants(int64_t n, const AdamWStep& step, bool decay) {
+  require_nonnegative("adamw", "n", n);
+  require_positive("adamw", "step t", step.t);
+  if (!(step.beta1 >= 0.0f && step.beta1 < 1.0f && step.beta2 >= 0.0f && step.beta2 < 1.0f))
+    fail("adamw", "betas (" + std::to_string(step.beta1) + ", " + std::to_string(step.beta2) + ") must lie in [0, 1)");
+  // Bias corrections in double: 1 − β^t loses digits in float for β close to 1.
+  const double t = static_cast<double>(step.t);
+  AdamWConstants k{};
+  k.correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(step.beta1), t));
+  k.correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(step.beta2), t));
+  k.b1 = step.beta1;
+  k.b2 = step.beta2;
+  k.lr = step.lr;
+  k.eps = step.eps;
+  k.gs = step.grad_scale;
+  k.wd = decay ? step.weight_decay : 0.0f;
+  return k;
+}
+
+}  // namespace axonn::op_checks
