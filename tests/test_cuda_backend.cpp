@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend_errors.hpp"
+#include "random_floats.hpp"
 #include "cuda_skip.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
@@ -34,19 +35,13 @@ namespace axonn {
 namespace {
 
 using test::expect_backend_error;
+using test::random_floats;
 
 constexpr double kTol = 1e-5;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 using Floats = std::vector<float>;
 using Tokens = std::vector<int32_t>;
-
-Floats random_floats(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 Tokens random_tokens(std::mt19937& rng, int64_t n, int32_t vocab) {
   std::uniform_int_distribution<int32_t> dist(0, vocab - 1);

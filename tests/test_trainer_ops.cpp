@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend_errors.hpp"
+#include "random_floats.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/cpu/vec_math.hpp"
@@ -28,6 +29,7 @@ namespace axonn {
 namespace {
 
 using test::expect_backend_error;
+using test::random_floats;
 
 constexpr double kU = 5.9604644775390625e-08;  // 2^-24
 constexpr double kNormalizedTol = 1e-5;
@@ -35,13 +37,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 using Floats = std::vector<float>;
 using Doubles = std::vector<double>;
-
-Floats random_floats(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n, int32_t vocab) {
   std::uniform_int_distribution<int32_t> dist(0, vocab - 1);
