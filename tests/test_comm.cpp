@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <mutex>
 
 #include "comm/bfloat16.hpp"
 #include "comm/comm_grid.hpp"
@@ -159,6 +160,67 @@ TEST(GlooCommunicator, BFloat16AllReduceSumsInFloat) {
     std::vector<uint16_t> in(4, float_to_bf16(static_cast<float>(rank + 1))), out(2);
     comm.reduce_scatter(in.data(), out.data(), 2, ElementType::bfloat16);
     for (uint16_t v : out) ASSERT_EQ(bf16_to_float(v), 3.0f);
+  });
+}
+
+// Started collectives run on the communicator's thread while the caller goes on; they and
+// the blocking calls after them keep their call order (a blocking call first lets the
+// started ones end), finish(t) finishes everything up to t, and each one is recorded once.
+TEST(GlooCommunicator, StartedCollectivesOverlapTheCallerAndKeepTheirOrder) {
+  run_ranks(3, [&](int rank, Exchange& exchange) {
+    std::mutex mu;
+    std::vector<CollectiveKind> recorded;
+    auto comms = connect(exchange, {{"world", {0, 1, 2}}}, [&](const CollectiveRecord& r) {
+      std::lock_guard lock(mu);
+      recorded.push_back(r.kind);
+    });
+    GlooCommunicator& comm = *comms[0];
+    const size_t n = 100'000;  // the ring path
+    std::vector<float> big(n, static_cast<float>(rank + 1)), mine(4, static_cast<float>(10 * rank)), all(12, -1.0f);
+    const auto reduce = comm.start_all_reduce(big.data(), n, ElementType::float32);
+    const auto gather = comm.start_all_gather(mine.data(), all.data(), 4, ElementType::float32);
+    EXPECT_GT(gather, reduce);
+    float small = 1.0f;
+    comm.all_reduce(&small, 1, ElementType::float32);  // after both started ones
+    EXPECT_EQ(small, 3.0f);
+    for (size_t r = 0; r < 3; ++r)
+      for (size_t i = 0; i < 4; ++i) ASSERT_EQ(all[r * 4 + i], static_cast<float>(10 * r));
+    for (float v : big) ASSERT_EQ(v, 6.0f);
+    comm.finish(gather);  // already done: returns at once
+
+    std::vector<float> more(n, 2.0f);
+    const auto t = comm.start_all_reduce(more.data(), n, ElementType::float32);
+    comm.finish(t);
+    for (float v : more) ASSERT_EQ(v, 6.0f);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(recorded, (std::vector<CollectiveKind>{CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                                     CollectiveKind::all_reduce, CollectiveKind::all_reduce}));
+  });
+}
+
+// A started collective that times out: finish rethrows its CommError, naming the group and
+// the collective, and so does every later call (the group is out of step for good).
+TEST(GlooCommunicator, StartedCollectiveTimeoutSurfacesAtFinish) {
+  std::atomic<int> gave_up{0};
+  run_ranks(2, [&](int rank, Exchange& exchange) {
+    auto comms = connect(exchange, {{"pair", {0, 1}}}, nullptr, false, std::chrono::milliseconds(300));
+    GlooCommunicator& comm = *comms[0];
+    if (rank == 1) {
+      while (gave_up < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    std::vector<float> buf(1000, 1.0f);
+    const auto t = comm.start_all_reduce(buf.data(), buf.size(), ElementType::float32);
+    try {
+      comm.finish(t);
+      ADD_FAILURE() << "finish returned without rank 1";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("all_reduce on group 'pair' (world ranks 0,1, 4000 bytes) failed or timed out "
+                                      "after 300 ms"));
+    }
+    float v = 1.0f;
+    EXPECT_THROW(comm.all_reduce(&v, 1, ElementType::float32), CommError);
+    ++gave_up;
   });
 }
 

@@ -253,6 +253,39 @@ TEST(NcclGrid, OrderWithComputePutsEveryCollectiveBetweenTheKernelsAroundIt) {
   });
 }
 
+// Overlap: a started collective waits for the compute queued before it, and compute waits
+// for it only from finish(ticket) on; the read-back after finish sees its result.
+TEST(NcclGrid, StartedCollectiveIsSeenByComputeAfterFinish) {
+  REQUIRE_CUDA_DEVICES(1);
+  run_ranks(1, [&](int, Exchange& exchange) {
+    select_cuda_device(0, 1);
+    CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true, CommBackend::nccl);
+    cudaStream_t compute = nullptr;
+    AXONN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    grid.order_with_compute(compute);
+    const size_t count = 1 << 20;
+    DeviceBytes in(count * 4), out(count * 4);
+    in.fill_bytes(0);
+    out.fill_bytes(0);
+    StreamGate gate(std::chrono::milliseconds(200));
+    AXONN_CUDA_CHECK(cudaLaunchHostFunc(compute, &StreamGate::wait, &gate));
+    AXONN_CUDA_CHECK(cudaMemsetAsync(in.data(), 0x3f, count * 4, compute));
+    Communicator& z = grid.axis(CommAxis::z);
+    const Communicator::Ticket first = z.start_all_gather(in.data(), out.data(), count, ElementType::float32);
+    const Communicator::Ticket second = z.start_all_reduce(out.data(), count, ElementType::float32);
+    EXPECT_GT(second, first);
+    z.finish(second);
+    std::vector<uint32_t> host(count, 0);
+    AXONN_CUDA_CHECK(cudaMemcpyAsync(host.data(), out.data(), count * 4, cudaMemcpyDeviceToHost, compute));
+    AXONN_CUDA_CHECK(cudaStreamSynchronize(compute));
+    for (size_t i = 0; i < count; i += 4099) ASSERT_EQ(host[i], 0x3f3f3f3fu) << i;
+    ASSERT_EQ(host.back(), 0x3f3f3f3fu);
+    grid.synchronize();
+    grid.order_with_compute(nullptr);
+    AXONN_CUDA_CHECK(cudaStreamDestroy(compute));
+  });
+}
+
 TEST(NcclCommunicator, CollectiveBehindWorkThatNeverEndsTimesOutAndAborts) {
   REQUIRE_CUDA_DEVICES(1);
   run_ranks(1, [&](int, Exchange& exchange) {

@@ -85,6 +85,8 @@ CommGrid::~CommGrid() {
 
 std::function<void(const CollectiveRecord&)> CommGrid::recorder(CommAxis axis) {
   return [this, axis](const CollectiveRecord& r) {
+    // A started Gloo collective reports from its communicator's thread.
+    std::lock_guard lock(record_mutex_);
     auto& c = counters_[static_cast<size_t>(axis)][static_cast<size_t>(r.kind)];
     ++c.calls;
     c.bytes += static_cast<int64_t>(r.bytes);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "comm/communicator.hpp"
@@ -72,6 +73,7 @@ class CommGrid {
 
   // Waits for every axis' queued collectives (NCCL); nothing to do on Gloo.
   void synchronize();
+  // Read them when no started collective is running (after its finish).
   const CommCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }
   void set_logger(Logger logger) { logger_ = std::move(logger); }
@@ -84,6 +86,7 @@ class CommGrid {
   CommBackend backend_;
   std::array<std::unique_ptr<Communicator>, kCommAxisCount> comms_;
   std::array<NcclCommunicator*, kCommAxisCount> nccl_{};  // the same objects, NCCL backend only
+  std::mutex record_mutex_;  // recorder(): communicator threads report too
   CommCounters counters_{};
   Logger logger_;
 };

@@ -58,6 +58,26 @@ class Communicator {
   // their records (CollectiveRecord) are in; throws CommError on a timeout. Nothing to
   // wait for on a blocking backend.
   virtual void synchronize() {}
+
+  // Overlap with compute. A started collective returns a ticket at once and runs beside the
+  // caller's later work (Gloo: on the communicator's thread; NCCL: on its stream, after the
+  // compute queued so far). Its buffers stay untouched by the caller until finish(ticket);
+  // after that the caller's work sees the result (NCCL: work queued on the compute stream
+  // from then on). finish(t) also finishes every collective started before t, and rethrows
+  // a started collective's CommError. A group's collectives run in the order they were
+  // called, started or not: a blocking call first lets the started ones end.
+  // Here (groups of one, and any backend without its own): the collective runs now, and
+  // finish has nothing left to do.
+  using Ticket = uint64_t;
+  virtual Ticket start_all_reduce(void* buf, size_t count, ElementType type) {
+    all_reduce(buf, count, type);
+    return 0;
+  }
+  virtual Ticket start_all_gather(const void* in, void* out, size_t count, ElementType type) {
+    all_gather(in, out, count, type);
+    return 0;
+  }
+  virtual void finish(Ticket ticket) { (void)ticket; }
 };
 
 }  // namespace axonn

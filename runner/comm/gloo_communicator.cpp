@@ -91,7 +91,35 @@ void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
         {kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});
 }
 
+void GlooCommunicator::finish_started() {
+  if (thread_) thread_->wait_all();
+}
+
+Communicator::Ticket GlooCommunicator::start_all_reduce(void* buf, size_t count, ElementType type) {
+  if (!thread_) thread_ = std::make_unique<CollectiveThread>();
+  return thread_->submit([=, this] { all_reduce_now(buf, count, type); });
+}
+
+Communicator::Ticket GlooCommunicator::start_all_gather(const void* in, void* out, size_t count, ElementType type) {
+  if (!thread_) thread_ = std::make_unique<CollectiveThread>();
+  return thread_->submit([=, this] { all_gather_now(in, out, count, type); });
+}
+
+void GlooCommunicator::finish(Ticket ticket) {
+  if (thread_) thread_->wait(ticket);
+}
+
 void GlooCommunicator::all_reduce(void* buf, size_t count, ElementType type) {
+  finish_started();
+  all_reduce_now(buf, count, type);
+}
+
+void GlooCommunicator::all_gather(const void* in, void* out, size_t count, ElementType type) {
+  finish_started();
+  all_gather_now(in, out, count, type);
+}
+
+void GlooCommunicator::all_reduce_now(void* buf, size_t count, ElementType type) {
   const size_t bytes = count * element_size(type);
   run(CollectiveKind::all_reduce, bytes, [&] {
     if (small_ && bytes <= small_->capacity()) return small_->all_reduce(buf, count, type);
@@ -110,7 +138,7 @@ void GlooCommunicator::all_reduce(void* buf, size_t count, ElementType type) {
   });
 }
 
-void GlooCommunicator::all_gather(const void* in, void* out, size_t count, ElementType type) {
+void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, ElementType type) {
   const size_t block = count * element_size(type);
   run(CollectiveKind::all_gather, block * members_.size(), [&] {
     gloo::AllgatherOptions opts(context_);
@@ -127,6 +155,7 @@ void GlooCommunicator::all_gather(const void* in, void* out, size_t count, Eleme
 // sum of block (r-s-1) mod n to the right and adds the left's sum of block (r-s-2) mod n;
 // after n-1 steps it holds the full sum of block r. Each rank sends (n-1)/n of the input.
 void GlooCommunicator::reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
+  finish_started();
   const size_t block = count * element_size(type);
   const int n = size();
   run(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n), [&] {
@@ -158,6 +187,7 @@ void GlooCommunicator::broadcast(void* buf, size_t count, int root, ElementType 
   if (root < 0 || root >= size())
     throw CommError("broadcast on group '" + name_ + "': root " + std::to_string(root) + " is not in [0, " +
                     std::to_string(size()) + ")");
+  finish_started();
   run(CollectiveKind::broadcast, bytes, [&] {
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(static_cast<char*>(buf), bytes);
@@ -169,6 +199,7 @@ void GlooCommunicator::broadcast(void* buf, size_t count, int root, ElementType 
 }
 
 void GlooCommunicator::barrier() {
+  finish_started();
   run(CollectiveKind::barrier, 0, [&] {
     if (small_) return small_->barrier();
     gloo::BarrierOptions opts(context_);

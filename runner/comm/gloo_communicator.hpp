@@ -1,12 +1,15 @@
 #pragma once
 // Communicator over Gloo's TCP transport (CPU path), on a context that
-// connect_gloo_groups (gloo_mesh.hpp) connected.
+// connect_gloo_groups (gloo_mesh.hpp) connected. Started collectives (start_*) run on a
+// CollectiveThread made at the first one; the blocking calls run on the caller's thread
+// once the started ones have ended, so the context is used by one thread at a time.
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/collective_thread.hpp"
 #include "comm/communicator.hpp"
 #include "comm/gloo_mesh.hpp"
 #include "comm/gloo_small.hpp"
@@ -39,8 +42,16 @@ class GlooCommunicator final : public Communicator {
   void reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
   void broadcast(void* buf, size_t count, int root, ElementType type) override;
   void barrier() override;
+  Ticket start_all_reduce(void* buf, size_t count, ElementType type) override;
+  Ticket start_all_gather(const void* in, void* out, size_t count, ElementType type) override;
+  void finish(Ticket ticket) override;
 
  private:
+  // The collectives themselves, on whichever thread calls them.
+  void all_reduce_now(void* buf, size_t count, ElementType type);
+  void all_gather_now(const void* in, void* out, size_t count, ElementType type);
+  // Before a blocking call: lets the started collectives end (and rethrows their error).
+  void finish_started();
   // Runs one collective: times it, records it, turns Gloo's errors into CommError.
   template <typename Body>
   void run(CollectiveKind kind, size_t bytes, Body&& body);
@@ -55,6 +66,7 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<GlooSmallCollectives> small_;  // null: ring path only
   std::vector<char> scratch_;                    // reduce-scatter's working copy and receive buffer
   uint32_t tag_ = 0;
+  std::unique_ptr<CollectiveThread> thread_;  // made by the first start_*
 };
 
 }  // namespace axonn

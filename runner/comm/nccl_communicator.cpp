@@ -93,6 +93,8 @@ void NcclCommunicator::release() noexcept {
     (void)cudaEventDestroy(p.end);
   }
   pending_.clear();
+  for (const Started& st : started_) (void)cudaEventDestroy(st.done);
+  started_.clear();
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   free_events_.clear();
   if (order_event_) (void)cudaEventDestroy(order_event_);
@@ -133,6 +135,8 @@ void NcclCommunicator::abort_with(const std::string& message) {
     give_back(p.end);
   }
   pending_.clear();
+  for (const Started& st : started_) give_back(st.done);
+  started_.clear();
   throw CommError(reason + "; the communicator was aborted on " + cuda_check_where());
 }
 
@@ -163,7 +167,7 @@ cudaEvent_t NcclCommunicator::take_event() {
 }
 
 template <typename Call>
-void NcclCommunicator::launch(CollectiveKind kind, size_t bytes, Call&& call) {
+void NcclCommunicator::launch(CollectiveKind kind, size_t bytes, Call&& call, ComputeWaits waits) {
   throw_if_aborted(kind);
   progress(kMaxUnfinished - 1);
   const Pending p{kind, bytes, take_event(), take_event(), std::nullopt, std::nullopt};
@@ -179,7 +183,7 @@ void NcclCommunicator::launch(CollectiveKind kind, size_t bytes, Call&& call) {
                  " is not there)");
     if (r != ncclSuccess) abort_with(describe(kind, bytes) + " failed: " + cuda_error_text(r));
     AXONN_CUDA_CHECK(cudaEventRecord(p.end, stream_));
-    if (compute_) make_wait(compute_);
+    if (compute_ && waits == ComputeWaits::now) make_wait(compute_);
   } catch (...) {
     give_back(p.start);
     give_back(p.end);
@@ -270,32 +274,84 @@ void NcclCommunicator::make_wait(cudaStream_t consumer) {
   AXONN_CUDA_CHECK(cudaStreamWaitEvent(consumer, order_event_, 0));
 }
 
-void NcclCommunicator::copy(const void* in, void* out, size_t bytes) {
+void NcclCommunicator::copy(const void* in, void* out, size_t bytes, ComputeWaits waits) {
   if (in == out || bytes == 0) return;
   if (compute_) wait_for(compute_);
   AXONN_CUDA_CHECK(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream_));
-  if (compute_) make_wait(compute_);
+  if (compute_ && waits == ComputeWaits::now) make_wait(compute_);
+}
+
+void NcclCommunicator::queue_all_reduce(void* buf, size_t count, ElementType type, ComputeWaits waits) {
+  throw_if_aborted(CollectiveKind::all_reduce);
+  if (solo_) return;
+  launch(
+      CollectiveKind::all_reduce, count * element_size(type),
+      [&] { return ncclAllReduce(buf, buf, count, nccl_type(type), ncclSum, comm_, stream_); }, waits);
+}
+
+void NcclCommunicator::queue_all_gather(const void* in, void* out, size_t count, ElementType type,
+                                        ComputeWaits waits) {
+  throw_if_aborted(CollectiveKind::all_gather);
+  const size_t block = count * element_size(type);
+  if (solo_) return copy(in, out, block, waits);
+  launch(
+      CollectiveKind::all_gather, block * members_.size(),
+      [&] { return ncclAllGather(in, out, count, nccl_type(type), comm_, stream_); }, waits);
 }
 
 void NcclCommunicator::all_reduce(void* buf, size_t count, ElementType type) {
-  throw_if_aborted(CollectiveKind::all_reduce);
-  if (solo_) return;
-  launch(CollectiveKind::all_reduce, count * element_size(type),
-         [&] { return ncclAllReduce(buf, buf, count, nccl_type(type), ncclSum, comm_, stream_); });
+  queue_all_reduce(buf, count, type, ComputeWaits::now);
 }
 
 void NcclCommunicator::all_gather(const void* in, void* out, size_t count, ElementType type) {
-  throw_if_aborted(CollectiveKind::all_gather);
-  const size_t block = count * element_size(type);
-  if (solo_) return copy(in, out, block);
-  launch(CollectiveKind::all_gather, block * members_.size(),
-         [&] { return ncclAllGather(in, out, count, nccl_type(type), comm_, stream_); });
+  queue_all_gather(in, out, count, type, ComputeWaits::now);
+}
+
+Communicator::Ticket NcclCommunicator::start_all_reduce(void* buf, size_t count, ElementType type) {
+  queue_all_reduce(buf, count, type, ComputeWaits::at_finish);
+  return mark_started();
+}
+
+Communicator::Ticket NcclCommunicator::start_all_gather(const void* in, void* out, size_t count, ElementType type) {
+  queue_all_gather(in, out, count, type, ComputeWaits::at_finish);
+  return mark_started();
+}
+
+Communicator::Ticket NcclCommunicator::mark_started() {
+  const cudaEvent_t done = take_event();
+  try {
+    AXONN_CUDA_CHECK(cudaEventRecord(done, stream_));
+  } catch (...) {
+    give_back(done);
+    throw;
+  }
+  started_.push_back({++last_ticket_, done});
+  return last_ticket_;
+}
+
+// The stream runs its collectives in order, so waiting for the newest started one at or
+// before `ticket` covers the older ones too.
+void NcclCommunicator::finish(Ticket ticket) {
+  if (aborted_)
+    throw CommError("finish on group '" + name_ + "': the communicator was aborted earlier (" + abort_reason_ + ")");
+  cudaEvent_t newest = nullptr;
+  size_t done = 0;
+  while (done < started_.size() && started_[done].ticket <= ticket) newest = started_[done++].done;
+  if (newest == nullptr) return;
+  if (compute_)
+    AXONN_CUDA_CHECK(cudaStreamWaitEvent(compute_, newest, 0));
+  else
+    synchronize();
+  for (; done > 0; --done) {
+    give_back(started_.front().done);
+    started_.pop_front();
+  }
 }
 
 void NcclCommunicator::reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
   throw_if_aborted(CollectiveKind::reduce_scatter);
   const size_t block = count * element_size(type);
-  if (solo_) return copy(in, out, block);
+  if (solo_) return copy(in, out, block, ComputeWaits::now);
   launch(CollectiveKind::reduce_scatter, block * members_.size(),
          [&] { return ncclReduceScatter(in, out, count, nccl_type(type), ncclSum, comm_, stream_); });
 }

@@ -11,6 +11,10 @@
 //   comm.make_wait(compute);  // work queued on `compute` from now on starts after the
 //                             // collectives queued so far (the kernels reading the result)
 // synchronize() blocks the host until the queued collectives are done.
+// start_all_reduce / start_all_gather (Communicator's overlap calls) do the wait_for but not
+// the make_wait: compute goes on beside the collective until finish(ticket) makes the
+// compute stream wait for it (an event recorded after it). Without a compute stream
+// (order_with(nullptr)) finish blocks the host, as synchronize() does.
 // order_with(compute) makes every later collective do both by itself (the trainer's mode:
 // each collective then sits between the compute kernels that produce and read its buffers,
 // as the Gloo path's blocking calls do, so code written for Gloo is correct unchanged).
@@ -79,6 +83,9 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buf, size_t count, int root, ElementType type) override;
   void barrier() override;
   void synchronize() override;
+  Ticket start_all_reduce(void* buf, size_t count, ElementType type) override;
+  Ticket start_all_gather(const void* in, void* out, size_t count, ElementType type) override;
+  void finish(Ticket ticket) override;
 
   cudaStream_t stream() const { return stream_; }
   void wait_for(cudaStream_t producer);
@@ -101,9 +108,20 @@ class NcclCommunicator final : public Communicator {
     std::optional<std::chrono::steady_clock::time_point> started_at, waited_since;
   };
 
+  // Whether work queued on the compute stream after a collective waits for it: at once
+  // (the blocking calls under order_with), or at finish(ticket) (the started ones).
+  enum class ComputeWaits { now, at_finish };
+  struct Started {
+    Ticket ticket;
+    cudaEvent_t done;  // recorded on the stream after the collective
+  };
+
   // Queues one NCCL collective `call` (returning ncclResult_t) between two events.
   template <typename Call>
-  void launch(CollectiveKind kind, size_t bytes, Call&& call);
+  void launch(CollectiveKind kind, size_t bytes, Call&& call, ComputeWaits waits = ComputeWaits::now);
+  void queue_all_reduce(void* buf, size_t count, ElementType type, ComputeWaits waits);
+  void queue_all_gather(const void* in, void* out, size_t count, ElementType type, ComputeWaits waits);
+  Ticket mark_started();  // an event after the collective just queued, and its ticket
   // Delivers the records of finished collectives, oldest first, and waits until at most
   // `max_left` are unfinished; throws (after aborting) on an error or a timeout.
   void progress(size_t max_left);
@@ -115,7 +133,7 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void abort_with(const std::string& message);
   std::string describe(CollectiveKind kind,
                        size_t bytes) const;            // "all_reduce on group 'x' (world ranks 2,3, 4000 bytes)"
-  void copy(const void* in, void* out, size_t bytes);  // group of one
+  void copy(const void* in, void* out, size_t bytes, ComputeWaits waits);  // group of one
   cudaEvent_t take_event();
   void give_back(cudaEvent_t event) { free_events_.push_back(event); }
   void release() noexcept;  // frees the CUDA resources (not the NCCL communicator)
@@ -137,6 +155,8 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t drained_event_ = nullptr;  // synchronize: the end of everything queued
   float* barrier_word_ = nullptr;        // device float the barrier all-reduces
   std::deque<Pending> pending_;
+  std::deque<Started> started_;  // not finished yet, oldest first
+  Ticket last_ticket_ = 0;
   std::vector<cudaEvent_t> free_events_;
 };
 

@@ -68,6 +68,7 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     c.seed = static_cast<uint64_t>(t.integer("seed", static_cast<int64_t>(c.seed), 0, INT64_MAX));
     c.dtype = parse_dtype(t.string("dtype", dtype_name(site.default_dtype), {"float32", "bfloat16"}));
     c.device = t.string("device", c.device, {"auto", "cpu", "cuda"});
+    c.overlap_comm = t.boolean("overlap_comm", c.overlap_comm);
     t.finish();
   }
   {

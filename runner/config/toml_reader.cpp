@@ -95,6 +95,14 @@ double TomlReader::number(const std::string& key, double fallback, double min, d
   return *v;
 }
 
+bool TomlReader::boolean(const std::string& key, bool fallback) {
+  const toml::node* node = find(key);
+  if (!node) return fallback;
+  const auto v = node->value_exact<bool>();
+  if (!v) fail(*node, key, "must be true or false, got " + type_name(*node));
+  return *v;
+}
+
 std::string TomlReader::string(const std::string& key, const std::string& fallback,
                                const std::vector<std::string>& allowed) {
   const toml::node* node = find(key);

@@ -57,7 +57,15 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
 
   const ParameterCount params = parameters_per_rank(model, g);
   v.add(CommAxis::z, K::all_reduce, 1, params.small * e);
-  v.add(CommAxis::data, K::all_reduce, 1, params.total() * e);
+  // Over data in buckets (trainer/optim/gradient_sync.hpp): each block's four weight shards,
+  // then the wte shard, then the small tensors; together every gradient once.
+  const auto shapes = linear_shapes(model);  // the four block layers, then the head (wte)
+  int64_t block_shards = 0;
+  for (size_t i = 0; i + 1 < shapes.size(); ++i) block_shards += shapes[i].k * shapes[i].n / (int64_t{g.x} * g.y * g.z);
+  const int64_t wte_shard = params.big - model.layers * block_shards;
+  v.add(CommAxis::data, K::all_reduce, model.layers, block_shards * e);
+  v.add(CommAxis::data, K::all_reduce, 1, wte_shard * e);
+  v.add(CommAxis::data, K::all_reduce, 1, params.small * e);
   v.add(CommAxis::world, K::all_reduce, 1, 4 * stat);
   return v;
 }

@@ -16,7 +16,8 @@
 //   all_reduce     y : m * 2 * 4              loss: sum of exp and target logit
 // Per step:
 //   all_reduce     z : small * e              gradients of LayerNorm, biases, wpe
-//   all_reduce  data : (big + small) * e      every gradient, one flat buffer
+//   all_reduce  data : L calls of one block's weight shards * e, then the wte shard * e
+//                      and small * e: every gradient once, in L + 2 buckets (gradient_sync.hpp)
 //   all_reduce world : 4 * 4                  loss sum, token count, squared grad norm, stop votes
 // A collective on a group of one is not made and counts nothing.
 #include <array>

@@ -27,8 +27,9 @@ float* Gpt::make(int64_t elements) {
   return buffers_.back().data();
 }
 
-Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params)
-    : backend_(backend), grid_(grid), model_(model), params_(params) {
+Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
+         bool overlap_comm)
+    : backend_(backend), grid_(grid), model_(model), params_(params), overlap_comm_(overlap_comm) {
   const Layout& g = grid.layout();
   const int64_t C = model.hidden, T = model.sequence, V = model.vocab;
   mb_ = micro_batch;
@@ -99,16 +100,24 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
 
 Gpt::~Gpt() = default;
 
-void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum) {
+void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
+                           GradientSync* sync) {
   forward(tokens, targets);
   backend_.sum(loss_sum, ce_.loss, m_);
-  backward(tokens, targets, loss_scale);
+  backward(tokens, targets, loss_scale, sync);
 }
 
 void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
   const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
   Communicator& x_group = grid_.axis(CommAxis::x);
 
+  // Every gathered weight has its own buffer, so all the gathers can be in flight at once;
+  // they run in the order the layers use them.
+  if (overlap_comm_) {
+    embedding_->prefetch_weight();
+    for (auto& b : blocks_)
+      for (ShardedLinear* linear : {&b->qkv, &b->proj, &b->fc, &b->mlp_proj}) linear->prefetch_weight();
+  }
   embedding_->gather_weight();
   embedding_->embed(tokens, residual_[0], m);
   backend_.position_forward(residual_[0], params_.param("wpe"), mb_, T, c);
@@ -144,7 +153,7 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
                         ce_);
 }
 
-void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_scale) {
+void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_scale, GradientSync* sync) {
   const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
   Communicator& x_group = grid_.axis(CommAxis::x);
   const int64_t v = embedding_->v_local();
@@ -173,6 +182,7 @@ void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_sca
     backend_.attention_backward(d_qkv_, d_qkv_ + cy_, d_qkv_ + 2 * cy_, d_attention_, b.attention_out, b.lse, b.qkv_out,
                                 b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T, heads_, head_dim_);
     b.qkv.backward(d_qkv_, b.ln1_out, d_normed_, m, scratch_);
+    if (sync) sync->block_done(static_cast<int>(l));  // the block's last weight gradient is in
     layernorm_backward(backend_, x_group, d_residual_, b.d_ln1_gamma, b.d_ln1_beta, ln_partials_, d_normed_,
                        residual_[l], b.ln1_mean, b.ln1_rstd, b.ln1_gamma, m, c, C);
   }

@@ -19,6 +19,7 @@
 #include "trainer/model/parameter_store.hpp"
 #include "trainer/model/sharded_linear.hpp"
 #include "trainer/model/tied_embedding.hpp"
+#include "trainer/optim/gradient_sync.hpp"
 
 namespace axonn {
 
@@ -26,7 +27,10 @@ class Gpt {
  public:
   // micro_batch: sequences per forward/backward (mb). Allocates every activation and
   // scratch buffer for it once.
-  Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params);
+  // overlap_comm: the forward's z all-gathers all start at its beginning and run beside
+  // compute (each layer waits for its own), as training.overlap_comm asks.
+  Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
+      bool overlap_comm = false);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -36,19 +40,23 @@ class Gpt {
   // One micro-batch: forward, loss, backward. tokens, targets: (mb, T) int32 on the device.
   // Parameter gradients accumulate (+=); dloss/dlogit uses loss_scale per token (1 / tokens
   // in the global batch for a mean). loss_sum[0] += the sum of the per-token losses.
-  void forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum);
+  // sync: on the step's last micro-batch, told of each block whose weight gradients are
+  // final (GradientSync::block_done, blocks L-1 down to 0); else null.
+  void forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
+                        GradientSync* sync = nullptr);
 
  private:
   struct Block;
   float* make(int64_t elements);  // an activation or scratch buffer, owned by the model
   void forward(const int32_t* tokens, const int32_t* targets);
-  void backward(const int32_t* tokens, const int32_t* targets, float loss_scale);
+  void backward(const int32_t* tokens, const int32_t* targets, float loss_scale, GradientSync* sync);
 
   Backend& backend_;
   CommGrid& grid_;
   ModelShape model_;
   ParameterStore& params_;
   int64_t mb_, m_, c_, cy_, heads_, head_dim_;
+  bool overlap_comm_;
 
   std::vector<DeviceBuffer<float>> buffers_;
   std::vector<std::unique_ptr<Block>> blocks_;

@@ -20,10 +20,22 @@ ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_
   if (z_split_ && gathered == nullptr) throw BackendError("ShardedLinear: G_z > 1 needs a gathered-weight buffer");
 }
 
+void ShardedLinear::prefetch_weight() {
+  if (!z_split_) return;
+  prefetch_ = grid_.axis(CommAxis::z)
+                  .start_all_gather(weight_, gathered_, static_cast<size_t>(shard_rows_ * n_local_),
+                                    ElementType::float32);
+  prefetched_ = true;
+}
+
 void ShardedLinear::gather_weight() {
   if (!z_split_) return;
-  grid_.axis(CommAxis::z)
-      .all_gather(weight_, gathered_, static_cast<size_t>(shard_rows_ * n_local_), ElementType::float32);
+  Communicator& z = grid_.axis(CommAxis::z);
+  if (prefetched_) {
+    prefetched_ = false;
+    return z.finish(prefetch_);
+  }
+  z.all_gather(weight_, gathered_, static_cast<size_t>(shard_rows_ * n_local_), ElementType::float32);
 }
 
 void ShardedLinear::forward(const float* x, float* y, int64_t m) {

@@ -32,7 +32,11 @@ class ShardedLinear {
   int64_t k_local() const { return k_local_; }  // k/G_a
   int64_t n_local() const { return n_local_; }  // n/G_b
 
-  // All-gathers the weight over z into the gathered buffer (nothing when G_z = 1).
+  // Starts the z all-gather of the weight beside compute (training.overlap_comm);
+  // gather_weight() then only waits for it. Nothing when G_z = 1.
+  void prefetch_weight();
+  // All-gathers the weight over z into the gathered buffer, or finishes the prefetch
+  // (nothing when G_z = 1).
   void gather_weight();
   // y (m, n/G_b) = x (m, k/G_a) · W, summed over a, plus bias. Call gather_weight() first.
   void forward(const float* x, float* y, int64_t m);
@@ -51,6 +55,8 @@ class ShardedLinear {
   float* dbias_;
   float* gathered_;
   bool z_split_;
+  bool prefetched_ = false;
+  Communicator::Ticket prefetch_ = 0;
 };
 
 }  // namespace axonn

@@ -26,6 +26,8 @@ class TiedEmbedding {
   int64_t v_local() const { return v_; }
   int64_t v0() const { return v0_; }
 
+  // As ShardedLinear's: start the z all-gather beside compute, or run / finish it.
+  void prefetch_weight();
   void gather_weight();
   void embed(const int32_t* tokens, float* out, int64_t m);
   void logits(const float* x, float* logits, int64_t m);
@@ -44,6 +46,8 @@ class TiedEmbedding {
   float* grad_;
   float* gathered_;
   float* staging_;
+  bool prefetched_ = false;
+  Communicator::Ticket prefetch_ = 0;
 };
 
 }  // namespace axonn

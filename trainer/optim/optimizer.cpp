@@ -7,10 +7,12 @@
 
 namespace axonn {
 
-Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, const TrainingConfig& training)
+Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, GradientSync& sync,
+                     const TrainingConfig& training)
     : backend_(backend),
       grid_(grid),
       params_(params),
+      sync_(sync),
       training_(training),
       counts_loss_(grid.coords().x == 0 && grid.coords().y == 0),
       stats_(backend, 4) {
@@ -30,8 +32,7 @@ Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, c
 StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, double tokens, bool stop_requested) {
   const ParameterLayout& layout = params_.layout();
   float* grads = params_.grads();
-  grid_.axis(CommAxis::z).all_reduce(grads + layout.sharded, static_cast<size_t>(layout.small()), ElementType::float32);
-  grid_.axis(CommAxis::data).all_reduce(grads, static_cast<size_t>(layout.total), ElementType::float32);
+  sync_.finish();
 
   const float host[4] = {0.0f, counts_loss_ ? static_cast<float>(tokens) : 0.0f, 0.0f, stop_requested ? 1.0f : 0.0f};
   backend_.copy_to_device(stats_.data(), host, sizeof host);

@@ -1,7 +1,8 @@
 #pragma once
 // The end of an optimizer step, after the micro-batches have accumulated their gradients:
-//   1. all-reduce the small tensors' gradients over z (their tokens are split over z),
-//   2. all-reduce every gradient over data (one call on the flat buffer),
+//   1-2. GradientSync::finish: the small tensors' gradients summed over z (their tokens are
+//      split over z), every gradient over data (buckets, some already started during the
+//      last backward: gradient_sync.hpp),
 //   3. one all-reduce over the world of 4 floats: loss sum, token count, squared gradient
 //      norm, stop requests (each value counted once: by the ranks at coordinate 0 of the
 //      axes that replicate it),
@@ -12,6 +13,7 @@
 #include "config/job_config.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/model/parameter_store.hpp"
+#include "trainer/optim/gradient_sync.hpp"
 
 namespace axonn {
 
@@ -25,7 +27,8 @@ struct StepReport {
 
 class Optimizer {
  public:
-  Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, const TrainingConfig& training);
+  Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, GradientSync& sync,
+            const TrainingConfig& training);
 
   // step: 0-based optimizer step (AdamW's bias correction uses step + 1). loss_sum: device
   // scalar, this rank's summed token losses; tokens: this rank's token count.
@@ -38,6 +41,7 @@ class Optimizer {
   Backend& backend_;
   CommGrid& grid_;
   ParameterStore& params_;
+  GradientSync& sync_;
   TrainingConfig training_;
   std::vector<Run> norm_runs_;  // gradient ranges this rank adds to the global norm
   bool counts_loss_;            // x = y = 0: this rank's loss is not a copy of another's

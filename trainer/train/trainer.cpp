@@ -17,8 +17,9 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const T
       order_(job.training.seed, data.size(), job.model.sequence),
       split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
       params_(backend, job.model, grid.layout(), grid.coords()),
-      model_(backend, grid, job.model, split_.micro_batch, params_),
-      optimizer_(backend, grid, params_, job.training),
+      model_(backend, grid, job.model, split_.micro_batch, params_, job.training.overlap_comm),
+      sync_(grid, params_, job.model.layers, job.training.overlap_comm),
+      optimizer_(backend, grid, params_, sync_, job.training),
       host_inputs_(static_cast<size_t>(split_.tokens)),
       host_targets_(static_cast<size_t>(split_.tokens)),
       inputs_(backend, static_cast<size_t>(split_.tokens)),
@@ -53,7 +54,9 @@ StepReport Trainer::train_step(bool stop_requested) {
                  host_targets_.data());
     inputs_.upload(host_inputs_);
     targets_.upload(host_targets_);
-    model_.forward_backward(inputs_.data(), targets_.data(), loss_scale, loss_sum_.data());
+    // The last micro-batch's backward hands each block's finished gradients to the sync.
+    GradientSync* last = i + 1 == split_.accumulation ? &sync_ : nullptr;
+    model_.forward_backward(inputs_.data(), targets_.data(), loss_scale, loss_sum_.data(), last);
   }
   const double local_tokens = static_cast<double>(split_.accumulation * split_.tokens);
   StepReport report = optimizer_.step(step_, learning_rate_of(step_), loss_sum_.data(), local_tokens, stop_requested);

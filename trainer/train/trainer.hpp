@@ -14,6 +14,7 @@
 #include "trainer/data/token_data.hpp"
 #include "trainer/model/gpt.hpp"
 #include "trainer/model/parameter_store.hpp"
+#include "trainer/optim/gradient_sync.hpp"
 #include "trainer/optim/optimizer.hpp"
 
 namespace axonn {
@@ -51,6 +52,7 @@ class Trainer {
   BatchSplit split_;
   ParameterStore params_;
   Gpt model_;
+  GradientSync sync_;
   Optimizer optimizer_;
   int64_t step_ = 0;
   int64_t cursor_ = 0;

@@ -1,0 +1,44 @@
+#pragma once
+// One thread that runs a communicator's started collectives (Communicator::start_*) in the
+// order they were submitted, so a blocking backend (Gloo) overlaps them with the caller's
+// compute. Tickets count submissions from 1; wait(t) returns once tasks 1..t are done.
+//
+// Errors: the first task that throws stops the queue. Its exception is rethrown by that
+// wait and by every later one; the tasks behind it are dropped without running (a group
+// whose collective failed cannot run the next one in step with its peers).
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace axonn {
+
+class CollectiveThread {
+ public:
+  CollectiveThread();
+  // Runs the tasks still queued (each collective has its own timeout), then joins.
+  ~CollectiveThread();
+  CollectiveThread(const CollectiveThread&) = delete;
+  CollectiveThread& operator=(const CollectiveThread&) = delete;
+
+  uint64_t submit(std::function<void()> task);
+  void wait(uint64_t ticket);
+  void wait_all() { wait(submitted_); }  // called by the submitting thread only
+
+ private:
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t submitted_ = 0;  // only the submitting thread writes it
+  uint64_t done_ = 0;       // tasks finished, run or dropped
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members above exist
+};
+
+}  // namespace axonn
