@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/exchange.hpp"
+#include "subprocess.hpp"
 #include "config/job_config.hpp"
 
 namespace axonn::bench {
@@ -47,18 +48,6 @@ inline std::string torch_model_flags(const ModelShape& m, int batch, int micro_b
          std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
          std::to_string(m.sequence) + " --batch " + std::to_string(batch) + " --micro-batch " +
          std::to_string(micro_batch);
-}
-
-// Runs `command` (its stderr should be redirected into stdout) and returns what it printed;
-// `status` gets pclose's status. std::runtime_error when it cannot be started.
-inline std::string run_capture(const std::string& command, int& status) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot start: " + command);
-  std::string output;
-  char buf[4096];
-  for (size_t got; (got = fread(buf, 1, sizeof buf, pipe)) > 0;) output.append(buf, got);
-  status = pclose(pipe);
-  return output;
 }
 
 }  // namespace axonn::bench

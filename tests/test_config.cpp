@@ -136,6 +136,20 @@ TEST(Config, TrainingDeviceIsAutoCpuOrCuda) {
   EXPECT_NE(err.find("\"auto\", \"cpu\", \"cuda\""), std::string::npos) << err;
 }
 
+// training.overlap_comm: on unless the job or an override turns it off; not a boolean is an
+// error naming the key and what it got.
+TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
+  EXPECT_TRUE(load_job_config_string("", "j.toml", SiteConfig{}).training.overlap_comm);
+  EXPECT_FALSE(load_job_config_string("[training]\noverlap_comm = false\n", "j.toml", SiteConfig{})
+                   .training.overlap_comm);
+  EXPECT_FALSE(
+      load_job_config_string("", "j.toml", SiteConfig{}, {"training.overlap_comm=false"}).training.overlap_comm);
+  const std::string err =
+      error_of([] { load_job_config_string("[training]\noverlap_comm = \"yes\"\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(err.find("j.toml:2:16: training.overlap_comm must be true or false, got a string"), std::string::npos)
+      << err;
+}
+
 TEST(Config, OverridesAreTrimmedQuotedAndMalformedOnesNamed) {
   const JobConfig job = load_job_config_string("", "j.toml", SiteConfig{},
                                                {" training.steps = 7 ", "run.dir=\"/tmp/2024\"", "data.path=/d x"});

@@ -31,10 +31,10 @@ struct TrainedRun {
 };
 
 TrainedRun train(const std::filesystem::path& dir, int ranks, const std::string& layout, int steps, int interval,
-                 int nodes_sim = 1) {
+                 int nodes_sim = 1, const std::string& overrides = "") {
   std::filesystem::create_directories(dir);
   write_file(dir / "job.toml", tiny_job(steps, interval));
-  const CommandResult r = run_train(dir, ranks, layout, "", nodes_sim);
+  const CommandResult r = run_train(dir, ranks, layout, overrides, nodes_sim);
   EXPECT_EQ(r.code, 0) << layout << ":\n" << r.output;
   TrainedRun run;
   run.steps = read_metrics(dir / "run");
@@ -103,6 +103,22 @@ INSTANTIATE_TEST_SUITE_P(AllOfWorlds248, TrainLayouts, ::testing::ValuesIn(all_l
                              if (c == ':') c = '_';
                            return name;
                          });
+
+// training.overlap_comm (on by default) moves the z all-gathers and the data all-reduce
+// beside compute but keeps every collective and its order: the same bits with it off, and
+// the same counted bytes.
+TEST(TrainOverlap, OffAndOnGiveTheSameBits) {
+  const auto dir = fresh_dir("overlap");
+  const TrainedRun on = train(dir / "on", 8, "2x2x1x2", 3, 0, 2);
+  const TrainedRun off = train(dir / "off", 8, "2x2x1x2", 3, 0, 2, "training.overlap_comm=false");
+  ASSERT_EQ(off.steps.size(), 3u);
+  ASSERT_EQ(on.steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(on.steps[i].loss, off.steps[i].loss) << "step " << i + 1;
+  expect_same_tensors(on.tensors, off.tensors, 0.0f, "overlap on vs off");
+  for (const TrainedRun* run : {&on, &off})
+    EXPECT_TRUE(contains(run->summary, "\"comm_bytes_match\": true")) << run->summary;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+}
 
 class TrainResume : public ::testing::Test {
  protected:

@@ -92,6 +92,9 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
            ": " + std::to_string(p.bytes);
       first = false;
     }
+  j += "},\n  \"comm_seconds_per_step\": {";
+  for (size_t i = 0; i < r.comm_s_per_step.size(); ++i)
+    j += (i ? ", " : "") + json_string(r.comm_s_per_step[i].first) + ": " + json_number(r.comm_s_per_step[i].second);
   j += "},\n  \"model_memory_bytes\": [";
   for (size_t i = 0; i < r.model_memory_bytes.size(); ++i) j += (i ? ", " : "") + json_number(r.model_memory_bytes[i]);
   j += "],\n  \"predicted_memory_bytes\": [";

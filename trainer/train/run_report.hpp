@@ -31,6 +31,9 @@ struct RunSummary {
   bool comm_bytes_match = false;
   std::vector<std::string> comm_mismatches;               // of rank 0
   StepVolume predicted_per_step;                          // rank 0's
+  // Rank 0's counted time per step of each collective with traffic, "z.all_gather" -> s
+  // (a started one's time on its communicator's thread or stream, hidden or not).
+  std::vector<std::pair<std::string, double>> comm_s_per_step;
   std::vector<double> model_memory_bytes;                 // per rank: peak RSS above the baseline
   std::vector<double> predicted_memory_bytes;             // per rank
   double process_start_unix_s = 0;                        // rank 0's process creation, wall clock

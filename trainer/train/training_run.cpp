@@ -133,6 +133,10 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     spdlog::info("train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s), memory {:.3f} MiB/rank",
                  cost.step_s(), cost.compute_s, cost.comm_total_s(), static_cast<double>(memory.total()) / 1048576.0);
     spdlog::info("train: communication per step per rank: {}", comm_summary(volume));
+    spdlog::info("train: overlap {}",
+                 t.overlap_comm ? "on: the forward's z all-gathers and the last backward's data all-reduce run beside "
+                                  "compute (training.overlap_comm = false turns it off)"
+                                : "off: every collective is waited for where it is issued (training.overlap_comm)");
     spdlog::info("train: metrics in {}", metrics->path().string());
   }
 
@@ -265,6 +269,14 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     summary.comm_bytes_match = result.comm_bytes_match;
     summary.comm_mismatches = mismatches;
     summary.predicted_per_step = volume;
+    for (int a = 0; a < kCommAxisCount; ++a)
+      for (int k = 0; k < kCollectiveKindCount; ++k) {
+        const CollectiveCount& c = counted[static_cast<size_t>(a)][static_cast<size_t>(k)];
+        if (c.calls == 0 || steps_run == 0) continue;
+        summary.comm_s_per_step.emplace_back(
+            comm_axis_name(static_cast<CommAxis>(a)) + "." + collective_name(static_cast<CollectiveKind>(k)),
+            std::chrono::duration<double>(c.time).count() / static_cast<double>(steps_run));
+      }
     summary.process_start_unix_s = startup.process_start_unix_s();
     summary.startup_s = startup.phases();
     write_run_summary(std::filesystem::path(job.run.dir) / "summary.json", summary);

@@ -1,0 +1,147 @@
+// How much of the overlapped communication (training.overlap_comm) is hidden behind compute,
+// measured side by side on this machine:
+//   build/bench/bench_overlap [--reps 3] [--steps 8] [--ranks 2]
+// For each layout the same job runs under `axonn run -n <ranks>` with overlap off and on,
+// alternating, `reps` times each. A run's step time is the median of rank 0's step_s over
+// its steps after the first (metrics.jsonl). The collectives that overlap moves are the z
+// all-gathers and the data all-reduce: their counted time per step in the off runs
+// (summary.json, comm_seconds_per_step) is what could be hidden, and
+//   hidden fraction = (step_off - step_on) / that time
+// (1: all of it disappeared from the step; 0: none; below 0: overlap made the step slower).
+// CPU ranks on loopback: the "network" is the same cores the compute uses, so this bounds
+// what a rank gains where the NIC does the moving; the mechanism is the one GPUs use.
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_stats.hpp"
+#include "subprocess.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using axonn::bench::median;
+using axonn::bench::run_capture;
+
+const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
+
+// Big enough that a step's collectives take a measurable share (~17M parameters, ~67 MB of
+// float32 gradients), small enough for one step in about a second on two cores.
+constexpr const char* kJob = R"([model]
+layers = 4
+hidden = 512
+heads = 8
+vocab = 8192
+sequence = 64
+
+[training]
+global_batch = 4
+micro_batch = 2
+lr = 1e-4
+warmup_steps = 0
+device = "cpu"
+
+[checkpoint]
+dir = "ckpt"
+interval = 0
+)";
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Rank 0's step_s of every step but the first (its warm-up).
+std::vector<double> step_seconds(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  const std::regex re(R"(\"step_s\": ([-0-9.eE+]+))");
+  std::vector<double> out;
+  bool first = true;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, re)) continue;
+    if (!first) out.push_back(std::stod(m[1]));
+    first = false;
+  }
+  return out;
+}
+
+// summary.json's comm_seconds_per_step for "z.all_gather" and "data.all_reduce".
+double overlappable_comm_s(const fs::path& run_dir) {
+  const std::string summary = read_text(run_dir / "summary.json");
+  double total = 0;
+  for (const char* key : {"z.all_gather", "data.all_reduce"}) {
+    const std::regex re("\"" + std::string(key) + R"(\": ([-0-9.eE+]+))");
+    std::smatch m;
+    if (std::regex_search(summary, m, re)) total += std::stod(m[1]);
+  }
+  return total;
+}
+
+struct Run {
+  double step_s = 0;
+  double overlappable_s = 0;
+};
+
+Run run_job(const fs::path& dir, int ranks, const std::string& layout, int steps, bool overlap) {
+  fs::remove_all(dir / "ckpt");
+  fs::remove_all(dir / "run");
+  const std::string command = "cd " + dir.string() + " && AXONN_LAYOUT=" + layout + " " + kAxonn + " run -n " +
+                              std::to_string(ranks) + " job.toml training.steps=" + std::to_string(steps) +
+                              " training.overlap_comm=" + (overlap ? "true" : "false") + " run.dir=run 2>&1";
+  int status = 0;
+  const std::string output = run_capture(command, status);
+  if (status != 0) {
+    std::fprintf(stderr, "bench_overlap: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
+    std::exit(1);
+  }
+  return {median(step_seconds(dir / "run")), overlappable_comm_s(dir / "run")};
+}
+
+int int_flag(int argc, char** argv, const std::string& name, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == name) return std::atoi(argv[i + 1]);
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = int_flag(argc, argv, "--reps", 3);
+  const int steps = int_flag(argc, argv, "--steps", 8);
+  const int ranks = int_flag(argc, argv, "--ranks", 2);
+  const fs::path dir = fs::temp_directory_path() / ("axonn-bench-overlap-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "job.toml") << kJob;
+
+  // Data parallel (the bucketed all-reduce during the last backward) and z (the forward's
+  // all-gathers ahead of use); on `ranks` ranks each.
+  const std::vector<std::string> layouts = {std::to_string(ranks) + "x1x1x1", "1x1x1x" + std::to_string(ranks)};
+  std::printf("overlap of communication with compute: %d ranks (axonn run, Gloo on loopback), %d steps, %d reps\n",
+              ranks, steps, reps);
+  std::printf("%-10s %12s %12s %16s %8s %8s\n", "layout", "step off s", "step on s", "overlappable s", "hidden",
+              "speedup");
+  for (const std::string& layout : layouts) {
+    std::vector<double> off, on, comm;
+    for (int r = 0; r < reps; ++r) {
+      const Run a = run_job(dir, ranks, layout, steps, false);
+      const Run b = run_job(dir, ranks, layout, steps, true);
+      off.push_back(a.step_s);
+      comm.push_back(a.overlappable_s);
+      on.push_back(b.step_s);
+    }
+    const double t_off = median(off), t_on = median(on), t_comm = median(comm);
+    std::printf("%-10s %12.4f %12.4f %16.4f %7.0f%% %7.2fx\n", layout.c_str(), t_off, t_on, t_comm,
+                100.0 * (t_off - t_on) / t_comm, t_off / t_on);
+  }
+  fs::remove_all(dir);
+  return 0;
+}
