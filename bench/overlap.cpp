@@ -76,7 +76,13 @@ std::vector<double> step_seconds(const fs::path& run_dir) {
 
 // summary.json's comm_seconds_per_step for "z.all_gather" and "data.all_reduce".
 double overlappable_comm_s(const fs::path& run_dir) {
-  const std::string summary = read_text(run_dir / "summary.json");
+  const std::string text = read_text(run_dir / "summary.json");
+  const size_t at = text.find("\"comm_seconds_per_step\"");
+  if (at == std::string::npos) {
+    std::fprintf(stderr, "bench_overlap: no comm_seconds_per_step in %s\n", (run_dir / "summary.json").c_str());
+    std::exit(1);
+  }
+  const std::string summary = text.substr(at, text.find('}', at) - at);
   double total = 0;
   for (const char* key : {"z.all_gather", "data.all_reduce"}) {
     const std::regex re("\"" + std::string(key) + R"(\": ([-0-9.eE+]+))");
