@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "comm/bfloat16.hpp"
@@ -219,44 +220,11 @@ TEST(NcclCommunicator, WaitForAndMakeWaitOrderCollectivesBetweenComputeKernels) 
   });
 }
 
-// The trainer's mode: the grid orders every collective against the backend's compute
-// stream by itself (CommGrid::order_with_compute), so code written for blocking Gloo calls,
-// "kernel; collective; kernel", runs in that order with no wait_for/make_wait of its own.
-TEST(NcclGrid, OrderWithComputePutsEveryCollectiveBetweenTheKernelsAroundIt) {
-  REQUIRE_CUDA_DEVICES(1);
-  run_ranks(1, [&](int, Exchange& exchange) {
-    select_cuda_device(0, 1);
-    CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true, CommBackend::nccl);
-    cudaStream_t compute = nullptr;
-    AXONN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    grid.order_with_compute(compute);
-    const size_t count = 1 << 20;
-    DeviceBytes in(count * 4), mid(count * 4), out(count * 4);
-    in.fill_bytes(0);
-    mid.fill_bytes(0);
-    out.fill_bytes(0);
-    // Compute writes the input late; two collectives on two axes (copies on one rank, each on
-    // its own communicator's stream) pass it on; the read-back on compute must see it.
-    StreamGate gate(std::chrono::milliseconds(200));
-    AXONN_CUDA_CHECK(cudaLaunchHostFunc(compute, &StreamGate::wait, &gate));
-    AXONN_CUDA_CHECK(cudaMemsetAsync(in.data(), 0x3f, count * 4, compute));
-    grid.axis(CommAxis::z).all_gather(in.data(), mid.data(), count, ElementType::float32);
-    grid.axis(CommAxis::y).reduce_scatter(mid.data(), out.data(), count, ElementType::float32);
-    grid.synchronize();
-    std::vector<uint32_t> host(count, 0);
-    AXONN_CUDA_CHECK(cudaMemcpyAsync(host.data(), out.data(), count * 4, cudaMemcpyDeviceToHost, compute));
-    AXONN_CUDA_CHECK(cudaStreamSynchronize(compute));
-    for (size_t i = 0; i < count; i += 4099) ASSERT_EQ(host[i], 0x3f3f3f3fu) << i;
-    ASSERT_EQ(host.back(), 0x3f3f3f3fu);
-    grid.order_with_compute(nullptr);
-    AXONN_CUDA_CHECK(cudaStreamDestroy(compute));
-  });
-}
-
-// Overlap: a started collective waits for the compute queued before it, and compute waits
-// for it only from finish(ticket) on; the read-back after finish sees its result.
-TEST(NcclGrid, StartedCollectiveIsSeenByComputeAfterFinish) {
-  REQUIRE_CUDA_DEVICES(1);
+// A one-rank NCCL grid ordered against a compute stream: compute writes `in` late (behind a
+// 200 ms gate), pass_on(grid, in, out, count) moves it to `out` with collectives, and a
+// read-back queued on compute afterwards must see it there.
+void expect_compute_sees_what_collectives_passed_on(
+    const std::function<void(CommGrid&, void* in, void* out, size_t count)>& pass_on) {
   run_ranks(1, [&](int, Exchange& exchange) {
     select_cuda_device(0, 1);
     CommGrid grid(exchange, parse_layout("1x1x1x1"), kTimeout, true, CommBackend::nccl);
@@ -270,11 +238,7 @@ TEST(NcclGrid, StartedCollectiveIsSeenByComputeAfterFinish) {
     StreamGate gate(std::chrono::milliseconds(200));
     AXONN_CUDA_CHECK(cudaLaunchHostFunc(compute, &StreamGate::wait, &gate));
     AXONN_CUDA_CHECK(cudaMemsetAsync(in.data(), 0x3f, count * 4, compute));
-    Communicator& z = grid.axis(CommAxis::z);
-    const Communicator::Ticket first = z.start_all_gather(in.data(), out.data(), count, ElementType::float32);
-    const Communicator::Ticket second = z.start_all_reduce(out.data(), count, ElementType::float32);
-    EXPECT_GT(second, first);
-    z.finish(second);
+    pass_on(grid, in.data(), out.data(), count);
     std::vector<uint32_t> host(count, 0);
     AXONN_CUDA_CHECK(cudaMemcpyAsync(host.data(), out.data(), count * 4, cudaMemcpyDeviceToHost, compute));
     AXONN_CUDA_CHECK(cudaStreamSynchronize(compute));
@@ -283,6 +247,34 @@ TEST(NcclGrid, StartedCollectiveIsSeenByComputeAfterFinish) {
     grid.synchronize();
     grid.order_with_compute(nullptr);
     AXONN_CUDA_CHECK(cudaStreamDestroy(compute));
+  });
+}
+
+// The trainer's mode: the grid orders every collective against the backend's compute
+// stream by itself (CommGrid::order_with_compute), so code written for blocking Gloo calls,
+// "kernel; collective; kernel", runs in that order with no wait_for/make_wait of its own.
+// Two collectives on two axes (copies on one rank, each on its own communicator's stream).
+TEST(NcclGrid, OrderWithComputePutsEveryCollectiveBetweenTheKernelsAroundIt) {
+  REQUIRE_CUDA_DEVICES(1);
+  expect_compute_sees_what_collectives_passed_on([](CommGrid& grid, void* in, void* out, size_t count) {
+    DeviceBytes mid(count * 4);
+    mid.fill_bytes(0);
+    grid.axis(CommAxis::z).all_gather(in, mid.data(), count, ElementType::float32);
+    grid.axis(CommAxis::y).reduce_scatter(mid.data(), out, count, ElementType::float32);
+    grid.synchronize();  // before mid goes
+  });
+}
+
+// Overlap: a started collective waits for the compute queued before it, and compute waits
+// for it only from finish(ticket) on.
+TEST(NcclGrid, StartedCollectiveIsSeenByComputeAfterFinish) {
+  REQUIRE_CUDA_DEVICES(1);
+  expect_compute_sees_what_collectives_passed_on([](CommGrid& grid, void* in, void* out, size_t count) {
+    Communicator& z = grid.axis(CommAxis::z);
+    const Communicator::Ticket first = z.start_all_gather(in, out, count, ElementType::float32);
+    const Communicator::Ticket second = z.start_all_reduce(out, count, ElementType::float32);
+    EXPECT_GT(second, first);
+    z.finish(second);
   });
 }
 
