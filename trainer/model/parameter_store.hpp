@@ -1,8 +1,8 @@
 #pragma once
 // This rank's parameters, gradients and AdamW moments as four flat device buffers laid out
-// by ParameterLayout (parameters.hpp): sharded weights first, then the small tensors, so the
-// data-parallel all-reduce is one call on the whole gradient buffer and the z all-reduce one
-// call on its small suffix.
+// by ParameterLayout (parameters.hpp): sharded weights first (wte, then each block's four
+// weights together), then the small tensors, so each data-parallel bucket is one range of
+// the gradient buffer (gradient_sync.hpp) and the z all-reduce one call on its small suffix.
 #include <cstdint>
 #include <string>
 #include <vector>
