@@ -79,6 +79,10 @@ class TimedBackend final : public Backend {
     timed("sum_squares", [&] { inner_.sum_squares(out, x, n); });
   }
 
+  void layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+                                   int64_t c) override {
+    timed("layernorm forward", [&] { inner_.layernorm_residual_row_sums(x, sums, a, b, m, c); });
+  }
   void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) override {
     timed("layernorm forward", [&] { inner_.layernorm_row_sums(sums, x, m, c); });
   }

@@ -362,6 +362,12 @@ TEST_F(CudaBackendOps, LayerNormStagesOneRankAndALocalShard) {
     expect_close(squares, kTol, "rstd");
     expect_close(out, kTol, "layernorm out");
 
+    // The residual add fused into the first stage, the sum written over one input.
+    Twin<float> branch = twin(random_floats(rng_, m * c, -1.0f, 1.0f)), row_sums = poisoned(m);
+    both([&](Backend& be, int s) { be.layernorm_residual_row_sums(branch[s], row_sums[s], branch[s], x[s], m, c); });
+    expect_close(branch, kTol, "residual sum");
+    expect_close(row_sums, kTol, "residual row sums");
+
     // Backward from the CPU's mean and rstd on both, so each stage is compared on its own.
     const Floats mean = stats.cpu(), rstd = squares.cpu();
     Twin<float> tmean = twin(mean), trstd = twin(rstd);

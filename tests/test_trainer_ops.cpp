@@ -394,6 +394,28 @@ TEST_F(TrainerLayerNorm, SplitOverTwoAndFourRanksEqualsOneRank) {
   }
 }
 
+// The residual add fused into the first stage: the same bits as add() then row sums, with x
+// a separate buffer or aliasing either input (the trainer writes the sum over the branch).
+TEST_F(TrainerOps, ResidualRowSumsEqualAddThenRowSumsBitwise) {
+  const int64_t m = 37, c = 203;
+  const Floats a = random_floats(rng_, m * c, -2.0f, 3.0f), b = random_floats(rng_, m * c, -1.0f, 1.0f);
+  auto sa = upload(a), sb = upload(b);
+  DeviceBuffer<float> want_x = poisoned(m * c), want_sums = poisoned(m);
+  be_->add(want_x.data(), sa.data(), sb.data(), m * c);
+  be_->layernorm_row_sums(want_sums.data(), want_x.data(), m, c);
+
+  for (int alias = 0; alias < 3; ++alias) {  // x separate, x over a, x over b
+    SCOPED_TRACE("alias " + std::to_string(alias));
+    auto ta = upload(a), tb = upload(b);
+    DeviceBuffer<float> separate = poisoned(m * c), sums = poisoned(m);
+    float* x = alias == 0 ? separate.data() : alias == 1 ? ta.data() : tb.data();
+    be_->layernorm_residual_row_sums(x, sums.data(), ta.data(), tb.data(), m, c);
+    const Floats got_x = (alias == 0 ? separate : alias == 1 ? ta : tb).download();
+    EXPECT_EQ(got_x, want_x.download());
+    EXPECT_EQ(sums.download(), want_sums.download());
+  }
+}
+
 // ---------------------------------------------------------------- GELU
 
 TEST_F(TrainerOps, GeluForwardAndBackwardMatchTheTanhFormula) {

@@ -100,6 +100,10 @@ class Backend {
   // `sums` after (1) and `squares` after (2) over the ranks sharing the rows:
   // (1) sums (m) = Σ_j x[i, j] over the local columns.
   virtual void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) = 0;
+  // (1) with the residual add before it, in one pass: x (m, c) = a + b (x may alias a or b),
+  //     then sums as above; the same bits as add() then layernorm_row_sums().
+  virtual void layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+                                           int64_t c) = 0;
   // (2) mean (m) = sums / C (mean may alias sums); squares (m) = Σ_j (x[i, j] − mean[i])².
   virtual void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
                                           int64_t c, int64_t C) = 0;

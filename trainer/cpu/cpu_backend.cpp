@@ -91,6 +91,11 @@ void CpuBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int6
   cpu::layernorm_row_sums(pool_, sums, x, m, c);
 }
 
+void CpuBackend::layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+                                             int64_t c) {
+  cpu::layernorm_residual_row_sums(pool_, x, sums, a, b, m, c);
+}
+
 void CpuBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
                                             int64_t c, int64_t C) {
   cpu::layernorm_centered_squares(pool_, mean, squares, sums, x, m, c, C);

@@ -48,6 +48,8 @@ class CpuBackend final : public Backend {
   void sum_squares(float* out, const float* x, int64_t n) override;
 
   void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) override;
+  void layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+                                   int64_t c) override;
   void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m, int64_t c,
                                   int64_t C) override;
   void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,

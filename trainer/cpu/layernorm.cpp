@@ -12,6 +12,17 @@ AXONN_SIMD_CLONES void row_sums(float* sums, const float* x, int64_t c, int64_t 
   for (int64_t i = begin; i < end; ++i) sums[i] = static_cast<float>(sum_floats(x + i * c, c));
 }
 
+AXONN_SIMD_CLONES void residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t c,
+                                         int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    float* row = x + i * c;
+    const float* ra = a + i * c;
+    const float* rb = b + i * c;
+    for (int64_t j = 0; j < c; ++j) row[j] = ra[j] + rb[j];
+    sums[i] = static_cast<float>(sum_floats(row, c));
+  }
+}
+
 AXONN_SIMD_CLONES void centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t c,
                                         float inv_C, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
@@ -112,6 +123,13 @@ void layernorm_row_sums(ThreadPool& pool, float* sums, const float* x, int64_t m
   require_nonnegative("layernorm_row_sums", "m", m);
   require_nonnegative("layernorm_row_sums", "c", c);
   parallel_rows(pool, m, c, [&](int64_t begin, int64_t end) { row_sums(sums, x, c, begin, end); });
+}
+
+void layernorm_residual_row_sums(ThreadPool& pool, float* x, float* sums, const float* a, const float* b, int64_t m,
+                                 int64_t c) {
+  require_nonnegative("layernorm_residual_row_sums", "m", m);
+  require_nonnegative("layernorm_residual_row_sums", "c", c);
+  parallel_rows(pool, m, c, [&](int64_t begin, int64_t end) { residual_row_sums(x, sums, a, b, c, begin, end); });
 }
 
 void layernorm_centered_squares(ThreadPool& pool, float* mean, float* squares, const float* sums, const float* x,

@@ -12,6 +12,10 @@ namespace axonn::cpu {
 
 // (1) sums (m) = Σ_j x[i, j]
 void layernorm_row_sums(ThreadPool& pool, float* sums, const float* x, int64_t m, int64_t c);
+// (1) after the residual add: x (m, c) = a + b (x may alias a or b), row by row while the
+// row is in cache, then sums as above
+void layernorm_residual_row_sums(ThreadPool& pool, float* x, float* sums, const float* a, const float* b, int64_t m,
+                                 int64_t c);
 // (2) mean (m) = sums / C (in place allowed); squares (m) = Σ_j (x[i, j] − mean[i])²
 void layernorm_centered_squares(ThreadPool& pool, float* mean, float* squares, const float* sums, const float* x,
                                 int64_t m, int64_t c, int64_t C);

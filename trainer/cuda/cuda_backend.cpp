@@ -165,6 +165,11 @@ void CudaBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int
   cuda::layernorm_row_sums(ctx_, sums, x, m, c);
 }
 
+void CudaBackend::layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+                                              int64_t c) {
+  cuda::layernorm_residual_row_sums(ctx_, x, sums, a, b, m, c);
+}
+
 void CudaBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
                                              int64_t c, int64_t C) {
   cuda::layernorm_centered_squares(ctx_, mean, squares, sums, x, m, c, C);

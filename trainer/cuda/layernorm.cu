@@ -26,6 +26,25 @@ __global__ void row_sums_kernel(float* sums, const float* x, int64_t m, int64_t 
   if (lane() == 0) sums[i] = s;
 }
 
+// x may alias a or b: each element is read and written by the same lane. The sum runs in
+// row_sums_kernel's order, so the result equals add() then row_sums.
+__global__ void residual_row_sums_kernel(float* x, float* sums, const float* a, const float* b, int64_t m,
+                                         int64_t c) {
+  const int64_t i = warp_row();
+  if (i >= m) return;
+  float* row = x + i * c;
+  const float* ra = a + i * c;
+  const float* rb = b + i * c;
+  float s = 0.0f;
+  for (int64_t j = lane(); j < c; j += kWarpSize) {
+    const float v = ra[j] + rb[j];
+    row[j] = v;
+    s += v;
+  }
+  s = warp_sum(s);
+  if (lane() == 0) sums[i] = s;
+}
+
 // mean may alias sums: every lane reads sums[i] before the shuffles, lane 0 writes after.
 __global__ void centered_squares_kernel(float* mean, float* squares, const float* sums, const float* x, int64_t m,
                                         int64_t c, float inv_C) {
@@ -131,6 +150,16 @@ __global__ void dgamma_chunks_kernel(float* dgamma_partials, float* dbeta_partia
 }
 
 }  // namespace
+
+void layernorm_residual_row_sums(const Context& ctx, float* x, float* sums, const float* a, const float* b, int64_t m,
+                                 int64_t c) {
+  const char* op = "layernorm_residual_row_sums";
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "c", c);
+  if (m == 0) return;
+  residual_row_sums_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(x, sums, a, b, m, c);
+  check_launch(ctx, op);
+}
 
 void layernorm_row_sums(const Context& ctx, float* sums, const float* x, int64_t m, int64_t c) {
   const char* op = "layernorm_row_sums";

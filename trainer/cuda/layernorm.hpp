@@ -12,6 +12,8 @@ namespace axonn::cuda {
 
 // (1) sums (m) = Σ_j x[i, j]
 void layernorm_row_sums(const Context& ctx, float* sums, const float* x, int64_t m, int64_t c);
+void layernorm_residual_row_sums(const Context& ctx, float* x, float* sums, const float* a, const float* b, int64_t m,
+                                 int64_t c);
 // (2) mean (m) = sums / C (mean may alias sums); squares (m) = Σ_j (x[i, j] − mean[i])²
 void layernorm_centered_squares(const Context& ctx, float* mean, float* squares, const float* sums, const float* x,
                                 int64_t m, int64_t c, int64_t C);

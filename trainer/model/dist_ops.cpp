@@ -2,15 +2,32 @@
 
 namespace axonn {
 
-void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
-                       const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
-  // mean holds the row sums until stage 2 turns them into means; rstd holds the centred
-  // squares until stage 3 turns them into 1/std (the backend allows both aliases).
-  backend.layernorm_row_sums(mean, x, m, c);
+namespace {
+
+// Stages 2 and 3 once `mean` holds this rank's row sums. mean holds the row sums until
+// stage 2 turns them into means; rstd holds the centred squares until stage 3 turns them
+// into 1/std (the backend allows both aliases).
+void layernorm_from_row_sums(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd,
+                             const float* x, const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
   cols.all_reduce(mean, static_cast<size_t>(m), ElementType::float32);
   backend.layernorm_centered_squares(mean, rstd, mean, x, m, c, C);
   cols.all_reduce(rstd, static_cast<size_t>(m), ElementType::float32);
   backend.layernorm_normalize(out, rstd, x, mean, rstd, gamma, beta, m, c, C, 1e-5f);
+}
+
+}  // namespace
+
+void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
+                       const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
+  backend.layernorm_row_sums(mean, x, m, c);
+  layernorm_from_row_sums(backend, cols, out, mean, rstd, x, gamma, beta, m, c, C);
+}
+
+void residual_layernorm_forward(Backend& backend, Communicator& cols, float* x, float* out, float* mean, float* rstd,
+                                const float* a, const float* b, const float* gamma, const float* beta, int64_t m,
+                                int64_t c, int64_t C) {
+  backend.layernorm_residual_row_sums(x, mean, a, b, m, c);
+  layernorm_from_row_sums(backend, cols, out, mean, rstd, x, gamma, beta, m, c, C);
 }
 
 void layernorm_backward(Backend& backend, Communicator& cols, float* dx, float* dgamma, float* dbeta, float* partials,

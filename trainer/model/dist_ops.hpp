@@ -14,6 +14,12 @@ namespace axonn {
 void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
                        const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C);
 
+// The same on x = a + b, the residual add fused into the first stage: x (m, c) is written
+// (and kept: it is the residual stream) and may alias a or b.
+void residual_layernorm_forward(Backend& backend, Communicator& cols, float* x, float* out, float* mean, float* rstd,
+                                const float* a, const float* b, const float* gamma, const float* beta, int64_t m,
+                                int64_t c, int64_t C);
+
 // dx (m, c) += the input gradient; dgamma, dbeta (c) += their gradients. partials: (m, 2)
 // scratch. One all-reduce of [m, 2] floats.
 void layernorm_backward(Backend& backend, Communicator& cols, float* dx, float* dgamma, float* dbeta, float* partials,

@@ -122,11 +122,22 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
   embedding_->embed(tokens, residual_[0], m);
   backend_.position_forward(residual_[0], params_.param("wpe"), mb_, T, c);
 
+  // Each residual add is fused into the LayerNorm that reads its sum: the attention branch's
+  // into ln2, the MLP branch's into the next block's ln1 (or ln_f after the last block).
+  auto norm_block_input = [&](size_t l, const float* branch, const float* skip) {
+    Block& b = *blocks_[l];
+    float* x = residual_[l];
+    if (branch == nullptr)
+      layernorm_forward(backend_, x_group, b.ln1_out, b.ln1_mean, b.ln1_rstd, x, b.ln1_gamma, b.ln1_beta, m, c, C);
+    else
+      residual_layernorm_forward(backend_, x_group, x, b.ln1_out, b.ln1_mean, b.ln1_rstd, branch, skip, b.ln1_gamma,
+                                 b.ln1_beta, m, c, C);
+  };
+  if (!blocks_.empty()) norm_block_input(0, nullptr, nullptr);
   for (size_t l = 0; l < blocks_.size(); ++l) {
     Block& b = *blocks_[l];
     const float* in = residual_[l];
     float* out = residual_[l + 1];
-    layernorm_forward(backend_, x_group, b.ln1_out, b.ln1_mean, b.ln1_rstd, in, b.ln1_gamma, b.ln1_beta, m, c, C);
     b.qkv.gather_weight();
     b.qkv.forward(b.ln1_out, b.qkv_out, m);
     const int64_t ld = 3 * cy_;
@@ -134,20 +145,25 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
                                heads_, head_dim_);
     b.proj.gather_weight();
     b.proj.forward(b.attention_out, b.residual_mid, m);
-    backend_.add(b.residual_mid, b.residual_mid, in, m * c);
-
-    layernorm_forward(backend_, x_group, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid, b.ln2_gamma, b.ln2_beta, m,
-                      c, C);
+    // residual_mid = attention branch + in, and ln2 of it
+    residual_layernorm_forward(backend_, x_group, b.residual_mid, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid,
+                               in, b.ln2_gamma, b.ln2_beta, m, c, C);
     b.fc.gather_weight();
     b.fc.forward(b.ln2_out, b.fc_out, m);
     backend_.gelu_forward(b.gelu_out, b.fc_out, m * 4 * cy_);
     b.mlp_proj.gather_weight();
     b.mlp_proj.forward(b.gelu_out, out, m);
-    backend_.add(out, out, b.residual_mid, m * c);
+    // out = MLP branch + residual_mid, normalized by what reads it next
+    if (l + 1 < blocks_.size()) norm_block_input(l + 1, out, b.residual_mid);
   }
 
-  layernorm_forward(backend_, x_group, lnf_out_, lnf_mean_, lnf_rstd_, residual_.back(), params_.param("ln_f.weight"),
-                    params_.param("ln_f.bias"), m, c, C);
+  const float* gamma_f = params_.param("ln_f.weight");
+  const float* beta_f = params_.param("ln_f.bias");
+  if (blocks_.empty())
+    layernorm_forward(backend_, x_group, lnf_out_, lnf_mean_, lnf_rstd_, residual_.back(), gamma_f, beta_f, m, c, C);
+  else
+    residual_layernorm_forward(backend_, x_group, residual_.back(), lnf_out_, lnf_mean_, lnf_rstd_, residual_.back(),
+                               blocks_.back()->residual_mid, gamma_f, beta_f, m, c, C);
   embedding_->logits(lnf_out_, logits_, m);
   cross_entropy_forward(backend_, grid_.axis(CommAxis::y), logits_, targets, m, embedding_->v_local(), embedding_->v0(),
                         ce_);
