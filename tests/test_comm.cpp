@@ -180,12 +180,18 @@ TEST(GlooCommunicator, StartedCollectivesOverlapTheCallerAndKeepTheirOrder) {
     const auto reduce = comm.start_all_reduce(big.data(), n, ElementType::float32);
     const auto gather = comm.start_all_gather(mine.data(), all.data(), 4, ElementType::float32);
     EXPECT_GT(gather, reduce);
+    std::vector<float> blocks(6), block(2, -1.0f);  // rank r's block b holds 100 b + r
+    for (size_t b = 0; b < 3; ++b)
+      for (size_t i = 0; i < 2; ++i) blocks[b * 2 + i] = static_cast<float>(100 * b + static_cast<size_t>(rank));
+    const auto scatter = comm.start_reduce_scatter(blocks.data(), block.data(), 2, ElementType::float32);
+    EXPECT_GT(scatter, gather);
     float small = 1.0f;
     comm.all_reduce(&small, 1, ElementType::float32);  // after both started ones
     EXPECT_EQ(small, 3.0f);
     for (size_t r = 0; r < 3; ++r)
       for (size_t i = 0; i < 4; ++i) ASSERT_EQ(all[r * 4 + i], static_cast<float>(10 * r));
     for (float v : big) ASSERT_EQ(v, 6.0f);
+    for (float v : block) ASSERT_EQ(v, static_cast<float>(300 * rank + 3));  // 3·100·rank + (0 + 1 + 2)
     comm.finish(gather);  // already done: returns at once
 
     std::vector<float> more(n, 2.0f);
@@ -193,8 +199,10 @@ TEST(GlooCommunicator, StartedCollectivesOverlapTheCallerAndKeepTheirOrder) {
     comm.finish(t);
     for (float v : more) ASSERT_EQ(v, 6.0f);
     std::lock_guard lock(mu);
-    EXPECT_EQ(recorded, (std::vector<CollectiveKind>{CollectiveKind::all_reduce, CollectiveKind::all_gather,
-                                                     CollectiveKind::all_reduce, CollectiveKind::all_reduce}));
+    EXPECT_EQ(recorded,
+              (std::vector<CollectiveKind>{CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                           CollectiveKind::reduce_scatter, CollectiveKind::all_reduce,
+                                           CollectiveKind::all_reduce}));
   });
 }
 

@@ -77,6 +77,10 @@ class Communicator {
     all_gather(in, out, count, type);
     return 0;
   }
+  virtual Ticket start_reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
+    reduce_scatter(in, out, count, type);
+    return 0;
+  }
   virtual void finish(Ticket ticket) { (void)ticket; }
 };
 

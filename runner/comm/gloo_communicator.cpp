@@ -95,14 +95,22 @@ void GlooCommunicator::finish_started() {
   if (thread_) thread_->wait_all();
 }
 
-Communicator::Ticket GlooCommunicator::start_all_reduce(void* buf, size_t count, ElementType type) {
+CollectiveThread& GlooCommunicator::thread() {
   if (!thread_) thread_ = std::make_unique<CollectiveThread>();
-  return thread_->submit([=, this] { all_reduce_now(buf, count, type); });
+  return *thread_;
+}
+
+Communicator::Ticket GlooCommunicator::start_all_reduce(void* buf, size_t count, ElementType type) {
+  return thread().submit([=, this] { all_reduce_now(buf, count, type); });
 }
 
 Communicator::Ticket GlooCommunicator::start_all_gather(const void* in, void* out, size_t count, ElementType type) {
-  if (!thread_) thread_ = std::make_unique<CollectiveThread>();
-  return thread_->submit([=, this] { all_gather_now(in, out, count, type); });
+  return thread().submit([=, this] { all_gather_now(in, out, count, type); });
+}
+
+Communicator::Ticket GlooCommunicator::start_reduce_scatter(const void* in, void* out, size_t count,
+                                                            ElementType type) {
+  return thread().submit([=, this] { reduce_scatter_now(in, out, count, type); });
 }
 
 void GlooCommunicator::finish(Ticket ticket) {
@@ -156,6 +164,10 @@ void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, E
 // after n-1 steps it holds the full sum of block r. Each rank sends (n-1)/n of the input.
 void GlooCommunicator::reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
   finish_started();
+  reduce_scatter_now(in, out, count, type);
+}
+
+void GlooCommunicator::reduce_scatter_now(const void* in, void* out, size_t count, ElementType type) {
   const size_t block = count * element_size(type);
   const int n = size();
   run(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n), [&] {

@@ -44,12 +44,15 @@ class GlooCommunicator final : public Communicator {
   void barrier() override;
   Ticket start_all_reduce(void* buf, size_t count, ElementType type) override;
   Ticket start_all_gather(const void* in, void* out, size_t count, ElementType type) override;
+  Ticket start_reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
   void finish(Ticket ticket) override;
 
  private:
   // The collectives themselves, on whichever thread calls them.
   void all_reduce_now(void* buf, size_t count, ElementType type);
   void all_gather_now(const void* in, void* out, size_t count, ElementType type);
+  void reduce_scatter_now(const void* in, void* out, size_t count, ElementType type);
+  CollectiveThread& thread();  // made at the first use
   // Before a blocking call: lets the started collectives end (and rethrows their error).
   void finish_started();
   // Runs one collective: times it, records it, turns Gloo's errors into CommError.

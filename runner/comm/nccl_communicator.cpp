@@ -348,12 +348,24 @@ void NcclCommunicator::finish(Ticket ticket) {
   }
 }
 
-void NcclCommunicator::reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
+void NcclCommunicator::queue_reduce_scatter(const void* in, void* out, size_t count, ElementType type,
+                                            ComputeWaits waits) {
   throw_if_aborted(CollectiveKind::reduce_scatter);
   const size_t block = count * element_size(type);
-  if (solo_) return copy(in, out, block, ComputeWaits::now);
-  launch(CollectiveKind::reduce_scatter, block * members_.size(),
-         [&] { return ncclReduceScatter(in, out, count, nccl_type(type), ncclSum, comm_, stream_); });
+  if (solo_) return copy(in, out, block, waits);
+  launch(
+      CollectiveKind::reduce_scatter, block * members_.size(),
+      [&] { return ncclReduceScatter(in, out, count, nccl_type(type), ncclSum, comm_, stream_); }, waits);
+}
+
+void NcclCommunicator::reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
+  queue_reduce_scatter(in, out, count, type, ComputeWaits::now);
+}
+
+Communicator::Ticket NcclCommunicator::start_reduce_scatter(const void* in, void* out, size_t count,
+                                                            ElementType type) {
+  queue_reduce_scatter(in, out, count, type, ComputeWaits::at_finish);
+  return mark_started();
 }
 
 void NcclCommunicator::broadcast(void* buf, size_t count, int root, ElementType type) {

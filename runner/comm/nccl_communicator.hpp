@@ -85,6 +85,7 @@ class NcclCommunicator final : public Communicator {
   void synchronize() override;
   Ticket start_all_reduce(void* buf, size_t count, ElementType type) override;
   Ticket start_all_gather(const void* in, void* out, size_t count, ElementType type) override;
+  Ticket start_reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
   void finish(Ticket ticket) override;
 
   cudaStream_t stream() const { return stream_; }
@@ -121,6 +122,7 @@ class NcclCommunicator final : public Communicator {
   void launch(CollectiveKind kind, size_t bytes, Call&& call, ComputeWaits waits = ComputeWaits::now);
   void queue_all_reduce(void* buf, size_t count, ElementType type, ComputeWaits waits);
   void queue_all_gather(const void* in, void* out, size_t count, ElementType type, ComputeWaits waits);
+  void queue_reduce_scatter(const void* in, void* out, size_t count, ElementType type, ComputeWaits waits);
   Ticket mark_started();  // an event after the collective just queued, and its ticket
   // Delivers the records of finished collectives, oldest first, and waits until at most
   // `max_left` are unfinished; throws (after aborting) on an error or a timeout.

@@ -45,13 +45,18 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g) {
   // gradient (float32), Adam m and v (float32), master weights (float32) when e = 2.
   mem.optimizer = p.total() * (4 + 4 + 4 + (e == 2 ? 4 : 0));
   if (g.z > 1) {
-    int64_t largest = 0;
-    for (const auto& lin : linear_shapes(input.model)) {
+    // Two dW blocks take turns (trainer/model/grad_scatter.hpp): one the largest of any
+    // layer, one the largest of the block layers (the head's is the last).
+    const auto shapes = linear_shapes(input.model);
+    int64_t largest = 0, largest_in_blocks = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const LinearShape& lin = shapes[i];
       const int64_t block = lin.k / g.size(lin.k_axis) * (lin.n / g.size(lin.n_axis()));
       mem.gathered_weights += lin.count * block * e;
       largest = std::max(largest, block);
+      if (i + 1 < shapes.size()) largest_in_blocks = std::max(largest_in_blocks, block);
     }
-    mem.gathered_grad = largest * e;
+    mem.gathered_grad = (largest + largest_in_blocks) * e;
   }
   mem.activations = activation_elements(input.model, g, split.tokens, split.micro_batch) * e;
   mem.workspace = workspace_elements(input.model, g, split.tokens) * e;
@@ -75,7 +80,7 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
   s += "  gathered weights  sum over linears of k/G_a*n/G_b*e (only when G_z > 1) = " +
        gib(static_cast<double>(mem.gathered_weights)) + "\n";
   s +=
-      "  gathered gradient largest k/G_a*n/G_b*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
+      "  gathered gradient (largest k/G_a*n/G_b + largest of a block's layers)*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
       "\n";
   s += "  activations       L*(4mC/G_x + 12mC/G_y + mH/G_y) + 2mC/G_x + mV/G_y, m = mb*T = " +
        std::to_string(split.tokens) + " = " + gib(static_cast<double>(mem.activations)) + "\n";

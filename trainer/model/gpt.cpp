@@ -44,12 +44,13 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
 
   embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, params.param("wte"), params.grad("wte"),
                                                gathered(v * c), gathered(v * c));
-  int64_t largest_block = v * c;
+  int64_t largest_block = v * c, largest_block_layer = 0;
   for (int l = 0; l < model.layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     auto linear = [&](const std::string& name, int64_t k, int64_t n, Axis k_axis) {
       const int64_t block = k / g.size(k_axis) * (n / g.size(k_axis == Axis::x ? Axis::y : Axis::x));
       largest_block = std::max(largest_block, block);
+      largest_block_layer = std::max(largest_block_layer, block);
       return ShardedLinear(backend, grid, k, n, k_axis, params.param(p + name + ".weight"),
                            params.grad(p + name + ".weight"), params.param(p + name + ".bias"),
                            params.grad(p + name + ".bias"), gathered(block));
@@ -95,7 +96,10 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   d_attention_ = make(m * cy);
   d_qkv_ = make(m * 3 * cy);
   ln_partials_ = make(2 * m);
-  if (z_split) scratch_ = {make(largest_block), make(largest_block / g.z)};
+  if (z_split)
+    scatter_ = GradScatter(backend, grid.axis(CommAxis::z), {make(largest_block), make(largest_block / g.z), largest_block},
+                           {make(largest_block_layer), make(largest_block_layer / g.z), largest_block_layer},
+                           overlap_comm);
 }
 
 Gpt::~Gpt() = default;
@@ -187,24 +191,28 @@ void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_sca
   // input gradient to it, on top of the skip path's.
   for (size_t l = blocks_.size(); l-- > 0;) {
     Block& b = *blocks_[l];
-    b.mlp_proj.backward(d_residual_, b.gelu_out, d_mlp_, m, scratch_);
+    b.mlp_proj.backward(d_residual_, b.gelu_out, d_mlp_, m, scatter_);
     backend_.gelu_backward(d_mlp_, b.fc_out, d_mlp_, m * 4 * cy_);
-    b.fc.backward(d_mlp_, b.ln2_out, d_normed_, m, scratch_);
+    b.fc.backward(d_mlp_, b.ln2_out, d_normed_, m, scatter_);
     layernorm_backward(backend_, x_group, d_residual_, b.d_ln2_gamma, b.d_ln2_beta, ln_partials_, d_normed_,
                        b.residual_mid, b.ln2_mean, b.ln2_rstd, b.ln2_gamma, m, c, C);
 
-    b.proj.backward(d_residual_, b.attention_out, d_attention_, m, scratch_);
+    b.proj.backward(d_residual_, b.attention_out, d_attention_, m, scatter_);
     const int64_t ld = 3 * cy_;
     backend_.attention_backward(d_qkv_, d_qkv_ + cy_, d_qkv_ + 2 * cy_, d_attention_, b.attention_out, b.lse, b.qkv_out,
                                 b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T, heads_, head_dim_);
-    b.qkv.backward(d_qkv_, b.ln1_out, d_normed_, m, scratch_);
-    if (sync) sync->block_done(static_cast<int>(l));  // the block's last weight gradient is in
+    b.qkv.backward(d_qkv_, b.ln1_out, d_normed_, m, scatter_);
+    if (sync) {  // the block's weight gradients are final once its last reduce-scatter is in
+      scatter_.flush();
+      sync->block_done(static_cast<int>(l));
+    }
     layernorm_backward(backend_, x_group, d_residual_, b.d_ln1_gamma, b.d_ln1_beta, ln_partials_, d_normed_,
                        residual_[l], b.ln1_mean, b.ln1_rstd, b.ln1_gamma, m, c, C);
   }
 
   backend_.position_backward(params_.grad("wpe"), d_residual_, mb_, T, c);
-  embedding_->weight_backward(logits_, lnf_out_, d_residual_, tokens, m, scratch_);
+  embedding_->weight_backward(logits_, lnf_out_, d_residual_, tokens, m, scatter_);
+  scatter_.flush();  // every gradient is in when forward_backward returns
 }
 
 }  // namespace axonn

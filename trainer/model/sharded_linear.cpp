@@ -45,7 +45,7 @@ void ShardedLinear::forward(const float* x, float* y, int64_t m) {
   if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);
 }
 
-void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t m, const GradScratch& scratch) {
+void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t m, GradScatter& scatter) {
   const float* w = z_split_ ? gathered_ : weight_;
   if (dbias_ != nullptr) backend_.bias_backward(dbias_, dy, m, n_local_, n_local_);
   if (dx != nullptr) {
@@ -58,12 +58,10 @@ void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t
                   n_local_);
     return;
   }
-  backend_.gemm(Transpose::yes, Transpose::no, k_local_, n_local_, m, 1.0f, x, k_local_, dy, n_local_, 0.0f,
-                scratch.gathered, n_local_);
-  const int64_t shard = shard_rows_ * n_local_;
-  grid_.axis(CommAxis::z)
-      .reduce_scatter(scratch.gathered, scratch.shard, static_cast<size_t>(shard), ElementType::float32);
-  backend_.axpy(grad_, 1.0f, scratch.shard, shard);
+  float* dw = scatter.block(k_local_ * n_local_);
+  backend_.gemm(Transpose::yes, Transpose::no, k_local_, n_local_, m, 1.0f, x, k_local_, dy, n_local_, 0.0f, dw,
+                n_local_);
+  scatter.add_to(grad_, dw, shard_rows_ * n_local_);
 }
 
 }  // namespace axonn

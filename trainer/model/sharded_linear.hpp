@@ -12,15 +12,9 @@
 
 #include "comm/comm_grid.hpp"
 #include "trainer/backend.hpp"
+#include "trainer/model/grad_scatter.hpp"
 
 namespace axonn {
-
-// Scratch shared by every layer's backward (one layer at a time): the full dW block before
-// its reduce-scatter and the reduced shard. Sized for the largest layer; unused when G_z = 1.
-struct GradScratch {
-  float* gathered = nullptr;  // >= k/G_a · n/G_b of every layer
-  float* shard = nullptr;     // >= k/(G_a·G_z) · n/G_b of every layer
-};
 
 class ShardedLinear {
  public:
@@ -41,8 +35,9 @@ class ShardedLinear {
   // y (m, n/G_b) = x (m, k/G_a) · W, summed over a, plus bias. Call gather_weight() first.
   void forward(const float* x, float* y, int64_t m);
   // dx (m, k/G_a) = dy · W^T summed over b (skipped when dx is null); dW += x^T · dy summed
-  // over z into this rank's rows; dbias += Σ_rows dy.
-  void backward(const float* dy, const float* x, float* dx, int64_t m, const GradScratch& scratch);
+  // over z into this rank's rows (through `scatter`, maybe still in flight on return);
+  // dbias += Σ_rows dy.
+  void backward(const float* dy, const float* x, float* dx, int64_t m, GradScatter& scatter);
 
  private:
   Backend& backend_;

@@ -54,19 +54,19 @@ void TiedEmbedding::logits_backward_input(const float* dlogits, float* dx, int64
 }
 
 void TiedEmbedding::weight_backward(const float* dlogits, const float* x_head, const float* d_embedded,
-                                    const int32_t* tokens, int64_t m, const GradScratch& scratch) {
+                                    const int32_t* tokens, int64_t m, GradScatter& scatter) {
   if (z_ == 1) {
     backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 1.0f, grad_, c_);
     backend_.embedding_backward(grad_, d_embedded, tokens, m, c_, v0_, v_);
     return;
   }
-  float* dw = scratch.gathered;  // [v, c]
+  float* dw = scatter.block(v_ * c_);  // [v, c]
   backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 0.0f, dw, c_);
   backend_.embedding_backward(dw, d_embedded, tokens, m, c_, v0_, v_);
+  // The reduce-scatter wants z-major blocks: [G_z][v][c/G_z], block z = columns of z.
   const int64_t cz = c_ / z_;
   for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(staging_ + z * v_ * cz, cz, dw + z * cz, c_, v_, cz);
-  grid_.axis(CommAxis::z).reduce_scatter(staging_, scratch.shard, static_cast<size_t>(v_ * cz), ElementType::float32);
-  backend_.axpy(grad_, 1.0f, scratch.shard, v_ * cz);
+  scatter.add_to(grad_, staging_, v_ * cz);
 }
 
 }  // namespace axonn

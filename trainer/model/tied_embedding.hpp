@@ -32,9 +32,10 @@ class TiedEmbedding {
   void embed(const int32_t* tokens, float* out, int64_t m);
   void logits(const float* x, float* logits, int64_t m);
   void logits_backward_input(const float* dlogits, float* dx, int64_t m);
-  // wte grad += dlogits^T · x_head + the rows of d_embedded at `tokens`, summed over z.
+  // wte grad += dlogits^T · x_head + the rows of d_embedded at `tokens`, summed over z
+  // (through `scatter`: flush it before reading the gradient).
   void weight_backward(const float* dlogits, const float* x_head, const float* d_embedded, const int32_t* tokens,
-                       int64_t m, const GradScratch& scratch);
+                       int64_t m, GradScatter& scatter);
 
  private:
   const float* full() const { return z_ > 1 ? gathered_ : weight_; }  // [v, c]
