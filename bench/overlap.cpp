@@ -4,7 +4,7 @@
 // For each layout the same job runs under `axonn run -n <ranks>` with overlap off and on,
 // alternating, `reps` times each. A run's step time is the median of rank 0's step_s over
 // its steps after the first (metrics.jsonl). The collectives that overlap moves are the z
-// all-gathers and the data all-reduce: their counted time per step in the off runs
+// all-gathers and reduce-scatters and the data all-reduce: their counted time per step in the off runs
 // (summary.json, comm_seconds_per_step) is what could be hidden, and
 //   hidden fraction = (step_off - step_on) / that time
 // (1: all of it disappeared from the step; 0: none; below 0: overlap made the step slower).
@@ -74,7 +74,7 @@ std::vector<double> step_seconds(const fs::path& run_dir) {
   return out;
 }
 
-// summary.json's comm_seconds_per_step for "z.all_gather" and "data.all_reduce".
+// summary.json's comm_seconds_per_step for the collectives overlap moves.
 double overlappable_comm_s(const fs::path& run_dir) {
   const std::string text = read_text(run_dir / "summary.json");
   const size_t at = text.find("\"comm_seconds_per_step\"");
@@ -84,7 +84,7 @@ double overlappable_comm_s(const fs::path& run_dir) {
   }
   const std::string summary = text.substr(at, text.find('}', at) - at);
   double total = 0;
-  for (const char* key : {"z.all_gather", "data.all_reduce"}) {
+  for (const char* key : {"z.all_gather", "z.reduce_scatter", "data.all_reduce"}) {
     const std::regex re("\"" + std::string(key) + R"(\": ([-0-9.eE+]+))");
     std::smatch m;
     if (std::regex_search(summary, m, re)) total += std::stod(m[1]);
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   std::ofstream(dir / "job.toml") << kJob;
 
   // Data parallel (the bucketed all-reduce during the last backward) and z (the forward's
-  // all-gathers ahead of use); on `ranks` ranks each.
+  // all-gathers ahead of use, each dW reduce-scatter beside the next layer); `ranks` each.
   const std::vector<std::string> layouts = {std::to_string(ranks) + "x1x1x1", "1x1x1x" + std::to_string(ranks)};
   std::printf("overlap of communication with compute: %d ranks (axonn run, Gloo on loopback), %d steps, %d reps\n",
               ranks, steps, reps);

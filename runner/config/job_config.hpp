@@ -36,8 +36,8 @@ struct TrainingConfig {
   // (float32 on the host, Gloo collectives), or "auto": cuda when this build has the CUDA
   // backend and the rank sees a GPU, else cpu.
   std::string device = "auto";
-  // Run the z all-gathers of the forward and the data-parallel gradient all-reduce of the
-  // last micro-batch beside compute (a communicator thread on Gloo, the communicator's
+  // Run the z all-gathers of the forward, the z reduce-scatters of the weight gradients and
+  // the data-parallel gradient all-reduce of the last micro-batch beside compute (a communicator thread on Gloo, the communicator's
   // stream on NCCL). false: the same collectives in the same order, each waited for where
   // it is issued. Either way the results are bit for bit the same.
   bool overlap_comm = true;

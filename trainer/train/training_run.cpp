@@ -134,8 +134,8 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
                  cost.step_s(), cost.compute_s, cost.comm_total_s(), static_cast<double>(memory.total()) / 1048576.0);
     spdlog::info("train: communication per step per rank: {}", comm_summary(volume));
     spdlog::info("train: overlap {}",
-                 t.overlap_comm ? "on: the forward's z all-gathers and the last backward's data all-reduce run beside "
-                                  "compute (training.overlap_comm = false turns it off)"
+                 t.overlap_comm ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
+                                  "beside compute (training.overlap_comm = false turns it off)"
                                 : "off: every collective is waited for where it is issued (training.overlap_comm)");
     spdlog::info("train: metrics in {}", metrics->path().string());
   }
