@@ -96,10 +96,11 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   d_attention_ = make(m * cy);
   d_qkv_ = make(m * 3 * cy);
   ln_partials_ = make(2 * m);
-  if (z_split)
-    scatter_ = GradScatter(backend, grid.axis(CommAxis::z), {make(largest_block), make(largest_block / g.z), largest_block},
-                           {make(largest_block_layer), make(largest_block_layer / g.z), largest_block_layer},
-                           overlap_comm);
+  if (z_split) {
+    const GradScatter::Pair large{make(largest_block), make(largest_block / g.z), largest_block};
+    const GradScatter::Pair small{make(largest_block_layer), make(largest_block_layer / g.z), largest_block_layer};
+    scatter_ = GradScatter(backend, grid.axis(CommAxis::z), large, small, overlap_comm);
+  }
 }
 
 Gpt::~Gpt() = default;
@@ -126,18 +127,13 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
   embedding_->embed(tokens, residual_[0], m);
   backend_.position_forward(residual_[0], params_.param("wpe"), mb_, T, c);
 
-  // Each residual add is fused into the LayerNorm that reads its sum: the attention branch's
-  // into ln2, the MLP branch's into the next block's ln1 (or ln_f after the last block).
-  auto norm_block_input = [&](size_t l, const float* branch, const float* skip) {
-    Block& b = *blocks_[l];
-    float* x = residual_[l];
-    if (branch == nullptr)
-      layernorm_forward(backend_, x_group, b.ln1_out, b.ln1_mean, b.ln1_rstd, x, b.ln1_gamma, b.ln1_beta, m, c, C);
-    else
-      residual_layernorm_forward(backend_, x_group, x, b.ln1_out, b.ln1_mean, b.ln1_rstd, branch, skip, b.ln1_gamma,
-                                 b.ln1_beta, m, c, C);
-  };
-  if (!blocks_.empty()) norm_block_input(0, nullptr, nullptr);
+  // Each residual add runs inside the LayerNorm that reads the sum (residual_layernorm_forward):
+  // the attention branch's in ln2, the MLP branch's in the next block's ln1, or in ln_f.
+  if (!blocks_.empty()) {
+    Block& first = *blocks_.front();
+    layernorm_forward(backend_, x_group, first.ln1_out, first.ln1_mean, first.ln1_rstd, residual_[0],
+                      first.ln1_gamma, first.ln1_beta, m, c, C);
+  }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     Block& b = *blocks_[l];
     const float* in = residual_[l];
@@ -157,15 +153,18 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
     backend_.gelu_forward(b.gelu_out, b.fc_out, m * 4 * cy_);
     b.mlp_proj.gather_weight();
     b.mlp_proj.forward(b.gelu_out, out, m);
-    // out = MLP branch + residual_mid, normalized by what reads it next
-    if (l + 1 < blocks_.size()) norm_block_input(l + 1, out, b.residual_mid);
+    if (l + 1 < blocks_.size()) {  // out = MLP branch + residual_mid, and the next block's ln1 of it
+      Block& next = *blocks_[l + 1];
+      residual_layernorm_forward(backend_, x_group, out, next.ln1_out, next.ln1_mean, next.ln1_rstd, out,
+                                 b.residual_mid, next.ln1_gamma, next.ln1_beta, m, c, C);
+    }
   }
 
   const float* gamma_f = params_.param("ln_f.weight");
   const float* beta_f = params_.param("ln_f.bias");
   if (blocks_.empty())
     layernorm_forward(backend_, x_group, lnf_out_, lnf_mean_, lnf_rstd_, residual_.back(), gamma_f, beta_f, m, c, C);
-  else
+  else  // the last block's output = its MLP branch + residual_mid, and ln_f of it
     residual_layernorm_forward(backend_, x_group, residual_.back(), lnf_out_, lnf_mean_, lnf_rstd_, residual_.back(),
                                blocks_.back()->residual_mid, gamma_f, beta_f, m, c, C);
   embedding_->logits(lnf_out_, logits_, m);
