@@ -37,7 +37,7 @@
 #include "solo_trainer.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_cost.hpp"
-#include "timed_backend.hpp"
+#include "op_profile.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/train/trainer.hpp"
@@ -168,48 +168,14 @@ bool parse(int argc, char** argv, Options& o) {
   return o.threads > 0 && o.rounds > 0 && o.steps > 0;
 }
 
-// Our trainer's step split by backend op: `steps` steps after 2 untimed ones. Each op's time
-// is its fastest step's (a shared machine slows some steps down); the step time is the median.
+// Our trainer's step split by backend op (op_profile.hpp).
 int profile(const Options& o, const JobConfig& job, const TokenData& data) {
   CpuBackend cpu(o.threads);
   bench::TimedBackend backend(cpu);
   SoloExchange exchange;
   CommGrid grid(exchange, Layout{}, std::chrono::seconds(10), true);
   Trainer trainer(backend, grid, job, data);
-  our_step_times(trainer, 0);
-  std::vector<double> step_times, outside_ops;
-  std::map<std::string, bench::TimedBackend::Total> best;
-  for (int s = 0; s < o.steps; ++s) {
-    backend.reset();
-    const auto start = Clock::now();
-    trainer.train_step();
-    step_times.push_back(seconds_since(start));
-    double in_ops = 0;
-    for (const auto& [name, t] : backend.totals()) {
-      in_ops += t.seconds;
-      if (best.count(name) == 0 || t.seconds < best[name].seconds) best[name] = t;
-    }
-    outside_ops.push_back(step_times.back() - in_ops);
-  }
-  const double step_s = median(step_times);
-
-  std::vector<std::pair<std::string, bench::TimedBackend::Total>> ops(best.begin(), best.end());
-  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  const Spread spread_s = spread(step_times);
-  std::printf("profile: %.1f ms per step (median of %d steps, %.1f..%.1f), per backend op (its fastest step):\n",
-              1e3 * step_s, o.steps, 1e3 * spread_s.min, 1e3 * spread_s.max);
-  std::printf("  %-28s %9s %10s %7s %10s\n", "op", "calls", "ms/step", "share", "GFLOP/s");
-  double ops_s = 0;
-  for (const auto& [name, t] : ops) {
-    ops_s += t.seconds;
-    std::printf("  %-28s %9lld %10.2f %6.1f%%", name.c_str(), static_cast<long long>(t.calls), 1e3 * t.seconds,
-                100.0 * t.seconds / step_s);
-    if (t.flops > 0) std::printf(" %10.1f", t.flops / t.seconds / 1e9);
-    std::printf("\n");
-  }
-  std::printf("  %-28s %9s %10.2f %6.1f%%\n", "sum of the ops", "", 1e3 * ops_s, 100.0 * ops_s / step_s);
-  std::printf("  %-28s %9s %10.2f %6.1f%%   (median over steps: host code, collectives)\n", "outside the ops", "",
-              1e3 * median(outside_ops), 100.0 * median(outside_ops) / step_s);
+  bench::print_op_profile(backend, trainer, o.steps);
   return 0;
 }
 

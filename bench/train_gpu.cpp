@@ -13,7 +13,9 @@
 // attention), the same for both sides, so FLOP/s ratios equal tokens/s ratios.
 //
 // usage: bench_train_gpu [--model 124m|350m|both] [--micro-batch mb] [--batch B] [--warmup N]
-//                        [--steps M] [--gemm N] [--python PATH] [--no-torch]
+//                        [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]
+// --profile: no references; our step's time per backend op (GEMMs per shape, attention,
+// LayerNorm, ...; op_profile.hpp), each op synchronized, for each model.
 // Each step is --batch sequences in micro-batches of --micro-batch (default 8 and 8: one
 // micro-batch per step). Our side is in-process: the CUDA backend on GPU 0, a one-rank
 // CommGrid on NCCL (as `axonn train` builds it), Trainer on the built-in corpus. Without a
@@ -31,6 +33,7 @@
 
 #include "bench_stats.hpp"
 #include "comm/comm_grid.hpp"
+#include "op_profile.hpp"
 #include "solo_trainer.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_cost.hpp"
@@ -69,6 +72,7 @@ struct Options {
   int gemm = 8192;
   std::string python = "python3";
   bool torch = true;
+  bool profile = false;
 };
 
 // FLOP/s of the backend's GEMM at n^3 (row-major, no transposes, float32 buffers, the
@@ -106,6 +110,22 @@ JobConfig bench_job(const Options& o, const ModelShape& shape) {
   job.training.dtype = Dtype::bfloat16;
   job.training.device = "cuda";
   return job;
+}
+
+// Our step split by backend op, on a TimedBackend around `backend`.
+void our_profile(Backend& backend, const Options& o, const Model& model, const TokenData& data) {
+  const JobConfig job = bench_job(o, model.shape);
+  TimedBackend timed(backend);
+  SoloExchange exchange;
+  CommGrid grid(exchange, Layout{}, std::chrono::seconds(60), true, CommBackend::nccl);
+  grid.order_with_compute(cuda_stream_of(backend));
+  Trainer trainer(timed, grid, job, data);
+  std::printf("GPT-2 %s, %d sequences in micro-batches of %d: ", model.name, o.batch, trainer.split().micro_batch);
+  print_op_profile(timed, trainer, o.steps, [&] {
+    backend.synchronize();
+    grid.synchronize();
+  });
+  std::printf("\n");
 }
 
 struct OurRun {
@@ -174,7 +194,7 @@ TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
 int usage() {
   std::fprintf(stderr,
                "usage: bench_train_gpu [--model 124m|350m|both] [--micro-batch mb] [--batch B] [--warmup N]\n"
-               "                       [--steps M] [--gemm N] [--python PATH] [--no-torch]\n");
+               "                       [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]\n");
   return 2;
 }
 
@@ -185,6 +205,8 @@ bool parse(int argc, char** argv, Options& o) {
     auto number = [&] { return std::stoi(argv[++i]); };
     if (a == "--no-torch") {
       o.torch = false;
+    } else if (a == "--profile") {
+      o.profile = true;
     } else if (!has_value) {
       return false;
     } else if (a == "--model") {
@@ -232,6 +254,13 @@ int main(int argc, char** argv) try {
   backend_options.gemm_math = GemmMath::bf16;
   const std::unique_ptr<Backend> backend = make_cuda_backend(backend_options);
   const TokenData data = builtin_corpus();
+  if (o.profile) {
+    for (const Model& model : o.models) {
+      data.validate(model.shape.vocab, model.shape.sequence, o.batch);
+      our_profile(*backend, o, model, data);
+    }
+    return 0;
+  }
 
   const double gemm_flops = backend_gemm_flops(*backend, o.gemm);
   std::printf("GPU 0, GEMMs %s; backend gemm %d^3: %.1f TFLOP/s (%.1f%% of the %.0f TFLOP/s bf16 peak)\n",
