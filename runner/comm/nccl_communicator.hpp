@@ -11,10 +11,11 @@
 //   comm.make_wait(compute);  // work queued on `compute` from now on starts after the
 //                             // collectives queued so far (the kernels reading the result)
 // synchronize() blocks the host until the queued collectives are done.
-// start_all_reduce / start_all_gather (Communicator's overlap calls) do the wait_for but not
-// the make_wait: compute goes on beside the collective until finish(ticket) makes the
-// compute stream wait for it (an event recorded after it). Without a compute stream
-// (order_with(nullptr)) finish blocks the host, as synchronize() does.
+// The start_* calls (Communicator's overlap calls) do the wait_for but not the make_wait:
+// compute goes on beside the collective until finish(ticket) makes the compute stream wait
+// for it (an event recorded after it). Without a compute stream (order_with(nullptr))
+// finish blocks the host, as synchronize() does. Started collectives of several axes then
+// run at once on their streams; the issue-order rule below is what keeps that safe.
 // order_with(compute) makes every later collective do both by itself (the trainer's mode:
 // each collective then sits between the compute kernels that produce and read its buffers,
 // as the Gloo path's blocking calls do, so code written for Gloo is correct unchanged).
