@@ -27,17 +27,19 @@
 #include <fstream>
 #include <map>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_stats.hpp"
+#include "subprocess.hpp"
 
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
+
+using axonn::bench::read_text;
 
 const std::string kSource = AXONN_SOURCE_DIR;
 const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
@@ -59,13 +61,6 @@ double wall_s() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Spawns argv (searching PATH) in `dir` with output to `log`; returns the exit status and

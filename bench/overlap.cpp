@@ -10,13 +10,13 @@
 // (1: all of it disappeared from the step; 0: none; below 0: overlap made the step slower).
 // CPU ranks on loopback: the "network" is the same cores the compute uses, so this bounds
 // what a rank gains where the NIC does the moving; the mechanism is the one GPUs use.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using axonn::bench::median;
+using axonn::bench::read_text;
 using axonn::bench::run_capture;
 
 const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
@@ -51,13 +52,6 @@ device = "cpu"
 dir = "ckpt"
 interval = 0
 )";
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Rank 0's step_s of every step but the first (its warm-up).
 std::vector<double> step_seconds(const fs::path& run_dir) {
