@@ -115,8 +115,13 @@ TEST(TrainOverlap, OffAndOnGiveTheSameBits) {
   ASSERT_EQ(on.steps.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(on.steps[i].loss, off.steps[i].loss) << "step " << i + 1;
   expect_same_tensors(on.tensors, off.tensors, 0.0f, "overlap on vs off");
-  for (const TrainedRun* run : {&on, &off})
+  for (const TrainedRun* run : {&on, &off}) {
     EXPECT_TRUE(contains(run->summary, "\"comm_bytes_match\": true")) << run->summary;
+    // The collectives overlap moves, each with its counted time per step.
+    const std::string times = run->summary.substr(run->summary.find("\"comm_seconds_per_step\""));
+    for (const char* key : {"\"z.all_gather\": ", "\"z.reduce_scatter\": ", "\"data.all_reduce\": "})
+      EXPECT_TRUE(contains(times.substr(0, times.find('}')), key)) << key << " in " << run->summary;
+  }
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
 

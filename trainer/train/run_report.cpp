@@ -1,5 +1,6 @@
 #include "trainer/train/run_report.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -34,7 +35,24 @@ std::string json_number(double v) {
   return buf;
 }
 
+// "z.all_gather": an (axis, kind) as summary.json names it.
+std::string comm_key(int axis, int kind) {
+  return comm_axis_name(static_cast<CommAxis>(axis)) + "." + collective_name(static_cast<CollectiveKind>(kind));
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, double>> comm_seconds_per_step(const CommCounters& counted, int64_t steps) {
+  std::vector<std::pair<std::string, double>> out;
+  if (steps <= 0) return out;
+  for (int a = 0; a < kCommAxisCount; ++a)
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const CollectiveCount& c = counted[static_cast<size_t>(a)][static_cast<size_t>(k)];
+      if (c.calls > 0)
+        out.emplace_back(comm_key(a, k), std::chrono::duration<double>(c.time).count() / static_cast<double>(steps));
+    }
+  return out;
+}
 
 std::vector<std::string> comm_mismatches(const CommCounters& counted, const StepVolume& per_step, int64_t steps) {
   std::vector<std::string> out;
@@ -86,10 +104,7 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
     for (int k = 0; k < kCollectiveKindCount; ++k) {
       const CollectiveVolume& p = r.predicted_per_step.at(static_cast<CommAxis>(a), static_cast<CollectiveKind>(k));
       if (p.calls == 0) continue;
-      j += std::string(first ? "" : ", ") +
-           json_string(comm_axis_name(static_cast<CommAxis>(a)) + "." +
-                       collective_name(static_cast<CollectiveKind>(k))) +
-           ": " + std::to_string(p.bytes);
+      j += std::string(first ? "" : ", ") + json_string(comm_key(a, k)) + ": " + std::to_string(p.bytes);
       first = false;
     }
   j += "},\n  \"comm_seconds_per_step\": {";

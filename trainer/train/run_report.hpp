@@ -17,6 +17,10 @@ namespace axonn {
 // "x all_reduce: counted 1024 bytes in 4 calls, predicted 2048 in 8"; empty when all equal.
 std::vector<std::string> comm_mismatches(const CommCounters& counted, const StepVolume& per_step, int64_t steps);
 
+// Counted time per step of each (axis, kind) with calls, "z.all_gather" -> s; empty when
+// steps is 0.
+std::vector<std::pair<std::string, double>> comm_seconds_per_step(const CommCounters& counted, int64_t steps);
+
 // One line per axis with traffic: "x: all_reduce 1.2 MiB/step (12 calls), ..." for the log.
 std::string comm_summary(const StepVolume& per_step);
 
@@ -31,8 +35,8 @@ struct RunSummary {
   bool comm_bytes_match = false;
   std::vector<std::string> comm_mismatches;               // of rank 0
   StepVolume predicted_per_step;                          // rank 0's
-  // Rank 0's counted time per step of each collective with traffic, "z.all_gather" -> s
-  // (a started one's time on its communicator's thread or stream, hidden or not).
+  // Rank 0's comm_seconds_per_step (a started collective's time on its communicator's
+  // thread or stream, hidden or not).
   std::vector<std::pair<std::string, double>> comm_s_per_step;
   std::vector<double> model_memory_bytes;                 // per rank: peak RSS above the baseline
   std::vector<double> predicted_memory_bytes;             // per rank

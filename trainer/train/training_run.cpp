@@ -269,14 +269,7 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     summary.comm_bytes_match = result.comm_bytes_match;
     summary.comm_mismatches = mismatches;
     summary.predicted_per_step = volume;
-    for (int a = 0; a < kCommAxisCount; ++a)
-      for (int k = 0; k < kCollectiveKindCount; ++k) {
-        const CollectiveCount& c = counted[static_cast<size_t>(a)][static_cast<size_t>(k)];
-        if (c.calls == 0 || steps_run == 0) continue;
-        summary.comm_s_per_step.emplace_back(
-            comm_axis_name(static_cast<CommAxis>(a)) + "." + collective_name(static_cast<CollectiveKind>(k)),
-            std::chrono::duration<double>(c.time).count() / static_cast<double>(steps_run));
-      }
+    summary.comm_s_per_step = comm_seconds_per_step(counted, steps_run);
     summary.process_start_unix_s = startup.process_start_unix_s();
     summary.startup_s = startup.phases();
     write_run_summary(std::filesystem::path(job.run.dir) / "summary.json", summary);
