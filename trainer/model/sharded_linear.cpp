@@ -18,24 +18,15 @@ ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_
       gathered_(gathered),
       z_split_(grid.layout().z > 1) {
   if (z_split_ && gathered == nullptr) throw BackendError("ShardedLinear: G_z > 1 needs a gathered-weight buffer");
+  if (z_split_) gather_ = ZGather(grid.axis(CommAxis::z), weight, gathered, shard_rows_ * n_local_);
 }
 
 void ShardedLinear::prefetch_weight() {
-  if (!z_split_) return;
-  prefetch_ = grid_.axis(CommAxis::z)
-                  .start_all_gather(weight_, gathered_, static_cast<size_t>(shard_rows_ * n_local_),
-                                    ElementType::float32);
-  prefetched_ = true;
+  if (z_split_) gather_.prefetch();
 }
 
 void ShardedLinear::gather_weight() {
-  if (!z_split_) return;
-  Communicator& z = grid_.axis(CommAxis::z);
-  if (prefetched_) {
-    prefetched_ = false;
-    return z.finish(prefetch_);
-  }
-  z.all_gather(weight_, gathered_, static_cast<size_t>(shard_rows_ * n_local_), ElementType::float32);
+  if (z_split_) gather_.complete();
 }
 
 void ShardedLinear::forward(const float* x, float* y, int64_t m) {

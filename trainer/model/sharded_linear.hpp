@@ -13,6 +13,7 @@
 #include "comm/comm_grid.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/model/grad_scatter.hpp"
+#include "trainer/model/z_gather.hpp"
 
 namespace axonn {
 
@@ -50,8 +51,7 @@ class ShardedLinear {
   float* dbias_;
   float* gathered_;
   bool z_split_;
-  bool prefetched_ = false;
-  Communicator::Ticket prefetch_ = 0;
+  ZGather gather_;  // weight_ -> gathered_ (G_z > 1)
 };
 
 }  // namespace axonn

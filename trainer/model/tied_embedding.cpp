@@ -16,25 +16,18 @@ TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, in
       staging_(staging) {
   if (z_ > 1 && (gathered == nullptr || staging == nullptr))
     throw BackendError("TiedEmbedding: G_z > 1 needs gathered and staging buffers");
+  if (z_ > 1) gather_ = ZGather(grid.axis(CommAxis::z), weight, staging, v_ * (c_ / z_));
 }
 
 void TiedEmbedding::prefetch_weight() {
-  if (z_ == 1) return;
-  prefetch_ = grid_.axis(CommAxis::z)
-                  .start_all_gather(weight_, staging_, static_cast<size_t>(v_ * (c_ / z_)), ElementType::float32);
-  prefetched_ = true;
+  if (z_ > 1) gather_.prefetch();
 }
 
 void TiedEmbedding::gather_weight() {
   if (z_ == 1) return;
   // The all-gather lands z-major, [G_z][v][c/G_z]; block z is columns [z·c/G_z, (z+1)·c/G_z).
+  gather_.complete();
   const int64_t cz = c_ / z_;
-  Communicator& z_group = grid_.axis(CommAxis::z);
-  if (prefetched_)
-    z_group.finish(prefetch_);
-  else
-    z_group.all_gather(weight_, staging_, static_cast<size_t>(v_ * cz), ElementType::float32);
-  prefetched_ = false;
   for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(gathered_ + z * cz, c_, staging_ + z * v_ * cz, cz, v_, cz);
 }
 

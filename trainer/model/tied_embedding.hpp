@@ -13,6 +13,7 @@
 #include "comm/comm_grid.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/model/sharded_linear.hpp"
+#include "trainer/model/z_gather.hpp"
 
 namespace axonn {
 
@@ -47,8 +48,7 @@ class TiedEmbedding {
   float* grad_;
   float* gathered_;
   float* staging_;
-  bool prefetched_ = false;
-  Communicator::Ticket prefetch_ = 0;
+  ZGather gather_;  // weight_ -> staging_ (G_z > 1)
 };
 
 }  // namespace axonn
