@@ -6,7 +6,7 @@
 //   "auto" -> "cuda" when this build has the CUDA backend and the rank sees a GPU, else "cpu".
 // training.dtype picks the GPU's GEMM math: float32 -> exact float32 (GemmMath::fp32, the
 // CPU's results up to summation order), bfloat16 -> bf16 tensor cores with float32
-// accumulation (GemmMath::bf16). The CPU backend has float32 only: bfloat16 there is an error
+// accumulation for the GEMMs and attention (GemmMath::bf16). The CPU backend has float32 only: bfloat16 there is an error
 // naming both fixes.
 //
 // This header includes no CUDA one.

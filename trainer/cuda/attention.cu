@@ -2,17 +2,21 @@
 #include <string>
 
 #include "trainer/cuda/attention.hpp"
+#include "trainer/cuda/attention_bf16.hpp"
+#include "trainer/cuda/attention_tiles.cuh"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/device_math.cuh"
+#include "trainer/cuda/gemm.hpp"
 
 namespace axonn::cuda {
 namespace {
+
+using namespace attention_tiles;
 
 // Query rows per block and keys per tile: one key per lane for the scores.
 constexpr int kTile = kWarpSize;
 constexpr int kRowsPerWarp = kTile / kWarpsPerBlock;  // 4: the rows (or keys) one warp owns
 static_assert(kTile % kWarpsPerBlock == 0, "the tile's rows split evenly over the block's warps");
-constexpr size_t kDefaultSharedBytes = 48 * 1024;  // above this a kernel must opt in
 
 // The shared checks, and the head size these kernels hold per row.
 void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
@@ -26,32 +30,6 @@ void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, 
 // Row stride of a shared tile whose rows are read one per lane (lane j reads row j, element
 // e, all lanes at once): odd, so the 32 rows fall in 32 different banks.
 __host__ __device__ inline int odd_stride(int d) { return d % 2 == 0 ? d + 1 : d; }
-
-// The shapes every kernel needs, by value.
-struct Shape {
-  int64_t ld, T, h, pairs, tiles;  // pairs = B·h; tiles = ceil(T / 32) per pair
-  int d;
-  float scale;  // 1/sqrt(d)
-};
-
-// Block x = rank·pairs + pair: rank r of every pair is scheduled before rank r + 1. With
-// `longest_first` rank 0 is the last tile (the query tiles that see the most keys).
-struct BlockTile {
-  int64_t pair, tile;
-};
-__device__ inline BlockTile block_tile(const Shape& s, bool longest_first) {
-  const int64_t x = blockIdx.x, rank = x / s.pairs;
-  return {x - rank * s.pairs, longest_first ? s.tiles - 1 - rank : rank};
-}
-
-// Where pair b·h + head starts: in q, k, v (row stride ld) and in out, dout (row stride h·d).
-struct PairBase {
-  int64_t qkv, out;
-};
-__device__ inline PairBase pair_base(const Shape& s, int64_t pair) {
-  const int64_t b = pair / s.h, head = pair - b * s.h;
-  return {b * s.T * s.ld + head * s.d, b * s.T * s.h * s.d + head * s.d};
-}
 
 // Rows [0, 32) of a shared tile (row stride `stride`) = rows row0 .. row0+31 of a (T, d) view
 // at src (row stride ld), 0 for rows at or past T. Every thread of the block takes part.
@@ -295,23 +273,8 @@ Kernel pick(int64_t d, Kernel fixed64, Kernel cols1, Kernel cols2, Kernel cols3,
   }
 }
 
-template <typename Kernel, typename... Args>
-void launch(const Context& ctx, const char* op, Kernel kernel, unsigned blocks, size_t shared_bytes, Args... args) {
-  if (shared_bytes > kDefaultSharedBytes)  // d > ~64; an H100 allows 227 KiB per block
-    AXONN_CUDA_OP_CHECK(
-        op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
-  kernel<<<blocks, kThreads, shared_bytes, ctx.stream>>>(args...);
-  check_launch(ctx, op);
-}
-
-Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
-  return Shape{ld, T, h, B * h, (T + kTile - 1) / kTile, static_cast<int>(d), 1.0f / std::sqrt(static_cast<float>(d))};
-}
-
-// One block per (pair, 32-row tile).
-unsigned tile_blocks(const char* op, const Shape& s) {
-  return grid_dim(op, "attention tiles", s.pairs * s.tiles, true);
-}
+// The bf16 GEMM math runs attention on tensor cores too (attention_bf16.hpp).
+bool on_tensor_cores(const Context& ctx) { return ctx.gemm != nullptr && ctx.gemm->math() == GemmMath::bf16; }
 
 }  // namespace
 
@@ -320,12 +283,13 @@ void attention_forward(const Context& ctx, float* out, float* lse, const float* 
   const char* op = "attention_forward";
   require_shape(op, ld, B, T, h, d);
   if (B == 0 || T == 0 || h == 0) return;
-  const Shape s = shape_of(ld, B, T, h, d);
+  if (on_tensor_cores(ctx)) return attention_forward_bf16(ctx, out, lse, q, k, v, ld, B, T, h, d);
+  const Shape s = shape_of(ld, B, T, h, d, kTile);
   const size_t shared = static_cast<size_t>(kTile) * (2 * d + odd_stride(s.d)) * sizeof(float);
   launch(ctx, op,
          pick(d, forward_kernel<2, 64>, forward_kernel<1, 0>, forward_kernel<2, 0>, forward_kernel<3, 0>,
               forward_kernel<4, 0>),
-         tile_blocks(op, s), shared, out, lse, q, k, v, s);
+         tile_blocks(op, s), kThreads, shared, out, lse, q, k, v, s);
 }
 
 void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* out,
@@ -334,19 +298,20 @@ void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, con
   const char* op = "attention_backward";
   require_shape(op, ld, B, T, h, d);
   if (B == 0 || T == 0 || h == 0) return;
-  const Shape s = shape_of(ld, B, T, h, d);
+  const Shape s = shape_of(ld, B, T, h, d, kTile);
   const int64_t rows = B * h * T;
   auto* dsum = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(rows) * sizeof(float), op));
   row_dot_kernel<<<grid_dim(op, "attention rows", (rows + kWarpsPerBlock - 1) / kWarpsPerBlock, true), kThreads, 0,
                    ctx.stream>>>(dsum, dout, out, rows, s);
   check_launch(ctx, op);
+  if (on_tensor_cores(ctx)) return attention_backward_bf16(ctx, dq, dk, dv, dout, lse, dsum, q, k, v, ld, B, T, h, d);
   const int64_t tile = kTile * d, odd_tile = static_cast<int64_t>(kTile) * odd_stride(s.d);
   launch(ctx, op,
          pick(d, dkdv_kernel<2, 64>, dkdv_kernel<1, 0>, dkdv_kernel<2, 0>, dkdv_kernel<3, 0>, dkdv_kernel<4, 0>),
-         tile_blocks(op, s), static_cast<size_t>(2 * tile + 2 * odd_tile + 2 * kTile) * sizeof(float), dk, dv, dout,
-         lse, static_cast<const float*>(dsum), q, k, v, s);
+         tile_blocks(op, s), kThreads, static_cast<size_t>(2 * tile + 2 * odd_tile + 2 * kTile) * sizeof(float), dk,
+         dv, dout, lse, static_cast<const float*>(dsum), q, k, v, s);
   launch(ctx, op, pick(d, dq_kernel<2, 64>, dq_kernel<1, 0>, dq_kernel<2, 0>, dq_kernel<3, 0>, dq_kernel<4, 0>),
-         tile_blocks(op, s), static_cast<size_t>(2 * tile + 2 * odd_tile) * sizeof(float), dq, dout, lse,
+         tile_blocks(op, s), kThreads, static_cast<size_t>(2 * tile + 2 * odd_tile) * sizeof(float), dq, dout, lse,
          static_cast<const float*>(dsum), q, k, v, s);
 }
 

@@ -12,8 +12,9 @@
 // same bits on every run: dK, dV per key tile (looping over the query tiles that see it),
 // dQ per query tile (looping over the key tiles it sees).
 // Inside a tile a warp owns 4 rows; its lanes own one key each for the scores and columns
-// e, e + 32, ... of a row for the products with V, K, Q and dO. Plain float32 FMAs, not
-// tensor cores: the backend's GemmMath does not apply here.
+// e, e + 32, ... of a row for the products with V, K, Q and dO. Plain float32 FMAs, exact
+// like GemmMath::fp32; with GemmMath::bf16 both calls run the tensor-core kernels of
+// attention_bf16.hpp instead (same arguments, bf16 rounding).
 #include <cstdint>
 
 #include "trainer/cuda/context.hpp"

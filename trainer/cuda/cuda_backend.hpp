@@ -16,9 +16,11 @@ namespace axonn {
 
 // How the GEMMs multiply float32 buffers (cuBLASLt compute types):
 // - bf16: inputs rounded to bfloat16, float32 accumulation (CUBLAS_COMPUTE_32F_FAST_16BF):
-//   the mixed-precision training default, at the bf16 tensor-core rate;
+//   the mixed-precision training default, at the bf16 tensor-core rate; attention's products
+//   run on bf16 tensor cores too (attention_bf16.hpp);
 // - tf32: inputs rounded to TF32 (10-bit mantissa), float32 accumulation;
 // - fp32: exact float32 (no tensor cores), for checks against the CPU backend.
+// With tf32 and fp32 attention is exact float32 (attention.hpp).
 enum class GemmMath { bf16, tf32, fp32 };
 
 // "bf16", "tf32", "fp32", for logs and errors.

@@ -1,0 +1,69 @@
+#pragma once
+// What both attention kernel sets (attention.cu: float32 on CUDA cores; attention_bf16.cu:
+// bf16 on tensor cores) share: the problem's shape, which (pair, tile) a block owns, where a
+// pair's rows start, and the launch that opts in to more than 48 KiB of shared memory.
+// Included by .cu files: C++17.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "trainer/cuda/check.hpp"
+#include "trainer/cuda/context.hpp"
+
+namespace axonn::cuda::attention_tiles {
+
+constexpr size_t kDefaultSharedBytes = 48 * 1024;  // above this a kernel must opt in
+
+// The shapes every kernel needs, by value. A pair is one (sequence, head).
+struct Shape {
+  int64_t ld, T, h, pairs, tiles;  // pairs = B·h; tiles = ceil(T / rows per block) per pair
+  int d;
+  float scale;  // 1/sqrt(d)
+};
+
+inline Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d, int64_t rows_per_block) {
+  return Shape{ld,
+               T,
+               h,
+               B * h,
+               (T + rows_per_block - 1) / rows_per_block,
+               static_cast<int>(d),
+               1.0f / std::sqrt(static_cast<float>(d))};
+}
+
+// Block x = rank·pairs + pair: rank r of every pair is scheduled before rank r + 1. With
+// `longest_first` rank 0 is the last tile (the query tiles that see the most keys).
+struct BlockTile {
+  int64_t pair, tile;
+};
+__device__ inline BlockTile block_tile(const Shape& s, bool longest_first) {
+  const int64_t x = blockIdx.x, rank = x / s.pairs;
+  return {x - rank * s.pairs, longest_first ? s.tiles - 1 - rank : rank};
+}
+
+// Where pair b·h + head starts: in q, k, v (row stride ld) and in out, dout (row stride h·d).
+struct PairBase {
+  int64_t qkv, out;
+};
+__device__ inline PairBase pair_base(const Shape& s, int64_t pair) {
+  const int64_t b = pair / s.h, head = pair - b * s.h;
+  return {b * s.T * s.ld + head * s.d, b * s.T * s.h * s.d + head * s.d};
+}
+
+// One block per (pair, tile).
+inline unsigned tile_blocks(const char* op, const Shape& s) {
+  return grid_dim(op, "attention tiles", s.pairs * s.tiles, true);
+}
+
+template <typename Kernel, typename... Args>
+void launch(const Context& ctx, const char* op, Kernel kernel, unsigned blocks, int threads, size_t shared_bytes,
+            Args... args) {
+  if (shared_bytes > kDefaultSharedBytes)  // an H100 allows 227 KiB per block
+    AXONN_CUDA_OP_CHECK(
+        op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)));
+  kernel<<<blocks, threads, shared_bytes, ctx.stream>>>(args...);
+  check_launch(ctx, op);
+}
+
+}  // namespace axonn::cuda::attention_tiles
