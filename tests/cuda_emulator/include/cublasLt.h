@@ -1,0 +1,184 @@
+#pragma once
+// cuBLASLt on host memory, the calls trainer/cuda/gemm.cpp makes: column-major
+// D = alpha·op(A)·op(B) + beta·C per batch (beta = 0 does not read C), inputs rounded as the
+// compute type says (FAST_16BF: to bf16, FAST_TF32: to TF32), float accumulation. Layouts,
+// transposes and batch strides are checked for consistency, as the heuristic would.
+#include <cstdint>
+#include <cstring>
+
+#include "cuda_bf16.h"
+#include "cuda_runtime_api.h"
+
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+};
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_16BF = 75, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 };
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cublasLtMatmulDescAttributes_t { CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4 };
+enum cublasLtMatrixLayoutAttribute_t {
+  CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
+};
+enum cublasLtMatmulPreferenceAttributes_t {
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+};
+
+struct cublasLtContext {};
+struct cublasLtMatmulDescOpaque_t {
+  cublasComputeType_t compute;
+  cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+};
+struct cublasLtMatrixLayoutOpaque_t {
+  uint64_t rows, cols;
+  int64_t ld;
+  int32_t batch = 1;
+  int64_t batch_stride = 0;
+};
+struct cublasLtMatmulPreferenceOpaque_t {};
+using cublasLtHandle_t = cublasLtContext*;
+using cublasLtMatmulDesc_t = cublasLtMatmulDescOpaque_t*;
+using cublasLtMatrixLayout_t = cublasLtMatrixLayoutOpaque_t*;
+using cublasLtMatmulPreference_t = cublasLtMatmulPreferenceOpaque_t*;
+struct cublasLtMatmulAlgo_t {
+  uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+};
+
+inline const char* cublasLtGetStatusName(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE";
+}
+inline const char* cublasLtGetStatusString(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_SUCCESS ? "success" : "emulated cuBLASLt error";
+}
+inline cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  *handle = new cublasLtContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
+  if (scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *desc = new cublasLtMatmulDescOpaque_t{compute};
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete desc;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                                                     const void* value, size_t bytes) {
+  if (bytes != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+  int32_t op;
+  std::memcpy(&op, value, sizeof op);
+  (attribute == CUBLASLT_MATMUL_DESC_TRANSA ? desc->transa : desc->transb) = static_cast<cublasOperation_t>(op);
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType_t type, uint64_t rows,
+                                                 uint64_t cols, int64_t ld) {
+  if (type != CUDA_R_32F || ld <= 0 || static_cast<uint64_t>(ld) < rows) return CUBLAS_STATUS_INVALID_VALUE;
+  *layout = new cublasLtMatrixLayoutOpaque_t{rows, cols, ld};
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete layout;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
+                                                       cublasLtMatrixLayoutAttribute_t attribute, const void* value,
+                                                       size_t bytes) {
+  if (attribute == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT && bytes == sizeof(int32_t))
+    std::memcpy(&layout->batch, value, bytes);
+  else if (attribute == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET && bytes == sizeof(int64_t))
+    std::memcpy(&layout->batch_stride, value, bytes);
+  else
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  *pref = new cublasLtMatmulPreferenceOpaque_t;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete pref;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
+                                                           const void*, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace cuda_emulator {
+// op(A) (m, k) · op(B) (k, n) into C (m, n), the same batch count everywhere.
+inline bool matmul_shapes(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& a,
+                          const cublasLtMatrixLayoutOpaque_t& b, const cublasLtMatrixLayoutOpaque_t& c, uint64_t& m,
+                          uint64_t& n, uint64_t& k) {
+  m = d.transa == CUBLAS_OP_N ? a.rows : a.cols;
+  k = d.transa == CUBLAS_OP_N ? a.cols : a.rows;
+  n = d.transb == CUBLAS_OP_N ? b.cols : b.rows;
+  const uint64_t k_b = d.transb == CUBLAS_OP_N ? b.rows : b.cols;
+  return k_b == k && c.rows == m && c.cols == n && a.batch == c.batch && b.batch == c.batch;
+}
+inline float round_input(float x, cublasComputeType_t compute) {
+  if (compute == CUBLAS_COMPUTE_32F_FAST_16BF) return __bfloat162float(__float2bfloat16_rn(x));
+  if (compute == CUBLAS_COMPUTE_32F_FAST_TF32) {  // 10 mantissa bits, to nearest even
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+    std::memcpy(&x, &u, sizeof u);
+  }
+  return x;
+}
+}  // namespace cuda_emulator
+
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                                     cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                                     cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t, int wanted,
+                                                     cublasLtMatmulHeuristicResult_t* results, int* found) {
+  uint64_t m, n, k;
+  if (wanted < 1 || c != d || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memset(results, 0, sizeof *results);
+  results->state = CUBLAS_STATUS_SUCCESS;
+  *found = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
+                                     cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
+                                     const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
+                                     const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+  uint64_t m, n, k;
+  if (handle == nullptr || c != d || C != D || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  for (int32_t p = 0; p < c->batch; ++p) {
+    const float* ap = static_cast<const float*>(A) + p * a->batch_stride;
+    const float* bp = static_cast<const float*>(B) + p * b->batch_stride;
+    float* dp = static_cast<float*>(D) + p * c->batch_stride;
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t i = 0; i < m; ++i) {
+        float s = 0.0f;
+        for (uint64_t l = 0; l < k; ++l) {
+          const float x = desc->transa == CUBLAS_OP_N ? ap[i + l * a->ld] : ap[l + i * a->ld];
+          const float y = desc->transb == CUBLAS_OP_N ? bp[l + j * b->ld] : bp[j + l * b->ld];
+          s += cuda_emulator::round_input(x, desc->compute) * cuda_emulator::round_input(y, desc->compute);
+        }
+        float& out = dp[i + j * c->ld];
+        out = be == 0.0f ? al * s : al * s + be * out;
+      }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}

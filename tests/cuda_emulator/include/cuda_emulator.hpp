@@ -1,0 +1,273 @@
+#pragma once
+// A CPU emulation of the CUDA execution model, so the CUDA backend's kernels run (and their
+// tests pass or fail) on machines without a GPU: CI compiles trainer/cuda/*.cu as C++
+// (translate_cu.py rewrites the launches and __shared__ declarations) against this header
+// and the emulated runtime, cuBLASLt, CUB and WMMA headers beside it.
+//
+// Execution: every CUDA thread of a block is a fiber (ucontext) on the calling OS thread.
+// One fiber runs at a time and keeps running until it waits at a barrier (__syncthreads,
+// __syncwarp, a shuffle) or returns; blocks run one after another. So a thread that reads
+// shared memory another thread has not yet written (a missing barrier) reads it as it was:
+// shared memory starts 0xff-filled (NaN as float, bf16 and double), device memory 0xa5.
+// What it checks: indexing, masks, barriers, launch limits (1024 threads, dynamic shared
+// memory over 48 KiB only after cudaFuncSetAttribute, at most 227 KiB), WMMA pointer
+// alignment and ldm. What it cannot: timing, the memory model beyond barriers, shuffles
+// from lanes that diverged, device math's last bits (expf here is glibc's).
+#include <ucontext.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(x)
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace cuda_emulator {
+
+[[noreturn]] inline void die(const char* what) {
+  std::fprintf(stderr, "cuda_emulator: %s\n", what);
+  std::abort();
+}
+
+// Threads wait at a barrier until `expected` of them (the block's or the warp's live
+// threads) have arrived; then its generation advances and they all go on.
+struct Barrier {
+  int expected = 0, arrived = 0;
+  uint64_t generation = 0;
+};
+
+struct Fiber {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  dim3 thread;
+  bool done = false;
+  const Barrier* waiting = nullptr;
+  uint64_t waiting_generation = 0;
+};
+
+// The block being run: its fibers, barriers, shuffle slots and shared memory.
+struct Block {
+  ucontext_t scheduler;
+  std::vector<Fiber>* fibers = nullptr;
+  size_t current = 0;
+  Barrier all;
+  std::vector<Barrier> warps;
+  std::vector<std::array<uint64_t, 32>> shuffle_slots;
+  unsigned char* dynamic_shared = nullptr;
+  std::map<std::pair<int, size_t>, std::unique_ptr<unsigned char[]>> static_shared;  // (line, type) -> storage
+  const std::function<void()>* kernel_call = nullptr;
+};
+inline thread_local Block* block = nullptr;
+
+inline int linear_thread() {
+  return static_cast<int>((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x);
+}
+
+inline void arrive(Barrier& b) {
+  if (++b.arrived == b.expected) {
+    b.arrived = 0;
+    ++b.generation;
+    return;
+  }
+  Fiber& me = (*block->fibers)[block->current];
+  me.waiting = &b;
+  me.waiting_generation = b.generation;
+  swapcontext(&me.context, &block->scheduler);
+}
+
+inline Barrier& my_warp_barrier() { return block->warps[static_cast<size_t>(linear_thread() / 32)]; }
+
+inline unsigned char* dynamic_shared() { return block->dynamic_shared; }
+
+// The block's instance of `__shared__ T name;` declared at `line` (translate_cu.py).
+template <typename T>
+T& block_static(int line) {
+  auto& slot = block->static_shared[{line, typeid(T).hash_code()}];
+  if (!slot) {
+    slot.reset(new unsigned char[sizeof(T)]);
+    std::memset(slot.get(), 0xff, sizeof(T));
+  }
+  return *reinterpret_cast<T*>(slot.get());
+}
+
+// Every lane of the warp publishes v, then reads lane src's.
+template <typename T>
+T shuffle(T v, int src) {
+  static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+  auto& slots = block->shuffle_slots[static_cast<size_t>(linear_thread() / 32)];
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  slots[static_cast<size_t>(linear_thread() % 32)] = bits;
+  arrive(my_warp_barrier());
+  bits = slots[static_cast<size_t>(src & 31)];
+  arrive(my_warp_barrier());  // nobody overwrites a slot before every lane has read
+  T r;
+  std::memcpy(&r, &bits, sizeof(T));
+  return r;
+}
+
+// The runtime's sticky error (a cudaError_t) and the kernels' opted-in shared memory.
+struct RuntimeState {
+  int last_error = 0;
+  std::map<const void*, size_t> max_dynamic_shared;
+};
+inline RuntimeState& runtime() {
+  static RuntimeState state;
+  return state;
+}
+
+inline void fiber_main() {
+  (*block->kernel_call)();
+  (*block->fibers)[block->current].done = true;  // returns to the scheduler through uc_link
+}
+
+inline bool launch_is_valid(const void* kernel, dim3 grid, dim3 threads_per_block, size_t shared) {
+  const uint64_t threads = uint64_t(threads_per_block.x) * threads_per_block.y * threads_per_block.z;
+  const char* why = nullptr;
+  if (threads == 0 || threads > 1024)
+    why = "threads per block must be 1 .. 1024";
+  else if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535)
+    why = "grid dimensions out of range";
+  else if (shared > 227 * 1024)
+    why = "dynamic shared memory over 227 KiB";
+  else if (shared > 48 * 1024) {
+    const auto it = runtime().max_dynamic_shared.find(kernel);
+    if (it == runtime().max_dynamic_shared.end() || it->second < shared)
+      why = "dynamic shared memory over 48 KiB without cudaFuncAttributeMaxDynamicSharedMemorySize";
+  }
+  if (why == nullptr) return true;
+  std::fprintf(stderr, "cuda_emulator: launch fails: %s\n", why);
+  runtime().last_error = 1;  // cudaErrorInvalidValue, for cudaGetLastError
+  return false;
+}
+
+// Runs one block's fibers until all have returned.
+inline void run_block(Block& b, std::vector<Fiber>& fibers) {
+  constexpr size_t kStackBytes = 96 * 1024;  // WMMA fragments are 1 KiB each here
+  for (size_t t = 0; t < fibers.size(); ++t) {
+    Fiber& f = fibers[t];
+    if (!f.stack) f.stack.reset(new char[kStackBytes]);
+    f.done = false;
+    f.waiting = nullptr;
+    f.thread = dim3(static_cast<unsigned>(t % blockDim.x), static_cast<unsigned>(t / blockDim.x % blockDim.y),
+                    static_cast<unsigned>(t / (uint64_t(blockDim.x) * blockDim.y)));
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = &b.scheduler;
+    makecontext(&f.context, fiber_main, 0);
+  }
+  size_t live = fibers.size();
+  while (live > 0) {
+    bool progress = false;
+    for (size_t t = 0; t < fibers.size(); ++t) {
+      Fiber& f = fibers[t];
+      if (f.done || (f.waiting != nullptr && f.waiting->generation == f.waiting_generation)) continue;
+      f.waiting = nullptr;
+      b.current = t;
+      threadIdx = f.thread;
+      swapcontext(&b.scheduler, &f.context);
+      progress = true;
+      if (!f.done) continue;
+      --live;
+      // A thread that has returned no longer holds back its block's or its warp's barriers.
+      for (Barrier* bar : {&b.all, &b.warps[t / 32]}) {
+        if (--bar->expected > 0 && bar->arrived == bar->expected) {
+          bar->arrived = 0;
+          ++bar->generation;
+        }
+      }
+    }
+    if (!progress) die("deadlock: threads wait at a barrier the others never reach");
+  }
+}
+
+inline void run_grid(const void* kernel, dim3 grid, dim3 threads_per_block, size_t shared,
+                     const std::function<void()>& kernel_call) {
+  if (!launch_is_valid(kernel, grid, threads_per_block, shared)) return;
+  const size_t threads = size_t(threads_per_block.x) * threads_per_block.y * threads_per_block.z;
+  const size_t warps = (threads + 31) / 32;
+  const size_t shared_bytes = (shared + 255) / 256 * 256 + 256;
+  std::unique_ptr<unsigned char, void (*)(void*)> dynamic(static_cast<unsigned char*>(std::aligned_alloc(256, shared_bytes)),
+                                                          std::free);
+  std::vector<Fiber> fibers(threads);
+  Block* outer = block;
+  Block b;
+  block = &b;
+  gridDim = grid;
+  blockDim = threads_per_block;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        blockIdx = dim3(x, y, z);
+        b.fibers = &fibers;
+        b.kernel_call = &kernel_call;
+        b.all = Barrier{static_cast<int>(threads)};
+        b.warps.assign(warps, Barrier{});
+        for (size_t w = 0; w < warps; ++w) b.warps[w].expected = static_cast<int>(std::min<size_t>(32, threads - 32 * w));
+        b.shuffle_slots.assign(warps, {});
+        b.static_shared.clear();
+        std::memset(dynamic.get(), 0xff, shared_bytes);
+        b.dynamic_shared = dynamic.get();
+        run_block(b, fibers);
+      }
+  block = outer;
+}
+
+// kernel<<<grid, threads, shared, stream>>>(args...) becomes launch(kernel, grid, threads, shared, stream)(args...).
+template <typename Kernel>
+struct Launch {
+  Kernel kernel;
+  dim3 grid, threads;
+  size_t shared;
+  template <typename... Args>
+  void operator()(Args... args) const {
+    const std::function<void()> call = [&] { kernel(args...); };
+    run_grid(reinterpret_cast<const void*>(kernel), grid, threads, shared, call);
+  }
+};
+template <typename Kernel>
+Launch<Kernel> launch(Kernel kernel, dim3 grid, dim3 threads, size_t shared = 0, const void* stream = nullptr) {
+  (void)stream;  // one in-order queue: everything runs at once
+  return Launch<Kernel>{kernel, grid, threads, shared};
+}
+
+}  // namespace cuda_emulator
+
+inline void __syncthreads() { cuda_emulator::arrive(cuda_emulator::block->all); }
+inline void __syncwarp(unsigned = 0xffffffffu) { cuda_emulator::arrive(cuda_emulator::my_warp_barrier()); }
+template <typename T>
+T __shfl_sync(unsigned, T v, int src, int = 32) {
+  return cuda_emulator::shuffle(v, src);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int lane_mask, int = 32) {
+  return cuda_emulator::shuffle(v, (cuda_emulator::linear_thread() % 32) ^ lane_mask);
+}
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+inline float __fmul_rn(float a, float b) { return a * b; }
