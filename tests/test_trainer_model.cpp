@@ -13,6 +13,7 @@
 #include "comm/comm_grid.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
+#include "model_step.hpp"
 #include "thread_exchange.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/model/gpt.hpp"
@@ -23,7 +24,11 @@
 namespace axonn {
 namespace {
 
+using test::global_index;
 using test::run_ranks;
+using test::run_step;
+using test::StepResult;
+using test::token_at;
 
 ModelShape tiny_model() {
   ModelShape m;
@@ -33,18 +38,6 @@ ModelShape tiny_model() {
   m.vocab = 32;
   m.sequence = 8;
   return m;
-}
-
-// Row-major offset of `rect`'s element `i` (row-major over rect.count) in the global tensor.
-int64_t global_index(const std::vector<int64_t>& shape, const Rect& rect, int64_t i) {
-  int64_t index = 0, rest = i;
-  std::vector<int64_t> at(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    at[d] = rest % rect.count[d];
-    rest /= rect.count[d];
-  }
-  for (size_t d = 0; d < shape.size(); ++d) index = index * shape[d] + rect.offset[d] + at[d];
-  return index;
 }
 
 TEST(TrainerParameters, ShardsTileEveryTensorOncePerReplica) {
@@ -105,92 +98,6 @@ TEST(TrainerParameters, InitOfAShardEqualsTheFullTensorThere) {
       EXPECT_NE(other, full) << spec.name << ": the seed must change the weights";
     }
   }
-}
-
-// Tokens of global sequence s, position t: a fixed pseudo-random pattern.
-int32_t token_at(int64_t s, int64_t t, int vocab) {
-  return static_cast<int32_t>((s * 131 + t * 31 + (s * t) % 7) % vocab);
-}
-
-struct StepResult {
-  double loss = 0;
-  double grad_norm = 0;
-  std::map<std::string, std::vector<float>> grads;  // assembled global tensors
-};
-
-// One training step's forward/backward and gradient synchronization (lr = 0, so weights
-// stay) at `layout`, ranks as threads; gradients assembled from every rank's shard, and
-// replicas checked to agree exactly. overlap: training.overlap_comm.
-StepResult run_step(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch,
-                    bool overlap = false) {
-  const int64_t T = model.sequence;
-  StepResult result;
-  std::mutex mu;
-  run_ranks(layout.world(), [&](int rank, Exchange& exchange) {
-    CpuBackend backend(1);
-    CommGrid grid(exchange, layout, std::chrono::seconds(20), true);
-    ParameterStore params(backend, model, layout, grid.coords());
-    params.initialize(1234);
-    const BatchSplit split = batch_split(model, {global_batch, micro_batch, Dtype::float32}, layout);
-    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap);
-    TrainingConfig training;
-    training.lr = 0;
-    training.grad_clip = 0;
-    GradientSync sync(grid, params, model.layers, overlap);
-    Optimizer optimizer(backend, grid, params, sync, training);
-
-    const int64_t j = int64_t{grid.coords().data} * layout.z + grid.coords().z;
-    DeviceBuffer<float> loss_sum(backend, 1);
-    backend.memset_zero(loss_sum.data(), sizeof(float));
-    params.zero_grads();
-    for (int i = 0; i < split.accumulation; ++i) {
-      std::vector<int32_t> in(static_cast<size_t>(split.tokens)), out(in.size());
-      for (int s = 0; s < split.micro_batch; ++s)
-        for (int64_t t = 0; t < T; ++t) {
-          const int64_t seq = j * split.sequences_per_rank + int64_t{i} * split.micro_batch + s;
-          in[static_cast<size_t>(s * T + t)] = token_at(seq, t, model.vocab);
-          out[static_cast<size_t>(s * T + t)] = token_at(seq, t + 1, model.vocab);
-        }
-      DeviceBuffer<int32_t> tokens(backend, in), targets(backend, out);
-      gpt.forward_backward(tokens.data(), targets.data(), 1.0f / static_cast<float>(global_batch * T), loss_sum.data(),
-                           i + 1 == split.accumulation ? &sync : nullptr);
-    }
-    const StepReport report =
-        optimizer.step(0, 0.0, loss_sum.data(), static_cast<double>(split.accumulation * split.tokens), false);
-
-    // The bytes this rank moved, per axis and collective kind, are the layout model's.
-    ChooserInput input;
-    input.model = model;
-    input.batch = {global_batch, micro_batch, Dtype::float32};
-    const StepVolume predicted = predict_step_volume(input, layout);
-    for (int a = 0; a < kCommAxisCount; ++a)
-      for (int k = 0; k < kCollectiveKindCount; ++k) {
-        const auto axis = static_cast<CommAxis>(a);
-        const auto kind = static_cast<CollectiveKind>(k);
-        const CollectiveCount& got = grid.counters()[static_cast<size_t>(a)][static_cast<size_t>(k)];
-        EXPECT_EQ(got.bytes, predicted.at(axis, kind).bytes)
-            << format_layout(layout) << " rank " << rank << " " << comm_axis_name(axis) << " " << collective_name(kind);
-        EXPECT_EQ(got.calls, predicted.at(axis, kind).calls)
-            << format_layout(layout) << " rank " << rank << " " << comm_axis_name(axis) << " " << collective_name(kind);
-      }
-
-    std::lock_guard lock(mu);
-    result.loss = report.loss;
-    result.grad_norm = report.grad_norm;
-    for (const auto& slot : params.layout().slots) {
-      auto& full = result.grads[slot.spec.name];
-      if (full.empty()) full.assign(static_cast<size_t>(element_count(slot.spec.shape)), NAN);
-      const float* g = params.grads() + slot.offset;
-      for (int64_t i = 0; i < slot.count; ++i) {
-        float& dst = full[static_cast<size_t>(global_index(slot.spec.shape, slot.rect, i))];
-        if (!std::isnan(dst) && dst != g[i])
-          ADD_FAILURE() << format_layout(layout) << " rank " << rank << ": replicas of " << slot.spec.name
-                        << " disagree at " << i << ": " << dst << " vs " << g[i];
-        dst = g[i];
-      }
-    }
-  });
-  return result;
 }
 
 TEST(TrainerModel, EveryLayoutGivesTheSerialLossAndGradients) {

@@ -127,13 +127,14 @@ T shuffle(T v, int src) {
   return r;
 }
 
-// The runtime's sticky error (a cudaError_t) and the kernels' opted-in shared memory.
+// The runtime's last error (a cudaError_t) and the kernels' opted-in shared memory, per
+// OS thread: tests run ranks as threads, each with its own backend.
 struct RuntimeState {
   int last_error = 0;
   std::map<const void*, size_t> max_dynamic_shared;
 };
 inline RuntimeState& runtime() {
-  static RuntimeState state;
+  thread_local RuntimeState state;
   return state;
 }
 

@@ -1,0 +1,41 @@
+#pragma once
+// One training step of the 4D-parallel GPT (trainer/model) on ranks that are threads of this
+// process, over the real Gloo communicators, on any backend: test_trainer_model runs it on
+// the CPU backend, test_trainer_model_emulated on the emulated CUDA one (tests/cuda_emulator).
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layout/layout.hpp"
+#include "layout/model_plan.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/model/parameters.hpp"
+
+namespace axonn::test {
+
+// Tokens of global sequence s, position t: a fixed pseudo-random pattern.
+int32_t token_at(int64_t s, int64_t t, int vocab);
+
+// Row-major offset of `rect`'s element `i` (row-major over rect.count) in the global tensor.
+int64_t global_index(const std::vector<int64_t>& shape, const Rect& rect, int64_t i);
+
+struct StepResult {
+  double loss = 0;
+  double grad_norm = 0;
+  std::map<std::string, std::vector<float>> grads;  // assembled global tensors
+};
+
+// A backend for one rank (called on that rank's thread).
+using BackendFactory = std::function<std::unique_ptr<Backend>()>;
+std::unique_ptr<Backend> one_thread_cpu_backend();
+
+// One step's forward/backward and gradient synchronization (lr = 0, so weights stay) at
+// `layout`, ranks as threads; gradients assembled from every rank's shard, and replicas
+// checked to agree exactly; each rank's counted bytes and calls checked against the layout
+// model's. overlap: training.overlap_comm.
+StepResult run_step(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch,
+                    bool overlap = false, const BackendFactory& make_backend = one_thread_cpu_backend);
+
+}  // namespace axonn::test
