@@ -30,15 +30,7 @@ using test::run_step;
 using test::StepResult;
 using test::token_at;
 
-ModelShape tiny_model() {
-  ModelShape m;
-  m.layers = 2;
-  m.hidden = 16;
-  m.heads = 4;
-  m.vocab = 32;
-  m.sequence = 8;
-  return m;
-}
+ModelShape tiny_model() { return ModelShape{.layers = 2, .hidden = 16, .heads = 4, .vocab = 32, .sequence = 8}; }
 
 TEST(TrainerParameters, ShardsTileEveryTensorOncePerReplica) {
   const ModelShape model = tiny_model();

@@ -18,15 +18,8 @@ namespace {
 using test::run_step;
 using test::StepResult;
 
-ModelShape tiny_model() {
-  ModelShape m;
-  m.layers = 2;
-  m.hidden = 32;
-  m.heads = 2;  // head size 16
-  m.vocab = 48;
-  m.sequence = 16;
-  return m;
-}
+// Wider than test_trainer_model's (head size 16, not 4, over 16 positions).
+ModelShape tiny_model() { return ModelShape{.layers = 2, .hidden = 32, .heads = 2, .vocab = 48, .sequence = 16}; }
 
 test::BackendFactory emulated_cuda(GemmMath math) {
   return [math] { return make_cuda_backend(CudaBackendOptions{0, math}); };
