@@ -33,14 +33,15 @@ int64_t global_index(const std::vector<int64_t>& shape, const Rect& rect, int64_
 std::unique_ptr<Backend> one_thread_cpu_backend() { return std::make_unique<CpuBackend>(1); }
 
 StepResult run_step(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch, bool overlap,
-                    const BackendFactory& make_backend) {
+                    const RankSetup& setup) {
   const int64_t T = model.sequence;
   StepResult result;
   std::mutex mu;
   run_ranks(layout.world(), [&](int rank, Exchange& exchange) {
-    const std::unique_ptr<Backend> backend_owner = make_backend();
+    const std::unique_ptr<Backend> backend_owner = setup.make_backend();
     Backend& backend = *backend_owner;
-    CommGrid grid(exchange, layout, std::chrono::seconds(20), true);
+    CommGrid grid(exchange, layout, std::chrono::seconds(20), true, setup.comm);
+    if (setup.compute_stream) grid.order_with_compute(setup.compute_stream(backend));
     ParameterStore params(backend, model, layout, grid.coords());
     params.initialize(1234);
     const BatchSplit split = batch_split(model, {global_batch, micro_batch, Dtype::float32}, layout);
@@ -70,7 +71,9 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     const StepReport report =
         optimizer.step(0, 0.0, loss_sum.data(), static_cast<double>(split.accumulation * split.tokens), false);
 
-    // The bytes this rank moved, per axis and collective kind, are the layout model's.
+    // The bytes this rank moved, per axis and collective kind, are the layout model's (NCCL
+    // counts a collective once it has seen it finish: after synchronize).
+    grid.synchronize();
     ChooserInput input;
     input.model = model;
     input.batch = {global_batch, micro_batch, Dtype::float32};

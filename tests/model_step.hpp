@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_grid.hpp"
 #include "layout/layout.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/backend.hpp"
@@ -31,11 +32,19 @@ struct StepResult {
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 std::unique_ptr<Backend> one_thread_cpu_backend();
 
+// How each rank computes and communicates.
+struct RankSetup {
+  BackendFactory make_backend = one_thread_cpu_backend;
+  CommBackend comm = CommBackend::gloo;
+  // NCCL: the backend's compute stream, which the grid orders its collectives with.
+  std::function<void*(Backend&)> compute_stream;
+};
+
 // One step's forward/backward and gradient synchronization (lr = 0, so weights stay) at
 // `layout`, ranks as threads; gradients assembled from every rank's shard, and replicas
 // checked to agree exactly; each rank's counted bytes and calls checked against the layout
 // model's. overlap: training.overlap_comm.
 StepResult run_step(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch,
-                    bool overlap = false, const BackendFactory& make_backend = one_thread_cpu_backend);
+                    bool overlap = false, const RankSetup& setup = {});
 
 }  // namespace axonn::test

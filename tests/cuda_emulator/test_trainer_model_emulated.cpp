@@ -2,7 +2,8 @@
 // threads over Gloo (the emulation keeps device buffers in host memory, so Gloo can move
 // them), against the same step on the CPU backend: what test_train_gpu checks on a GPU, minus
 // NCCL and the GPU itself. With exact float32 GEMMs (GemmMath::fp32) the two differ only in
-// summation order; with bf16 tensor cores (GEMMs and attention) by bf16 rounding.
+// summation order; with bf16 tensor cores (GEMMs and attention) by bf16 rounding. The
+// emulated NCCL (include/nccl.h) then runs the same steps as Gloo does.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,8 +22,14 @@ using test::StepResult;
 // Wider than test_trainer_model's (head size 16, not 4, over 16 positions).
 ModelShape tiny_model() { return ModelShape{.layers = 2, .hidden = 32, .heads = 2, .vocab = 48, .sequence = 16}; }
 
-test::BackendFactory emulated_cuda(GemmMath math) {
-  return [math] { return make_cuda_backend(CudaBackendOptions{0, math}); };
+// The emulated CUDA backend with Gloo (on its buffers, which the emulation keeps in host
+// memory) or with the emulated NCCL, ordered against the backend's stream as axonn train does.
+test::RankSetup emulated_cuda(GemmMath math, CommBackend comm = CommBackend::gloo) {
+  test::RankSetup setup;
+  setup.make_backend = [math] { return make_cuda_backend(CudaBackendOptions{0, math}); };
+  setup.comm = comm;
+  if (comm == CommBackend::nccl) setup.compute_stream = cuda_stream_of;
+  return setup;
 }
 
 // The largest |got − want| over every gradient element, over the largest |want|.
@@ -51,6 +58,26 @@ TEST(TrainerModelEmulatedCuda, Fp32StepMatchesTheCpuOnEveryAxis) {
       EXPECT_NEAR(cuda.grad_norm, cpu.grad_norm, 1e-5 * cpu.grad_norm);
       EXPECT_LE(gradient_error(cuda, cpu), 1e-5);
     }
+  }
+}
+
+// NCCL's collectives run on their communicators' streams; started ones are outstanding
+// until every peer has reached them, and finish() makes the compute stream wait. Overlap
+// moves when they run, never what they add in which order: the same bits on and off. Gloo
+// sums groups of more than two in another order than NCCL's rank order: rounding apart.
+TEST(TrainerModelEmulatedCuda, NcclStepEqualsGlooAndOverlapKeepsItsBits) {
+  const ModelShape model = tiny_model();
+  for (const char* text : {"1x1x1x2", "2x1x1x1", "1x2x1x1", "1x1x2x1", "2x2x1x2", "1x1x2x2:zyxd", "1x2x1x4"}) {
+    SCOPED_TRACE(text);
+    const Layout layout = parse_layout(text);
+    const StepResult gloo = run_step(model, layout, 8, 2, false, emulated_cuda(GemmMath::fp32));
+    const StepResult blocking = run_step(model, layout, 8, 2, false, emulated_cuda(GemmMath::fp32, CommBackend::nccl));
+    const StepResult overlapped = run_step(model, layout, 8, 2, true, emulated_cuda(GemmMath::fp32, CommBackend::nccl));
+    EXPECT_NEAR(blocking.loss, gloo.loss, 1e-6 * gloo.loss);
+    EXPECT_LE(gradient_error(blocking, gloo), 1e-6);
+    EXPECT_EQ(overlapped.loss, blocking.loss);
+    EXPECT_EQ(overlapped.grad_norm, blocking.grad_norm);
+    EXPECT_EQ(gradient_error(overlapped, blocking), 0.0);
   }
 }
 

@@ -5,16 +5,20 @@
 #include <cstring>
 
 #include "cuda_emulator.hpp"
+#include "cuda_emulator_streams.hpp"
 
 enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidDevice = 101,
+  cudaErrorNotReady = 600,
 };
-struct CUstream_st {};
 using cudaStream_t = CUstream_st*;
+using cudaEvent_t = CUevent_st*;
+#define cudaStreamPerThread (static_cast<cudaStream_t>(nullptr))
 constexpr unsigned cudaStreamNonBlocking = 1;
+constexpr unsigned cudaEventDisableTiming = 2;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDataType_t { CUDA_R_32F = 0 };
@@ -34,6 +38,8 @@ inline const char* cudaGetErrorName(cudaError_t e) {
       return "cudaErrorMemoryAllocation";
     case cudaErrorInvalidDevice:
       return "cudaErrorInvalidDevice";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
   }
   return "cudaErrorUnknown";
 }
@@ -52,11 +58,98 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
   *stream = new CUstream_st;
   return cudaSuccess;
 }
+// The NCCL communicators' streams: queues (cuda_emulator_streams.hpp).
+inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  *least = 0;
+  *greatest = -5;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned, int) {
+  *stream = new CUstream_st{true, {}};
+  std::lock_guard lock(cuda_emulator::queues().mutex);
+  cuda_emulator::queues().streams.insert(*stream);
+  return cudaSuccess;
+}
+// A queued stream's items still run (CUDA frees a stream once its work is done).
 inline cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!cuda_emulator::is_queued(stream)) {
+    delete stream;
+    return cudaSuccess;
+  }
+  std::unique_lock lock(cuda_emulator::queues().mutex);
+  cuda_emulator::wait_until(lock, [&] { return stream->items.empty(); });
+  cuda_emulator::queues().streams.erase(stream);
   delete stream;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!cuda_emulator::is_queued(stream)) return cudaSuccess;
+  std::unique_lock lock(cuda_emulator::queues().mutex);
+  cuda_emulator::wait_until(lock, [&] { return stream->items.empty(); });
+  return cudaSuccess;
+}
+
+inline cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) { return cudaEventCreate(event); }
+inline cudaError_t cudaEventDestroy(cudaEvent_t event) {  // queued records hold the state
+  delete event;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  std::shared_ptr<cuda_emulator::Event> e = event->event;
+  if (!cuda_emulator::is_queued(stream)) {
+    std::lock_guard lock(cuda_emulator::queues().mutex);
+    e->completed = ++e->recorded;
+    e->at = std::chrono::steady_clock::now();
+    return cudaSuccess;
+  }
+  uint64_t record = 0;
+  {
+    std::lock_guard lock(cuda_emulator::queues().mutex);
+    record = ++e->recorded;
+  }
+  cuda_emulator::enqueue(stream, [e, record] {
+    if (record > e->completed) {
+      e->completed = record;
+      e->at = std::chrono::steady_clock::now();
+    }
+    return true;
+  });
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t event) {
+  std::lock_guard lock(cuda_emulator::queues().mutex);
+  cuda_emulator::progress_locked();
+  return event->event->completed == event->event->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  std::unique_lock lock(cuda_emulator::queues().mutex);
+  const auto& e = event->event;
+  cuda_emulator::wait_until(lock, [&] { return e->completed == e->recorded; });
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  std::lock_guard lock(cuda_emulator::queues().mutex);
+  *ms = std::chrono::duration<float, std::milli>(end->event->at - start->event->at).count();
+  return cudaSuccess;
+}
+// Work after the wait starts once the event's newest record (at the time of the call) is
+// done: a queued stream queues the wait, an ordinary stream's caller blocks until then.
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  std::shared_ptr<cuda_emulator::Event> e = event->event;
+  std::unique_lock lock(cuda_emulator::queues().mutex);
+  const uint64_t record = e->recorded;
+  if (!cuda_emulator::is_queued(stream)) {
+    cuda_emulator::wait_until(lock, [&] { return e->completed >= record; });
+    return cudaSuccess;
+  }
+  lock.unlock();
+  cuda_emulator::enqueue(stream, [e, record] { return e->completed >= record; });
+  return cudaSuccess;
+}
 
 // 256-byte aligned like cudaMalloc, and not zeroed: 0xa5 bytes, so an unwritten output shows.
 inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
@@ -66,12 +159,26 @@ inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   std::memset(*ptr, 0xa5, rounded);
   return cudaSuccess;
 }
+template <typename T>  // the typed overload of the runtime's C++ API
+cudaError_t cudaMalloc(T** ptr, size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  *ptr = static_cast<T*>(p);
+  return e;
+}
 inline cudaError_t cudaFree(void* ptr) {
   std::free(ptr);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
-  std::memcpy(dst, src, bytes);
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
+  if (!cuda_emulator::is_queued(stream)) {
+    std::memcpy(dst, src, bytes);
+    return cudaSuccess;
+  }
+  cuda_emulator::enqueue(stream, [=] {
+    std::memcpy(dst, src, bytes);
+    return true;
+  });
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
@@ -81,7 +188,8 @@ inline cudaError_t cudaMemcpy2DAsync(void* dst, size_t dst_pitch, const void* sr
     std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) {
+inline cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (cuda_emulator::is_queued(stream)) cuda_emulator::die("cudaMemsetAsync on a queued stream is not emulated");
   std::memset(ptr, value, bytes);
   return cudaSuccess;
 }
