@@ -2,9 +2,9 @@
 // A CPU emulation of the CUDA execution model, so the CUDA backend's kernels run (and their
 // tests pass or fail) on machines without a GPU: CI compiles trainer/cuda/*.cu as C++
 // (translate_cu.py rewrites the launches and __shared__ declarations) against this header
-// and the emulated runtime, cuBLASLt, CUB and WMMA headers beside it.
+// and the emulated runtime, cuBLASLt, CUB, WMMA and NCCL headers beside it.
 //
-// Execution: every CUDA thread of a block is a fiber (ucontext) on the calling OS thread.
+// Execution: every CUDA thread of a block is a fiber on the calling OS thread.
 // One fiber runs at a time and keeps running until it waits at a barrier (__syncthreads,
 // __syncwarp, a shuffle) or returns; blocks run one after another. So a thread that reads
 // shared memory another thread has not yet written (a missing barrier) reads it as it was:
@@ -13,8 +13,6 @@
 // memory over 48 KiB only after cudaFuncSetAttribute, at most 227 KiB), WMMA pointer
 // alignment and ldm. What it cannot: timing, the memory model beyond barriers, shuffles
 // from lanes that diverged, device math's last bits (expf here is glibc's).
-#include <ucontext.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -43,6 +41,38 @@ struct dim3 {
 };
 inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
+// Switching between fibers: save the callee-saved registers on the current stack, store its
+// stack pointer in *save, load `load` and pop the registers saved there. No system call
+// (ucontext's swapcontext saves the signal mask with one per switch, which made kernels with
+// barriers 10x slower). x86-64 System V only; other targets are not emulated.
+#if !defined(__x86_64__)
+#error "the CUDA emulator's fibers switch with x86-64 code"
+#endif
+extern "C" void cuda_emulator_switch(void** save, void* load);
+asm(R"(
+  .text
+  .globl cuda_emulator_switch
+  .weak cuda_emulator_switch
+  .type cuda_emulator_switch, @function
+cuda_emulator_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size cuda_emulator_switch, .-cuda_emulator_switch
+)");
+
 namespace cuda_emulator {
 
 [[noreturn]] inline void die(const char* what) {
@@ -58,7 +88,7 @@ struct Barrier {
 };
 
 struct Fiber {
-  ucontext_t context;
+  void* stack_pointer = nullptr;  // where its registers are saved while it is switched out
   std::unique_ptr<char[]> stack;
   dim3 thread;
   bool done = false;
@@ -68,12 +98,12 @@ struct Fiber {
 
 // The block being run: its fibers, barriers, shuffle slots and shared memory.
 struct Block {
-  ucontext_t scheduler;
+  void* scheduler = nullptr;  // the scheduler's saved stack pointer
   std::vector<Fiber>* fibers = nullptr;
   size_t current = 0;
   Barrier all;
   std::vector<Barrier> warps;
-  std::vector<std::array<uint64_t, 32>> shuffle_slots;
+  std::vector<std::array<uint64_t, 32>> shuffle_slots;  // two sets per warp
   unsigned char* dynamic_shared = nullptr;
   std::map<std::pair<int, size_t>, std::unique_ptr<unsigned char[]>> static_shared;  // (line, type) -> storage
   const std::function<void()>* kernel_call = nullptr;
@@ -93,7 +123,7 @@ inline void arrive(Barrier& b) {
   Fiber& me = (*block->fibers)[block->current];
   me.waiting = &b;
   me.waiting_generation = b.generation;
-  swapcontext(&me.context, &block->scheduler);
+  cuda_emulator_switch(&me.stack_pointer, block->scheduler);
 }
 
 inline Barrier& my_warp_barrier() { return block->warps[static_cast<size_t>(linear_thread() / 32)]; }
@@ -111,17 +141,21 @@ T& block_static(int line) {
   return *reinterpret_cast<T*>(slot.get());
 }
 
-// Every lane of the warp publishes v, then reads lane src's.
+// Every lane of the warp publishes v, then reads lane src's: one warp barrier. The slots
+// alternate with the barrier's generation, so the next shuffle writes the other set while
+// slow lanes may still read this one; the one after that comes after another barrier, which
+// every lane reaches only after its read.
 template <typename T>
 T shuffle(T v, int src) {
   static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
-  auto& slots = block->shuffle_slots[static_cast<size_t>(linear_thread() / 32)];
+  const size_t warp = static_cast<size_t>(linear_thread() / 32);
+  Barrier& barrier = block->warps[warp];
+  auto& slots = block->shuffle_slots[2 * warp + barrier.generation % 2];
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
   slots[static_cast<size_t>(linear_thread() % 32)] = bits;
-  arrive(my_warp_barrier());
+  arrive(barrier);
   bits = slots[static_cast<size_t>(src & 31)];
-  arrive(my_warp_barrier());  // nobody overwrites a slot before every lane has read
   T r;
   std::memcpy(&r, &bits, sizeof(T));
   return r;
@@ -138,9 +172,24 @@ inline RuntimeState& runtime() {
   return state;
 }
 
-inline void fiber_main() {
+// A fiber's first frame: runs the kernel, then hands back to the scheduler for good.
+[[noreturn]] inline void fiber_main() {
   (*block->kernel_call)();
-  (*block->fibers)[block->current].done = true;  // returns to the scheduler through uc_link
+  Fiber& me = (*block->fibers)[block->current];
+  me.done = true;
+  cuda_emulator_switch(&me.stack_pointer, block->scheduler);
+  die("a finished fiber was resumed");
+}
+
+// A new fiber's stack, as cuda_emulator_switch leaves a switched-out one: six register slots
+// (zeros), then fiber_main as the return address, 16-byte aligned so that fiber_main starts
+// with the stack alignment of a called function.
+inline void* fresh_stack(char* stack, size_t bytes) {
+  auto top = reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t{15};
+  auto* slots = reinterpret_cast<void**>(top - 16);  // the return address, at a multiple of 16
+  slots[0] = reinterpret_cast<void*>(&fiber_main);
+  for (int i = 1; i <= 6; ++i) slots[-i] = nullptr;
+  return slots - 6;
 }
 
 inline bool launch_is_valid(const void* kernel, dim3 grid, dim3 threads_per_block, size_t shared) {
@@ -173,11 +222,7 @@ inline void run_block(Block& b, std::vector<Fiber>& fibers) {
     f.waiting = nullptr;
     f.thread = dim3(static_cast<unsigned>(t % blockDim.x), static_cast<unsigned>(t / blockDim.x % blockDim.y),
                     static_cast<unsigned>(t / (uint64_t(blockDim.x) * blockDim.y)));
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = &b.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    f.stack_pointer = fresh_stack(f.stack.get(), kStackBytes);
   }
   size_t live = fibers.size();
   while (live > 0) {
@@ -188,7 +233,7 @@ inline void run_block(Block& b, std::vector<Fiber>& fibers) {
       f.waiting = nullptr;
       b.current = t;
       threadIdx = f.thread;
-      swapcontext(&b.scheduler, &f.context);
+      cuda_emulator_switch(&b.scheduler, f.stack_pointer);
       progress = true;
       if (!f.done) continue;
       --live;
@@ -227,7 +272,7 @@ inline void run_grid(const void* kernel, dim3 grid, dim3 threads_per_block, size
         b.all = Barrier{static_cast<int>(threads)};
         b.warps.assign(warps, Barrier{});
         for (size_t w = 0; w < warps; ++w) b.warps[w].expected = static_cast<int>(std::min<size_t>(32, threads - 32 * w));
-        b.shuffle_slots.assign(warps, {});
+        b.shuffle_slots.assign(2 * warps, {});
         b.static_shared.clear();
         std::memset(dynamic.get(), 0xff, shared_bytes);
         b.dynamic_shared = dynamic.get();
