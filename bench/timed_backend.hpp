@@ -57,6 +57,10 @@ class TimedBackend final : public Backend {
     totals_[key].flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
 
+  void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
+                      int64_t k) override {
+    timed("linear_forward", [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
+  }
   void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) override {
     timed("bias_forward", [&] { inner_.bias_forward(out, bias, m, n, ld); });
   }

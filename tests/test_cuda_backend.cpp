@@ -291,6 +291,31 @@ TEST_F(CudaBackendOps, GemmWithEmptyInnerDimensionScalesC) {
   EXPECT_EQ(c.gpu()[0], 0.0f);
 }
 
+// A linear layer's forward with its bias in the GEMM (cuBLASLt's bias epilogue) where the
+// bias is 16-byte aligned, and the GEMM then the bias kernel where it is not (offset 1), for
+// each math; the bias is large against the product, so a missing or doubled add shows.
+TEST_F(CudaBackendOps, LinearForwardAddsTheBiasFusedOrNot) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
+    auto be = make_cuda_backend(CudaBackendOptions{0, math});
+    gpu_ = be.get();
+    for (const Shape& sh : {Shape{37, 24, 51}, Shape{130, 67, 300}, Shape{1, 16, 8}})
+      for (int64_t offset : {0, 1}) {
+        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                     " k=" + std::to_string(sh.k) + " bias offset=" + std::to_string(offset));
+        Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
+        Twin<float> w = twin(random_floats(rng_, sh.k * sh.n));
+        Twin<float> bias = twin(random_floats(rng_, offset + sh.n, 10.0f, 20.0f));
+        Twin<float> y = poisoned(sh.m * sh.n);
+        both([&](Backend& bk, int s) { bk.linear_forward(y[s], x[s], w[s], bias[s] + offset, sh.m, sh.n, sh.k); });
+        expect_close(y, gemm_bound(math, sh.k), "linear_forward");
+      }
+    gpu_ = fp32_.get();
+  }
+}
+
 // ---------------------------------------------------------------- bias, elementwise, reductions
 
 TEST_F(CudaBackendOps, BiasOnAColumnBlockWithRowStrideAndAccumulatingBackward) {

@@ -79,6 +79,16 @@ class Backend {
   virtual void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = 0;
 
+  // Y (m, n) = X (m, k)·W (k, n) + bias (n) on every row, all contiguous: a linear layer whose
+  // output needs no reduction before its bias is added. gemm then bias_forward (the CPU's
+  // bits); the CUDA backend does it in one GEMM (cuBLASLt's bias epilogue), one pass over Y
+  // fewer.
+  virtual void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
+                              int64_t k) {
+    gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
+    bias_forward(y, bias, m, n, n);
+  }
+
   // ---- bias and elementwise. The bias ops take the row stride ld of out/dout (n when
   // contiguous), so a bias can apply to a column block of a wider buffer (q, k or v inside
   // a packed qkv).

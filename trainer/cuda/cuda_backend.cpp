@@ -147,6 +147,11 @@ void CudaBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t
   cuda::gemm(ctx_, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+void CudaBackend::linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
+                                 int64_t k) {
+  cuda::linear_forward(ctx_, y, x, w, bias, m, n, k);
+}
+
 void CudaBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
   cuda::bias_forward(ctx_, out, bias, m, n, ld);
 }

@@ -40,6 +40,8 @@ class CudaBackend final : public Backend {
   void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override;
 
+  void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
+                      int64_t k) override;
   void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) override;
   void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) override;
   void add(float* out, const float* a, const float* b, int64_t n) override;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "trainer/cuda/bias.hpp"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/elementwise.hpp"
 
@@ -114,6 +115,11 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
                         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     AXONN_CUDA_OP_CHECK(op,
                         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    if (call.bias != nullptr) {  // the bias pointer itself is set by each run
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                             sizeof(epilogue)));
+    }
     // Column-major (rows, cols) as stored: our row-major B is (k, n), or (n, k) transposed;
     // our A is (m, k), or (k, m) transposed; our C is (m, n).
     AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, tb ? k : n, tb ? n : k, call.ldb));
@@ -151,7 +157,7 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
   }
 }
 
-const Gemm::Plan& Gemm::plan_for(const char* op, const GemmCall& call) {
+const Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
   const Key key = {call.ta == Transpose::yes,
                    call.tb == Transpose::yes,
                    call.m,
@@ -166,11 +172,17 @@ const Gemm::Plan& Gemm::plan_for(const char* op, const GemmCall& call) {
                    call.stride_c,
                    alignment(call.b, call.stride_b, call.batch),
                    alignment(call.a, call.stride_a, call.batch),
-                   alignment(call.c, call.stride_c, call.batch)};
-  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+                   alignment(call.c, call.stride_c, call.batch),
+                   call.bias != nullptr};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.desc != nullptr ? &it->second : nullptr;
   Plan plan;
   cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
   bool ok = try_plan(op, call, key, compute_type(math_), plan, why);
+  // A bias the GEMM cannot add is added by the caller, at the same math: remember that.
+  if (!ok && call.bias != nullptr) {
+    plans_.emplace(key, Plan{});
+    return nullptr;
+  }
   // The tensor-core types may have no kernel for an odd alignment or stride; exact float32
   // always has one. Slower, never wrong.
   if (!ok && math_ != GemmMath::fp32) ok = try_plan(op, call, key, CUBLAS_COMPUTE_32F, plan, why);
@@ -178,20 +190,24 @@ const Gemm::Plan& Gemm::plan_for(const char* op, const GemmCall& call) {
     fail(op, "cuBLASLt found no algorithm for " + describe(call) + " (math " + gemm_math_name(math_) + ", alignments " +
                  std::to_string(key[13]) + "/" + std::to_string(key[12]) + "/" + std::to_string(key[14]) +
                  " bytes): " + error_text(why));
-  return plans_.emplace(key, plan).first->second;
+  return &plans_.emplace(key, plan).first->second;
 }
 
-void Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
+bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
   if (call.batch > INT32_MAX) fail(op, "batch = " + std::to_string(call.batch) + " exceeds cuBLASLt's 32-bit count");
-  const Plan& plan = plan_for(op, call);
+  if (call.bias != nullptr && (call.batch != 1 || reinterpret_cast<uintptr_t>(call.bias) % 16 != 0)) return false;
+  const Plan* plan = plan_for(op, call);
+  if (plan == nullptr) return false;
+  if (call.bias != nullptr)
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
+                                                           sizeof(call.bias)));
   const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
-  AXONN_CUDA_OP_CHECK(op, cublasLtMatmul(handle_, plan.desc, &alpha, call.b, plan.a, call.a, plan.b, &beta, call.c,
-                                         plan.c, call.c, plan.c, &plan.algo, workspace_, workspace_bytes_, ctx.stream));
+  AXONN_CUDA_OP_CHECK(op, cublasLtMatmul(handle_, plan->desc, &alpha, call.b, plan->a, call.a, plan->b, &beta, call.c,
+                                         plan->c, call.c, plan->c, &plan->algo, workspace_, workspace_bytes_,
+                                         ctx.stream));
   check_launch(ctx, op);
+  return true;
 }
-
-namespace {
-}  // namespace
 
 void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
@@ -221,6 +237,29 @@ void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, 
   call.c = c;
   call.ldc = ldc;
   ctx.gemm->run(ctx, "gemm", call);
+}
+
+void linear_forward(const Context& ctx, float* y, const float* x, const float* w, const float* bias, int64_t m,
+                    int64_t n, int64_t k) {
+  const char* op = "linear_forward";
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "n", n);
+  require_nonnegative(op, "k", k);
+  if (m == 0 || n == 0) return;
+  GemmCall call;
+  call.m = m;
+  call.n = n;
+  call.k = k;
+  call.a = x;
+  call.lda = k;
+  call.b = w;
+  call.ldb = n;
+  call.c = y;
+  call.ldc = n;
+  call.bias = bias;
+  if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
+  gemm(ctx, Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
+  bias_forward(ctx, y, bias, m, n, n);
 }
 
 }  // namespace axonn::cuda

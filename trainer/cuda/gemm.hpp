@@ -43,6 +43,7 @@ struct GemmCall {
   float* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
+  const float* bias = nullptr;  // batch 1 only: C_p += bias (n) on every row (the bias epilogue)
 };
 
 class Gemm {
@@ -57,13 +58,15 @@ class Gemm {
   size_t plans() const { return plans_.size(); }  // distinct shapes seen so far
 
   // Runs `call` on ctx's stream; op names the Backend op in errors. The caller has checked
-  // the arguments: m, n, k, batch >= 1 and every row stride holds a row.
-  void run(const Context& ctx, const char* op, const GemmCall& call);
+  // the arguments: m, n, k, batch >= 1 and every row stride holds a row. Returns false,
+  // running nothing, for a call with a bias that cuBLASLt cannot fuse (a bias not 16-byte
+  // aligned, or no algorithm with the epilogue for the shape): the caller adds it itself.
+  bool run(const Context& ctx, const char* op, const GemmCall& call);
 
  private:
-  // The call's shape: transposes, m, n, k, lda, ldb, ldc, batch, the three batch strides and
-  // the three pointer alignments (bytes, a power of two <= 256).
-  using Key = std::array<int64_t, 15>;
+  // The call's shape: transposes, m, n, k, lda, ldb, ldc, batch, the three batch strides,
+  // the three pointer alignments (bytes, a power of two <= 256) and whether it adds a bias.
+  using Key = std::array<int64_t, 16>;
   struct KeyHash {
     size_t operator()(const Key& key) const;
   };
@@ -75,7 +78,8 @@ class Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
 
-  const Plan& plan_for(const char* op, const GemmCall& call);
+  // The call's plan; nullptr for a bias call without a fused algorithm (remembered too).
+  const Plan* plan_for(const char* op, const GemmCall& call);
   bool try_plan(const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute, Plan& plan,
                 cublasStatus_t& why);
 
@@ -90,5 +94,10 @@ class Gemm {
 // C = beta·C (cuBLASLt is not called for an empty product).
 void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// Backend::linear_forward: y = x·w + bias in one GEMM where cuBLASLt can fuse the bias, else
+// the GEMM, then the bias kernel.
+void linear_forward(const Context& ctx, float* y, const float* x, const float* w, const float* bias, int64_t m,
+                    int64_t n, int64_t k);
 
 }  // namespace axonn::cuda

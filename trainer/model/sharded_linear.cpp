@@ -31,6 +31,10 @@ void ShardedLinear::gather_weight() {
 
 void ShardedLinear::forward(const float* x, float* y, int64_t m) {
   const float* w = z_split_ ? gathered_ : weight_;
+  if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {  // nothing to reduce before the bias
+    backend_.linear_forward(y, x, w, bias_, m, n_local_, k_local_);
+    return;
+  }
   backend_.gemm(Transpose::no, Transpose::no, m, n_local_, k_local_, 1.0f, x, k_local_, w, n_local_, 0.0f, y, n_local_);
   grid_.axis(comm_axis(k_axis_)).all_reduce(y, static_cast<size_t>(m * n_local_), ElementType::float32);
   if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);

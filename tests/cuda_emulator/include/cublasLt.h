@@ -2,7 +2,8 @@
 // cuBLASLt on host memory, the calls trainer/cuda/gemm.cpp makes: column-major
 // D = alpha·op(A)·op(B) + beta·C per batch (beta = 0 does not read C), inputs rounded as the
 // compute type says (FAST_16BF: to bf16, FAST_TF32: to TF32), float accumulation. Layouts,
-// transposes and batch strides are checked for consistency, as the heuristic would.
+// transposes and batch strides are checked for consistency, as the heuristic would. The
+// bias epilogue adds a vector with one value per row of D (16-byte aligned).
 #include <cstdint>
 #include <cstring>
 
@@ -16,7 +17,13 @@ enum cublasStatus_t {
 };
 enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_16BF = 75, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
-enum cublasLtMatmulDescAttributes_t { CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4 };
+enum cublasLtMatmulDescAttributes_t {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+};
+enum cublasLtEpilogue_t { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 };
 enum cublasLtMatrixLayoutAttribute_t {
   CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
   CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
@@ -33,6 +40,8 @@ struct cublasLtContext {};
 struct cublasLtMatmulDescOpaque_t {
   cublasComputeType_t compute;
   cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const float* bias = nullptr;  // EPILOGUE_BIAS: one value per row of D
 };
 struct cublasLtMatrixLayoutOpaque_t {
   uint64_t rows, cols;
@@ -81,11 +90,27 @@ inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                                                      const void* value, size_t bytes) {
+  if (attribute == CUBLASLT_MATMUL_DESC_BIAS_POINTER) {
+    if (bytes != sizeof(void*)) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&desc->bias, value, sizeof(void*));
+    return CUBLAS_STATUS_SUCCESS;
+  }
   if (bytes != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
-  int32_t op;
-  std::memcpy(&op, value, sizeof op);
-  (attribute == CUBLASLT_MATMUL_DESC_TRANSA ? desc->transa : desc->transb) = static_cast<cublasOperation_t>(op);
-  return CUBLAS_STATUS_SUCCESS;
+  int32_t v;
+  std::memcpy(&v, value, sizeof v);
+  switch (attribute) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      desc->transa = static_cast<cublasOperation_t>(v);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      desc->transb = static_cast<cublasOperation_t>(v);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      desc->epilogue = static_cast<cublasLtEpilogue_t>(v);
+      return CUBLAS_STATUS_SUCCESS;
+    default:
+      return CUBLAS_STATUS_INVALID_VALUE;
+  }
 }
 inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType_t type, uint64_t rows,
                                                  uint64_t cols, int64_t ld) {
@@ -163,6 +188,10 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
   uint64_t m, n, k;
   if (handle == nullptr || c != d || C != D || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k))
     return CUBLAS_STATUS_INVALID_VALUE;
+  const bool add_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS;
+  // A bias vector is read 16 bytes at a time (unaligned ones fail on GPUs).
+  if (add_bias && (desc->bias == nullptr || reinterpret_cast<uintptr_t>(desc->bias) % 16 != 0 || c->batch != 1))
+    return CUBLAS_STATUS_INVALID_VALUE;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   for (int32_t p = 0; p < c->batch; ++p) {
     const float* ap = static_cast<const float*>(A) + p * a->batch_stride;
@@ -178,6 +207,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
         }
         float& out = dp[i + j * c->ld];
         out = be == 0.0f ? al * s : al * s + be * out;
+        if (add_bias) out += desc->bias[i];
       }
   }
   return CUBLAS_STATUS_SUCCESS;
