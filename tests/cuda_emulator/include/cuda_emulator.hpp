@@ -11,7 +11,7 @@
 // shared memory starts 0xff-filled (NaN as float, bf16 and double), device memory 0xa5.
 // What it checks: indexing, masks, barriers, launch limits (1024 threads, dynamic shared
 // memory over 48 KiB only after cudaFuncSetAttribute, at most 227 KiB), WMMA pointer
-// alignment and ldm. What it cannot: timing, the memory model beyond barriers, shuffles
+// alignment and ldm, writes outside a device buffer (guard bytes checked at cudaFree). What it cannot: timing, the memory model beyond barriers, shuffles
 // from lanes that diverged, device math's last bits (expf here is glibc's).
 #include <algorithm>
 #include <array>

@@ -151,12 +151,37 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, u
   return cudaSuccess;
 }
 
-// 256-byte aligned like cudaMalloc, and not zeroed: 0xa5 bytes, so an unwritten output shows.
+// 256-byte aligned like cudaMalloc, and not zeroed: 0xa5 bytes, so an unwritten output
+// shows. Guard bytes before the buffer and from its last byte on are checked at cudaFree: a
+// kernel or copy that wrote outside its buffer stops the emulator there.
+namespace cuda_emulator {
+constexpr size_t kGuardBytes = 256;
+constexpr unsigned char kGuard = 0x5a;
+inline size_t rounded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+}  // namespace cuda_emulator
 inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
-  const size_t rounded = (bytes + 255) / 256 * 256 + 256;
-  *ptr = std::aligned_alloc(256, rounded);
-  if (*ptr == nullptr) return cudaErrorMemoryAllocation;
-  std::memset(*ptr, 0xa5, rounded);
+  using namespace cuda_emulator;
+  auto* base = static_cast<unsigned char*>(std::aligned_alloc(256, 2 * kGuardBytes + rounded(bytes)));
+  if (base == nullptr) return cudaErrorMemoryAllocation;
+  std::memset(base, kGuard, kGuardBytes);
+  std::memcpy(base, &bytes, sizeof bytes);  // the size, in the front guard's first bytes
+  std::memset(base + kGuardBytes, 0xa5, bytes);
+  std::memset(base + kGuardBytes + bytes, kGuard, rounded(bytes) - bytes + kGuardBytes);
+  *ptr = base + kGuardBytes;
+  return cudaSuccess;
+}
+inline cudaError_t cudaFree(void* ptr) {
+  using namespace cuda_emulator;
+  if (ptr == nullptr) return cudaSuccess;
+  unsigned char* base = static_cast<unsigned char*>(ptr) - kGuardBytes;
+  size_t bytes = 0;
+  std::memcpy(&bytes, base, sizeof bytes);
+  for (size_t i = sizeof bytes; i < kGuardBytes; ++i)
+    if (base[i] != kGuard) die("cudaFree: something wrote before the start of this device buffer");
+  const unsigned char* tail = base + kGuardBytes + bytes;
+  for (size_t i = 0; i < rounded(bytes) - bytes + kGuardBytes; ++i)
+    if (tail[i] != kGuard) die("cudaFree: something wrote past the end of this device buffer");
+  std::free(base);
   return cudaSuccess;
 }
 template <typename T>  // the typed overload of the runtime's C++ API
@@ -165,10 +190,6 @@ cudaError_t cudaMalloc(T** ptr, size_t bytes) {
   const cudaError_t e = cudaMalloc(&p, bytes);
   *ptr = static_cast<T*>(p);
   return e;
-}
-inline cudaError_t cudaFree(void* ptr) {
-  std::free(ptr);
-  return cudaSuccess;
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t stream) {
   if (!cuda_emulator::is_queued(stream)) {
