@@ -156,7 +156,7 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, u
 // kernel or copy that wrote outside its buffer stops the emulator there.
 namespace cuda_emulator {
 constexpr size_t kGuardBytes = 256;
-constexpr unsigned char kGuard = 0x5a;
+constexpr unsigned char kGuard = 0xff;  // NaN as float and bf16: a read outside shows too
 inline size_t rounded(size_t bytes) { return (bytes + 255) / 256 * 256; }
 }  // namespace cuda_emulator
 inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
