@@ -273,6 +273,18 @@ Kernel pick(int64_t d, Kernel fixed64, Kernel cols1, Kernel cols2, Kernel cols3,
   }
 }
 
+}  // namespace
+
+void attention_tiles::attention_row_dots(const Context& ctx, const char* op, float* dsum, const float* dout,
+                                         const float* out, const Shape& s) {
+  const int64_t rows = s.pairs * s.T;
+  row_dot_kernel<<<grid_dim(op, "attention rows", (rows + kWarpsPerBlock - 1) / kWarpsPerBlock, true), kThreads, 0,
+                   ctx.stream>>>(dsum, dout, out, rows, s);
+  check_launch(ctx, op);
+}
+
+namespace {
+
 // The bf16 GEMM math runs attention on tensor cores too (attention_bf16.hpp).
 bool on_tensor_cores(const Context& ctx) { return ctx.gemm != nullptr && ctx.gemm->math() == GemmMath::bf16; }
 
@@ -298,13 +310,10 @@ void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, con
   const char* op = "attention_backward";
   require_shape(op, ld, B, T, h, d);
   if (B == 0 || T == 0 || h == 0) return;
+  if (on_tensor_cores(ctx)) return attention_backward_bf16(ctx, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d);
   const Shape s = shape_of(ld, B, T, h, d, kTile);
-  const int64_t rows = B * h * T;
-  auto* dsum = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(rows) * sizeof(float), op));
-  row_dot_kernel<<<grid_dim(op, "attention rows", (rows + kWarpsPerBlock - 1) / kWarpsPerBlock, true), kThreads, 0,
-                   ctx.stream>>>(dsum, dout, out, rows, s);
-  check_launch(ctx, op);
-  if (on_tensor_cores(ctx)) return attention_backward_bf16(ctx, dq, dk, dv, dout, lse, dsum, q, k, v, ld, B, T, h, d);
+  auto* dsum = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(B * h * T) * sizeof(float), op));
+  attention_row_dots(ctx, op, dsum, dout, out, s);
   const int64_t tile = kTile * d, odd_tile = static_cast<int64_t>(kTile) * odd_stride(s.d);
   launch(ctx, op,
          pick(d, dkdv_kernel<2, 64>, dkdv_kernel<1, 0>, dkdv_kernel<2, 0>, dkdv_kernel<3, 0>, dkdv_kernel<4, 0>),

@@ -93,15 +93,34 @@ __device__ bf16* tile_at(unsigned char* smem, size_t offset) {
   return reinterpret_cast<bf16*>(smem + offset);
 }
 
-// Rows [0, rows) of dst (bf16, row stride kLdTile) = rows row0, row0 + 1, ... of a (T, d) view
-// at src (row stride ld), rounded to bf16; zero for rows at or past T and columns d .. kDp.
-// Every thread of the block takes part; consecutive threads read consecutive columns.
+// One (sequence, head) pair's rows in the packed bf16 copy: (T, kDp), row stride kDp.
 template <int kDp>
-__device__ void stage_rows(bf16* dst, int rows, const float* src, int64_t ld, int64_t row0, int64_t T, int d) {
-  for (int i = threadIdx.x; i < rows * kDp; i += kBlockThreads) {
-    const int r = i / kDp, e = i % kDp;
+__device__ const bf16* packed_pair(const bf16* packed, const Shape& s, int64_t pair) {
+  return packed + pair * s.T * kDp;
+}
+
+// Rows [0, rows) of dst (row stride kLdTile) = rows row0, row0 + 1, ... of a pair's packed
+// rows (row stride kDp), zero for rows at or past T: 16-byte copies (8 bf16), consecutive
+// threads on consecutive chunks. Every thread of the block takes part.
+template <int kDp>
+__device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t row0, int64_t T) {
+  constexpr int kChunks = kDp / 8;
+  for (int i = threadIdx.x; i < rows * kChunks; i += kBlockThreads) {
+    const int r = i / kChunks, c = i % kChunks;
     const int64_t at = row0 + r;
-    dst[r * Smem<kDp>::kLdTile + e] = __float2bfloat16_rn(at < T && e < d ? src[at * ld + e] : 0.0f);
+    const uint4 chunk = at < T ? reinterpret_cast<const uint4*>(src + at * kDp)[c] : make_uint4(0, 0, 0, 0);
+    reinterpret_cast<uint4*>(dst + r * Smem<kDp>::kLdTile)[c] = chunk;
+  }
+}
+
+// dst (B·h, T, dp) = the (B, T, h, d) view at src (row stride ld) rounded to bf16, one pair's
+// rows after another, columns d .. dp zero.
+__global__ void pack_kernel(bf16* dst, const float* src, int64_t ld, int64_t T, int64_t h, int d, int dp,
+                            int64_t total) {
+  for (int64_t i = global_thread(); i < total; i += grid_threads()) {
+    const int64_t row = i / dp, pair = row / T, t = row - pair * T, b = pair / h, head = pair - b * h;
+    const int e = static_cast<int>(i - row * dp);
+    dst[i] = __float2bfloat16_rn(e < d ? src[(b * T + t) * ld + head * d + e] : 0.0f);
   }
 }
 
@@ -174,7 +193,7 @@ __device__ void write_rows(const WarpPart<kDp>& w, const FragAcc (&acc)[kDp / kF
 // Forward, one block per (pair, 128 query rows), over the key tiles of 64 the rows see.
 template <int kDp>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v, Shape s) {
+    forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, Shape s) {
   using L = ForwardLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
@@ -182,15 +201,16 @@ __global__ void __launch_bounds__(kBlockThreads)
   const BlockTile bt = block_tile(s, true);
   const PairBase base = pair_base(s, bt.pair);
   const int64_t q0 = bt.tile * kBlockRows, warp_row0 = q0 + w.warp * kFrag, t = warp_row0 + w.row;
-  stage_rows<kDp>(qs, kBlockRows, q + base.qkv, s.ld, q0, s.T, s.d);
+  const bf16 *pair_k = packed_pair<kDp>(k, s, bt.pair), *pair_v = packed_pair<kDp>(v, s, bt.pair);
+  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, bt.pair), q0, s.T);
   float o[kDp / 2];
   for (int i = 0; i < kDp / 2; ++i) o[i] = 0.0f;
   float row_max = neg_inf(), row_sum = 0.0f;
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;  // the block's rows see keys < keys
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     __syncthreads();  // every warp is done with the previous ks, vs (and qs is staged)
-    stage_rows<kDp>(ks, kTile, k + base.qkv, s.ld, j0, s.T, s.d);
-    stage_rows<kDp>(vs, kTile, v + base.qkv, s.ld, j0, s.T, s.d);
+    stage_rows<kDp>(ks, kTile, pair_k, j0, s.T);
+    stage_rows<kDp>(vs, kTile, pair_v, j0, s.T);
     __syncthreads();
     // Skip a tile none of the warp's rows sees, and rows past T. Otherwise j0 <= the warp's
     // first row, so key j0 is seen by every row and the new max is finite.
@@ -243,8 +263,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 // A warp computes its keys' transposed scores S^T (16 keys, 64 queries) directly.
 template <int kDp>
 __global__ void __launch_bounds__(kBlockThreads)
-    dkdv_kernel(float* dk, float* dv, const float* dout, const float* lse, const float* dsum, const float* q,
-                const float* k, const float* v, Shape s) {
+    dkdv_kernel(float* dk, float* dv, const bf16* dout, const float* lse, const float* dsum, const bf16* q,
+                const bf16* k, const bf16* v, Shape s) {
   using L = KeyValueLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
@@ -255,8 +275,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const BlockTile bt = block_tile(s, false);  // rank 0 = the first keys, seen by the most queries
   const PairBase base = pair_base(s, bt.pair);
   const int64_t k0 = bt.tile * kBlockRows, warp_key0 = k0 + w.warp * kFrag, j = warp_key0 + w.row;
-  stage_rows<kDp>(ks, kBlockRows, k + base.qkv, s.ld, k0, s.T, s.d);
-  stage_rows<kDp>(vs, kBlockRows, v + base.qkv, s.ld, k0, s.T, s.d);
+  const bf16 *pair_q = packed_pair<kDp>(q, s, bt.pair), *pair_dout = packed_pair<kDp>(dout, s, bt.pair);
+  stage_rows<kDp>(ks, kBlockRows, packed_pair<kDp>(k, s, bt.pair), k0, s.T);
+  stage_rows<kDp>(vs, kBlockRows, packed_pair<kDp>(v, s, bt.pair), k0, s.T);
   FragAcc dk_acc[kDp / kFrag], dv_acc[kDp / kFrag];
   zero_fragments(dk_acc);
   zero_fragments(dv_acc);
@@ -264,8 +285,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const bf16* warp_vs = vs + w.warp * kFrag * Smem<kDp>::kLdTile;
   for (int64_t q0 = k0; q0 < s.T; q0 += kTile) {
     __syncthreads();  // every warp is done with the previous query tile (and ks, vs are staged)
-    stage_rows<kDp>(qs, kTile, q + base.qkv, s.ld, q0, s.T, s.d);
-    stage_rows<kDp>(dos, kTile, dout + base.out, s.h * s.d, q0, s.T, s.d);
+    stage_rows<kDp>(qs, kTile, pair_q, q0, s.T);
+    stage_rows<kDp>(dos, kTile, pair_dout, q0, s.T);
     if (threadIdx.x < kTile) {
       const int64_t t = q0 + threadIdx.x;
       lse_s[threadIdx.x] = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
@@ -302,9 +323,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 // dQ, one block per (pair, 128 query rows), over the key tiles of 64 the rows see:
 // dQ = Σ dS · K / sqrt(d).
 template <int kDp>
-__global__ void __launch_bounds__(kBlockThreads) dq_kernel(float* dq, const float* dout, const float* lse,
-                                                           const float* dsum, const float* q, const float* k,
-                                                           const float* v, Shape s) {
+__global__ void __launch_bounds__(kBlockThreads) dq_kernel(float* dq, const bf16* dout, const float* lse,
+                                                           const float* dsum, const bf16* q, const bf16* k,
+                                                           const bf16* v, Shape s) {
   using L = QueryGradLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *dos = tile_at(smem, L::dout);
@@ -313,8 +334,9 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(float* dq, const floa
   const BlockTile bt = block_tile(s, true);
   const PairBase base = pair_base(s, bt.pair);
   const int64_t q0 = bt.tile * kBlockRows, warp_row0 = q0 + w.warp * kFrag, t = warp_row0 + w.row;
-  stage_rows<kDp>(qs, kBlockRows, q + base.qkv, s.ld, q0, s.T, s.d);
-  stage_rows<kDp>(dos, kBlockRows, dout + base.out, s.h * s.d, q0, s.T, s.d);
+  const bf16 *pair_k = packed_pair<kDp>(k, s, bt.pair), *pair_v = packed_pair<kDp>(v, s, bt.pair);
+  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, bt.pair), q0, s.T);
+  stage_rows<kDp>(dos, kBlockRows, packed_pair<kDp>(dout, s, bt.pair), q0, s.T);
   const float row_lse = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
   const float row_d = t < s.T ? dsum[bt.pair * s.T + t] : 0.0f;
   FragAcc dq_acc[kDp / kFrag];
@@ -324,8 +346,8 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(float* dq, const floa
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     __syncthreads();  // every warp is done with the previous ks, vs (and qs, dos are staged)
-    stage_rows<kDp>(ks, kTile, k + base.qkv, s.ld, j0, s.T, s.d);
-    stage_rows<kDp>(vs, kTile, v + base.qkv, s.ld, j0, s.T, s.d);
+    stage_rows<kDp>(ks, kTile, pair_k, j0, s.T);
+    stage_rows<kDp>(vs, kTile, pair_v, j0, s.T);
     __syncthreads();
     if (j0 > warp_row0 || warp_row0 >= s.T) continue;
     FragAcc prod[kTileFrags];
@@ -361,6 +383,30 @@ void with_padded_head(int64_t d, F f) {
     f(std::integral_constant<int, 128>{});
 }
 
+// Packs of q, k, v (and dout) in one scratch request, `count` of them.
+struct Packs {
+  bf16* pack[4] = {};
+  float* dsum = nullptr;
+};
+Packs take_packs(const Context& ctx, const char* op, const Shape& s, int dp, int count, bool with_dsum) {
+  const size_t pack_bytes = static_cast<size_t>(s.pairs * s.T * dp) * sizeof(bf16);
+  ScratchLayout layout;
+  size_t at[4] = {};
+  for (int i = 0; i < count; ++i) at[i] = layout.add(pack_bytes);
+  const size_t dsum_at = layout.add(with_dsum ? static_cast<size_t>(s.pairs * s.T) * sizeof(float) : 0);
+  auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
+  Packs p;
+  for (int i = 0; i < count; ++i) p.pack[i] = reinterpret_cast<bf16*>(base + at[i]);
+  if (with_dsum) p.dsum = reinterpret_cast<float*>(base + dsum_at);
+  return p;
+}
+
+void pack(const Context& ctx, const char* op, bf16* dst, const float* src, int64_t ld, const Shape& s, int dp) {
+  const int64_t total = s.pairs * s.T * dp;
+  pack_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, src, ld, s.T, s.h, s.d, dp, total);
+  check_launch(ctx, op);
+}
+
 }  // namespace
 
 void attention_forward_bf16(const Context& ctx, float* out, float* lse, const float* q, const float* k,
@@ -369,22 +415,35 @@ void attention_forward_bf16(const Context& ctx, float* out, float* lse, const fl
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    launch(ctx, op, forward_kernel<kDp>, tile_blocks(op, s), kBlockThreads, ForwardLayout<kDp>::bytes, out, lse, q,
-           k, v, s);
+    const Packs p = take_packs(ctx, op, s, kDp, 3, false);
+    pack(ctx, op, p.pack[0], q, ld, s, kDp);
+    pack(ctx, op, p.pack[1], k, ld, s, kDp);
+    pack(ctx, op, p.pack[2], v, ld, s, kDp);
+    launch(ctx, op, forward_kernel<kDp>, tile_blocks(op, s), kBlockThreads, ForwardLayout<kDp>::bytes, out, lse,
+           static_cast<const bf16*>(p.pack[0]), static_cast<const bf16*>(p.pack[1]),
+           static_cast<const bf16*>(p.pack[2]), s);
   });
 }
 
 void attention_backward_bf16(const Context& ctx, float* dq, float* dk, float* dv, const float* dout,
-                             const float* lse, const float* dsum, const float* q, const float* k, const float* v,
+                             const float* out, const float* lse, const float* q, const float* k, const float* v,
                              int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
   const char* op = "attention_backward";
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    launch(ctx, op, dkdv_kernel<kDp>, tile_blocks(op, s), kBlockThreads, KeyValueLayout<kDp>::bytes, dk, dv, dout,
-           lse, dsum, q, k, v, s);
-    launch(ctx, op, dq_kernel<kDp>, tile_blocks(op, s), kBlockThreads, QueryGradLayout<kDp>::bytes, dq, dout, lse,
-           dsum, q, k, v, s);
+    const Packs p = take_packs(ctx, op, s, kDp, 4, true);
+    attention_row_dots(ctx, op, p.dsum, dout, out, s);
+    pack(ctx, op, p.pack[0], q, ld, s, kDp);
+    pack(ctx, op, p.pack[1], k, ld, s, kDp);
+    pack(ctx, op, p.pack[2], v, ld, s, kDp);
+    pack(ctx, op, p.pack[3], dout, h * d, s, kDp);
+    const bf16 *pq = p.pack[0], *pk = p.pack[1], *pv = p.pack[2], *pdout = p.pack[3];
+    const float* dsum = p.dsum;
+    launch(ctx, op, dkdv_kernel<kDp>, tile_blocks(op, s), kBlockThreads, KeyValueLayout<kDp>::bytes, dk, dv, pdout,
+           lse, dsum, pq, pk, pv, s);
+    launch(ctx, op, dq_kernel<kDp>, tile_blocks(op, s), kBlockThreads, QueryGradLayout<kDp>::bytes, dq, pdout, lse,
+           dsum, pq, pk, pv, s);
   });
 }
 

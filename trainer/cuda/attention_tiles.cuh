@@ -56,6 +56,10 @@ inline unsigned tile_blocks(const char* op, const Shape& s) {
   return grid_dim(op, "attention tiles", s.pairs * s.tiles, true);
 }
 
+// dsum (B, h, T) = D = rowsum(dout ⊙ out) of every query row, in float32 (attention.cu).
+void attention_row_dots(const Context& ctx, const char* op, float* dsum, const float* dout, const float* out,
+                        const Shape& s);
+
 template <typename Kernel, typename... Args>
 void launch(const Context& ctx, const char* op, Kernel kernel, unsigned blocks, int threads, size_t shared_bytes,
             Args... args) {

@@ -23,6 +23,12 @@ enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDe
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDataType_t { CUDA_R_32F = 0 };
 
+// The vector type the kernels copy 16 bytes with (vector_types.h).
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+
 inline cudaError_t cudaGetLastError() {
   const int e = cuda_emulator::runtime().last_error;
   cuda_emulator::runtime().last_error = 0;
