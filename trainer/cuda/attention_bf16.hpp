@@ -5,8 +5,10 @@
 // kernels' tile loads are then contiguous 16-byte copies of half the bytes of float32, which
 // is what bounds them (each K/V tile is read from L2 once per 128 query rows). The
 // probabilities P and their gradients dS are rounded to bf16 before they multiply V, dO, Q or
-// K, and every product accumulates in float32 (WMMA 16×16×16). Softmax statistics (row max, sum, lse) and
-// D = rowsum(dout ⊙ out) stay float32. Same arguments as attention.hpp; d <= 128.
+// K, and every product accumulates in float32 (WMMA 16×16×16). Softmax statistics (row max,
+// sum, lse) and D = rowsum(dout ⊙ out) stay float32. Same arguments as attention.hpp;
+// d <= 128. The packs take 3 (forward) or 4 (backward) × B·h·T·dp·2 bytes of the backend's
+// scratch.
 //
 // Tiles: a block is 8 warps and owns 128 rows (queries in the forward and dQ kernels, keys in
 // the dK/dV kernel); a warp owns 16 of them. The other side walks in tiles of 64 through
