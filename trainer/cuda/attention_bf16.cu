@@ -190,6 +190,20 @@ __device__ void write_rows(const WarpPart<kDp>& w, const FragAcc (&acc)[kDp / kF
   __syncwarp();  // f is free again
 }
 
+// The block's 128 query rows, for the forward and dQ kernels: its (pair, tile), where the
+// pair starts in the float32 views, the block's and the warp's first row, and this lane's row.
+struct QueryRows {
+  BlockTile bt;
+  PairBase base;
+  int64_t q0, warp_row0, t;
+  __device__ QueryRows(const Shape& s, int warp, int row)
+      : bt(block_tile(s, true)),
+        base(pair_base(s, bt.pair)),
+        q0(bt.tile * kBlockRows),
+        warp_row0(q0 + warp * kFrag),
+        t(warp_row0 + row) {}
+};
+
 // Forward, one block per (pair, 128 query rows), over the key tiles of 64 the rows see.
 template <int kDp>
 __global__ void __launch_bounds__(kBlockThreads)
@@ -198,11 +212,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
   const WarpPart<kDp> w(smem, L::p, L::f);
-  const BlockTile bt = block_tile(s, true);
-  const PairBase base = pair_base(s, bt.pair);
-  const int64_t q0 = bt.tile * kBlockRows, warp_row0 = q0 + w.warp * kFrag, t = warp_row0 + w.row;
-  const bf16 *pair_k = packed_pair<kDp>(k, s, bt.pair), *pair_v = packed_pair<kDp>(v, s, bt.pair);
-  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, bt.pair), q0, s.T);
+  const QueryRows rows(s, w.warp, w.row);
+  const int64_t q0 = rows.q0, warp_row0 = rows.warp_row0, t = rows.t;
+  const bf16 *pair_k = packed_pair<kDp>(k, s, rows.bt.pair), *pair_v = packed_pair<kDp>(v, s, rows.bt.pair);
+  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, rows.bt.pair), q0, s.T);
   float o[kDp / 2];
   for (int i = 0; i < kDp / 2; ++i) o[i] = 0.0f;
   float row_max = neg_inf(), row_sum = 0.0f;
@@ -249,12 +262,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   if (t < s.T) {
     const float inv = 1.0f / row_sum;
-    float* row = out + base.out + t * s.h * s.d;
+    float* row = out + rows.base.out + t * s.h * s.d;
     for (int i = 0; i < kDp / 2; ++i) {
       const int e = w.head_column0() + i;
       if (e < s.d) row[e] = o[i] * inv;
     }
-    if (w.half == 0) lse[bt.pair * s.T + t] = row_max + logf(row_sum);
+    if (w.half == 0) lse[rows.bt.pair * s.T + t] = row_max + logf(row_sum);
   }
 }
 
@@ -331,14 +344,13 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(float* dq, const bf16
   bf16 *qs = tile_at(smem, L::q), *dos = tile_at(smem, L::dout);
   bf16 *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
   const WarpPart<kDp> w(smem, L::p, L::f);
-  const BlockTile bt = block_tile(s, true);
-  const PairBase base = pair_base(s, bt.pair);
-  const int64_t q0 = bt.tile * kBlockRows, warp_row0 = q0 + w.warp * kFrag, t = warp_row0 + w.row;
-  const bf16 *pair_k = packed_pair<kDp>(k, s, bt.pair), *pair_v = packed_pair<kDp>(v, s, bt.pair);
-  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, bt.pair), q0, s.T);
-  stage_rows<kDp>(dos, kBlockRows, packed_pair<kDp>(dout, s, bt.pair), q0, s.T);
-  const float row_lse = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
-  const float row_d = t < s.T ? dsum[bt.pair * s.T + t] : 0.0f;
+  const QueryRows rows(s, w.warp, w.row);
+  const int64_t q0 = rows.q0, warp_row0 = rows.warp_row0, t = rows.t, pair = rows.bt.pair;
+  const bf16 *pair_k = packed_pair<kDp>(k, s, pair), *pair_v = packed_pair<kDp>(v, s, pair);
+  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, pair), q0, s.T);
+  stage_rows<kDp>(dos, kBlockRows, packed_pair<kDp>(dout, s, pair), q0, s.T);
+  const float row_lse = t < s.T ? lse[pair * s.T + t] : 0.0f;
+  const float row_d = t < s.T ? dsum[pair * s.T + t] : 0.0f;
   FragAcc dq_acc[kDp / kFrag];
   zero_fragments(dq_acc);
   const bf16* warp_qs = qs + w.warp * kFrag * Smem<kDp>::kLdTile;
@@ -367,7 +379,7 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(float* dq, const bf16
     __syncwarp();
     multiply_accumulate<kDp>(dq_acc, w.p, ks);  // dQ += dS · K
   }
-  write_rows(w, dq_acc, s.scale, dq + base.qkv, s.ld, warp_row0, s.T, s.d);
+  write_rows(w, dq_acc, s.scale, dq + rows.base.qkv, s.ld, warp_row0, s.T, s.d);
 }
 
 // Calls f(std::integral_constant<int, kDp>) for d padded to a multiple of 32 (d <= 128).

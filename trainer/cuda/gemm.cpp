@@ -222,20 +222,9 @@ void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, 
     scale_matrix(ctx, "gemm", c, ldc, m, n, beta);
     return;
   }
-  GemmCall call;
-  call.ta = ta;
-  call.tb = tb;
-  call.m = m;
-  call.n = n;
-  call.k = k;
-  call.alpha = alpha;
-  call.a = a;
-  call.lda = lda;
-  call.b = b;
-  call.ldb = ldb;
-  call.beta = beta;
-  call.c = c;
-  call.ldc = ldc;
+  const GemmCall call{
+      .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .lda = lda, .b = b, .ldb = ldb,
+      .beta = beta, .c = c, .ldc = ldc};
   ctx.gemm->run(ctx, "gemm", call);
 }
 
@@ -246,17 +235,7 @@ void linear_forward(const Context& ctx, float* y, const float* x, const float* w
   require_nonnegative(op, "n", n);
   require_nonnegative(op, "k", k);
   if (m == 0 || n == 0) return;
-  GemmCall call;
-  call.m = m;
-  call.n = n;
-  call.k = k;
-  call.a = x;
-  call.lda = k;
-  call.b = w;
-  call.ldb = n;
-  call.c = y;
-  call.ldc = n;
-  call.bias = bias;
+  const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = y, .ldc = n, .bias = bias};
   if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
   gemm(ctx, Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
   bias_forward(ctx, y, bias, m, n, n);
