@@ -17,7 +17,7 @@ class TimedBackend final : public Backend {
   struct Total {
     double seconds = 0;
     int64_t calls = 0;
-    double flops = 0;  // GEMMs only
+    double flops = 0;  // GEMMs (and linear_forward) only
   };
 
   explicit TimedBackend(Backend& inner) : inner_(inner) {}
@@ -59,7 +59,12 @@ class TimedBackend final : public Backend {
 
   void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
                       int64_t k) override {
-    timed("linear_forward", [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
+    // Keyed like a gemm NN of its shape ("+ bias"), with its FLOPs, so the profile lists it
+    // beside the GEMMs.
+    const std::string key =
+        "gemm NN " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " + bias";
+    timed(key, [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
+    totals_[key].flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
   void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) override {
     timed("bias_forward", [&] { inner_.bias_forward(out, bias, m, n, ld); });

@@ -12,7 +12,7 @@
 // trainer's MFU log uses: 6·tokens·k·n per linear layer incl. the tied head, 12·B·H·T²·d for
 // attention), the same for both sides, so FLOP/s ratios equal tokens/s ratios.
 //
-// usage: bench_train_gpu [--model 124m|350m|both] [--micro-batch mb] [--batch B] [--warmup N]
+// usage: bench_train_gpu [--model 124m|350m|both|tiny] [--micro-batch mb] [--batch B] [--warmup N]
 //                        [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]
 // --profile: no references; our step's time per backend op (GEMMs per shape, attention,
 // LayerNorm, ...; op_profile.hpp), each op synchronized, for each model.
@@ -62,6 +62,8 @@ struct Model {
 // GPT-2 small and medium, vocabulary 50257 padded to a multiple of 128 (job_templates/gpt2-124m.toml).
 const Model kGpt2Small{"124m", {12, 768, 12, 50304, 1024}};
 const Model kGpt2Medium{"350m", {24, 1024, 16, 50304, 1024}};
+// A smoke test of this program (seconds; on the CUDA emulator in CI), not a measurement.
+const Model kTiny{"tiny", {2, 64, 2, 256, 64}};
 
 struct Options {
   std::vector<Model> models{kGpt2Small, kGpt2Medium};
@@ -193,7 +195,7 @@ TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: bench_train_gpu [--model 124m|350m|both] [--micro-batch mb] [--batch B] [--warmup N]\n"
+               "usage: bench_train_gpu [--model 124m|350m|both|tiny] [--micro-batch mb] [--batch B] [--warmup N]\n"
                "                       [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]\n");
   return 2;
 }
@@ -215,6 +217,8 @@ bool parse(int argc, char** argv, Options& o) {
         o.models = {kGpt2Small};
       else if (m == "350m")
         o.models = {kGpt2Medium};
+      else if (m == "tiny")
+        o.models = {kTiny};
       else if (m != "both")
         return false;
     } else if (a == "--micro-batch") {
