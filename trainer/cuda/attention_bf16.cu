@@ -57,7 +57,8 @@ struct KeyValueLayout {  // ks, vs (128, kDp) the block's keys; qs, dos (64, kDp
   using S = Smem<kDp>;
   static constexpr size_t k = 0, v = k + S::tile_bytes(kBlockRows), q = v + S::tile_bytes(kBlockRows),
                           dout = q + S::tile_bytes(kTile), p = dout + S::tile_bytes(kTile), f = p + S::kPBytes,
-                          lse = f + S::kFBytes, dsum = lse + kTile * sizeof(float), bytes = dsum + kTile * sizeof(float);
+                          lse = f + S::kFBytes, dsum = lse + kTile * sizeof(float),
+                          bytes = dsum + kTile * sizeof(float);
 };
 template <int kDp>
 struct QueryGradLayout {  // qs, dos (128, kDp) the block's queries; ks, vs (64, kDp) one key tile
