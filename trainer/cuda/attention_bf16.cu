@@ -125,12 +125,17 @@ __global__ void pack_kernel(bf16* dst, const float* src, int64_t ld, int64_t T, 
   }
 }
 
+template <int N>
+__device__ void zero_fragments(FragAcc (&acc)[N]) {
+  for (int n = 0; n < N; ++n) wmma::fill_fragment(acc[n], 0.0f);
+}
+
 // acc[n] = a · b^T for a (16, kDp) and b (64, kDp), both bf16 tiles in shared memory: the
 // 16×64 products of a's rows with b's rows, as 4 fragments of 16 columns.
 template <int kDp>
 __device__ void multiply_transposed(FragAcc (&acc)[kTileFrags], const bf16* a, const bf16* b) {
   constexpr int ld = Smem<kDp>::kLdTile;
-  for (int n = 0; n < kTileFrags; ++n) wmma::fill_fragment(acc[n], 0.0f);
+  zero_fragments(acc);
 #pragma unroll
   for (int kk = 0; kk < kDp / kFrag; ++kk) {
     FragA fa;
@@ -166,11 +171,6 @@ template <int kDp, int N>
 __device__ void store_fragments(float* f, const FragAcc (&acc)[N]) {
 #pragma unroll
   for (int n = 0; n < N; ++n) wmma::store_matrix_sync(f + n * kFrag, acc[n], Smem<kDp>::kLdF, wmma::mem_row_major);
-}
-
-template <int N>
-__device__ void zero_fragments(FragAcc (&acc)[N]) {
-  for (int n = 0; n < N; ++n) wmma::fill_fragment(acc[n], 0.0f);
 }
 
 // Writes the warp's (16, kDp) fragments times `scale` to rows row0 .. row0 + 15 (those below

@@ -9,6 +9,7 @@
 
 namespace axonn::cuda {
 namespace {
+
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 cublasComputeType_t compute_type(GemmMath math) {

@@ -195,12 +195,13 @@ inline ncclResult_t issue(CollectiveCall call, const void* in, void* out, size_t
                           ncclComm_t comm, cudaStream_t stream) {
   if (!is_queued(stream)) die("NCCL collectives are emulated on the communicators' own (queued) streams only");
   std::shared_ptr<Collective> c;
+  uint64_t seq = 0;
   {
     std::lock_guard lock(queues().mutex);
     Clique& clique = *comm->clique;
     if (clique.aborted) return ncclRemoteError;
     if (clique.joined < clique.size) return ncclInvalidUsage;
-    const uint64_t seq = clique.issued[static_cast<size_t>(comm->rank)]++;
+    seq = clique.issued[static_cast<size_t>(comm->rank)]++;
     auto& slot = clique.open[seq];
     if (!slot) {
       slot = std::make_shared<Collective>(Collective{call, count, type, root, {}, {}, {}});
@@ -221,15 +222,11 @@ inline ncclResult_t issue(CollectiveCall call, const void* in, void* out, size_t
   }
   const int rank = comm->rank;
   std::shared_ptr<Clique> clique = comm->clique;
-  enqueue(stream, [c, clique, rank] {
+  enqueue(stream, [c, clique, rank, seq] {
     c->reached[static_cast<size_t>(rank)] = true;
     if (!c->done && std::find(c->reached.begin(), c->reached.end(), false) == c->reached.end()) {
       run_collective(*c);
-      for (auto it = clique->open.begin(); it != clique->open.end(); ++it)
-        if (it->second == c) {
-          clique->open.erase(it);
-          break;
-        }
+      clique->open.erase(seq);
     }
     return c->done;
   });
