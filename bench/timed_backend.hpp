@@ -17,7 +17,7 @@ class TimedBackend final : public Backend {
   struct Total {
     double seconds = 0;
     int64_t calls = 0;
-    double flops = 0;  // GEMMs (and linear_forward) only
+    double flops = 0;  // GEMMs (with or without an epilogue) only
   };
 
   explicit TimedBackend(Backend& inner) : inner_(inner) {}
@@ -50,21 +50,23 @@ class TimedBackend final : public Backend {
 
   void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
-    const std::string key = std::string("gemm ") + (ta == Transpose::yes ? "T" : "N") +
-                            (tb == Transpose::yes ? "T" : "N") + " " + std::to_string(m) + "x" + std::to_string(n) +
-                            "x" + std::to_string(k);
-    timed(key, [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
-    totals_[key].flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const std::string kind =
+        std::string("gemm ") + (ta == Transpose::yes ? "T" : "N") + (tb == Transpose::yes ? "T" : "N");
+    timed_gemm(kind, m, n, k, "", [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
   }
 
   void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
                       int64_t k) override {
-    // Keyed like a gemm NN of its shape ("+ bias"), with its FLOPs, so the profile lists it
-    // beside the GEMMs.
-    const std::string key =
-        "gemm NN " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " + bias";
-    timed(key, [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
-    totals_[key].flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    timed_gemm("gemm NN", m, n, k, " + bias", [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
+  }
+  void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias, int64_t m,
+                           int64_t n, int64_t k) override {
+    timed_gemm("gemm NN", m, n, k, " + bias + gelu",
+               [&] { inner_.linear_gelu_forward(pre, out, x, w, bias, m, n, k); });
+  }
+  void linear_input_grad_gelu(float* dpre, const float* dy, const float* w, const float* pre, int64_t m, int64_t n,
+                              int64_t k) override {
+    timed_gemm("gemm NT", m, k, n, " + dgelu", [&] { inner_.linear_input_grad_gelu(dpre, dy, w, pre, m, n, k); });
   }
   void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) override {
     timed("bias_forward", [&] { inner_.bias_forward(out, bias, m, n, ld); });
@@ -182,6 +184,15 @@ class TimedBackend final : public Backend {
     Total& t = totals_[key];
     t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++t.calls;
+  }
+  // A GEMM (m, n, k) with what its epilogue adds ("" for none), keyed by shape and counted
+  // with its FLOPs, so fused GEMMs are listed beside the plain ones.
+  template <typename F>
+  void timed_gemm(const std::string& kind, int64_t m, int64_t n, int64_t k, const char* epilogue, F&& f) {
+    const std::string key =
+        kind + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + epilogue;
+    timed(key, std::forward<F>(f));
+    totals_[key].flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
 
   Backend& inner_;

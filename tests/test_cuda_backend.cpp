@@ -316,6 +316,46 @@ TEST_F(CudaBackendOps, LinearForwardAddsTheBiasFusedOrNot) {
   }
 }
 
+// The MLP's GELU inside its GEMMs: forward with cuBLASLt's GELU_AUX_BIAS epilogue (n a
+// multiple of 8, bias 16-byte aligned), the input gradient with DGELU (k a multiple of 8),
+// and the GEMM then the GELU kernels otherwise (n or k = 67, the bias at offset 1), for each
+// math. Within fp32's bound only if cuBLASLt's GELU is the tanh form the CPU computes (the
+// erf form differs by up to ~5e-4).
+TEST_F(CudaBackendOps, LinearWithGeluForwardAndInputGradientFusedOrNot) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
+    auto be = make_cuda_backend(CudaBackendOptions{0, math});
+    gpu_ = be.get();
+    for (const Shape& sh : {Shape{37, 24, 51}, Shape{130, 67, 300}, Shape{64, 128, 40}, Shape{45, 16, 67}})
+      for (int64_t offset : {0, 1}) {
+        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                     " k=" + std::to_string(sh.k) + " bias offset=" + std::to_string(offset));
+        Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
+        Twin<float> w = twin(random_floats(rng_, sh.k * sh.n));
+        Twin<float> bias = twin(random_floats(rng_, offset + sh.n, -2.0f, 2.0f));
+        Twin<float> pre = poisoned(sh.m * sh.n), out = poisoned(sh.m * sh.n);
+        both([&](Backend& bk, int s) {
+          bk.linear_gelu_forward(pre[s], out[s], x[s], w[s], bias[s] + offset, sh.m, sh.n, sh.k);
+        });
+        expect_close(pre, gemm_bound(math, sh.k), "linear_gelu_forward pre");
+        expect_close(out, gemm_bound(math, sh.k), "linear_gelu_forward out (cuBLASLt's GELU, tanh form expected)");
+
+        // The input gradient at pre of a next layer W2 (n, k) that read gelu(pre):
+        // dpre (m, n) = dy (m, k)·W2^T ⊙ gelu'(pre), i.e. the op's (n, k) are (sh.k, sh.n).
+        Twin<float> dy = twin(random_floats(rng_, sh.m * sh.k));
+        Twin<float> w2 = twin(random_floats(rng_, sh.n * sh.k));
+        Twin<float> dpre = poisoned(sh.m * sh.n);
+        both([&](Backend& bk, int s) {
+          bk.linear_input_grad_gelu(dpre[s], dy[s], w2[s], pre[s], sh.m, sh.k, sh.n);
+        });
+        expect_close(dpre, 2 * gemm_bound(math, sh.k), "linear_input_grad_gelu (cuBLASLt's DGELU, tanh form expected)");
+      }
+    gpu_ = fp32_.get();
+  }
+}
+
 // ---------------------------------------------------------------- bias, elementwise, reductions
 
 TEST_F(CudaBackendOps, BiasOnAColumnBlockWithRowStrideAndAccumulatingBackward) {

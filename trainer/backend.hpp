@@ -88,6 +88,25 @@ class Backend {
     gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
     bias_forward(y, bias, m, n, n);
   }
+  // The MLP's first layer and its GELU, under linear_forward's condition:
+  //   pre (m, n) = X (m, k)·W (k, n) + bias (n),  out (m, n) = gelu(pre),  pre kept for backward.
+  // linear_forward then gelu_forward (the CPU's bits); the CUDA backend writes both from one
+  // GEMM (cuBLASLt's GELU_AUX_BIAS epilogue): pre is not read back.
+  virtual void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias,
+                                   int64_t m, int64_t n, int64_t k) {
+    linear_forward(pre, x, w, bias, m, n, k);
+    gelu_forward(out, pre, m * n);
+  }
+  // The input gradient of a linear layer whose input was gelu(pre), through the GELU, when dX
+  // needs no reduction before it (the layer's n-axis has size one):
+  //   dpre (m, k) = (dY (m, n)·W (k, n)^T) ⊙ gelu'(pre (m, k)).
+  // The dX GEMM then gelu_backward (the CPU's bits); the CUDA backend applies gelu' in the
+  // GEMM (cuBLASLt's DGELU epilogue).
+  virtual void linear_input_grad_gelu(float* dpre, const float* dy, const float* w, const float* pre, int64_t m,
+                                      int64_t n, int64_t k) {
+    gemm(Transpose::no, Transpose::yes, m, k, n, 1.0f, dy, n, w, n, 0.0f, dpre, k);
+    gelu_backward(dpre, pre, dpre, m * k);
+  }
 
   // ---- bias and elementwise. The bias ops take the row stride ld of out/dout (n when
   // contiguous), so a bias can apply to a column block of a wider buffer (q, k or v inside

@@ -152,6 +152,16 @@ void CudaBackend::linear_forward(float* y, const float* x, const float* w, const
   cuda::linear_forward(ctx_, y, x, w, bias, m, n, k);
 }
 
+void CudaBackend::linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias,
+                                      int64_t m, int64_t n, int64_t k) {
+  cuda::linear_gelu_forward(ctx_, pre, out, x, w, bias, m, n, k);
+}
+
+void CudaBackend::linear_input_grad_gelu(float* dpre, const float* dy, const float* w, const float* pre, int64_t m,
+                                         int64_t n, int64_t k) {
+  cuda::linear_input_grad_gelu(ctx_, dpre, dy, w, pre, m, n, k);
+}
+
 void CudaBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
   cuda::bias_forward(ctx_, out, bias, m, n, ld);
 }

@@ -6,6 +6,7 @@
 #include "trainer/cuda/bias.hpp"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/elementwise.hpp"
+#include "trainer/cuda/gelu.hpp"
 
 namespace axonn::cuda {
 namespace {
@@ -24,6 +25,43 @@ cublasComputeType_t compute_type(GemmMath math) {
   return CUBLAS_COMPUTE_32F;
 }
 
+cublasLtEpilogue_t cublaslt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::gelu_aux_bias:
+      return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::dgelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::none:
+      break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The epilogue's vectors on the descriptor. The heuristic reads the aux pointer's value to
+// know its alignment, so a plan sets them before choosing its algorithm and every run sets
+// them again (the plan serves every call of its shape).
+void set_epilogue_pointers(const char* op, cublasLtMatmulDesc_t desc, const GemmCall& call) {
+  if (call.bias != nullptr)
+    AXONN_CUDA_OP_CHECK(
+        op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof(call.bias)));
+  if (call.aux != nullptr) {
+    AXONN_CUDA_OP_CHECK(
+        op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux, sizeof(call.aux)));
+    const int64_t ld = call.ldc;
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+  }
+}
+
+// Whether cuBLASLt can apply the call's epilogue at all: batch 1, the bias vector read 16
+// bytes at a time, the aux matrix's row stride a multiple of 8 elements (cuBLASLt's rules).
+bool epilogue_possible(const GemmCall& call) {
+  if (call.epilogue == Epilogue::none) return true;
+  if (call.batch != 1) return false;
+  if (call.bias != nullptr && reinterpret_cast<uintptr_t>(call.bias) % 16 != 0) return false;
+  return call.aux == nullptr || call.ldc % 8 == 0;
+}
 
 // The largest power of two, at most 256, dividing the byte address of every matrix of the
 // batch. cuBLASLt's heuristic assumes 256-byte aligned matrices unless told otherwise, and a
@@ -116,10 +154,11 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
                         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     AXONN_CUDA_OP_CHECK(op,
                         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    if (call.bias != nullptr) {  // the bias pointer itself is set by each run
-      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (call.epilogue != Epilogue::none) {
+      const cublasLtEpilogue_t epilogue = cublaslt_epilogue(call.epilogue);
       AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                              sizeof(epilogue)));
+      set_epilogue_pointers(op, plan.desc, call);
     }
     // Column-major (rows, cols) as stored: our row-major B is (k, n), or (n, k) transposed;
     // our A is (m, k), or (k, m) transposed; our C is (m, n).
@@ -174,13 +213,14 @@ const Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
                    alignment(call.b, call.stride_b, call.batch),
                    alignment(call.a, call.stride_a, call.batch),
                    alignment(call.c, call.stride_c, call.batch),
-                   call.bias != nullptr};
+                   alignment(call.aux, 0, 1),
+                   static_cast<int64_t>(call.epilogue)};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.desc != nullptr ? &it->second : nullptr;
   Plan plan;
   cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
   bool ok = try_plan(op, call, key, compute_type(math_), plan, why);
-  // A bias the GEMM cannot add is added by the caller, at the same math: remember that.
-  if (!ok && call.bias != nullptr) {
+  // An epilogue the GEMM cannot fuse is run by the caller, at the same math: remember that.
+  if (!ok && call.epilogue != Epilogue::none) {
     plans_.emplace(key, Plan{});
     return nullptr;
   }
@@ -196,12 +236,10 @@ const Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
 
 bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
   if (call.batch > INT32_MAX) fail(op, "batch = " + std::to_string(call.batch) + " exceeds cuBLASLt's 32-bit count");
-  if (call.bias != nullptr && (call.batch != 1 || reinterpret_cast<uintptr_t>(call.bias) % 16 != 0)) return false;
+  if (!epilogue_possible(call)) return false;
   const Plan* plan = plan_for(op, call);
   if (plan == nullptr) return false;
-  if (call.bias != nullptr)
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
-                                                           sizeof(call.bias)));
+  set_epilogue_pointers(op, plan->desc, call);
   const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
   AXONN_CUDA_OP_CHECK(op, cublasLtMatmul(handle_, plan->desc, &alpha, call.b, plan->a, call.a, plan->b, &beta, call.c,
                                          plan->c, call.c, plan->c, &plan->algo, workspace_, workspace_bytes_,
@@ -236,10 +274,41 @@ void linear_forward(const Context& ctx, float* y, const float* x, const float* w
   require_nonnegative(op, "n", n);
   require_nonnegative(op, "k", k);
   if (m == 0 || n == 0) return;
-  const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = y, .ldc = n, .bias = bias};
+  const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = y, .ldc = n,
+                      .epilogue = Epilogue::bias, .bias = bias};
   if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
   gemm(ctx, Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
   bias_forward(ctx, y, bias, m, n, n);
+}
+
+void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float* x, const float* w,
+                         const float* bias, int64_t m, int64_t n, int64_t k) {
+  const char* op = "linear_gelu_forward";
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "n", n);
+  require_nonnegative(op, "k", k);
+  if (m == 0 || n == 0) return;
+  const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = out, .ldc = n,
+                      .epilogue = Epilogue::gelu_aux_bias, .bias = bias, .aux = pre};
+  if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
+  linear_forward(ctx, pre, x, w, bias, m, n, k);
+  gelu_forward(ctx, out, pre, m * n);
+}
+
+void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, const float* w, const float* pre,
+                            int64_t m, int64_t n, int64_t k) {
+  const char* op = "linear_input_grad_gelu";
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "n", n);
+  require_nonnegative(op, "k", k);
+  if (m == 0 || k == 0) return;
+  // dpre (m, k) = dY (m, n)·W^T: the GEMM's own (m, n, k) are (m, k, n). DGELU only reads aux;
+  // the field is non-const because GELU_AUX_BIAS writes it.
+  const GemmCall call{.tb = Transpose::yes, .m = m, .n = k, .k = n, .a = dy, .lda = n, .b = w, .ldb = n, .c = dpre,
+                      .ldc = k, .epilogue = Epilogue::dgelu, .aux = const_cast<float*>(pre)};
+  if (n > 0 && ctx.gemm->run(ctx, op, call)) return;
+  gemm(ctx, Transpose::no, Transpose::yes, m, k, n, 1.0f, dy, n, w, n, 0.0f, dpre, k);
+  gelu_backward(ctx, dpre, pre, dpre, m * k);
 }
 
 }  // namespace axonn::cuda

@@ -25,6 +25,13 @@
 
 namespace axonn::cuda {
 
+// What cuBLASLt does to a GEMM's result before it is stored (batch 1 only), R = alpha·op(A)·op(B):
+//   bias:          C = R + bias (n) on every row
+//   gelu_aux_bias: aux = R + bias, C = gelu(aux)       (aux written)
+//   dgelu:         C = R ⊙ gelu'(aux)                  (aux read)
+// aux is (m, n) with C's row stride ldc.
+enum class Epilogue { none, bias, gelu_aux_bias, dgelu };
+
 // One (batched) row-major GEMM: for p < batch,
 //   C_p (m, n) = alpha·op(A_p)·op(B_p) + beta·C_p,  X_p = x + p·stride_x,
 // op(A) (m, k), op(B) (k, n); lda, ldb, ldc are the row strides as stored. beta = 0 does not
@@ -43,7 +50,9 @@ struct GemmCall {
   float* c = nullptr;
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
-  const float* bias = nullptr;  // batch 1 only: C_p += bias (n) on every row (the bias epilogue)
+  Epilogue epilogue = Epilogue::none;
+  const float* bias = nullptr;  // bias, gelu_aux_bias
+  float* aux = nullptr;         // gelu_aux_bias (written), dgelu (read)
 };
 
 class Gemm {
@@ -59,14 +68,15 @@ class Gemm {
 
   // Runs `call` on ctx's stream; op names the Backend op in errors. The caller has checked
   // the arguments: m, n, k, batch >= 1 and every row stride holds a row. Returns false,
-  // running nothing, for a call with a bias that cuBLASLt cannot fuse (a bias not 16-byte
-  // aligned, or no algorithm with the epilogue for the shape): the caller adds it itself.
+  // running nothing, for an epilogue that cuBLASLt cannot fuse (a bias not 16-byte aligned,
+  // an aux row stride not a multiple of 8, or no algorithm with the epilogue for the shape):
+  // the caller runs the epilogue's kernels itself.
   bool run(const Context& ctx, const char* op, const GemmCall& call);
 
  private:
   // The call's shape: transposes, m, n, k, lda, ldb, ldc, batch, the three batch strides,
-  // the three pointer alignments (bytes, a power of two <= 256) and whether it adds a bias.
-  using Key = std::array<int64_t, 16>;
+  // the pointer alignments of A, B, C and aux (bytes, a power of two <= 256) and the epilogue.
+  using Key = std::array<int64_t, 17>;
   struct KeyHash {
     size_t operator()(const Key& key) const;
   };
@@ -78,7 +88,7 @@ class Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
 
-  // The call's plan; nullptr for a bias call without a fused algorithm (remembered too).
+  // The call's plan; nullptr for an epilogue without a fused algorithm (remembered too).
   const Plan* plan_for(const char* op, const GemmCall& call);
   bool try_plan(const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute, Plan& plan,
                 cublasStatus_t& why);
@@ -95,9 +105,13 @@ class Gemm {
 void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Backend::linear_forward: y = x·w + bias in one GEMM where cuBLASLt can fuse the bias, else
-// the GEMM, then the bias kernel.
+// Backend::linear_forward, linear_gelu_forward and linear_input_grad_gelu: one GEMM where
+// cuBLASLt can fuse the epilogue, else the GEMM, then the bias or GELU kernels.
 void linear_forward(const Context& ctx, float* y, const float* x, const float* w, const float* bias, int64_t m,
                     int64_t n, int64_t k);
+void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float* x, const float* w,
+                         const float* bias, int64_t m, int64_t n, int64_t k);
+void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, const float* w, const float* pre,
+                            int64_t m, int64_t n, int64_t k);
 
 }  // namespace axonn::cuda

@@ -149,8 +149,7 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
     residual_layernorm_forward(backend_, x_group, b.residual_mid, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid,
                                in, b.ln2_gamma, b.ln2_beta, m, c, C);
     b.fc.gather_weight();
-    b.fc.forward(b.ln2_out, b.fc_out, m);
-    backend_.gelu_forward(b.gelu_out, b.fc_out, m * 4 * cy_);
+    b.fc.forward_gelu(b.ln2_out, b.fc_out, b.gelu_out, m);
     b.mlp_proj.gather_weight();
     b.mlp_proj.forward(b.gelu_out, out, m);
     if (l + 1 < blocks_.size()) {  // out = MLP branch + residual_mid, and the next block's ln1 of it
@@ -190,8 +189,7 @@ void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_sca
   // input gradient to it, on top of the skip path's.
   for (size_t l = blocks_.size(); l-- > 0;) {
     Block& b = *blocks_[l];
-    b.mlp_proj.backward(d_residual_, b.gelu_out, d_mlp_, m, scatter_);
-    backend_.gelu_backward(d_mlp_, b.fc_out, d_mlp_, m * 4 * cy_);
+    b.mlp_proj.backward(d_residual_, b.gelu_out, d_mlp_, m, scatter_, b.fc_out);
     b.fc.backward(d_mlp_, b.ln2_out, d_normed_, m, scatter_);
     layernorm_backward(backend_, x_group, d_residual_, b.d_ln2_gamma, b.d_ln2_beta, ln_partials_, d_normed_,
                        b.residual_mid, b.ln2_mean, b.ln2_rstd, b.ln2_gamma, m, c, C);

@@ -40,13 +40,26 @@ void ShardedLinear::forward(const float* x, float* y, int64_t m) {
   if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);
 }
 
-void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t m, GradScatter& scatter) {
+void ShardedLinear::forward_gelu(const float* x, float* pre, float* out, int64_t m) {
+  if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {
+    backend_.linear_gelu_forward(pre, out, x, z_split_ ? gathered_ : weight_, bias_, m, n_local_, k_local_);
+    return;
+  }
+  forward(x, pre, m);
+  backend_.gelu_forward(out, pre, m * n_local_);
+}
+
+void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t m, GradScatter& scatter,
+                             const float* gelu_pre) {
   const float* w = z_split_ ? gathered_ : weight_;
   if (dbias_ != nullptr) backend_.bias_backward(dbias_, dy, m, n_local_, n_local_);
-  if (dx != nullptr) {
+  if (dx != nullptr && gelu_pre != nullptr && grid_.layout().size(n_axis_) == 1) {
+    backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
+  } else if (dx != nullptr) {
     backend_.gemm(Transpose::no, Transpose::yes, m, k_local_, n_local_, 1.0f, dy, n_local_, w, n_local_, 0.0f, dx,
                   k_local_);
     grid_.axis(comm_axis(n_axis_)).all_reduce(dx, static_cast<size_t>(m * k_local_), ElementType::float32);
+    if (gelu_pre != nullptr) backend_.gelu_backward(dx, gelu_pre, dx, m * k_local_);
   }
   if (!z_split_) {
     backend_.gemm(Transpose::yes, Transpose::no, k_local_, n_local_, m, 1.0f, x, k_local_, dy, n_local_, 1.0f, grad_,

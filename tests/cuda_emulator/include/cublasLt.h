@@ -3,7 +3,11 @@
 // D = alpha·op(A)·op(B) + beta·C per batch (beta = 0 does not read C), inputs rounded as the
 // compute type says (FAST_16BF: to bf16, FAST_TF32: to TF32), float accumulation. Layouts,
 // transposes and batch strides are checked for consistency, as the heuristic would. The
-// bias epilogue adds a vector with one value per row of D (16-byte aligned).
+// bias epilogue adds a vector with one value per row of D (16-byte aligned); the GELU
+// epilogues use GELU's tanh form (what trainer/cuda/gelu.cu computes: the GPU test of
+// linear_gelu_forward is what says cuBLASLt agrees) and an aux matrix with D's shape whose
+// leading dimension must be a multiple of 8.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -22,8 +26,15 @@ enum cublasLtMatmulDescAttributes_t {
   CUBLASLT_MATMUL_DESC_TRANSB = 4,
   CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
   CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
 };
-enum cublasLtEpilogue_t { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 };
+enum cublasLtEpilogue_t {
+  CUBLASLT_EPILOGUE_DEFAULT = 1,
+  CUBLASLT_EPILOGUE_BIAS = 4,
+  CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4,
+  CUBLASLT_EPILOGUE_DGELU = 64 | 128,
+};
 enum cublasLtMatrixLayoutAttribute_t {
   CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
   CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
@@ -41,7 +52,9 @@ struct cublasLtMatmulDescOpaque_t {
   cublasComputeType_t compute;
   cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const float* bias = nullptr;  // EPILOGUE_BIAS: one value per row of D
+  const float* bias = nullptr;  // EPILOGUE_BIAS, GELU_AUX_BIAS: one value per row of D
+  float* aux = nullptr;         // GELU_AUX_BIAS: written, D before the GELU; DGELU: read
+  int64_t aux_ld = 0;
 };
 struct cublasLtMatrixLayoutOpaque_t {
   uint64_t rows, cols;
@@ -90,9 +103,15 @@ inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
 }
 inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
                                                      const void* value, size_t bytes) {
-  if (attribute == CUBLASLT_MATMUL_DESC_BIAS_POINTER) {
+  if (attribute == CUBLASLT_MATMUL_DESC_BIAS_POINTER || attribute == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) {
     if (bytes != sizeof(void*)) return CUBLAS_STATUS_INVALID_VALUE;
-    std::memcpy(&desc->bias, value, sizeof(void*));
+    std::memcpy(attribute == CUBLASLT_MATMUL_DESC_BIAS_POINTER ? static_cast<void*>(&desc->bias) : &desc->aux, value,
+                sizeof(void*));
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (attribute == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD) {
+    if (bytes != sizeof(int64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&desc->aux_ld, value, sizeof(int64_t));
     return CUBLAS_STATUS_SUCCESS;
   }
   if (bytes != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -157,6 +176,31 @@ inline bool matmul_shapes(const cublasLtMatmulDescOpaque_t& d, const cublasLtMat
   const uint64_t k_b = d.transb == CUBLAS_OP_N ? b.rows : b.cols;
   return k_b == k && c.rows == m && c.cols == n && a.batch == c.batch && b.batch == c.batch;
 }
+// GELU's tanh form and its derivative, in double: an exact reference for the float kernels.
+inline float gelu(float x) {
+  const double v = x, u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+  return static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
+}
+inline float gelu_grad(float x) {
+  const double v = x, t = std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v));
+  const double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * v * v);
+  return static_cast<float>(0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du);
+}
+inline bool uses_bias(const cublasLtMatmulDescOpaque_t& d) {
+  return d.epilogue == CUBLASLT_EPILOGUE_BIAS || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+inline bool uses_aux(const cublasLtMatmulDescOpaque_t& d) {
+  return d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d.epilogue == CUBLASLT_EPILOGUE_DGELU;
+}
+// The epilogue's rules: batch 1, a 16-byte aligned bias, an aux matrix with a leading
+// dimension that is a multiple of 8 and holds a column of D.
+inline bool epilogue_valid(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& c) {
+  if (d.epilogue == CUBLASLT_EPILOGUE_DEFAULT) return true;
+  if (c.batch != 1) return false;
+  if (uses_bias(d) && (d.bias == nullptr || reinterpret_cast<uintptr_t>(d.bias) % 16 != 0)) return false;
+  return !uses_aux(d) ||
+         (d.aux != nullptr && d.aux_ld % 8 == 0 && d.aux_ld >= 0 && static_cast<uint64_t>(d.aux_ld) >= c.rows);
+}
 inline float round_input(float x, cublasComputeType_t compute) {
   if (compute == CUBLAS_COMPUTE_32F_FAST_16BF) return __bfloat162float(__float2bfloat16_rn(x));
   if (compute == CUBLAS_COMPUTE_32F_FAST_TF32) {  // 10 mantissa bits, to nearest even
@@ -175,6 +219,7 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
                                                      cublasLtMatmulHeuristicResult_t* results, int* found) {
   uint64_t m, n, k;
   if (wanted < 1 || c != d || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!cuda_emulator::epilogue_valid(*desc, *c)) return CUBLAS_STATUS_NOT_SUPPORTED;
   std::memset(results, 0, sizeof *results);
   results->state = CUBLAS_STATUS_SUCCESS;
   *found = 1;
@@ -188,10 +233,9 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
   uint64_t m, n, k;
   if (handle == nullptr || c != d || C != D || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k))
     return CUBLAS_STATUS_INVALID_VALUE;
-  const bool add_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS;
   // A bias vector is read 16 bytes at a time (unaligned ones fail on GPUs).
-  if (add_bias && (desc->bias == nullptr || reinterpret_cast<uintptr_t>(desc->bias) % 16 != 0 || c->batch != 1))
-    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!cuda_emulator::epilogue_valid(*desc, *c)) return CUBLAS_STATUS_INVALID_VALUE;
+  const bool add_bias = cuda_emulator::uses_bias(*desc);
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   for (int32_t p = 0; p < c->batch; ++p) {
     const float* ap = static_cast<const float*>(A) + p * a->batch_stride;
@@ -208,6 +252,12 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
         float& out = dp[i + j * c->ld];
         out = be == 0.0f ? al * s : al * s + be * out;
         if (add_bias) out += desc->bias[i];
+        if (desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+          desc->aux[i + j * desc->aux_ld] = out;
+          out = cuda_emulator::gelu(out);
+        } else if (desc->epilogue == CUBLASLT_EPILOGUE_DGELU) {
+          out *= cuda_emulator::gelu_grad(desc->aux[i + j * desc->aux_ld]);
+        }
       }
   }
   return CUBLAS_STATUS_SUCCESS;
