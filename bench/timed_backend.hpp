@@ -117,6 +117,21 @@ class TimedBackend final : public Backend {
     timed("layernorm backward",
           [&] { inner_.layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C); });
   }
+  void layernorm_rows(float* out, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+                      int64_t m, int64_t C, float eps) override {
+    timed("layernorm forward", [&] { inner_.layernorm_rows(out, mean, rstd, x, gamma, beta, m, C, eps); });
+  }
+  void residual_layernorm_rows(float* x, float* out, float* mean, float* rstd, const float* a, const float* b,
+                               const float* gamma, const float* beta, int64_t m, int64_t C, float eps) override {
+    timed("layernorm forward",
+          [&] { inner_.residual_layernorm_rows(x, out, mean, rstd, a, b, gamma, beta, m, C, eps); });
+  }
+  void layernorm_rows_backward(float* dx, float* dgamma, float* dbeta, float* partials, const float* dout,
+                               const float* x, const float* mean, const float* rstd, const float* gamma, int64_t m,
+                               int64_t C) override {
+    timed("layernorm backward",
+          [&] { inner_.layernorm_rows_backward(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C); });
+  }
 
   void gelu_forward(float* out, const float* x, int64_t n) override {
     timed("gelu_forward", [&] { inner_.gelu_forward(out, x, n); });

@@ -455,6 +455,69 @@ TEST_F(CudaBackendOps, LayerNormStagesOneRankAndALocalShard) {
   }
 }
 
+// The whole-row LayerNorm ops (one kernel each on the GPU) give the same bits as the stages
+// run one after another on the same GPU, and match the CPU; the residual sum is written over
+// its first input as the trainer does, and the backward accumulates twice.
+TEST_F(CudaBackendOps, WholeRowLayerNormEqualsItsStagesBitwise) {
+  constexpr float eps = 1e-5f;
+  const std::vector<std::string> names = {"x", "out", "mean", "rstd", "plain out", "dx", "dgamma", "dbeta", "partials"};
+  for (const auto& [m, C] : {std::pair<int64_t, int64_t>{301, 1000}, {7, 100}, {64, 33}}) {
+    SCOPED_TRACE("m=" + std::to_string(m) + " C=" + std::to_string(C));
+    const Floats a = random_floats(rng_, m * C, -2.0f, 3.0f), b = random_floats(rng_, m * C);
+    const Floats gamma = random_floats(rng_, C, 0.5f, 1.5f), beta = random_floats(rng_, C);
+    const Floats dout = random_floats(rng_, m * C), dx0 = random_floats(rng_, m * C);
+    const Floats dgamma0 = random_floats(rng_, C), dbeta0 = random_floats(rng_, C);
+    // Every output of the sequence, downloaded in `names` order.
+    auto run = [&](Backend& be, bool whole) {
+      auto nan = [&](int64_t n) {
+        DeviceBuffer<float> buf(be, static_cast<size_t>(n));
+        be.fill(buf.data(), kNaN, n);
+        return buf;
+      };
+      DeviceBuffer<float> x(be, a), bb(be, b), g(be, gamma), bt(be, beta), dy(be, dout), dx(be, dx0);
+      DeviceBuffer<float> dg(be, dgamma0), db(be, dbeta0);
+      DeviceBuffer<float> out = nan(m * C), mean = nan(m), rstd = nan(m), plain = nan(m * C), partials = nan(2 * m);
+      DeviceBuffer<float> scratch_mean = nan(m), scratch_rstd = nan(m);
+      if (whole) {
+        be.residual_layernorm_rows(x.data(), out.data(), mean.data(), rstd.data(), x.data(), bb.data(), g.data(),
+                                   bt.data(), m, C, eps);
+        be.layernorm_rows(plain.data(), scratch_mean.data(), scratch_rstd.data(), x.data(), g.data(), bt.data(), m, C,
+                          eps);
+      } else {
+        be.layernorm_residual_row_sums(x.data(), mean.data(), x.data(), bb.data(), m, C);
+        be.layernorm_centered_squares(mean.data(), rstd.data(), mean.data(), x.data(), m, C, C);
+        be.layernorm_normalize(out.data(), rstd.data(), x.data(), mean.data(), rstd.data(), g.data(), bt.data(), m, C,
+                               C, eps);
+        be.layernorm_row_sums(scratch_mean.data(), x.data(), m, C);
+        be.layernorm_centered_squares(scratch_mean.data(), scratch_rstd.data(), scratch_mean.data(), x.data(), m, C,
+                                      C);
+        be.layernorm_normalize(plain.data(), scratch_rstd.data(), x.data(), scratch_mean.data(), scratch_rstd.data(),
+                               g.data(), bt.data(), m, C, C, eps);
+      }
+      for (int call = 0; call < 2; ++call) {
+        if (whole) {
+          be.layernorm_rows_backward(dx.data(), dg.data(), db.data(), partials.data(), dy.data(), x.data(),
+                                     mean.data(), rstd.data(), g.data(), m, C);
+        } else {
+          be.layernorm_backward_partials(partials.data(), dy.data(), x.data(), mean.data(), rstd.data(), g.data(), m,
+                                         C);
+          be.layernorm_backward_finish(dx.data(), dg.data(), db.data(), partials.data(), dy.data(), x.data(),
+                                       mean.data(), rstd.data(), g.data(), m, C, C);
+        }
+      }
+      return std::vector<Floats>{x.download(),     out.download(), mean.download(), rstd.download(),
+                                 plain.download(), dx.download(),  dg.download(),   db.download(),
+                                 partials.download()};
+    };
+    const std::vector<Floats> whole = run(*gpu_, true), staged = run(*gpu_, false), cpu = run(*cpu_, true);
+    for (size_t i = 0; i < names.size(); ++i) {
+      const int64_t at = first_bit_difference(whole[i], staged[i]);
+      EXPECT_EQ(at, -1) << names[i] << ": the whole-row op and the stages differ at element " << at;
+      EXPECT_LE(normalized_error(whole[i], cpu[i]), kTol) << names[i] << ": normalized error of CUDA against CPU";
+    }
+  }
+}
+
 // ---------------------------------------------------------------- GELU
 
 TEST_F(CudaBackendOps, GeluForwardAndBackwardInPlace) {

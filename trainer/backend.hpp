@@ -151,6 +151,32 @@ class Backend {
                                          const float* dout, const float* x, const float* mean, const float* rstd,
                                          const float* gamma, int64_t m, int64_t c, int64_t C) = 0;
 
+  // ---- LayerNorm of whole rows (one rank holds all C columns: nothing to all-reduce), each
+  // one op: the stages above in order, so the same bits; the CUDA backend runs each in one
+  // kernel that reads its rows from memory once.
+  // out (m, C) = LayerNorm(x); mean, rstd (m) kept for backward.
+  virtual void layernorm_rows(float* out, float* mean, float* rstd, const float* x, const float* gamma,
+                              const float* beta, int64_t m, int64_t C, float eps) {
+    layernorm_row_sums(mean, x, m, C);
+    layernorm_centered_squares(mean, rstd, mean, x, m, C, C);
+    layernorm_normalize(out, rstd, x, mean, rstd, gamma, beta, m, C, C, eps);
+  }
+  // x (m, C) = a + b (x may alias a or b), then layernorm_rows of x.
+  virtual void residual_layernorm_rows(float* x, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                       const float* gamma, const float* beta, int64_t m, int64_t C, float eps) {
+    layernorm_residual_row_sums(x, mean, a, b, m, C);
+    layernorm_centered_squares(mean, rstd, mean, x, m, C, C);
+    layernorm_normalize(out, rstd, x, mean, rstd, gamma, beta, m, C, C, eps);
+  }
+  // Backward of layernorm_rows: dx (m, C) +=, dgamma, dbeta (C) += as the two backward
+  // stages; partials (m, 2) is their scratch (the stage-1 values on return).
+  virtual void layernorm_rows_backward(float* dx, float* dgamma, float* dbeta, float* partials, const float* dout,
+                                       const float* x, const float* mean, const float* rstd, const float* gamma,
+                                       int64_t m, int64_t C) {
+    layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, C);
+    layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C, C);
+  }
+
   // ---- GELU, tanh approximation (GPT-2): 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
   // out = gelu(x), out may alias x
   virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;

@@ -207,6 +207,23 @@ void CudaBackend::layernorm_backward_finish(float* dx, float* dgamma, float* dbe
   cuda::layernorm_backward_finish(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
 }
 
+void CudaBackend::layernorm_rows(float* out, float* mean, float* rstd, const float* x, const float* gamma,
+                                 const float* beta, int64_t m, int64_t C, float eps) {
+  cuda::layernorm_rows(ctx_, out, mean, rstd, x, gamma, beta, m, C, eps);
+}
+
+void CudaBackend::residual_layernorm_rows(float* x, float* out, float* mean, float* rstd, const float* a,
+                                          const float* b, const float* gamma, const float* beta, int64_t m, int64_t C,
+                                          float eps) {
+  cuda::residual_layernorm_rows(ctx_, x, out, mean, rstd, a, b, gamma, beta, m, C, eps);
+}
+
+void CudaBackend::layernorm_rows_backward(float* dx, float* dgamma, float* dbeta, float* partials, const float* dout,
+                                          const float* x, const float* mean, const float* rstd, const float* gamma,
+                                          int64_t m, int64_t C) {
+  cuda::layernorm_rows_backward(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C);
+}
+
 void CudaBackend::gelu_forward(float* out, const float* x, int64_t n) { cuda::gelu_forward(ctx_, out, x, n); }
 
 void CudaBackend::gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {

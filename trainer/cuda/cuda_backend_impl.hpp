@@ -66,6 +66,13 @@ class CudaBackend final : public Backend {
   void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials, const float* dout,
                                  const float* x, const float* mean, const float* rstd, const float* gamma, int64_t m,
                                  int64_t c, int64_t C) override;
+  void layernorm_rows(float* out, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+                      int64_t m, int64_t C, float eps) override;
+  void residual_layernorm_rows(float* x, float* out, float* mean, float* rstd, const float* a, const float* b,
+                               const float* gamma, const float* beta, int64_t m, int64_t C, float eps) override;
+  void layernorm_rows_backward(float* dx, float* dgamma, float* dbeta, float* partials, const float* dout,
+                               const float* x, const float* mean, const float* rstd, const float* gamma, int64_t m,
+                               int64_t C) override;
 
   void gelu_forward(float* out, const float* x, int64_t n) override;
   void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override;

@@ -16,32 +16,79 @@ unsigned row_blocks(const char* op, int64_t m) {
   return grid_dim(op, "row blocks", (m + kWarpsPerBlock - 1) / kWarpsPerBlock, true);
 }
 
-__global__ void row_sums_kernel(float* sums, const float* x, int64_t m, int64_t c) {
-  const int64_t i = warp_row();
-  if (i >= m) return;
-  const float* row = x + i * c;
+// ---- one row's pieces, each lane over its strided columns then the warp's tree: the staged
+// kernels and the whole-row kernels run the same pieces in the same order, so they give the
+// same bits. Every lane gets a sum's result.
+
+__device__ inline float row_sum(const float* row, int64_t c) {
   float s = 0.0f;
   for (int64_t j = lane(); j < c; j += kWarpSize) s += row[j];
-  s = warp_sum(s);
-  if (lane() == 0) sums[i] = s;
+  return warp_sum(s);
 }
 
-// x may alias a or b: each element is read and written by the same lane. The sum runs in
-// row_sums_kernel's order, so the result equals add() then row_sums.
-__global__ void residual_row_sums_kernel(float* x, float* sums, const float* a, const float* b, int64_t m,
-                                         int64_t c) {
-  const int64_t i = warp_row();
-  if (i >= m) return;
-  float* row = x + i * c;
-  const float* ra = a + i * c;
-  const float* rb = b + i * c;
+// row = a + b, summed. row may alias ra or rb: each element is read and written by one lane.
+__device__ inline float residual_row_sum(float* row, const float* ra, const float* rb, int64_t c) {
   float s = 0.0f;
   for (int64_t j = lane(); j < c; j += kWarpSize) {
     const float v = ra[j] + rb[j];
     row[j] = v;
     s += v;
   }
-  s = warp_sum(s);
+  return warp_sum(s);
+}
+
+__device__ inline float centered_square_sum(const float* row, float mu, int64_t c) {
+  float s = 0.0f;
+  for (int64_t j = lane(); j < c; j += kWarpSize) {
+    const float dev = row[j] - mu;
+    s += dev * dev;
+  }
+  return warp_sum(s);
+}
+
+__device__ inline float rstd_of(float squares, float inv_C, float eps) { return 1.0f / sqrtf(squares * inv_C + eps); }
+
+__device__ inline void normalize_row(float* o, const float* row, float mu, float s, const float* gamma,
+                                     const float* beta, int64_t c) {
+  for (int64_t j = lane(); j < c; j += kWarpSize) o[j] = (row[j] - mu) * s * gamma[j] + beta[j];
+}
+
+// (Σ_j dout·gamma, Σ_j dout·gamma·x̂) over the row's columns.
+__device__ inline float2 backward_row_partials(const float* dy, const float* row, float mu, float s,
+                                               const float* gamma, int64_t c) {
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (int64_t j = lane(); j < c; j += kWarpSize) {
+    const float g = dy[j] * gamma[j];
+    sum_g += g;
+    sum_gx += g * ((row[j] - mu) * s);
+  }
+  return make_float2(warp_sum(sum_g), warp_sum(sum_gx));
+}
+
+// d += rstd·(dout·gamma − mean_g − x̂·mean_gx), the means over the full row.
+__device__ inline void backward_row_dx(float* d, const float* dy, const float* row, float mu, float s,
+                                       const float* gamma, float mean_g, float mean_gx, int64_t c) {
+  for (int64_t j = lane(); j < c; j += kWarpSize) {
+    const float xhat = (row[j] - mu) * s;
+    d[j] += s * (dy[j] * gamma[j] - mean_g - xhat * mean_gx);
+  }
+}
+
+// ---- the staged kernels (rows split over ranks; collectives between them)
+
+__global__ void row_sums_kernel(float* sums, const float* x, int64_t m, int64_t c) {
+  const int64_t i = warp_row();
+  if (i >= m) return;
+  const float s = row_sum(x + i * c, c);
+  if (lane() == 0) sums[i] = s;
+}
+
+// x may alias a or b.
+__global__ void residual_row_sums_kernel(float* x, float* sums, const float* a, const float* b, int64_t m,
+                                         int64_t c) {
+  const int64_t i = warp_row();
+  if (i >= m) return;
+  const float s = residual_row_sum(x + i * c, a + i * c, b + i * c, c);
   if (lane() == 0) sums[i] = s;
 }
 
@@ -51,13 +98,7 @@ __global__ void centered_squares_kernel(float* mean, float* squares, const float
   const int64_t i = warp_row();
   if (i >= m) return;
   const float mu = sums[i] * inv_C;
-  const float* row = x + i * c;
-  float s = 0.0f;
-  for (int64_t j = lane(); j < c; j += kWarpSize) {
-    const float dev = row[j] - mu;
-    s += dev * dev;
-  }
-  s = warp_sum(s);
+  const float s = centered_square_sum(x + i * c, mu, c);
   __syncwarp();
   if (lane() == 0) {
     mean[i] = mu;
@@ -71,11 +112,8 @@ __global__ void normalize_kernel(float* out, float* rstd, const float* x, const 
                                  const float* gamma, const float* beta, int64_t m, int64_t c, float inv_C, float eps) {
   const int64_t i = warp_row();
   if (i >= m) return;
-  const float s = 1.0f / sqrtf(squares[i] * inv_C + eps);
-  const float mu = mean[i];
-  const float* row = x + i * c;
-  float* o = out + i * c;
-  for (int64_t j = lane(); j < c; j += kWarpSize) o[j] = (row[j] - mu) * s * gamma[j] + beta[j];
+  const float s = rstd_of(squares[i], inv_C, eps);
+  normalize_row(out + i * c, x + i * c, mean[i], s, gamma, beta, c);
   __syncwarp();
   if (lane() == 0) rstd[i] = s;
 }
@@ -84,20 +122,10 @@ __global__ void backward_partials_kernel(float* partials, const float* dout, con
                                          const float* rstd, const float* gamma, int64_t m, int64_t c) {
   const int64_t i = warp_row();
   if (i >= m) return;
-  const float mu = mean[i], s = rstd[i];
-  const float* row = x + i * c;
-  const float* dy = dout + i * c;
-  float sum_g = 0.0f, sum_gx = 0.0f;
-  for (int64_t j = lane(); j < c; j += kWarpSize) {
-    const float g = dy[j] * gamma[j];
-    sum_g += g;
-    sum_gx += g * ((row[j] - mu) * s);
-  }
-  sum_g = warp_sum(sum_g);
-  sum_gx = warp_sum(sum_gx);
+  const float2 p = backward_row_partials(dout + i * c, x + i * c, mean[i], rstd[i], gamma, c);
   if (lane() == 0) {
-    partials[2 * i] = sum_g;
-    partials[2 * i + 1] = sum_gx;
+    partials[2 * i] = p.x;
+    partials[2 * i + 1] = p.y;
   }
 }
 
@@ -106,15 +134,57 @@ __global__ void backward_dx_kernel(float* dx, const float* partials, const float
                                    float inv_C) {
   const int64_t i = warp_row();
   if (i >= m) return;
+  backward_row_dx(dx + i * c, dout + i * c, x + i * c, mean[i], rstd[i], gamma, partials[2 * i] * inv_C,
+                  partials[2 * i + 1] * inv_C, c);
+}
+
+// ---- whole rows (one rank holds all C columns): a warp runs its row's stages back to back.
+// The HBM traffic is the inputs read once and the outputs written once; the later passes
+// over a row re-read what this warp just touched, from L1/L2.
+
+// The statistics and the normalized row of a row x whose sum is known.
+__device__ inline void normalize_whole_row(float* o, float* mean, float* rstd, const float* row, float sum,
+                                           const float* gamma, const float* beta, int64_t i, int64_t C, float inv_C,
+                                           float eps) {
+  const float mu = sum * inv_C;
+  const float s = rstd_of(centered_square_sum(row, mu, C), inv_C, eps);
+  normalize_row(o, row, mu, s, gamma, beta, C);
+  if (lane() == 0) {
+    mean[i] = mu;
+    rstd[i] = s;
+  }
+}
+
+__global__ void rows_kernel(float* out, float* mean, float* rstd, const float* x, const float* gamma,
+                            const float* beta, int64_t m, int64_t C, float inv_C, float eps) {
+  const int64_t i = warp_row();
+  if (i >= m) return;
+  const float* row = x + i * C;
+  normalize_whole_row(out + i * C, mean, rstd, row, row_sum(row, C), gamma, beta, i, C, inv_C, eps);
+}
+
+// x may alias a or b.
+__global__ void residual_rows_kernel(float* x, float* out, float* mean, float* rstd, const float* a, const float* b,
+                                     const float* gamma, const float* beta, int64_t m, int64_t C, float inv_C,
+                                     float eps) {
+  const int64_t i = warp_row();
+  if (i >= m) return;
+  float* row = x + i * C;
+  const float sum = residual_row_sum(row, a + i * C, b + i * C, C);
+  normalize_whole_row(out + i * C, mean, rstd, row, sum, gamma, beta, i, C, inv_C, eps);
+}
+
+__global__ void rows_backward_dx_kernel(float* dx, float* partials, const float* dout, const float* x,
+                                        const float* mean, const float* rstd, const float* gamma, int64_t m, int64_t C,
+                                        float inv_C) {
+  const int64_t i = warp_row();
+  if (i >= m) return;
   const float mu = mean[i], s = rstd[i];
-  const float mean_g = partials[2 * i] * inv_C;       // (1/C) Σ dout·gamma over the full row
-  const float mean_gx = partials[2 * i + 1] * inv_C;  // (1/C) Σ dout·gamma·x̂
-  const float* row = x + i * c;
-  const float* dy = dout + i * c;
-  float* d = dx + i * c;
-  for (int64_t j = lane(); j < c; j += kWarpSize) {
-    const float xhat = (row[j] - mu) * s;
-    d[j] += s * (dy[j] * gamma[j] - mean_g - xhat * mean_gx);
+  const float2 p = backward_row_partials(dout + i * C, x + i * C, mu, s, gamma, C);
+  backward_row_dx(dx + i * C, dout + i * C, x + i * C, mu, s, gamma, p.x * inv_C, p.y * inv_C, C);
+  if (lane() == 0) {
+    partials[2 * i] = p.x;
+    partials[2 * i + 1] = p.y;
   }
 }
 
@@ -202,17 +272,11 @@ void layernorm_backward_partials(const Context& ctx, float* partials, const floa
   check_launch(ctx, op);
 }
 
-void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, float* dbeta, const float* partials,
-                               const float* dout, const float* x, const float* mean, const float* rstd,
-                               const float* gamma, int64_t m, int64_t c, int64_t C) {
-  const char* op = "layernorm_backward_finish";
-  op_checks::require_layernorm_shape(op, m, c, C);
-  if (m == 0 || c == 0) return;
-  const float inv_C = 1.0f / static_cast<float>(C);
-  backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma, m, c,
-                                                                     inv_C);
-  check_launch(ctx, op);
+namespace {
 
+// dgamma (c) += Σ_rows dout·x̂, dbeta (c) += Σ_rows dout, in column_sums.hpp's two passes.
+void add_dgamma_dbeta(const Context& ctx, const char* op, float* dgamma, float* dbeta, const float* dout,
+                      const float* x, const float* mean, const float* rstd, int64_t m, int64_t c) {
   const int64_t chunks = column_chunks(m);
   ScratchLayout layout;
   const size_t g_at = layout.add(static_cast<size_t>(chunks * c) * sizeof(float));
@@ -225,6 +289,55 @@ void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, flo
   check_launch(ctx, op);
   add_column_partials(ctx, op, dgamma, dgamma_partials, chunks, c);
   add_column_partials(ctx, op, dbeta, dbeta_partials, chunks, c);
+}
+
+}  // namespace
+
+void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, float* dbeta, const float* partials,
+                               const float* dout, const float* x, const float* mean, const float* rstd,
+                               const float* gamma, int64_t m, int64_t c, int64_t C) {
+  const char* op = "layernorm_backward_finish";
+  op_checks::require_layernorm_shape(op, m, c, C);
+  if (m == 0 || c == 0) return;
+  const float inv_C = 1.0f / static_cast<float>(C);
+  backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma, m, c,
+                                                                     inv_C);
+  check_launch(ctx, op);
+  add_dgamma_dbeta(ctx, op, dgamma, dbeta, dout, x, mean, rstd, m, c);
+}
+
+void layernorm_rows(const Context& ctx, float* out, float* mean, float* rstd, const float* x, const float* gamma,
+                    const float* beta, int64_t m, int64_t C, float eps) {
+  const char* op = "layernorm_rows";
+  op_checks::require_layernorm_shape(op, m, C, C);
+  if (m == 0) return;
+  const float inv_C = 1.0f / static_cast<float>(C);
+  rows_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(out, mean, rstd, x, gamma, beta, m, C, inv_C, eps);
+  check_launch(ctx, op);
+}
+
+void residual_layernorm_rows(const Context& ctx, float* x, float* out, float* mean, float* rstd, const float* a,
+                             const float* b, const float* gamma, const float* beta, int64_t m, int64_t C, float eps) {
+  const char* op = "residual_layernorm_rows";
+  op_checks::require_layernorm_shape(op, m, C, C);
+  if (m == 0) return;
+  const float inv_C = 1.0f / static_cast<float>(C);
+  residual_rows_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(x, out, mean, rstd, a, b, gamma, beta, m, C,
+                                                                       inv_C, eps);
+  check_launch(ctx, op);
+}
+
+void layernorm_rows_backward(const Context& ctx, float* dx, float* dgamma, float* dbeta, float* partials,
+                             const float* dout, const float* x, const float* mean, const float* rstd,
+                             const float* gamma, int64_t m, int64_t C) {
+  const char* op = "layernorm_rows_backward";
+  op_checks::require_layernorm_shape(op, m, C, C);
+  if (m == 0 || C == 0) return;
+  const float inv_C = 1.0f / static_cast<float>(C);
+  rows_backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma,
+                                                                           m, C, inv_C);
+  check_launch(ctx, op);
+  add_dgamma_dbeta(ctx, op, dgamma, dbeta, dout, x, mean, rstd, m, C);
 }
 
 }  // namespace axonn::cuda

@@ -30,4 +30,14 @@ void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, flo
                                const float* dout, const float* x, const float* mean, const float* rstd,
                                const float* gamma, int64_t m, int64_t c, int64_t C);
 
+// Whole rows (c = C), one kernel each for the row work: the stages above back to back in
+// one warp per row, the same bits (Backend::layernorm_rows and its neighbours).
+void layernorm_rows(const Context& ctx, float* out, float* mean, float* rstd, const float* x, const float* gamma,
+                    const float* beta, int64_t m, int64_t C, float eps);
+void residual_layernorm_rows(const Context& ctx, float* x, float* out, float* mean, float* rstd, const float* a,
+                             const float* b, const float* gamma, const float* beta, int64_t m, int64_t C, float eps);
+void layernorm_rows_backward(const Context& ctx, float* dx, float* dgamma, float* dbeta, float* partials,
+                             const float* dout, const float* x, const float* mean, const float* rstd,
+                             const float* gamma, int64_t m, int64_t C);
+
 }  // namespace axonn::cuda

@@ -1,7 +1,8 @@
 #pragma once
 // The backend's staged ops with their collectives in between (docs/parallel-plan.md,
 // "Everything else"): LayerNorm over rows whose columns are split over x, and the
-// vocab-parallel softmax cross-entropy over y. With groups of one they equal the plain ops.
+// vocab-parallel softmax cross-entropy over y. With groups of one they equal the plain ops
+// (LayerNorm: the backend's whole-row ops).
 #include <cstdint>
 
 #include "comm/communicator.hpp"

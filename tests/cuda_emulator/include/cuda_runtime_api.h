@@ -23,11 +23,15 @@ enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDe
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDataType_t { CUDA_R_32F = 0 };
 
-// The vector type the kernels copy 16 bytes with (vector_types.h).
+// The vector types the kernels use (vector_types.h): uint4 copies 16 bytes, float2 pairs sums.
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+struct alignas(8) float2 {
+  float x, y;
+};
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 inline cudaError_t cudaGetLastError() {
   const int e = cuda_emulator::runtime().last_error;
