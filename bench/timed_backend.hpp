@@ -59,6 +59,11 @@ class TimedBackend final : public Backend {
                       int64_t k) override {
     timed_gemm("gemm NN", m, n, k, " + bias", [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
   }
+  void linear_weight_grad(float* dw, float beta, float* dbias, const float* x, const float* dy, int64_t m, int64_t n,
+                          int64_t k) override {
+    timed_gemm("gemm TN", k, n, m, dbias != nullptr ? " + bias grad" : "",
+               [&] { inner_.linear_weight_grad(dw, beta, dbias, x, dy, m, n, k); });
+  }
   void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias, int64_t m,
                            int64_t n, int64_t k) override {
     timed_gemm("gemm NN", m, n, k, " + bias + gelu",

@@ -316,6 +316,39 @@ TEST_F(CudaBackendOps, LinearForwardAddsTheBiasFusedOrNot) {
   }
 }
 
+// A linear layer's weight and bias gradients: the bias gradient from the dW GEMM (cuBLASLt's
+// BGRADA epilogue, into scratch, then added) where dbias is 16-byte aligned, bias_backward
+// otherwise (offset 1), for each math; called twice, so dW (beta 1) and dbias accumulate,
+// and once with beta 0 and no bias.
+TEST_F(CudaBackendOps, LinearWeightGradAccumulatesTheBiasGradientFusedOrNot) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
+    auto be = make_cuda_backend(CudaBackendOptions{0, math});
+    gpu_ = be.get();
+    for (const Shape& sh : {Shape{37, 24, 51}, Shape{300, 67, 130}, Shape{1, 16, 8}})
+      for (int64_t offset : {0, 1}) {
+        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                     " k=" + std::to_string(sh.k) + " dbias offset=" + std::to_string(offset));
+        Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
+        Twin<float> dy = twin(random_floats(rng_, sh.m * sh.n, -1.0f, 3.0f));  // not centred: dbias is large
+        Twin<float> dw = twin(random_floats(rng_, sh.k * sh.n));
+        Twin<float> dbias = twin(random_floats(rng_, offset + sh.n));
+        for (int call = 0; call < 2; ++call)
+          both([&](Backend& bk, int s) {
+            bk.linear_weight_grad(dw[s], 1.0f, dbias[s] + offset, x[s], dy[s], sh.m, sh.n, sh.k);
+          });
+        expect_close(dw, 2 * gemm_bound(math, sh.m), "linear_weight_grad dW, twice");
+        expect_close(dbias, 2 * gemm_bound(math, sh.m), "linear_weight_grad dbias, twice");
+        Twin<float> fresh = poisoned(sh.k * sh.n);
+        both([&](Backend& bk, int s) { bk.linear_weight_grad(fresh[s], 0.0f, nullptr, x[s], dy[s], sh.m, sh.n, sh.k); });
+        expect_close(fresh, 2 * gemm_bound(math, sh.m), "linear_weight_grad dW, beta 0");
+      }
+    gpu_ = fp32_.get();
+  }
+}
+
 // The MLP's GELU inside its GEMMs: forward with cuBLASLt's GELU_AUX_BIAS epilogue (n a
 // multiple of 8, bias 16-byte aligned), the input gradient with DGELU (k a multiple of 8),
 // and the GEMM then the GELU kernels otherwise (n or k = 67, the bias at offset 1), for each

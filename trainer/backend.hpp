@@ -88,6 +88,16 @@ class Backend {
     gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
     bias_forward(y, bias, m, n, n);
   }
+  // The weight and bias gradients of a linear layer Y = X·W + bias, X (m, k), dY (m, n):
+  //   dW (k, n) = X^T·dY + beta·dW (beta 1 accumulates, 0 overwrites);
+  //   dbias (n) += Σ_rows dY, skipped when dbias is null.
+  // bias_backward then the dW GEMM (the CPU's bits); the CUDA backend has the GEMM sum dY's
+  // rows as it reads them (cuBLASLt's BGRADA epilogue), one pass over dY fewer.
+  virtual void linear_weight_grad(float* dw, float beta, float* dbias, const float* x, const float* dy, int64_t m,
+                                  int64_t n, int64_t k) {
+    if (dbias != nullptr) bias_backward(dbias, dy, m, n, n);
+    gemm(Transpose::yes, Transpose::no, k, n, m, 1.0f, x, k, dy, n, beta, dw, n);
+  }
   // The MLP's first layer and its GELU, under linear_forward's condition:
   //   pre (m, n) = X (m, k)·W (k, n) + bias (n),  out (m, n) = gelu(pre),  pre kept for backward.
   // linear_forward then gelu_forward (the CPU's bits); the CUDA backend writes both from one

@@ -152,6 +152,11 @@ void CudaBackend::linear_forward(float* y, const float* x, const float* w, const
   cuda::linear_forward(ctx_, y, x, w, bias, m, n, k);
 }
 
+void CudaBackend::linear_weight_grad(float* dw, float beta, float* dbias, const float* x, const float* dy, int64_t m,
+                                     int64_t n, int64_t k) {
+  cuda::linear_weight_grad(ctx_, dw, beta, dbias, x, dy, m, n, k);
+}
+
 void CudaBackend::linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias,
                                       int64_t m, int64_t n, int64_t k) {
   cuda::linear_gelu_forward(ctx_, pre, out, x, w, bias, m, n, k);

@@ -42,6 +42,8 @@ class CudaBackend final : public Backend {
 
   void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
                       int64_t k) override;
+  void linear_weight_grad(float* dw, float beta, float* dbias, const float* x, const float* dy, int64_t m, int64_t n,
+                          int64_t k) override;
   void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias, int64_t m,
                            int64_t n, int64_t k) override;
   void linear_input_grad_gelu(float* dpre, const float* dy, const float* w, const float* pre, int64_t m, int64_t n,

@@ -33,6 +33,8 @@ cublasLtEpilogue_t cublaslt_epilogue(Epilogue e) {
       return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case Epilogue::dgelu:
       return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::bias_grad_b:  // our B is cuBLASLt's A
+      return CUBLASLT_EPILOGUE_BGRADA;
     case Epilogue::none:
       break;
   }
@@ -43,9 +45,10 @@ cublasLtEpilogue_t cublaslt_epilogue(Epilogue e) {
 // know its alignment, so a plan sets them before choosing its algorithm and every run sets
 // them again (the plan serves every call of its shape).
 void set_epilogue_pointers(const char* op, cublasLtMatmulDesc_t desc, const GemmCall& call) {
-  if (call.bias != nullptr)
-    AXONN_CUDA_OP_CHECK(
-        op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias, sizeof(call.bias)));
+  // The bias vector: read by bias and gelu_aux_bias, written by bias_grad_b.
+  const void* bias = call.bias != nullptr ? static_cast<const void*>(call.bias) : call.bias_grad;
+  if (bias != nullptr)
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (call.aux != nullptr) {
     AXONN_CUDA_OP_CHECK(
         op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux, sizeof(call.aux)));
@@ -60,6 +63,7 @@ bool epilogue_possible(const GemmCall& call) {
   if (call.epilogue == Epilogue::none) return true;
   if (call.batch != 1) return false;
   if (call.bias != nullptr && reinterpret_cast<uintptr_t>(call.bias) % 16 != 0) return false;
+  if (call.bias_grad != nullptr && reinterpret_cast<uintptr_t>(call.bias_grad) % 16 != 0) return false;
   return call.aux == nullptr || call.ldc % 8 == 0;
 }
 
@@ -309,6 +313,27 @@ void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, co
   if (n > 0 && ctx.gemm->run(ctx, op, call)) return;
   gemm(ctx, Transpose::no, Transpose::yes, m, k, n, 1.0f, dy, n, w, n, 0.0f, dpre, k);
   gelu_backward(ctx, dpre, pre, dpre, m * k);
+}
+
+void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias, const float* x, const float* dy,
+                        int64_t m, int64_t n, int64_t k) {
+  const char* op = "linear_weight_grad";
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "n", n);
+  require_nonnegative(op, "k", k);
+  if (n == 0) return;
+  if (dbias != nullptr && m > 0 && k > 0) {
+    // dW (k, n) = X^T (k, m)·dY (m, n): the GEMM's (m, n, k) are (k, n, m), and dY is its B.
+    auto* sums = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(n) * sizeof(float), op));
+    const GemmCall call{.ta = Transpose::yes, .m = k, .n = n, .k = m, .a = x, .lda = k, .b = dy, .ldb = n,
+                        .beta = beta, .c = dw, .ldc = n, .epilogue = Epilogue::bias_grad_b, .bias_grad = sums};
+    if (ctx.gemm->run(ctx, op, call)) {
+      add(ctx, dbias, dbias, sums, n);
+      return;
+    }
+  }
+  if (dbias != nullptr) bias_backward(ctx, dbias, dy, m, n, n);
+  gemm(ctx, Transpose::yes, Transpose::no, k, n, m, 1.0f, x, k, dy, n, beta, dw, n);
 }
 
 }  // namespace axonn::cuda

@@ -29,8 +29,10 @@ namespace axonn::cuda {
 //   bias:          C = R + bias (n) on every row
 //   gelu_aux_bias: aux = R + bias, C = gelu(aux)       (aux written)
 //   dgelu:         C = R ⊙ gelu'(aux)                  (aux read)
+//   bias_grad_b:   C = R; bias_grad (n) = Σ over k of op(B) (k, n): B's column sums, e.g. dbias
+//                  = Σ_rows dY beside dW = X^T·dY (cuBLASLt's BGRADA: our B is its A)
 // aux is (m, n) with C's row stride ldc.
-enum class Epilogue { none, bias, gelu_aux_bias, dgelu };
+enum class Epilogue { none, bias, gelu_aux_bias, dgelu, bias_grad_b };
 
 // One (batched) row-major GEMM: for p < batch,
 //   C_p (m, n) = alpha·op(A_p)·op(B_p) + beta·C_p,  X_p = x + p·stride_x,
@@ -53,6 +55,7 @@ struct GemmCall {
   Epilogue epilogue = Epilogue::none;
   const float* bias = nullptr;  // bias, gelu_aux_bias
   float* aux = nullptr;         // gelu_aux_bias (written), dgelu (read)
+  float* bias_grad = nullptr;   // bias_grad_b (written, not accumulated)
 };
 
 class Gemm {
@@ -113,5 +116,9 @@ void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float
                          const float* bias, int64_t m, int64_t n, int64_t k);
 void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, const float* w, const float* pre,
                             int64_t m, int64_t n, int64_t k);
+// Backend::linear_weight_grad: dbias from the dW GEMM (into scratch, then added) where
+// cuBLASLt can, else bias_backward and the GEMM.
+void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias, const float* x, const float* dy,
+                        int64_t m, int64_t n, int64_t k);
 
 }  // namespace axonn::cuda

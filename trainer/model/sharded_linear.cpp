@@ -52,7 +52,6 @@ void ShardedLinear::forward_gelu(const float* x, float* pre, float* out, int64_t
 void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t m, GradScatter& scatter,
                              const float* gelu_pre) {
   const float* w = z_split_ ? gathered_ : weight_;
-  if (dbias_ != nullptr) backend_.bias_backward(dbias_, dy, m, n_local_, n_local_);
   if (dx != nullptr && gelu_pre != nullptr && grid_.layout().size(n_axis_) == 1) {
     backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
   } else if (dx != nullptr) {
@@ -62,13 +61,11 @@ void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t
     if (gelu_pre != nullptr) backend_.gelu_backward(dx, gelu_pre, dx, m * k_local_);
   }
   if (!z_split_) {
-    backend_.gemm(Transpose::yes, Transpose::no, k_local_, n_local_, m, 1.0f, x, k_local_, dy, n_local_, 1.0f, grad_,
-                  n_local_);
+    backend_.linear_weight_grad(grad_, 1.0f, dbias_, x, dy, m, n_local_, k_local_);
     return;
   }
   float* dw = scatter.block(k_local_ * n_local_);
-  backend_.gemm(Transpose::yes, Transpose::no, k_local_, n_local_, m, 1.0f, x, k_local_, dy, n_local_, 0.0f, dw,
-                n_local_);
+  backend_.linear_weight_grad(dw, 0.0f, dbias_, x, dy, m, n_local_, k_local_);
   scatter.add_to(grad_, dw, shard_rows_ * n_local_);
 }
 

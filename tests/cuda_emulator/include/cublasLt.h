@@ -3,7 +3,8 @@
 // D = alpha·op(A)·op(B) + beta·C per batch (beta = 0 does not read C), inputs rounded as the
 // compute type says (FAST_16BF: to bf16, FAST_TF32: to TF32), float accumulation. Layouts,
 // transposes and batch strides are checked for consistency, as the heuristic would. The
-// bias epilogue adds a vector with one value per row of D (16-byte aligned); the GELU
+// bias epilogue adds a vector with one value per row of D (16-byte aligned), BGRADA writes
+// op(A)'s row sums into one; the GELU
 // epilogues use GELU's tanh form (what trainer/cuda/gelu.cu computes: the GPU test of
 // linear_gelu_forward is what says cuBLASLt agrees) and an aux matrix with D's shape whose
 // leading dimension must be a multiple of 8.
@@ -34,6 +35,7 @@ enum cublasLtEpilogue_t {
   CUBLASLT_EPILOGUE_BIAS = 4,
   CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4,
   CUBLASLT_EPILOGUE_DGELU = 64 | 128,
+  CUBLASLT_EPILOGUE_BGRADA = 256,
 };
 enum cublasLtMatrixLayoutAttribute_t {
   CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
@@ -52,7 +54,7 @@ struct cublasLtMatmulDescOpaque_t {
   cublasComputeType_t compute;
   cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  const float* bias = nullptr;  // EPILOGUE_BIAS, GELU_AUX_BIAS: one value per row of D
+  float* bias = nullptr;  // EPILOGUE_BIAS, GELU_AUX_BIAS: one value per row of D, read; BGRADA: written
   float* aux = nullptr;         // GELU_AUX_BIAS: written, D before the GELU; DGELU: read
   int64_t aux_ld = 0;
 };
@@ -187,7 +189,8 @@ inline float gelu_grad(float x) {
   return static_cast<float>(0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du);
 }
 inline bool uses_bias(const cublasLtMatmulDescOpaque_t& d) {
-  return d.epilogue == CUBLASLT_EPILOGUE_BIAS || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  return d.epilogue == CUBLASLT_EPILOGUE_BIAS || d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         d.epilogue == CUBLASLT_EPILOGUE_BGRADA;
 }
 inline bool uses_aux(const cublasLtMatmulDescOpaque_t& d) {
   return d.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d.epilogue == CUBLASLT_EPILOGUE_DGELU;
@@ -235,7 +238,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
     return CUBLAS_STATUS_INVALID_VALUE;
   // A bias vector is read 16 bytes at a time (unaligned ones fail on GPUs).
   if (!cuda_emulator::epilogue_valid(*desc, *c)) return CUBLAS_STATUS_INVALID_VALUE;
-  const bool add_bias = cuda_emulator::uses_bias(*desc);
+  const bool add_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const bool bias_grad = desc->epilogue == CUBLASLT_EPILOGUE_BGRADA;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   for (int32_t p = 0; p < c->batch; ++p) {
     const float* ap = static_cast<const float*>(A) + p * a->batch_stride;
@@ -248,6 +252,13 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
           const float x = desc->transa == CUBLAS_OP_N ? ap[i + l * a->ld] : ap[l + i * a->ld];
           const float y = desc->transb == CUBLAS_OP_N ? bp[l + j * b->ld] : bp[j + l * b->ld];
           s += cuda_emulator::round_input(x, desc->compute) * cuda_emulator::round_input(y, desc->compute);
+        }
+        if (bias_grad && j == 0) {  // row i of op(A) summed over k: the bias gradient (overwritten)
+          float g = 0.0f;
+          for (uint64_t l = 0; l < k; ++l)
+            g += cuda_emulator::round_input(desc->transa == CUBLAS_OP_N ? ap[i + l * a->ld] : ap[l + i * a->ld],
+                                            desc->compute);
+          desc->bias[i] = g;
         }
         float& out = dp[i + j * c->ld];
         out = be == 0.0f ? al * s : al * s + be * out;
