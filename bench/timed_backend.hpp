@@ -189,6 +189,10 @@ class TimedBackend final : public Backend {
     timed("cross_entropy",
           [&] { inner_.cross_entropy_backward(dlogits, exps, partials, targets, m, v_local, v0, scale); });
   }
+  void cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V, float scale,
+                          float* max, float* partials) override {
+    timed("cross_entropy", [&] { inner_.cross_entropy_rows(loss, logits, targets, m, V, scale, max, partials); });
+  }
 
   void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
              bool decay) override {

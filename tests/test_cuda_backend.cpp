@@ -757,6 +757,32 @@ TEST_F(CudaBackendOps, CrossEntropyStagesOnOneVocabRankOfThree) {
   expect_same_bits(in_place_d, "cross_entropy_backward over exps");
 }
 
+// Whole rows, forward and backward in one op (one kernel on the GPU, a running max and sum):
+// loss and dlogits match the CPU's stages, with rows whose max comes late (the running sum
+// is rescaled) or that would overflow exp without the max, a vocabulary wider and narrower
+// than a block, and the target first or last in its row.
+TEST_F(CudaBackendOps, CrossEntropyOfWholeRowsMatchesTheStages) {
+  for (const auto& [m, V] : {std::pair<int64_t, int64_t>{37, 1001}, {5, 7}, {3, 50257}}) {
+    SCOPED_TRACE("m=" + std::to_string(m) + " V=" + std::to_string(V));
+    Floats logits = random_floats(rng_, m * V, -4.0f, 4.0f);
+    for (int64_t j = 0; j < V; ++j) {
+      logits[static_cast<size_t>(j)] = static_cast<float>(j) * 0.01f;   // row 0 rises: the max comes last
+      logits[static_cast<size_t>(V + j)] += 200.0f;                     // row 1: exp overflows without the max
+    }
+    Tokens t = random_tokens(rng_, m, static_cast<int32_t>(V));
+    t[0] = 0;
+    t[static_cast<size_t>(m - 1)] = static_cast<int32_t>(V - 1);
+    Twin<float> tl = twin(logits), loss = poisoned(m), mx = poisoned(m), partials = poisoned(2 * m);
+    Twin<int32_t> targets = twin(t);
+    const float scale = 1.0f / static_cast<float>(m);
+    both([&](Backend& be, int s) {
+      be.cross_entropy_rows(loss[s], tl[s], targets[s], m, V, scale, mx[s], partials[s]);
+    });
+    expect_close(loss, kTol, "cross_entropy_rows loss");
+    expect_close(tl, kTol, "cross_entropy_rows dlogits");
+  }
+}
+
 // ---------------------------------------------------------------- AdamW
 
 TEST_F(CudaBackendOps, AdamWOverThreeStepsWithAndWithoutDecay) {

@@ -238,6 +238,20 @@ class Backend {
   virtual void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
                                       int64_t m, int64_t v_local, int64_t v0, float scale) = 0;
 
+  // ---- softmax cross-entropy of whole rows (one rank holds the vocabulary: v0 = 0,
+  // v_local = V), forward and backward in one op: loss (m) as the stages give it, and logits
+  // (m, V) replaced by dlogits = (softmax − onehot(target))·scale. max (m) and partials (m, 2)
+  // are scratch; loss holds the row maxima until the end. The stages in order (the CPU's
+  // bits); the CUDA backend reads each row twice and writes it once (a running max and sum),
+  // against five passes.
+  virtual void cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V,
+                                  float scale, float* max, float* partials) {
+    cross_entropy_row_max(loss, logits, m, V);
+    cross_entropy_partials(partials, max, logits, loss, 1, logits, targets, m, V, 0);
+    cross_entropy_loss(loss, partials, max, m);
+    cross_entropy_backward(logits, logits, partials, targets, m, V, 0, scale);
+  }
+
   // ---- AdamW on one buffer of n params (see AdamWStep), m and v (n) updated in place;
   // decay = false skips the weight decay (GPT-2 decays the 2-D weights only: not biases,
   // LayerNorm gamma/beta).

@@ -65,7 +65,52 @@ __global__ void backward_kernel(float* dlogits, const float* exps, const float* 
   }
 }
 
+// Whole rows (v0 = 0), one block per row: each thread keeps a running max and Σ exp over its
+// elements (rescaling the sum when the max grows), the block combines them, thread 0 writes
+// the loss; then the row is replaced by its gradient as backward_kernel computes it. Two
+// reads of the row and one write, where the stages make three reads and two writes. Every
+// thread reads the target's logit before the barriers inside block_max, so before any write.
+__global__ void rows_kernel(float* loss, float* logits, const int32_t* targets, int64_t V, float scale) {
+  __shared__ float shared_max[kWarpSize];
+  __shared__ double shared_sum[kWarpSize];
+  const int64_t i = blockIdx.x;
+  float* row = logits + i * V;
+  const int64_t target = targets[i];
+  const float target_logit = (target >= 0 && target < V) ? row[target] : 0.0f;
+  float mx = neg_inf();
+  double s = 0.0;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    const float x = row[j];
+    if (x > mx) {
+      s = s * static_cast<double>(expf(mx - x)) + 1.0;
+      mx = x;
+    } else {
+      s += static_cast<double>(expf(x - mx));
+    }
+  }
+  const float row_max = block_max(mx, shared_max);
+  const double sum = block_sum(s * static_cast<double>(expf(mx - row_max)), shared_sum);
+  const auto total = static_cast<float>(sum);
+  if (threadIdx.x == 0) loss[i] = logf(total) + row_max - target_logit;
+  const float inv = scale / total;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    float d = __fmul_rn(expf(row[j] - row_max), inv);
+    if (j == target) d -= scale;
+    row[j] = d;
+  }
+}
+
 }  // namespace
+
+void cross_entropy_rows(const Context& ctx, float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V,
+                        float scale) {
+  const char* op = "cross_entropy_rows";
+  require_nonnegative(op, "m", m);
+  require_positive(op, "V", V);
+  if (m == 0) return;
+  rows_kernel<<<grid_dim(op, "rows", m, true), kThreads, 0, ctx.stream>>>(loss, logits, targets, V, scale);
+  check_launch(ctx, op);
+}
 
 void cross_entropy_row_max(const Context& ctx, float* row_max, const float* logits, int64_t m, int64_t v_local) {
   const char* op = "cross_entropy_row_max";

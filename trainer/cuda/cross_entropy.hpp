@@ -18,6 +18,10 @@ void cross_entropy_partials(const Context& ctx, float* partials, float* max, flo
 // (3) loss (m) = log(partials[i,0]) + max[i] − partials[i,1]
 void cross_entropy_loss(const Context& ctx, float* loss, const float* partials, const float* max, int64_t m);
 // dlogits (m, v_local) = (exps/partials[i,0] − onehot(target))·scale; dlogits may alias exps
+// Whole rows (one rank holds the vocabulary), forward and backward in one kernel
+// (Backend::cross_entropy_rows; it needs no scratch).
+void cross_entropy_rows(const Context& ctx, float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V,
+                        float scale);
 void cross_entropy_backward(const Context& ctx, float* dlogits, const float* exps, const float* partials,
                             const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale);
 

@@ -283,6 +283,12 @@ void CudaBackend::cross_entropy_backward(float* dlogits, const float* exps, cons
   cuda::cross_entropy_backward(ctx_, dlogits, exps, partials, targets, m, v_local, v0, scale);
 }
 
+// One kernel that needs neither scratch buffer.
+void CudaBackend::cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V,
+                                     float scale, float* /*max*/, float* /*partials*/) {
+  cuda::cross_entropy_rows(ctx_, loss, logits, targets, m, V, scale);
+}
+
 void CudaBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
                         bool decay) {
   cuda::adamw(ctx_, param, grad, m, v, n, step, decay);

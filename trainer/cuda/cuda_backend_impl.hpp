@@ -100,6 +100,8 @@ class CudaBackend final : public Backend {
   void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
                               int64_t m, int64_t v_local, int64_t v0, float scale) override;
 
+  void cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V, float scale,
+                          float* max, float* partials) override;
   void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
              bool decay) override;
 

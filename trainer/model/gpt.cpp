@@ -107,12 +107,12 @@ Gpt::~Gpt() = default;
 
 void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
                            GradientSync* sync) {
-  forward(tokens, targets);
+  forward(tokens, targets, loss_scale);
   backend_.sum(loss_sum, ce_.loss, m_);
-  backward(tokens, targets, loss_scale, sync);
+  backward(tokens, sync);
 }
 
-void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
+void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scale) {
   const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
   Communicator& x_group = grid_.axis(CommAxis::x);
 
@@ -167,18 +167,16 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets) {
     residual_layernorm_forward(backend_, x_group, residual_.back(), lnf_out_, lnf_mean_, lnf_rstd_, residual_.back(),
                                blocks_.back()->residual_mid, gamma_f, beta_f, m, c, C);
   embedding_->logits(lnf_out_, logits_, m);
-  cross_entropy_forward(backend_, grid_.axis(CommAxis::y), logits_, targets, m, embedding_->v_local(), embedding_->v0(),
-                        ce_);
+  cross_entropy_forward_backward(backend_, grid_.axis(CommAxis::y), logits_, targets, m, embedding_->v_local(),
+                                 embedding_->v0(), loss_scale, ce_);
 }
 
-void Gpt::backward(const int32_t* tokens, const int32_t* targets, float loss_scale, GradientSync* sync) {
+void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
   const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
   Communicator& x_group = grid_.axis(CommAxis::x);
-  const int64_t v = embedding_->v_local();
 
-  // logits_ holds exp(logits − max) from the forward; it becomes dlogits in place and is
-  // kept until the end, when the head's weight gradient joins the embedding's.
-  backend_.cross_entropy_backward(logits_, logits_, ce_.partials, targets, m, v, embedding_->v0(), loss_scale);
+  // logits_ holds dlogits from the forward, kept until the end, when the head's weight
+  // gradient joins the embedding's.
   embedding_->logits_backward_input(logits_, d_normed_, m);
   backend_.memset_zero(d_residual_, static_cast<size_t>(m * c) * sizeof(float));
   layernorm_backward(backend_, x_group, d_residual_, params_.grad("ln_f.weight"), params_.grad("ln_f.bias"),

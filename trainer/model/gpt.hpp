@@ -48,8 +48,10 @@ class Gpt {
  private:
   struct Block;
   float* make(int64_t elements);  // an activation or scratch buffer, owned by the model
-  void forward(const int32_t* tokens, const int32_t* targets);
-  void backward(const int32_t* tokens, const int32_t* targets, float loss_scale, GradientSync* sync);
+  // Through the loss and its gradient at the logits (the classifier's softmax backward runs
+  // with its forward: logits_ holds dlogits on return).
+  void forward(const int32_t* tokens, const int32_t* targets, float loss_scale);
+  void backward(const int32_t* tokens, GradientSync* sync);
 
   Backend& backend_;
   CommGrid& grid_;
