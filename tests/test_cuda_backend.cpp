@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "backend_errors.hpp"
-#include "random_floats.hpp"
 #include "cuda_skip.hpp"
+#include "random_floats.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
@@ -189,6 +189,27 @@ double gemm_bound(GemmMath math, int64_t k) {
   return kTol;
 }
 
+// A GEMM with an epilogue, tested fused and not: body(math, shape, offset) runs with gpu_ a
+// backend of each math, for each shape and for a vector at offset 0 (16-byte aligned, so
+// cuBLASLt may fuse) and 1 (4 bytes past: the backend's own kernels), traced.
+struct GemmShape {
+  int64_t m, n, k;
+};
+template <typename F>
+void for_each_math_shape_offset(Backend*& gpu, Backend* fp32, std::initializer_list<GemmShape> shapes, F&& body) {
+  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
+    auto be = make_cuda_backend(CudaBackendOptions{0, math});
+    gpu = be.get();
+    for (const GemmShape& sh : shapes)
+      for (int64_t offset : {0, 1}) {
+        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                     " k=" + std::to_string(sh.k) + " vector offset=" + std::to_string(offset));
+        body(math, sh, offset);
+      }
+    gpu = fp32;
+  }
+}
+
 TEST_F(CudaBackendOps, GemmMatchesCpuForEveryTransposeStrideBetaAndMath) {
   struct Shape {
     int64_t m, n, k, pad;
@@ -295,25 +316,16 @@ TEST_F(CudaBackendOps, GemmWithEmptyInnerDimensionScalesC) {
 // bias is 16-byte aligned, and the GEMM then the bias kernel where it is not (offset 1), for
 // each math; the bias is large against the product, so a missing or doubled add shows.
 TEST_F(CudaBackendOps, LinearForwardAddsTheBiasFusedOrNot) {
-  struct Shape {
-    int64_t m, n, k;
-  };
-  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
-    auto be = make_cuda_backend(CudaBackendOptions{0, math});
-    gpu_ = be.get();
-    for (const Shape& sh : {Shape{37, 24, 51}, Shape{130, 67, 300}, Shape{1, 16, 8}})
-      for (int64_t offset : {0, 1}) {
-        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
-                     " k=" + std::to_string(sh.k) + " bias offset=" + std::to_string(offset));
+  for_each_math_shape_offset(
+      gpu_, fp32_.get(), {{37, 24, 51}, {130, 67, 300}, {1, 16, 8}},
+      [&](GemmMath math, const GemmShape& sh, int64_t offset) {
         Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
         Twin<float> w = twin(random_floats(rng_, sh.k * sh.n));
         Twin<float> bias = twin(random_floats(rng_, offset + sh.n, 10.0f, 20.0f));
         Twin<float> y = poisoned(sh.m * sh.n);
         both([&](Backend& bk, int s) { bk.linear_forward(y[s], x[s], w[s], bias[s] + offset, sh.m, sh.n, sh.k); });
         expect_close(y, gemm_bound(math, sh.k), "linear_forward");
-      }
-    gpu_ = fp32_.get();
-  }
+      });
 }
 
 // A linear layer's weight and bias gradients: the bias gradient from the dW GEMM (cuBLASLt's
@@ -321,32 +333,22 @@ TEST_F(CudaBackendOps, LinearForwardAddsTheBiasFusedOrNot) {
 // otherwise (offset 1), for each math; called twice, so dW (beta 1) and dbias accumulate,
 // and once with beta 0 and no bias.
 TEST_F(CudaBackendOps, LinearWeightGradAccumulatesTheBiasGradientFusedOrNot) {
-  struct Shape {
-    int64_t m, n, k;
+  auto check = [&](GemmMath math, const GemmShape& sh, int64_t offset) {
+    Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
+    Twin<float> dy = twin(random_floats(rng_, sh.m * sh.n, -1.0f, 3.0f));  // not centred: dbias is large
+    Twin<float> dw = twin(random_floats(rng_, sh.k * sh.n));
+    Twin<float> dbias = twin(random_floats(rng_, offset + sh.n));
+    for (int call = 0; call < 2; ++call)
+      both([&](Backend& bk, int s) {
+        bk.linear_weight_grad(dw[s], 1.0f, dbias[s] + offset, x[s], dy[s], sh.m, sh.n, sh.k);
+      });
+    expect_close(dw, 2 * gemm_bound(math, sh.m), "linear_weight_grad dW, twice");
+    expect_close(dbias, 2 * gemm_bound(math, sh.m), "linear_weight_grad dbias, twice");
+    Twin<float> fresh = poisoned(sh.k * sh.n);
+    both([&](Backend& bk, int s) { bk.linear_weight_grad(fresh[s], 0.0f, nullptr, x[s], dy[s], sh.m, sh.n, sh.k); });
+    expect_close(fresh, 2 * gemm_bound(math, sh.m), "linear_weight_grad dW, beta 0");
   };
-  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
-    auto be = make_cuda_backend(CudaBackendOptions{0, math});
-    gpu_ = be.get();
-    for (const Shape& sh : {Shape{37, 24, 51}, Shape{300, 67, 130}, Shape{1, 16, 8}})
-      for (int64_t offset : {0, 1}) {
-        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
-                     " k=" + std::to_string(sh.k) + " dbias offset=" + std::to_string(offset));
-        Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
-        Twin<float> dy = twin(random_floats(rng_, sh.m * sh.n, -1.0f, 3.0f));  // not centred: dbias is large
-        Twin<float> dw = twin(random_floats(rng_, sh.k * sh.n));
-        Twin<float> dbias = twin(random_floats(rng_, offset + sh.n));
-        for (int call = 0; call < 2; ++call)
-          both([&](Backend& bk, int s) {
-            bk.linear_weight_grad(dw[s], 1.0f, dbias[s] + offset, x[s], dy[s], sh.m, sh.n, sh.k);
-          });
-        expect_close(dw, 2 * gemm_bound(math, sh.m), "linear_weight_grad dW, twice");
-        expect_close(dbias, 2 * gemm_bound(math, sh.m), "linear_weight_grad dbias, twice");
-        Twin<float> fresh = poisoned(sh.k * sh.n);
-        both([&](Backend& bk, int s) { bk.linear_weight_grad(fresh[s], 0.0f, nullptr, x[s], dy[s], sh.m, sh.n, sh.k); });
-        expect_close(fresh, 2 * gemm_bound(math, sh.m), "linear_weight_grad dW, beta 0");
-      }
-    gpu_ = fp32_.get();
-  }
+  for_each_math_shape_offset(gpu_, fp32_.get(), {{37, 24, 51}, {300, 67, 130}, {1, 16, 8}}, check);
 }
 
 // The MLP's GELU inside its GEMMs: forward with cuBLASLt's GELU_AUX_BIAS epilogue (n a
@@ -355,16 +357,9 @@ TEST_F(CudaBackendOps, LinearWeightGradAccumulatesTheBiasGradientFusedOrNot) {
 // math. Within fp32's bound only if cuBLASLt's GELU is the tanh form the CPU computes (the
 // erf form differs by up to ~5e-4).
 TEST_F(CudaBackendOps, LinearWithGeluForwardAndInputGradientFusedOrNot) {
-  struct Shape {
-    int64_t m, n, k;
-  };
-  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
-    auto be = make_cuda_backend(CudaBackendOptions{0, math});
-    gpu_ = be.get();
-    for (const Shape& sh : {Shape{37, 24, 51}, Shape{130, 67, 300}, Shape{64, 128, 40}, Shape{45, 16, 67}})
-      for (int64_t offset : {0, 1}) {
-        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
-                     " k=" + std::to_string(sh.k) + " bias offset=" + std::to_string(offset));
+  for_each_math_shape_offset(
+      gpu_, fp32_.get(), {{37, 24, 51}, {130, 67, 300}, {64, 128, 40}, {45, 16, 67}},
+      [&](GemmMath math, const GemmShape& sh, int64_t offset) {
         Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
         Twin<float> w = twin(random_floats(rng_, sh.k * sh.n));
         Twin<float> bias = twin(random_floats(rng_, offset + sh.n, -2.0f, 2.0f));
@@ -380,13 +375,9 @@ TEST_F(CudaBackendOps, LinearWithGeluForwardAndInputGradientFusedOrNot) {
         Twin<float> dy = twin(random_floats(rng_, sh.m * sh.k));
         Twin<float> w2 = twin(random_floats(rng_, sh.n * sh.k));
         Twin<float> dpre = poisoned(sh.m * sh.n);
-        both([&](Backend& bk, int s) {
-          bk.linear_input_grad_gelu(dpre[s], dy[s], w2[s], pre[s], sh.m, sh.k, sh.n);
-        });
+        both([&](Backend& bk, int s) { bk.linear_input_grad_gelu(dpre[s], dy[s], w2[s], pre[s], sh.m, sh.k, sh.n); });
         expect_close(dpre, 2 * gemm_bound(math, sh.k), "linear_input_grad_gelu (cuBLASLt's DGELU, tanh form expected)");
-      }
-    gpu_ = fp32_.get();
-  }
+      });
 }
 
 // ---------------------------------------------------------------- bias, elementwise, reductions
@@ -522,15 +513,14 @@ TEST_F(CudaBackendOps, WholeRowLayerNormEqualsItsStagesBitwise) {
         be.layernorm_normalize(out.data(), rstd.data(), x.data(), mean.data(), rstd.data(), g.data(), bt.data(), m, C,
                                C, eps);
         be.layernorm_row_sums(scratch_mean.data(), x.data(), m, C);
-        be.layernorm_centered_squares(scratch_mean.data(), scratch_rstd.data(), scratch_mean.data(), x.data(), m, C,
-                                      C);
+        be.layernorm_centered_squares(scratch_mean.data(), scratch_rstd.data(), scratch_mean.data(), x.data(), m, C, C);
         be.layernorm_normalize(plain.data(), scratch_rstd.data(), x.data(), scratch_mean.data(), scratch_rstd.data(),
                                g.data(), bt.data(), m, C, C, eps);
       }
       for (int call = 0; call < 2; ++call) {
         if (whole) {
-          be.layernorm_rows_backward(dx.data(), dg.data(), db.data(), partials.data(), dy.data(), x.data(),
-                                     mean.data(), rstd.data(), g.data(), m, C);
+          be.layernorm_rows_backward(dx.data(), dg.data(), db.data(), partials.data(), dy.data(), x.data(), mean.data(),
+                                     rstd.data(), g.data(), m, C);
         } else {
           be.layernorm_backward_partials(partials.data(), dy.data(), x.data(), mean.data(), rstd.data(), g.data(), m,
                                          C);
@@ -538,9 +528,8 @@ TEST_F(CudaBackendOps, WholeRowLayerNormEqualsItsStagesBitwise) {
                                        mean.data(), rstd.data(), g.data(), m, C, C);
         }
       }
-      return std::vector<Floats>{x.download(),     out.download(), mean.download(), rstd.download(),
-                                 plain.download(), dx.download(),  dg.download(),   db.download(),
-                                 partials.download()};
+      return std::vector<Floats>{x.download(),  out.download(), mean.download(), rstd.download(),    plain.download(),
+                                 dx.download(), dg.download(),  db.download(),   partials.download()};
     };
     const std::vector<Floats> whole = run(*gpu_, true), staged = run(*gpu_, false), cpu = run(*cpu_, true);
     for (size_t i = 0; i < names.size(); ++i) {
@@ -766,8 +755,8 @@ TEST_F(CudaBackendOps, CrossEntropyOfWholeRowsMatchesTheStages) {
     SCOPED_TRACE("m=" + std::to_string(m) + " V=" + std::to_string(V));
     Floats logits = random_floats(rng_, m * V, -4.0f, 4.0f);
     for (int64_t j = 0; j < V; ++j) {
-      logits[static_cast<size_t>(j)] = static_cast<float>(j) * 0.01f;   // row 0 rises: the max comes last
-      logits[static_cast<size_t>(V + j)] += 200.0f;                     // row 1: exp overflows without the max
+      logits[static_cast<size_t>(j)] = static_cast<float>(j) * 0.01f;  // row 0 rises: the max comes last
+      logits[static_cast<size_t>(V + j)] += 200.0f;                    // row 1: exp overflows without the max
     }
     Tokens t = random_tokens(rng_, m, static_cast<int32_t>(V));
     t[0] = 0;
