@@ -102,8 +102,8 @@ class Backend {
   //   pre (m, n) = X (m, k)·W (k, n) + bias (n),  out (m, n) = gelu(pre),  pre kept for backward.
   // linear_forward then gelu_forward (the CPU's bits); the CUDA backend writes both from one
   // GEMM (cuBLASLt's GELU_AUX_BIAS epilogue): pre is not read back.
-  virtual void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias,
-                                   int64_t m, int64_t n, int64_t k) {
+  virtual void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias, int64_t m,
+                                   int64_t n, int64_t k) {
     linear_forward(pre, x, w, bias, m, n, k);
     gelu_forward(out, pre, m * n);
   }
@@ -244,8 +244,8 @@ class Backend {
   // are scratch; loss holds the row maxima until the end. The stages in order (the CPU's
   // bits); the CUDA backend reads each row twice and writes it once (a running max and sum),
   // against five passes.
-  virtual void cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V,
-                                  float scale, float* max, float* partials) {
+  virtual void cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V, float scale,
+                                  float* max, float* partials) {
     cross_entropy_row_max(loss, logits, m, V);
     cross_entropy_partials(partials, max, logits, loss, 1, logits, targets, m, V, 0);
     cross_entropy_loss(loss, partials, max, m);

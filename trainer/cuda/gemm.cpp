@@ -48,12 +48,14 @@ void set_epilogue_pointers(const char* op, cublasLtMatmulDesc_t desc, const Gemm
   // The bias vector: read by bias and gelu_aux_bias, written by bias_grad_b.
   const void* bias = call.bias != nullptr ? static_cast<const void*>(call.bias) : call.bias_grad;
   if (bias != nullptr)
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    AXONN_CUDA_OP_CHECK(op,
+                        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (call.aux != nullptr) {
-    AXONN_CUDA_OP_CHECK(
-        op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux, sizeof(call.aux)));
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux,
+                                                           sizeof(call.aux)));
     const int64_t ld = call.ldc;
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+    AXONN_CUDA_OP_CHECK(op,
+                        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
 }
 

@@ -112,8 +112,8 @@ void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, 
 // cuBLASLt can fuse the epilogue, else the GEMM, then the bias or GELU kernels.
 void linear_forward(const Context& ctx, float* y, const float* x, const float* w, const float* bias, int64_t m,
                     int64_t n, int64_t k);
-void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float* x, const float* w,
-                         const float* bias, int64_t m, int64_t n, int64_t k);
+void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float* x, const float* w, const float* bias,
+                         int64_t m, int64_t n, int64_t k);
 void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, const float* w, const float* pre,
                             int64_t m, int64_t n, int64_t k);
 // Backend::linear_weight_grad: dbias from the dW GEMM (into scratch, then added) where

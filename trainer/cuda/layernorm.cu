@@ -54,8 +54,8 @@ __device__ inline void normalize_row(float* o, const float* row, float mu, float
 }
 
 // (Σ_j dout·gamma, Σ_j dout·gamma·x̂) over the row's columns.
-__device__ inline float2 backward_row_partials(const float* dy, const float* row, float mu, float s,
-                                               const float* gamma, int64_t c) {
+__device__ inline float2 backward_row_partials(const float* dy, const float* row, float mu, float s, const float* gamma,
+                                               int64_t c) {
   float sum_g = 0.0f, sum_gx = 0.0f;
   for (int64_t j = lane(); j < c; j += kWarpSize) {
     const float g = dy[j] * gamma[j];
@@ -84,8 +84,7 @@ __global__ void row_sums_kernel(float* sums, const float* x, int64_t m, int64_t 
 }
 
 // x may alias a or b.
-__global__ void residual_row_sums_kernel(float* x, float* sums, const float* a, const float* b, int64_t m,
-                                         int64_t c) {
+__global__ void residual_row_sums_kernel(float* x, float* sums, const float* a, const float* b, int64_t m, int64_t c) {
   const int64_t i = warp_row();
   if (i >= m) return;
   const float s = residual_row_sum(x + i * c, a + i * c, b + i * c, c);
@@ -155,8 +154,8 @@ __device__ inline void normalize_whole_row(float* o, float* mean, float* rstd, c
   }
 }
 
-__global__ void rows_kernel(float* out, float* mean, float* rstd, const float* x, const float* gamma,
-                            const float* beta, int64_t m, int64_t C, float inv_C, float eps) {
+__global__ void rows_kernel(float* out, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+                            int64_t m, int64_t C, float inv_C, float eps) {
   const int64_t i = warp_row();
   if (i >= m) return;
   const float* row = x + i * C;
@@ -334,8 +333,8 @@ void layernorm_rows_backward(const Context& ctx, float* dx, float* dgamma, float
   op_checks::require_layernorm_shape(op, m, C, C);
   if (m == 0 || C == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
-  rows_backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma,
-                                                                           m, C, inv_C);
+  rows_backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma, m,
+                                                                          C, inv_C);
   check_launch(ctx, op);
   add_dgamma_dbeta(ctx, op, dgamma, dbeta, dout, x, mean, rstd, m, C);
 }

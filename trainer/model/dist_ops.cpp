@@ -9,8 +9,8 @@ constexpr float kLayerNormEps = 1e-5f;  // GPT-2's
 // Stages 2 and 3 once `mean` holds this rank's row sums. mean holds the row sums until
 // stage 2 turns them into means; rstd holds the centred squares until stage 3 turns them
 // into 1/std (the backend allows both aliases).
-void layernorm_from_row_sums(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd,
-                             const float* x, const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
+void layernorm_from_row_sums(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
+                             const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
   cols.all_reduce(mean, static_cast<size_t>(m), ElementType::float32);
   backend.layernorm_centered_squares(mean, rstd, mean, x, m, c, C);
   cols.all_reduce(rstd, static_cast<size_t>(m), ElementType::float32);

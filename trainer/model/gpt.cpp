@@ -131,8 +131,8 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scal
   // the attention branch's in ln2, the MLP branch's in the next block's ln1, or in ln_f.
   if (!blocks_.empty()) {
     Block& first = *blocks_.front();
-    layernorm_forward(backend_, x_group, first.ln1_out, first.ln1_mean, first.ln1_rstd, residual_[0],
-                      first.ln1_gamma, first.ln1_beta, m, c, C);
+    layernorm_forward(backend_, x_group, first.ln1_out, first.ln1_mean, first.ln1_rstd, residual_[0], first.ln1_gamma,
+                      first.ln1_beta, m, c, C);
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     Block& b = *blocks_[l];
@@ -146,8 +146,8 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scal
     b.proj.gather_weight();
     b.proj.forward(b.attention_out, b.residual_mid, m);
     // residual_mid = attention branch + in, and ln2 of it
-    residual_layernorm_forward(backend_, x_group, b.residual_mid, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid,
-                               in, b.ln2_gamma, b.ln2_beta, m, c, C);
+    residual_layernorm_forward(backend_, x_group, b.residual_mid, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid, in,
+                               b.ln2_gamma, b.ln2_beta, m, c, C);
     b.fc.gather_weight();
     b.fc.forward_gelu(b.ln2_out, b.fc_out, b.gelu_out, m);
     b.mlp_proj.gather_weight();

@@ -63,7 +63,7 @@ class Gpt {
   std::vector<DeviceBuffer<float>> buffers_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<TiedEmbedding> embedding_;
-  GradScatter scatter_;  // the dW reduce-scatters over z (G_z > 1)
+  GradScatter scatter_;           // the dW reduce-scatters over z (G_z > 1)
   std::vector<float*> residual_;  // [L+1] of [m, c]: input of block l, and the final one
   // Final LayerNorm and head.
   float *lnf_out_, *lnf_mean_, *lnf_rstd_, *logits_;

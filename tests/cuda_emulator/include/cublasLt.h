@@ -20,7 +20,11 @@ enum cublasStatus_t {
   CUBLAS_STATUS_INVALID_VALUE = 7,
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
-enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_16BF = 75, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 };
+enum cublasComputeType_t {
+  CUBLAS_COMPUTE_32F = 68,
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+};
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 enum cublasLtMatmulDescAttributes_t {
   CUBLASLT_MATMUL_DESC_TRANSA = 3,
@@ -55,7 +59,7 @@ struct cublasLtMatmulDescOpaque_t {
   cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   float* bias = nullptr;  // EPILOGUE_BIAS, GELU_AUX_BIAS: one value per row of D, read; BGRADA: written
-  float* aux = nullptr;         // GELU_AUX_BIAS: written, D before the GELU; DGELU: read
+  float* aux = nullptr;   // GELU_AUX_BIAS: written, D before the GELU; DGELU: read
   int64_t aux_ld = 0;
 };
 struct cublasLtMatrixLayoutOpaque_t {
@@ -94,7 +98,8 @@ inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
   delete handle;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute,
+                                               cudaDataType_t scale) {
   if (scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   *desc = new cublasLtMatmulDescOpaque_t{compute};
   return CUBLAS_STATUS_SUCCESS;
@@ -103,8 +108,9 @@ inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
   delete desc;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
-                                                     const void* value, size_t bytes) {
+inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                                                     cublasLtMatmulDescAttributes_t attribute, const void* value,
+                                                     size_t bytes) {
   if (attribute == CUBLASLT_MATMUL_DESC_BIAS_POINTER || attribute == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER) {
     if (bytes != sizeof(void*)) return CUBLAS_STATUS_INVALID_VALUE;
     std::memcpy(attribute == CUBLASLT_MATMUL_DESC_BIAS_POINTER ? static_cast<void*>(&desc->bias) : &desc->aux, value,
@@ -162,8 +168,8 @@ inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t
   delete pref;
   return CUBLAS_STATUS_SUCCESS;
 }
-inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
-                                                           const void*, size_t) {
+inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
+                                                           cublasLtMatmulPreferenceAttributes_t, const void*, size_t) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -216,12 +222,14 @@ inline float round_input(float x, cublasComputeType_t compute) {
 }
 }  // namespace cuda_emulator
 
-inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                                                     cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-                                                     cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t, int wanted,
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t desc,
+                                                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                     cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                                     cublasLtMatmulPreference_t, int wanted,
                                                      cublasLtMatmulHeuristicResult_t* results, int* found) {
   uint64_t m, n, k;
-  if (wanted < 1 || c != d || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (wanted < 1 || c != d || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k))
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (!cuda_emulator::epilogue_valid(*desc, *c)) return CUBLAS_STATUS_NOT_SUPPORTED;
   std::memset(results, 0, sizeof *results);
   results->state = CUBLAS_STATUS_SUCCESS;
@@ -229,10 +237,11 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
   return CUBLAS_STATUS_SUCCESS;
 }
 
-inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A,
-                                     cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
-                                     const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
-                                     const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
+                                     const void* A, cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b,
+                                     const void* beta, const void* C, cublasLtMatrixLayout_t c, void* D,
+                                     cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t*, void*, size_t,
+                                     cudaStream_t) {
   uint64_t m, n, k;
   if (handle == nullptr || c != d || C != D || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k))
     return CUBLAS_STATUS_INVALID_VALUE;
