@@ -82,6 +82,10 @@ struct Twin {
   std::vector<T> gpu() const { return side[1].download(); }
 };
 
+struct GemmShape {
+  int64_t m, n, k;
+};
+
 class CudaBackendOps : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -120,6 +124,31 @@ class CudaBackendOps : public ::testing::Test {
     const int64_t at = first_bit_difference(gpu, cpu);
     EXPECT_EQ(at, -1) << what << ": CUDA " << (at >= 0 ? gpu[static_cast<size_t>(at)] : 0.0f) << " vs CPU "
                       << (at >= 0 ? cpu[static_cast<size_t>(at)] : 0.0f) << " at element " << at;
+  }
+
+  // body(math) for each GemmMath, with gpu_ a CUDA backend of that math (fp32_ again after).
+  template <typename F>
+  void for_each_math(F&& body) {
+    for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
+      auto be = make_cuda_backend(CudaBackendOptions{0, math});
+      gpu_ = be.get();
+      body(math);
+      gpu_ = fp32_.get();
+    }
+  }
+  // A GEMM with an epilogue, tested fused and not: body(math, shape, offset) for each math,
+  // shape, and a vector at offset 0 (16-byte aligned, so cuBLASLt may fuse) and 1 (4 bytes
+  // past: the backend's own kernels), traced.
+  template <typename F>
+  void for_each_math_shape_offset(std::initializer_list<GemmShape> shapes, F&& body) {
+    for_each_math([&](GemmMath math) {
+      for (const GemmShape& sh : shapes)
+        for (int64_t offset : {0, 1}) {
+          SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                       " k=" + std::to_string(sh.k) + " vector offset=" + std::to_string(offset));
+          body(math, sh, offset);
+        }
+    });
   }
 
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
@@ -189,36 +218,13 @@ double gemm_bound(GemmMath math, int64_t k) {
   return kTol;
 }
 
-// A GEMM with an epilogue, tested fused and not: body(math, shape, offset) runs with gpu_ a
-// backend of each math, for each shape and for a vector at offset 0 (16-byte aligned, so
-// cuBLASLt may fuse) and 1 (4 bytes past: the backend's own kernels), traced.
-struct GemmShape {
-  int64_t m, n, k;
-};
-template <typename F>
-void for_each_math_shape_offset(Backend*& gpu, Backend* fp32, std::initializer_list<GemmShape> shapes, F&& body) {
-  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
-    auto be = make_cuda_backend(CudaBackendOptions{0, math});
-    gpu = be.get();
-    for (const GemmShape& sh : shapes)
-      for (int64_t offset : {0, 1}) {
-        SCOPED_TRACE(std::string(gemm_math_name(math)) + " m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
-                     " k=" + std::to_string(sh.k) + " vector offset=" + std::to_string(offset));
-        body(math, sh, offset);
-      }
-    gpu = fp32;
-  }
-}
-
 TEST_F(CudaBackendOps, GemmMatchesCpuForEveryTransposeStrideBetaAndMath) {
   struct Shape {
     int64_t m, n, k, pad;
   };
   // Odd sizes (not multiples of 32 or 128), rows padded so that ld > the row length.
   const Shape shapes[] = {{37, 23, 51, 3}, {130, 67, 300, 5}};
-  for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
-    auto be = make_cuda_backend(CudaBackendOptions{0, math});
-    gpu_ = be.get();
+  for_each_math([&](GemmMath math) {
     for (const Shape& sh : shapes)
       for (Transpose ta : {Transpose::no, Transpose::yes})
         for (Transpose tb : {Transpose::no, Transpose::yes})
@@ -255,8 +261,7 @@ TEST_F(CudaBackendOps, GemmMatchesCpuForEveryTransposeStrideBetaAndMath) {
                 for (int64_t j = n; j < ldc; ++j)
                   ASSERT_EQ(got[static_cast<size_t>(offset + i * ldc + j)], 12345.0f) << "padding at " << i << "," << j;
             }
-    gpu_ = fp32_.get();
-  }
+  });
 }
 
 // bf16 and tf32 really run on the tensor cores for aligned shapes: their results carry the
@@ -317,8 +322,7 @@ TEST_F(CudaBackendOps, GemmWithEmptyInnerDimensionScalesC) {
 // each math; the bias is large against the product, so a missing or doubled add shows.
 TEST_F(CudaBackendOps, LinearForwardAddsTheBiasFusedOrNot) {
   for_each_math_shape_offset(
-      gpu_, fp32_.get(), {{37, 24, 51}, {130, 67, 300}, {1, 16, 8}},
-      [&](GemmMath math, const GemmShape& sh, int64_t offset) {
+      {{37, 24, 51}, {130, 67, 300}, {1, 16, 8}}, [&](GemmMath math, const GemmShape& sh, int64_t offset) {
         Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
         Twin<float> w = twin(random_floats(rng_, sh.k * sh.n));
         Twin<float> bias = twin(random_floats(rng_, offset + sh.n, 10.0f, 20.0f));
@@ -348,7 +352,7 @@ TEST_F(CudaBackendOps, LinearWeightGradAccumulatesTheBiasGradientFusedOrNot) {
     both([&](Backend& bk, int s) { bk.linear_weight_grad(fresh[s], 0.0f, nullptr, x[s], dy[s], sh.m, sh.n, sh.k); });
     expect_close(fresh, 2 * gemm_bound(math, sh.m), "linear_weight_grad dW, beta 0");
   };
-  for_each_math_shape_offset(gpu_, fp32_.get(), {{37, 24, 51}, {300, 67, 130}, {1, 16, 8}}, check);
+  for_each_math_shape_offset({{37, 24, 51}, {300, 67, 130}, {1, 16, 8}}, check);
 }
 
 // The MLP's GELU inside its GEMMs: forward with cuBLASLt's GELU_AUX_BIAS epilogue (n a
@@ -358,7 +362,7 @@ TEST_F(CudaBackendOps, LinearWeightGradAccumulatesTheBiasGradientFusedOrNot) {
 // erf form differs by up to ~5e-4).
 TEST_F(CudaBackendOps, LinearWithGeluForwardAndInputGradientFusedOrNot) {
   for_each_math_shape_offset(
-      gpu_, fp32_.get(), {{37, 24, 51}, {130, 67, 300}, {64, 128, 40}, {45, 16, 67}},
+      {{37, 24, 51}, {130, 67, 300}, {64, 128, 40}, {45, 16, 67}},
       [&](GemmMath math, const GemmShape& sh, int64_t offset) {
         Twin<float> x = twin(random_floats(rng_, sh.m * sh.k));
         Twin<float> w = twin(random_floats(rng_, sh.k * sh.n));
