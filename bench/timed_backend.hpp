@@ -26,6 +26,7 @@ class TimedBackend final : public Backend {
 
   const char* name() const override { return inner_.name(); }
   bool device_is_host() const override { return inner_.device_is_host(); }
+  ElementType activation_type() const override { return inner_.activation_type(); }
   void* alloc(size_t bytes) override { return inner_.alloc(bytes); }
   void free(void* ptr) override { inner_.free(ptr); }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
@@ -37,7 +38,7 @@ class TimedBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override {
     timed("copy", [&] { inner_.copy(dst, src, bytes); });
   }
-  void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) override {
+  void copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) override {
     timed("copy_2d", [&] { inner_.copy_2d(dst, ld_dst, src, ld_src, rows, cols); });
   }
   void memset_zero(void* ptr, size_t bytes) override {
@@ -48,35 +49,35 @@ class TimedBackend final : public Backend {
   }
   void synchronize() override { inner_.synchronize(); }
 
-  void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) override {
+  void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a, int64_t lda,
+            ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) override {
     const std::string kind =
         std::string("gemm ") + (ta == Transpose::yes ? "T" : "N") + (tb == Transpose::yes ? "T" : "N");
     timed_gemm(kind, m, n, k, "", [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
   }
 
-  void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
+  void linear_forward(ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m, int64_t n,
                       int64_t k) override {
     timed_gemm("gemm NN", m, n, k, " + bias", [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
   }
-  void linear_weight_grad(float* dw, float beta, float* dbias, const float* x, const float* dy, int64_t m, int64_t n,
+  void linear_weight_grad(float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy, int64_t m, int64_t n,
                           int64_t k) override {
     timed_gemm("gemm TN", k, n, m, dbias != nullptr ? " + bias grad" : "",
                [&] { inner_.linear_weight_grad(dw, beta, dbias, x, dy, m, n, k); });
   }
-  void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias, int64_t m,
+  void linear_gelu_forward(ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m,
                            int64_t n, int64_t k) override {
     timed_gemm("gemm NN", m, n, k, " + bias + gelu",
                [&] { inner_.linear_gelu_forward(pre, out, x, w, bias, m, n, k); });
   }
-  void linear_input_grad_gelu(float* dpre, const float* dy, const float* w, const float* pre, int64_t m, int64_t n,
+  void linear_input_grad_gelu(ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre, int64_t m, int64_t n,
                               int64_t k) override {
     timed_gemm("gemm NT", m, k, n, " + dgelu", [&] { inner_.linear_input_grad_gelu(dpre, dy, w, pre, m, n, k); });
   }
-  void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) override {
+  void bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) override {
     timed("bias_forward", [&] { inner_.bias_forward(out, bias, m, n, ld); });
   }
-  void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) override {
+  void bias_backward(float* dbias, ConstActPtr dout, int64_t m, int64_t n, int64_t ld) override {
     timed("bias_backward", [&] { inner_.bias_backward(dbias, dout, m, n, ld); });
   }
   void add(float* out, const float* a, const float* b, int64_t n) override {
@@ -95,87 +96,86 @@ class TimedBackend final : public Backend {
     timed("sum_squares", [&] { inner_.sum_squares(out, x, n); });
   }
 
-  void layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
-                                   int64_t c) override {
+  void layernorm_residual_row_sums(ActPtr x, float* sums, ConstActPtr a, ConstActPtr b, int64_t m, int64_t c) override {
     timed("layernorm forward", [&] { inner_.layernorm_residual_row_sums(x, sums, a, b, m, c); });
   }
-  void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) override {
+  void layernorm_row_sums(float* sums, ConstActPtr x, int64_t m, int64_t c) override {
     timed("layernorm forward", [&] { inner_.layernorm_row_sums(sums, x, m, c); });
   }
-  void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m, int64_t c,
+  void layernorm_centered_squares(float* mean, float* squares, const float* sums, ConstActPtr x, int64_t m, int64_t c,
                                   int64_t C) override {
     timed("layernorm forward", [&] { inner_.layernorm_centered_squares(mean, squares, sums, x, m, c, C); });
   }
-  void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+  void layernorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* mean, const float* squares,
                            const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C, float eps) override {
     timed("layernorm forward",
           [&] { inner_.layernorm_normalize(out, rstd, x, mean, squares, gamma, beta, m, c, C, eps); });
   }
-  void layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+  void layernorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* mean,
                                    const float* rstd, const float* gamma, int64_t m, int64_t c) override {
     timed("layernorm backward",
           [&] { inner_.layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, c); });
   }
-  void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials, const float* dout,
-                                 const float* x, const float* mean, const float* rstd, const float* gamma, int64_t m,
+  void layernorm_backward_finish(ActPtr dx, float* dgamma, float* dbeta, const float* partials, ConstActPtr dout,
+                                 ConstActPtr x, const float* mean, const float* rstd, const float* gamma, int64_t m,
                                  int64_t c, int64_t C) override {
     timed("layernorm backward",
           [&] { inner_.layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C); });
   }
-  void layernorm_rows(float* out, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+  void layernorm_rows(ActPtr out, float* mean, float* rstd, ConstActPtr x, const float* gamma, const float* beta,
                       int64_t m, int64_t C, float eps) override {
     timed("layernorm forward", [&] { inner_.layernorm_rows(out, mean, rstd, x, gamma, beta, m, C, eps); });
   }
-  void residual_layernorm_rows(float* x, float* out, float* mean, float* rstd, const float* a, const float* b,
+  void residual_layernorm_rows(ActPtr x, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
                                const float* gamma, const float* beta, int64_t m, int64_t C, float eps) override {
     timed("layernorm forward",
           [&] { inner_.residual_layernorm_rows(x, out, mean, rstd, a, b, gamma, beta, m, C, eps); });
   }
-  void layernorm_rows_backward(float* dx, float* dgamma, float* dbeta, float* partials, const float* dout,
-                               const float* x, const float* mean, const float* rstd, const float* gamma, int64_t m,
+  void layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta, float* partials, ConstActPtr dout, ConstActPtr x,
+                               const float* mean, const float* rstd, const float* gamma, int64_t m,
                                int64_t C) override {
     timed("layernorm backward",
           [&] { inner_.layernorm_rows_backward(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C); });
   }
 
-  void gelu_forward(float* out, const float* x, int64_t n) override {
+  void gelu_forward(ActPtr out, ConstActPtr x, int64_t n) override {
     timed("gelu_forward", [&] { inner_.gelu_forward(out, x, n); });
   }
-  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+  void gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) override {
     timed("gelu_backward", [&] { inner_.gelu_backward(dx, x, dout, n); });
   }
 
-  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
+  void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
                          int64_t T, int64_t h, int64_t d) override {
     timed("attention_forward", [&] { inner_.attention_forward(out, lse, q, k, v, ld, B, T, h, d); });
   }
-  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
-                          const float* q, const float* k, const float* v, int64_t ld, int64_t B, int64_t T, int64_t h,
+  void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
+                          ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T, int64_t h,
                           int64_t d) override {
     timed("attention_backward",
           [&] { inner_.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d); });
   }
 
-  void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,
+  void embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,
                          int64_t v_local) override {
     timed("embedding", [&] { inner_.embedding_forward(out, tokens, table, m, c, v0, v_local); });
   }
-  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c, int64_t v0,
+  void embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c, int64_t v0,
                           int64_t v_local) override {
     timed("embedding", [&] { inner_.embedding_backward(dtable, dout, tokens, m, c, v0, v_local); });
   }
-  void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) override {
+  void position_forward(ActPtr out, const float* wpe, int64_t B, int64_t T, int64_t c) override {
     timed("embedding", [&] { inner_.position_forward(out, wpe, B, T, c); });
   }
-  void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) override {
+  void position_backward(float* dwpe, ConstActPtr dout, int64_t B, int64_t T, int64_t c) override {
     timed("embedding", [&] { inner_.position_backward(dwpe, dout, B, T, c); });
   }
 
-  void cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) override {
+  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int64_t m, int64_t v_local) override {
     timed("cross_entropy", [&] { inner_.cross_entropy_row_max(row_max, logits, m, v_local); });
   }
-  void cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max, int64_t groups,
-                              const float* logits, const int32_t* targets, int64_t m, int64_t v_local,
+  void cross_entropy_partials(float* partials, float* max, ActPtr exps, const float* gathered_max, int64_t groups,
+                              ConstActPtr logits, const int32_t* targets, int64_t m, int64_t v_local,
                               int64_t v0) override {
     timed("cross_entropy", [&] {
       inner_.cross_entropy_partials(partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
@@ -184,12 +184,12 @@ class TimedBackend final : public Backend {
   void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) override {
     timed("cross_entropy", [&] { inner_.cross_entropy_loss(loss, partials, max, m); });
   }
-  void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
+  void cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const float* partials, const int32_t* targets,
                               int64_t m, int64_t v_local, int64_t v0, float scale) override {
     timed("cross_entropy",
           [&] { inner_.cross_entropy_backward(dlogits, exps, partials, targets, m, v_local, v0, scale); });
   }
-  void cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V, float scale,
+  void cross_entropy_rows(float* loss, ActPtr logits, const int32_t* targets, int64_t m, int64_t V, float scale,
                           float* max, float* partials) override {
     timed("cross_entropy", [&] { inner_.cross_entropy_rows(loss, logits, targets, m, V, scale, max, partials); });
   }

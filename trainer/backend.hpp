@@ -1,11 +1,15 @@
 #pragma once
 // The device ops of the 4D GPT, one interface for every backend: CPU (trainer/cpu/, float32,
-// OpenBLAS + plain loops) now, CUDA later. Every op takes raw device pointers and sizes, so
-// a CUDA backend implements the same calls on device memory; ops are ordered (one stream)
-// and only the copies to the host wait for the device.
+// OpenBLAS + plain loops) and CUDA (trainer/cuda/). Every op takes raw device pointers and
+// sizes; ops are ordered (one stream) and only the copies to the host wait for the device.
 //
 // Conventions (see docs/parallel-plan.md for who holds which shard):
-// - float32, row-major; shapes in the comments are the *local* shard of this rank.
+// - Row-major; shapes in the comments are the *local* shard of this rank.
+// - Element types: activations, their gradients and the GEMMs' operands are ActPtr
+//   (activation_ptr.hpp), of the type the op's caller allocated them in (the backend's
+//   activation_type() for the model's buffers); parameters, their gradients and every
+//   statistic (LayerNorm mean and rstd, attention's log-sum-exp, losses) are float32. A
+//   backend throws BackendError for an activation type it does not compute in.
 // - Sizes are int64_t element counts; pointers are from alloc() of the same backend.
 // - Parameter gradients accumulate (+=), so micro-batches and tied weights add up; activation
 //   gradients are overwritten (=), except LayerNorm's dx, which accumulates into the residual
@@ -23,14 +27,10 @@
 #include <utility>
 #include <vector>
 
-namespace axonn {
+#include "trainer/activation_ptr.hpp"
+#include "trainer/backend_error.hpp"
 
-// A bad argument (negative size, width larger than the full width, ...) or a failed
-// allocation; the message names the op and the value.
-class BackendError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace axonn {
 
 enum class Transpose { no, yes };
 
@@ -56,6 +56,8 @@ class Backend {
   // True when device pointers are host pointers (the CPU backend): host code may then read
   // and write device buffers directly instead of staging copies.
   virtual bool device_is_host() const { return false; }
+  // The type the model stores activations and their gradients in.
+  virtual ElementType activation_type() const { return ElementType::float32; }
 
   // ---- memory (bytes). alloc: uninitialized, 64-byte aligned, nullptr for 0 bytes;
   // throws BackendError when out of memory. free(nullptr) does nothing.
@@ -66,7 +68,7 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;               // device to device
   // dst (rows, cols) with row stride ld_dst = src (rows, cols) with row stride ld_src: moves a
   // block between layouts, e.g. a column shard gathered over z into its place in a wider row.
-  virtual void copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) = 0;
+  virtual void copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) = 0;
   virtual void memset_zero(void* ptr, size_t bytes) = 0;
   virtual void fill(float* x, float value, int64_t n) = 0;
   virtual void synchronize() = 0;
@@ -76,14 +78,14 @@ class Backend {
   // Linear layer with W (k, n):  Y = X·W        gemm(no,  no,  m, n, k, 1, X, k,  W, n, 0, Y, n)
   //                              dX = dY·W^T    gemm(no,  yes, m, k, n, 1, dY, n, W, n, 0, dX, k)
   //                              dW += X^T·dY   gemm(yes, no,  k, n, m, 1, X, k, dY, n, 1, dW, n)
-  virtual void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) = 0;
+  virtual void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
+                    int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) = 0;
 
   // Y (m, n) = X (m, k)·W (k, n) + bias (n) on every row, all contiguous: a linear layer whose
   // output needs no reduction before its bias is added. gemm then bias_forward (the CPU's
   // bits); the CUDA backend does it in one GEMM (cuBLASLt's bias epilogue), one pass over Y
   // fewer.
-  virtual void linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
+  virtual void linear_forward(ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m, int64_t n,
                               int64_t k) {
     gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
     bias_forward(y, bias, m, n, n);
@@ -93,7 +95,7 @@ class Backend {
   //   dbias (n) += Σ_rows dY, skipped when dbias is null.
   // bias_backward then the dW GEMM (the CPU's bits); the CUDA backend has the GEMM sum dY's
   // rows as it reads them (cuBLASLt's BGRADA epilogue), one pass over dY fewer.
-  virtual void linear_weight_grad(float* dw, float beta, float* dbias, const float* x, const float* dy, int64_t m,
+  virtual void linear_weight_grad(float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy, int64_t m,
                                   int64_t n, int64_t k) {
     if (dbias != nullptr) bias_backward(dbias, dy, m, n, n);
     gemm(Transpose::yes, Transpose::no, k, n, m, 1.0f, x, k, dy, n, beta, dw, n);
@@ -102,7 +104,7 @@ class Backend {
   //   pre (m, n) = X (m, k)·W (k, n) + bias (n),  out (m, n) = gelu(pre),  pre kept for backward.
   // linear_forward then gelu_forward (the CPU's bits); the CUDA backend writes both from one
   // GEMM (cuBLASLt's GELU_AUX_BIAS epilogue): pre is not read back.
-  virtual void linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias, int64_t m,
+  virtual void linear_gelu_forward(ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m,
                                    int64_t n, int64_t k) {
     linear_forward(pre, x, w, bias, m, n, k);
     gelu_forward(out, pre, m * n);
@@ -112,8 +114,8 @@ class Backend {
   //   dpre (m, k) = (dY (m, n)·W (k, n)^T) ⊙ gelu'(pre (m, k)).
   // The dX GEMM then gelu_backward (the CPU's bits); the CUDA backend applies gelu' in the
   // GEMM (cuBLASLt's DGELU epilogue).
-  virtual void linear_input_grad_gelu(float* dpre, const float* dy, const float* w, const float* pre, int64_t m,
-                                      int64_t n, int64_t k) {
+  virtual void linear_input_grad_gelu(ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre, int64_t m, int64_t n,
+                                      int64_t k) {
     gemm(Transpose::no, Transpose::yes, m, k, n, 1.0f, dy, n, w, n, 0.0f, dpre, k);
     gelu_backward(dpre, pre, dpre, m * k);
   }
@@ -122,9 +124,9 @@ class Backend {
   // contiguous), so a bias can apply to a column block of a wider buffer (q, k or v inside
   // a packed qkv).
   // out (m, n) += bias (n)
-  virtual void bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) = 0;
+  virtual void bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) = 0;
   // dbias (n) += Σ_rows dout (m, n)
-  virtual void bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) = 0;
+  virtual void bias_backward(float* dbias, ConstActPtr dout, int64_t m, int64_t n, int64_t ld) = 0;
   virtual void add(float* out, const float* a, const float* b, int64_t n) = 0;  // out = a + b (may alias a or b)
   virtual void scale(float* x, float alpha, int64_t n) = 0;                     // x *= alpha
   virtual void axpy(float* y, float alpha, const float* x, int64_t n) = 0;      // y += alpha·x
@@ -138,41 +140,41 @@ class Backend {
   // has x (m, c), c = C/G_x, and gamma, beta (c). Forward, 3 stages; the caller all-reduces
   // `sums` after (1) and `squares` after (2) over the ranks sharing the rows:
   // (1) sums (m) = Σ_j x[i, j] over the local columns.
-  virtual void layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) = 0;
+  virtual void layernorm_row_sums(float* sums, ConstActPtr x, int64_t m, int64_t c) = 0;
   // (1) with the residual add before it, in one pass: x (m, c) = a + b (x may alias a or b),
   //     then sums as above; the same bits as add() then layernorm_row_sums().
-  virtual void layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+  virtual void layernorm_residual_row_sums(ActPtr x, float* sums, ConstActPtr a, ConstActPtr b, int64_t m,
                                            int64_t c) = 0;
   // (2) mean (m) = sums / C (mean may alias sums); squares (m) = Σ_j (x[i, j] − mean[i])².
-  virtual void layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+  virtual void layernorm_centered_squares(float* mean, float* squares, const float* sums, ConstActPtr x, int64_t m,
                                           int64_t c, int64_t C) = 0;
   // (3) rstd (m) = 1/sqrt(squares/C + eps) (rstd may alias squares);
   //     out (m, c) = (x − mean)·rstd·gamma + beta. mean and rstd are kept for backward.
-  virtual void layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+  virtual void layernorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* mean, const float* squares,
                                    const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                                    float eps) = 0;
   // Backward, 2 stages, x̂ = (x − mean)·rstd; the caller all-reduces `partials` between them:
   // (1) partials (m, 2) = (Σ_j dout·gamma, Σ_j dout·gamma·x̂) over the local columns.
-  virtual void layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+  virtual void layernorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* mean,
                                            const float* rstd, const float* gamma, int64_t m, int64_t c) = 0;
   // (2) dx (m, c) += rstd·(dout·gamma − (partials[i,0] + x̂·partials[i,1])/C);
   //     dgamma (c) += Σ_rows dout·x̂;  dbeta (c) += Σ_rows dout.
-  virtual void layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials,
-                                         const float* dout, const float* x, const float* mean, const float* rstd,
+  virtual void layernorm_backward_finish(ActPtr dx, float* dgamma, float* dbeta, const float* partials,
+                                         ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd,
                                          const float* gamma, int64_t m, int64_t c, int64_t C) = 0;
 
   // ---- LayerNorm of whole rows (one rank holds all C columns: nothing to all-reduce), each
   // one op: the stages above in order, so the same bits; the CUDA backend runs each in one
   // kernel that reads its rows from memory once.
   // out (m, C) = LayerNorm(x); mean, rstd (m) kept for backward.
-  virtual void layernorm_rows(float* out, float* mean, float* rstd, const float* x, const float* gamma,
+  virtual void layernorm_rows(ActPtr out, float* mean, float* rstd, ConstActPtr x, const float* gamma,
                               const float* beta, int64_t m, int64_t C, float eps) {
     layernorm_row_sums(mean, x, m, C);
     layernorm_centered_squares(mean, rstd, mean, x, m, C, C);
     layernorm_normalize(out, rstd, x, mean, rstd, gamma, beta, m, C, C, eps);
   }
   // x (m, C) = a + b (x may alias a or b), then layernorm_rows of x.
-  virtual void residual_layernorm_rows(float* x, float* out, float* mean, float* rstd, const float* a, const float* b,
+  virtual void residual_layernorm_rows(ActPtr x, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
                                        const float* gamma, const float* beta, int64_t m, int64_t C, float eps) {
     layernorm_residual_row_sums(x, mean, a, b, m, C);
     layernorm_centered_squares(mean, rstd, mean, x, m, C, C);
@@ -180,8 +182,8 @@ class Backend {
   }
   // Backward of layernorm_rows: dx (m, C) +=, dgamma, dbeta (C) += as the two backward
   // stages; partials (m, 2) is their scratch (the stage-1 values on return).
-  virtual void layernorm_rows_backward(float* dx, float* dgamma, float* dbeta, float* partials, const float* dout,
-                                       const float* x, const float* mean, const float* rstd, const float* gamma,
+  virtual void layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta, float* partials, ConstActPtr dout,
+                                       ConstActPtr x, const float* mean, const float* rstd, const float* gamma,
                                        int64_t m, int64_t C) {
     layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, C);
     layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C, C);
@@ -189,9 +191,9 @@ class Backend {
 
   // ---- GELU, tanh approximation (GPT-2): 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
   // out = gelu(x), out may alias x
-  virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;
+  virtual void gelu_forward(ActPtr out, ConstActPtr x, int64_t n) = 0;
   // dx = gelu'(x)·dout, dx may alias dout
-  virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;
+  virtual void gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) = 0;
 
   // ---- causal self-attention on this rank's h heads of size d, scale 1/sqrt(d).
   // q, k, v are (B, T, h, d) views with row stride ld (elements from one token to the next):
@@ -199,43 +201,43 @@ class Backend {
   //   three buffers (B, T, h·d): ld = h·d.
   // No (T, T) matrix is kept (flash-style): out (B, T, h·d); lse (B, h, T) float32 is each
   // query row's log Σ_{j<=t} exp(s_tj), s = q·k/sqrt(d), kept for backward.
-  virtual void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld,
+  virtual void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                  int64_t B, int64_t T, int64_t h, int64_t d) = 0;
   // dq, dk, dv: views like q, k, v (same ld), overwritten; dout and forward's out (B, T, h·d),
   // forward's lse (B, h, T). The probabilities are recomputed, P = exp(s − lse), and the
   // softmax backward uses D = rowsum(dout ⊙ out).
-  virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                                  const float* lse, const float* q, const float* k, const float* v, int64_t ld,
-                                  int64_t B, int64_t T, int64_t h, int64_t d) = 0;
+  virtual void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
+                                  ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
+                                  int64_t h, int64_t d) = 0;
 
   // ---- vocab-parallel token embedding: this rank holds the table rows [v0, v0 + v_local)
   // as table (v_local, c). out (m, c) = the row of each token in range, 0 for the others;
   // the caller all-reduces out over the ranks holding the other rows.
-  virtual void embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+  virtual void embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                                  int64_t v0, int64_t v_local) = 0;
   // dtable (v_local, c) += dout rows of the tokens in range (scatter-add).
-  virtual void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
+  virtual void embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c,
                                   int64_t v0, int64_t v_local) = 0;
   // Position embedding: out (B, T, c) += wpe (T, c);  dwpe (T, c) += Σ_b dout (B, T, c).
-  virtual void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) = 0;
-  virtual void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) = 0;
+  virtual void position_forward(ActPtr out, const float* wpe, int64_t B, int64_t T, int64_t c) = 0;
+  virtual void position_backward(float* dwpe, ConstActPtr dout, int64_t B, int64_t T, int64_t c) = 0;
 
   // ---- vocab-parallel softmax cross-entropy: logits (m, v_local) for the vocab columns
   // [v0, v0 + v_local), targets (m) are global token ids. Forward, 3 stages:
   // (1) row_max (m) = max over the local columns. The caller all-gathers it over the vocab
   //     ranks into gathered_max (groups, m), rank r's block at r·m.
-  virtual void cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) = 0;
+  virtual void cross_entropy_row_max(float* row_max, ConstActPtr logits, int64_t m, int64_t v_local) = 0;
   // (2) max (m) = max over the groups; exps (m, v_local) = exp(logits − max) (may alias
   //     logits); partials (m, 2) = (Σ_j exps, the target's logit if the target is in this
   //     rank's range else 0). The caller all-reduces partials.
-  virtual void cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max,
-                                      int64_t groups, const float* logits, const int32_t* targets, int64_t m,
+  virtual void cross_entropy_partials(float* partials, float* max, ActPtr exps, const float* gathered_max,
+                                      int64_t groups, ConstActPtr logits, const int32_t* targets, int64_t m,
                                       int64_t v_local, int64_t v0) = 0;
   // (3) loss (m) = log(partials[i,0]) + max[i] − partials[i,1].
   virtual void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) = 0;
   // Backward (local): dlogits (m, v_local) = (exps/partials[i,0] − onehot(target))·scale, with
   // scale = dloss per token (1/total tokens for a mean); dlogits may alias exps.
-  virtual void cross_entropy_backward(float* dlogits, const float* exps, const float* partials, const int32_t* targets,
+  virtual void cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const float* partials, const int32_t* targets,
                                       int64_t m, int64_t v_local, int64_t v0, float scale) = 0;
 
   // ---- softmax cross-entropy of whole rows (one rank holds the vocabulary: v0 = 0,
@@ -244,7 +246,7 @@ class Backend {
   // are scratch; loss holds the row maxima until the end. The stages in order (the CPU's
   // bits); the CUDA backend reads each row twice and writes it once (a running max and sum),
   // against five passes.
-  virtual void cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V, float scale,
+  virtual void cross_entropy_rows(float* loss, ActPtr logits, const int32_t* targets, int64_t m, int64_t V, float scale,
                                   float* max, float* partials) {
     cross_entropy_row_max(loss, logits, m, V);
     cross_entropy_partials(partials, max, logits, loss, 1, logits, targets, m, V, 0);

@@ -12,12 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "comm/element_type.hpp"
 #include "layout/collective.hpp"
 
 namespace axonn {
-
-enum class ElementType { float32, bfloat16 };
-size_t element_size(ElementType type);  // 4 or 2
 
 class CommError : public std::runtime_error {
  public:

@@ -45,8 +45,6 @@ void add_into(void* acc, const void* in, size_t n, ElementType type) {
 
 }  // namespace
 
-size_t element_size(ElementType type) { return type == ElementType::float32 ? 4 : 2; }
-
 size_t gloo_small_message_bytes() {
   static const size_t bytes = [] {
     const char* env = std::getenv("AXONN_GLOO_SMALL_BYTES");

@@ -60,25 +60,25 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memmove(dst, src, bytes);
 }
 
-void CpuBackend::copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
-  cpu::copy_2d(pool_, dst, ld_dst, src, ld_src, rows, cols);
+void CpuBackend::copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) {
+  cpu::copy_2d(pool_, dst.f32(__func__), ld_dst, src.f32(__func__), ld_src, rows, cols);
 }
 
 void CpuBackend::memset_zero(void* ptr, size_t bytes) { cpu::zero_bytes(pool_, ptr, bytes); }
 
 void CpuBackend::fill(float* x, float value, int64_t n) { cpu::fill(pool_, x, value, n); }
 
-void CpuBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cpu::gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+void CpuBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
+                      int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) {
+  cpu::gemm(ta, tb, m, n, k, alpha, a.f32(__func__), lda, b.f32(__func__), ldb, beta, c.f32(__func__), ldc);
 }
 
-void CpuBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
-  cpu::bias_forward(pool_, out, bias, m, n, ld);
+void CpuBackend::bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) {
+  cpu::bias_forward(pool_, out.f32(__func__), bias, m, n, ld);
 }
 
-void CpuBackend::bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
-  cpu::bias_backward(pool_, dbias, dout, m, n, ld);
+void CpuBackend::bias_backward(float* dbias, ConstActPtr dout, int64_t m, int64_t n, int64_t ld) {
+  cpu::bias_backward(pool_, dbias, dout.f32(__func__), m, n, ld);
 }
 
 void CpuBackend::add(float* out, const float* a, const float* b, int64_t n) { cpu::add(pool_, out, a, b, n); }
@@ -87,89 +87,97 @@ void CpuBackend::axpy(float* y, float alpha, const float* x, int64_t n) { cpu::a
 void CpuBackend::sum(float* out, const float* x, int64_t n) { cpu::sum(pool_, block_sums_, out, x, n); }
 void CpuBackend::sum_squares(float* out, const float* x, int64_t n) { cpu::sum_squares(pool_, block_sums_, out, x, n); }
 
-void CpuBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) {
-  cpu::layernorm_row_sums(pool_, sums, x, m, c);
+void CpuBackend::layernorm_row_sums(float* sums, ConstActPtr x, int64_t m, int64_t c) {
+  cpu::layernorm_row_sums(pool_, sums, x.f32(__func__), m, c);
 }
 
-void CpuBackend::layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+void CpuBackend::layernorm_residual_row_sums(ActPtr x, float* sums, ConstActPtr a, ConstActPtr b, int64_t m,
                                              int64_t c) {
-  cpu::layernorm_residual_row_sums(pool_, x, sums, a, b, m, c);
+  cpu::layernorm_residual_row_sums(pool_, x.f32(__func__), sums, a.f32(__func__), b.f32(__func__), m, c);
 }
 
-void CpuBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+void CpuBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, ConstActPtr x, int64_t m,
                                             int64_t c, int64_t C) {
-  cpu::layernorm_centered_squares(pool_, mean, squares, sums, x, m, c, C);
+  cpu::layernorm_centered_squares(pool_, mean, squares, sums, x.f32(__func__), m, c, C);
 }
 
-void CpuBackend::layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+void CpuBackend::layernorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* mean, const float* squares,
                                      const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                                      float eps) {
-  cpu::layernorm_normalize(pool_, out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
+  cpu::layernorm_normalize(pool_, out.f32(__func__), rstd, x.f32(__func__), mean, squares, gamma, beta, m, c, C, eps);
 }
 
-void CpuBackend::layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+void CpuBackend::layernorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* mean,
                                              const float* rstd, const float* gamma, int64_t m, int64_t c) {
-  cpu::layernorm_backward_partials(pool_, partials, dout, x, mean, rstd, gamma, m, c);
+  cpu::layernorm_backward_partials(pool_, partials, dout.f32(__func__), x.f32(__func__), mean, rstd, gamma, m, c);
 }
 
-void CpuBackend::layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials,
-                                           const float* dout, const float* x, const float* mean, const float* rstd,
+void CpuBackend::layernorm_backward_finish(ActPtr dx, float* dgamma, float* dbeta, const float* partials,
+                                           ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd,
                                            const float* gamma, int64_t m, int64_t c, int64_t C) {
-  cpu::layernorm_backward_finish(pool_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
+  cpu::layernorm_backward_finish(pool_, dx.f32(__func__), dgamma, dbeta, partials, dout.f32(__func__), x.f32(__func__),
+                                 mean, rstd, gamma, m, c, C);
 }
 
-void CpuBackend::gelu_forward(float* out, const float* x, int64_t n) { cpu::gelu_forward(pool_, out, x, n); }
-
-void CpuBackend::gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
-  cpu::gelu_backward(pool_, dx, x, dout, n);
+void CpuBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) {
+  cpu::gelu_forward(pool_, out.f32(__func__), x.f32(__func__), n);
 }
 
-void CpuBackend::attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld,
+void CpuBackend::gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) {
+  cpu::gelu_backward(pool_, dx.f32(__func__), x.f32(__func__), dout.f32(__func__), n);
+}
+
+void CpuBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                    int64_t B, int64_t T, int64_t h, int64_t d) {
-  cpu::attention_forward(pool_, out, lse, q, k, v, ld, B, T, h, d, attention_scratch_);
+  cpu::attention_forward(pool_, out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h,
+                         d, attention_scratch_);
 }
 
-void CpuBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                                    const float* lse, const float* q, const float* k, const float* v, int64_t ld,
+void CpuBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
+                                    const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                     int64_t B, int64_t T, int64_t h, int64_t d) {
-  cpu::attention_backward(pool_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d, attention_scratch_);
+  cpu::attention_backward(pool_, dq.f32(__func__), dk.f32(__func__), dv.f32(__func__), dout.f32(__func__),
+                          out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h, d,
+                          attention_scratch_);
 }
 
-void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                                    int64_t v0, int64_t v_local) {
-  cpu::embedding_forward(pool_, out, tokens, table, m, c, v0, v_local);
+  cpu::embedding_forward(pool_, out.f32(__func__), tokens, table, m, c, v0, v_local);
 }
 
-void CpuBackend::embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
+void CpuBackend::embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c,
                                     int64_t v0, int64_t v_local) {
-  cpu::embedding_backward(pool_, dtable, dout, tokens, m, c, v0, v_local);
+  cpu::embedding_backward(pool_, dtable, dout.f32(__func__), tokens, m, c, v0, v_local);
 }
 
-void CpuBackend::position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) {
-  cpu::position_forward(pool_, out, wpe, B, T, c);
+void CpuBackend::position_forward(ActPtr out, const float* wpe, int64_t B, int64_t T, int64_t c) {
+  cpu::position_forward(pool_, out.f32(__func__), wpe, B, T, c);
 }
 
-void CpuBackend::position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) {
-  cpu::position_backward(pool_, dwpe, dout, B, T, c);
+void CpuBackend::position_backward(float* dwpe, ConstActPtr dout, int64_t B, int64_t T, int64_t c) {
+  cpu::position_backward(pool_, dwpe, dout.f32(__func__), B, T, c);
 }
 
-void CpuBackend::cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) {
-  cpu::cross_entropy_row_max(pool_, row_max, logits, m, v_local);
+void CpuBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int64_t m, int64_t v_local) {
+  cpu::cross_entropy_row_max(pool_, row_max, logits.f32(__func__), m, v_local);
 }
 
-void CpuBackend::cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max,
-                                        int64_t groups, const float* logits, const int32_t* targets, int64_t m,
+void CpuBackend::cross_entropy_partials(float* partials, float* max, ActPtr exps, const float* gathered_max,
+                                        int64_t groups, ConstActPtr logits, const int32_t* targets, int64_t m,
                                         int64_t v_local, int64_t v0) {
-  cpu::cross_entropy_partials(pool_, partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
+  cpu::cross_entropy_partials(pool_, partials, max, exps.f32(__func__), gathered_max, groups, logits.f32(__func__),
+                              targets, m, v_local, v0);
 }
 
 void CpuBackend::cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) {
   cpu::cross_entropy_loss(pool_, loss, partials, max, m);
 }
 
-void CpuBackend::cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
-                                        const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale) {
-  cpu::cross_entropy_backward(pool_, dlogits, exps, partials, targets, m, v_local, v0, scale);
+void CpuBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const float* partials, const int32_t* targets,
+                                        int64_t m, int64_t v_local, int64_t v0, float scale) {
+  cpu::cross_entropy_backward(pool_, dlogits.f32(__func__), exps.f32(__func__), partials, targets, m, v_local, v0,
+                              scale);
 }
 
 void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,

@@ -120,16 +120,17 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   AXONN_CUDA_OP_CHECK("copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
-void CudaBackend::copy_2d(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+void CudaBackend::copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) {
   cuda::require_nonnegative("copy_2d", "rows", rows);
   cuda::require_nonnegative("copy_2d", "cols", cols);
   cuda::require_at_most("copy_2d", "cols", cols, "ld_dst", ld_dst);
   cuda::require_at_most("copy_2d", "cols", cols, "ld_src", ld_src);
   if (rows == 0 || cols == 0) return;
   const size_t f = sizeof(float);
-  AXONN_CUDA_OP_CHECK("copy_2d", cudaMemcpy2DAsync(dst, static_cast<size_t>(ld_dst) * f, src,
-                                                   static_cast<size_t>(ld_src) * f, static_cast<size_t>(cols) * f,
-                                                   static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_.get()));
+  AXONN_CUDA_OP_CHECK("copy_2d",
+                      cudaMemcpy2DAsync(dst.f32(__func__), static_cast<size_t>(ld_dst) * f, src.f32(__func__),
+                                        static_cast<size_t>(ld_src) * f, static_cast<size_t>(cols) * f,
+                                        static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
 void CudaBackend::memset_zero(void* ptr, size_t bytes) {
@@ -142,37 +143,38 @@ void CudaBackend::fill(float* x, float value, int64_t n) { cuda::fill(ctx_, x, v
 void CudaBackend::synchronize() { AXONN_CUDA_OP_CHECK("synchronize", cudaStreamSynchronize(stream_.get())); }
 
 // ---- compute: each op checks its arguments and launches on the stream (trainer/cuda/<op>).
-void CudaBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cuda::gemm(ctx_, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+void CudaBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
+                       int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) {
+  cuda::gemm(ctx_, ta, tb, m, n, k, alpha, a.f32(__func__), lda, b.f32(__func__), ldb, beta, c.f32(__func__), ldc);
 }
 
-void CudaBackend::linear_forward(float* y, const float* x, const float* w, const float* bias, int64_t m, int64_t n,
+void CudaBackend::linear_forward(ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m, int64_t n,
                                  int64_t k) {
-  cuda::linear_forward(ctx_, y, x, w, bias, m, n, k);
+  cuda::linear_forward(ctx_, y.f32(__func__), x.f32(__func__), w.f32(__func__), bias, m, n, k);
 }
 
-void CudaBackend::linear_weight_grad(float* dw, float beta, float* dbias, const float* x, const float* dy, int64_t m,
+void CudaBackend::linear_weight_grad(float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy, int64_t m,
                                      int64_t n, int64_t k) {
-  cuda::linear_weight_grad(ctx_, dw, beta, dbias, x, dy, m, n, k);
+  cuda::linear_weight_grad(ctx_, dw, beta, dbias, x.f32(__func__), dy.f32(__func__), m, n, k);
 }
 
-void CudaBackend::linear_gelu_forward(float* pre, float* out, const float* x, const float* w, const float* bias,
+void CudaBackend::linear_gelu_forward(ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias,
                                       int64_t m, int64_t n, int64_t k) {
-  cuda::linear_gelu_forward(ctx_, pre, out, x, w, bias, m, n, k);
+  cuda::linear_gelu_forward(ctx_, pre.f32(__func__), out.f32(__func__), x.f32(__func__), w.f32(__func__), bias, m, n,
+                            k);
 }
 
-void CudaBackend::linear_input_grad_gelu(float* dpre, const float* dy, const float* w, const float* pre, int64_t m,
+void CudaBackend::linear_input_grad_gelu(ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre, int64_t m,
                                          int64_t n, int64_t k) {
-  cuda::linear_input_grad_gelu(ctx_, dpre, dy, w, pre, m, n, k);
+  cuda::linear_input_grad_gelu(ctx_, dpre.f32(__func__), dy.f32(__func__), w.f32(__func__), pre.f32(__func__), m, n, k);
 }
 
-void CudaBackend::bias_forward(float* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
-  cuda::bias_forward(ctx_, out, bias, m, n, ld);
+void CudaBackend::bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) {
+  cuda::bias_forward(ctx_, out.f32(__func__), bias, m, n, ld);
 }
 
-void CudaBackend::bias_backward(float* dbias, const float* dout, int64_t m, int64_t n, int64_t ld) {
-  cuda::bias_backward(ctx_, dbias, dout, m, n, ld);
+void CudaBackend::bias_backward(float* dbias, ConstActPtr dout, int64_t m, int64_t n, int64_t ld) {
+  cuda::bias_backward(ctx_, dbias, dout.f32(__func__), m, n, ld);
 }
 
 void CudaBackend::add(float* out, const float* a, const float* b, int64_t n) { cuda::add(ctx_, out, a, b, n); }
@@ -181,112 +183,120 @@ void CudaBackend::axpy(float* y, float alpha, const float* x, int64_t n) { cuda:
 void CudaBackend::sum(float* out, const float* x, int64_t n) { cuda::sum(ctx_, out, x, n); }
 void CudaBackend::sum_squares(float* out, const float* x, int64_t n) { cuda::sum_squares(ctx_, out, x, n); }
 
-void CudaBackend::layernorm_row_sums(float* sums, const float* x, int64_t m, int64_t c) {
-  cuda::layernorm_row_sums(ctx_, sums, x, m, c);
+void CudaBackend::layernorm_row_sums(float* sums, ConstActPtr x, int64_t m, int64_t c) {
+  cuda::layernorm_row_sums(ctx_, sums, x.f32(__func__), m, c);
 }
 
-void CudaBackend::layernorm_residual_row_sums(float* x, float* sums, const float* a, const float* b, int64_t m,
+void CudaBackend::layernorm_residual_row_sums(ActPtr x, float* sums, ConstActPtr a, ConstActPtr b, int64_t m,
                                               int64_t c) {
-  cuda::layernorm_residual_row_sums(ctx_, x, sums, a, b, m, c);
+  cuda::layernorm_residual_row_sums(ctx_, x.f32(__func__), sums, a.f32(__func__), b.f32(__func__), m, c);
 }
 
-void CudaBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+void CudaBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, ConstActPtr x, int64_t m,
                                              int64_t c, int64_t C) {
-  cuda::layernorm_centered_squares(ctx_, mean, squares, sums, x, m, c, C);
+  cuda::layernorm_centered_squares(ctx_, mean, squares, sums, x.f32(__func__), m, c, C);
 }
 
-void CudaBackend::layernorm_normalize(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+void CudaBackend::layernorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* mean, const float* squares,
                                       const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                                       float eps) {
-  cuda::layernorm_normalize(ctx_, out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
+  cuda::layernorm_normalize(ctx_, out.f32(__func__), rstd, x.f32(__func__), mean, squares, gamma, beta, m, c, C, eps);
 }
 
-void CudaBackend::layernorm_backward_partials(float* partials, const float* dout, const float* x, const float* mean,
+void CudaBackend::layernorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* mean,
                                               const float* rstd, const float* gamma, int64_t m, int64_t c) {
-  cuda::layernorm_backward_partials(ctx_, partials, dout, x, mean, rstd, gamma, m, c);
+  cuda::layernorm_backward_partials(ctx_, partials, dout.f32(__func__), x.f32(__func__), mean, rstd, gamma, m, c);
 }
 
-void CudaBackend::layernorm_backward_finish(float* dx, float* dgamma, float* dbeta, const float* partials,
-                                            const float* dout, const float* x, const float* mean, const float* rstd,
+void CudaBackend::layernorm_backward_finish(ActPtr dx, float* dgamma, float* dbeta, const float* partials,
+                                            ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd,
                                             const float* gamma, int64_t m, int64_t c, int64_t C) {
-  cuda::layernorm_backward_finish(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
+  cuda::layernorm_backward_finish(ctx_, dx.f32(__func__), dgamma, dbeta, partials, dout.f32(__func__), x.f32(__func__),
+                                  mean, rstd, gamma, m, c, C);
 }
 
-void CudaBackend::layernorm_rows(float* out, float* mean, float* rstd, const float* x, const float* gamma,
+void CudaBackend::layernorm_rows(ActPtr out, float* mean, float* rstd, ConstActPtr x, const float* gamma,
                                  const float* beta, int64_t m, int64_t C, float eps) {
-  cuda::layernorm_rows(ctx_, out, mean, rstd, x, gamma, beta, m, C, eps);
+  cuda::layernorm_rows(ctx_, out.f32(__func__), mean, rstd, x.f32(__func__), gamma, beta, m, C, eps);
 }
 
-void CudaBackend::residual_layernorm_rows(float* x, float* out, float* mean, float* rstd, const float* a,
-                                          const float* b, const float* gamma, const float* beta, int64_t m, int64_t C,
-                                          float eps) {
-  cuda::residual_layernorm_rows(ctx_, x, out, mean, rstd, a, b, gamma, beta, m, C, eps);
+void CudaBackend::residual_layernorm_rows(ActPtr x, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
+                                          const float* gamma, const float* beta, int64_t m, int64_t C, float eps) {
+  cuda::residual_layernorm_rows(ctx_, x.f32(__func__), out.f32(__func__), mean, rstd, a.f32(__func__), b.f32(__func__),
+                                gamma, beta, m, C, eps);
 }
 
-void CudaBackend::layernorm_rows_backward(float* dx, float* dgamma, float* dbeta, float* partials, const float* dout,
-                                          const float* x, const float* mean, const float* rstd, const float* gamma,
+void CudaBackend::layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta, float* partials, ConstActPtr dout,
+                                          ConstActPtr x, const float* mean, const float* rstd, const float* gamma,
                                           int64_t m, int64_t C) {
-  cuda::layernorm_rows_backward(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C);
+  cuda::layernorm_rows_backward(ctx_, dx.f32(__func__), dgamma, dbeta, partials, dout.f32(__func__), x.f32(__func__),
+                                mean, rstd, gamma, m, C);
 }
 
-void CudaBackend::gelu_forward(float* out, const float* x, int64_t n) { cuda::gelu_forward(ctx_, out, x, n); }
-
-void CudaBackend::gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
-  cuda::gelu_backward(ctx_, dx, x, dout, n);
+void CudaBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) {
+  cuda::gelu_forward(ctx_, out.f32(__func__), x.f32(__func__), n);
 }
 
-void CudaBackend::attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, int64_t ld,
+void CudaBackend::gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) {
+  cuda::gelu_backward(ctx_, dx.f32(__func__), x.f32(__func__), dout.f32(__func__), n);
+}
+
+void CudaBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                     int64_t B, int64_t T, int64_t h, int64_t d) {
-  cuda::attention_forward(ctx_, out, lse, q, k, v, ld, B, T, h, d);
+  cuda::attention_forward(ctx_, out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h,
+                          d);
 }
 
-void CudaBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
-                                     const float* lse, const float* q, const float* k, const float* v, int64_t ld,
+void CudaBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
+                                     const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                      int64_t B, int64_t T, int64_t h, int64_t d) {
-  cuda::attention_backward(ctx_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d);
+  cuda::attention_backward(ctx_, dq.f32(__func__), dk.f32(__func__), dv.f32(__func__), dout.f32(__func__),
+                           out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h, d);
 }
 
-void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                                     int64_t v0, int64_t v_local) {
-  cuda::embedding_forward(ctx_, out, tokens, table, m, c, v0, v_local);
+  cuda::embedding_forward(ctx_, out.f32(__func__), tokens, table, m, c, v0, v_local);
 }
 
-void CudaBackend::embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int64_t m, int64_t c,
+void CudaBackend::embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c,
                                      int64_t v0, int64_t v_local) {
-  cuda::embedding_backward(ctx_, dtable, dout, tokens, m, c, v0, v_local);
+  cuda::embedding_backward(ctx_, dtable, dout.f32(__func__), tokens, m, c, v0, v_local);
 }
 
-void CudaBackend::position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t c) {
-  cuda::position_forward(ctx_, out, wpe, B, T, c);
+void CudaBackend::position_forward(ActPtr out, const float* wpe, int64_t B, int64_t T, int64_t c) {
+  cuda::position_forward(ctx_, out.f32(__func__), wpe, B, T, c);
 }
 
-void CudaBackend::position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) {
-  cuda::position_backward(ctx_, dwpe, dout, B, T, c);
+void CudaBackend::position_backward(float* dwpe, ConstActPtr dout, int64_t B, int64_t T, int64_t c) {
+  cuda::position_backward(ctx_, dwpe, dout.f32(__func__), B, T, c);
 }
 
-void CudaBackend::cross_entropy_row_max(float* row_max, const float* logits, int64_t m, int64_t v_local) {
-  cuda::cross_entropy_row_max(ctx_, row_max, logits, m, v_local);
+void CudaBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int64_t m, int64_t v_local) {
+  cuda::cross_entropy_row_max(ctx_, row_max, logits.f32(__func__), m, v_local);
 }
 
-void CudaBackend::cross_entropy_partials(float* partials, float* max, float* exps, const float* gathered_max,
-                                         int64_t groups, const float* logits, const int32_t* targets, int64_t m,
+void CudaBackend::cross_entropy_partials(float* partials, float* max, ActPtr exps, const float* gathered_max,
+                                         int64_t groups, ConstActPtr logits, const int32_t* targets, int64_t m,
                                          int64_t v_local, int64_t v0) {
-  cuda::cross_entropy_partials(ctx_, partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
+  cuda::cross_entropy_partials(ctx_, partials, max, exps.f32(__func__), gathered_max, groups, logits.f32(__func__),
+                               targets, m, v_local, v0);
 }
 
 void CudaBackend::cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) {
   cuda::cross_entropy_loss(ctx_, loss, partials, max, m);
 }
 
-void CudaBackend::cross_entropy_backward(float* dlogits, const float* exps, const float* partials,
+void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const float* partials,
                                          const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale) {
-  cuda::cross_entropy_backward(ctx_, dlogits, exps, partials, targets, m, v_local, v0, scale);
+  cuda::cross_entropy_backward(ctx_, dlogits.f32(__func__), exps.f32(__func__), partials, targets, m, v_local, v0,
+                               scale);
 }
 
 // One kernel that needs neither scratch buffer.
-void CudaBackend::cross_entropy_rows(float* loss, float* logits, const int32_t* targets, int64_t m, int64_t V,
+void CudaBackend::cross_entropy_rows(float* loss, ActPtr logits, const int32_t* targets, int64_t m, int64_t V,
                                      float scale, float* /*max*/, float* /*partials*/) {
-  cuda::cross_entropy_rows(ctx_, loss, logits, targets, m, V, scale);
+  cuda::cross_entropy_rows(ctx_, loss, logits.f32(__func__), targets, m, V, scale);
 }
 
 void CudaBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
