@@ -39,7 +39,7 @@ class BasicActPtr {
   ElementType type() const { return type_; }
   size_t element_bytes() const { return element_size(type_); }
   Void* raw() const { return p_; }
-  bool is_null() const { return p_ == nullptr; }
+  explicit operator bool() const { return p_ != nullptr; }
 
   // The float pointer of a float32 activation; a backend that computes in float32 only
   // calls it, and `op` names it in the error for any other type.

@@ -261,7 +261,8 @@ class Backend {
                      bool decay) = 0;
 };
 
-// Owns `count` elements of T on a backend; move-only. T is float or int32_t (token ids).
+// Owns `count` elements of T on a backend; move-only. T is float, int32_t (token ids) or
+// std::byte (elements of a type chosen at run time, e.g. activations).
 template <typename T>
 class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>, "device buffers hold plain values");

@@ -9,7 +9,7 @@ constexpr float kLayerNormEps = 1e-5f;  // GPT-2's
 // Stages 2 and 3 once `mean` holds this rank's row sums. mean holds the row sums until
 // stage 2 turns them into means; rstd holds the centred squares until stage 3 turns them
 // into 1/std (the backend allows both aliases).
-void layernorm_from_row_sums(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
+void layernorm_from_row_sums(Backend& backend, Communicator& cols, ActPtr out, float* mean, float* rstd, ConstActPtr x,
                              const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
   cols.all_reduce(mean, static_cast<size_t>(m), ElementType::float32);
   backend.layernorm_centered_squares(mean, rstd, mean, x, m, c, C);
@@ -22,7 +22,7 @@ void layernorm_from_row_sums(Backend& backend, Communicator& cols, float* out, f
 // With one rank holding the rows (G_x = 1) the collectives are no-ops and each LayerNorm is
 // one backend op (one kernel on a GPU).
 
-void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
+void layernorm_forward(Backend& backend, Communicator& cols, ActPtr out, float* mean, float* rstd, ConstActPtr x,
                        const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C) {
   if (cols.size() == 1) {
     backend.layernorm_rows(out, mean, rstd, x, gamma, beta, m, C, kLayerNormEps);
@@ -32,8 +32,8 @@ void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* 
   layernorm_from_row_sums(backend, cols, out, mean, rstd, x, gamma, beta, m, c, C);
 }
 
-void residual_layernorm_forward(Backend& backend, Communicator& cols, float* x, float* out, float* mean, float* rstd,
-                                const float* a, const float* b, const float* gamma, const float* beta, int64_t m,
+void residual_layernorm_forward(Backend& backend, Communicator& cols, ActPtr x, ActPtr out, float* mean, float* rstd,
+                                ConstActPtr a, ConstActPtr b, const float* gamma, const float* beta, int64_t m,
                                 int64_t c, int64_t C) {
   if (cols.size() == 1) {
     backend.residual_layernorm_rows(x, out, mean, rstd, a, b, gamma, beta, m, C, kLayerNormEps);
@@ -43,8 +43,8 @@ void residual_layernorm_forward(Backend& backend, Communicator& cols, float* x, 
   layernorm_from_row_sums(backend, cols, out, mean, rstd, x, gamma, beta, m, c, C);
 }
 
-void layernorm_backward(Backend& backend, Communicator& cols, float* dx, float* dgamma, float* dbeta, float* partials,
-                        const float* dout, const float* x, const float* mean, const float* rstd, const float* gamma,
+void layernorm_backward(Backend& backend, Communicator& cols, ActPtr dx, float* dgamma, float* dbeta, float* partials,
+                        ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd, const float* gamma,
                         int64_t m, int64_t c, int64_t C) {
   if (cols.size() == 1) {
     backend.layernorm_rows_backward(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C);
@@ -55,7 +55,7 @@ void layernorm_backward(Backend& backend, Communicator& cols, float* dx, float* 
   backend.layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
 }
 
-void cross_entropy_forward_backward(Backend& backend, Communicator& vocab, float* logits, const int32_t* targets,
+void cross_entropy_forward_backward(Backend& backend, Communicator& vocab, ActPtr logits, const int32_t* targets,
                                     int64_t m, int64_t v_local, int64_t v0, float scale,
                                     const CrossEntropyBuffers& buf) {
   if (vocab.size() == 1) {

@@ -12,19 +12,19 @@ namespace axonn {
 
 // LayerNorm of x (m, c) whose full rows (width C) are split over `cols` (the x group):
 // out (m, c); mean, rstd (m) are saved for backward. Two all-reduces of [m] floats.
-void layernorm_forward(Backend& backend, Communicator& cols, float* out, float* mean, float* rstd, const float* x,
+void layernorm_forward(Backend& backend, Communicator& cols, ActPtr out, float* mean, float* rstd, ConstActPtr x,
                        const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C);
 
 // The same on x = a + b, the residual add fused into the first stage: x (m, c) is written
 // (and kept: it is the residual stream) and may alias a or b.
-void residual_layernorm_forward(Backend& backend, Communicator& cols, float* x, float* out, float* mean, float* rstd,
-                                const float* a, const float* b, const float* gamma, const float* beta, int64_t m,
+void residual_layernorm_forward(Backend& backend, Communicator& cols, ActPtr x, ActPtr out, float* mean, float* rstd,
+                                ConstActPtr a, ConstActPtr b, const float* gamma, const float* beta, int64_t m,
                                 int64_t c, int64_t C);
 
 // dx (m, c) += the input gradient; dgamma, dbeta (c) += their gradients. partials: (m, 2)
 // scratch. One all-reduce of [m, 2] floats.
-void layernorm_backward(Backend& backend, Communicator& cols, float* dx, float* dgamma, float* dbeta, float* partials,
-                        const float* dout, const float* x, const float* mean, const float* rstd, const float* gamma,
+void layernorm_backward(Backend& backend, Communicator& cols, ActPtr dx, float* dgamma, float* dbeta, float* partials,
+                        ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd, const float* gamma,
                         int64_t m, int64_t c, int64_t C);
 
 // Buffers of the vocab-parallel cross-entropy for m rows of v_local logits.
@@ -40,7 +40,7 @@ struct CrossEntropyBuffers {
 // over `vocab` (the y group; this rank holds [v0, v0 + v_local)), and its gradient at once:
 // logits (m, v_local) are replaced by dlogits = (softmax − onehot)·scale. An all-gather of
 // [m] maxima and an all-reduce of [m, 2] floats; with one vocab rank, one backend op.
-void cross_entropy_forward_backward(Backend& backend, Communicator& vocab, float* logits, const int32_t* targets,
+void cross_entropy_forward_backward(Backend& backend, Communicator& vocab, ActPtr logits, const int32_t* targets,
                                     int64_t m, int64_t v_local, int64_t v0, float scale,
                                     const CrossEntropyBuffers& buf);
 

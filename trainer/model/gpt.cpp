@@ -13,18 +13,26 @@ struct Gpt::Block {
   const float *ln1_gamma, *ln1_beta, *ln2_gamma, *ln2_beta;
   float *d_ln1_gamma, *d_ln1_beta, *d_ln2_gamma, *d_ln2_beta;
   // Saved for backward (the block's input is residual_[l]); set after construction.
-  float *ln1_out = nullptr, *ln1_mean = nullptr, *ln1_rstd = nullptr;  // [m, c], [m], [m]
-  float* qkv_out = nullptr;                                            // [m, 3cy]
-  float* lse = nullptr;                                                // [mb, h, T]: attention's row log-sum-exp
-  float* attention_out = nullptr;                                      // [m, cy]
-  float* residual_mid = nullptr;                                       // [m, c]: input + attention branch
-  float *ln2_out = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
-  float *fc_out = nullptr, *gelu_out = nullptr;  // [m, 4cy]
+  ActPtr ln1_out = nullptr;                        // [m, c]
+  float *ln1_mean = nullptr, *ln1_rstd = nullptr;  // [m]
+  ActPtr qkv_out = nullptr;                        // [m, 3cy]
+  float* lse = nullptr;                            // [mb, h, T]: attention's row log-sum-exp
+  ActPtr attention_out = nullptr;                  // [m, cy]
+  ActPtr residual_mid = nullptr;                   // [m, c]: input + attention branch
+  ActPtr ln2_out = nullptr;                        // [m, c]
+  float *ln2_mean = nullptr, *ln2_rstd = nullptr;
+  ActPtr fc_out = nullptr, gelu_out = nullptr;  // [m, 4cy]: the MLP's pre-activation and gelu of it
 };
 
 float* Gpt::make(int64_t elements) {
-  buffers_.emplace_back(backend_, static_cast<size_t>(elements));
-  return buffers_.back().data();
+  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * sizeof(float));
+  return reinterpret_cast<float*>(buffers_.back().data());
+}
+
+ActPtr Gpt::make_act(int64_t elements) {
+  const ElementType type = backend_.activation_type();
+  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * element_size(type));
+  return ActPtr(buffers_.back().data(), type);
 }
 
 Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
@@ -69,32 +77,32 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
         params.grad(p + "ln2.weight"),
         params.grad(p + "ln2.bias"),
     });
-    b->ln1_out = make(m * c);
+    b->ln1_out = make_act(m * c);
     b->ln1_mean = make(m);
     b->ln1_rstd = make(m);
-    b->qkv_out = make(m * 3 * cy);
+    b->qkv_out = make_act(m * 3 * cy);
     b->lse = make(mb_ * heads_ * T);
-    b->attention_out = make(m * cy);
-    b->residual_mid = make(m * c);
-    b->ln2_out = make(m * c);
+    b->attention_out = make_act(m * cy);
+    b->residual_mid = make_act(m * c);
+    b->ln2_out = make_act(m * c);
     b->ln2_mean = make(m);
     b->ln2_rstd = make(m);
-    b->fc_out = make(m * 4 * cy);
-    b->gelu_out = make(m * 4 * cy);
+    b->fc_out = make_act(m * 4 * cy);
+    b->gelu_out = make_act(m * 4 * cy);
     blocks_.push_back(std::move(b));
   }
-  for (int l = 0; l <= model.layers; ++l) residual_.push_back(make(m * c));
-  lnf_out_ = make(m * c);
+  for (int l = 0; l <= model.layers; ++l) residual_.push_back(make_act(m * c));
+  lnf_out_ = make_act(m * c);
   lnf_mean_ = make(m);
   lnf_rstd_ = make(m);
-  logits_ = make(m * v);
+  logits_ = make_act(m * v);
   ce_ = {make(m), make(g.y * m), make(m), make(2 * m), make(m)};
 
-  d_residual_ = make(m * c);
-  d_normed_ = make(m * c);
-  d_mlp_ = make(m * 4 * cy);
-  d_attention_ = make(m * cy);
-  d_qkv_ = make(m * 3 * cy);
+  d_residual_ = make_act(m * c);
+  d_normed_ = make_act(m * c);
+  d_mlp_ = make_act(m * 4 * cy);
+  d_attention_ = make_act(m * cy);
+  d_qkv_ = make_act(m * 3 * cy);
   ln_partials_ = make(2 * m);
   if (z_split) {
     const GradScatter::Pair large{make(largest_block), make(largest_block / g.z), largest_block};
@@ -136,8 +144,8 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scal
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     Block& b = *blocks_[l];
-    const float* in = residual_[l];
-    float* out = residual_[l + 1];
+    ConstActPtr in = residual_[l];
+    ActPtr out = residual_[l + 1];
     b.qkv.gather_weight();
     b.qkv.forward(b.ln1_out, b.qkv_out, m);
     const int64_t ld = 3 * cy_;
@@ -178,7 +186,7 @@ void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
   // logits_ holds dlogits from the forward, kept until the end, when the head's weight
   // gradient joins the embedding's.
   embedding_->logits_backward_input(logits_, d_normed_, m);
-  backend_.memset_zero(d_residual_, static_cast<size_t>(m * c) * sizeof(float));
+  backend_.memset_zero(d_residual_.raw(), static_cast<size_t>(m * c) * d_residual_.element_bytes());
   layernorm_backward(backend_, x_group, d_residual_, params_.grad("ln_f.weight"), params_.grad("ln_f.bias"),
                      ln_partials_, d_normed_, residual_.back(), lnf_mean_, lnf_rstd_, params_.param("ln_f.weight"), m,
                      c, C);

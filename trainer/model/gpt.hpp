@@ -47,7 +47,8 @@ class Gpt {
 
  private:
   struct Block;
-  float* make(int64_t elements);  // an activation or scratch buffer, owned by the model
+  float* make(int64_t elements);      // a float32 buffer (statistics, scratch), owned by the model
+  ActPtr make_act(int64_t elements);  // activations of the backend's activation_type(), owned by the model
   // Through the loss and its gradient at the logits (the classifier's softmax backward runs
   // with its forward: logits_ holds dlogits on return).
   void forward(const int32_t* tokens, const int32_t* targets, float loss_scale);
@@ -60,16 +61,18 @@ class Gpt {
   int64_t mb_, m_, c_, cy_, heads_, head_dim_;
   bool overlap_comm_;
 
-  std::vector<DeviceBuffer<float>> buffers_;
+  std::vector<DeviceBuffer<std::byte>> buffers_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<TiedEmbedding> embedding_;
   GradScatter scatter_;           // the dW reduce-scatters over z (G_z > 1)
-  std::vector<float*> residual_;  // [L+1] of [m, c]: input of block l, and the final one
+  std::vector<ActPtr> residual_;  // [L+1] of [m, c]: input of block l, and the final one
   // Final LayerNorm and head.
-  float *lnf_out_, *lnf_mean_, *lnf_rstd_, *logits_;
+  ActPtr lnf_out_, logits_;
+  float *lnf_mean_, *lnf_rstd_;
   CrossEntropyBuffers ce_{};
   // Backward working buffers, reused by every block.
-  float *d_residual_, *d_normed_, *d_mlp_, *d_attention_, *d_qkv_, *ln_partials_;
+  ActPtr d_residual_, d_normed_, d_mlp_, d_attention_, d_qkv_;
+  float* ln_partials_;
 };
 
 }  // namespace axonn

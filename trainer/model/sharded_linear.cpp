@@ -29,18 +29,18 @@ void ShardedLinear::gather_weight() {
   if (z_split_) gather_.complete();
 }
 
-void ShardedLinear::forward(const float* x, float* y, int64_t m) {
+void ShardedLinear::forward(ConstActPtr x, ActPtr y, int64_t m) {
   const float* w = z_split_ ? gathered_ : weight_;
   if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {  // nothing to reduce before the bias
     backend_.linear_forward(y, x, w, bias_, m, n_local_, k_local_);
     return;
   }
   backend_.gemm(Transpose::no, Transpose::no, m, n_local_, k_local_, 1.0f, x, k_local_, w, n_local_, 0.0f, y, n_local_);
-  grid_.axis(comm_axis(k_axis_)).all_reduce(y, static_cast<size_t>(m * n_local_), ElementType::float32);
+  grid_.axis(comm_axis(k_axis_)).all_reduce(y.raw(), static_cast<size_t>(m * n_local_), y.type());
   if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);
 }
 
-void ShardedLinear::forward_gelu(const float* x, float* pre, float* out, int64_t m) {
+void ShardedLinear::forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t m) {
   if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {
     backend_.linear_gelu_forward(pre, out, x, z_split_ ? gathered_ : weight_, bias_, m, n_local_, k_local_);
     return;
@@ -49,16 +49,16 @@ void ShardedLinear::forward_gelu(const float* x, float* pre, float* out, int64_t
   backend_.gelu_forward(out, pre, m * n_local_);
 }
 
-void ShardedLinear::backward(const float* dy, const float* x, float* dx, int64_t m, GradScatter& scatter,
-                             const float* gelu_pre) {
+void ShardedLinear::backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m, GradScatter& scatter,
+                             ConstActPtr gelu_pre) {
   const float* w = z_split_ ? gathered_ : weight_;
-  if (dx != nullptr && gelu_pre != nullptr && grid_.layout().size(n_axis_) == 1) {
+  if (dx && gelu_pre && grid_.layout().size(n_axis_) == 1) {
     backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
-  } else if (dx != nullptr) {
+  } else if (dx) {
     backend_.gemm(Transpose::no, Transpose::yes, m, k_local_, n_local_, 1.0f, dy, n_local_, w, n_local_, 0.0f, dx,
                   k_local_);
-    grid_.axis(comm_axis(n_axis_)).all_reduce(dx, static_cast<size_t>(m * k_local_), ElementType::float32);
-    if (gelu_pre != nullptr) backend_.gelu_backward(dx, gelu_pre, dx, m * k_local_);
+    grid_.axis(comm_axis(n_axis_)).all_reduce(dx.raw(), static_cast<size_t>(m * k_local_), dx.type());
+    if (gelu_pre) backend_.gelu_backward(dx, gelu_pre, dx, m * k_local_);
   }
   if (!z_split_) {
     backend_.linear_weight_grad(grad_, 1.0f, dbias_, x, dy, m, n_local_, k_local_);

@@ -34,17 +34,17 @@ class ShardedLinear {
   // (nothing when G_z = 1).
   void gather_weight();
   // y (m, n/G_b) = x (m, k/G_a) · W, summed over a, plus bias. Call gather_weight() first.
-  void forward(const float* x, float* y, int64_t m);
+  void forward(ConstActPtr x, ActPtr y, int64_t m);
   // forward into pre, then out = gelu(pre) (m, n/G_b): the MLP's first layer. One fused GEMM
   // when nothing is reduced before the bias (G_a = 1).
-  void forward_gelu(const float* x, float* pre, float* out, int64_t m);
+  void forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t m);
   // dx (m, k/G_a) = dy · W^T summed over b (skipped when dx is null); dW += x^T · dy summed
   // over z into this rank's rows (through `scatter`, maybe still in flight on return);
   // dbias += Σ_rows dy.
   // gelu_pre: the layer's input was x = gelu(gelu_pre); dx is then the gradient at gelu_pre,
   // dx ⊙ gelu'(gelu_pre) after the sum over b (in the dX GEMM when G_b = 1).
-  void backward(const float* dy, const float* x, float* dx, int64_t m, GradScatter& scatter,
-                const float* gelu_pre = nullptr);
+  void backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m, GradScatter& scatter,
+                ConstActPtr gelu_pre = nullptr);
 
  private:
   Backend& backend_;

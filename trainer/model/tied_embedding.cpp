@@ -31,22 +31,22 @@ void TiedEmbedding::gather_weight() {
   for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(gathered_ + z * cz, c_, staging_ + z * v_ * cz, cz, v_, cz);
 }
 
-void TiedEmbedding::embed(const int32_t* tokens, float* out, int64_t m) {
+void TiedEmbedding::embed(const int32_t* tokens, ActPtr out, int64_t m) {
   backend_.embedding_forward(out, tokens, full(), m, c_, v0_, v_);
-  grid_.axis(CommAxis::y).all_reduce(out, static_cast<size_t>(m * c_), ElementType::float32);
+  grid_.axis(CommAxis::y).all_reduce(out.raw(), static_cast<size_t>(m * c_), out.type());
 }
 
-void TiedEmbedding::logits(const float* x, float* logits, int64_t m) {
+void TiedEmbedding::logits(ConstActPtr x, ActPtr logits, int64_t m) {
   backend_.gemm(Transpose::no, Transpose::yes, m, v_, c_, 1.0f, x, c_, full(), c_, 0.0f, logits, v_);
-  grid_.axis(CommAxis::x).all_reduce(logits, static_cast<size_t>(m * v_), ElementType::float32);
+  grid_.axis(CommAxis::x).all_reduce(logits.raw(), static_cast<size_t>(m * v_), logits.type());
 }
 
-void TiedEmbedding::logits_backward_input(const float* dlogits, float* dx, int64_t m) {
+void TiedEmbedding::logits_backward_input(ConstActPtr dlogits, ActPtr dx, int64_t m) {
   backend_.gemm(Transpose::no, Transpose::no, m, c_, v_, 1.0f, dlogits, v_, full(), c_, 0.0f, dx, c_);
-  grid_.axis(CommAxis::y).all_reduce(dx, static_cast<size_t>(m * c_), ElementType::float32);
+  grid_.axis(CommAxis::y).all_reduce(dx.raw(), static_cast<size_t>(m * c_), dx.type());
 }
 
-void TiedEmbedding::weight_backward(const float* dlogits, const float* x_head, const float* d_embedded,
+void TiedEmbedding::weight_backward(ConstActPtr dlogits, ConstActPtr x_head, ConstActPtr d_embedded,
                                     const int32_t* tokens, int64_t m, GradScatter& scatter) {
   if (z_ == 1) {
     backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 1.0f, grad_, c_);

@@ -30,12 +30,12 @@ class TiedEmbedding {
   // As ShardedLinear's: start the z all-gather beside compute, or run / finish it.
   void prefetch_weight();
   void gather_weight();
-  void embed(const int32_t* tokens, float* out, int64_t m);
-  void logits(const float* x, float* logits, int64_t m);
-  void logits_backward_input(const float* dlogits, float* dx, int64_t m);
+  void embed(const int32_t* tokens, ActPtr out, int64_t m);
+  void logits(ConstActPtr x, ActPtr logits, int64_t m);
+  void logits_backward_input(ConstActPtr dlogits, ActPtr dx, int64_t m);
   // wte grad += dlogits^T · x_head + the rows of d_embedded at `tokens`, summed over z
   // (through `scatter`: flush it before reading the gradient).
-  void weight_backward(const float* dlogits, const float* x_head, const float* d_embedded, const int32_t* tokens,
+  void weight_backward(ConstActPtr dlogits, ConstActPtr x_head, ConstActPtr d_embedded, const int32_t* tokens,
                        int64_t m, GradScatter& scatter);
 
  private:
