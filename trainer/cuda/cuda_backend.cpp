@@ -234,11 +234,11 @@ void CudaBackend::layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) {
-  cuda::gelu_forward(ctx_, out.f32(__func__), x.f32(__func__), n);
+  cuda::gelu_forward(ctx_, out, x, n);
 }
 
 void CudaBackend::gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) {
-  cuda::gelu_backward(ctx_, dx.f32(__func__), x.f32(__func__), dout.f32(__func__), n);
+  cuda::gelu_backward(ctx_, dx, x, dout, n);
 }
 
 void CudaBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,

@@ -3,11 +3,13 @@
 // u = sqrt(2/π)·(x + 0.044715·x³): finite for every finite x (σ saturates to 0 or 1).
 #include <cstdint>
 
+#include "trainer/activation_ptr.hpp"
 #include "trainer/cuda/context.hpp"
 
 namespace axonn::cuda {
 
-void gelu_forward(const Context& ctx, float* out, const float* x, int64_t n);                     // out may alias x
-void gelu_backward(const Context& ctx, float* dx, const float* x, const float* dout, int64_t n);  // dx may alias dout
+// Activations of either storage type (act_storage.cuh), one type per call.
+void gelu_forward(const Context& ctx, ActPtr out, ConstActPtr x, int64_t n);                    // out may alias x
+void gelu_backward(const Context& ctx, ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n);  // dx may alias dout
 
 }  // namespace axonn::cuda
