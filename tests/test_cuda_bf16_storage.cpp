@@ -138,6 +138,22 @@ TEST_F(CudaBf16Storage, GeluForwardAndBackwardStoreTheFloat32ResultRounded) {
   expect_rounded_equal(dx[1], dx[0], "gelu_backward");
 }
 
+TEST_F(CudaBf16Storage, BiasOnAColumnBlockAndItsGradientFromBf16Rows) {
+  const int64_t m = 300, n = 40, ld = 3 * n;  // a column block of a packed buffer, over one chunk of rows
+  const Floats out0 = inputs(m * ld), dout = inputs(m * ld), bias = random_floats(rng_, n);
+  Floats out[2], dbias[2];
+  for (int s = 0; s < 2; ++s) {
+    ActBuffer ob = act(kStorage[s], out0), db = act(kStorage[s], dout);
+    DeviceBuffer<float> bias_d(*gpu_, bias), dbias_d(*gpu_, Floats(n, 0.5f));
+    gpu_->bias_forward(ob.ptr() + n, bias_d.data(), m, n, ld);
+    gpu_->bias_backward(dbias_d.data(), db.ptr() + n, m, n, ld);
+    out[s] = ob.download();
+    dbias[s] = dbias_d.download();
+  }
+  expect_rounded_equal(out[1], out[0], "bias_forward");
+  EXPECT_EQ(dbias[1], dbias[0]) << "bias_backward: the same bf16 values summed in the same order";
+}
+
 TEST_F(CudaBf16Storage, MixedActivationTypesInOneOpAreRejectedNamingBoth) {
   ActBuffer f = act(ElementType::float32, inputs(8)), b = poisoned(ElementType::bfloat16, 8);
   try {

@@ -1,3 +1,4 @@
+#include "trainer/cuda/act_storage.cuh"
 #include "trainer/cuda/column_sums.hpp"
 #include "trainer/cuda/device_math.cuh"
 
@@ -5,7 +6,8 @@ namespace axonn::cuda {
 namespace {
 
 // Block (32, 8): column blockIdx.y·32 + threadIdx.x, rows chunk·R + threadIdx.y + 8·s.
-__global__ void column_chunk_sums_kernel(float* partials, const float* x, int64_t m, int64_t n, int64_t ld) {
+template <typename T>
+__global__ void column_chunk_sums_kernel(float* partials, const T* x, int64_t m, int64_t n, int64_t ld) {
   __shared__ float lanes[kRowLanes][kColumnTile + 1];
   const int64_t chunk = blockIdx.x;
   const int64_t j = static_cast<int64_t>(blockIdx.y) * kColumnTile + threadIdx.x;
@@ -13,7 +15,7 @@ __global__ void column_chunk_sums_kernel(float* partials, const float* x, int64_
   const int64_t r1 = r0 + kColumnChunkRows < m ? r0 + kColumnChunkRows : m;
   float s = 0.0f;
   if (j < n)
-    for (int64_t i = r0 + threadIdx.y; i < r1; i += kRowLanes) s += x[i * ld + j];
+    for (int64_t i = r0 + threadIdx.y; i < r1; i += kRowLanes) s += load(x + i * ld + j);
   lanes[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && j < n) {
@@ -38,11 +40,14 @@ dim3 column_chunk_grid(const char* op, int64_t m, int64_t n) {
               grid_dim(op, "32-column tiles", (n + kColumnTile - 1) / kColumnTile, false));
 }
 
-void column_chunk_sums(const Context& ctx, const char* op, float* partials, const float* x, int64_t m, int64_t n,
+void column_chunk_sums(const Context& ctx, const char* op, float* partials, ConstActPtr x, int64_t m, int64_t n,
                        int64_t ld) {
   if (m == 0 || n == 0) return;
-  column_chunk_sums_kernel<<<column_chunk_grid(op, m, n), dim3(kColumnTile, kRowLanes), 0, ctx.stream>>>(partials, x, m,
-                                                                                                         n, ld);
+  with_storage(x.type(), [&](auto t) {
+    using T = decltype(t);
+    column_chunk_sums_kernel<T>
+        <<<column_chunk_grid(op, m, n), dim3(kColumnTile, kRowLanes), 0, ctx.stream>>>(partials, typed<T>(x), m, n, ld);
+  });
   check_launch(ctx, op);
 }
 

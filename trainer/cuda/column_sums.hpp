@@ -5,6 +5,7 @@
 // Used by bias_backward (Σ_rows dout) and, with its own pass 1, by LayerNorm's dgamma/dbeta.
 #include <cstdint>
 
+#include "trainer/activation_ptr.hpp"
 #include "trainer/cuda/context.hpp"
 
 namespace axonn::cuda {
@@ -18,8 +19,9 @@ inline int64_t column_chunks(int64_t m) { return (m + kColumnChunkRows - 1) / kC
 // The pass-1 grid for m rows and n columns: x = chunks, y = 32-column tiles (checked).
 dim3 column_chunk_grid(const char* op, int64_t m, int64_t n);
 
-// partials (chunks, n) = Σ over each chunk's rows of x (m, n) with row stride ld.
-void column_chunk_sums(const Context& ctx, const char* op, float* partials, const float* x, int64_t m, int64_t n,
+// partials (chunks, n) = Σ over each chunk's rows of x (m, n) with row stride ld; x of either
+// storage type (act_storage.cuh), the sums in float32.
+void column_chunk_sums(const Context& ctx, const char* op, float* partials, ConstActPtr x, int64_t m, int64_t n,
                        int64_t ld);
 
 // out (n) += Σ_chunk partials (chunks, n), each column over the chunks in order.

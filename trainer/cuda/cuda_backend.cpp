@@ -170,11 +170,11 @@ void CudaBackend::linear_input_grad_gelu(ActPtr dpre, ConstActPtr dy, ConstActPt
 }
 
 void CudaBackend::bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) {
-  cuda::bias_forward(ctx_, out.f32(__func__), bias, m, n, ld);
+  cuda::bias_forward(ctx_, out, bias, m, n, ld);
 }
 
 void CudaBackend::bias_backward(float* dbias, ConstActPtr dout, int64_t m, int64_t n, int64_t ld) {
-  cuda::bias_backward(ctx_, dbias, dout.f32(__func__), m, n, ld);
+  cuda::bias_backward(ctx_, dbias, dout, m, n, ld);
 }
 
 void CudaBackend::add(float* out, const float* a, const float* b, int64_t n) { cuda::add(ctx_, out, a, b, n); }
@@ -233,9 +233,7 @@ void CudaBackend::layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta
                                 mean, rstd, gamma, m, C);
 }
 
-void CudaBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) {
-  cuda::gelu_forward(ctx_, out, x, n);
-}
+void CudaBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) { cuda::gelu_forward(ctx_, out, x, n); }
 
 void CudaBackend::gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) {
   cuda::gelu_backward(ctx_, dx, x, dout, n);
