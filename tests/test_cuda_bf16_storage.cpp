@@ -154,6 +154,86 @@ TEST_F(CudaBf16Storage, BiasOnAColumnBlockAndItsGradientFromBf16Rows) {
   EXPECT_EQ(dbias[1], dbias[0]) << "bias_backward: the same bf16 values summed in the same order";
 }
 
+// LayerNorm reads bf16 rows and computes in float32: from the same stored rows, the
+// statistics and float32 gradients are the float32 run's bits, and every stored row is the
+// float32 run's row rounded. Only the residual sum is rounded before LayerNorm reads it (it
+// is stored), so what follows it is close, not equal.
+TEST_F(CudaBf16Storage, LayerNormOfWholeRowsForwardAndBackward) {
+  const int64_t m = 37, C = 96;
+  const Floats x = inputs(m * C, -2.0f, 2.0f), a = inputs(m * C), dout = inputs(m * C), dx0 = inputs(m * C),
+               gamma = random_floats(rng_, C, 0.5f, 1.5f), beta = random_floats(rng_, C);
+  struct Run {
+    Floats out, mean, rstd, res_x, res_out, res_mean, dx, dgamma, dbeta, partials;
+  } run[2];
+  for (int s = 0; s < 2; ++s) {
+    const ElementType type = kStorage[s];
+    ActBuffer xb = act(type, x), ab = act(type, a), db = act(type, dout), dxb = act(type, dx0),
+              out = poisoned(type, m * C), res_x = poisoned(type, m * C), res_out = poisoned(type, m * C);
+    DeviceBuffer<float> g(*gpu_, gamma), bt(*gpu_, beta), mean(*gpu_, Floats(m, kNaN)), rstd(*gpu_, Floats(m, kNaN)),
+        res_mean(*gpu_, Floats(m, kNaN)), res_rstd(*gpu_, Floats(m, kNaN)), dgamma(*gpu_, Floats(C, 0.25f)),
+        dbeta(*gpu_, Floats(C, -0.25f)), partials(*gpu_, Floats(2 * m, kNaN));
+    gpu_->layernorm_rows(out.ptr(), mean.data(), rstd.data(), xb.ptr(), g.data(), bt.data(), m, C, 1e-5f);
+    gpu_->residual_layernorm_rows(res_x.ptr(), res_out.ptr(), res_mean.data(), res_rstd.data(), xb.ptr(), ab.ptr(),
+                                  g.data(), bt.data(), m, C, 1e-5f);
+    gpu_->layernorm_rows_backward(dxb.ptr(), dgamma.data(), dbeta.data(), partials.data(), db.ptr(), xb.ptr(),
+                                  mean.data(), rstd.data(), g.data(), m, C);
+    run[s] = {out.download(),      mean.download(), rstd.download(),   res_x.download(), res_out.download(),
+              res_mean.download(), dxb.download(),  dgamma.download(), dbeta.download(), partials.download()};
+  }
+  expect_rounded_equal(run[1].out, run[0].out, "layernorm_rows out");
+  EXPECT_EQ(run[1].mean, run[0].mean) << "layernorm_rows mean";
+  EXPECT_EQ(run[1].rstd, run[0].rstd) << "layernorm_rows rstd";
+  expect_rounded_equal(run[1].res_x, run[0].res_x, "residual_layernorm_rows x = a + b");
+  expect_close(run[1].res_out, run[0].res_out, 4 * kOneRounding, "residual_layernorm_rows out");
+  expect_close(run[1].res_mean, run[0].res_mean, kOneRounding, "residual_layernorm_rows mean");
+  expect_rounded_equal(run[1].dx, run[0].dx, "layernorm_rows_backward dx (accumulated)");
+  EXPECT_EQ(run[1].dgamma, run[0].dgamma) << "layernorm_rows_backward dgamma";
+  EXPECT_EQ(run[1].dbeta, run[0].dbeta) << "layernorm_rows_backward dbeta";
+  EXPECT_EQ(run[1].partials, run[0].partials) << "layernorm_rows_backward partials";
+}
+
+// The stages of a LayerNorm whose rows are split over ranks: this rank's c of C columns.
+TEST_F(CudaBf16Storage, LayerNormStagesOnALocalShard) {
+  const int64_t m = 21, c = 40, C = 120;
+  const Floats x = inputs(m * c, -2.0f, 2.0f), a = inputs(m * c), dout = inputs(m * c), dx0 = inputs(m * c),
+               gamma = random_floats(rng_, c, 0.5f, 1.5f), beta = random_floats(rng_, c),
+               sums = random_floats(rng_, m, -3.0f, 3.0f), squares = random_floats(rng_, m, 10.0f, 20.0f);
+  struct Run {
+    Floats row_sums, res_x, res_sums, mean, squares, out, rstd, partials, dx, dgamma, dbeta;
+  } run[2];
+  for (int s = 0; s < 2; ++s) {
+    const ElementType type = kStorage[s];
+    ActBuffer xb = act(type, x), ab = act(type, a), db = act(type, dout), dxb = act(type, dx0),
+              res_x = poisoned(type, m * c), out = poisoned(type, m * c);
+    DeviceBuffer<float> g(*gpu_, gamma), bt(*gpu_, beta), row_sums(*gpu_, Floats(m, kNaN)),
+        res_sums(*gpu_, Floats(m, kNaN)), given_sums(*gpu_, sums), mean(*gpu_, Floats(m, kNaN)),
+        sq(*gpu_, Floats(m, kNaN)), given_sq(*gpu_, squares), rstd(*gpu_, Floats(m, kNaN)),
+        partials(*gpu_, Floats(2 * m, kNaN)), dgamma(*gpu_, Floats(c, 0.0f)), dbeta(*gpu_, Floats(c, 0.0f));
+    gpu_->layernorm_row_sums(row_sums.data(), xb.ptr(), m, c);
+    gpu_->layernorm_residual_row_sums(res_x.ptr(), res_sums.data(), xb.ptr(), ab.ptr(), m, c);
+    gpu_->layernorm_centered_squares(mean.data(), sq.data(), given_sums.data(), xb.ptr(), m, c, C);
+    gpu_->layernorm_normalize(out.ptr(), rstd.data(), xb.ptr(), mean.data(), given_sq.data(), g.data(), bt.data(), m, c,
+                              C, 1e-5f);
+    gpu_->layernorm_backward_partials(partials.data(), db.ptr(), xb.ptr(), mean.data(), rstd.data(), g.data(), m, c);
+    gpu_->layernorm_backward_finish(dxb.ptr(), dgamma.data(), dbeta.data(), partials.data(), db.ptr(), xb.ptr(),
+                                    mean.data(), rstd.data(), g.data(), m, c, C);
+    run[s] = {row_sums.download(), res_x.download(),  res_sums.download(), mean.download(),
+              sq.download(),       out.download(),    rstd.download(),     partials.download(),
+              dxb.download(),      dgamma.download(), dbeta.download()};
+  }
+  EXPECT_EQ(run[1].row_sums, run[0].row_sums) << "layernorm_row_sums";
+  expect_rounded_equal(run[1].res_x, run[0].res_x, "layernorm_residual_row_sums x = a + b");
+  expect_close(run[1].res_sums, run[0].res_sums, 4 * kOneRounding, "layernorm_residual_row_sums sums");
+  EXPECT_EQ(run[1].mean, run[0].mean) << "layernorm_centered_squares mean";
+  EXPECT_EQ(run[1].squares, run[0].squares) << "layernorm_centered_squares squares";
+  expect_rounded_equal(run[1].out, run[0].out, "layernorm_normalize out");
+  EXPECT_EQ(run[1].rstd, run[0].rstd) << "layernorm_normalize rstd";
+  EXPECT_EQ(run[1].partials, run[0].partials) << "layernorm_backward_partials";
+  expect_rounded_equal(run[1].dx, run[0].dx, "layernorm_backward_finish dx (accumulated)");
+  EXPECT_EQ(run[1].dgamma, run[0].dgamma) << "layernorm_backward_finish dgamma";
+  EXPECT_EQ(run[1].dbeta, run[0].dbeta) << "layernorm_backward_finish dbeta";
+}
+
 TEST_F(CudaBf16Storage, MixedActivationTypesInOneOpAreRejectedNamingBoth) {
   ActBuffer f = act(ElementType::float32, inputs(8)), b = poisoned(ElementType::bfloat16, 8);
   try {

@@ -19,6 +19,17 @@ __device__ inline float load(const float* p) { return *p; }
 __device__ inline float load(const bf16* p) { return __bfloat162float(*p); }
 __device__ inline void store(float* p, float v) { *p = v; }
 __device__ inline void store(bf16* p, float v) { *p = __float2bfloat16_rn(v); }
+// v as store() would keep it in T: what a later load() of it gives.
+template <typename T>
+__device__ inline float rounded(float v);
+template <>
+__device__ inline float rounded<float>(float v) {
+  return v;
+}
+template <>
+__device__ inline float rounded<bf16>(float v) {
+  return __bfloat162float(__float2bfloat16_rn(v));
+}
 
 // The element pointer of an activation whose type the caller checked (with_storage).
 template <typename T>

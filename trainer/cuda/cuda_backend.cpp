@@ -184,53 +184,50 @@ void CudaBackend::sum(float* out, const float* x, int64_t n) { cuda::sum(ctx_, o
 void CudaBackend::sum_squares(float* out, const float* x, int64_t n) { cuda::sum_squares(ctx_, out, x, n); }
 
 void CudaBackend::layernorm_row_sums(float* sums, ConstActPtr x, int64_t m, int64_t c) {
-  cuda::layernorm_row_sums(ctx_, sums, x.f32(__func__), m, c);
+  cuda::layernorm_row_sums(ctx_, sums, x, m, c);
 }
 
 void CudaBackend::layernorm_residual_row_sums(ActPtr x, float* sums, ConstActPtr a, ConstActPtr b, int64_t m,
                                               int64_t c) {
-  cuda::layernorm_residual_row_sums(ctx_, x.f32(__func__), sums, a.f32(__func__), b.f32(__func__), m, c);
+  cuda::layernorm_residual_row_sums(ctx_, x, sums, a, b, m, c);
 }
 
 void CudaBackend::layernorm_centered_squares(float* mean, float* squares, const float* sums, ConstActPtr x, int64_t m,
                                              int64_t c, int64_t C) {
-  cuda::layernorm_centered_squares(ctx_, mean, squares, sums, x.f32(__func__), m, c, C);
+  cuda::layernorm_centered_squares(ctx_, mean, squares, sums, x, m, c, C);
 }
 
 void CudaBackend::layernorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* mean, const float* squares,
                                       const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                                       float eps) {
-  cuda::layernorm_normalize(ctx_, out.f32(__func__), rstd, x.f32(__func__), mean, squares, gamma, beta, m, c, C, eps);
+  cuda::layernorm_normalize(ctx_, out, rstd, x, mean, squares, gamma, beta, m, c, C, eps);
 }
 
 void CudaBackend::layernorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* mean,
                                               const float* rstd, const float* gamma, int64_t m, int64_t c) {
-  cuda::layernorm_backward_partials(ctx_, partials, dout.f32(__func__), x.f32(__func__), mean, rstd, gamma, m, c);
+  cuda::layernorm_backward_partials(ctx_, partials, dout, x, mean, rstd, gamma, m, c);
 }
 
 void CudaBackend::layernorm_backward_finish(ActPtr dx, float* dgamma, float* dbeta, const float* partials,
                                             ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd,
                                             const float* gamma, int64_t m, int64_t c, int64_t C) {
-  cuda::layernorm_backward_finish(ctx_, dx.f32(__func__), dgamma, dbeta, partials, dout.f32(__func__), x.f32(__func__),
-                                  mean, rstd, gamma, m, c, C);
+  cuda::layernorm_backward_finish(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C);
 }
 
 void CudaBackend::layernorm_rows(ActPtr out, float* mean, float* rstd, ConstActPtr x, const float* gamma,
                                  const float* beta, int64_t m, int64_t C, float eps) {
-  cuda::layernorm_rows(ctx_, out.f32(__func__), mean, rstd, x.f32(__func__), gamma, beta, m, C, eps);
+  cuda::layernorm_rows(ctx_, out, mean, rstd, x, gamma, beta, m, C, eps);
 }
 
 void CudaBackend::residual_layernorm_rows(ActPtr x, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
                                           const float* gamma, const float* beta, int64_t m, int64_t C, float eps) {
-  cuda::residual_layernorm_rows(ctx_, x.f32(__func__), out.f32(__func__), mean, rstd, a.f32(__func__), b.f32(__func__),
-                                gamma, beta, m, C, eps);
+  cuda::residual_layernorm_rows(ctx_, x, out, mean, rstd, a, b, gamma, beta, m, C, eps);
 }
 
 void CudaBackend::layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta, float* partials, ConstActPtr dout,
                                           ConstActPtr x, const float* mean, const float* rstd, const float* gamma,
                                           int64_t m, int64_t C) {
-  cuda::layernorm_rows_backward(ctx_, dx.f32(__func__), dgamma, dbeta, partials, dout.f32(__func__), x.f32(__func__),
-                                mean, rstd, gamma, m, C);
+  cuda::layernorm_rows_backward(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C);
 }
 
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) { cuda::gelu_forward(ctx_, out, x, n); }

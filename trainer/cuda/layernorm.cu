@@ -1,3 +1,4 @@
+#include "trainer/cuda/act_storage.cuh"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/column_sums.hpp"
 #include "trainer/cuda/device_math.cuh"
@@ -20,27 +21,31 @@ unsigned row_blocks(const char* op, int64_t m) {
 // kernels and the whole-row kernels run the same pieces in the same order, so they give the
 // same bits. Every lane gets a sum's result.
 
-__device__ inline float row_sum(const float* row, int64_t c) {
+template <typename T>
+__device__ inline float row_sum(const T* row, int64_t c) {
   float s = 0.0f;
-  for (int64_t j = lane(); j < c; j += kWarpSize) s += row[j];
+  for (int64_t j = lane(); j < c; j += kWarpSize) s += load(row + j);
   return warp_sum(s);
 }
 
-// row = a + b, summed. row may alias ra or rb: each element is read and written by one lane.
-__device__ inline float residual_row_sum(float* row, const float* ra, const float* rb, int64_t c) {
+// row = a + b, summed as stored (rounded to T), so the statistics describe the row that
+// normalize reads. row may alias ra or rb: each element is read and written by one lane.
+template <typename T>
+__device__ inline float residual_row_sum(T* row, const T* ra, const T* rb, int64_t c) {
   float s = 0.0f;
   for (int64_t j = lane(); j < c; j += kWarpSize) {
-    const float v = ra[j] + rb[j];
-    row[j] = v;
+    const float v = rounded<T>(load(ra + j) + load(rb + j));
+    store(row + j, v);
     s += v;
   }
   return warp_sum(s);
 }
 
-__device__ inline float centered_square_sum(const float* row, float mu, int64_t c) {
+template <typename T>
+__device__ inline float centered_square_sum(const T* row, float mu, int64_t c) {
   float s = 0.0f;
   for (int64_t j = lane(); j < c; j += kWarpSize) {
-    const float dev = row[j] - mu;
+    const float dev = load(row + j) - mu;
     s += dev * dev;
   }
   return warp_sum(s);
@@ -48,35 +53,39 @@ __device__ inline float centered_square_sum(const float* row, float mu, int64_t 
 
 __device__ inline float rstd_of(float squares, float inv_C, float eps) { return 1.0f / sqrtf(squares * inv_C + eps); }
 
-__device__ inline void normalize_row(float* o, const float* row, float mu, float s, const float* gamma,
-                                     const float* beta, int64_t c) {
-  for (int64_t j = lane(); j < c; j += kWarpSize) o[j] = (row[j] - mu) * s * gamma[j] + beta[j];
+template <typename T>
+__device__ inline void normalize_row(T* o, const T* row, float mu, float s, const float* gamma, const float* beta,
+                                     int64_t c) {
+  for (int64_t j = lane(); j < c; j += kWarpSize) store(o + j, (load(row + j) - mu) * s * gamma[j] + beta[j]);
 }
 
 // (Σ_j dout·gamma, Σ_j dout·gamma·x̂) over the row's columns.
-__device__ inline float2 backward_row_partials(const float* dy, const float* row, float mu, float s, const float* gamma,
+template <typename T>
+__device__ inline float2 backward_row_partials(const T* dy, const T* row, float mu, float s, const float* gamma,
                                                int64_t c) {
   float sum_g = 0.0f, sum_gx = 0.0f;
   for (int64_t j = lane(); j < c; j += kWarpSize) {
-    const float g = dy[j] * gamma[j];
+    const float g = load(dy + j) * gamma[j];
     sum_g += g;
-    sum_gx += g * ((row[j] - mu) * s);
+    sum_gx += g * ((load(row + j) - mu) * s);
   }
   return make_float2(warp_sum(sum_g), warp_sum(sum_gx));
 }
 
 // d += rstd·(dout·gamma − mean_g − x̂·mean_gx), the means over the full row.
-__device__ inline void backward_row_dx(float* d, const float* dy, const float* row, float mu, float s,
-                                       const float* gamma, float mean_g, float mean_gx, int64_t c) {
+template <typename T>
+__device__ inline void backward_row_dx(T* d, const T* dy, const T* row, float mu, float s, const float* gamma,
+                                       float mean_g, float mean_gx, int64_t c) {
   for (int64_t j = lane(); j < c; j += kWarpSize) {
-    const float xhat = (row[j] - mu) * s;
-    d[j] += s * (dy[j] * gamma[j] - mean_g - xhat * mean_gx);
+    const float xhat = (load(row + j) - mu) * s;
+    store(d + j, load(d + j) + s * (load(dy + j) * gamma[j] - mean_g - xhat * mean_gx));
   }
 }
 
 // ---- the staged kernels (rows split over ranks; collectives between them)
 
-__global__ void row_sums_kernel(float* sums, const float* x, int64_t m, int64_t c) {
+template <typename T>
+__global__ void row_sums_kernel(float* sums, const T* x, int64_t m, int64_t c) {
   const int64_t i = warp_row();
   if (i >= m) return;
   const float s = row_sum(x + i * c, c);
@@ -84,7 +93,8 @@ __global__ void row_sums_kernel(float* sums, const float* x, int64_t m, int64_t 
 }
 
 // x may alias a or b.
-__global__ void residual_row_sums_kernel(float* x, float* sums, const float* a, const float* b, int64_t m, int64_t c) {
+template <typename T>
+__global__ void residual_row_sums_kernel(T* x, float* sums, const T* a, const T* b, int64_t m, int64_t c) {
   const int64_t i = warp_row();
   if (i >= m) return;
   const float s = residual_row_sum(x + i * c, a + i * c, b + i * c, c);
@@ -92,7 +102,8 @@ __global__ void residual_row_sums_kernel(float* x, float* sums, const float* a, 
 }
 
 // mean may alias sums: every lane reads sums[i] before the shuffles, lane 0 writes after.
-__global__ void centered_squares_kernel(float* mean, float* squares, const float* sums, const float* x, int64_t m,
+template <typename T>
+__global__ void centered_squares_kernel(float* mean, float* squares, const float* sums, const T* x, int64_t m,
                                         int64_t c, float inv_C) {
   const int64_t i = warp_row();
   if (i >= m) return;
@@ -107,7 +118,8 @@ __global__ void centered_squares_kernel(float* mean, float* squares, const float
 
 // rstd may alias squares: every lane reads squares[i] first, lane 0 writes rstd[i] after the
 // warp barrier.
-__global__ void normalize_kernel(float* out, float* rstd, const float* x, const float* mean, const float* squares,
+template <typename T>
+__global__ void normalize_kernel(T* out, float* rstd, const T* x, const float* mean, const float* squares,
                                  const float* gamma, const float* beta, int64_t m, int64_t c, float inv_C, float eps) {
   const int64_t i = warp_row();
   if (i >= m) return;
@@ -117,7 +129,8 @@ __global__ void normalize_kernel(float* out, float* rstd, const float* x, const 
   if (lane() == 0) rstd[i] = s;
 }
 
-__global__ void backward_partials_kernel(float* partials, const float* dout, const float* x, const float* mean,
+template <typename T>
+__global__ void backward_partials_kernel(float* partials, const T* dout, const T* x, const float* mean,
                                          const float* rstd, const float* gamma, int64_t m, int64_t c) {
   const int64_t i = warp_row();
   if (i >= m) return;
@@ -128,9 +141,9 @@ __global__ void backward_partials_kernel(float* partials, const float* dout, con
   }
 }
 
-__global__ void backward_dx_kernel(float* dx, const float* partials, const float* dout, const float* x,
-                                   const float* mean, const float* rstd, const float* gamma, int64_t m, int64_t c,
-                                   float inv_C) {
+template <typename T>
+__global__ void backward_dx_kernel(T* dx, const float* partials, const T* dout, const T* x, const float* mean,
+                                   const float* rstd, const float* gamma, int64_t m, int64_t c, float inv_C) {
   const int64_t i = warp_row();
   if (i >= m) return;
   backward_row_dx(dx + i * c, dout + i * c, x + i * c, mean[i], rstd[i], gamma, partials[2 * i] * inv_C,
@@ -142,9 +155,9 @@ __global__ void backward_dx_kernel(float* dx, const float* partials, const float
 // over a row re-read what this warp just touched, from L1/L2.
 
 // The statistics and the normalized row of a row x whose sum is known.
-__device__ inline void normalize_whole_row(float* o, float* mean, float* rstd, const float* row, float sum,
-                                           const float* gamma, const float* beta, int64_t i, int64_t C, float inv_C,
-                                           float eps) {
+template <typename T>
+__device__ inline void normalize_whole_row(T* o, float* mean, float* rstd, const T* row, float sum, const float* gamma,
+                                           const float* beta, int64_t i, int64_t C, float inv_C, float eps) {
   const float mu = sum * inv_C;
   const float s = rstd_of(centered_square_sum(row, mu, C), inv_C, eps);
   normalize_row(o, row, mu, s, gamma, beta, C);
@@ -154,28 +167,29 @@ __device__ inline void normalize_whole_row(float* o, float* mean, float* rstd, c
   }
 }
 
-__global__ void rows_kernel(float* out, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
+template <typename T>
+__global__ void rows_kernel(T* out, float* mean, float* rstd, const T* x, const float* gamma, const float* beta,
                             int64_t m, int64_t C, float inv_C, float eps) {
   const int64_t i = warp_row();
   if (i >= m) return;
-  const float* row = x + i * C;
+  const T* row = x + i * C;
   normalize_whole_row(out + i * C, mean, rstd, row, row_sum(row, C), gamma, beta, i, C, inv_C, eps);
 }
 
 // x may alias a or b.
-__global__ void residual_rows_kernel(float* x, float* out, float* mean, float* rstd, const float* a, const float* b,
-                                     const float* gamma, const float* beta, int64_t m, int64_t C, float inv_C,
-                                     float eps) {
+template <typename T>
+__global__ void residual_rows_kernel(T* x, T* out, float* mean, float* rstd, const T* a, const T* b, const float* gamma,
+                                     const float* beta, int64_t m, int64_t C, float inv_C, float eps) {
   const int64_t i = warp_row();
   if (i >= m) return;
-  float* row = x + i * C;
+  T* row = x + i * C;
   const float sum = residual_row_sum(row, a + i * C, b + i * C, C);
   normalize_whole_row(out + i * C, mean, rstd, row, sum, gamma, beta, i, C, inv_C, eps);
 }
 
-__global__ void rows_backward_dx_kernel(float* dx, float* partials, const float* dout, const float* x,
-                                        const float* mean, const float* rstd, const float* gamma, int64_t m, int64_t C,
-                                        float inv_C) {
+template <typename T>
+__global__ void rows_backward_dx_kernel(T* dx, float* partials, const T* dout, const T* x, const float* mean,
+                                        const float* rstd, const float* gamma, int64_t m, int64_t C, float inv_C) {
   const int64_t i = warp_row();
   if (i >= m) return;
   const float mu = mean[i], s = rstd[i];
@@ -189,7 +203,8 @@ __global__ void rows_backward_dx_kernel(float* dx, float* partials, const float*
 
 // Pass 1 of dgamma and dbeta (column_sums.hpp's layout): per chunk of rows and column,
 // Σ dout·x̂ into dgamma_partials and Σ dout into dbeta_partials, both (chunks, c).
-__global__ void dgamma_chunks_kernel(float* dgamma_partials, float* dbeta_partials, const float* dout, const float* x,
+template <typename T>
+__global__ void dgamma_chunks_kernel(float* dgamma_partials, float* dbeta_partials, const T* dout, const T* x,
                                      const float* mean, const float* rstd, int64_t m, int64_t c) {
   __shared__ float lanes_g[kRowLanes][kColumnTile + 1];
   __shared__ float lanes_b[kRowLanes][kColumnTile + 1];
@@ -200,8 +215,8 @@ __global__ void dgamma_chunks_kernel(float* dgamma_partials, float* dbeta_partia
   float sg = 0.0f, sb = 0.0f;
   if (j < c)
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kRowLanes) {
-      const float dy = dout[i * c + j];
-      sg += dy * ((x[i * c + j] - mean[i]) * rstd[i]);
+      const float dy = load(dout + i * c + j);
+      sg += dy * ((load(x + i * c + j) - mean[i]) * rstd[i]);
       sb += dy;
     }
   lanes_g[threadIdx.y][threadIdx.x] = sg;
@@ -220,62 +235,80 @@ __global__ void dgamma_chunks_kernel(float* dgamma_partials, float* dbeta_partia
 
 }  // namespace
 
-void layernorm_residual_row_sums(const Context& ctx, float* x, float* sums, const float* a, const float* b, int64_t m,
+void layernorm_residual_row_sums(const Context& ctx, ActPtr x, float* sums, ConstActPtr a, ConstActPtr b, int64_t m,
                                  int64_t c) {
   const char* op = "layernorm_residual_row_sums";
   require_nonnegative(op, "m", m);
   require_nonnegative(op, "c", c);
   if (m == 0) return;
-  residual_row_sums_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(x, sums, a, b, m, c);
+  with_storage(common_type(op, {x, a, b}), [&](auto t) {
+    using T = decltype(t);
+    residual_row_sums_kernel<T>
+        <<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(typed<T>(x), sums, typed<T>(a), typed<T>(b), m, c);
+  });
   check_launch(ctx, op);
 }
 
-void layernorm_row_sums(const Context& ctx, float* sums, const float* x, int64_t m, int64_t c) {
+void layernorm_row_sums(const Context& ctx, float* sums, ConstActPtr x, int64_t m, int64_t c) {
   const char* op = "layernorm_row_sums";
   require_nonnegative(op, "m", m);
   require_nonnegative(op, "c", c);
   if (m == 0) return;
-  row_sums_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(sums, x, m, c);
+  with_storage(x.type(), [&](auto t) {
+    using T = decltype(t);
+    row_sums_kernel<T><<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(sums, typed<T>(x), m, c);
+  });
   check_launch(ctx, op);
 }
 
-void layernorm_centered_squares(const Context& ctx, float* mean, float* squares, const float* sums, const float* x,
+void layernorm_centered_squares(const Context& ctx, float* mean, float* squares, const float* sums, ConstActPtr x,
                                 int64_t m, int64_t c, int64_t C) {
   const char* op = "layernorm_centered_squares";
   op_checks::require_layernorm_shape(op, m, c, C);
   if (m == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
-  centered_squares_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(mean, squares, sums, x, m, c, inv_C);
+  with_storage(x.type(), [&](auto t) {
+    using T = decltype(t);
+    centered_squares_kernel<T>
+        <<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(mean, squares, sums, typed<T>(x), m, c, inv_C);
+  });
   check_launch(ctx, op);
 }
 
-void layernorm_normalize(const Context& ctx, float* out, float* rstd, const float* x, const float* mean,
+void layernorm_normalize(const Context& ctx, ActPtr out, float* rstd, ConstActPtr x, const float* mean,
                          const float* squares, const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C,
                          float eps) {
   const char* op = "layernorm_normalize";
   op_checks::require_layernorm_shape(op, m, c, C);
   if (m == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
-  normalize_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(out, rstd, x, mean, squares, gamma, beta, m, c,
-                                                                   inv_C, eps);
+  with_storage(common_type(op, {out, x}), [&](auto t) {
+    using T = decltype(t);
+    normalize_kernel<T><<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(typed<T>(out), rstd, typed<T>(x), mean, squares,
+                                                                        gamma, beta, m, c, inv_C, eps);
+  });
   check_launch(ctx, op);
 }
 
-void layernorm_backward_partials(const Context& ctx, float* partials, const float* dout, const float* x,
+void layernorm_backward_partials(const Context& ctx, float* partials, ConstActPtr dout, ConstActPtr x,
                                  const float* mean, const float* rstd, const float* gamma, int64_t m, int64_t c) {
   const char* op = "layernorm_backward_partials";
   require_nonnegative(op, "m", m);
   require_nonnegative(op, "c", c);
   if (m == 0) return;
-  backward_partials_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(partials, dout, x, mean, rstd, gamma, m, c);
+  with_storage(common_type(op, {dout, x}), [&](auto t) {
+    using T = decltype(t);
+    backward_partials_kernel<T><<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(partials, typed<T>(dout), typed<T>(x),
+                                                                                mean, rstd, gamma, m, c);
+  });
   check_launch(ctx, op);
 }
 
 namespace {
 
 // dgamma (c) += Σ_rows dout·x̂, dbeta (c) += Σ_rows dout, in column_sums.hpp's two passes.
-void add_dgamma_dbeta(const Context& ctx, const char* op, float* dgamma, float* dbeta, const float* dout,
-                      const float* x, const float* mean, const float* rstd, int64_t m, int64_t c) {
+void add_dgamma_dbeta(const Context& ctx, const char* op, float* dgamma, float* dbeta, ConstActPtr dout, ConstActPtr x,
+                      const float* mean, const float* rstd, int64_t m, int64_t c) {
   const int64_t chunks = column_chunks(m);
   ScratchLayout layout;
   const size_t g_at = layout.add(static_cast<size_t>(chunks * c) * sizeof(float));
@@ -283,8 +316,11 @@ void add_dgamma_dbeta(const Context& ctx, const char* op, float* dgamma, float* 
   auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
   auto* dgamma_partials = reinterpret_cast<float*>(base + g_at);
   auto* dbeta_partials = reinterpret_cast<float*>(base + b_at);
-  dgamma_chunks_kernel<<<column_chunk_grid(op, m, c), dim3(kColumnTile, kRowLanes), 0, ctx.stream>>>(
-      dgamma_partials, dbeta_partials, dout, x, mean, rstd, m, c);
+  with_storage(common_type(op, {dout, x}), [&](auto t) {
+    using T = decltype(t);
+    dgamma_chunks_kernel<T><<<column_chunk_grid(op, m, c), dim3(kColumnTile, kRowLanes), 0, ctx.stream>>>(
+        dgamma_partials, dbeta_partials, typed<T>(dout), typed<T>(x), mean, rstd, m, c);
+  });
   check_launch(ctx, op);
   add_column_partials(ctx, op, dgamma, dgamma_partials, chunks, c);
   add_column_partials(ctx, op, dbeta, dbeta_partials, chunks, c);
@@ -292,49 +328,62 @@ void add_dgamma_dbeta(const Context& ctx, const char* op, float* dgamma, float* 
 
 }  // namespace
 
-void layernorm_backward_finish(const Context& ctx, float* dx, float* dgamma, float* dbeta, const float* partials,
-                               const float* dout, const float* x, const float* mean, const float* rstd,
+void layernorm_backward_finish(const Context& ctx, ActPtr dx, float* dgamma, float* dbeta, const float* partials,
+                               ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd,
                                const float* gamma, int64_t m, int64_t c, int64_t C) {
   const char* op = "layernorm_backward_finish";
   op_checks::require_layernorm_shape(op, m, c, C);
   if (m == 0 || c == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
-  backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma, m, c,
-                                                                     inv_C);
+  with_storage(common_type(op, {dx, dout, x}), [&](auto t) {
+    using T = decltype(t);
+    backward_dx_kernel<T><<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(typed<T>(dx), partials, typed<T>(dout),
+                                                                          typed<T>(x), mean, rstd, gamma, m, c, inv_C);
+  });
   check_launch(ctx, op);
   add_dgamma_dbeta(ctx, op, dgamma, dbeta, dout, x, mean, rstd, m, c);
 }
 
-void layernorm_rows(const Context& ctx, float* out, float* mean, float* rstd, const float* x, const float* gamma,
+void layernorm_rows(const Context& ctx, ActPtr out, float* mean, float* rstd, ConstActPtr x, const float* gamma,
                     const float* beta, int64_t m, int64_t C, float eps) {
   const char* op = "layernorm_rows";
   op_checks::require_layernorm_shape(op, m, C, C);
   if (m == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
-  rows_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(out, mean, rstd, x, gamma, beta, m, C, inv_C, eps);
+  with_storage(common_type(op, {out, x}), [&](auto t) {
+    using T = decltype(t);
+    rows_kernel<T><<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(typed<T>(out), mean, rstd, typed<T>(x), gamma, beta,
+                                                                   m, C, inv_C, eps);
+  });
   check_launch(ctx, op);
 }
 
-void residual_layernorm_rows(const Context& ctx, float* x, float* out, float* mean, float* rstd, const float* a,
-                             const float* b, const float* gamma, const float* beta, int64_t m, int64_t C, float eps) {
+void residual_layernorm_rows(const Context& ctx, ActPtr x, ActPtr out, float* mean, float* rstd, ConstActPtr a,
+                             ConstActPtr b, const float* gamma, const float* beta, int64_t m, int64_t C, float eps) {
   const char* op = "residual_layernorm_rows";
   op_checks::require_layernorm_shape(op, m, C, C);
   if (m == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
-  residual_rows_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(x, out, mean, rstd, a, b, gamma, beta, m, C,
-                                                                       inv_C, eps);
+  with_storage(common_type(op, {x, out, a, b}), [&](auto t) {
+    using T = decltype(t);
+    residual_rows_kernel<T><<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(
+        typed<T>(x), typed<T>(out), mean, rstd, typed<T>(a), typed<T>(b), gamma, beta, m, C, inv_C, eps);
+  });
   check_launch(ctx, op);
 }
 
-void layernorm_rows_backward(const Context& ctx, float* dx, float* dgamma, float* dbeta, float* partials,
-                             const float* dout, const float* x, const float* mean, const float* rstd,
-                             const float* gamma, int64_t m, int64_t C) {
+void layernorm_rows_backward(const Context& ctx, ActPtr dx, float* dgamma, float* dbeta, float* partials,
+                             ConstActPtr dout, ConstActPtr x, const float* mean, const float* rstd, const float* gamma,
+                             int64_t m, int64_t C) {
   const char* op = "layernorm_rows_backward";
   op_checks::require_layernorm_shape(op, m, C, C);
   if (m == 0 || C == 0) return;
   const float inv_C = 1.0f / static_cast<float>(C);
-  rows_backward_dx_kernel<<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(dx, partials, dout, x, mean, rstd, gamma, m,
-                                                                          C, inv_C);
+  with_storage(common_type(op, {dx, dout, x}), [&](auto t) {
+    using T = decltype(t);
+    rows_backward_dx_kernel<T><<<row_blocks(op, m), kThreads, 0, ctx.stream>>>(
+        typed<T>(dx), partials, typed<T>(dout), typed<T>(x), mean, rstd, gamma, m, C, inv_C);
+  });
   check_launch(ctx, op);
   add_dgamma_dbeta(ctx, op, dgamma, dbeta, dout, x, mean, rstd, m, C);
 }
