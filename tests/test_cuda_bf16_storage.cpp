@@ -211,6 +211,10 @@ TEST_F(CudaBf16Storage, LayerNormStagesOnALocalShard) {
         partials(*gpu_, Floats(2 * m, kNaN)), dgamma(*gpu_, Floats(c, 0.0f)), dbeta(*gpu_, Floats(c, 0.0f));
     gpu_->layernorm_row_sums(row_sums.data(), xb.ptr(), m, c);
     gpu_->layernorm_residual_row_sums(res_x.ptr(), res_sums.data(), xb.ptr(), ab.ptr(), m, c);
+    // The sums describe the row as stored (rounded), the row the next stages read.
+    DeviceBuffer<float> stored_sums(*gpu_, Floats(m, kNaN));
+    gpu_->layernorm_row_sums(stored_sums.data(), res_x.ptr(), m, c);
+    EXPECT_EQ(res_sums.download(), stored_sums.download()) << element_type_name(type);
     gpu_->layernorm_centered_squares(mean.data(), sq.data(), given_sums.data(), xb.ptr(), m, c, C);
     gpu_->layernorm_normalize(out.ptr(), rstd.data(), xb.ptr(), mean.data(), given_sq.data(), g.data(), bt.data(), m, c,
                               C, 1e-5f);
@@ -232,6 +236,63 @@ TEST_F(CudaBf16Storage, LayerNormStagesOnALocalShard) {
   expect_rounded_equal(run[1].dx, run[0].dx, "layernorm_backward_finish dx (accumulated)");
   EXPECT_EQ(run[1].dgamma, run[0].dgamma) << "layernorm_backward_finish dgamma";
   EXPECT_EQ(run[1].dbeta, run[0].dbeta) << "layernorm_backward_finish dbeta";
+}
+
+TEST_F(CudaBf16Storage, EmbeddingAndPositionRowsAndTheirGradients) {
+  const int64_t B = 3, T = 8, c = 24, m = B * T, v_local = 10, v0 = 5;
+  std::vector<int32_t> tokens(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i)
+    tokens[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % 20);  // some out of range
+  const Floats table = random_floats(rng_, v_local * c), wpe = random_floats(rng_, T * c), dout = inputs(m * c);
+  Floats out[2], dtable[2], dwpe[2];
+  for (int s = 0; s < 2; ++s) {
+    ActBuffer ob = poisoned(kStorage[s], m * c), db = act(kStorage[s], dout);
+    DeviceBuffer<int32_t> tok(*gpu_, tokens);
+    DeviceBuffer<float> tab(*gpu_, table), pos(*gpu_, wpe), dtab(*gpu_, Floats(v_local * c, 0.5f)),
+        dpos(*gpu_, Floats(T * c, 0.5f));
+    gpu_->embedding_forward(ob.ptr(), tok.data(), tab.data(), m, c, v0, v_local);
+    gpu_->position_forward(ob.ptr(), pos.data(), B, T, c);
+    gpu_->embedding_backward(dtab.data(), db.ptr(), tok.data(), m, c, v0, v_local);
+    gpu_->position_backward(dpos.data(), db.ptr(), B, T, c);
+    out[s] = ob.download();
+    dtable[s] = dtab.download();
+    dwpe[s] = dpos.download();
+  }
+  // bf16 rounds the table row, then its sum with the position: two roundings.
+  expect_close(out[1], out[0], 2 * kOneRounding, "embedding_forward + position_forward");
+  EXPECT_EQ(dtable[1], dtable[0]) << "embedding_backward: the same bf16 rows added in token order";
+  EXPECT_EQ(dwpe[1], dwpe[0]) << "position_backward";
+}
+
+TEST_F(CudaBf16Storage, CrossEntropyStagesAndWholeRows) {
+  const int64_t m = 6, V = 300;
+  const Floats logits = inputs(m * V, -4.0f, 4.0f);
+  std::vector<int32_t> targets(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) targets[static_cast<size_t>(i)] = static_cast<int32_t>((i * 53) % V);
+  const float scale = 1.0f / static_cast<float>(m);
+  Floats staged_loss[2], staged_d[2], rows_loss[2], rows_d[2];
+  for (int s = 0; s < 2; ++s) {
+    ActBuffer staged = act(kStorage[s], logits), rows = act(kStorage[s], logits);
+    DeviceBuffer<int32_t> tg(*gpu_, targets);
+    DeviceBuffer<float> row_max(*gpu_, Floats(m, kNaN)), max(*gpu_, Floats(m, kNaN)),
+        partials(*gpu_, Floats(2 * m, kNaN)), loss(*gpu_, Floats(m, kNaN)), loss2(*gpu_, Floats(m, kNaN));
+    gpu_->cross_entropy_row_max(row_max.data(), staged.ptr(), m, V);
+    gpu_->cross_entropy_partials(partials.data(), max.data(), staged.ptr(), row_max.data(), 1, staged.ptr(), tg.data(),
+                                 m, V, 0);
+    gpu_->cross_entropy_loss(loss.data(), partials.data(), max.data(), m);
+    gpu_->cross_entropy_backward(staged.ptr(), staged.ptr(), partials.data(), tg.data(), m, V, 0, scale);
+    gpu_->cross_entropy_rows(loss2.data(), rows.ptr(), tg.data(), m, V, scale, max.data(), partials.data());
+    staged_loss[s] = loss.download();
+    staged_d[s] = staged.download();
+    rows_loss[s] = loss2.download();
+    rows_d[s] = rows.download();
+  }
+  // The losses come from the same logits in float32; the staged gradient divides the
+  // rounded exps, so it is within two roundings of the float32 one.
+  EXPECT_EQ(staged_loss[1], staged_loss[0]) << "cross_entropy stages: loss";
+  EXPECT_EQ(rows_loss[1], rows_loss[0]) << "cross_entropy_rows: loss";
+  expect_close(staged_d[1], staged_d[0], 2 * kOneRounding * scale, "cross_entropy stages: dlogits");
+  expect_rounded_equal(rows_d[1], rows_d[0], "cross_entropy_rows: dlogits");
 }
 
 TEST_F(CudaBf16Storage, MixedActivationTypesInOneOpAreRejectedNamingBoth) {

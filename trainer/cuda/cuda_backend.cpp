@@ -251,31 +251,30 @@ void CudaBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPt
 
 void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                                     int64_t v0, int64_t v_local) {
-  cuda::embedding_forward(ctx_, out.f32(__func__), tokens, table, m, c, v0, v_local);
+  cuda::embedding_forward(ctx_, out, tokens, table, m, c, v0, v_local);
 }
 
 void CudaBackend::embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c,
                                      int64_t v0, int64_t v_local) {
-  cuda::embedding_backward(ctx_, dtable, dout.f32(__func__), tokens, m, c, v0, v_local);
+  cuda::embedding_backward(ctx_, dtable, dout, tokens, m, c, v0, v_local);
 }
 
 void CudaBackend::position_forward(ActPtr out, const float* wpe, int64_t B, int64_t T, int64_t c) {
-  cuda::position_forward(ctx_, out.f32(__func__), wpe, B, T, c);
+  cuda::position_forward(ctx_, out, wpe, B, T, c);
 }
 
 void CudaBackend::position_backward(float* dwpe, ConstActPtr dout, int64_t B, int64_t T, int64_t c) {
-  cuda::position_backward(ctx_, dwpe, dout.f32(__func__), B, T, c);
+  cuda::position_backward(ctx_, dwpe, dout, B, T, c);
 }
 
 void CudaBackend::cross_entropy_row_max(float* row_max, ConstActPtr logits, int64_t m, int64_t v_local) {
-  cuda::cross_entropy_row_max(ctx_, row_max, logits.f32(__func__), m, v_local);
+  cuda::cross_entropy_row_max(ctx_, row_max, logits, m, v_local);
 }
 
 void CudaBackend::cross_entropy_partials(float* partials, float* max, ActPtr exps, const float* gathered_max,
                                          int64_t groups, ConstActPtr logits, const int32_t* targets, int64_t m,
                                          int64_t v_local, int64_t v0) {
-  cuda::cross_entropy_partials(ctx_, partials, max, exps.f32(__func__), gathered_max, groups, logits.f32(__func__),
-                               targets, m, v_local, v0);
+  cuda::cross_entropy_partials(ctx_, partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
 }
 
 void CudaBackend::cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) {
@@ -284,14 +283,13 @@ void CudaBackend::cross_entropy_loss(float* loss, const float* partials, const f
 
 void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const float* partials,
                                          const int32_t* targets, int64_t m, int64_t v_local, int64_t v0, float scale) {
-  cuda::cross_entropy_backward(ctx_, dlogits.f32(__func__), exps.f32(__func__), partials, targets, m, v_local, v0,
-                               scale);
+  cuda::cross_entropy_backward(ctx_, dlogits, exps, partials, targets, m, v_local, v0, scale);
 }
 
 // One kernel that needs neither scratch buffer.
 void CudaBackend::cross_entropy_rows(float* loss, ActPtr logits, const int32_t* targets, int64_t m, int64_t V,
                                      float scale, float* /*max*/, float* /*partials*/) {
-  cuda::cross_entropy_rows(ctx_, loss, logits.f32(__func__), targets, m, V, scale);
+  cuda::cross_entropy_rows(ctx_, loss, logits, targets, m, V, scale);
 }
 
 void CudaBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,

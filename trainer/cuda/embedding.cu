@@ -1,19 +1,21 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <limits>
 
+#include "trainer/cuda/act_storage.cuh"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/device_math.cuh"
 #include "trainer/cuda/embedding.hpp"
 
 namespace axonn::cuda {
 namespace {
-__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+template <typename T>
+__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                                          int64_t v0, int64_t v_local) {
   const int64_t total = m * c;
   for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
     const int64_t i = idx / c, j = idx - i * c;
     const int64_t r = static_cast<int64_t>(tokens[i]) - v0;
-    out[idx] = (r >= 0 && r < v_local) ? table[r * c + j] : 0.0f;
+    store(out + idx, (r >= 0 && r < v_local) ? table[r * c + j] : 0.0f);
   }
 }
 
@@ -34,7 +36,8 @@ constexpr int kSegmentUnroll = 8;  // sorted entries read per step, so their loa
 // several tokens, their positions ascending: the sort is stable), its threads add the run's
 // dout rows into that table row, one column each, in token order. Blocks whose entry is not
 // the start of a run, or is out of range, return at once.
-__global__ void segment_add_kernel(float* dtable, const float* dout, const uint32_t* keys, const int32_t* positions,
+template <typename T>
+__global__ void segment_add_kernel(float* dtable, const T* dout, const uint32_t* keys, const int32_t* positions,
                                    int64_t m, int64_t c, int64_t v_local) {
   const int64_t s = blockIdx.x;
   const uint32_t key = keys[s];
@@ -49,7 +52,7 @@ __global__ void segment_add_kernel(float* dtable, const float* dout, const uint3
 #pragma unroll
     for (int u = 0; u < kSegmentUnroll; ++u) {
       same[u] = t + u < m && keys[t + u] == key;
-      g[u] = same[u] ? dout[static_cast<int64_t>(positions[t + u]) * c + j] : 0.0f;
+      g[u] = same[u] ? load(dout + static_cast<int64_t>(positions[t + u]) * c + j) : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < kSegmentUnroll; ++u)
@@ -59,14 +62,17 @@ __global__ void segment_add_kernel(float* dtable, const float* dout, const uint3
   *d = acc;
 }
 
-__global__ void position_forward_kernel(float* out, const float* wpe, int64_t total, int64_t Tc) {
-  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) out[idx] += wpe[idx % Tc];
+template <typename T>
+__global__ void position_forward_kernel(T* out, const float* wpe, int64_t total, int64_t Tc) {
+  for (int64_t idx = global_thread(); idx < total; idx += grid_threads())
+    store(out + idx, load(out + idx) + wpe[idx % Tc]);
 }
 
-__global__ void position_backward_kernel(float* dwpe, const float* dout, int64_t B, int64_t Tc) {
+template <typename T>
+__global__ void position_backward_kernel(float* dwpe, const T* dout, int64_t B, int64_t Tc) {
   for (int64_t idx = global_thread(); idx < Tc; idx += grid_threads()) {
     float acc = dwpe[idx];
-    for (int64_t b = 0; b < B; ++b) acc += dout[b * Tc + idx];
+    for (int64_t b = 0; b < B; ++b) acc += load(dout + b * Tc + idx);
     dwpe[idx] = acc;
   }
 }
@@ -80,15 +86,19 @@ int key_bits(int64_t v_local) {
 
 }  // namespace
 
-void embedding_forward(const Context& ctx, float* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+void embedding_forward(const Context& ctx, ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
                        int64_t v0, int64_t v_local) {
   op_checks::require_embedding_sizes("embedding_forward", m, c, v_local);
   if (m == 0 || c == 0) return;
-  embedding_forward_kernel<<<grid_for(m * c), kThreads, 0, ctx.stream>>>(out, tokens, table, m, c, v0, v_local);
+  with_storage(out.type(), [&](auto t) {
+    using T = decltype(t);
+    embedding_forward_kernel<T>
+        <<<grid_for(m * c), kThreads, 0, ctx.stream>>>(typed<T>(out), tokens, table, m, c, v0, v_local);
+  });
   check_launch(ctx, "embedding_forward");
 }
 
-void embedding_backward(const Context& ctx, float* dtable, const float* dout, const int32_t* tokens, int64_t m,
+void embedding_backward(const Context& ctx, float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m,
                         int64_t c, int64_t v0, int64_t v_local) {
   const char* op = "embedding_backward";
   op_checks::require_embedding_sizes(op, m, c, v_local);
@@ -122,26 +132,35 @@ void embedding_backward(const Context& ctx, float* dtable, const float* dout, co
   AXONN_CUDA_OP_CHECK(op, cub::DeviceRadixSort::SortPairs(base + temp_at, sort_bytes, keys_in, keys_out, pos_in,
                                                           pos_out, n, 0, bits, ctx.stream));
   const dim3 grid(grid_dim(op, "tokens", m, true), grid_dim(op, "column tiles", (c + kThreads - 1) / kThreads, false));
-  segment_add_kernel<<<grid, kThreads, 0, ctx.stream>>>(dtable, dout, keys_out, pos_out, m, c, v_local);
+  with_storage(dout.type(), [&](auto t) {
+    using T = decltype(t);
+    segment_add_kernel<T><<<grid, kThreads, 0, ctx.stream>>>(dtable, typed<T>(dout), keys_out, pos_out, m, c, v_local);
+  });
   check_launch(ctx, op);
 }
 
-void position_forward(const Context& ctx, float* out, const float* wpe, int64_t B, int64_t T, int64_t c) {
+void position_forward(const Context& ctx, ActPtr out, const float* wpe, int64_t B, int64_t T, int64_t c) {
   require_nonnegative("position_forward", "B", B);
   require_nonnegative("position_forward", "T", T);
   require_nonnegative("position_forward", "c", c);
   const int64_t total = B * T * c;
   if (total == 0) return;
-  position_forward_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(out, wpe, total, T * c);
+  with_storage(out.type(), [&](auto t) {
+    using S = decltype(t);
+    position_forward_kernel<S><<<grid_for(total), kThreads, 0, ctx.stream>>>(typed<S>(out), wpe, total, T * c);
+  });
   check_launch(ctx, "position_forward");
 }
 
-void position_backward(const Context& ctx, float* dwpe, const float* dout, int64_t B, int64_t T, int64_t c) {
+void position_backward(const Context& ctx, float* dwpe, ConstActPtr dout, int64_t B, int64_t T, int64_t c) {
   require_nonnegative("position_backward", "B", B);
   require_nonnegative("position_backward", "T", T);
   require_nonnegative("position_backward", "c", c);
   if (B == 0 || T * c == 0) return;
-  position_backward_kernel<<<grid_for(T * c), kThreads, 0, ctx.stream>>>(dwpe, dout, B, T * c);
+  with_storage(dout.type(), [&](auto t) {
+    using S = decltype(t);
+    position_backward_kernel<S><<<grid_for(T * c), kThreads, 0, ctx.stream>>>(dwpe, typed<S>(dout), B, T * c);
+  });
   check_launch(ctx, "position_backward");
 }
 
