@@ -1,8 +1,10 @@
 #pragma once
 // The CUDA backend: every op of trainer/backend.hpp on device memory of one GPU, ordered on
-// one stream of that device (the compute stream). Storage is float32 like the CPU backend's,
-// so the model, optimizer and checkpoint code are the same for both; the GEMMs run on tensor
-// cores (GemmMath), which is where a GPT step spends its FLOPs.
+// one stream of that device (the compute stream). The model's storage is float32 like the
+// CPU backend's (activation_type()), so the model, optimizer and checkpoint code are the same
+// for both; the GEMMs run on tensor cores (GemmMath), which is where a GPT step spends its
+// FLOPs. The row kernels also take bf16 activations (act_storage.cuh), the first part of
+// bf16 activation storage (docs/gpu-performance.md); the GEMMs and attention do not yet.
 //
 // In a build without CUDA (AXONN_CUDA=OFF, or no nvcc/NCCL found) make_cuda_backend throws a
 // BackendError saying how to build with it; nothing else here needs CUDA headers.
