@@ -26,6 +26,7 @@
 
 #include "backend_errors.hpp"
 #include "cuda_skip.hpp"
+#include "normalized_error.hpp"
 #include "random_floats.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
@@ -35,6 +36,7 @@ namespace axonn {
 namespace {
 
 using test::expect_backend_error;
+using test::normalized_error;
 using test::random_floats;
 
 constexpr double kTol = 1e-5;
@@ -48,20 +50,6 @@ Tokens random_tokens(std::mt19937& rng, int64_t n, int32_t vocab) {
   Tokens v(static_cast<size_t>(n));
   for (int32_t& t : v) t = dist(rng);
   return v;
-}
-
-// max|got − ref| / max(1, max|ref|); +inf where got is NaN and ref is not (an element the
-// CUDA op did not write), or the sizes differ.
-double normalized_error(const Floats& got, const Floats& ref) {
-  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
-  double err = 0.0, scale = 1.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(ref[i])) continue;
-    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
-    err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
-  }
-  return err / scale;
 }
 
 // The first element whose bits differ, or -1 (NaN equals NaN of the same bits).

@@ -22,6 +22,7 @@
 
 #include "comm/bfloat16.hpp"
 #include "cuda_skip.hpp"
+#include "normalized_error.hpp"
 #include "random_floats.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
@@ -30,6 +31,7 @@ namespace axonn {
 namespace {
 
 using Floats = std::vector<float>;
+using test::normalized_error;
 using test::random_floats;
 
 constexpr double kOneRounding = 1.0 / 256;  // bf16 keeps 8 significant bits
@@ -39,18 +41,6 @@ constexpr ElementType kStorage[] = {ElementType::float32, ElementType::bfloat16}
 Floats rounded_to_bf16(Floats v) {
   for (float& x : v) x = bf16_to_float(float_to_bf16(x));
   return v;
-}
-
-// max|got − ref| / max(1, max|ref|); +inf where got is not finite and ref is, or sizes differ.
-double normalized_error(const Floats& got, const Floats& ref) {
-  if (got.size() != ref.size()) return std::numeric_limits<double>::infinity();
-  double err = 0.0, scale = 1.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
-    err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
-  }
-  return err / scale;
 }
 
 // Activations of one storage type on the GPU, written from and read back as floats.

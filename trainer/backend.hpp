@@ -21,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
