@@ -8,12 +8,16 @@
 //   normalizes) is within a few bf16 roundings: normalized error (max|bf16 − f32| over
 //   max(1, max|f32|)) at most 4·2^-8;
 // - float32 outputs beside bf16 inputs (statistics, parameter gradients) are within 1e-5
-//   where the ops read the same stored values.
+//   where the ops read the same stored values;
+// - a GEMM on bf16 operands (bf16 tensor cores) against exact float32 on the same values:
+//   a bf16 result within one rounding, a float32 one (dW) within 1e-5 (the two kernels
+//   accumulate in different orders on a GPU).
 // Output buffers start as NaN, so an element an op forgets to write fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -283,6 +287,96 @@ TEST_F(CudaBf16Storage, CrossEntropyStagesAndWholeRows) {
   EXPECT_EQ(rows_loss[1], rows_loss[0]) << "cross_entropy_rows: loss";
   expect_close(staged_d[1], staged_d[0], 2 * kOneRounding * scale, "cross_entropy stages: dlogits");
   expect_rounded_equal(rows_d[1], rows_d[0], "cross_entropy_rows: dlogits");
+}
+
+// The GEMMs on bf16 operands (cuBLASLt's bf16 tensor cores, float32 accumulation) against
+// the same GEMMs on float32 buffers holding the same values at exact float32 math: a bf16
+// result is the float32 product rounded once (up to the accumulation order, which differs
+// between the two kernels on a GPU), a float32 result (dW) equal up to that order.
+TEST_F(CudaBf16Storage, GemmOnBf16OperandsRoundsTheFloat32ProductOnce) {
+  const int64_t m = 37, n = 24, k = 51;
+  for (Transpose ta : {Transpose::no, Transpose::yes})
+    for (Transpose tb : {Transpose::no, Transpose::yes}) {
+      const int64_t lda = (ta == Transpose::no ? k : m) + 3, ldb = (tb == Transpose::no ? n : k) + 5, ldc = n + 2;
+      const Floats a = inputs((ta == Transpose::no ? m : k) * lda), b = inputs((tb == Transpose::no ? k : n) * ldb),
+                   c0 = inputs(m * ldc);
+      const std::string what =
+          std::string("gemm ta=") + (ta == Transpose::yes ? "T" : "N") + " tb=" + (tb == Transpose::yes ? "T" : "N");
+      Floats out[2], out_f32c[2];
+      for (int s = 0; s < 2; ++s) {
+        ActBuffer ab = act(kStorage[s], a), bb = act(kStorage[s], b), cb = act(kStorage[s], c0);
+        DeviceBuffer<float> cf(*gpu_, Floats(m * ldc, kNaN));
+        gpu_->gemm(ta, tb, m, n, k, 0.75f, ab.ptr(), lda, bb.ptr(), ldb, 0.5f, cb.ptr(), ldc);  // C read and written
+        gpu_->gemm(ta, tb, m, n, k, 1.0f, ab.ptr(), lda, bb.ptr(), ldb, 0.0f, cf.data(), ldc);  // float32 C
+        out[s] = cb.download();
+        out_f32c[s] = cf.download();
+      }
+      expect_close(out[1], out[0], kOneRounding, what + ", bf16 C");
+      expect_close(out_f32c[1], out_f32c[0], 1e-5, what + ", float32 C");
+    }
+}
+
+TEST_F(CudaBf16Storage, FusedLinearLayersOnBf16Activations) {
+  const int64_t m = 40, n = 48, k = 32;
+  const Floats x = inputs(m * k, -2.0f, 2.0f), w = inputs(k * n), dy = inputs(m * n), bias = random_floats(rng_, n + 1);
+  struct Run {
+    Floats y, y_unaligned, pre, out, dpre, dw, dbias;
+  } run[2];
+  for (int s = 0; s < 2; ++s) {
+    ActBuffer xb = act(kStorage[s], x), wb = act(kStorage[s], w), db = act(kStorage[s], dy);
+    ActBuffer y = poisoned(kStorage[s], m * n), y2 = poisoned(kStorage[s], m * n), pre = poisoned(kStorage[s], m * n),
+              out = poisoned(kStorage[s], m * n), dpre = poisoned(kStorage[s], m * k);
+    DeviceBuffer<float> bias_d(*gpu_, bias), dw(*gpu_, Floats(k * n, kNaN)), dbias(*gpu_, Floats(n, 0.25f));
+    gpu_->linear_forward(y.ptr(), xb.ptr(), wb.ptr(), bias_d.data(), m, n, k);
+    // A bias not 16-byte aligned cannot be fused: the GEMM, then bias_forward.
+    gpu_->linear_forward(y2.ptr(), xb.ptr(), wb.ptr(), bias_d.data() + 1, m, n, k);
+    gpu_->linear_gelu_forward(pre.ptr(), out.ptr(), xb.ptr(), wb.ptr(), bias_d.data(), m, n, k);
+    // dpre (m, k) = dY (m, n)·W^T ⊙ gelu'(pre), with pre (m, k): the x buffer stands in for it.
+    gpu_->linear_input_grad_gelu(dpre.ptr(), db.ptr(), wb.ptr(), xb.ptr(), m, n, k);
+    gpu_->linear_weight_grad(dw.data(), 0.0f, dbias.data(), xb.ptr(), db.ptr(), m, n, k);
+    run[s] = {y.download(),    y2.download(), pre.download(),  out.download(),
+              dpre.download(), dw.download(), dbias.download()};
+  }
+  // Fused or not, each stored output is within two roundings (the unfused bias and GELU
+  // read a rounded GEMM result); the float32 gradients are the same sums.
+  expect_close(run[1].y, run[0].y, 2 * kOneRounding, "linear_forward");
+  expect_close(run[1].y_unaligned, run[0].y_unaligned, 2 * kOneRounding, "linear_forward, unaligned bias");
+  expect_close(run[1].pre, run[0].pre, 2 * kOneRounding, "linear_gelu_forward pre");
+  expect_close(run[1].out, run[0].out, 2 * kOneRounding, "linear_gelu_forward out");
+  expect_close(run[1].dpre, run[0].dpre, 2 * kOneRounding, "linear_input_grad_gelu");
+  expect_close(run[1].dw, run[0].dw, 1e-5, "linear_weight_grad dW");
+  expect_close(run[1].dbias, run[0].dbias, 1e-5, "linear_weight_grad dbias");
+}
+
+TEST_F(CudaBf16Storage, GemmWithAnEmptyProductScalesABf16Result) {
+  const int64_t m = 5, n = 7, ldc = 9;
+  const Floats c0 = inputs(m * ldc);
+  ActBuffer a = act(ElementType::bfloat16, inputs(m)), b = act(ElementType::bfloat16, inputs(n)),
+            c = act(ElementType::bfloat16, c0);
+  gpu_->gemm(Transpose::no, Transpose::no, m, n, 0, 1.0f, a.ptr(), 1, b.ptr(), n, 0.5f, c.ptr(), ldc);
+  Floats want = c0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) want[i * ldc + j] *= 0.5f;  // halving a bf16 value is exact
+  EXPECT_EQ(c.download(), want);
+}
+
+TEST_F(CudaBf16Storage, GemmOperandsOfTwoTypesAreRejectedNamingBoth) {
+  ActBuffer a = act(ElementType::bfloat16, inputs(16)), b = act(ElementType::float32, inputs(16)),
+            c = poisoned(ElementType::bfloat16, 16);
+  auto expect_error = [](const std::function<void()>& call, const std::string& text) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected: " << text;
+    } catch (const BackendError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  expect_error(
+      [&] { gpu_->gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0f, a.ptr(), 4, b.ptr(), 4, 0.0f, c.ptr(), 4); },
+      "gemm: A is bfloat16 and B float32");
+  expect_error(
+      [&] { gpu_->gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0f, b.ptr(), 4, b.ptr(), 4, 0.0f, c.ptr(), 4); },
+      "gemm: float32 operands with a bfloat16 result");
 }
 
 TEST_F(CudaBf16Storage, MixedActivationTypesInOneOpAreRejectedNamingBoth) {

@@ -145,28 +145,27 @@ void CudaBackend::synchronize() { AXONN_CUDA_OP_CHECK("synchronize", cudaStreamS
 // ---- compute: each op checks its arguments and launches on the stream (trainer/cuda/<op>).
 void CudaBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
                        int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) {
-  cuda::gemm(ctx_, ta, tb, m, n, k, alpha, a.f32(__func__), lda, b.f32(__func__), ldb, beta, c.f32(__func__), ldc);
+  cuda::gemm(ctx_, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void CudaBackend::linear_forward(ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m, int64_t n,
                                  int64_t k) {
-  cuda::linear_forward(ctx_, y.f32(__func__), x.f32(__func__), w.f32(__func__), bias, m, n, k);
+  cuda::linear_forward(ctx_, y, x, w, bias, m, n, k);
 }
 
 void CudaBackend::linear_weight_grad(float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy, int64_t m,
                                      int64_t n, int64_t k) {
-  cuda::linear_weight_grad(ctx_, dw, beta, dbias, x.f32(__func__), dy.f32(__func__), m, n, k);
+  cuda::linear_weight_grad(ctx_, dw, beta, dbias, x, dy, m, n, k);
 }
 
 void CudaBackend::linear_gelu_forward(ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias,
                                       int64_t m, int64_t n, int64_t k) {
-  cuda::linear_gelu_forward(ctx_, pre.f32(__func__), out.f32(__func__), x.f32(__func__), w.f32(__func__), bias, m, n,
-                            k);
+  cuda::linear_gelu_forward(ctx_, pre, out, x, w, bias, m, n, k);
 }
 
 void CudaBackend::linear_input_grad_gelu(ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre, int64_t m,
                                          int64_t n, int64_t k) {
-  cuda::linear_input_grad_gelu(ctx_, dpre.f32(__func__), dy.f32(__func__), w.f32(__func__), pre.f32(__func__), m, n, k);
+  cuda::linear_input_grad_gelu(ctx_, dpre, dy, w, pre, m, n, k);
 }
 
 void CudaBackend::bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) {

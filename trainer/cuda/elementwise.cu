@@ -1,3 +1,4 @@
+#include "trainer/cuda/act_storage.cuh"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/device_math.cuh"
 #include "trainer/cuda/elementwise.hpp"
@@ -22,12 +23,13 @@ __global__ void fill_kernel(float* x, float value, int64_t n) {
 }
 
 // Element idx of the (m, n) block is row idx / n, column idx % n.
-__global__ void scale_matrix_kernel(float* c, int64_t ldc, int64_t m, int64_t n, float beta) {
+template <typename T>
+__global__ void scale_matrix_kernel(T* c, int64_t ldc, int64_t m, int64_t n, float beta) {
   const int64_t total = m * n;
   for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
     const int64_t i = idx / n, j = idx - i * n;
-    float* e = c + i * ldc + j;
-    *e = beta == 0.0f ? 0.0f : beta * *e;
+    T* e = c + i * ldc + j;
+    store(e, beta == 0.0f ? 0.0f : beta * load(e));
   }
 }
 
@@ -61,9 +63,12 @@ void fill(const Context& ctx, float* x, float value, int64_t n) {
   check_launch(ctx, "fill");
 }
 
-void scale_matrix(const Context& ctx, const char* op, float* c, int64_t ldc, int64_t m, int64_t n, float beta) {
+void scale_matrix(const Context& ctx, const char* op, ActPtr c, int64_t ldc, int64_t m, int64_t n, float beta) {
   if (m == 0 || n == 0) return;
-  scale_matrix_kernel<<<grid_for(m * n), kThreads, 0, ctx.stream>>>(c, ldc, m, n, beta);
+  with_storage(c.type(), [&](auto t) {
+    using T = decltype(t);
+    scale_matrix_kernel<T><<<grid_for(m * n), kThreads, 0, ctx.stream>>>(typed<T>(c), ldc, m, n, beta);
+  });
   check_launch(ctx, op);
 }
 

@@ -2,6 +2,7 @@
 // Elementwise ops on the compute stream (see Backend for the contracts).
 #include <cstdint>
 
+#include "trainer/activation_ptr.hpp"
 #include "trainer/cuda/context.hpp"
 
 namespace axonn::cuda {
@@ -12,6 +13,6 @@ void axpy(const Context& ctx, float* y, float alpha, const float* x, int64_t n);
 void fill(const Context& ctx, float* x, float value, int64_t n);
 // C (m, n) with row stride ldc = beta·C; beta = 0 writes 0 without reading C. The GEMM with
 // an empty inner dimension (k = 0); `op` names the caller in errors.
-void scale_matrix(const Context& ctx, const char* op, float* c, int64_t ldc, int64_t m, int64_t n, float beta);
+void scale_matrix(const Context& ctx, const char* op, ActPtr c, int64_t ldc, int64_t m, int64_t n, float beta);
 
 }  // namespace axonn::cuda

@@ -13,7 +13,12 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
-cublasComputeType_t compute_type(GemmMath math) {
+cudaDataType_t cuda_type(ElementType type) { return type == ElementType::bfloat16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// bf16 inputs multiply on bf16 tensor cores at float32 accumulation whatever the GemmMath;
+// the math says how float32 inputs are multiplied.
+cublasComputeType_t compute_type(GemmMath math, ElementType inputs) {
+  if (inputs == ElementType::bfloat16) return CUBLAS_COMPUTE_32F;
   switch (math) {
     case GemmMath::bf16:
       return CUBLAS_COMPUTE_32F_FAST_16BF;
@@ -50,9 +55,10 @@ void set_epilogue_pointers(const char* op, cublasLtMatmulDesc_t desc, const Gemm
   if (bias != nullptr)
     AXONN_CUDA_OP_CHECK(op,
                         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  if (call.aux != nullptr) {
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &call.aux,
-                                                           sizeof(call.aux)));
+  if (call.aux) {
+    void* aux = call.aux.raw();
+    AXONN_CUDA_OP_CHECK(
+        op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     const int64_t ld = call.ldc;
     AXONN_CUDA_OP_CHECK(op,
                         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
@@ -66,15 +72,38 @@ bool epilogue_possible(const GemmCall& call) {
   if (call.batch != 1) return false;
   if (call.bias != nullptr && reinterpret_cast<uintptr_t>(call.bias) % 16 != 0) return false;
   if (call.bias_grad != nullptr && reinterpret_cast<uintptr_t>(call.bias_grad) % 16 != 0) return false;
-  return call.aux == nullptr || call.ldc % 8 == 0;
+  return !call.aux || call.ldc % 8 == 0;
+}
+
+// The element type of a bf16 output's bias vector: float32 (the parameter), where cuBLASLt's
+// default would be the output's type. A float32 output's default is float32 already.
+void set_bias_type(const char* op, cublasLtMatmulDesc_t desc, const GemmCall& call) {
+  if ((call.bias == nullptr && call.bias_grad == nullptr) || call.c.type() == ElementType::float32) return;
+  const int32_t type = CUDA_R_32F;
+  AXONN_CUDA_OP_CHECK(op,
+                      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+}
+
+// GemmCall's type rules, which are cuBLASLt's: a call outside them is the caller's error.
+void require_types(const char* op, const GemmCall& call) {
+  auto name = [](ElementType t) { return std::string(element_type_name(t)); };
+  if (call.a.type() != call.b.type())
+    fail(op, "A is " + name(call.a.type()) + " and B " + name(call.b.type()) +
+                 "; cuBLASLt multiplies operands of one type: pass the weights in the activations' type");
+  if (call.a.type() == ElementType::float32 && call.c.type() != ElementType::float32)
+    fail(op, "float32 operands with a " + name(call.c.type()) +
+                 " result; cuBLASLt writes float32 products in float32 only: pass C as float32");
+  if (call.aux && call.aux.type() != call.c.type())
+    fail(op, "the GELU input is " + name(call.aux.type()) + " and the output " + name(call.c.type()) +
+                 "; store both in one type");
 }
 
 // The largest power of two, at most 256, dividing the byte address of every matrix of the
 // batch. cuBLASLt's heuristic assumes 256-byte aligned matrices unless told otherwise, and a
-// view (a column block, a head inside packed qkv) is often only 4-byte aligned.
-int64_t alignment(const void* p, int64_t stride, int64_t batch) {
+// view (a column block, a head inside packed qkv) is often only 2- or 4-byte aligned.
+int64_t alignment(const void* p, int64_t stride, int64_t batch, size_t element_bytes) {
   auto bits = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
-  if (batch > 1) bits |= static_cast<uint64_t>(stride) * sizeof(float);
+  if (batch > 1) bits |= static_cast<uint64_t>(stride) * element_bytes;
   int64_t align = 256;
   while (align > 1 && bits % static_cast<uint64_t>(align) != 0) align /= 2;
   return align;
@@ -86,6 +115,7 @@ std::string describe(const GemmCall& call) {
                   " n=" + std::to_string(call.n) + " k=" + std::to_string(call.k) + " lda=" + std::to_string(call.lda) +
                   " ldb=" + std::to_string(call.ldb) + " ldc=" + std::to_string(call.ldc);
   if (call.batch > 1) s += " batch=" + std::to_string(call.batch);
+  s += std::string(" ") + element_type_name(call.a.type()) + "->" + element_type_name(call.c.type());
   return s;
 }
 
@@ -125,14 +155,19 @@ Gemm::Gemm(GemmMath math) : math_(math) {
   workspace_bytes_ = kWorkspaceBytes;
 }
 
+// Releases the plan's descriptors and leaves it empty: a shape whose epilogue is run by the
+// caller. Never throws.
+void Gemm::drop_plan(Plan& plan) {
+  if (plan.c != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.c);
+  if (plan.b != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.b);
+  if (plan.a != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.a);
+  if (plan.desc != nullptr) (void)cublasLtMatmulDescDestroy(plan.desc);
+  plan = Plan{};
+}
+
 Gemm::~Gemm() {
   // Never throws; the backend's destructor has waited for its stream already.
-  for (auto& [key, plan] : plans_) {
-    (void)cublasLtMatrixLayoutDestroy(plan.c);
-    (void)cublasLtMatrixLayoutDestroy(plan.b);
-    (void)cublasLtMatrixLayoutDestroy(plan.a);
-    (void)cublasLtMatmulDescDestroy(plan.desc);
-  }
+  for (auto& [key, plan] : plans_) drop_plan(plan);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
   if (handle_ != nullptr) (void)cublasLtDestroy(handle_);
 }
@@ -144,11 +179,7 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
   cublasLtMatmulPreference_t pref = nullptr;
   auto release = [&] {
     if (pref != nullptr) (void)cublasLtMatmulPreferenceDestroy(pref);
-    if (plan.c != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.c);
-    if (plan.b != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.b);
-    if (plan.a != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.a);
-    if (plan.desc != nullptr) (void)cublasLtMatmulDescDestroy(plan.desc);
-    plan = Plan{};
+    drop_plan(plan);
   };
   try {
     const bool ta = call.ta == Transpose::yes, tb = call.tb == Transpose::yes;
@@ -165,12 +196,14 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
       AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                              sizeof(epilogue)));
       set_epilogue_pointers(op, plan.desc, call);
+      set_bias_type(op, plan.desc, call);
     }
     // Column-major (rows, cols) as stored: our row-major B is (k, n), or (n, k) transposed;
     // our A is (m, k), or (k, m) transposed; our C is (m, n).
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, tb ? k : n, tb ? n : k, call.ldb));
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, ta ? m : k, ta ? k : m, call.lda));
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, n, m, call.ldc));
+    const cudaDataType_t in = cuda_type(call.a.type()), out = cuda_type(call.c.type());
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.a, in, tb ? k : n, tb ? n : k, call.ldb));
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.b, in, ta ? m : k, ta ? k : m, call.lda));
+    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.c, out, n, m, call.ldc));
     set_batch(op, plan.a, call.batch, call.stride_b);
     set_batch(op, plan.b, call.batch, call.stride_a);
     set_batch(op, plan.c, call.batch, call.stride_c);
@@ -203,7 +236,7 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
   }
 }
 
-const Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
+Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
   const Key key = {call.ta == Transpose::yes,
                    call.tb == Transpose::yes,
                    call.m,
@@ -216,15 +249,18 @@ const Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
                    call.stride_a,
                    call.stride_b,
                    call.stride_c,
-                   alignment(call.b, call.stride_b, call.batch),
-                   alignment(call.a, call.stride_a, call.batch),
-                   alignment(call.c, call.stride_c, call.batch),
-                   alignment(call.aux, 0, 1),
-                   static_cast<int64_t>(call.epilogue)};
+                   alignment(call.b.raw(), call.stride_b, call.batch, call.b.element_bytes()),
+                   alignment(call.a.raw(), call.stride_a, call.batch, call.a.element_bytes()),
+                   alignment(call.c.raw(), call.stride_c, call.batch, call.c.element_bytes()),
+                   alignment(call.aux.raw(), 0, 1, call.aux.element_bytes()),
+                   static_cast<int64_t>(call.epilogue),
+                   static_cast<int64_t>(call.a.type()),
+                   static_cast<int64_t>(call.c.type())};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.desc != nullptr ? &it->second : nullptr;
   Plan plan;
   cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
-  bool ok = try_plan(op, call, key, compute_type(math_), plan, why);
+  const cublasComputeType_t compute = compute_type(math_, call.a.type());
+  bool ok = try_plan(op, call, key, compute, plan, why);
   // An epilogue the GEMM cannot fuse is run by the caller, at the same math: remember that.
   if (!ok && call.epilogue != Epilogue::none) {
     plans_.emplace(key, Plan{});
@@ -232,7 +268,7 @@ const Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
   }
   // The tensor-core types may have no kernel for an odd alignment or stride; exact float32
   // always has one. Slower, never wrong.
-  if (!ok && math_ != GemmMath::fp32) ok = try_plan(op, call, key, CUBLAS_COMPUTE_32F, plan, why);
+  if (!ok && compute != CUBLAS_COMPUTE_32F) ok = try_plan(op, call, key, CUBLAS_COMPUTE_32F, plan, why);
   if (!ok)
     fail(op, "cuBLASLt found no algorithm for " + describe(call) + " (math " + gemm_math_name(math_) + ", alignments " +
                  std::to_string(key[13]) + "/" + std::to_string(key[12]) + "/" + std::to_string(key[14]) +
@@ -242,20 +278,30 @@ const Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
 
 bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
   if (call.batch > INT32_MAX) fail(op, "batch = " + std::to_string(call.batch) + " exceeds cuBLASLt's 32-bit count");
+  require_types(op, call);
   if (!epilogue_possible(call)) return false;
-  const Plan* plan = plan_for(op, call);
+  Plan* plan = plan_for(op, call);
   if (plan == nullptr) return false;
   set_epilogue_pointers(op, plan->desc, call);
   const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
-  AXONN_CUDA_OP_CHECK(op, cublasLtMatmul(handle_, plan->desc, &alpha, call.b, plan->a, call.a, plan->b, &beta, call.c,
-                                         plan->c, call.c, plan->c, &plan->algo, workspace_, workspace_bytes_,
-                                         ctx.stream));
+  const cublasStatus_t status =
+      cublasLtMatmul(handle_, plan->desc, &alpha, call.b.raw(), plan->a, call.a.raw(), plan->b, &beta, call.c.raw(),
+                     plan->c, call.c.raw(), plan->c, &plan->algo, workspace_, workspace_bytes_, ctx.stream);
+  // An epilogue's type combination (a float32 bias beside a bf16 output) can pass the
+  // heuristic and still be refused here, before anything is queued: the caller then runs the
+  // epilogue's kernels, as for an epilogue with no algorithm, and so does every later call.
+  if (status != CUBLAS_STATUS_SUCCESS && call.epilogue != Epilogue::none && !plan->ran) {
+    drop_plan(*plan);
+    return false;
+  }
+  check_call(status, op, "cublasLtMatmul");
+  plan->ran = true;
   check_launch(ctx, op);
   return true;
 }
 
-void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
+          int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) {
   require_nonnegative("gemm", "m", m);
   require_nonnegative("gemm", "n", n);
   require_nonnegative("gemm", "k", k);
@@ -273,7 +319,7 @@ void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, 
   ctx.gemm->run(ctx, "gemm", call);
 }
 
-void linear_forward(const Context& ctx, float* y, const float* x, const float* w, const float* bias, int64_t m,
+void linear_forward(const Context& ctx, ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m,
                     int64_t n, int64_t k) {
   const char* op = "linear_forward";
   require_nonnegative(op, "m", m);
@@ -287,8 +333,8 @@ void linear_forward(const Context& ctx, float* y, const float* x, const float* w
   bias_forward(ctx, y, bias, m, n, n);
 }
 
-void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float* x, const float* w,
-                         const float* bias, int64_t m, int64_t n, int64_t k) {
+void linear_gelu_forward(const Context& ctx, ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias,
+                         int64_t m, int64_t n, int64_t k) {
   const char* op = "linear_gelu_forward";
   require_nonnegative(op, "m", m);
   require_nonnegative(op, "n", n);
@@ -301,7 +347,7 @@ void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float
   gelu_forward(ctx, out, pre, m * n);
 }
 
-void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, const float* w, const float* pre,
+void linear_input_grad_gelu(const Context& ctx, ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre,
                             int64_t m, int64_t n, int64_t k) {
   const char* op = "linear_input_grad_gelu";
   require_nonnegative(op, "m", m);
@@ -310,14 +356,15 @@ void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, co
   if (m == 0 || k == 0) return;
   // dpre (m, k) = dY (m, n)·W^T: the GEMM's own (m, n, k) are (m, k, n). DGELU only reads aux;
   // the field is non-const because GELU_AUX_BIAS writes it.
+  const ActPtr aux(const_cast<void*>(pre.raw()), pre.type());
   const GemmCall call{.tb = Transpose::yes, .m = m, .n = k, .k = n, .a = dy, .lda = n, .b = w, .ldb = n, .c = dpre,
-                      .ldc = k, .epilogue = Epilogue::dgelu, .aux = const_cast<float*>(pre)};
+                      .ldc = k, .epilogue = Epilogue::dgelu, .aux = aux};
   if (n > 0 && ctx.gemm->run(ctx, op, call)) return;
   gemm(ctx, Transpose::no, Transpose::yes, m, k, n, 1.0f, dy, n, w, n, 0.0f, dpre, k);
   gelu_backward(ctx, dpre, pre, dpre, m * k);
 }
 
-void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias, const float* x, const float* dy,
+void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy,
                         int64_t m, int64_t n, int64_t k) {
   const char* op = "linear_weight_grad";
   require_nonnegative(op, "m", m);

@@ -35,26 +35,29 @@ namespace axonn::cuda {
 enum class Epilogue { none, bias, gelu_aux_bias, dgelu, bias_grad_b };
 
 // One (batched) row-major GEMM: for p < batch,
-//   C_p (m, n) = alpha·op(A_p)·op(B_p) + beta·C_p,  X_p = x + p·stride_x,
+//   C_p (m, n) = alpha·op(A_p)·op(B_p) + beta·C_p,  X_p = x + p·stride_x (elements),
 // op(A) (m, k), op(B) (k, n); lda, ldb, ldc are the row strides as stored. beta = 0 does not
 // read C. The C_p must not overlap one another; the A_p and B_p may (heads inside a packed
 // qkv buffer).
+// Types (cuBLASLt's combinations): A and B of one type; float32 A/B give float32 C (at the
+// backend's GemmMath); bf16 A/B give bf16 or float32 C (bf16 tensor cores, float32
+// accumulation, C rounded once). bias and bias_grad are float32; aux has C's type.
 struct GemmCall {
   Transpose ta = Transpose::no;
   Transpose tb = Transpose::no;
   int64_t m = 0, n = 0, k = 0;
   float alpha = 1.0f;
-  const float* a = nullptr;
+  ConstActPtr a = nullptr;
   int64_t lda = 0, stride_a = 0;
-  const float* b = nullptr;
+  ConstActPtr b = nullptr;
   int64_t ldb = 0, stride_b = 0;
   float beta = 0.0f;
-  float* c = nullptr;
+  ActPtr c = nullptr;
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
   Epilogue epilogue = Epilogue::none;
   const float* bias = nullptr;  // bias, gelu_aux_bias
-  float* aux = nullptr;         // gelu_aux_bias (written), dgelu (read)
+  ActPtr aux = nullptr;         // gelu_aux_bias (written), dgelu (read)
   float* bias_grad = nullptr;   // bias_grad_b (written, not accumulated)
 };
 
@@ -78,8 +81,9 @@ class Gemm {
 
  private:
   // The call's shape: transposes, m, n, k, lda, ldb, ldc, batch, the three batch strides,
-  // the pointer alignments of A, B, C and aux (bytes, a power of two <= 256) and the epilogue.
-  using Key = std::array<int64_t, 17>;
+  // the pointer alignments of A, B, C and aux (bytes, a power of two <= 256), the epilogue,
+  // and the element types of A/B and of C.
+  using Key = std::array<int64_t, 19>;
   struct KeyHash {
     size_t operator()(const Key& key) const;
   };
@@ -89,10 +93,12 @@ class Gemm {
     cublasLtMatrixLayout_t b = nullptr;  // cuBLASLt's B: our A
     cublasLtMatrixLayout_t c = nullptr;  // C and D (in place)
     cublasLtMatmulAlgo_t algo{};
+    bool ran = false;  // cublasLtMatmul has accepted it once (an epilogue plan it rejects is dropped)
   };
 
   // The call's plan; nullptr for an epilogue without a fused algorithm (remembered too).
-  const Plan* plan_for(const char* op, const GemmCall& call);
+  Plan* plan_for(const char* op, const GemmCall& call);
+  static void drop_plan(Plan& plan);
   bool try_plan(const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute, Plan& plan,
                 cublasStatus_t& why);
 
@@ -103,22 +109,22 @@ class Gemm {
   std::unordered_map<Key, Plan, KeyHash> plans_;
 };
 
-// Backend::gemm: the CPU backend's argument checks; m = 0 or n = 0 does nothing, k = 0 sets
-// C = beta·C (cuBLASLt is not called for an empty product).
-void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// Backend::gemm: the CPU backend's argument checks and GemmCall's type rules; m = 0 or n = 0
+// does nothing, k = 0 sets C = beta·C (cuBLASLt is not called for an empty product).
+void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
+          int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc);
 
 // Backend::linear_forward, linear_gelu_forward and linear_input_grad_gelu: one GEMM where
 // cuBLASLt can fuse the epilogue, else the GEMM, then the bias or GELU kernels.
-void linear_forward(const Context& ctx, float* y, const float* x, const float* w, const float* bias, int64_t m,
-                    int64_t n, int64_t k);
-void linear_gelu_forward(const Context& ctx, float* pre, float* out, const float* x, const float* w, const float* bias,
+void linear_forward(const Context& ctx, ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m, int64_t n,
+                    int64_t k);
+void linear_gelu_forward(const Context& ctx, ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias,
                          int64_t m, int64_t n, int64_t k);
-void linear_input_grad_gelu(const Context& ctx, float* dpre, const float* dy, const float* w, const float* pre,
-                            int64_t m, int64_t n, int64_t k);
+void linear_input_grad_gelu(const Context& ctx, ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre, int64_t m,
+                            int64_t n, int64_t k);
 // Backend::linear_weight_grad: dbias from the dW GEMM (into scratch, then added) where
 // cuBLASLt can, else bias_backward and the GEMM.
-void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias, const float* x, const float* dy,
+void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy,
                         int64_t m, int64_t n, int64_t k);
 
 }  // namespace axonn::cuda

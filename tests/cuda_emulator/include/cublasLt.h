@@ -8,6 +8,12 @@
 // epilogues use GELU's tanh form (what trainer/cuda/gelu.cu computes: the GPU test of
 // linear_gelu_forward is what says cuBLASLt agrees) and an aux matrix with D's shape whose
 // leading dimension must be a multiple of 8.
+// Types, as cuBLASLt's table of combinations: A and B of one type; CUDA_R_32F A/B with a
+// CUDA_R_32F C/D at any of the three compute types; CUDA_R_16BF A/B at CUBLAS_COMPUTE_32F
+// with a CUDA_R_16BF or CUDA_R_32F C/D (D rounded once, to nearest even). The aux matrix has
+// D's type; the bias vector too unless CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE says CUDA_R_32F
+// (that a bf16 D takes a float32 bias here is this emulation's assumption; gemm.cpp falls
+// back to its own kernels when a GPU's cuBLASLt refuses it).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +39,7 @@ enum cublasLtMatmulDescAttributes_t {
   CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
   CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
   CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
+  CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
 };
 enum cublasLtEpilogue_t {
   CUBLASLT_EPILOGUE_DEFAULT = 1,
@@ -58,11 +65,13 @@ struct cublasLtMatmulDescOpaque_t {
   cublasComputeType_t compute;
   cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  float* bias = nullptr;  // EPILOGUE_BIAS, GELU_AUX_BIAS: one value per row of D, read; BGRADA: written
-  float* aux = nullptr;   // GELU_AUX_BIAS: written, D before the GELU; DGELU: read
+  void* bias = nullptr;  // EPILOGUE_BIAS, GELU_AUX_BIAS: one value per row of D, read; BGRADA: written
+  void* aux = nullptr;   // GELU_AUX_BIAS: written, D before the GELU; DGELU: read
   int64_t aux_ld = 0;
+  int32_t bias_type = -1;  // -1: D's type
 };
 struct cublasLtMatrixLayoutOpaque_t {
+  cudaDataType_t type;
   uint64_t rows, cols;
   int64_t ld;
   int32_t batch = 1;
@@ -126,6 +135,9 @@ inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
   int32_t v;
   std::memcpy(&v, value, sizeof v);
   switch (attribute) {
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      desc->bias_type = v;
+      return CUBLAS_STATUS_SUCCESS;
     case CUBLASLT_MATMUL_DESC_TRANSA:
       desc->transa = static_cast<cublasOperation_t>(v);
       return CUBLAS_STATUS_SUCCESS;
@@ -141,8 +153,9 @@ inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
 }
 inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType_t type, uint64_t rows,
                                                  uint64_t cols, int64_t ld) {
-  if (type != CUDA_R_32F || ld <= 0 || static_cast<uint64_t>(ld) < rows) return CUBLAS_STATUS_INVALID_VALUE;
-  *layout = new cublasLtMatrixLayoutOpaque_t{rows, cols, ld};
+  if ((type != CUDA_R_32F && type != CUDA_R_16BF) || ld <= 0 || static_cast<uint64_t>(ld) < rows)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *layout = new cublasLtMatrixLayoutOpaque_t{type, rows, cols, ld};
   return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
@@ -210,6 +223,28 @@ inline bool epilogue_valid(const cublasLtMatmulDescOpaque_t& d, const cublasLtMa
   return !uses_aux(d) ||
          (d.aux != nullptr && d.aux_ld % 8 == 0 && d.aux_ld >= 0 && static_cast<uint64_t>(d.aux_ld) >= c.rows);
 }
+// The type combinations cuBLASLt runs (this header's comment).
+inline bool types_supported(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& a,
+                            const cublasLtMatrixLayoutOpaque_t& b, const cublasLtMatrixLayoutOpaque_t& c) {
+  if (a.type != b.type) return false;
+  if (a.type == CUDA_R_16BF && d.compute != CUBLAS_COMPUTE_32F) return false;
+  if (a.type == CUDA_R_32F && c.type != CUDA_R_32F) return false;
+  return d.bias_type == -1 || d.bias_type == CUDA_R_32F || d.bias_type == c.type;
+}
+inline cudaDataType_t bias_type(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& c) {
+  return d.bias_type == -1 ? c.type : static_cast<cudaDataType_t>(d.bias_type);
+}
+// Element i of a matrix or vector of `type`.
+inline float element(const void* p, cudaDataType_t type, int64_t i) {
+  if (type == CUDA_R_16BF) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+inline void set_element(void* p, cudaDataType_t type, int64_t i, float v) {
+  if (type == CUDA_R_16BF)
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  else
+    static_cast<float*>(p)[i] = v;
+}
 inline float round_input(float x, cublasComputeType_t compute) {
   if (compute == CUBLAS_COMPUTE_32F_FAST_16BF) return __bfloat162float(__float2bfloat16_rn(x));
   if (compute == CUBLAS_COMPUTE_32F_FAST_TF32) {  // 10 mantissa bits, to nearest even
@@ -230,7 +265,8 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtM
   uint64_t m, n, k;
   if (wanted < 1 || c != d || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k))
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (!cuda_emulator::epilogue_valid(*desc, *c)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!cuda_emulator::types_supported(*desc, *a, *b, *c) || !cuda_emulator::epilogue_valid(*desc, *c))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   std::memset(results, 0, sizeof *results);
   results->state = CUBLAS_STATUS_SUCCESS;
   *found = 1;
@@ -243,41 +279,49 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
                                      cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t*, void*, size_t,
                                      cudaStream_t) {
   uint64_t m, n, k;
-  if (handle == nullptr || c != d || C != D || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k))
+  if (handle == nullptr || c != d || C != D || !cuda_emulator::matmul_shapes(*desc, *a, *b, *c, m, n, k) ||
+      !cuda_emulator::types_supported(*desc, *a, *b, *c))
     return CUBLAS_STATUS_INVALID_VALUE;
   // A bias vector is read 16 bytes at a time (unaligned ones fail on GPUs).
   if (!cuda_emulator::epilogue_valid(*desc, *c)) return CUBLAS_STATUS_INVALID_VALUE;
   const bool add_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   const bool bias_grad = desc->epilogue == CUBLASLT_EPILOGUE_BGRADA;
+  using cuda_emulator::element;
+  using cuda_emulator::set_element;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  const cudaDataType_t bias_type = cuda_emulator::bias_type(*desc, *c);
   for (int32_t p = 0; p < c->batch; ++p) {
-    const float* ap = static_cast<const float*>(A) + p * a->batch_stride;
-    const float* bp = static_cast<const float*>(B) + p * b->batch_stride;
-    float* dp = static_cast<float*>(D) + p * c->batch_stride;
+    // Element (i, l) of op(A), (l, j) of op(B), in float as the compute type reads them.
+    auto a_at = [&](uint64_t i, uint64_t l) {
+      const int64_t at =
+          p * a->batch_stride + static_cast<int64_t>(desc->transa == CUBLAS_OP_N ? i + l * a->ld : l + i * a->ld);
+      return cuda_emulator::round_input(element(A, a->type, at), desc->compute);
+    };
+    auto b_at = [&](uint64_t l, uint64_t j) {
+      const int64_t at =
+          p * b->batch_stride + static_cast<int64_t>(desc->transb == CUBLAS_OP_N ? l + j * b->ld : j + l * b->ld);
+      return cuda_emulator::round_input(element(B, b->type, at), desc->compute);
+    };
     for (uint64_t j = 0; j < n; ++j)
       for (uint64_t i = 0; i < m; ++i) {
         float s = 0.0f;
-        for (uint64_t l = 0; l < k; ++l) {
-          const float x = desc->transa == CUBLAS_OP_N ? ap[i + l * a->ld] : ap[l + i * a->ld];
-          const float y = desc->transb == CUBLAS_OP_N ? bp[l + j * b->ld] : bp[j + l * b->ld];
-          s += cuda_emulator::round_input(x, desc->compute) * cuda_emulator::round_input(y, desc->compute);
-        }
+        for (uint64_t l = 0; l < k; ++l) s += a_at(i, l) * b_at(l, j);
         if (bias_grad && j == 0) {  // row i of op(A) summed over k: the bias gradient (overwritten)
           float g = 0.0f;
-          for (uint64_t l = 0; l < k; ++l)
-            g += cuda_emulator::round_input(desc->transa == CUBLAS_OP_N ? ap[i + l * a->ld] : ap[l + i * a->ld],
-                                            desc->compute);
-          desc->bias[i] = g;
+          for (uint64_t l = 0; l < k; ++l) g += a_at(i, l);
+          set_element(desc->bias, bias_type, static_cast<int64_t>(i), g);
         }
-        float& out = dp[i + j * c->ld];
-        out = be == 0.0f ? al * s : al * s + be * out;
-        if (add_bias) out += desc->bias[i];
+        const int64_t at = p * c->batch_stride + static_cast<int64_t>(i + j * c->ld);
+        float out = be == 0.0f ? al * s : al * s + be * element(D, c->type, at);
+        if (add_bias) out += element(desc->bias, bias_type, static_cast<int64_t>(i));
+        const auto aux_at = static_cast<int64_t>(i + j * desc->aux_ld);
         if (desc->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
-          desc->aux[i + j * desc->aux_ld] = out;
+          set_element(desc->aux, c->type, aux_at, out);
           out = cuda_emulator::gelu(out);
         } else if (desc->epilogue == CUBLASLT_EPILOGUE_DGELU) {
-          out *= cuda_emulator::gelu_grad(desc->aux[i + j * desc->aux_ld]);
+          out *= cuda_emulator::gelu_grad(element(desc->aux, c->type, aux_at));
         }
+        set_element(D, c->type, at, out);
       }
   }
   return CUBLAS_STATUS_SUCCESS;

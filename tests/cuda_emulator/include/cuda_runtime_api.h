@@ -21,7 +21,7 @@ constexpr unsigned cudaStreamNonBlocking = 1;
 constexpr unsigned cudaEventDisableTiming = 2;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDataType_t { CUDA_R_32F = 0 };
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
 
 // The vector types the kernels use (vector_types.h): uint4 copies 16 bytes, float2 pairs sums.
 struct alignas(16) uint4 {
