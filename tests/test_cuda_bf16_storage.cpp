@@ -379,6 +379,58 @@ TEST_F(CudaBf16Storage, GemmOperandsOfTwoTypesAreRejectedNamingBoth) {
       "gemm: float32 operands with a bfloat16 result");
 }
 
+// Attention on both kernel sets (exact float32, and bf16 tensor cores under GemmMath::bf16):
+// the forward stores the float32-storage run's output rounded, with the same lse; the
+// backward reads a rounded out (for D = rowsum(dout ⊙ out)) and stores rounded gradients.
+TEST_F(CudaBf16Storage, AttentionOnBothKernelSets) {
+  const int64_t B = 2, T = 37, h = 2, d = 32, ld = 3 * h * d, m = B * T;
+  const Floats qkv = inputs(m * ld), dout = inputs(m * h * d);
+  for (GemmMath math : {GemmMath::fp32, GemmMath::bf16}) {
+    auto backend = make_cuda_backend(CudaBackendOptions{0, math});
+    const std::string what = std::string("attention, ") + gemm_math_name(math) + " math";
+    Floats out[2], lse[2], grads[2];
+    for (int s = 0; s < 2; ++s) {
+      ActBuffer in(*backend, kStorage[s], qkv), dout_b(*backend, kStorage[s], dout),
+          out_b(*backend, kStorage[s], m * h * d), d_qkv(*backend, kStorage[s], m * ld);
+      DeviceBuffer<float> lse_b(*backend, Floats(B * h * T, kNaN));
+      const ActPtr q = in.ptr(), k = q + h * d, v = q + 2 * h * d, dq = d_qkv.ptr();
+      backend->attention_forward(out_b.ptr(), lse_b.data(), q, k, v, ld, B, T, h, d);
+      backend->attention_backward(dq, dq + h * d, dq + 2 * h * d, dout_b.ptr(), out_b.ptr(), lse_b.data(), q, k, v, ld,
+                                  B, T, h, d);
+      out[s] = out_b.download();
+      lse[s] = lse_b.download();
+      grads[s] = d_qkv.download();
+    }
+    expect_rounded_equal(out[1], out[0], what + ": out");
+    EXPECT_EQ(lse[1], lse[0]) << what << ": lse";
+    expect_close(grads[1], grads[0], 4 * kOneRounding, what + ": dq, dk, dv");
+  }
+}
+
+TEST_F(CudaBf16Storage, Copy2dCopiesBf16RowsAndRejectsTwoTypes) {
+  const int64_t rows = 6, cols = 5, ld_src = 9, ld_dst = 7;
+  const Floats src = inputs(rows * ld_src);
+  ActBuffer from = act(ElementType::bfloat16, src), to = poisoned(ElementType::bfloat16, rows * ld_dst);
+  gpu_->copy_2d(to.ptr(), ld_dst, from.ptr(), ld_src, rows, cols);
+  const Floats got = to.download();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < ld_dst; ++j) {
+      const float want = j < cols ? src[i * ld_src + j] : kNaN;
+      if (j < cols)
+        EXPECT_EQ(got[i * ld_dst + j], want) << "row " << i << " column " << j;
+      else
+        EXPECT_TRUE(std::isnan(got[i * ld_dst + j])) << "row " << i << " column " << j << " written past cols";
+    }
+  ActBuffer f32 = poisoned(ElementType::float32, rows * ld_dst);
+  try {
+    gpu_->copy_2d(f32.ptr(), ld_dst, from.ptr(), ld_src, rows, cols);
+    ADD_FAILURE() << "copy_2d copied bf16 rows into a float32 buffer";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("copy_2d: copies bytes: dst is float32 and src bfloat16"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(CudaBf16Storage, MixedActivationTypesInOneOpAreRejectedNamingBoth) {
   ActBuffer f = act(ElementType::float32, inputs(8)), b = poisoned(ElementType::bfloat16, 8);
   try {

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <string>
 
+#include "trainer/cuda/act_storage.cuh"
 #include "trainer/cuda/attention.hpp"
 #include "trainer/cuda/attention_bf16.hpp"
 #include "trainer/cuda/attention_tiles.cuh"
@@ -33,11 +34,13 @@ __host__ __device__ inline int odd_stride(int d) { return d % 2 == 0 ? d + 1 : d
 
 // Rows [0, 32) of a shared tile (row stride `stride`) = rows row0 .. row0+31 of a (T, d) view
 // at src (row stride ld), 0 for rows at or past T. Every thread of the block takes part.
-__device__ inline void load_tile(float* dst, int stride, const float* src, int64_t ld, int64_t row0, int64_t T, int d) {
+// Act: the activations' storage type (act_storage.cuh); shared tiles are float32.
+template <typename Act>
+__device__ inline void load_tile(float* dst, int stride, const Act* src, int64_t ld, int64_t row0, int64_t T, int d) {
   for (int i = threadIdx.x; i < kTile * d; i += blockDim.x) {
     const int r = i / d, e = i - r * d;
     const int64_t row = row0 + r;
-    dst[r * stride + e] = row < T ? src[row * ld + e] : 0.0f;
+    dst[r * stride + e] = row < T ? load(src + row * ld + e) : 0.0f;
   }
 }
 
@@ -73,9 +76,9 @@ __device__ __forceinline__ void add_weighted_rows(float (&acc)[kRowsPerWarp][kCo
 // Forward, one block per (pair, 32 query rows). kCols = ceil(d/32) columns per lane; kD > 0:
 // d fixed at compile time (the loops over d unroll), 0: s.d.
 // Shared: qs (32, d) the queries; ks (32, odd) and vs (32, d) one key/value tile.
-template <int kCols, int kD>
+template <int kCols, int kD, typename Act>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(float* out, float* lse, const float* q, const float* k, const float* v, Shape s) {
+    forward_kernel(Act* out, float* lse, const Act* q, const Act* k, const Act* v, Shape s) {
   extern __shared__ float smem[];
   const int d = kD > 0 ? kD : s.d, stride = odd_stride(d);
   float* qs = smem;
@@ -119,17 +122,18 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t t = q0 + r0 + r;
     if (t >= s.T) continue;  // the same t on every lane
     const float inv = 1.0f / row_sum[r];
-    float* o = out + base.out + t * s.h * d;
+    Act* o = out + base.out + t * s.h * d;
     for (int c = 0; c < kCols; ++c) {
       const int e = lane + c * kWarpSize;
-      if (e < d) o[e] = acc[r][c] * inv;
+      if (e < d) store(o + e, acc[r][c] * inv);
     }
     if (lane == 0) lse[bt.pair * s.T + t] = row_max[r] + logf(row_sum[r]);
   }
 }
 
 // dsum (B, h, T) = Σ_e dout ⊙ out of each query row; one warp per row, pair-major.
-__global__ void row_dot_kernel(float* dsum, const float* dout, const float* out, int64_t rows, Shape s) {
+template <typename Act>
+__global__ void row_dot_kernel(float* dsum, const Act* dout, const Act* out, int64_t rows, Shape s) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (row >= rows) return;  // the whole warp
   const int lane = threadIdx.x % kWarpSize;
@@ -137,7 +141,7 @@ __global__ void row_dot_kernel(float* dsum, const float* dout, const float* out,
   const int64_t b = pair / s.h, head = pair - b * s.h;
   const int64_t at = (b * s.T + t) * s.h * s.d + head * s.d;
   float sum = 0.0f;
-  for (int e = lane; e < s.d; e += kWarpSize) sum += dout[at + e] * out[at + e];
+  for (int e = lane; e < s.d; e += kWarpSize) sum += load(dout + at + e) * load(out + at + e);
   sum = warp_sum(sum);
   if (lane == 0) dsum[row] = sum;
 }
@@ -145,9 +149,9 @@ __global__ void row_dot_kernel(float* dsum, const float* dout, const float* out,
 // dQ, one block per (pair, 32 query rows), over the key tiles the rows see:
 // dQ = Σ_tiles dS · K / sqrt(d), dS = P ⊙ (dO·V^T − D), P = exp(Q·K^T/sqrt(d) − lse).
 // Shared: qs, dos (32, d) the rows' queries and output gradients; ks, vs (32, odd) one tile.
-template <int kCols, int kD>
-__global__ void __launch_bounds__(kThreads) dq_kernel(float* dq, const float* dout, const float* lse, const float* dsum,
-                                                      const float* q, const float* k, const float* v, Shape s) {
+template <int kCols, int kD, typename Act>
+__global__ void __launch_bounds__(kThreads) dq_kernel(Act* dq, const Act* dout, const float* lse, const float* dsum,
+                                                      const Act* q, const Act* k, const Act* v, Shape s) {
   extern __shared__ float smem[];
   const int d = kD > 0 ? kD : s.d, stride = odd_stride(d);
   float* qs = smem;
@@ -188,10 +192,10 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(float* dq, const float* do
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t t = q0 + r0 + r;
     if (t >= s.T) continue;
-    float* g = dq + base.qkv + t * s.ld;
+    Act* g = dq + base.qkv + t * s.ld;
     for (int c = 0; c < kCols; ++c) {
       const int e = lane + c * kWarpSize;
-      if (e < d) g[e] = acc[r][c] * s.scale;
+      if (e < d) store(g + e, acc[r][c] * s.scale);
     }
   }
 }
@@ -201,10 +205,10 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(float* dq, const float* do
 // row i of the current query tile for the scores.
 // Shared: ks, vs (32, d) the block's keys and values; qs, dos (32, odd) one query tile;
 // lse_s, d_s (32) its rows' lse and D.
-template <int kCols, int kD>
+template <int kCols, int kD, typename Act>
 __global__ void __launch_bounds__(kThreads)
-    dkdv_kernel(float* dk, float* dv, const float* dout, const float* lse, const float* dsum, const float* q,
-                const float* k, const float* v, Shape s) {
+    dkdv_kernel(Act* dk, Act* dv, const Act* dout, const float* lse, const float* dsum, const Act* q, const Act* k,
+                const Act* v, Shape s) {
   extern __shared__ float smem[];
   const int d = kD > 0 ? kD : s.d, stride = odd_stride(d);
   float* ks = smem;
@@ -250,8 +254,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kCols; ++c) {
       const int e = lane + c * kWarpSize;
       if (e >= d) continue;
-      dk[base.qkv + j * s.ld + e] = acc_k[r][c] * s.scale;
-      dv[base.qkv + j * s.ld + e] = acc_v[r][c];
+      store(dk + base.qkv + j * s.ld + e, acc_k[r][c] * s.scale);
+      store(dv + base.qkv + j * s.ld + e, acc_v[r][c]);
     }
   }
 }
@@ -275,11 +279,14 @@ Kernel pick(int64_t d, Kernel fixed64, Kernel cols1, Kernel cols2, Kernel cols3,
 
 }  // namespace
 
-void attention_tiles::attention_row_dots(const Context& ctx, const char* op, float* dsum, const float* dout,
-                                         const float* out, const Shape& s) {
+void attention_tiles::attention_row_dots(const Context& ctx, const char* op, float* dsum, ConstActPtr dout,
+                                         ConstActPtr out, const Shape& s) {
   const int64_t rows = s.pairs * s.T;
-  row_dot_kernel<<<grid_dim(op, "attention rows", (rows + kWarpsPerBlock - 1) / kWarpsPerBlock, true), kThreads, 0,
-                   ctx.stream>>>(dsum, dout, out, rows, s);
+  const unsigned blocks = grid_dim(op, "attention rows", (rows + kWarpsPerBlock - 1) / kWarpsPerBlock, true);
+  with_storage(common_type(op, {dout, out}), [&](auto storage) {
+    using Act = decltype(storage);
+    row_dot_kernel<Act><<<blocks, kThreads, 0, ctx.stream>>>(dsum, typed<Act>(dout), typed<Act>(out), rows, s);
+  });
   check_launch(ctx, op);
 }
 
@@ -290,38 +297,51 @@ bool on_tensor_cores(const Context& ctx) { return ctx.gemm != nullptr && ctx.gem
 
 }  // namespace
 
-void attention_forward(const Context& ctx, float* out, float* lse, const float* q, const float* k, const float* v,
+void attention_forward(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
                        int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
   const char* op = "attention_forward";
   require_shape(op, ld, B, T, h, d);
+  const ElementType type = common_type(op, {out, q, k, v});
   if (B == 0 || T == 0 || h == 0) return;
   if (on_tensor_cores(ctx)) return attention_forward_bf16(ctx, out, lse, q, k, v, ld, B, T, h, d);
   const Shape s = shape_of(ld, B, T, h, d, kTile);
   const size_t shared = static_cast<size_t>(kTile) * (2 * d + odd_stride(s.d)) * sizeof(float);
-  launch(ctx, op,
-         pick(d, forward_kernel<2, 64>, forward_kernel<1, 0>, forward_kernel<2, 0>, forward_kernel<3, 0>,
-              forward_kernel<4, 0>),
-         tile_blocks(op, s), kThreads, shared, out, lse, q, k, v, s);
+  with_storage(type, [&](auto storage) {
+    using Act = decltype(storage);
+    launch(ctx, op,
+           pick(d, forward_kernel<2, 64, Act>, forward_kernel<1, 0, Act>, forward_kernel<2, 0, Act>,
+                forward_kernel<3, 0, Act>, forward_kernel<4, 0, Act>),
+           tile_blocks(op, s), kThreads, shared, typed<Act>(out), lse, typed<Act>(q), typed<Act>(k), typed<Act>(v), s);
+  });
 }
 
-void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* out,
-                        const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
-                        int64_t T, int64_t h, int64_t d) {
+void attention_backward(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
+                        const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
+                        int64_t h, int64_t d) {
   const char* op = "attention_backward";
   require_shape(op, ld, B, T, h, d);
+  const ElementType type = common_type(op, {dq, dk, dv, dout, out, q, k, v});
   if (B == 0 || T == 0 || h == 0) return;
   if (on_tensor_cores(ctx)) return attention_backward_bf16(ctx, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d);
   const Shape s = shape_of(ld, B, T, h, d, kTile);
   auto* dsum = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(B * h * T) * sizeof(float), op));
   attention_row_dots(ctx, op, dsum, dout, out, s);
   const int64_t tile = kTile * d, odd_tile = static_cast<int64_t>(kTile) * odd_stride(s.d);
-  launch(ctx, op,
-         pick(d, dkdv_kernel<2, 64>, dkdv_kernel<1, 0>, dkdv_kernel<2, 0>, dkdv_kernel<3, 0>, dkdv_kernel<4, 0>),
-         tile_blocks(op, s), kThreads, static_cast<size_t>(2 * tile + 2 * odd_tile + 2 * kTile) * sizeof(float), dk,
-         dv, dout, lse, static_cast<const float*>(dsum), q, k, v, s);
-  launch(ctx, op, pick(d, dq_kernel<2, 64>, dq_kernel<1, 0>, dq_kernel<2, 0>, dq_kernel<3, 0>, dq_kernel<4, 0>),
-         tile_blocks(op, s), kThreads, static_cast<size_t>(2 * tile + 2 * odd_tile) * sizeof(float), dq, dout, lse,
-         static_cast<const float*>(dsum), q, k, v, s);
+  const size_t dkdv_shared = static_cast<size_t>(2 * tile + 2 * odd_tile + 2 * kTile) * sizeof(float);
+  const size_t dq_shared = static_cast<size_t>(2 * tile + 2 * odd_tile) * sizeof(float);
+  const float* sums = dsum;
+  with_storage(type, [&](auto storage) {
+    using Act = decltype(storage);
+    const Act *pq = typed<Act>(q), *pk = typed<Act>(k), *pv = typed<Act>(v), *pdout = typed<Act>(dout);
+    launch(ctx, op,
+           pick(d, dkdv_kernel<2, 64, Act>, dkdv_kernel<1, 0, Act>, dkdv_kernel<2, 0, Act>, dkdv_kernel<3, 0, Act>,
+                dkdv_kernel<4, 0, Act>),
+           tile_blocks(op, s), kThreads, dkdv_shared, typed<Act>(dk), typed<Act>(dv), pdout, lse, sums, pq, pk, pv, s);
+    launch(ctx, op,
+           pick(d, dq_kernel<2, 64, Act>, dq_kernel<1, 0, Act>, dq_kernel<2, 0, Act>, dq_kernel<3, 0, Act>,
+                dq_kernel<4, 0, Act>),
+           tile_blocks(op, s), kThreads, dq_shared, typed<Act>(dq), pdout, lse, sums, pq, pk, pv, s);
+  });
 }
 
 }  // namespace axonn::cuda

@@ -17,6 +17,7 @@
 // attention_bf16.hpp instead (same arguments, bf16 rounding).
 #include <cstdint>
 
+#include "trainer/activation_ptr.hpp"
 #include "trainer/cuda/context.hpp"
 
 namespace axonn::cuda {
@@ -24,12 +25,13 @@ namespace axonn::cuda {
 // The largest head size d the kernels take: each lane holds d/32 columns of 4 rows.
 constexpr int64_t kAttentionMaxHeadSize = 128;
 
-// out (B, T, h·d); lse (B, h, T)
-void attention_forward(const Context& ctx, float* out, float* lse, const float* q, const float* k, const float* v,
+// out (B, T, h·d); lse (B, h, T). The activations (out, q, k, v; in the backward also dq, dk,
+// dv, dout) are all float32 or all bf16; the math and lse are float32 either way.
+void attention_forward(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
                        int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d);
 // dq, dk, dv: views like q, k, v (same ld), overwritten; dout, out (B, T, h·d); lse (B, h, T)
-void attention_backward(const Context& ctx, float* dq, float* dk, float* dv, const float* dout, const float* out,
-                        const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
-                        int64_t T, int64_t h, int64_t d);
+void attention_backward(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
+                        const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
+                        int64_t h, int64_t d);
 
 }  // namespace axonn::cuda

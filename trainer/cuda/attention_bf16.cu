@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "trainer/cuda/act_storage.cuh"
 #include "trainer/cuda/attention_bf16.hpp"
 #include "trainer/cuda/attention_tiles.cuh"
 #include "trainer/cuda/device_math.cuh"
@@ -12,7 +13,6 @@ namespace {
 
 using namespace attention_tiles;
 namespace wmma = nvcuda::wmma;
-using bf16 = __nv_bfloat16;
 
 constexpr int kWarps = 8;
 constexpr int kBlockThreads = kWarps * kWarpSize;
@@ -90,9 +90,7 @@ struct WarpPart {
   __device__ int head_column0() const { return half * (kDp / 2); }
 };
 
-__device__ bf16* tile_at(unsigned char* smem, size_t offset) {
-  return reinterpret_cast<bf16*>(smem + offset);
-}
+__device__ bf16* tile_at(unsigned char* smem, size_t offset) { return reinterpret_cast<bf16*>(smem + offset); }
 
 // One (sequence, head) pair's rows in the packed bf16 copy: (T, kDp), row stride kDp.
 template <int kDp>
@@ -115,13 +113,13 @@ __device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t row0, i
 }
 
 // dst (B·h, T, dp) = the (B, T, h, d) view at src (row stride ld) rounded to bf16, one pair's
-// rows after another, columns d .. dp zero.
-__global__ void pack_kernel(bf16* dst, const float* src, int64_t ld, int64_t T, int64_t h, int d, int dp,
-                            int64_t total) {
+// rows after another, columns d .. dp zero. Act: the activations' storage (act_storage.cuh).
+template <typename Act>
+__global__ void pack_kernel(bf16* dst, const Act* src, int64_t ld, int64_t T, int64_t h, int d, int dp, int64_t total) {
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
     const int64_t row = i / dp, pair = row / T, t = row - pair * T, b = pair / h, head = pair - b * h;
     const int e = static_cast<int>(i - row * dp);
-    dst[i] = __float2bfloat16_rn(e < d ? src[(b * T + t) * ld + head * d + e] : 0.0f);
+    store(dst + i, e < d ? load(src + (b * T + t) * ld + head * d + e) : 0.0f);
   }
 }
 
@@ -175,9 +173,9 @@ __device__ void store_fragments(float* f, const FragAcc (&acc)[N]) {
 
 // Writes the warp's (16, kDp) fragments times `scale` to rows row0 .. row0 + 15 (those below
 // T) of a (T, d) view at dst (row stride ld), through the warp's f.
-template <int kDp>
-__device__ void write_rows(const WarpPart<kDp>& w, const FragAcc (&acc)[kDp / kFrag], float scale, float* dst,
-                           int64_t ld, int64_t row0, int64_t T, int d) {
+template <int kDp, typename Act>
+__device__ void write_rows(const WarpPart<kDp>& w, const FragAcc (&acc)[kDp / kFrag], float scale, Act* dst, int64_t ld,
+                           int64_t row0, int64_t T, int d) {
   store_fragments<kDp>(w.f, acc);
   __syncwarp();
   const int64_t at = row0 + w.row;
@@ -185,7 +183,7 @@ __device__ void write_rows(const WarpPart<kDp>& w, const FragAcc (&acc)[kDp / kF
     const float* f = w.f_head();
     for (int i = 0; i < kDp / 2; ++i) {
       const int e = w.head_column0() + i;
-      if (e < d) dst[at * ld + e] = f[i] * scale;
+      if (e < d) store(dst + at * ld + e, f[i] * scale);
     }
   }
   __syncwarp();  // f is free again
@@ -206,9 +204,9 @@ struct QueryRows {
 };
 
 // Forward, one block per (pair, 128 query rows), over the key tiles of 64 the rows see.
-template <int kDp>
+template <int kDp, typename Act>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(float* out, float* lse, const bf16* q, const bf16* k, const bf16* v, Shape s) {
+    forward_kernel(Act* out, float* lse, const bf16* q, const bf16* k, const bf16* v, Shape s) {
   using L = ForwardLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
@@ -263,10 +261,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   if (t < s.T) {
     const float inv = 1.0f / row_sum;
-    float* row = out + rows.base.out + t * s.h * s.d;
+    Act* row = out + rows.base.out + t * s.h * s.d;
     for (int i = 0; i < kDp / 2; ++i) {
       const int e = w.head_column0() + i;
-      if (e < s.d) row[e] = o[i] * inv;
+      if (e < s.d) store(row + e, o[i] * inv);
     }
     if (w.half == 0) lse[rows.bt.pair * s.T + t] = row_max + logf(row_sum);
   }
@@ -275,10 +273,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 // dK, dV, one block per (pair, 128 keys), over the query tiles of 64 that see them:
 // dV = Σ P^T · dO, dK = Σ dS^T · Q / sqrt(d), dS = P ⊙ (dP − D), P = exp(Q·K^T/sqrt(d) − lse).
 // A warp computes its keys' transposed scores S^T (16 keys, 64 queries) directly.
-template <int kDp>
+template <int kDp, typename Act>
 __global__ void __launch_bounds__(kBlockThreads)
-    dkdv_kernel(float* dk, float* dv, const bf16* dout, const float* lse, const float* dsum, const bf16* q,
-                const bf16* k, const bf16* v, Shape s) {
+    dkdv_kernel(Act* dk, Act* dv, const bf16* dout, const float* lse, const float* dsum, const bf16* q, const bf16* k,
+                const bf16* v, Shape s) {
   using L = KeyValueLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
@@ -322,7 +320,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       p_row[i] = __float2bfloat16_rn(p[i]);
     }
     __syncwarp();
-    multiply_accumulate<kDp>(dv_acc, w.p, dos);   // dV += P^T · dO
+    multiply_accumulate<kDp>(dv_acc, w.p, dos);    // dV += P^T · dO
     multiply_transposed<kDp>(prod, warp_vs, dos);  // dP^T = V · dO^T
     store_fragments<kDp>(w.f, prod);
     __syncwarp();  // f is written, and every lane has read P for dV: p is free for dS
@@ -336,10 +334,10 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // dQ, one block per (pair, 128 query rows), over the key tiles of 64 the rows see:
 // dQ = Σ dS · K / sqrt(d).
-template <int kDp>
-__global__ void __launch_bounds__(kBlockThreads) dq_kernel(float* dq, const bf16* dout, const float* lse,
-                                                           const float* dsum, const bf16* q, const bf16* k,
-                                                           const bf16* v, Shape s) {
+template <int kDp, typename Act>
+__global__ void __launch_bounds__(kBlockThreads)
+    dq_kernel(Act* dq, const bf16* dout, const float* lse, const float* dsum, const bf16* q, const bf16* k,
+              const bf16* v, Shape s) {
   using L = QueryGradLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *dos = tile_at(smem, L::dout);
@@ -414,16 +412,19 @@ Packs take_packs(const Context& ctx, const char* op, const Shape& s, int dp, int
   return p;
 }
 
-void pack(const Context& ctx, const char* op, bf16* dst, const float* src, int64_t ld, const Shape& s, int dp) {
+void pack(const Context& ctx, const char* op, bf16* dst, ConstActPtr src, int64_t ld, const Shape& s, int dp) {
   const int64_t total = s.pairs * s.T * dp;
-  pack_kernel<<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, src, ld, s.T, s.h, s.d, dp, total);
+  with_storage(src.type(), [&](auto storage) {
+    using Act = decltype(storage);
+    pack_kernel<Act><<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, typed<Act>(src), ld, s.T, s.h, s.d, dp, total);
+  });
   check_launch(ctx, op);
 }
 
 }  // namespace
 
-void attention_forward_bf16(const Context& ctx, float* out, float* lse, const float* q, const float* k,
-                            const float* v, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
+                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
   const char* op = "attention_forward";
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
@@ -432,15 +433,18 @@ void attention_forward_bf16(const Context& ctx, float* out, float* lse, const fl
     pack(ctx, op, p.pack[0], q, ld, s, kDp);
     pack(ctx, op, p.pack[1], k, ld, s, kDp);
     pack(ctx, op, p.pack[2], v, ld, s, kDp);
-    launch(ctx, op, forward_kernel<kDp>, tile_blocks(op, s), kBlockThreads, ForwardLayout<kDp>::bytes, out, lse,
-           static_cast<const bf16*>(p.pack[0]), static_cast<const bf16*>(p.pack[1]),
-           static_cast<const bf16*>(p.pack[2]), s);
+    with_storage(out.type(), [&](auto storage) {
+      using Act = decltype(storage);
+      launch(ctx, op, forward_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, ForwardLayout<kDp>::bytes,
+             typed<Act>(out), lse, static_cast<const bf16*>(p.pack[0]), static_cast<const bf16*>(p.pack[1]),
+             static_cast<const bf16*>(p.pack[2]), s);
+    });
   });
 }
 
-void attention_backward_bf16(const Context& ctx, float* dq, float* dk, float* dv, const float* dout,
-                             const float* out, const float* lse, const float* q, const float* k, const float* v,
-                             int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
+                             const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
+                             int64_t T, int64_t h, int64_t d) {
   const char* op = "attention_backward";
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
@@ -453,10 +457,13 @@ void attention_backward_bf16(const Context& ctx, float* dq, float* dk, float* dv
     pack(ctx, op, p.pack[3], dout, h * d, s, kDp);
     const bf16 *pq = p.pack[0], *pk = p.pack[1], *pv = p.pack[2], *pdout = p.pack[3];
     const float* dsum = p.dsum;
-    launch(ctx, op, dkdv_kernel<kDp>, tile_blocks(op, s), kBlockThreads, KeyValueLayout<kDp>::bytes, dk, dv, pdout,
-           lse, dsum, pq, pk, pv, s);
-    launch(ctx, op, dq_kernel<kDp>, tile_blocks(op, s), kBlockThreads, QueryGradLayout<kDp>::bytes, dq, pdout, lse,
-           dsum, pq, pk, pv, s);
+    with_storage(dq.type(), [&](auto storage) {
+      using Act = decltype(storage);
+      launch(ctx, op, dkdv_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, KeyValueLayout<kDp>::bytes,
+             typed<Act>(dk), typed<Act>(dv), pdout, lse, dsum, pq, pk, pv, s);
+      launch(ctx, op, dq_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, QueryGradLayout<kDp>::bytes,
+             typed<Act>(dq), pdout, lse, dsum, pq, pk, pv, s);
+    });
   });
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Causal flash attention on tensor cores, for the bf16 GEMM math (attention.hpp picks it):
-// q, k, v (and dout) are first packed, rounded to bf16, into scratch as (B·h, T, dp) with the
+// q, k, v (and dout) are first packed, rounded to bf16 (when float32), into scratch as (B·h, T, dp) with the
 // head size padded with zeros to dp, a multiple of 32 (kernels for 32, 64, 96, 128): the
 // kernels' tile loads are then contiguous 16-byte copies of half the bytes of float32, which
 // is what bounds them (each K/V tile is read from L2 once per 128 query rows). The
@@ -19,14 +19,16 @@
 // no atomics.
 #include <cstdint>
 
+#include "trainer/activation_ptr.hpp"
 #include "trainer/cuda/context.hpp"
 
 namespace axonn::cuda {
 
-void attention_forward_bf16(const Context& ctx, float* out, float* lse, const float* q, const float* k,
-                            const float* v, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d);
-void attention_backward_bf16(const Context& ctx, float* dq, float* dk, float* dv, const float* dout,
-                             const float* out, const float* lse, const float* q, const float* k, const float* v,
-                             int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d);
+// The activations share one type (float32 or bf16), which attention.cu has checked.
+void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
+                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d);
+void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
+                             const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
+                             int64_t T, int64_t h, int64_t d);
 
 }  // namespace axonn::cuda

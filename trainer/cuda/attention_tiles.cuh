@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "trainer/activation_ptr.hpp"
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/context.hpp"
 
@@ -57,7 +58,7 @@ inline unsigned tile_blocks(const char* op, const Shape& s) {
 }
 
 // dsum (B, h, T) = D = rowsum(dout ⊙ out) of every query row, in float32 (attention.cu).
-void attention_row_dots(const Context& ctx, const char* op, float* dsum, const float* dout, const float* out,
+void attention_row_dots(const Context& ctx, const char* op, float* dsum, ConstActPtr dout, ConstActPtr out,
                         const Shape& s);
 
 template <typename Kernel, typename... Args>

@@ -126,11 +126,13 @@ void CudaBackend::copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t l
   cuda::require_at_most("copy_2d", "cols", cols, "ld_dst", ld_dst);
   cuda::require_at_most("copy_2d", "cols", cols, "ld_src", ld_src);
   if (rows == 0 || cols == 0) return;
-  const size_t f = sizeof(float);
-  AXONN_CUDA_OP_CHECK("copy_2d",
-                      cudaMemcpy2DAsync(dst.f32(__func__), static_cast<size_t>(ld_dst) * f, src.f32(__func__),
-                                        static_cast<size_t>(ld_src) * f, static_cast<size_t>(cols) * f,
-                                        static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_.get()));
+  if (dst.type() != src.type())
+    cuda::fail("copy_2d", std::string("copies bytes: dst is ") + element_type_name(dst.type()) + " and src " +
+                              element_type_name(src.type()) + "; pass both in one type");
+  const size_t e = dst.element_bytes();
+  AXONN_CUDA_OP_CHECK("copy_2d", cudaMemcpy2DAsync(dst.raw(), static_cast<size_t>(ld_dst) * e, src.raw(),
+                                                   static_cast<size_t>(ld_src) * e, static_cast<size_t>(cols) * e,
+                                                   static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
 void CudaBackend::memset_zero(void* ptr, size_t bytes) {
@@ -237,15 +239,13 @@ void CudaBackend::gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int6
 
 void CudaBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                     int64_t B, int64_t T, int64_t h, int64_t d) {
-  cuda::attention_forward(ctx_, out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h,
-                          d);
+  cuda::attention_forward(ctx_, out, lse, q, k, v, ld, B, T, h, d);
 }
 
 void CudaBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                                      const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                      int64_t B, int64_t T, int64_t h, int64_t d) {
-  cuda::attention_backward(ctx_, dq.f32(__func__), dk.f32(__func__), dv.f32(__func__), dout.f32(__func__),
-                           out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h, d);
+  cuda::attention_backward(ctx_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d);
 }
 
 void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
