@@ -41,6 +41,9 @@ class TimedBackend final : public Backend {
   void copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) override {
     timed("copy_2d", [&] { inner_.copy_2d(dst, ld_dst, src, ld_src, rows, cols); });
   }
+  void convert(ActPtr dst, const float* src, int64_t n) override {
+    timed("convert", [&] { inner_.convert(dst, src, n); });
+  }
   void memset_zero(void* ptr, size_t bytes) override {
     timed("memset_zero", [&] { inner_.memset_zero(ptr, bytes); });
   }
@@ -156,7 +159,7 @@ class TimedBackend final : public Backend {
           [&] { inner_.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d); });
   }
 
-  void embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,
+  void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c, int64_t v0,
                          int64_t v_local) override {
     timed("embedding", [&] { inner_.embedding_forward(out, tokens, table, m, c, v0, v_local); });
   }

@@ -68,6 +68,9 @@ class Backend {
   // dst (rows, cols) with row stride ld_dst = src (rows, cols) with row stride ld_src: moves a
   // block between layouts, e.g. a column shard gathered over z into its place in a wider row.
   virtual void copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) = 0;
+  // dst (n) = src in dst's type: a copy for float32, rounded to nearest even for bf16 (the
+  // GEMMs' copy of the float32 master weights). dst and src do not overlap.
+  virtual void convert(ActPtr dst, const float* src, int64_t n) = 0;
   virtual void memset_zero(void* ptr, size_t bytes) = 0;
   virtual void fill(float* x, float value, int64_t n) = 0;
   virtual void synchronize() = 0;
@@ -210,9 +213,10 @@ class Backend {
                                   int64_t h, int64_t d) = 0;
 
   // ---- vocab-parallel token embedding: this rank holds the table rows [v0, v0 + v_local)
-  // as table (v_local, c). out (m, c) = the row of each token in range, 0 for the others;
-  // the caller all-reduces out over the ranks holding the other rows.
-  virtual void embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+  // as table (v_local, c), in the activations' type (the GEMMs' copy of wte, which the LM
+  // head shares). out (m, c) = the row of each token in range, 0 for the others; the caller
+  // all-reduces out over the ranks holding the other rows.
+  virtual void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,
                                  int64_t v0, int64_t v_local) = 0;
   // dtable (v_local, c) += dout rows of the tokens in range (scatter-add).
   virtual void embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c,

@@ -64,6 +64,11 @@ void CpuBackend::copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld
   cpu::copy_2d(pool_, dst.f32(__func__), ld_dst, src.f32(__func__), ld_src, rows, cols);
 }
 
+void CpuBackend::convert(ActPtr dst, const float* src, int64_t n) {
+  op_checks::require_nonnegative(__func__, "n", n);
+  copy(dst.f32(__func__), src, static_cast<size_t>(n) * sizeof(float));
+}
+
 void CpuBackend::memset_zero(void* ptr, size_t bytes) { cpu::zero_bytes(pool_, ptr, bytes); }
 
 void CpuBackend::fill(float* x, float value, int64_t n) { cpu::fill(pool_, x, value, n); }
@@ -141,9 +146,9 @@ void CpuBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr
                           attention_scratch_);
 }
 
-void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,
                                    int64_t v0, int64_t v_local) {
-  cpu::embedding_forward(pool_, out.f32(__func__), tokens, table, m, c, v0, v_local);
+  cpu::embedding_forward(pool_, out.f32(__func__), tokens, table.f32(__func__), m, c, v0, v_local);
 }
 
 void CpuBackend::embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c,

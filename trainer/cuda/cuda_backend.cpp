@@ -135,6 +135,8 @@ void CudaBackend::copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t l
                                                    static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
+void CudaBackend::convert(ActPtr dst, const float* src, int64_t n) { cuda::convert(ctx_, dst, src, n); }
+
 void CudaBackend::memset_zero(void* ptr, size_t bytes) {
   if (bytes == 0) return;
   AXONN_CUDA_OP_CHECK("memset_zero", cudaMemsetAsync(ptr, 0, bytes, stream_.get()));
@@ -248,7 +250,7 @@ void CudaBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPt
   cuda::attention_backward(ctx_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d);
 }
 
-void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,
                                     int64_t v0, int64_t v_local) {
   cuda::embedding_forward(ctx_, out, tokens, table, m, c, v0, v_local);
 }

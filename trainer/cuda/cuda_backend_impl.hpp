@@ -33,6 +33,7 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* dst_host, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
   void copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) override;
+  void convert(ActPtr dst, const float* src, int64_t n) override;
   void memset_zero(void* ptr, size_t bytes) override;
   void fill(float* x, float value, int64_t n) override;
   void synchronize() override;
@@ -83,7 +84,7 @@ class CudaBackend final : public Backend {
                           ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T, int64_t h,
                           int64_t d) override;
 
-  void embedding_forward(ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c, int64_t v0,
+  void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c, int64_t v0,
                          int64_t v_local) override;
   void embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c, int64_t v0,
                           int64_t v_local) override;

@@ -22,6 +22,11 @@ __global__ void fill_kernel(float* x, float value, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) x[i] = value;
 }
 
+template <typename T>
+__global__ void convert_kernel(T* dst, const float* src, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) store(dst + i, src[i]);
+}
+
 // Element idx of the (m, n) block is row idx / n, column idx % n.
 template <typename T>
 __global__ void scale_matrix_kernel(T* c, int64_t ldc, int64_t m, int64_t n, float beta) {
@@ -61,6 +66,16 @@ void fill(const Context& ctx, float* x, float value, int64_t n) {
   if (n == 0) return;
   fill_kernel<<<grid_for(n), kThreads, 0, ctx.stream>>>(x, value, n);
   check_launch(ctx, "fill");
+}
+
+void convert(const Context& ctx, ActPtr dst, const float* src, int64_t n) {
+  require_nonnegative("convert", "n", n);
+  if (n == 0) return;
+  with_storage(dst.type(), [&](auto t) {
+    using T = decltype(t);
+    convert_kernel<T><<<grid_for(n), kThreads, 0, ctx.stream>>>(typed<T>(dst), src, n);
+  });
+  check_launch(ctx, "convert");
 }
 
 void scale_matrix(const Context& ctx, const char* op, ActPtr c, int64_t ldc, int64_t m, int64_t n, float beta) {

@@ -9,13 +9,13 @@
 namespace axonn::cuda {
 namespace {
 template <typename T>
-__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+__global__ void embedding_forward_kernel(T* out, const int32_t* tokens, const T* table, int64_t m, int64_t c,
                                          int64_t v0, int64_t v_local) {
   const int64_t total = m * c;
   for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
     const int64_t i = idx / c, j = idx - i * c;
     const int64_t r = static_cast<int64_t>(tokens[i]) - v0;
-    store(out + idx, (r >= 0 && r < v_local) ? table[r * c + j] : 0.0f);
+    store(out + idx, (r >= 0 && r < v_local) ? load(table + r * c + j) : 0.0f);
   }
 }
 
@@ -86,14 +86,14 @@ int key_bits(int64_t v_local) {
 
 }  // namespace
 
-void embedding_forward(const Context& ctx, ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+void embedding_forward(const Context& ctx, ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,
                        int64_t v0, int64_t v_local) {
   op_checks::require_embedding_sizes("embedding_forward", m, c, v_local);
   if (m == 0 || c == 0) return;
-  with_storage(out.type(), [&](auto t) {
+  with_storage(common_type("embedding_forward", {out, table}), [&](auto t) {
     using T = decltype(t);
     embedding_forward_kernel<T>
-        <<<grid_for(m * c), kThreads, 0, ctx.stream>>>(typed<T>(out), tokens, table, m, c, v0, v_local);
+        <<<grid_for(m * c), kThreads, 0, ctx.stream>>>(typed<T>(out), tokens, typed<T>(table), m, c, v0, v_local);
   });
   check_launch(ctx, "embedding_forward");
 }

@@ -4,7 +4,8 @@
 // gradients in token order, like the CPU backend (same bits): the token positions are
 // sorted by table row (a stable radix sort), then one thread per (row, column) adds its
 // row's tokens in order.
-// out and dout are activations of either storage type (act_storage.cuh); tables float32.
+// out, dout and the forward's table are activations of either storage type (act_storage.cuh),
+// out and table of one type; the gradient dtable is float32.
 #include <cstdint>
 
 #include "trainer/activation_ptr.hpp"
@@ -13,7 +14,7 @@
 namespace axonn::cuda {
 
 // out (m, c) = table row (tokens[i] − v0) for tokens in [v0, v0 + v_local), else 0
-void embedding_forward(const Context& ctx, ActPtr out, const int32_t* tokens, const float* table, int64_t m, int64_t c,
+void embedding_forward(const Context& ctx, ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,
                        int64_t v0, int64_t v_local);
 // dtable (v_local, c) += dout (m, c) rows of the tokens in range
 void embedding_backward(const Context& ctx, float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m,

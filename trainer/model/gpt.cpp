@@ -35,6 +35,17 @@ ActPtr Gpt::make_act(int64_t elements) {
   return ActPtr(buffers_.back().data(), type);
 }
 
+ConstActPtr Gpt::weight(const std::string& name) const {
+  const ParamSlot& slot = params_.layout().slot(name);
+  if (slot.offset + slot.count > params_.layout().sharded)
+    throw BackendError("Gpt: parameter " + name + " is not a sharded weight; the GEMMs' copy holds only those");
+  return weights_ + slot.offset;
+}
+
+void Gpt::refresh_weights() {
+  if (weights_.raw() != params_.params()) backend_.convert(weights_, params_.params(), params_.layout().sharded);
+}
+
 Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
          bool overlap_comm)
     : backend_(backend), grid_(grid), model_(model), params_(params), overlap_comm_(overlap_comm) {
@@ -48,10 +59,12 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   head_dim_ = C / model.heads;
   const int64_t m = m_, c = c_, cy = cy_, v = V / g.y;
   const bool z_split = g.z > 1;
-  auto gathered = [&](int64_t elements) { return z_split ? make(elements) : nullptr; };
+  auto gathered = [&](int64_t elements) { return z_split ? make_act(elements) : nullptr; };
+  weights_ = backend.activation_type() == ElementType::float32 ? ActPtr(params.params())
+                                                                : make_act(params.layout().sharded);
 
-  embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, params.param("wte"), params.grad("wte"),
-                                               gathered(v * c), gathered(v * c));
+  embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, weight("wte"), params.grad("wte"), gathered(v * c),
+                                               z_split ? make(v * c) : nullptr);
   int64_t largest_block = v * c, largest_block_layer = 0;
   for (int l = 0; l < model.layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
@@ -59,7 +72,7 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
       const int64_t block = k / g.size(k_axis) * (n / g.size(k_axis == Axis::x ? Axis::y : Axis::x));
       largest_block = std::max(largest_block, block);
       largest_block_layer = std::max(largest_block_layer, block);
-      return ShardedLinear(backend, grid, k, n, k_axis, params.param(p + name + ".weight"),
+      return ShardedLinear(backend, grid, k, n, k_axis, weight(p + name + ".weight"),
                            params.grad(p + name + ".weight"), params.param(p + name + ".bias"),
                            params.grad(p + name + ".bias"), gathered(block));
     };
@@ -115,6 +128,7 @@ Gpt::~Gpt() = default;
 
 void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
                            GradientSync* sync) {
+  refresh_weights();
   forward(tokens, targets, loss_scale);
   backend_.sum(loss_sum, ce_.loss, m_);
   backward(tokens, sync);

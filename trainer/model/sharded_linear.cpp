@@ -2,8 +2,8 @@
 
 namespace axonn {
 
-ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, const float* weight,
-                             float* grad, const float* bias, float* dbias, float* gathered)
+ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, ConstActPtr weight,
+                             float* grad, const float* bias, float* dbias, ActPtr gathered)
     : backend_(backend),
       grid_(grid),
       k_axis_(k_axis),
@@ -17,7 +17,7 @@ ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_
       dbias_(dbias),
       gathered_(gathered),
       z_split_(grid.layout().z > 1) {
-  if (z_split_ && gathered == nullptr) throw BackendError("ShardedLinear: G_z > 1 needs a gathered-weight buffer");
+  if (z_split_ && !gathered) throw BackendError("ShardedLinear: G_z > 1 needs a gathered-weight buffer");
   if (z_split_) gather_ = ZGather(grid.axis(CommAxis::z), weight, gathered, shard_rows_ * n_local_);
 }
 
@@ -30,7 +30,7 @@ void ShardedLinear::gather_weight() {
 }
 
 void ShardedLinear::forward(ConstActPtr x, ActPtr y, int64_t m) {
-  const float* w = z_split_ ? gathered_ : weight_;
+  const ConstActPtr w = z_split_ ? gathered_ : weight_;
   if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {  // nothing to reduce before the bias
     backend_.linear_forward(y, x, w, bias_, m, n_local_, k_local_);
     return;
@@ -42,7 +42,8 @@ void ShardedLinear::forward(ConstActPtr x, ActPtr y, int64_t m) {
 
 void ShardedLinear::forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t m) {
   if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {
-    backend_.linear_gelu_forward(pre, out, x, z_split_ ? gathered_ : weight_, bias_, m, n_local_, k_local_);
+    backend_.linear_gelu_forward(pre, out, x, z_split_ ? ConstActPtr(gathered_) : weight_, bias_, m, n_local_,
+                                 k_local_);
     return;
   }
   forward(x, pre, m);
@@ -51,7 +52,7 @@ void ShardedLinear::forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t 
 
 void ShardedLinear::backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m, GradScatter& scatter,
                              ConstActPtr gelu_pre) {
-  const float* w = z_split_ ? gathered_ : weight_;
+  const ConstActPtr w = z_split_ ? gathered_ : weight_;
   if (dx && gelu_pre && grid_.layout().size(n_axis_) == 1) {
     backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
   } else if (dx) {

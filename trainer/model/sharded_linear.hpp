@@ -1,5 +1,7 @@
 #pragma once
 // One 4D-parallel linear layer Y = X·W + b, W [k, n], as docs/parallel-plan.md defines it.
+// The GEMMs read W in the activations' type (Gpt's copy of the weights); its gradient, the
+// bias and the bias gradient are float32.
 // Role: k split over `k_axis` (a), n over the other tensor axis (b), and the rows of each
 // (a, b) block split again over z. Shapes on this rank:
 //   W shard [k/(G_a·G_z), n/G_b]  (row-major, rows z-major, so a z all-gather concatenates)
@@ -19,10 +21,11 @@ namespace axonn {
 
 class ShardedLinear {
  public:
-  // weight, grad: this rank's shard in the flat buffers; bias, dbias: [n/G_b] or null.
-  // gathered: [k/G_a · n/G_b] owned by the caller when G_z > 1, else null.
-  ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, const float* weight, float* grad,
-                const float* bias, float* dbias, float* gathered);
+  // weight: this rank's shard as the GEMMs read it; grad: its gradient in the flat buffer;
+  // bias, dbias: [n/G_b] or null. gathered: [k/G_a · n/G_b] of the weight's type, owned by
+  // the caller when G_z > 1, else null.
+  ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, ConstActPtr weight, float* grad,
+                const float* bias, float* dbias, ActPtr gathered);
 
   int64_t k_local() const { return k_local_; }  // k/G_a
   int64_t n_local() const { return n_local_; }  // n/G_b
@@ -51,11 +54,11 @@ class ShardedLinear {
   CommGrid& grid_;
   Axis k_axis_, n_axis_;
   int64_t k_local_, n_local_, shard_rows_;
-  const float* weight_;
+  ConstActPtr weight_;
   float* grad_;
   const float* bias_;
   float* dbias_;
-  float* gathered_;
+  ActPtr gathered_;
   bool z_split_;
   ZGather gather_;  // weight_ -> gathered_ (G_z > 1)
 };

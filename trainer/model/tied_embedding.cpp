@@ -2,8 +2,8 @@
 
 namespace axonn {
 
-TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, const float* weight,
-                             float* grad, float* gathered, float* staging)
+TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, ConstActPtr weight,
+                             float* grad, ActPtr gathered, float* staging)
     : backend_(backend),
       grid_(grid),
       v_(vocab / grid.layout().y),
@@ -14,9 +14,9 @@ TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, in
       grad_(grad),
       gathered_(gathered),
       staging_(staging) {
-  if (z_ > 1 && (gathered == nullptr || staging == nullptr))
+  if (z_ > 1 && (!gathered || staging == nullptr))
     throw BackendError("TiedEmbedding: G_z > 1 needs gathered and staging buffers");
-  if (z_ > 1) gather_ = ZGather(grid.axis(CommAxis::z), weight, staging, v_ * (c_ / z_));
+  if (z_ > 1) gather_ = ZGather(grid.axis(CommAxis::z), weight, gather_staging(), v_ * (c_ / z_));
 }
 
 void TiedEmbedding::prefetch_weight() {
@@ -28,7 +28,8 @@ void TiedEmbedding::gather_weight() {
   // The all-gather lands z-major, [G_z][v][c/G_z]; block z is columns [z·c/G_z, (z+1)·c/G_z).
   gather_.complete();
   const int64_t cz = c_ / z_;
-  for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(gathered_ + z * cz, c_, staging_ + z * v_ * cz, cz, v_, cz);
+  const ActPtr staged = gather_staging();
+  for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(gathered_ + z * cz, c_, staged + z * v_ * cz, cz, v_, cz);
 }
 
 void TiedEmbedding::embed(const int32_t* tokens, ActPtr out, int64_t m) {

@@ -5,6 +5,7 @@
 //   checkpoint); gathered over z into [v, c] once per micro-batch for both uses.
 //   embed:  out (m, c) = wte rows of the tokens in range, all-reduced over y
 //   logits: (m, v) = x (m, c) · wte_g^T, all-reduced over x (the head's forward all-reduce)
+// wte is read in the activations' type (Gpt's copy of the weights); its gradient is float32.
 // Backward: dx (m, c) = dlogits · wte_g, all-reduced over y; at the end of the micro-batch
 // the head's dW and the embedding's scatter-add go into one dW block, reduce-scattered over z
 // once (docs/parallel-plan.md: one all-gather and one reduce-scatter of wte per micro-batch).
@@ -19,10 +20,12 @@ namespace axonn {
 
 class TiedEmbedding {
  public:
-  // weight, grad: the wte shard in the flat buffers. gathered, staging: [v · c] each when
-  // G_z > 1 (staging receives the raw z-blocks of the all-gather and the reduce-scatter), else null.
-  TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, const float* weight, float* grad,
-                float* gathered, float* staging);
+  // weight: the wte shard as the GEMMs read it; grad: its gradient in the flat buffer.
+  // gathered ([v · c] of the weight's type) and staging ([v · c] float32) when G_z > 1, else
+  // null: staging receives the raw z-blocks of the all-gather (in the weight's type) and of
+  // the gradient's reduce-scatter.
+  TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, ConstActPtr weight, float* grad,
+                ActPtr gathered, float* staging);
 
   int64_t v_local() const { return v_; }
   int64_t v0() const { return v0_; }
@@ -39,14 +42,15 @@ class TiedEmbedding {
                        int64_t m, GradScatter& scatter);
 
  private:
-  const float* full() const { return z_ > 1 ? gathered_ : weight_; }  // [v, c]
+  ConstActPtr full() const { return z_ > 1 ? gathered_ : weight_; }  // [v, c]
+  ActPtr gather_staging() const { return ActPtr(staging_, weight_.type()); }  // [G_z][v][c/G_z]
 
   Backend& backend_;
   CommGrid& grid_;
   int64_t v_, c_, v0_, z_;
-  const float* weight_;
+  ConstActPtr weight_;
   float* grad_;
-  float* gathered_;
+  ActPtr gathered_;
   float* staging_;
   ZGather gather_;  // weight_ -> staging_ (G_z > 1)
 };
