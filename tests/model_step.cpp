@@ -76,7 +76,10 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     grid.synchronize();
     ChooserInput input;
     input.model = model;
-    input.batch = {global_batch, micro_batch, Dtype::float32};
+    // Activations and the GEMMs' weights move in the backend's activation type; gradients
+    // and statistics in float32 whatever it is.
+    const bool bf16 = backend.activation_type() == ElementType::bfloat16;
+    input.batch = {global_batch, micro_batch, bf16 ? Dtype::bfloat16 : Dtype::float32};
     const StepVolume predicted = predict_step_volume(input, layout);
     for (int a = 0; a < kCommAxisCount; ++a)
       for (int k = 0; k < kCollectiveKindCount; ++k) {

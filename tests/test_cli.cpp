@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 namespace {
 
@@ -42,7 +43,13 @@ TEST(CliLayout, KeepsTensorGroupsInsideNodesWhenInterNodeIsSlow) {
   const Result r = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
                        "/job_templates/gpt-small.toml --nodes 16 --explain");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("z groups of 8 over intra-node links"), std::string::npos) << r.output;
+  // The x·y·z groups fill a node (8 GPUs), so only data parallelism crosses nodes.
+  EXPECT_NE(r.output.find("data groups of 16 over inter-node links"), std::string::npos) << r.output;
+  for (const char* axis : {"x", "y", "z"})
+    EXPECT_FALSE(
+        std::regex_search(r.output, std::regex(std::string("\\n *") + axis + " groups of [0-9]+ over inter-node")))
+        << axis << " groups cross nodes:\n"
+        << r.output;
 }
 
 TEST(CliLayout, JsonHasBestRankedAndRejected) {

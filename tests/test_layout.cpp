@@ -35,7 +35,7 @@ TEST(Layout, RankCoordinateRoundTripForEveryLayoutOfWorlds1To64) {
 
 TEST(Layout, DefaultNumberingIsXFastestThenYZData) {
   const Layout l = parse_layout("2x3x2x2");  // data 2, x 3, y 2, z 2
-  const Coords c{1, 1, 1, 1};               // x, y, z, data
+  const Coords c{1, 1, 1, 1};                // x, y, z, data
   EXPECT_EQ(l.rank(c), ((1 * 2 + 1) * 2 + 1) * 3 + 1);
   EXPECT_EQ(l.stride(Axis::x), 1);
   EXPECT_EQ(l.stride(Axis::y), 3);
@@ -152,6 +152,24 @@ TEST(LayoutVolume, HandComputedWithDataXAndZ) {
   EXPECT_EQ(v.at(CommAxis::world, K::all_reduce).bytes, 16);  // loss, tokens, norm, stop
   // Wire bytes: all-reduce factor 2(n-1)/n = 1 for n = 2.
   EXPECT_DOUBLE_EQ(v.wire_bytes(CommAxis::data), 1312.0);
+}
+
+// Under bfloat16 the weights (z all-gathers) and activations (x, y all-reduces) move in 2
+// bytes; gradients (z reduce-scatters and all-reduces, data) and statistics stay float32.
+TEST(LayoutVolume, Bfloat16HalvesWeightsAndActivationsNotGradients) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  const Layout l = parse_layout("2x2x1x2");
+  const StepVolume f32 = predict_step_volume(in, l);
+  in.batch.dtype = Dtype::bfloat16;
+  const StepVolume bf16 = predict_step_volume(in, l);
+  using K = CollectiveKind;
+  EXPECT_EQ(bf16.at(CommAxis::z, K::all_gather).bytes, 1792 / 2);
+  EXPECT_EQ(bf16.at(CommAxis::z, K::reduce_scatter).bytes, 1792);
+  EXPECT_EQ(bf16.at(CommAxis::z, K::all_reduce).bytes, 104 * 4);
+  EXPECT_EQ(bf16.at(CommAxis::x, K::all_reduce).bytes, 1792 / 2 + 96 + 96);  // LayerNorm statistics stay
+  EXPECT_EQ(bf16.at(CommAxis::data, K::all_reduce).bytes, f32.at(CommAxis::data, K::all_reduce).bytes);
+  EXPECT_EQ(bf16.at(CommAxis::world, K::all_reduce).bytes, 16);
 }
 
 TEST(LayoutVolume, HandComputedWithYAndAccumulation) {

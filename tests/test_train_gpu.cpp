@@ -95,7 +95,7 @@ TEST_F(TrainGpu, Float32GemmsTrainLikeTheCpu) {
   ASSERT_EQ(cpu.steps.size(), 5u);
   const TrainedRun gpu = train(dir_ / "cuda-fp32", kCudaFp32, 5, 0);
   EXPECT_TRUE(contains(gpu.output, "backend cuda (GPU 0 of ")) << gpu.output;
-  EXPECT_TRUE(contains(gpu.output, ", GEMMs fp32), collectives nccl")) << gpu.output;
+  EXPECT_TRUE(contains(gpu.output, ", GEMMs fp32, activations float32), collectives nccl")) << gpu.output;
   EXPECT_LE(loss_drift(gpu.steps, cpu.steps, "cuda fp32 vs cpu"), kFp32LossTolerance);
   expect_same_tensors(gpu.tensors, cpu.tensors, kFp32WeightTolerance, "cuda fp32 vs cpu, weights after 5 steps");
   EXPECT_TRUE(contains(gpu.summary, "\"comm_bytes_match\": true")) << gpu.summary;
@@ -107,7 +107,7 @@ TEST_F(TrainGpu, Bfloat16GemmsTrackTheCpuWithinBfloat16Rounding) {
   ASSERT_EQ(cpu.steps.size(), 5u);
   const TrainedRun fp32 = train(dir_ / "cuda-fp32", kCudaFp32, 5, 0);
   const TrainedRun bf16 = train(dir_ / "cuda-bf16", kCudaBf16, 5, 0);
-  EXPECT_TRUE(contains(bf16.output, ", GEMMs bf16), collectives nccl")) << bf16.output;
+  EXPECT_TRUE(contains(bf16.output, ", GEMMs bf16, activations bfloat16), collectives nccl")) << bf16.output;
   const double bf16_drift = loss_drift(bf16.steps, cpu.steps, "cuda bf16 vs cpu");
   EXPECT_LE(bf16_drift, kBf16LossTolerance);
   // bf16 rounding is visible: a run that equals the float32 one did not round its GEMMs.

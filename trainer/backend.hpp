@@ -216,8 +216,8 @@ class Backend {
   // as table (v_local, c), in the activations' type (the GEMMs' copy of wte, which the LM
   // head shares). out (m, c) = the row of each token in range, 0 for the others; the caller
   // all-reduces out over the ranks holding the other rows.
-  virtual void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,
-                                 int64_t v0, int64_t v_local) = 0;
+  virtual void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c, int64_t v0,
+                                 int64_t v_local) = 0;
   // dtable (v_local, c) += dout rows of the tokens in range (scatter-add).
   virtual void embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c,
                                   int64_t v0, int64_t v_local) = 0;

@@ -12,7 +12,9 @@ namespace axonn {
 namespace {
 
 GemmMath gemm_math_of(Dtype dtype) { return dtype == Dtype::bfloat16 ? GemmMath::bf16 : GemmMath::fp32; }
-
+ElementType activations_of(Dtype dtype) {
+  return dtype == Dtype::bfloat16 ? ElementType::bfloat16 : ElementType::float32;
+}
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
@@ -65,6 +67,7 @@ std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const Job
   CudaBackendOptions options;
   options.device = device.gpu;
   options.gemm_math = gemm_math_of(job.training.dtype);
+  options.activations = activations_of(job.training.dtype);
   return make_cuda_backend(options);
 }
 
@@ -76,7 +79,8 @@ std::string describe_train_device(const TrainDevice& device, const JobConfig& jo
     return "backend cpu (float32, " + std::to_string(device.cpu_threads) + " thread" +
            (device.cpu_threads == 1 ? "" : "s") + ")" + comm;
   return "backend cuda (GPU " + std::to_string(device.gpu) + " of " + std::to_string(device.gpus) + ", GEMMs " +
-         gemm_math_name(gemm_math_of(job.training.dtype)) + ")" + comm;
+         gemm_math_name(gemm_math_of(job.training.dtype)) + ", activations " +
+         element_type_name(activations_of(job.training.dtype)) + ")" + comm;
 }
 
 }  // namespace axonn

@@ -4,10 +4,11 @@
 //   "cuda" -> the CUDA backend on GPU local_rank of its node, NCCL collectives on device
 //             buffers ordered against the backend's compute stream;
 //   "auto" -> "cuda" when this build has the CUDA backend and the rank sees a GPU, else "cpu".
-// training.dtype picks the GPU's GEMM math: float32 -> exact float32 (GemmMath::fp32, the
-// CPU's results up to summation order), bfloat16 -> bf16 tensor cores with float32
-// accumulation for the GEMMs and attention (GemmMath::bf16). The CPU backend has float32 only: bfloat16 there is an error
-// naming both fixes.
+// training.dtype picks the GPU's precision: float32 -> exact float32 GEMMs and float32
+// activations (the CPU's results up to summation order); bfloat16 -> mixed precision: bf16
+// activations and weights for the GEMMs and attention on bf16 tensor cores, float32
+// accumulation, float32 master weights, gradients and optimizer state. The CPU backend has
+// float32 only: bfloat16 there is an error naming both fixes.
 //
 // This header includes no CUDA one.
 #include <memory>

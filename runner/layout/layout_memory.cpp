@@ -56,7 +56,7 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g) {
       largest = std::max(largest, block);
       if (i + 1 < shapes.size()) largest_in_blocks = std::max(largest_in_blocks, block);
     }
-    mem.gathered_grad = (largest + largest_in_blocks) * e;
+    mem.gathered_grad = (largest + largest_in_blocks) * 4;  // gradients are float32
   }
   mem.activations = activation_elements(input.model, g, split.tokens, split.micro_batch) * e;
   mem.workspace = workspace_elements(input.model, g, split.tokens) * e;
@@ -80,7 +80,7 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
   s += "  gathered weights  sum over linears of k/G_a*n/G_b*e (only when G_z > 1) = " +
        gib(static_cast<double>(mem.gathered_weights)) + "\n";
   s +=
-      "  gathered gradient (largest k/G_a*n/G_b + largest of a block's layers)*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
+      "  gathered gradient (largest k/G_a*n/G_b + largest of a block's layers)*4 (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_grad)) +
       "\n";
   s += "  activations       L*(4mC/G_x + 12mC/G_y + mH/G_y) + 2mC/G_x + mV/G_y, m = mb*T = " +
        std::to_string(split.tokens) + " = " + gib(static_cast<double>(mem.activations)) + "\n";

@@ -30,6 +30,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
   const BatchSplit split = batch_split(model, input.batch, g);
   const int64_t e = dtype_bytes(input.batch.dtype);
   const int64_t stat = 4;  // statistics are float32 whatever the dtype
+  const int64_t grad = 4;  // so are gradients (float32 master weights and AdamW state)
   const int64_t m = split.tokens;
   const int64_t A = split.accumulation;
   const int64_t C = model.hidden;
@@ -46,7 +47,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
     v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * e);
     v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
     v.add(comm_axis(lin.n_axis()), K::all_reduce, calls, m * k_local * e);
-    v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * e);
+    v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * grad);
   }
   v.add(CommAxis::y, K::all_reduce, A, m * (C / g.x) * e);  // token embedding
   const int64_t layer_norms = 2 * int64_t{model.layers} + 1;
@@ -56,16 +57,16 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
   v.add(CommAxis::y, K::all_reduce, A, m * 2 * stat);
 
   const ParameterCount params = parameters_per_rank(model, g);
-  v.add(CommAxis::z, K::all_reduce, 1, params.small * e);
+  v.add(CommAxis::z, K::all_reduce, 1, params.small * grad);
   // Over data in buckets (trainer/optim/gradient_sync.hpp): each block's four weight shards,
   // then the wte shard, then the small tensors; together every gradient once.
   const auto shapes = linear_shapes(model);  // the four block layers, then the head (wte)
   int64_t block_shards = 0;
   for (size_t i = 0; i + 1 < shapes.size(); ++i) block_shards += shapes[i].k * shapes[i].n / (int64_t{g.x} * g.y * g.z);
   const int64_t wte_shard = params.big - model.layers * block_shards;
-  v.add(CommAxis::data, K::all_reduce, model.layers, block_shards * e);
-  v.add(CommAxis::data, K::all_reduce, 1, wte_shard * e);
-  v.add(CommAxis::data, K::all_reduce, 1, params.small * e);
+  v.add(CommAxis::data, K::all_reduce, model.layers, block_shards * grad);
+  v.add(CommAxis::data, K::all_reduce, 1, wte_shard * grad);
+  v.add(CommAxis::data, K::all_reduce, 1, params.small * grad);
   v.add(CommAxis::world, K::all_reduce, 1, 4 * stat);
   return v;
 }

@@ -57,6 +57,7 @@ bool sync_each_op_from_env() {
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : device_(use_device(options.device)),
+      activations_(options.activations),
       stream_(create_stream()),
       gemm_(std::make_unique<cuda::Gemm>(options.gemm_math)) {
   ctx_.stream = stream_.get();

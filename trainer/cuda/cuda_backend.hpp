@@ -1,10 +1,11 @@
 #pragma once
 // The CUDA backend: every op of trainer/backend.hpp on device memory of one GPU, ordered on
-// one stream of that device (the compute stream). The model's storage is float32 like the
-// CPU backend's (activation_type()), so the model, optimizer and checkpoint code are the same
-// for both; the GEMMs run on tensor cores (GemmMath), which is where a GPT step spends its
-// FLOPs. The row kernels also take bf16 activations (act_storage.cuh), the first part of
-// bf16 activation storage (docs/gpu-performance.md); the GEMMs and attention do not yet.
+// one stream of that device (the compute stream). The model, optimizer and checkpoint code
+// are the same as on the CPU backend; the GEMMs run on tensor cores (GemmMath), which is
+// where a GPT step spends its FLOPs. Activations are float32 like the CPU's, or bf16
+// (options.activations: mixed precision's storage, llm.c's layout), which every op reads
+// and writes with float32 math (act_storage.cuh); parameters, their gradients, the AdamW
+// moments and statistics stay float32.
 //
 // In a build without CUDA (AXONN_CUDA=OFF, or no nvcc/NCCL found) make_cuda_backend throws a
 // BackendError saying how to build with it; nothing else here needs CUDA headers.
@@ -41,6 +42,9 @@ inline const char* gemm_math_name(GemmMath math) {
 struct CudaBackendOptions {
   int device = 0;  // the CUDA device this rank uses (its local rank, modulo the devices seen)
   GemmMath gemm_math = GemmMath::bf16;
+  // activation_type(): bfloat16 halves the activations' memory and bytes moved, and the
+  // GEMMs then read bf16 operands (a bf16 copy of the weights) whatever gemm_math says.
+  ElementType activations = ElementType::float32;
 };
 
 // The backend on options.device; BackendError naming the device and the CUDA error when the

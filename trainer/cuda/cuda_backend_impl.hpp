@@ -26,6 +26,7 @@ class CudaBackend final : public Backend {
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_.get(); }
   GemmMath gemm_math() const { return gemm_->math(); }
+  ElementType activation_type() const override { return activations_; }
 
   void* alloc(size_t bytes) override;
   void free(void* ptr) override;
@@ -112,6 +113,7 @@ class CudaBackend final : public Backend {
   // Declared in construction order; destroyed in reverse (scratch and plans before the
   // stream they were used on).
   int device_;
+  ElementType activations_;
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;
   std::unique_ptr<cuda::Gemm> gemm_;
   cuda::Scratch scratch_;

@@ -60,8 +60,8 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   const int64_t m = m_, c = c_, cy = cy_, v = V / g.y;
   const bool z_split = g.z > 1;
   auto gathered = [&](int64_t elements) { return z_split ? make_act(elements) : nullptr; };
-  weights_ = backend.activation_type() == ElementType::float32 ? ActPtr(params.params())
-                                                                : make_act(params.layout().sharded);
+  weights_ =
+      backend.activation_type() == ElementType::float32 ? ActPtr(params.params()) : make_act(params.layout().sharded);
 
   embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, weight("wte"), params.grad("wte"), gathered(v * c),
                                                z_split ? make(v * c) : nullptr);
@@ -72,9 +72,8 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
       const int64_t block = k / g.size(k_axis) * (n / g.size(k_axis == Axis::x ? Axis::y : Axis::x));
       largest_block = std::max(largest_block, block);
       largest_block_layer = std::max(largest_block_layer, block);
-      return ShardedLinear(backend, grid, k, n, k_axis, weight(p + name + ".weight"),
-                           params.grad(p + name + ".weight"), params.param(p + name + ".bias"),
-                           params.grad(p + name + ".bias"), gathered(block));
+      return ShardedLinear(backend, grid, k, n, k_axis, weight(p + name + ".weight"), params.grad(p + name + ".weight"),
+                           params.param(p + name + ".bias"), params.grad(p + name + ".bias"), gathered(block));
     };
     auto b = std::unique_ptr<Block>(new Block{
         linear("attn.qkv", C, 3 * C, Axis::x),

@@ -42,7 +42,7 @@ class TiedEmbedding {
                        int64_t m, GradScatter& scatter);
 
  private:
-  ConstActPtr full() const { return z_ > 1 ? gathered_ : weight_; }  // [v, c]
+  ConstActPtr full() const { return z_ > 1 ? gathered_ : weight_; }           // [v, c]
   ActPtr gather_staging() const { return ActPtr(staging_, weight_.type()); }  // [G_z][v][c/G_z]
 
   Backend& backend_;
