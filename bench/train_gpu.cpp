@@ -1,10 +1,13 @@
 // Training throughput of the CUDA trainer on one GPU (GPU 0, one rank), GPT-2 124M and 350M
-// at T = 1024 with bf16 GEMMs (GemmMath::bf16: float32 storage, bf16 tensor cores, float32
-// accumulation), against references measured in the same run:
+// at T = 1024 in mixed precision as training.dtype = "bfloat16" runs it (bf16 activations and
+// GEMM weights, bf16 tensor cores, float32 accumulation, master weights and AdamW; with
+// --float32-activations: float32 storage, GEMM inputs rounded to bf16 inside cuBLASLt),
+// against references measured in the same run:
 //   1. the GPU's dense bf16 peak, 989 TFLOP/s for an H100 SXM (site_configs/dgx-h100.toml):
 //      goal MFU >= 40% at 350M;
 //   2. the backend's own GEMM (Backend::gemm, cuBLASLt through trainer/cuda/gemm.cpp) at
-//      --gemm N cubed with the same math: the rate a step made only of GEMMs would reach;
+//      --gemm N cubed on the step's activation type: the rate a step made only of GEMMs
+//      would reach;
 //   3. PyTorch training the same GPT-2 with the same step (bench/train_gpu_torch.py: SDPA
 //      flash attention, bf16 autocast, torch.compile, fused AdamW), goal ours/PyTorch >= 1.0x;
 //      it also times a native bf16 torch.matmul of the same size, printed beside (2).
@@ -14,6 +17,7 @@
 //
 // usage: bench_train_gpu [--model 124m|350m|both|tiny] [--micro-batch mb] [--batch B] [--warmup N]
 //                        [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]
+//                        [--float32-activations]
 // --profile: no references; our step's time per backend op (GEMMs per shape, attention,
 // LayerNorm, ...; op_profile.hpp), each op synchronized, for each model.
 // Each step is --batch sequences in micro-batches of --micro-batch (default 8 and 8: one
@@ -75,11 +79,13 @@ struct Options {
   std::string python = "python3";
   bool torch = true;
   bool profile = false;
+  ElementType activations = ElementType::bfloat16;
 };
 
-// FLOP/s of the backend's GEMM at n^3 (row-major, no transposes, float32 buffers, the
-// backend's math), over 10 calls after 3 untimed ones; inputs from a hash, not constants,
-// since tensor cores draw less power (and may clock higher) on zeros and repeated values.
+// FLOP/s of the backend's GEMM at n^3 (row-major, no transposes, buffers of the backend's
+// activation type, its math), over 10 calls after 3 untimed ones; inputs from a hash, not
+// constants, since tensor cores draw less power (and may clock higher) on zeros and repeated
+// values.
 double backend_gemm_flops(Backend& backend, int n) {
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(n);
   std::vector<float> host(count);
@@ -88,11 +94,13 @@ double backend_gemm_flops(Backend& backend, int n) {
     x = x * 1664525u + 1013904223u;
     h = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;  // [-0.5, 0.5)
   }
-  auto* a = static_cast<float*>(backend.alloc(count * sizeof(float)));
-  auto* b = static_cast<float*>(backend.alloc(count * sizeof(float)));
-  auto* c = static_cast<float*>(backend.alloc(count * sizeof(float)));
-  backend.copy_to_device(a, host.data(), count * sizeof(float));
-  backend.copy_to_device(b, host.data(), count * sizeof(float));
+  const ElementType type = backend.activation_type();
+  const DeviceBuffer<float> values(backend, host);
+  DeviceBuffer<std::byte> a_bytes(backend, count * element_size(type)), b_bytes(backend, count * element_size(type)),
+      c_bytes(backend, count * element_size(type));
+  const ActPtr a(a_bytes.data(), type), b(b_bytes.data(), type), c(c_bytes.data(), type);
+  backend.convert(a, values.data(), static_cast<int64_t>(count));
+  backend.convert(b, values.data(), static_cast<int64_t>(count));
   auto run = [&] { backend.gemm(Transpose::no, Transpose::no, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n); };
   for (int i = 0; i < 3; ++i) run();
   backend.synchronize();
@@ -101,9 +109,6 @@ double backend_gemm_flops(Backend& backend, int n) {
   for (int i = 0; i < calls; ++i) run();
   backend.synchronize();
   const double seconds = seconds_since(start);
-  backend.free(a);
-  backend.free(b);
-  backend.free(c);
   return 2.0 * n * static_cast<double>(n) * n * calls / seconds;
 }
 
@@ -196,7 +201,8 @@ TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
 int usage() {
   std::fprintf(stderr,
                "usage: bench_train_gpu [--model 124m|350m|both|tiny] [--micro-batch mb] [--batch B] [--warmup N]\n"
-               "                       [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]\n");
+               "                       [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]\n"
+               "                       [--float32-activations]\n");
   return 2;
 }
 
@@ -209,6 +215,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.torch = false;
     } else if (a == "--profile") {
       o.profile = true;
+    } else if (a == "--float32-activations") {
+      o.activations = ElementType::float32;
     } else if (!has_value) {
       return false;
     } else if (a == "--model") {
@@ -256,6 +264,7 @@ int main(int argc, char** argv) try {
   CudaBackendOptions backend_options;
   backend_options.device = 0;
   backend_options.gemm_math = GemmMath::bf16;
+  backend_options.activations = o.activations;
   const std::unique_ptr<Backend> backend = make_cuda_backend(backend_options);
   const TokenData data = builtin_corpus();
   if (o.profile) {
@@ -267,9 +276,10 @@ int main(int argc, char** argv) try {
   }
 
   const double gemm_flops = backend_gemm_flops(*backend, o.gemm);
-  std::printf("GPU 0, GEMMs %s; backend gemm %d^3: %.1f TFLOP/s (%.1f%% of the %.0f TFLOP/s bf16 peak)\n",
-              gemm_math_name(backend_options.gemm_math), o.gemm, gemm_flops / 1e12, 100.0 * gemm_flops / kPeakBf16Flops,
-              kPeakBf16Flops / 1e12);
+  std::printf(
+      "GPU 0, GEMMs %s, activations %s; backend gemm %d^3: %.1f TFLOP/s (%.1f%% of the %.0f TFLOP/s bf16 peak)\n",
+      gemm_math_name(backend_options.gemm_math), element_type_name(o.activations), o.gemm, gemm_flops / 1e12,
+      100.0 * gemm_flops / kPeakBf16Flops, kPeakBf16Flops / 1e12);
   std::printf("step: %d sequences in micro-batches of %d, AdamW + clipping; %d untimed + %d timed steps (median)\n\n",
               o.batch, o.micro_batch, o.warmup, o.steps);
   std::printf("%5s %8s %11s %10s %9s %10s %12s %11s\n", "model", "params", "ours tok/s", "ours TF/s", "MFU peak",

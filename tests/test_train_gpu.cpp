@@ -8,8 +8,9 @@
 //   in summation order (cuBLAS's and OpenBLAS's tilings, other reduction trees) and in the
 //   last bits of exp, log and tanh, the kind of difference layouts have among themselves on
 //   the CPU (test_train.cpp allows 2e-5); 1e-4 leaves five times that for the functions.
-// - bfloat16 GEMMs (training.dtype = "bfloat16", GemmMath::bf16): every GEMM input (and
-//   attention's q, k, v, dO and probabilities, attention_bf16.hpp) is rounded to 8 significant bits (relative error up to 2^-9, 0.2%) and accumulated in float32. The
+// - bfloat16 (training.dtype = "bfloat16": GemmMath::bf16 and bf16 activations): every
+//   stored activation and GEMM input (and attention's probabilities, attention_bf16.hpp) is
+//   rounded to 8 significant bits (relative error up to 2^-9, 0.2%), math in float32. The
 //   loss, a mean over 384 tokens of log-softmaxes of such GEMMs, moves by a fraction of that,
 //   and AdamW's per-element normalized updates carry it over 5 steps without amplifying it
 //   much: 2e-2 (0.4% of the loss) is twice the per-input bound.

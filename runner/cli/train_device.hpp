@@ -44,7 +44,7 @@ std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const Job
 // for the CPU backend.
 void* train_compute_stream(Backend& backend);
 
-// "backend cuda (GPU 0 of 8, GEMMs bf16), collectives nccl" or
+// "backend cuda (GPU 0 of 8, GEMMs bf16, activations bfloat16), collectives nccl" or
 // "backend cpu (float32, 2 threads), collectives gloo".
 std::string describe_train_device(const TrainDevice& device, const JobConfig& job);
 
