@@ -86,7 +86,6 @@ TEST(LocalLauncher, FailingRankExitStatusIsReportedAndOthersStopped) {
 
 TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   const std::string log = std::string(AXONN_BINARY_DIR) + "/launcher_sigterm.log";
-  const auto start = std::chrono::steady_clock::now();
   const pid_t launcher = fork();
   if (launcher == 0) {
     const std::string cmd =
@@ -95,11 +94,14 @@ TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
-  // Wait until both ranks are up, then signal the launcher (found by name; the pattern's
-  // brackets keep pkill's own shell from matching).
-  for (int i = 0; i < 100 && run_command("grep -c ready " + log).output != "2\n"; ++i)
+  // Wait until both ranks have set their trap (up to 30 s: a loaded machine starts them
+  // slowly, and a TERM before the trap kills a shell without its line), then signal the
+  // launcher (found by name; the pattern's brackets keep pkill's own shell from matching).
+  for (int i = 0; i < 600 && run_command("grep -c ready " + log).output != "2\n"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(run_command("grep -c ready " + log).output, "2\n") << run_command("cat " + log).output;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the shells reach `wait`
+  const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 2 -- sh -c\"").code, 0);
   int status = 0;
   waitpid(launcher, &status, 0);
