@@ -17,13 +17,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backend_errors.hpp"
 #include "comm/bfloat16.hpp"
 #include "cuda_skip.hpp"
 #include "normalized_error.hpp"
@@ -35,6 +35,7 @@ namespace axonn {
 namespace {
 
 using Floats = std::vector<float>;
+using test::expect_backend_error;
 using test::normalized_error;
 using test::random_floats;
 
@@ -363,18 +364,10 @@ TEST_F(CudaBf16Storage, GemmWithAnEmptyProductScalesABf16Result) {
 TEST_F(CudaBf16Storage, GemmOperandsOfTwoTypesAreRejectedNamingBoth) {
   ActBuffer a = act(ElementType::bfloat16, inputs(16)), b = act(ElementType::float32, inputs(16)),
             c = poisoned(ElementType::bfloat16, 16);
-  auto expect_error = [](const std::function<void()>& call, const std::string& text) {
-    try {
-      call();
-      ADD_FAILURE() << "no error; expected: " << text;
-    } catch (const BackendError& e) {
-      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-  };
-  expect_error(
+  expect_backend_error(
       [&] { gpu_->gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0f, a.ptr(), 4, b.ptr(), 4, 0.0f, c.ptr(), 4); },
       "gemm: A is bfloat16 and B float32");
-  expect_error(
+  expect_backend_error(
       [&] { gpu_->gemm(Transpose::no, Transpose::no, 4, 4, 4, 1.0f, b.ptr(), 4, b.ptr(), 4, 0.0f, c.ptr(), 4); },
       "gemm: float32 operands with a bfloat16 result");
 }
@@ -422,25 +415,14 @@ TEST_F(CudaBf16Storage, Copy2dCopiesBf16RowsAndRejectsTwoTypes) {
         EXPECT_TRUE(std::isnan(got[i * ld_dst + j])) << "row " << i << " column " << j << " written past cols";
     }
   ActBuffer f32 = poisoned(ElementType::float32, rows * ld_dst);
-  try {
-    gpu_->copy_2d(f32.ptr(), ld_dst, from.ptr(), ld_src, rows, cols);
-    ADD_FAILURE() << "copy_2d copied bf16 rows into a float32 buffer";
-  } catch (const BackendError& e) {
-    EXPECT_NE(std::string(e.what()).find("copy_2d: copies bytes: dst is float32 and src bfloat16"), std::string::npos)
-        << e.what();
-  }
+  expect_backend_error([&] { gpu_->copy_2d(f32.ptr(), ld_dst, from.ptr(), ld_src, rows, cols); },
+                       "copy_2d: copies bytes: dst is float32 and src bfloat16");
 }
 
 TEST_F(CudaBf16Storage, MixedActivationTypesInOneOpAreRejectedNamingBoth) {
   ActBuffer f = act(ElementType::float32, inputs(8)), b = poisoned(ElementType::bfloat16, 8);
-  try {
-    gpu_->gelu_forward(b.ptr(), f.ptr(), 8);
-    FAIL() << "gelu_forward took float32 input and bf16 output";
-  } catch (const BackendError& e) {
-    EXPECT_NE(std::string(e.what()).find("gelu_forward: activations of mixed types (bfloat16 and float32)"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_backend_error([&] { gpu_->gelu_forward(b.ptr(), f.ptr(), 8); },
+                       "gelu_forward: activations of mixed types (bfloat16 and float32)");
 }
 
 }  // namespace
