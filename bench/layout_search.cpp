@@ -11,7 +11,7 @@
 int main() {
   axonn::ChooserInput in;
   in.model = {24, 2048, 16, 50304, 2048};
-  in.batch = {4096, 4, axonn::Dtype::bfloat16};
+  in.batch = {4096, 4, axonn::ElementType::bfloat16};
   in.machine.tasks_per_node = 8;
   in.machine.peak_flops = 989e12;
   in.machine.compute_efficiency = 0.5;

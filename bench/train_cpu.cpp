@@ -197,7 +197,7 @@ int main(int argc, char** argv) try {
 
   ChooserInput plan;
   plan.model = m;
-  plan.batch = {o.batch, o.micro_batch, Dtype::float32};
+  plan.batch = {o.batch, o.micro_batch, ElementType::float32};
   const double flops = flops_per_rank(plan, Layout{});
   const double tokens = static_cast<double>(o.batch) * m.sequence;
   std::printf("model: %d layers, hidden %d, %d heads, vocab %d, sequence %d; %.2fM parameters\n", m.layers, m.hidden,

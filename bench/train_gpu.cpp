@@ -114,7 +114,7 @@ double backend_gemm_flops(Backend& backend, int n) {
 
 JobConfig bench_job(const Options& o, const ModelShape& shape) {
   JobConfig job = bench_train_job("bench_train_gpu", shape, o.batch, o.micro_batch);
-  job.training.dtype = Dtype::bfloat16;
+  job.training.dtype = ElementType::bfloat16;
   job.training.device = "cuda";
   return job;
 }
@@ -293,7 +293,7 @@ int main(int argc, char** argv) try {
     const OurRun ours = our_run(*backend, o, m, data);
     ChooserInput plan;
     plan.model = m;
-    plan.batch = {o.batch, o.micro_batch, Dtype::float32};  // as train_command.cpp: flops need no dtype
+    plan.batch = {o.batch, o.micro_batch, ElementType::float32};  // as train_command.cpp: flops need no dtype
     const double flops = flops_per_rank(plan, Layout{});
     const double tokens = static_cast<double>(o.batch) * m.sequence;
     const double our_flops = flops / ours.step_s;

@@ -44,7 +44,7 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     if (setup.compute_stream) grid.order_with_compute(setup.compute_stream(backend));
     ParameterStore params(backend, model, layout, grid.coords());
     params.initialize(1234);
-    const BatchSplit split = batch_split(model, {global_batch, micro_batch, Dtype::float32}, layout);
+    const BatchSplit split = batch_split(model, {global_batch, micro_batch, ElementType::float32}, layout);
     Gpt gpt(backend, grid, model, split.micro_batch, params, overlap);
     TrainingConfig training;
     training.lr = 0;
@@ -78,8 +78,7 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     input.model = model;
     // Activations and the GEMMs' weights move in the backend's activation type; gradients
     // and statistics in float32 whatever it is.
-    const bool bf16 = backend.activation_type() == ElementType::bfloat16;
-    input.batch = {global_batch, micro_batch, bf16 ? Dtype::bfloat16 : Dtype::float32};
+    input.batch = {global_batch, micro_batch, backend.activation_type()};
     const StepVolume predicted = predict_step_volume(input, layout);
     for (int a = 0; a < kCommAxisCount; ++a)
       for (int k = 0; k < kCollectiveKindCount; ++k) {

@@ -96,23 +96,23 @@ TEST(Config, SyntaxErrorHasPosition) {
 
 TEST(Config, MergeOrderDefaultsSiteJobOverride) {
   SiteConfig site;
-  site.default_dtype = Dtype::bfloat16;
+  site.default_dtype = ElementType::bfloat16;
   site.checkpoint_dir = "/site/ckpt";
   // The job is silent: the site's policy fills dtype and checkpoint dir.
   JobConfig silent = load_job_config_string("[model]\nlayers = 3\n", "j.toml", site);
-  EXPECT_EQ(silent.training.dtype, Dtype::bfloat16);
+  EXPECT_EQ(silent.training.dtype, ElementType::bfloat16);
   EXPECT_EQ(silent.checkpoint.dir, "/site/ckpt");
   EXPECT_EQ(silent.training.steps, TrainingConfig{}.steps);  // built-in default
   // The job speaks: it wins over the site.
   JobConfig speaks =
       load_job_config_string("[training]\ndtype = \"float32\"\n[checkpoint]\ndir = \"/job/ckpt\"\n", "j.toml", site);
-  EXPECT_EQ(speaks.training.dtype, Dtype::float32);
+  EXPECT_EQ(speaks.training.dtype, ElementType::float32);
   EXPECT_EQ(speaks.checkpoint.dir, "/job/ckpt");
   // An override wins over both, and is as strict as the file.
   JobConfig over = load_job_config_string("[training]\nsteps = 5\n", "j.toml", site,
                                           {"training.steps=20", "training.dtype=float32", "checkpoint.dir=/o"});
   EXPECT_EQ(over.training.steps, 20);
-  EXPECT_EQ(over.training.dtype, Dtype::float32);
+  EXPECT_EQ(over.training.dtype, ElementType::float32);
   EXPECT_EQ(over.checkpoint.dir, "/o");
   const std::string err = error_of([&] { load_job_config_string("", "j.toml", site, {"training.stepz=3"}); });
   EXPECT_NE(err.find("unknown key 'training.stepz'"), std::string::npos) << err;
@@ -213,7 +213,7 @@ TEST(Config, ChooserInputConvertsUnits) {
   EXPECT_DOUBLE_EQ(in.machine.compute_efficiency, 0.4);
   EXPECT_EQ(in.policy.max_tensor_parallel, 16);
   EXPECT_EQ(in.batch.global_batch, 64);
-  job.training.dtype = Dtype::float32;
+  job.training.dtype = ElementType::float32;
   EXPECT_DOUBLE_EQ(chooser_input(site, job, 1, 8).machine.peak_flops, 67e12);
 }
 

@@ -113,7 +113,7 @@ TEST(LayoutSearch, EnumeratesEveryFactorizationTimesEveryOrder) {
 ChooserInput tiny_input() {
   ChooserInput in;
   in.model = {1, 8, 2, 16, 4};  // L=1, C=8, H=2, V=16, T=4
-  in.batch = {4, 1, Dtype::float32};
+  in.batch = {4, 1, ElementType::float32};
   in.machine.nodes = 1;
   in.machine.tasks_per_node = 4;
   in.machine.intra_node = {1e10, 1e-6};
@@ -161,7 +161,7 @@ TEST(LayoutVolume, Bfloat16HalvesWeightsAndActivationsNotGradients) {
   in.machine.tasks_per_node = 8;
   const Layout l = parse_layout("2x2x1x2");
   const StepVolume f32 = predict_step_volume(in, l);
-  in.batch.dtype = Dtype::bfloat16;
+  in.batch.dtype = ElementType::bfloat16;
   const StepVolume bf16 = predict_step_volume(in, l);
   using K = CollectiveKind;
   EXPECT_EQ(bf16.at(CommAxis::z, K::all_gather).bytes, 1792 / 2);
@@ -204,7 +204,7 @@ TEST(LayoutMemory, FilterRejectsWithTheNumbers) {
 TEST(LayoutMemory, ZShardingShrinksParametersButKeepsGatheredWeights) {
   ChooserInput in = tiny_input();
   in.model = {4, 256, 8, 512, 64};
-  in.batch = {8, 1, Dtype::float32};
+  in.batch = {8, 1, ElementType::float32};
   const MemoryEstimate flat = estimate_memory(in, parse_layout("1x1x1x1"));
   const MemoryEstimate zed = estimate_memory(in, parse_layout("1x1x1x4"));
   EXPECT_LT(zed.parameters, flat.parameters / 3);
@@ -248,7 +248,7 @@ TEST(LayoutCost, AxisLinkRuleMatchesListingEveryGroup) {
 ChooserInput two_nodes_of_four() {
   ChooserInput in;
   in.model = {4, 512, 8, 1024, 128};
-  in.batch = {16, 2, Dtype::float32};
+  in.batch = {16, 2, ElementType::float32};
   in.machine.nodes = 2;
   in.machine.tasks_per_node = 4;
   in.machine.peak_flops = 1e14;
@@ -320,7 +320,7 @@ TEST(LayoutSearch, ResultDoesNotDependOnEnumerationOrder) {
 TEST(LayoutSearch, NoFitSuggestionMakesALayoutFit) {
   ChooserInput in = two_nodes_of_four();
   in.model = {24, 2048, 16, 50304, 1024};
-  in.batch = {64, 8, Dtype::float32};
+  in.batch = {64, 8, ElementType::float32};
   in.machine.nodes = 1;
   in.machine.memory_bytes = 16e9;
   ASSERT_FALSE(choose_layout(in).fits());

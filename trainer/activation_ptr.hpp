@@ -14,7 +14,7 @@
 #include <string>
 #include <type_traits>
 
-#include "comm/element_type.hpp"
+#include "layout/element_type.hpp"
 #include "trainer/backend_error.hpp"
 
 namespace axonn {

@@ -141,7 +141,7 @@ int command_train(const CommandArgs& argv) {
   // The run checks its bytes and memory against the layout model for what the trainer keeps
   // and moves: activations and the GEMMs' weights in the backend's activation type (bf16 on
   // a CUDA backend under training.dtype = "bfloat16", else float32), gradients float32.
-  options.plan.batch.dtype = backend->activation_type() == ElementType::bfloat16 ? Dtype::bfloat16 : Dtype::float32;
+  options.plan.batch.dtype = backend->activation_type();
   // CPU ranks share their node's cores: a site's per-"GPU" peak describes one of
   // gpus_per_node shares of the node, and this run has local_size ranks on it.
   if (backend->device_is_host())

@@ -11,10 +11,7 @@ namespace axonn {
 
 namespace {
 
-GemmMath gemm_math_of(Dtype dtype) { return dtype == Dtype::bfloat16 ? GemmMath::bf16 : GemmMath::fp32; }
-ElementType activations_of(Dtype dtype) {
-  return dtype == Dtype::bfloat16 ? ElementType::bfloat16 : ElementType::float32;
-}
+GemmMath gemm_math_of(ElementType dtype) { return dtype == ElementType::bfloat16 ? GemmMath::bf16 : GemmMath::fp32; }
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
@@ -51,8 +48,8 @@ TrainDevice choose_train_device(const JobConfig& job, const Topology& topology) 
     return device;
   }
   device.decided_by = asked == "auto" ? setting + ": no CUDA device (" + why_none + ")" : setting;
-  if (job.training.dtype != Dtype::float32)
-    throw ConfigError(job.source + ": training.dtype = " + quoted(dtype_name(job.training.dtype)) +
+  if (job.training.dtype != ElementType::float32)
+    throw ConfigError(job.source + ": training.dtype = " + quoted(element_type_name(job.training.dtype)) +
                       " needs the CUDA backend, and this rank computes on the CPU (" + device.decided_by +
                       "), which has float32 only; set training.dtype = \"float32\", or run on GPUs with "
                       "training.device = \"auto\" or \"cuda\"");
@@ -67,7 +64,7 @@ std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const Job
   CudaBackendOptions options;
   options.device = device.gpu;
   options.gemm_math = gemm_math_of(job.training.dtype);
-  options.activations = activations_of(job.training.dtype);
+  options.activations = job.training.dtype;
   return make_cuda_backend(options);
 }
 
@@ -80,7 +77,7 @@ std::string describe_train_device(const TrainDevice& device, const JobConfig& jo
            (device.cpu_threads == 1 ? "" : "s") + ")" + comm;
   return "backend cuda (GPU " + std::to_string(device.gpu) + " of " + std::to_string(device.gpus) + ", GEMMs " +
          gemm_math_name(gemm_math_of(job.training.dtype)) + ", activations " +
-         element_type_name(activations_of(job.training.dtype)) + ")" + comm;
+         element_type_name(job.training.dtype) + ")" + comm;
 }
 
 }  // namespace axonn

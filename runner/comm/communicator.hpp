@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/element_type.hpp"
+#include "layout/element_type.hpp"
 #include "layout/collective.hpp"
 
 namespace axonn {

@@ -66,7 +66,7 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     c.beta2 = t.number("beta2", c.beta2, 0.0, 0.999999999);
     c.eps = t.number("eps", c.eps, 1e-30, 1.0);
     c.seed = static_cast<uint64_t>(t.integer("seed", static_cast<int64_t>(c.seed), 0, INT64_MAX));
-    c.dtype = parse_dtype(t.string("dtype", dtype_name(site.default_dtype), {"float32", "bfloat16"}));
+    c.dtype = parse_element_type(t.string("dtype", element_type_name(site.default_dtype), {"float32", "bfloat16"}));
     c.device = t.string("device", c.device, {"auto", "cpu", "cuda"});
     c.overlap_comm = t.boolean("overlap_comm", c.overlap_comm);
     t.finish();
@@ -119,7 +119,8 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.nodes = nodes;
   m.tasks_per_node = tasks_per_node;
   m.nodes_per_switch = allocation_nodes_per_switch(site, nodes, hostnames);
-  const double tflops = job.training.dtype == Dtype::float32 ? site.peak_tflops_float32 : site.peak_tflops_bfloat16;
+  const double tflops =
+      job.training.dtype == ElementType::float32 ? site.peak_tflops_float32 : site.peak_tflops_bfloat16;
   m.peak_flops = tflops * 1e12;
   m.compute_efficiency = site.efficiency;
   m.memory_bytes = site.memory_gib * 1024.0 * 1024.0 * 1024.0;

@@ -29,9 +29,10 @@ struct TrainingConfig {
   double grad_clip = 1.0;   // global norm; 0 disables
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   uint64_t seed = 1337;
-  // The GEMMs' input precision: float32 (exact, any device) or bfloat16 (CUDA tensor cores).
-  // Parameters, activations, gradients, Adam moments and collectives are float32 either way.
-  Dtype dtype = Dtype::float32;
+  // float32 (exact, any device) or bfloat16 (CUDA only): bf16 GEMMs on tensor cores, and
+  // activations, their gradients and the GEMMs' copy of the weights stored in bf16.
+  // Parameters, their gradients, Adam moments and checkpoints are float32 either way.
+  ElementType dtype = ElementType::float32;
   // Where each rank computes: "cuda" (GPU local_rank of its node, NCCL collectives), "cpu"
   // (float32 on the host, Gloo collectives), or "auto": cuda when this build has the CUDA
   // backend and the rank sees a GPU, else cpu.

@@ -79,7 +79,8 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     auto t = r.table("policy");
     for (int64_t v : t.integers("allowed_axis_sizes", 1, 1 << 20)) s.allowed_axis_sizes.push_back(static_cast<int>(v));
     s.max_tensor_parallel = static_cast<int>(t.integer("max_tensor_parallel", s.max_tensor_parallel, 0, 1 << 20));
-    s.default_dtype = parse_dtype(t.string("default_dtype", dtype_name(s.default_dtype), {"float32", "bfloat16"}));
+    s.default_dtype =
+        parse_element_type(t.string("default_dtype", element_type_name(s.default_dtype), {"float32", "bfloat16"}));
     s.checkpoint_dir = t.string("checkpoint_dir", s.checkpoint_dir);
     s.signal_lead_s = static_cast<int>(t.integer("signal_lead_s", s.signal_lead_s, 0, 86400));
     s.memory_headroom = t.number("memory_headroom", s.memory_headroom, 0.0, 0.9);
@@ -91,9 +92,9 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
 
 }  // namespace
 
-Dtype parse_dtype(const std::string& name) {
-  if (name == "float32") return Dtype::float32;
-  if (name == "bfloat16") return Dtype::bfloat16;
+ElementType parse_element_type(const std::string& name) {
+  if (name == "float32") return ElementType::float32;
+  if (name == "bfloat16") return ElementType::bfloat16;
   throw ConfigError("dtype \"" + name + "\" is not known; use \"float32\" or \"bfloat16\"");
 }
 

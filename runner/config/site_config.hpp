@@ -32,7 +32,7 @@ struct SiteConfig {
   // [policy]
   std::vector<int> allowed_axis_sizes;  // empty: any
   int max_tensor_parallel = 0;          // 0: no limit
-  Dtype default_dtype = Dtype::float32;
+  ElementType default_dtype = ElementType::float32;
   std::string checkpoint_dir = "checkpoints";  // relative: against the job's working directory
   int signal_lead_s = 120;
   double memory_headroom = 0.1;
@@ -45,7 +45,7 @@ SiteConfig load_site_config_string(const std::string& text, const std::string& n
 // The [policy] restrictions the chooser applies.
 Policy site_policy(const SiteConfig& site);
 
-// Dtype by name: "float32" | "bfloat16".
-Dtype parse_dtype(const std::string& name);
+// The element type a dtype key names: "float32" | "bfloat16".
+ElementType parse_element_type(const std::string& name);
 
 }  // namespace axonn

@@ -6,9 +6,6 @@
 
 namespace axonn {
 
-int dtype_bytes(Dtype dtype) { return dtype == Dtype::float32 ? 4 : 2; }
-std::string dtype_name(Dtype dtype) { return dtype == Dtype::float32 ? "float32" : "bfloat16"; }
-
 char axis_letter(Axis axis) { return "xyzd"[static_cast<int>(axis)]; }
 
 std::string axis_name(Axis axis) { return comm_axis_name(comm_axis(axis)); }

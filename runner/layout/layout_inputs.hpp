@@ -6,12 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace axonn {
+#include "layout/element_type.hpp"
 
-// Element type of weights and activations in compute and in collectives.
-enum class Dtype { float32, bfloat16 };
-int dtype_bytes(Dtype dtype);                 // 4 or 2
-std::string dtype_name(Dtype dtype);          // "float32" / "bfloat16"
+namespace axonn {
 
 // GPT-2 shape. vocab is the padded vocabulary the model actually uses.
 struct ModelShape {
@@ -28,7 +25,7 @@ struct ModelShape {
 struct BatchShape {
   int global_batch = 8;   // sequences per optimizer step
   int micro_batch = 1;    // sequences per forward/backward on one rank, upper bound
-  Dtype dtype = Dtype::float32;
+  ElementType dtype = ElementType::float32;
 };
 
 // One network tier: alpha-beta model of a point-to-point link.

@@ -37,7 +37,7 @@ std::string gib(double bytes) {
 }  // namespace
 
 MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g) {
-  const int64_t e = dtype_bytes(input.batch.dtype);
+  const int64_t e = element_size(input.batch.dtype);
   const ParameterCount p = parameters_per_rank(input.model, g);
   const BatchSplit split = batch_split(input.model, input.batch, g);
   MemoryEstimate mem;
@@ -69,10 +69,10 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
   const MemoryEstimate mem = estimate_memory(input, g);
   const ParameterCount p = parameters_per_rank(input.model, g);
   const BatchSplit split = batch_split(input.model, input.batch, g);
-  const int e = dtype_bytes(input.batch.dtype);
+  const int e = static_cast<int>(element_size(input.batch.dtype));
   std::string s;
   s += "memory per GPU for layout " + format_layout(g) + " (e = " + std::to_string(e) + " bytes, " +
-       dtype_name(input.batch.dtype) + "):\n";
+       element_type_name(input.batch.dtype) + "):\n";
   s += "  parameters        P_rank*e = (" + std::to_string(p.big) + " sharded + " + std::to_string(p.small) +
        " small) * " + std::to_string(e) + " = " + gib(static_cast<double>(mem.parameters)) + "\n";
   s += "  optimizer         P_rank*(4 grad + 4 adam_m + 4 adam_v" + std::string(e == 2 ? " + 4 master" : "") +

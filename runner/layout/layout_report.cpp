@@ -63,7 +63,7 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        std::to_string(in.model.heads) + " heads, vocab " + std::to_string(in.model.vocab) + ", sequence " +
        std::to_string(in.model.sequence) + " (" + fmt("%.1f", static_cast<double>(parameters_total(in.model)) / 1e6) +
        "M parameters); global batch " + std::to_string(in.batch.global_batch) + ", micro-batch <= " +
-       std::to_string(in.batch.micro_batch) + ", " + dtype_name(in.batch.dtype) + "\n";
+       std::to_string(in.batch.micro_batch) + ", " + element_type_name(in.batch.dtype) + "\n";
   s += "machine: " + std::to_string(in.machine.nodes) + " nodes x " + std::to_string(in.machine.tasks_per_node) +
        " GPUs; peak " + fmt("%.3g", in.machine.peak_flops) + " FLOP/s x efficiency " +
        fmt("%.2f", in.machine.compute_efficiency) + "; links intra " +

@@ -28,7 +28,7 @@ double StepVolume::wire_bytes(CommAxis a) const {
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
   const ModelShape& model = input.model;
   const BatchSplit split = batch_split(model, input.batch, g);
-  const int64_t e = dtype_bytes(input.batch.dtype);
+  const int64_t e = element_size(input.batch.dtype);
   const int64_t stat = 4;  // statistics are float32 whatever the dtype
   const int64_t grad = 4;  // so are gradients (float32 master weights and AdamW state)
   const int64_t m = split.tokens;

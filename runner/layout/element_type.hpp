@@ -1,6 +1,8 @@
 #pragma once
-// The element types that buffers hold: the collectives' (communicator.hpp) and the trainer's
-// activations (trainer/activation_ptr.hpp), so one name travels from a buffer to its collective.
+// The element types that buffers hold: the layout model's weights and activations
+// (layout_inputs.hpp, a job's training.dtype), the trainer's activations
+// (trainer/activation_ptr.hpp) and the collectives' buffers (comm/communicator.hpp), so one
+// name travels from a job's dtype to a buffer and its collective.
 #include <cstddef>
 
 namespace axonn {
