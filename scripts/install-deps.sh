@@ -19,6 +19,8 @@ packages=(
   python3-torch python3-h5py python3-matplotlib python3-numpy hdf5-tools
   # tests: kill/timeout/ps, small file systems for disk-full tests
   procps psmisc coreutils util-linux e2fsprogs
+  # scripts/gpu_bundle.sh (and its test): large libraries travel xz-compressed
+  xz-utils
 )
 
 SUDO=""
