@@ -92,22 +92,32 @@ struct WarpPart {
 
 __device__ bf16* tile_at(unsigned char* smem, size_t offset) { return reinterpret_cast<bf16*>(smem + offset); }
 
-// One (sequence, head) pair's rows in the packed bf16 copy: (T, kDp), row stride kDp.
-template <int kDp>
-__device__ const bf16* packed_pair(const bf16* packed, const Shape& s, int64_t pair) {
-  return packed + pair * s.T * kDp;
+// Where the kernels read one tensor's bf16 rows of kDp elements (16-byte aligned rows):
+// its packed copy, (B·h, T, kDp) pair after pair, or the activations themselves when they
+// are bf16 with d = kDp, the (B, T, h, d) view with row stride ld (no pack pass).
+struct RowSource {
+  const bf16* data;
+  int64_t ld;  // row stride in elements; kDp when packed
+  bool packed;
+};
+
+// Row 0 of one (sequence, head) pair's T rows in `src`.
+__device__ const bf16* pair_rows(const RowSource& src, const Shape& s, int64_t pair) {
+  if (src.packed) return src.data + pair * s.T * src.ld;
+  const int64_t b = pair / s.h, head = pair - b * s.h;
+  return src.data + b * s.T * src.ld + head * s.d;
 }
 
-// Rows [0, rows) of dst (row stride kLdTile) = rows row0, row0 + 1, ... of a pair's packed
-// rows (row stride kDp), zero for rows at or past T: 16-byte copies (8 bf16), consecutive
-// threads on consecutive chunks. Every thread of the block takes part.
+// Rows [0, rows) of dst (row stride kLdTile) = rows row0, row0 + 1, ... of a pair's rows
+// (row stride ld), zero for rows at or past T: 16-byte copies (8 bf16), consecutive threads
+// on consecutive chunks. Every thread of the block takes part.
 template <int kDp>
-__device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t row0, int64_t T) {
+__device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t ld, int64_t row0, int64_t T) {
   constexpr int kChunks = kDp / 8;
   for (int i = threadIdx.x; i < rows * kChunks; i += kBlockThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const int64_t at = row0 + r;
-    const uint4 chunk = at < T ? reinterpret_cast<const uint4*>(src + at * kDp)[c] : make_uint4(0, 0, 0, 0);
+    const uint4 chunk = at < T ? reinterpret_cast<const uint4*>(src + at * ld)[c] : make_uint4(0, 0, 0, 0);
     reinterpret_cast<uint4*>(dst + r * Smem<kDp>::kLdTile)[c] = chunk;
   }
 }
@@ -206,23 +216,23 @@ struct QueryRows {
 // Forward, one block per (pair, 128 query rows), over the key tiles of 64 the rows see.
 template <int kDp, typename Act>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(Act* out, float* lse, const bf16* q, const bf16* k, const bf16* v, Shape s) {
+    forward_kernel(Act* out, float* lse, RowSource q, RowSource k, RowSource v, Shape s) {
   using L = ForwardLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
   const WarpPart<kDp> w(smem, L::p, L::f);
   const QueryRows rows(s, w.warp, w.row);
   const int64_t q0 = rows.q0, warp_row0 = rows.warp_row0, t = rows.t;
-  const bf16 *pair_k = packed_pair<kDp>(k, s, rows.bt.pair), *pair_v = packed_pair<kDp>(v, s, rows.bt.pair);
-  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, rows.bt.pair), q0, s.T);
+  const bf16 *pair_k = pair_rows(k, s, rows.bt.pair), *pair_v = pair_rows(v, s, rows.bt.pair);
+  stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, rows.bt.pair), q.ld, q0, s.T);
   float o[kDp / 2];
   for (int i = 0; i < kDp / 2; ++i) o[i] = 0.0f;
   float row_max = neg_inf(), row_sum = 0.0f;
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;  // the block's rows see keys < keys
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     __syncthreads();  // every warp is done with the previous ks, vs (and qs is staged)
-    stage_rows<kDp>(ks, kTile, pair_k, j0, s.T);
-    stage_rows<kDp>(vs, kTile, pair_v, j0, s.T);
+    stage_rows<kDp>(ks, kTile, pair_k, k.ld, j0, s.T);
+    stage_rows<kDp>(vs, kTile, pair_v, v.ld, j0, s.T);
     __syncthreads();
     // Skip a tile none of the warp's rows sees, and rows past T. Otherwise j0 <= the warp's
     // first row, so key j0 is seen by every row and the new max is finite.
@@ -275,8 +285,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 // A warp computes its keys' transposed scores S^T (16 keys, 64 queries) directly.
 template <int kDp, typename Act>
 __global__ void __launch_bounds__(kBlockThreads)
-    dkdv_kernel(Act* dk, Act* dv, const bf16* dout, const float* lse, const float* dsum, const bf16* q, const bf16* k,
-                const bf16* v, Shape s) {
+    dkdv_kernel(Act* dk, Act* dv, RowSource dout, const float* lse, const float* dsum, RowSource q, RowSource k,
+                RowSource v, Shape s) {
   using L = KeyValueLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
@@ -287,9 +297,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const BlockTile bt = block_tile(s, false);  // rank 0 = the first keys, seen by the most queries
   const PairBase base = pair_base(s, bt.pair);
   const int64_t k0 = bt.tile * kBlockRows, warp_key0 = k0 + w.warp * kFrag, j = warp_key0 + w.row;
-  const bf16 *pair_q = packed_pair<kDp>(q, s, bt.pair), *pair_dout = packed_pair<kDp>(dout, s, bt.pair);
-  stage_rows<kDp>(ks, kBlockRows, packed_pair<kDp>(k, s, bt.pair), k0, s.T);
-  stage_rows<kDp>(vs, kBlockRows, packed_pair<kDp>(v, s, bt.pair), k0, s.T);
+  const bf16 *pair_q = pair_rows(q, s, bt.pair), *pair_dout = pair_rows(dout, s, bt.pair);
+  stage_rows<kDp>(ks, kBlockRows, pair_rows(k, s, bt.pair), k.ld, k0, s.T);
+  stage_rows<kDp>(vs, kBlockRows, pair_rows(v, s, bt.pair), v.ld, k0, s.T);
   FragAcc dk_acc[kDp / kFrag], dv_acc[kDp / kFrag];
   zero_fragments(dk_acc);
   zero_fragments(dv_acc);
@@ -297,8 +307,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const bf16* warp_vs = vs + w.warp * kFrag * Smem<kDp>::kLdTile;
   for (int64_t q0 = k0; q0 < s.T; q0 += kTile) {
     __syncthreads();  // every warp is done with the previous query tile (and ks, vs are staged)
-    stage_rows<kDp>(qs, kTile, pair_q, q0, s.T);
-    stage_rows<kDp>(dos, kTile, pair_dout, q0, s.T);
+    stage_rows<kDp>(qs, kTile, pair_q, q.ld, q0, s.T);
+    stage_rows<kDp>(dos, kTile, pair_dout, dout.ld, q0, s.T);
     if (threadIdx.x < kTile) {
       const int64_t t = q0 + threadIdx.x;
       lse_s[threadIdx.x] = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
@@ -335,9 +345,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 // dQ, one block per (pair, 128 query rows), over the key tiles of 64 the rows see:
 // dQ = Σ dS · K / sqrt(d).
 template <int kDp, typename Act>
-__global__ void __launch_bounds__(kBlockThreads)
-    dq_kernel(Act* dq, const bf16* dout, const float* lse, const float* dsum, const bf16* q, const bf16* k,
-              const bf16* v, Shape s) {
+__global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource dout, const float* lse, const float* dsum,
+                                                           RowSource q, RowSource k, RowSource v, Shape s) {
   using L = QueryGradLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *dos = tile_at(smem, L::dout);
@@ -345,9 +354,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   const WarpPart<kDp> w(smem, L::p, L::f);
   const QueryRows rows(s, w.warp, w.row);
   const int64_t q0 = rows.q0, warp_row0 = rows.warp_row0, t = rows.t, pair = rows.bt.pair;
-  const bf16 *pair_k = packed_pair<kDp>(k, s, pair), *pair_v = packed_pair<kDp>(v, s, pair);
-  stage_rows<kDp>(qs, kBlockRows, packed_pair<kDp>(q, s, pair), q0, s.T);
-  stage_rows<kDp>(dos, kBlockRows, packed_pair<kDp>(dout, s, pair), q0, s.T);
+  const bf16 *pair_k = pair_rows(k, s, pair), *pair_v = pair_rows(v, s, pair);
+  stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, pair), q.ld, q0, s.T);
+  stage_rows<kDp>(dos, kBlockRows, pair_rows(dout, s, pair), dout.ld, q0, s.T);
   const float row_lse = t < s.T ? lse[pair * s.T + t] : 0.0f;
   const float row_d = t < s.T ? dsum[pair * s.T + t] : 0.0f;
   FragAcc dq_acc[kDp / kFrag];
@@ -357,8 +366,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     __syncthreads();  // every warp is done with the previous ks, vs (and qs, dos are staged)
-    stage_rows<kDp>(ks, kTile, pair_k, j0, s.T);
-    stage_rows<kDp>(vs, kTile, pair_v, j0, s.T);
+    stage_rows<kDp>(ks, kTile, pair_k, k.ld, j0, s.T);
+    stage_rows<kDp>(vs, kTile, pair_v, v.ld, j0, s.T);
     __syncthreads();
     if (j0 > warp_row0 || warp_row0 >= s.T) continue;
     FragAcc prod[kTileFrags];
@@ -394,24 +403,14 @@ void with_padded_head(int64_t d, F f) {
     f(std::integral_constant<int, 128>{});
 }
 
-// Packs of q, k, v (and dout) in one scratch request, `count` of them.
-struct Packs {
-  bf16* pack[4] = {};
-  float* dsum = nullptr;
-};
-Packs take_packs(const Context& ctx, const char* op, const Shape& s, int dp, int count, bool with_dsum) {
-  const size_t pack_bytes = static_cast<size_t>(s.pairs * s.T * dp) * sizeof(bf16);
-  ScratchLayout layout;
-  size_t at[4] = {};
-  for (int i = 0; i < count; ++i) at[i] = layout.add(pack_bytes);
-  const size_t dsum_at = layout.add(with_dsum ? static_cast<size_t>(s.pairs * s.T) * sizeof(float) : 0);
-  auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
-  Packs p;
-  for (int i = 0; i < count; ++i) p.pack[i] = reinterpret_cast<bf16*>(base + at[i]);
-  if (with_dsum) p.dsum = reinterpret_cast<float*>(base + dsum_at);
-  return p;
+// The activations can be read in place when they are bf16 rows of kDp elements on 16-byte
+// boundaries (GPT-2's d = 64 in bf16 storage); else they are packed first.
+bool reads_in_place(ConstActPtr src, int64_t ld, int64_t d, int dp) {
+  return src.type() == ElementType::bfloat16 && d == dp && ld % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(src.raw()) % 16 == 0;
 }
 
+// Packs src into dst (B·h, T, dp) bf16 (pack_kernel).
 void pack(const Context& ctx, const char* op, bf16* dst, ConstActPtr src, int64_t ld, const Shape& s, int dp) {
   const int64_t total = s.pairs * s.T * dp;
   with_storage(src.type(), [&](auto storage) {
@@ -419,6 +418,39 @@ void pack(const Context& ctx, const char* op, bf16* dst, ConstActPtr src, int64_
     pack_kernel<Act><<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, typed<Act>(src), ld, s.T, s.h, s.d, dp, total);
   });
   check_launch(ctx, op);
+}
+
+// The kernels' sources for up to 4 tensors (q, k, v, dout) of row stride lds[i]: each read
+// in place or packed into one scratch request (B·h·T·dp·2 bytes per pack), and D (B·h·T
+// floats) when with_dsum.
+struct Sources {
+  RowSource rows[4] = {};
+  float* dsum = nullptr;
+};
+Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp, int count, const ConstActPtr* srcs,
+                     const int64_t* lds, bool with_dsum) {
+  const size_t pack_bytes = static_cast<size_t>(s.pairs * s.T * dp) * sizeof(bf16);
+  ScratchLayout layout;
+  size_t at[4] = {};
+  bool in_place[4] = {};
+  for (int i = 0; i < count; ++i) {
+    in_place[i] = reads_in_place(srcs[i], lds[i], s.d, dp);
+    at[i] = layout.add(in_place[i] ? 0 : pack_bytes);
+  }
+  const size_t dsum_at = layout.add(with_dsum ? static_cast<size_t>(s.pairs * s.T) * sizeof(float) : 0);
+  auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
+  Sources out;
+  for (int i = 0; i < count; ++i) {
+    if (in_place[i]) {
+      out.rows[i] = {static_cast<const bf16*>(srcs[i].raw()), lds[i], false};
+    } else {
+      auto* packed = reinterpret_cast<bf16*>(base + at[i]);
+      pack(ctx, op, packed, srcs[i], lds[i], s, dp);
+      out.rows[i] = {packed, dp, true};
+    }
+  }
+  if (with_dsum) out.dsum = reinterpret_cast<float*>(base + dsum_at);
+  return out;
 }
 
 }  // namespace
@@ -429,15 +461,13 @@ void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstAct
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const Packs p = take_packs(ctx, op, s, kDp, 3, false);
-    pack(ctx, op, p.pack[0], q, ld, s, kDp);
-    pack(ctx, op, p.pack[1], k, ld, s, kDp);
-    pack(ctx, op, p.pack[2], v, ld, s, kDp);
+    const ConstActPtr srcs[] = {q, k, v};
+    const int64_t lds[] = {ld, ld, ld};
+    const Sources in = take_sources(ctx, op, s, kDp, 3, srcs, lds, false);
     with_storage(out.type(), [&](auto storage) {
       using Act = decltype(storage);
       launch(ctx, op, forward_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, ForwardLayout<kDp>::bytes,
-             typed<Act>(out), lse, static_cast<const bf16*>(p.pack[0]), static_cast<const bf16*>(p.pack[1]),
-             static_cast<const bf16*>(p.pack[2]), s);
+             typed<Act>(out), lse, in.rows[0], in.rows[1], in.rows[2], s);
     });
   });
 }
@@ -449,14 +479,12 @@ void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const Packs p = take_packs(ctx, op, s, kDp, 4, true);
-    attention_row_dots(ctx, op, p.dsum, dout, out, s);
-    pack(ctx, op, p.pack[0], q, ld, s, kDp);
-    pack(ctx, op, p.pack[1], k, ld, s, kDp);
-    pack(ctx, op, p.pack[2], v, ld, s, kDp);
-    pack(ctx, op, p.pack[3], dout, h * d, s, kDp);
-    const bf16 *pq = p.pack[0], *pk = p.pack[1], *pv = p.pack[2], *pdout = p.pack[3];
-    const float* dsum = p.dsum;
+    const ConstActPtr srcs[] = {q, k, v, dout};
+    const int64_t lds[] = {ld, ld, ld, h * d};
+    const Sources in = take_sources(ctx, op, s, kDp, 4, srcs, lds, true);
+    attention_row_dots(ctx, op, in.dsum, dout, out, s);
+    const RowSource pq = in.rows[0], pk = in.rows[1], pv = in.rows[2], pdout = in.rows[3];
+    const float* dsum = in.dsum;
     with_storage(dq.type(), [&](auto storage) {
       using Act = decltype(storage);
       launch(ctx, op, dkdv_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, KeyValueLayout<kDp>::bytes,

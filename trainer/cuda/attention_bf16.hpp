@@ -1,14 +1,14 @@
 #pragma once
 // Causal flash attention on tensor cores, for the bf16 GEMM math (attention.hpp picks it):
-// q, k, v (and dout) are first packed, rounded to bf16 (when float32), into scratch as (B·h, T, dp) with the
-// head size padded with zeros to dp, a multiple of 32 (kernels for 32, 64, 96, 128): the
-// kernels' tile loads are then contiguous 16-byte copies of half the bytes of float32, which
-// is what bounds them (each K/V tile is read from L2 once per 128 query rows). The
+// the kernels read q, k, v (and dout) as bf16 rows of dp elements, dp the head size padded
+// to a multiple of 32 (kernels for 32, 64, 96, 128), in contiguous 16-byte copies (each K/V
+// tile is read from L2 once per 128 query rows). bf16 activations with d = dp (GPT-2's 64)
+// are read in place; others are first packed, rounded to bf16 (when float32), into scratch
+// as (B·h, T, dp) with zeros in the padding. The
 // probabilities P and their gradients dS are rounded to bf16 before they multiply V, dO, Q or
 // K, and every product accumulates in float32 (WMMA 16×16×16). Softmax statistics (row max,
 // sum, lse) and D = rowsum(dout ⊙ out) stay float32. Same arguments as attention.hpp;
-// d <= 128. The packs take 3 (forward) or 4 (backward) × B·h·T·dp·2 bytes of the backend's
-// scratch.
+// d <= 128. Each pack takes B·h·T·dp·2 bytes of the backend's scratch.
 //
 // Tiles: a block is 8 warps and owns 128 rows (queries in the forward and dQ kernels, keys in
 // the dK/dV kernel); a warp owns 16 of them. The other side walks in tiles of 64 through
