@@ -205,7 +205,8 @@ class Backend {
   // query row's log Σ_{j<=t} exp(s_tj), s = q·k/sqrt(d), kept for backward.
   virtual void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
                                  int64_t B, int64_t T, int64_t h, int64_t d) = 0;
-  // dq, dk, dv: views like q, k, v (same ld), overwritten; dout and forward's out (B, T, h·d),
+  // dq, dk, dv: views like q, k, v (same ld), overwritten, and overlapping none of q, k, v,
+  // dout (the kernels read those in place while they write); dout and forward's out (B, T, h·d),
   // forward's lse (B, h, T). The probabilities are recomputed, P = exp(s − lse), and the
   // softmax backward uses D = rowsum(dout ⊙ out).
   virtual void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
