@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <initializer_list>
 #include <type_traits>
 
 #include "trainer/cuda/act_storage.cuh"
@@ -420,34 +421,43 @@ void pack(const Context& ctx, const char* op, bf16* dst, ConstActPtr src, int64_
   check_launch(ctx, op);
 }
 
-// The kernels' sources for up to 4 tensors (q, k, v, dout) of row stride lds[i]: each read
-// in place or packed into one scratch request (B·h·T·dp·2 bytes per pack), and D (B·h·T
-// floats) when with_dsum.
+// One input of the kernels as the backend got it: a (B, T, h, d) view with row stride ld.
+struct View {
+  ConstActPtr data;
+  int64_t ld;
+};
+
+// The kernels' sources for q, k, v (and dout), in order: each read in place or packed, the
+// packs in one scratch request (B·h·T·dp·2 bytes each) with D (B·h·T floats) when with_dsum.
 struct Sources {
   RowSource rows[4] = {};
   float* dsum = nullptr;
 };
-Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp, int count, const ConstActPtr* srcs,
-                     const int64_t* lds, bool with_dsum) {
+Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp, std::initializer_list<View> views,
+                     bool with_dsum) {
   const size_t pack_bytes = static_cast<size_t>(s.pairs * s.T * dp) * sizeof(bf16);
+  Sources out;
   ScratchLayout layout;
   size_t at[4] = {};
-  bool in_place[4] = {};
-  for (int i = 0; i < count; ++i) {
-    in_place[i] = reads_in_place(srcs[i], lds[i], s.d, dp);
-    at[i] = layout.add(in_place[i] ? 0 : pack_bytes);
+  int i = 0;
+  for (const View& v : views) {
+    out.rows[i].packed = !reads_in_place(v.data, v.ld, s.d, dp);
+    at[i] = layout.add(out.rows[i].packed ? pack_bytes : 0);
+    ++i;
   }
   const size_t dsum_at = layout.add(with_dsum ? static_cast<size_t>(s.pairs * s.T) * sizeof(float) : 0);
   auto* base = static_cast<char*>(ctx.scratch->get(ctx.stream, layout.total(), op));
-  Sources out;
-  for (int i = 0; i < count; ++i) {
-    if (in_place[i]) {
-      out.rows[i] = {static_cast<const bf16*>(srcs[i].raw()), lds[i], false};
-    } else {
+  i = 0;
+  for (const View& v : views) {
+    RowSource& rows = out.rows[i];
+    if (rows.packed) {
       auto* packed = reinterpret_cast<bf16*>(base + at[i]);
-      pack(ctx, op, packed, srcs[i], lds[i], s, dp);
-      out.rows[i] = {packed, dp, true};
+      pack(ctx, op, packed, v.data, v.ld, s, dp);
+      rows = {packed, dp, true};
+    } else {
+      rows = {static_cast<const bf16*>(v.data.raw()), v.ld, false};
     }
+    ++i;
   }
   if (with_dsum) out.dsum = reinterpret_cast<float*>(base + dsum_at);
   return out;
@@ -461,9 +471,7 @@ void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstAct
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const ConstActPtr srcs[] = {q, k, v};
-    const int64_t lds[] = {ld, ld, ld};
-    const Sources in = take_sources(ctx, op, s, kDp, 3, srcs, lds, false);
+    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld}, {k, ld}, {v, ld}}, false);
     with_storage(out.type(), [&](auto storage) {
       using Act = decltype(storage);
       launch(ctx, op, forward_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, ForwardLayout<kDp>::bytes,
@@ -479,9 +487,7 @@ void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv
   const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const ConstActPtr srcs[] = {q, k, v, dout};
-    const int64_t lds[] = {ld, ld, ld, h * d};
-    const Sources in = take_sources(ctx, op, s, kDp, 4, srcs, lds, true);
+    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld}, {k, ld}, {v, ld}, {dout, h * d}}, true);
     attention_row_dots(ctx, op, in.dsum, dout, out, s);
     const RowSource pq = in.rows[0], pk = in.rows[1], pv = in.rows[2], pdout = in.rows[3];
     const float* dsum = in.dsum;
