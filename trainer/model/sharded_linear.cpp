@@ -29,21 +29,24 @@ void ShardedLinear::gather_weight() {
   if (z_split_) gather_.complete();
 }
 
+ConstActPtr ShardedLinear::gemm_weight() const { return z_split_ ? ConstActPtr(gathered_) : weight_; }
+
+bool ShardedLinear::bias_in_epilogue() const { return bias_ != nullptr && grid_.layout().size(k_axis_) == 1; }
+
 void ShardedLinear::forward(ConstActPtr x, ActPtr y, int64_t m) {
-  const ConstActPtr w = z_split_ ? gathered_ : weight_;
-  if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {  // nothing to reduce before the bias
-    backend_.linear_forward(y, x, w, bias_, m, n_local_, k_local_);
+  if (bias_in_epilogue()) {
+    backend_.linear_forward(y, x, gemm_weight(), bias_, m, n_local_, k_local_);
     return;
   }
-  backend_.gemm(Transpose::no, Transpose::no, m, n_local_, k_local_, 1.0f, x, k_local_, w, n_local_, 0.0f, y, n_local_);
+  backend_.gemm(Transpose::no, Transpose::no, m, n_local_, k_local_, 1.0f, x, k_local_, gemm_weight(), n_local_, 0.0f,
+                y, n_local_);
   grid_.axis(comm_axis(k_axis_)).all_reduce(y.raw(), static_cast<size_t>(m * n_local_), y.type());
   if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);
 }
 
 void ShardedLinear::forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t m) {
-  if (bias_ != nullptr && grid_.layout().size(k_axis_) == 1) {
-    backend_.linear_gelu_forward(pre, out, x, z_split_ ? ConstActPtr(gathered_) : weight_, bias_, m, n_local_,
-                                 k_local_);
+  if (bias_in_epilogue()) {
+    backend_.linear_gelu_forward(pre, out, x, gemm_weight(), bias_, m, n_local_, k_local_);
     return;
   }
   forward(x, pre, m);
@@ -52,7 +55,7 @@ void ShardedLinear::forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t 
 
 void ShardedLinear::backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m, GradScatter& scatter,
                              ConstActPtr gelu_pre) {
-  const ConstActPtr w = z_split_ ? gathered_ : weight_;
+  const ConstActPtr w = gemm_weight();
   if (dx && gelu_pre && grid_.layout().size(n_axis_) == 1) {
     backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
   } else if (dx) {

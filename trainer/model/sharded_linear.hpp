@@ -50,6 +50,10 @@ class ShardedLinear {
                 ConstActPtr gelu_pre = nullptr);
 
  private:
+  ConstActPtr gemm_weight() const;  // the gathered weight when G_z > 1, else the shard
+  // The bias joins the forward GEMM's epilogue when no all-reduce over a comes before it (G_a = 1).
+  bool bias_in_epilogue() const;
+
   Backend& backend_;
   CommGrid& grid_;
   Axis k_axis_, n_axis_;
