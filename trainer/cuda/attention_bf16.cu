@@ -1,5 +1,4 @@
 #include <cuda_bf16.h>
-#include <mma.h>
 
 #include <initializer_list>
 #include <type_traits>
@@ -8,90 +7,151 @@
 #include "trainer/cuda/attention_bf16.hpp"
 #include "trainer/cuda/attention_tiles.cuh"
 #include "trainer/cuda/device_math.cuh"
+#include "trainer/cuda/warp_mma.cuh"
 
 namespace axonn::cuda {
 namespace {
 
 using namespace attention_tiles;
-namespace wmma = nvcuda::wmma;
 
 constexpr int kWarps = 8;
 constexpr int kBlockThreads = kWarps * kWarpSize;
-constexpr int kFrag = 16;                   // a WMMA product is 16×16×16
-constexpr int kBlockRows = kWarps * kFrag;  // 128 rows per block, 16 per warp
-constexpr int kTile = 64;                   // rows of the other side per step
-constexpr int kTileFrags = kTile / kFrag;
-constexpr int kHalfTile = kTile / 2;  // score columns per lane: two lanes share a row
+constexpr int kWarpRows = 16;                   // an mma's M: a warp owns 16 rows
+constexpr int kBlockRows = kWarps * kWarpRows;  // 128 rows per block
+constexpr int kTile = 64;                       // rows of the other side per step
+constexpr int kTileSteps = kTile / 16;          // a 16 × 64 product as the A operand: 4 k-steps of 16
+// The softmax runs in base 2, as FlashAttention's: exp(x) = exp2(x·log2(e)), the factor folded
+// into the score scale, so each probability is one FMA and one exp2.
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
-using FragA = wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, bf16, wmma::row_major>;
-using FragB = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, wmma::row_major>;
-using FragBTransposed = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, bf16, wmma::col_major>;
-using FragAcc = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
-
-// Shared-memory strides for the head size padded to kDp, and the sizes of the regions.
-// WMMA wants every fragment pointer on a 32-byte boundary and ldm a multiple of 16 bytes:
-// all sizes below are multiples of 32 bytes, and the fragment offsets multiples of 16 rows
-// or 16 columns.
+// Shared-memory tiles are bf16 (rows, kDp) with row stride kDp + 8: ldmatrix reads eight
+// 16-byte rows at once, and the 16-byte pad puts those on eight different groups of banks.
 template <int kDp>
-struct Smem {
-  static constexpr int kLdTile = kDp + 8;  // bf16 (rows, kDp) tiles; the 8 keeps rows off the same banks
-  static constexpr int kLdP = kTile + 8;   // bf16 (16, 64) per warp: P or dS
-  static constexpr int kLdF = (kTile > kDp ? kTile : kDp) + 4;  // float (16, ·) per warp: a product
-  static constexpr size_t tile_bytes(int rows) { return static_cast<size_t>(rows) * kLdTile * sizeof(bf16); }
-  static constexpr size_t kPBytes = static_cast<size_t>(kWarps) * kFrag * kLdP * sizeof(bf16);
-  static constexpr size_t kFBytes = static_cast<size_t>(kWarps) * kFrag * kLdF * sizeof(float);
-  static_assert(kLdTile * sizeof(bf16) % 16 == 0 && kLdP * sizeof(bf16) % 16 == 0 && kLdF * sizeof(float) % 16 == 0,
-                "WMMA ldm is a multiple of 16 bytes");
-  static_assert(tile_bytes(kFrag) % 32 == 0 && kPBytes % 32 == 0 && kFBytes % 32 == 0,
-                "every region and every 16-row fragment starts on a 32-byte boundary");
-};
+constexpr int kLd = kDp + 8;
+template <int kDp>
+constexpr size_t tile_bytes(int rows) {
+  return static_cast<size_t>(rows) * kLd<kDp> * sizeof(bf16);
+}
 
-// Byte offsets of each kernel's regions in its dynamic shared memory.
+// Byte offsets of each kernel's regions in its dynamic shared memory (every region starts on
+// a 16-byte boundary: a row is a multiple of 16 bytes).
 template <int kDp>
 struct ForwardLayout {  // qs (128, kDp) the block's queries; ks, vs (64, kDp) one key tile
-  using S = Smem<kDp>;
-  static constexpr size_t q = 0, k = q + S::tile_bytes(kBlockRows), v = k + S::tile_bytes(kTile),
-                          p = v + S::tile_bytes(kTile), f = p + S::kPBytes, bytes = f + S::kFBytes;
+  static constexpr size_t q = 0, k = q + tile_bytes<kDp>(kBlockRows), v = k + tile_bytes<kDp>(kTile),
+                          bytes = v + tile_bytes<kDp>(kTile);
 };
 template <int kDp>
 struct KeyValueLayout {  // ks, vs (128, kDp) the block's keys; qs, dos (64, kDp) one query tile, its lse and D
-  using S = Smem<kDp>;
-  static constexpr size_t k = 0, v = k + S::tile_bytes(kBlockRows), q = v + S::tile_bytes(kBlockRows),
-                          dout = q + S::tile_bytes(kTile), p = dout + S::tile_bytes(kTile), f = p + S::kPBytes,
-                          lse = f + S::kFBytes, dsum = lse + kTile * sizeof(float),
-                          bytes = dsum + kTile * sizeof(float);
+  static constexpr size_t k = 0, v = k + tile_bytes<kDp>(kBlockRows), q = v + tile_bytes<kDp>(kBlockRows),
+                          dout = q + tile_bytes<kDp>(kTile), lse = dout + tile_bytes<kDp>(kTile),
+                          dsum = lse + kTile * sizeof(float), bytes = dsum + kTile * sizeof(float);
 };
 template <int kDp>
 struct QueryGradLayout {  // qs, dos (128, kDp) the block's queries; ks, vs (64, kDp) one key tile
-  using S = Smem<kDp>;
-  static constexpr size_t q = 0, dout = q + S::tile_bytes(kBlockRows), k = dout + S::tile_bytes(kBlockRows),
-                          v = k + S::tile_bytes(kTile), p = v + S::tile_bytes(kTile), f = p + S::kPBytes,
-                          bytes = f + S::kFBytes;
-};
-
-// A warp's view of shared memory and of its 16 rows: lanes 2r and 2r + 1 own row r, one
-// half of its columns each (score columns [32·half, 32·half + 32), head columns
-// [half·kDp/2, (half + 1)·kDp/2)).
-template <int kDp>
-struct WarpPart {
-  int warp, row, half;
-  bf16* p;   // (16, 64) bf16, row stride kLdP: P or dS for the second product
-  float* f;  // (16, ·) float, row stride kLdF: a product read back by the lanes
-
-  __device__ WarpPart(unsigned char* smem, size_t p_offset, size_t f_offset)
-      : warp(threadIdx.x / kWarpSize),
-        row(threadIdx.x % kWarpSize / 2),
-        half(threadIdx.x % 2),
-        p(reinterpret_cast<bf16*>(smem + p_offset) + warp * kFrag * Smem<kDp>::kLdP),
-        f(reinterpret_cast<float*>(smem + f_offset) + warp * kFrag * Smem<kDp>::kLdF) {}
-
-  __device__ float* f_scores() const { return f + row * Smem<kDp>::kLdF + half * kHalfTile; }
-  __device__ bf16* p_scores() const { return p + row * Smem<kDp>::kLdP + half * kHalfTile; }
-  __device__ float* f_head() const { return f + row * Smem<kDp>::kLdF + half * (kDp / 2); }
-  __device__ int head_column0() const { return half * (kDp / 2); }
+  static constexpr size_t q = 0, dout = q + tile_bytes<kDp>(kBlockRows), k = dout + tile_bytes<kDp>(kBlockRows),
+                          v = k + tile_bytes<kDp>(kTile), bytes = v + tile_bytes<kDp>(kTile);
 };
 
 __device__ bf16* tile_at(unsigned char* smem, size_t offset) { return reinterpret_cast<bf16*>(smem + offset); }
+
+// This lane's place in the mma layouts (warp_mma.cuh): group g holds rows g and g + 8 of a
+// 16-row product, and columns 2t, 2t + 1 of each of its 8-column tiles.
+struct Lane {
+  int g, t;
+  __device__ Lane() : g(threadIdx.x % kWarpSize / 4), t(threadIdx.x % 4) {}
+  // The row (0 .. 15) and the column within its 8-column tile of accumulator element e.
+  __device__ int row(int e) const { return g + (e / 2) * 8; }
+  __device__ int column(int e) const { return 2 * t + e % 2; }
+};
+
+// A 16 × 16 block of a shared tile (row stride kLd) as ldmatrix's four 8 × 8 matrices, in the
+// order (rows 0-7, columns 0-7), (rows 8-15, 0-7), (rows 0-7, 8-15), (rows 8-15, 8-15): the
+// row this lane points at.
+template <int kDp>
+__device__ const bf16* x4_row(const bf16* block) {
+  const int lane = threadIdx.x % kWarpSize, matrix = lane / 8;
+  return block + (lane % 8 + 8 * (matrix % 2)) * kLd<kDp> + 8 * (matrix / 2);
+}
+
+// The A operands of 16 rows of a shared tile over all kDp columns: kDp/16 k-steps.
+template <int kDp>
+__device__ void load_a_rows(uint32_t (&a)[kDp / 16][4], const bf16* rows) {
+#pragma unroll
+  for (int kk = 0; kk < kDp / 16; ++kk) ldmatrix_x4(a[kk], x4_row<kDp>(rows + kk * 16));
+}
+
+// The B operands of two 8-column tiles (b[0]: columns 0-7, b[1]: 8-15) of a 16 × 16 block of
+// B = (k, n) held in a shared tile either as B^T, a row per n (K in Q·K^T), or as B, a row
+// per k (V in P·V, read transposed).
+template <int kDp>
+__device__ void load_b_n_rows(uint32_t (&b)[2][2], const bf16* block) {
+  uint32_t r[4];
+  ldmatrix_x4(r, x4_row<kDp>(block));
+  b[0][0] = r[0], b[0][1] = r[2], b[1][0] = r[1], b[1][1] = r[3];
+}
+template <int kDp>
+__device__ void load_b_k_rows(uint32_t (&b)[2][2], const bf16* block) {
+  uint32_t r[4];
+  ldmatrix_x4_trans(r, x4_row<kDp>(block));
+  b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
+}
+
+// acc (16 × 64: eight 8-column tiles) = a · tile^T for the warp's A operands a (16 × kDp) and
+// a shared tile (64, kDp): the 16 × 64 products of a's rows with the tile's rows.
+template <int kDp>
+__device__ void multiply_transposed(float (&acc)[kTile / 8][4], const uint32_t (&a)[kDp / 16][4], const bf16* tile) {
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n)
+    for (float& e : acc[n]) e = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < kDp / 16; ++kk)
+#pragma unroll
+    for (int n = 0; n < kTile / 16; ++n) {
+      uint32_t b[2][2];
+      load_b_n_rows<kDp>(b, tile + n * 16 * kLd<kDp> + kk * 16);
+      mma_bf16_16x8x16(acc[2 * n], a[kk], b[0]);
+      mma_bf16_16x8x16(acc[2 * n + 1], a[kk], b[1]);
+    }
+}
+
+// acc (16 × kDp: kDp/8 tiles) += p · tile for the A operands p of a 16 × 64 product and a
+// shared tile (64, kDp).
+template <int kDp>
+__device__ void multiply_accumulate(float (&acc)[kDp / 8][4], const uint32_t (&p)[kTileSteps][4], const bf16* tile) {
+#pragma unroll
+  for (int kk = 0; kk < kTileSteps; ++kk)
+#pragma unroll
+    for (int n = 0; n < kDp / 16; ++n) {
+      uint32_t b[2][2];
+      load_b_k_rows<kDp>(b, tile + kk * 16 * kLd<kDp> + n * 16);
+      mma_bf16_16x8x16(acc[2 * n], p[kk], b[0]);
+      mma_bf16_16x8x16(acc[2 * n + 1], p[kk], b[1]);
+    }
+}
+
+// A 16 × 64 product (accumulator layout) rounded to bf16 as the A operand of the next
+// product: k-step kk is accumulator tiles 2kk (columns 0-7) and 2kk + 1 (8-15).
+__device__ void as_a_operand(uint32_t (&a)[kTileSteps][4], const float (&acc)[kTile / 8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kTileSteps; ++kk) {
+    const float(&lo)[4] = acc[2 * kk];
+    const float(&hi)[4] = acc[2 * kk + 1];
+    a[kk][0] = pack_bf16x2(lo[0], lo[1]);
+    a[kk][1] = pack_bf16x2(lo[2], lo[3]);
+    a[kk][2] = pack_bf16x2(hi[0], hi[1]);
+    a[kk][3] = pack_bf16x2(hi[2], hi[3]);
+  }
+}
+
+// max or sum over the four lanes of a group (the lanes that share a row).
+__device__ float group_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
+  return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
+}
+__device__ float group_sum(float v) {
+  v += __shfl_xor_sync(kFullMask, v, 1);
+  return v + __shfl_xor_sync(kFullMask, v, 2);
+}
 
 // Where the kernels read one tensor's bf16 rows of kDp elements (16-byte aligned rows):
 // its packed copy, (B·h, T, kDp) pair after pair, or the activations themselves when they
@@ -109,7 +169,7 @@ __device__ const bf16* pair_rows(const RowSource& src, const Shape& s, int64_t p
   return src.data + b * s.T * src.ld + head * s.d;
 }
 
-// Rows [0, rows) of dst (row stride kLdTile) = rows row0, row0 + 1, ... of a pair's rows
+// Rows [0, rows) of dst (row stride kLd) = rows row0, row0 + 1, ... of a pair's rows
 // (row stride ld), zero for rows at or past T: 16-byte copies (8 bf16), consecutive threads
 // on consecutive chunks. Every thread of the block takes part.
 template <int kDp>
@@ -119,7 +179,7 @@ __device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t ld, int
     const int r = i / kChunks, c = i % kChunks;
     const int64_t at = row0 + r;
     const uint4 chunk = at < T ? reinterpret_cast<const uint4*>(src + at * ld)[c] : make_uint4(0, 0, 0, 0);
-    reinterpret_cast<uint4*>(dst + r * Smem<kDp>::kLdTile)[c] = chunk;
+    reinterpret_cast<uint4*>(dst + r * kLd<kDp>)[c] = chunk;
   }
 }
 
@@ -134,156 +194,113 @@ __global__ void pack_kernel(bf16* dst, const Act* src, int64_t ld, int64_t T, in
   }
 }
 
-template <int N>
-__device__ void zero_fragments(FragAcc (&acc)[N]) {
-  for (int n = 0; n < N; ++n) wmma::fill_fragment(acc[n], 0.0f);
-}
-
-// acc[n] = a · b^T for a (16, kDp) and b (64, kDp), both bf16 tiles in shared memory: the
-// 16×64 products of a's rows with b's rows, as 4 fragments of 16 columns.
-template <int kDp>
-__device__ void multiply_transposed(FragAcc (&acc)[kTileFrags], const bf16* a, const bf16* b) {
-  constexpr int ld = Smem<kDp>::kLdTile;
-  zero_fragments(acc);
-#pragma unroll
-  for (int kk = 0; kk < kDp / kFrag; ++kk) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, a + kk * kFrag, ld);
-#pragma unroll
-    for (int n = 0; n < kTileFrags; ++n) {
-      FragBTransposed fb;
-      wmma::load_matrix_sync(fb, b + n * kFrag * ld + kk * kFrag, ld);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
-    }
-  }
-}
-
-// acc[n] += p · b for the warp's p (16, 64) and a bf16 tile b (64, kDp): kDp/16 fragments.
-template <int kDp>
-__device__ void multiply_accumulate(FragAcc (&acc)[kDp / kFrag], const bf16* p, const bf16* b) {
-  constexpr int ld = Smem<kDp>::kLdTile;
-#pragma unroll
-  for (int kk = 0; kk < kTileFrags; ++kk) {
-    FragA fa;
-    wmma::load_matrix_sync(fa, p + kk * kFrag, Smem<kDp>::kLdP);
-#pragma unroll
-    for (int n = 0; n < kDp / kFrag; ++n) {
-      FragB fb;
-      wmma::load_matrix_sync(fb, b + kk * kFrag * ld + n * kFrag, ld);
-      wmma::mma_sync(acc[n], fa, fb, acc[n]);
-    }
-  }
-}
-
-// The warp's f (16, 16·N) = the fragments side by side. The lanes read it after __syncwarp.
-template <int kDp, int N>
-__device__ void store_fragments(float* f, const FragAcc (&acc)[N]) {
-#pragma unroll
-  for (int n = 0; n < N; ++n) wmma::store_matrix_sync(f + n * kFrag, acc[n], Smem<kDp>::kLdF, wmma::mem_row_major);
-}
-
-// Writes the warp's (16, kDp) fragments times `scale` to rows row0 .. row0 + 15 (those below
-// T) of a (T, d) view at dst (row stride ld), through the warp's f.
+// Rows row0 + g and row0 + g + 8 (those below T) of a (T, d) view at dst (row stride ld) =
+// acc (16 × kDp) times scale[0] and scale[1], columns below d.
 template <int kDp, typename Act>
-__device__ void write_rows(const WarpPart<kDp>& w, const FragAcc (&acc)[kDp / kFrag], float scale, Act* dst, int64_t ld,
-                           int64_t row0, int64_t T, int d) {
-  store_fragments<kDp>(w.f, acc);
-  __syncwarp();
-  const int64_t at = row0 + w.row;
-  if (at < T) {
-    const float* f = w.f_head();
-    for (int i = 0; i < kDp / 2; ++i) {
-      const int e = w.head_column0() + i;
-      if (e < d) store(dst + at * ld + e, f[i] * scale);
+__device__ void write_rows(const float (&acc)[kDp / 8][4], const float (&scale)[2], Act* dst, int64_t ld, int64_t row0,
+                           int64_t T, int d) {
+  const Lane lane;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int64_t at = row0 + lane.row(e);
+    if (at >= T) continue;
+#pragma unroll
+    for (int n = 0; n < kDp / 8; ++n) {
+      const int column = 8 * n + lane.column(e);
+      if (column < d) store(dst + at * ld + column, acc[n][e] * scale[e / 2]);
     }
   }
-  __syncwarp();  // f is free again
 }
 
-// The block's 128 query rows, for the forward and dQ kernels: its (pair, tile), where the
-// pair starts in the float32 views, the block's and the warp's first row, and this lane's row.
-struct QueryRows {
-  BlockTile bt;
-  PairBase base;
-  int64_t q0, warp_row0, t;
-  __device__ QueryRows(const Shape& s, int warp, int row)
-      : bt(block_tile(s, true)),
-        base(pair_base(s, bt.pair)),
-        q0(bt.tile * kBlockRows),
-        warp_row0(q0 + warp * kFrag),
-        t(warp_row0 + row) {}
-};
+template <int N>
+__device__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+    for (float& e : acc[n]) e = 0.0f;
+}
 
-// Forward, one block per (pair, 128 query rows), over the key tiles of 64 the rows see.
+// Forward, one block per (pair, 128 query rows), over the key tiles of 64 the rows see. A
+// lane holds its two rows' scores, probabilities and outputs in registers (FlashAttention-2's
+// online softmax), with the row max and sum shared across its group of four lanes. Scores
+// and the row max are in base 2 (kLog2e).
 template <int kDp, typename Act>
 __global__ void __launch_bounds__(kBlockThreads)
     forward_kernel(Act* out, float* lse, RowSource q, RowSource k, RowSource v, Shape s) {
   using L = ForwardLayout<kDp>;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
-  const WarpPart<kDp> w(smem, L::p, L::f);
-  const QueryRows rows(s, w.warp, w.row);
-  const int64_t q0 = rows.q0, warp_row0 = rows.warp_row0, t = rows.t;
-  const bf16 *pair_k = pair_rows(k, s, rows.bt.pair), *pair_v = pair_rows(v, s, rows.bt.pair);
-  stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, rows.bt.pair), q.ld, q0, s.T);
-  float o[kDp / 2];
-  for (int i = 0; i < kDp / 2; ++i) o[i] = 0.0f;
-  float row_max = neg_inf(), row_sum = 0.0f;
+  const int warp = threadIdx.x / kWarpSize;
+  const Lane lane;
+  const BlockTile bt = block_tile(s, true);
+  const int64_t q0 = bt.tile * kBlockRows, warp_row0 = q0 + warp * kWarpRows;
+  const int64_t rows[2] = {warp_row0 + lane.g, warp_row0 + lane.g + 8};
+  const bf16 *pair_k = pair_rows(k, s, bt.pair), *pair_v = pair_rows(v, s, bt.pair);
+  stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, bt.pair), q.ld, q0, s.T);
+  __syncthreads();
+  uint32_t qa[kDp / 16][4];
+  load_a_rows<kDp>(qa, qs + warp * kWarpRows * kLd<kDp>);
+  float o[kDp / 8][4];
+  zero(o);
+  float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.0f, 0.0f};  // row_sum: this lane's columns
+  const float scale2 = s.scale * kLog2e;
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;  // the block's rows see keys < keys
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads();  // every warp is done with the previous ks, vs (and qs is staged)
+    __syncthreads();  // every warp is done with the previous ks, vs
     stage_rows<kDp>(ks, kTile, pair_k, k.ld, j0, s.T);
     stage_rows<kDp>(vs, kTile, pair_v, v.ld, j0, s.T);
     __syncthreads();
     // Skip a tile none of the warp's rows sees, and rows past T. Otherwise j0 <= the warp's
     // first row, so key j0 is seen by every row and the new max is finite.
     if (j0 > warp_row0 || warp_row0 >= s.T) continue;
-    FragAcc scores[kTileFrags];
-    multiply_transposed<kDp>(scores, qs + w.warp * kFrag * Smem<kDp>::kLdTile, ks);
-    store_fragments<kDp>(w.f, scores);
-    __syncwarp();
-    float p[kHalfTile], tile_max = neg_inf();
-    const float* f = w.f_scores();
-    const int64_t key0 = j0 + w.half * kHalfTile;
-    for (int i = 0; i < kHalfTile; ++i) {
-      p[i] = key0 + i <= t ? f[i] * s.scale : neg_inf();
-      tile_max = fmaxf(tile_max, p[i]);
+    float p[kTile / 8][4];
+    multiply_transposed<kDp>(p, qa, ks);  // S
+    float tile_max[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t key = j0 + 8 * n + lane.column(e);
+        p[n][e] = key <= rows[e / 2] ? p[n][e] * scale2 : neg_inf();
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], p[n][e]);
+      }
+    float alpha[2];
+    for (int r = 0; r < 2; ++r) {
+      const float new_max = fmaxf(row_max[r], group_max(tile_max[r]));
+      alpha[r] = exp2f(row_max[r] - new_max);  // 0 on the first tile
+      row_max[r] = new_max;
+      row_sum[r] *= alpha[r];
     }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
-    const float new_max = fmaxf(row_max, tile_max), alpha = expf(row_max - new_max);  // 0 on the first tile
-    float sum = 0.0f;
-    bf16* p_row = w.p_scores();
-    for (int i = 0; i < kHalfTile; ++i) {
-      p[i] = expf(p[i] - new_max);
-      sum += p[i];
-      p_row[i] = __float2bfloat16_rn(p[i]);
-    }
-    row_sum = row_sum * alpha + sum + __shfl_xor_sync(kFullMask, sum, 1);
-    row_max = new_max;
-    for (int i = 0; i < kDp / 2; ++i) o[i] *= alpha;
-    __syncwarp();  // P is written and f is read
-    FragAcc pv[kDp / kFrag];
-    zero_fragments(pv);
-    multiply_accumulate<kDp>(pv, w.p, vs);  // P · V
-    store_fragments<kDp>(w.f, pv);
-    __syncwarp();
-    const float* f_head = w.f_head();
-    for (int i = 0; i < kDp / 2; ++i) o[i] += f_head[i];
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[n][e] = exp2f(p[n][e] - row_max[e / 2]);
+        row_sum[e / 2] += p[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < kDp / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
+    uint32_t pa[kTileSteps][4];
+    as_a_operand(pa, p);
+    multiply_accumulate<kDp>(o, pa, vs);  // O += P · V
   }
-  if (t < s.T) {
-    const float inv = 1.0f / row_sum;
-    Act* row = out + rows.base.out + t * s.h * s.d;
-    for (int i = 0; i < kDp / 2; ++i) {
-      const int e = w.head_column0() + i;
-      if (e < s.d) store(row + e, o[i] * inv);
-    }
-    if (w.half == 0) lse[rows.bt.pair * s.T + t] = row_max + logf(row_sum);
+  float inv[2];
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] = group_sum(row_sum[r]);
+    inv[r] = 1.0f / row_sum[r];
   }
+  const PairBase base = pair_base(s, bt.pair);
+  write_rows<kDp>(o, inv, out + base.out, s.h * s.d, warp_row0, s.T, s.d);
+  if (lane.t == 0)
+    for (int r = 0; r < 2; ++r)
+      if (rows[r] < s.T) lse[bt.pair * s.T + rows[r]] = row_max[r] * kLn2 + logf(row_sum[r]);
 }
 
 // dK, dV, one block per (pair, 128 keys), over the query tiles of 64 that see them:
 // dV = Σ P^T · dO, dK = Σ dS^T · Q / sqrt(d), dS = P ⊙ (dP − D), P = exp(Q·K^T/sqrt(d) − lse).
-// A warp computes its keys' transposed scores S^T (16 keys, 64 queries) directly.
+// A warp computes its 16 keys' transposed scores S^T (16 keys, 64 queries) directly, from
+// its keys' K and V held as A operands in registers.
 template <int kDp, typename Act>
 __global__ void __launch_bounds__(kBlockThreads)
     dkdv_kernel(Act* dk, Act* dv, RowSource dout, const float* lse, const float* dsum, RowSource q, RowSource k,
@@ -294,57 +311,62 @@ __global__ void __launch_bounds__(kBlockThreads)
   bf16 *qs = tile_at(smem, L::q), *dos = tile_at(smem, L::dout);
   float* lse_s = reinterpret_cast<float*>(smem + L::lse);
   float* d_s = reinterpret_cast<float*>(smem + L::dsum);
-  const WarpPart<kDp> w(smem, L::p, L::f);
+  const int warp = threadIdx.x / kWarpSize;
+  const Lane lane;
   const BlockTile bt = block_tile(s, false);  // rank 0 = the first keys, seen by the most queries
-  const PairBase base = pair_base(s, bt.pair);
-  const int64_t k0 = bt.tile * kBlockRows, warp_key0 = k0 + w.warp * kFrag, j = warp_key0 + w.row;
+  const int64_t k0 = bt.tile * kBlockRows, warp_key0 = k0 + warp * kWarpRows;
+  const int64_t keys[2] = {warp_key0 + lane.g, warp_key0 + lane.g + 8};
   const bf16 *pair_q = pair_rows(q, s, bt.pair), *pair_dout = pair_rows(dout, s, bt.pair);
   stage_rows<kDp>(ks, kBlockRows, pair_rows(k, s, bt.pair), k.ld, k0, s.T);
   stage_rows<kDp>(vs, kBlockRows, pair_rows(v, s, bt.pair), v.ld, k0, s.T);
-  FragAcc dk_acc[kDp / kFrag], dv_acc[kDp / kFrag];
-  zero_fragments(dk_acc);
-  zero_fragments(dv_acc);
-  const bf16* warp_ks = ks + w.warp * kFrag * Smem<kDp>::kLdTile;
-  const bf16* warp_vs = vs + w.warp * kFrag * Smem<kDp>::kLdTile;
+  __syncthreads();
+  uint32_t ka[kDp / 16][4], va[kDp / 16][4];
+  load_a_rows<kDp>(ka, ks + warp * kWarpRows * kLd<kDp>);
+  load_a_rows<kDp>(va, vs + warp * kWarpRows * kLd<kDp>);
+  float dk_acc[kDp / 8][4], dv_acc[kDp / 8][4];
+  zero(dk_acc);
+  zero(dv_acc);
+  const float scale2 = s.scale * kLog2e;
   for (int64_t q0 = k0; q0 < s.T; q0 += kTile) {
-    __syncthreads();  // every warp is done with the previous query tile (and ks, vs are staged)
+    __syncthreads();  // every warp is done with the previous query tile
     stage_rows<kDp>(qs, kTile, pair_q, q.ld, q0, s.T);
     stage_rows<kDp>(dos, kTile, pair_dout, dout.ld, q0, s.T);
     if (threadIdx.x < kTile) {
       const int64_t t = q0 + threadIdx.x;
-      lse_s[threadIdx.x] = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
+      lse_s[threadIdx.x] = t < s.T ? lse[bt.pair * s.T + t] * kLog2e : 0.0f;  // base 2
       d_s[threadIdx.x] = t < s.T ? dsum[bt.pair * s.T + t] : 0.0f;
     }
     __syncthreads();
     if (q0 + kTile <= warp_key0 || warp_key0 >= s.T) continue;  // no query of the tile sees the warp's keys
-    FragAcc prod[kTileFrags];
-    multiply_transposed<kDp>(prod, warp_ks, qs);  // S^T
-    store_fragments<kDp>(w.f, prod);
-    __syncwarp();
-    float p[kHalfTile];
-    const float* f = w.f_scores();
-    bf16* p_row = w.p_scores();
-    const int col0 = w.half * kHalfTile;
-    for (int i = 0; i < kHalfTile; ++i) {
-      const int64_t t = q0 + col0 + i;
-      p[i] = j <= t && t < s.T ? expf(f[i] * s.scale - lse_s[col0 + i]) : 0.0f;
-      p_row[i] = __float2bfloat16_rn(p[i]);
-    }
-    __syncwarp();
-    multiply_accumulate<kDp>(dv_acc, w.p, dos);    // dV += P^T · dO
-    multiply_transposed<kDp>(prod, warp_vs, dos);  // dP^T = V · dO^T
-    store_fragments<kDp>(w.f, prod);
-    __syncwarp();  // f is written, and every lane has read P for dV: p is free for dS
-    for (int i = 0; i < kHalfTile; ++i) p_row[i] = __float2bfloat16_rn(p[i] * (f[i] - d_s[col0 + i]));
-    __syncwarp();
-    multiply_accumulate<kDp>(dk_acc, w.p, qs);  // dK += dS^T · Q
+    float p[kTile / 8][4];
+    multiply_transposed<kDp>(p, ka, qs);  // S^T
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int column = 8 * n + lane.column(e);
+        const int64_t t = q0 + column;
+        p[n][e] = keys[e / 2] <= t && t < s.T ? exp2f(p[n][e] * scale2 - lse_s[column]) : 0.0f;
+      }
+    uint32_t pa[kTileSteps][4];
+    as_a_operand(pa, p);
+    multiply_accumulate<kDp>(dv_acc, pa, dos);  // dV += P^T · dO
+    float ds[kTile / 8][4];
+    multiply_transposed<kDp>(ds, va, dos);  // dP^T = V · dO^T
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - d_s[8 * n + lane.column(e)]);
+    as_a_operand(pa, ds);
+    multiply_accumulate<kDp>(dk_acc, pa, qs);  // dK += dS^T · Q
   }
-  write_rows(w, dk_acc, s.scale, dk + base.qkv, s.ld, warp_key0, s.T, s.d);
-  write_rows(w, dv_acc, 1.0f, dv + base.qkv, s.ld, warp_key0, s.T, s.d);
+  const PairBase base = pair_base(s, bt.pair);
+  write_rows<kDp>(dk_acc, {s.scale, s.scale}, dk + base.qkv, s.ld, warp_key0, s.T, s.d);
+  write_rows<kDp>(dv_acc, {1.0f, 1.0f}, dv + base.qkv, s.ld, warp_key0, s.T, s.d);
 }
 
 // dQ, one block per (pair, 128 query rows), over the key tiles of 64 the rows see:
-// dQ = Σ dS · K / sqrt(d).
+// dQ = Σ dS · K / sqrt(d), with the rows' Q and dO held as A operands in registers.
 template <int kDp, typename Act>
 __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource dout, const float* lse, const float* dsum,
                                                            RowSource q, RowSource k, RowSource v, Shape s) {
@@ -352,43 +374,54 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource do
   extern __shared__ __align__(128) unsigned char smem[];
   bf16 *qs = tile_at(smem, L::q), *dos = tile_at(smem, L::dout);
   bf16 *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
-  const WarpPart<kDp> w(smem, L::p, L::f);
-  const QueryRows rows(s, w.warp, w.row);
-  const int64_t q0 = rows.q0, warp_row0 = rows.warp_row0, t = rows.t, pair = rows.bt.pair;
+  const int warp = threadIdx.x / kWarpSize;
+  const Lane lane;
+  const BlockTile bt = block_tile(s, true);
+  const int64_t pair = bt.pair, q0 = bt.tile * kBlockRows, warp_row0 = q0 + warp * kWarpRows;
+  const int64_t rows[2] = {warp_row0 + lane.g, warp_row0 + lane.g + 8};
   const bf16 *pair_k = pair_rows(k, s, pair), *pair_v = pair_rows(v, s, pair);
   stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, pair), q.ld, q0, s.T);
   stage_rows<kDp>(dos, kBlockRows, pair_rows(dout, s, pair), dout.ld, q0, s.T);
-  const float row_lse = t < s.T ? lse[pair * s.T + t] : 0.0f;
-  const float row_d = t < s.T ? dsum[pair * s.T + t] : 0.0f;
-  FragAcc dq_acc[kDp / kFrag];
-  zero_fragments(dq_acc);
-  const bf16* warp_qs = qs + w.warp * kFrag * Smem<kDp>::kLdTile;
-  const bf16* warp_dos = dos + w.warp * kFrag * Smem<kDp>::kLdTile;
+  float row_lse[2], row_d[2];
+  for (int r = 0; r < 2; ++r) {
+    row_lse[r] = rows[r] < s.T ? lse[pair * s.T + rows[r]] * kLog2e : 0.0f;  // base 2
+    row_d[r] = rows[r] < s.T ? dsum[pair * s.T + rows[r]] : 0.0f;
+  }
+  __syncthreads();
+  uint32_t qa[kDp / 16][4], doa[kDp / 16][4];
+  load_a_rows<kDp>(qa, qs + warp * kWarpRows * kLd<kDp>);
+  load_a_rows<kDp>(doa, dos + warp * kWarpRows * kLd<kDp>);
+  float dq_acc[kDp / 8][4];
+  zero(dq_acc);
+  const float scale2 = s.scale * kLog2e;
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads();  // every warp is done with the previous ks, vs (and qs, dos are staged)
+    __syncthreads();  // every warp is done with the previous ks, vs
     stage_rows<kDp>(ks, kTile, pair_k, k.ld, j0, s.T);
     stage_rows<kDp>(vs, kTile, pair_v, v.ld, j0, s.T);
     __syncthreads();
     if (j0 > warp_row0 || warp_row0 >= s.T) continue;
-    FragAcc prod[kTileFrags];
-    multiply_transposed<kDp>(prod, warp_qs, ks);  // S
-    store_fragments<kDp>(w.f, prod);
-    __syncwarp();
-    float p[kHalfTile];
-    const float* f = w.f_scores();
-    const int64_t key0 = j0 + w.half * kHalfTile;
-    for (int i = 0; i < kHalfTile; ++i) p[i] = key0 + i <= t ? expf(f[i] * s.scale - row_lse) : 0.0f;
-    __syncwarp();
-    multiply_transposed<kDp>(prod, warp_dos, vs);  // dP = dO · V^T
-    store_fragments<kDp>(w.f, prod);
-    __syncwarp();
-    bf16* p_row = w.p_scores();
-    for (int i = 0; i < kHalfTile; ++i) p_row[i] = __float2bfloat16_rn(p[i] * (f[i] - row_d));
-    __syncwarp();
-    multiply_accumulate<kDp>(dq_acc, w.p, ks);  // dQ += dS · K
+    float p[kTile / 8][4];
+    multiply_transposed<kDp>(p, qa, ks);  // S
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t key = j0 + 8 * n + lane.column(e);
+        p[n][e] = key <= rows[e / 2] ? exp2f(p[n][e] * scale2 - row_lse[e / 2]) : 0.0f;
+      }
+    float ds[kTile / 8][4];
+    multiply_transposed<kDp>(ds, doa, vs);  // dP = dO · V^T
+#pragma unroll
+    for (int n = 0; n < kTile / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - row_d[e / 2]);
+    uint32_t dsa[kTileSteps][4];
+    as_a_operand(dsa, ds);
+    multiply_accumulate<kDp>(dq_acc, dsa, ks);  // dQ += dS · K
   }
-  write_rows(w, dq_acc, s.scale, dq + rows.base.qkv, s.ld, warp_row0, s.T, s.d);
+  const PairBase base = pair_base(s, pair);
+  write_rows<kDp>(dq_acc, {s.scale, s.scale}, dq + base.qkv, s.ld, warp_row0, s.T, s.d);
 }
 
 // Calls f(std::integral_constant<int, kDp>) for d padded to a multiple of 32 (d <= 128).

@@ -4,18 +4,19 @@
 // to a multiple of 32 (kernels for 32, 64, 96, 128), in contiguous 16-byte copies (each K/V
 // tile is read from L2 once per 128 query rows). bf16 activations with d = dp (GPT-2's 64)
 // are read in place; others are first packed, rounded to bf16 (when float32), into scratch
-// as (B·h, T, dp) with zeros in the padding. The
-// probabilities P and their gradients dS are rounded to bf16 before they multiply V, dO, Q or
-// K, and every product accumulates in float32 (WMMA 16×16×16). Softmax statistics (row max,
-// sum, lse) and D = rowsum(dout ⊙ out) stay float32. Same arguments as attention.hpp;
-// d <= 128. Each pack takes B·h·T·dp·2 bytes of the backend's scratch.
+// as (B·h, T, dp) with zeros in the padding. The probabilities P and their gradients dS are
+// rounded to bf16 before they multiply V, dO, Q or K, and every product accumulates in float32
+// (mma.sync m16n8k16, warp_mma.cuh). Softmax statistics (row max, sum, lse) and
+// D = rowsum(dout ⊙ out) stay float32. Same arguments as attention.hpp; d <= 128. Each pack
+// takes B·h·T·dp·2 bytes of the backend's scratch.
 //
-// Tiles: a block is 8 warps and owns 128 rows (queries in the forward and dQ kernels, keys in
-// the dK/dV kernel); a warp owns 16 of them. The other side walks in tiles of 64 through
-// shared memory. Each warp's 16×64 score tile goes through shared memory once per tile, where
-// two lanes per row apply the mask and the online softmax in float32, so the kernels use only
-// the documented WMMA fragment operations (load, store, mma, fill): no fragment layout is
-// assumed. Deterministic, like the float32 kernels: dK, dV per key block, dQ per query block,
+// Tiles (FlashAttention-2's): a block is 8 warps and owns 128 rows (queries in the forward and
+// dQ kernels, keys in the dK/dV kernel); a warp owns 16 of them and holds their operands (Q, or
+// K and V, and dO) in registers. The other side walks in tiles of 64 rows through shared
+// memory, read with ldmatrix. A warp's 16 × 64 scores, probabilities and dS never leave
+// registers: the accumulators of one product become the A operand of the next, which the
+// documented mma layouts allow (WMMA's opaque fragments would need a trip through shared
+// memory). Deterministic, like the float32 kernels: dK, dV per key block, dQ per query block,
 // no atomics.
 #include <cstdint>
 

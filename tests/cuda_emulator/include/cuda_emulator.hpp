@@ -2,7 +2,8 @@
 // A CPU emulation of the CUDA execution model, so the CUDA backend's kernels run (and their
 // tests pass or fail) on machines without a GPU: CI compiles trainer/cuda/*.cu as C++
 // (translate_cu.py rewrites the launches and __shared__ declarations) against this header
-// and the emulated runtime, cuBLASLt, CUB, WMMA and NCCL headers beside it.
+// and the emulated runtime, cuBLASLt, CUB, NCCL and tensor-core (trainer/cuda/warp_mma.cuh)
+// headers beside it.
 //
 // Execution: every CUDA thread of a block is a fiber on the calling OS thread.
 // One fiber runs at a time and keeps running until it waits at a barrier (__syncthreads,
@@ -10,8 +11,8 @@
 // shared memory another thread has not yet written (a missing barrier) reads it as it was:
 // shared memory starts 0xff-filled (NaN as float, bf16 and double), device memory 0xa5.
 // What it checks: indexing, masks, barriers, launch limits (1024 threads, dynamic shared
-// memory over 48 KiB only after cudaFuncSetAttribute, at most 227 KiB), WMMA pointer
-// alignment and ldm, writes outside a device buffer (guard bytes checked at cudaFree). What it cannot: timing, the memory model beyond barriers, shuffles
+// memory over 48 KiB only after cudaFuncSetAttribute, at most 227 KiB), ldmatrix row
+// alignment, writes outside a device buffer (guard bytes checked at cudaFree). What it cannot: timing, the memory model beyond barriers, shuffles
 // from lanes that diverged, device math's last bits (expf here is glibc's).
 #include <algorithm>
 #include <array>
@@ -161,6 +162,24 @@ T shuffle(T v, int src) {
   return r;
 }
 
+// Every lane of the warp publishes v; each gets all 32 values, by lane: one warp barrier,
+// the slots alternating as for shuffle(). For the warp-wide PTX the emulator computes from
+// the lanes' registers (trainer/cuda/warp_mma.cuh).
+template <typename T>
+std::array<T, 32> warp_values(T v) {
+  static_assert(sizeof(T) <= 8, "a lane publishes at most 8 bytes");
+  const size_t warp = static_cast<size_t>(linear_thread() / 32);
+  Barrier& barrier = block->warps[warp];
+  auto& slots = block->shuffle_slots[2 * warp + barrier.generation % 2];
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  slots[static_cast<size_t>(linear_thread() % 32)] = bits;
+  arrive(barrier);
+  std::array<T, 32> all;
+  for (size_t lane = 0; lane < 32; ++lane) std::memcpy(&all[lane], &slots[lane], sizeof(T));
+  return all;
+}
+
 // The runtime's last error (a cudaError_t) and the kernels' opted-in shared memory, per
 // OS thread: tests run ranks as threads, each with its own backend.
 struct RuntimeState {
@@ -214,7 +233,7 @@ inline bool launch_is_valid(const void* kernel, dim3 grid, dim3 threads_per_bloc
 
 // Runs one block's fibers until all have returned.
 inline void run_block(Block& b, std::vector<Fiber>& fibers) {
-  constexpr size_t kStackBytes = 96 * 1024;  // WMMA fragments are 1 KiB each here
+  constexpr size_t kStackBytes = 96 * 1024;  // a lane of a tensor-core kernel keeps ~1 KiB of registers
   for (size_t t = 0; t < fibers.size(); ++t) {
     Fiber& f = fibers[t];
     if (!f.stack) f.stack.reset(new char[kStackBytes]);
