@@ -96,21 +96,31 @@ __device__ void load_b_k_rows(uint32_t (&b)[2][2], const bf16* block) {
   b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
 }
 
+template <int N>
+__device__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+    for (float& e : acc[n]) e = 0.0f;
+}
+
+// lo += a · b[0], hi += a · b[1]: one A operand times two 8-column tiles of B.
+__device__ void mma_two_tiles(float (&lo)[4], float (&hi)[4], const uint32_t (&a)[4], const uint32_t (&b)[2][2]) {
+  mma_bf16_16x8x16(lo, a, b[0]);
+  mma_bf16_16x8x16(hi, a, b[1]);
+}
+
 // acc (16 × 64: eight 8-column tiles) = a · tile^T for the warp's A operands a (16 × kDp) and
 // a shared tile (64, kDp): the 16 × 64 products of a's rows with the tile's rows.
 template <int kDp>
 __device__ void multiply_transposed(float (&acc)[kTile / 8][4], const uint32_t (&a)[kDp / 16][4], const bf16* tile) {
-#pragma unroll
-  for (int n = 0; n < kTile / 8; ++n)
-    for (float& e : acc[n]) e = 0.0f;
+  zero(acc);
 #pragma unroll
   for (int kk = 0; kk < kDp / 16; ++kk)
 #pragma unroll
     for (int n = 0; n < kTile / 16; ++n) {
       uint32_t b[2][2];
       load_b_n_rows<kDp>(b, tile + n * 16 * kLd<kDp> + kk * 16);
-      mma_bf16_16x8x16(acc[2 * n], a[kk], b[0]);
-      mma_bf16_16x8x16(acc[2 * n + 1], a[kk], b[1]);
+      mma_two_tiles(acc[2 * n], acc[2 * n + 1], a[kk], b);
     }
 }
 
@@ -124,8 +134,7 @@ __device__ void multiply_accumulate(float (&acc)[kDp / 8][4], const uint32_t (&p
     for (int n = 0; n < kDp / 16; ++n) {
       uint32_t b[2][2];
       load_b_k_rows<kDp>(b, tile + kk * 16 * kLd<kDp> + n * 16);
-      mma_bf16_16x8x16(acc[2 * n], p[kk], b[0]);
-      mma_bf16_16x8x16(acc[2 * n + 1], p[kk], b[1]);
+      mma_two_tiles(acc[2 * n], acc[2 * n + 1], p[kk], b);
     }
 }
 
@@ -210,13 +219,6 @@ __device__ void write_rows(const float (&acc)[kDp / 8][4], const float (&scale)[
       if (column < d) store(dst + at * ld + column, acc[n][e] * scale[e / 2]);
     }
   }
-}
-
-template <int N>
-__device__ void zero(float (&acc)[N][4]) {
-#pragma unroll
-  for (int n = 0; n < N; ++n)
-    for (float& e : acc[n]) e = 0.0f;
 }
 
 // Forward, one block per (pair, 128 query rows), over the key tiles of 64 the rows see. A

@@ -142,29 +142,11 @@ T& block_static(int line) {
   return *reinterpret_cast<T*>(slot.get());
 }
 
-// Every lane of the warp publishes v, then reads lane src's: one warp barrier. The slots
-// alternate with the barrier's generation, so the next shuffle writes the other set while
-// slow lanes may still read this one; the one after that comes after another barrier, which
-// every lane reaches only after its read.
-template <typename T>
-T shuffle(T v, int src) {
-  static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
-  const size_t warp = static_cast<size_t>(linear_thread() / 32);
-  Barrier& barrier = block->warps[warp];
-  auto& slots = block->shuffle_slots[2 * warp + barrier.generation % 2];
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, sizeof(T));
-  slots[static_cast<size_t>(linear_thread() % 32)] = bits;
-  arrive(barrier);
-  bits = slots[static_cast<size_t>(src & 31)];
-  T r;
-  std::memcpy(&r, &bits, sizeof(T));
-  return r;
-}
-
-// Every lane of the warp publishes v; each gets all 32 values, by lane: one warp barrier,
-// the slots alternating as for shuffle(). For the warp-wide PTX the emulator computes from
-// the lanes' registers (trainer/cuda/warp_mma.cuh).
+// Every lane of the warp publishes v; each gets all 32 values, by lane: one warp barrier.
+// The slots alternate with the barrier's generation, so the next exchange writes the other
+// set while slow lanes may still read this one; the one after that comes after another
+// barrier, which every lane reaches only after its read. Shuffles, and the warp-wide PTX the
+// emulator computes from the lanes' registers (trainer/cuda/warp_mma.cuh).
 template <typename T>
 std::array<T, 32> warp_values(T v) {
   static_assert(sizeof(T) <= 8, "a lane publishes at most 8 bytes");
@@ -178,6 +160,12 @@ std::array<T, 32> warp_values(T v) {
   std::array<T, 32> all;
   for (size_t lane = 0; lane < 32; ++lane) std::memcpy(&all[lane], &slots[lane], sizeof(T));
   return all;
+}
+
+// Every lane publishes v, then reads lane src's.
+template <typename T>
+T shuffle(T v, int src) {
+  return warp_values(v)[static_cast<size_t>(src & 31)];
 }
 
 // The runtime's last error (a cudaError_t) and the kernels' opted-in shared memory, per
