@@ -23,6 +23,16 @@ inline uint32_t pair_of(__nv_bfloat16 lo, __nv_bfloat16 hi) {
 inline uint64_t join(uint32_t lo, uint32_t hi) { return static_cast<uint64_t>(lo) | static_cast<uint64_t>(hi) << 32; }
 inline uint32_t part(uint64_t v, int high) { return static_cast<uint32_t>(high ? v >> 32 : v); }
 
+inline void ldmatrix(uint32_t (&r)[4], const __nv_bfloat16* row, bool transposed) {
+  if (reinterpret_cast<uintptr_t>(row) % 16 != 0) cuda_emulator::die("ldmatrix: a row address is not 16-byte aligned");
+  const auto rows = cuda_emulator::warp_values(row);
+  const int lane = cuda_emulator::linear_thread() % 32, g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat16* const* m = &rows[static_cast<size_t>(8 * i)];  // matrix i's rows
+    r[i] = transposed ? pair_of(m[2 * t][g], m[2 * t + 1][g]) : pair_of(m[g][2 * t], m[g][2 * t + 1]);
+  }
+}
+
 }  // namespace warp_mma_emulation
 
 inline void mma_bf16_16x8x16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -44,20 +54,6 @@ inline void mma_bf16_16x8x16(float (&d)[4], const uint32_t (&a)[4], const uint32
     d[e] += sum;
   }
 }
-
-namespace warp_mma_emulation {
-
-inline void ldmatrix(uint32_t (&r)[4], const __nv_bfloat16* row, bool transposed) {
-  if (reinterpret_cast<uintptr_t>(row) % 16 != 0) cuda_emulator::die("ldmatrix: a row address is not 16-byte aligned");
-  const auto rows = cuda_emulator::warp_values(row);
-  const int lane = cuda_emulator::linear_thread() % 32, g = lane / 4, t = lane % 4;
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat16* const* m = &rows[static_cast<size_t>(8 * i)];  // matrix i's rows
-    r[i] = transposed ? pair_of(m[2 * t][g], m[2 * t + 1][g]) : pair_of(m[g][2 * t], m[g][2 * t + 1]);
-  }
-}
-
-}  // namespace warp_mma_emulation
 
 inline void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row) { warp_mma_emulation::ldmatrix(r, row, false); }
 inline void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
