@@ -78,7 +78,7 @@ void AsyncSaver::save(int64_t step, std::span<const TensorSlice> slices, std::op
       write_shard(dir_, step, rank_, staged_, options_.save_token);
       if (commit) {
         pending_commit_ = axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
-                                        options_.commit_timeout, options_.save_token);
+                                        options_.commit_timeout, options_.save_token, commit->protected_steps);
       }
     } catch (...) {
       error_ = std::current_exception();

@@ -31,6 +31,7 @@ struct SaverOptions {
 struct CommitSpec {
   std::vector<int> expected_ranks;  // every rank that writes a shard of this step
   Metadata metadata;
+  std::vector<int64_t> protected_steps = {};  // never deleted by retention (apply_retention)
 };
 
 class AsyncSaver {

@@ -3,6 +3,8 @@
 // what was expected and what was found, and what to do. Callers that only care "did the
 // checkpoint load" catch CheckpointError; the trainer distinguishes:
 //   NoCheckpoint      nothing committed yet: start fresh
+//   DirectoryUnavailable  the directory cannot be used by this run at all (another run holds
+//                     its lock, it is not writable): a bad input, nothing was started
 //   RequestMismatch   the caller asked for something the checkpoint does not hold (a tensor
 //                     name or global shape): a config problem, never fixed by falling back
 //   everything else   the checkpoint on disk is unusable (corrupt, torn, unknown format):
@@ -57,6 +59,21 @@ class RequestMismatch : public CheckpointError {
 
 // The directory has no committed step (no `latest`, or a requested step is absent).
 class NoCheckpoint : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// The checkpoint directory cannot be used by this run: another run holds its lock
+// (dir_lock.hpp), or it cannot be created or written. The message names the directory, the
+// holder or the failing call, and what to do.
+class DirectoryUnavailable : public CheckpointError {
+ public:
+  using CheckpointError::CheckpointError;
+};
+
+// A save ran out of space. The message is one line: the file, the bytes it still needed and
+// what the file system had free; `latest` is unchanged.
+class DiskFull : public CheckpointError {
  public:
   using CheckpointError::CheckpointError;
 };

@@ -138,7 +138,8 @@ void remove_strays(const fs::path& tmp, const std::map<int, ShardMeta>& metas) {
 }  // namespace
 
 CommitResult commit(const fs::path& dir, int64_t step, std::span<const int> expected_ranks, const Metadata& metadata,
-                    int keep, std::chrono::milliseconds timeout, const std::string& save_token) {
+                    int keep, std::chrono::milliseconds timeout, const std::string& save_token,
+                    std::span<const int64_t> protected_steps) {
   if (expected_ranks.empty()) throw std::invalid_argument("commit: expected_ranks is empty");
   if (std::set<int>(expected_ranks.begin(), expected_ranks.end()).size() != expected_ranks.size()) {
     throw std::invalid_argument("commit: expected_ranks lists a rank twice");
@@ -178,7 +179,7 @@ CommitResult commit(const fs::path& dir, int64_t step, std::span<const int> expe
     fsync_dir(dir);
   }
   write_latest(dir, step);
-  result.removed_steps = apply_retention(dir, keep, step);
+  result.removed_steps = apply_retention(dir, keep, step, protected_steps);
   return result;
 }
 

@@ -30,11 +30,12 @@ struct CommitResult {
 //    per-shard XXH3-64 checksums), fsyncs it and the directory;
 // 4. renames .tmp-step-N to step-N (atomically exchanging an existing step-N), fsyncs <dir>;
 // 5. points `latest` at step-N (temp file, fsync, rename, fsync <dir>);
-// 6. retention: keeps the `keep` newest steps and the one `latest` names.
+// 6. retention: keeps the `keep` newest steps, the one `latest` names and `protected_steps`
+//    (apply_retention).
 // Any failure before 4 throws with `latest` unchanged: CommitTimeout (names the missing
 // ranks and why), CheckpointError (inconsistent shards, I/O).
 CommitResult commit(const std::filesystem::path& dir, int64_t step, std::span<const int> expected_ranks,
                     const Metadata& metadata, int keep, std::chrono::milliseconds timeout,
-                    const std::string& save_token = "");
+                    const std::string& save_token = "", std::span<const int64_t> protected_steps = {});
 
 }  // namespace axonn

@@ -1,10 +1,12 @@
 #include "checkpoint/fs_util.hpp"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -12,11 +14,12 @@
 #include "checkpoint/checkpoint_error.hpp"
 
 namespace axonn {
-namespace {
 
-[[noreturn]] void throw_errno(const std::filesystem::path& path, const std::string& op, int err) {
+void throw_errno(const std::filesystem::path& path, const std::string& op, int err) {
   throw CheckpointError(path.string(), op, op + " " + path.string() + " failed: " + std::strerror(err));
 }
+
+namespace {
 
 void fsync_path(const std::filesystem::path& path, int flags, const std::string& op) {
   const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
@@ -92,6 +95,30 @@ void make_dirs(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw CheckpointError(dir.string(), "mkdir", "cannot create directory " + dir.string() + ": " + ec.message());
+}
+
+std::optional<int64_t> free_bytes(const std::filesystem::path& path) {
+  struct statvfs fs = {};
+  if (::statvfs(path.c_str(), &fs) != 0) return std::nullopt;
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
+void throw_if_disk_full(const std::filesystem::path& file, int64_t needed) {
+  // The nearest existing ancestor: a .tmp-step-N that was never created still has a parent.
+  std::filesystem::path where = file.parent_path();
+  std::error_code ec;
+  while (!where.empty() && !std::filesystem::exists(where, ec)) where = where.parent_path();
+  const std::optional<int64_t> free = free_bytes(where.empty() ? "." : where);
+  if (!free || *free >= needed) return;
+  const auto mib = [](int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
+    return std::string(buf);
+  };
+  throw DiskFull(file.string(), "write",
+                 "no space to write " + file.string() + ": it needs " + mib(needed) + " (" + std::to_string(needed) +
+                     " bytes) and its file system has " + mib(*free) + " free; free " + mib(needed - *free) +
+                     " more there (or lower checkpoint.keep); `latest` still names the last committed step");
 }
 
 }  // namespace axonn

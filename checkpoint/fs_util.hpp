@@ -1,10 +1,15 @@
 #pragma once
 // POSIX file-system steps of the atomic commit, each checked: a failure is a
 // CheckpointError naming the path, the operation and strerror(errno).
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace axonn {
+
+// CheckpointError "<op> <path> failed: <strerror(err)>".
+[[noreturn]] void throw_errno(const std::filesystem::path& path, const std::string& op, int err);
 
 // Flush a file's data and metadata to disk (open + fsync + close).
 void fsync_file(const std::filesystem::path& path);
@@ -21,5 +26,13 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& con
 std::string read_text_file(const std::filesystem::path& path);
 // mkdir -p, as a CheckpointError on failure.
 void make_dirs(const std::filesystem::path& dir);
+
+// Free bytes for an unprivileged writer on the file system holding `path` (statvfs
+// f_bavail), or nullopt when it cannot be asked.
+std::optional<int64_t> free_bytes(const std::filesystem::path& path);
+// Throws DiskFull, one line, when the file system holding `file` has less than `needed` bytes
+// free: "no space to write <file>: it needs 4.0 MiB and the file system has 1.2 MiB free;
+// free 2.8 MiB more ...". Returns when there is room (the failure was something else).
+void throw_if_disk_full(const std::filesystem::path& file, int64_t needed);
 
 }  // namespace axonn

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/fs_util.hpp"
 
 namespace axonn::h5 {
 
@@ -166,6 +167,7 @@ bool reserve_file_space(Id file, int64_t bytes, const std::string& path) {
   if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0) return true;
   const int err = errno;
   if (err == EOPNOTSUPP || err == ENOSYS) return false;
+  if (err == ENOSPC || err == EDQUOT) throw_if_disk_full(path, bytes);
   throw CheckpointError(path, "reserve space",
                         "cannot reserve " + std::to_string(bytes) + " bytes for " + path + ": " + std::strerror(err) +
                             " (free space on the checkpoint file system, or lower checkpoint.keep)");

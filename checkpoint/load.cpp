@@ -40,6 +40,7 @@ LoadResult load_checkpoint(const fs::path& dir, std::span<const SliceRead> slice
                            what + (step == first ? " but `latest` names it; restore it, or load with fallback" : ""));
       }
       CheckpointReader reader(step_path(dir, step));
+      if (options.check) options.check(reader);
       for (const SliceRead& s : slices) reader.read(s, options.read);
       result.step = reader.step();
       result.step_dir = reader.step_dir();

@@ -4,6 +4,7 @@
 // previous committed step when the newest one is unusable.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,6 +22,9 @@ struct LoadOptions {
   bool fallback = false;
   std::optional<int64_t> step;  // load this step instead of `latest`
   ReadOptions read;
+  // Called with each step's reader before any tensor is read: throw RequestMismatch to refuse
+  // the checkpoint (never fallen back from; the trainer checks the model this way).
+  std::function<void(const CheckpointReader&)> check;
 };
 
 struct LoadResult {

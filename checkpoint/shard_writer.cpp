@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/fs_util.hpp"
@@ -140,6 +141,13 @@ ShardWriteResult write_shard(const fs::path& dir, int64_t step, int rank, std::s
     fsync_file(partial);
     rename_path(partial, result.path);
     fsync_dir(tmp);
+  } catch (const CheckpointError&) {
+    std::error_code ec;
+    fs::remove(partial, ec);
+    // Where the space is not reserved up front (no fallocate), a full disk fails inside
+    // HDF5: say so in one line instead of HDF5's stack.
+    throw_if_disk_full(result.path, reservation(slices));
+    throw;
   } catch (...) {
     std::error_code ec;
     fs::remove(partial, ec);

@@ -89,9 +89,12 @@ std::vector<int64_t> committed_steps(const fs::path& dir) {
   return steps;
 }
 
-std::vector<int64_t> apply_retention(const fs::path& dir, int keep, int64_t current) {
+std::vector<int64_t> apply_retention(const fs::path& dir, int keep, int64_t current,
+                                     std::span<const int64_t> protected_steps) {
   const std::optional<int64_t> latest = read_latest(dir);
-  const std::vector<int64_t> steps = committed_steps(dir);
+  std::vector<int64_t> steps;
+  for (int64_t s : committed_steps(dir))
+    if (std::find(protected_steps.begin(), protected_steps.end(), s) == protected_steps.end()) steps.push_back(s);
   std::vector<int64_t> removed;
   const size_t kept_newest = static_cast<size_t>(std::max(keep, 1));
   for (size_t i = 0; i + kept_newest < steps.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,11 @@ std::vector<int64_t> committed_steps(const std::filesystem::path& dir);
 
 // Keeps the `keep` newest committed steps and the one `latest` names; deletes the other
 // committed steps, and .tmp-step-* directories older than `current` (saves that can no
-// longer complete). Returns the deleted committed steps.
-std::vector<int64_t> apply_retention(const std::filesystem::path& dir, int keep, int64_t current);
+// longer complete). `protected_steps` are never deleted and not counted in `keep`: the steps
+// newer than the one a run resumed from (it fell back past them, or `latest` was lost), which
+// that run must not destroy. Returns the deleted committed steps.
+std::vector<int64_t> apply_retention(const std::filesystem::path& dir, int keep, int64_t current,
+                                     std::span<const int64_t> protected_steps = {});
 
 // Deletes every .tmp-step-* and .trash-step-* directory: call once at start-up, on one
 // rank, before any rank saves, so shards of a save that crashed are never mixed into a

@@ -132,8 +132,14 @@ TEST(CheckpointCrash, DiskFullSaveThrowsClearlyAndThePreviousLatestLoads) {
   try {
     write_shard(dir, 2, 0, big.slices);
     FAIL() << "a 4 MiB shard fit on a 2 MiB file system";
-  } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  } catch (const DiskFull& e) {
+    // One line naming the file, what it needs and what is free; no HDF5 stack.
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_EQ(what.find("HDF5"), std::string::npos) << what;
+    EXPECT_NE(what.find("shard-00000.h5: it needs "), std::string::npos) << what;
+    EXPECT_NE(what.find(" free; free "), std::string::npos) << what;
+    EXPECT_NE(what.find("`latest` still names the last committed step"), std::string::npos) << what;
     EXPECT_NE(e.file().find("shard-00000.h5"), std::string::npos) << e.file();
   }
   // The partial shard was removed, `latest` still names step 1 and it loads.
@@ -145,8 +151,8 @@ TEST(CheckpointCrash, DiskFullSaveThrowsClearlyAndThePreviousLatestLoads) {
   try {
     saver.wait();
     FAIL() << "the async save did not report the full disk";
-  } catch (const CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  } catch (const DiskFull& e) {
+    EXPECT_NE(std::string(e.what()).find("it needs "), std::string::npos) << e.what();
   }
   EXPECT_EQ(expect_latest_sound(dir, model), 1);
   // Space freed (retention, cleanup): saving works again.

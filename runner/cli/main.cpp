@@ -8,6 +8,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
+#include "checkpoint/checkpoint_error.hpp"
 #include "cli/run_layout.hpp"
 #include "comm/communicator.hpp"
 #include "config/config_error.hpp"
@@ -40,7 +41,8 @@ const Command kCommands[] = {
 // library errors already say what was wrong; anything else is marked "error:".
 int report_failure(const char* command, const std::exception& e) {
   const bool bad_input = dynamic_cast<const axonn::UsageError*>(&e) || dynamic_cast<const axonn::ConfigError*>(&e) ||
-                         dynamic_cast<const axonn::LayoutError*>(&e) || dynamic_cast<const axonn::DataError*>(&e);
+                         dynamic_cast<const axonn::LayoutError*>(&e) || dynamic_cast<const axonn::DataError*>(&e) ||
+                         dynamic_cast<const axonn::DirectoryUnavailable*>(&e);
   const bool typed =
       bad_input || dynamic_cast<const axonn::PmixError*>(&e) || dynamic_cast<const axonn::CommError*>(&e);
   std::fprintf(stderr, "axonn %s: %s%s\n", command, typed ? "" : "error: ", e.what());

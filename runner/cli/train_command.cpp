@@ -1,4 +1,4 @@
-// axonn train JOB.toml [--site S] [--layout L] [--fallback] [--timeout-ms N] [section.key=value ...]
+// axonn train JOB.toml [--site S] [--layout L] [--fallback] [--break-lock] [--timeout-ms N] [section.key=value ...]
 // One rank of a training run, under `axonn run -n N`, `srun --mpi=pmix` or `mpirun`: reads
 // the topology from PMIx, the site (AXONN_SITE_CONFIG, else --site, else the built-in
 // laptop-cpu site) and the job, decides the layout (cli/run_layout.hpp), checks the data,
@@ -11,6 +11,7 @@
 // "startup", for bench/launch.cpp); every GPU rank logs its GPU.
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,19 @@ std::string axis_links(const RunLayout& run) {
          std::to_string(run.plan.machine.tasks_per_node) + " ranks)";
 }
 
+std::string env_or_empty(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+// How often Slurm has requeued this job (SLURM_RESTART_COUNT, unset before the first requeue).
+int64_t slurm_restart_count() {
+  const std::string text = env_or_empty("SLURM_RESTART_COUNT");
+  int64_t count = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
+  return ec == std::errc() && end == text.data() + text.size() ? count : 0;
+}
+
 TokenData load_data(const JobConfig& job) {
   TokenData data = job.data.path.empty() ? builtin_corpus() : TokenData::load({job.data.path, job.data.format});
   data.validate(job.model.vocab, job.model.sequence, job.training.global_batch);
@@ -80,6 +94,8 @@ int command_train(const CommandArgs& argv) {
       {"site", true, "site config TOML (default: AXONN_SITE_CONFIG, else the built-in laptop-cpu site)"},
       {"layout", true, "DxXxYxZ[:order] (default: AXONN_LAYOUT, else the chooser)"},
       {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
+      {"break-lock", false,
+       "take over the checkpoint directory's lock left by a run on another host that is gone (its node failed)"},
       {"init-only", false, "write the initial weights as checkpoint step 0 and exit (no training)"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
       {"help", false, "this help"},
@@ -149,6 +165,8 @@ int command_train(const CommandArgs& argv) {
   options.layout_origin = run.origin;
   options.fallback = args.has("fallback");
   options.init_only = args.has("init-only");
+  options.lock_owner = LockOwner::this_process(env_or_empty("SLURM_JOB_ID"), slurm_restart_count());
+  options.break_lock = args.has("break-lock");
   options.save_token = topology.nspace;
   options.stop_requested = [] { return g_stop_signal != 0; };
   options.startup = std::move(startup);

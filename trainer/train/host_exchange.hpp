@@ -3,6 +3,7 @@
 // a communicator whose collectives take the backend's buffers: host values go through
 // device buffers when the backend's memory is not the host's (CUDA backend, NCCL grid),
 // and are read back once the collective has finished.
+#include <cstdint>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -12,5 +13,9 @@ namespace axonn {
 
 // mine (n) from every rank of `group` -> (n · size), rank r's values at r·n.
 std::vector<float> all_gather_floats(Backend& backend, Communicator& group, const std::vector<float>& mine);
+
+// One step number (or a small negative code) from every rank: [size], rank r's at r. Exact for
+// |step| < 2^43: it travels as two floats of 20 bits and a sign-carrying high part.
+std::vector<int64_t> all_gather_steps(Backend& backend, Communicator& group, int64_t step);
 
 }  // namespace axonn

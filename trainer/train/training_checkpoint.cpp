@@ -5,6 +5,8 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/reader.hpp"
+#include "checkpoint/step_dir.hpp"
+#include "layout/model_plan.hpp"
 
 namespace axonn {
 namespace {
@@ -30,6 +32,10 @@ std::string model_config_text(const ModelShape& m) {
   return "layers=" + std::to_string(m.layers) + " hidden=" + std::to_string(m.hidden) +
          " heads=" + std::to_string(m.heads) + " vocab=" + std::to_string(m.vocab) +
          " sequence=" + std::to_string(m.sequence);
+}
+
+int64_t checkpoint_payload_bytes(const ModelShape& model) {
+  return 3 * parameters_total(model) * static_cast<int64_t>(sizeof(float));
 }
 
 TrainingCheckpoint::TrainingCheckpoint(std::filesystem::path dir, Trainer& trainer, int rank, SaverOptions options)
@@ -106,10 +112,18 @@ std::chrono::nanoseconds TrainingCheckpoint::save(double last_lr) {
     md.ints["training.steps"] = trainer_.job().training.steps;
     md.reals["training.last_lr"] = last_lr;
     md.strings["job"] = trainer_.job().source;
+    spec.protected_steps = protected_steps_;
     commit = std::move(spec);
   }
   saver_.save(trainer_.step(), slices, std::move(commit));
   return std::chrono::steady_clock::now() - start;
+}
+
+const std::vector<int64_t>& TrainingCheckpoint::protect_steps_after(int64_t start_step) {
+  protected_steps_.clear();
+  for (int64_t s : committed_steps(dir_))
+    if (s > start_step) protected_steps_.push_back(s);
+  return protected_steps_;
 }
 
 void TrainingCheckpoint::wait() { saver_.wait(); }
@@ -118,18 +132,6 @@ void TrainingCheckpoint::poll() { saver_.poll(); }
 
 std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<int64_t> step) {
   if (!std::filesystem::exists(dir_ / "latest") && !step) return std::nullopt;
-  {
-    // The model is checked first, by its config: heads or sequence changes that keep every
-    // tensor's shape would otherwise load silently.
-    const CheckpointReader reader =
-        step ? CheckpointReader::open_step(dir_, *step) : CheckpointReader::open_latest(dir_);
-    const std::string want = model_config_text(trainer_.job().model);
-    if (reader.metadata().model_config != want)
-      throw RequestMismatch(reader.step_dir().string(), "resume",
-                            "the checkpoint in " + reader.step_dir().string() + " is of another model (" +
-                                reader.metadata().model_config + ") than the job's [model] (" + want +
-                                "); resume with the same [model] section or use a new checkpoint.dir");
-  }
   Backend& backend = trainer_.backend();
   ParameterStore& p = trainer_.params();
   std::vector<Entry> all = entries();
@@ -146,6 +148,15 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
   LoadOptions options;
   options.fallback = fallback;
   options.step = step;
+  // The model is checked first, by its config: heads or sequence changes that keep every
+  // tensor's shape would otherwise load silently.
+  options.check = [want = model_config_text(trainer_.job().model)](const CheckpointReader& reader) {
+    if (reader.metadata().model_config != want)
+      throw RequestMismatch(reader.step_dir().string(), "resume",
+                            "the checkpoint in " + reader.step_dir().string() + " is of another model (" +
+                                reader.metadata().model_config + ") than the job's [model] (" + want +
+                                "); resume with the same [model] section or use a new checkpoint.dir");
+  };
   LoadResult result = load_checkpoint(dir_, reads, options);
   if (!backend.device_is_host()) {
     backend.copy_to_device(p.params(), staging_.data(), n * sizeof(float));

@@ -20,6 +20,10 @@ namespace axonn {
 // "layers=2 hidden=64 heads=4 vocab=256 sequence=64".
 std::string model_config_text(const ModelShape& model);
 
+// Bytes of tensor data in one committed step of `model`: every parameter and its two AdamW
+// moments, float32 (the files add HDF5's metadata and the checksums, a few KiB per tensor).
+int64_t checkpoint_payload_bytes(const ModelShape& model);
+
 // Every rank writes one shard (possibly empty): of the copies of a rectangle (ranks that
 // differ only along the tensor's replica axes) the one whose replica index equals the
 // tensor's index modulo the number of copies writes it, so the writing is spread over the
@@ -42,6 +46,10 @@ class TrainingCheckpoint {
   // the checkpoint library's typed errors (checksum, missing shard, format) otherwise.
   std::optional<LoadResult> load(bool fallback, std::optional<int64_t> step = std::nullopt);
 
+  // Keeps the committed steps newer than `start_step` (those a resume fell back past, or
+  // that `latest` no longer named) out of every later save's retention; returns them.
+  const std::vector<int64_t>& protect_steps_after(int64_t start_step);
+
   const std::filesystem::path& dir() const { return dir_; }
   // Bytes of the slices this rank writes: what the saver's host buffers hold after a save.
   int64_t staged_bytes();
@@ -60,6 +68,7 @@ class TrainingCheckpoint {
   int rank_;
   AsyncSaver saver_;
   std::vector<float> staging_;  // host copy of params | m | v when the device is not the host
+  std::vector<int64_t> protected_steps_;
 };
 
 }  // namespace axonn

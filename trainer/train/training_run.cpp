@@ -2,9 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/latest_recovery.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
@@ -12,6 +15,7 @@
 #include "trainer/train/host_exchange.hpp"
 #include "trainer/train/memory_usage.hpp"
 #include "trainer/train/metrics_log.hpp"
+#include "trainer/train/run_directory.hpp"
 #include "trainer/train/run_report.hpp"
 #include "trainer/train/trainer.hpp"
 #include "trainer/train/training_checkpoint.hpp"
@@ -33,22 +37,45 @@ std::string duration_text(double s) {
   return buf;
 }
 
-// After a fallback load, ranks may have landed on different steps (each reads other shards):
-// all take the oldest. Steps travel as two floats of 20 bits each (exact in float32).
-int64_t oldest_step_over_ranks(Backend& backend, Communicator& world, int64_t step) {
-  const std::vector<float> all =
-      all_gather_floats(backend, world, {static_cast<float>(step >> 20), static_cast<float>(step & 0xFFFFF)});
-  int64_t oldest = step;
-  for (size_t r = 0; r < all.size(); r += 2)
-    oldest = std::min(oldest, (static_cast<int64_t>(all[r]) << 20) + static_cast<int64_t>(all[r + 1]));
-  return oldest;
+// When `latest` is lost while steps are committed, rank 0 verifies them (newest first) and
+// every rank loads the one it picked: nullopt when `latest` is usable or nothing is committed.
+// Rank 0's CheckpointError when no step verifies; the others' name rank 0.
+std::optional<int64_t> recovered_step(const std::filesystem::path& dir, Backend& backend, Communicator& world,
+                                      bool lead) {
+  constexpr int64_t kNone = -1, kFailed = -2;
+  int64_t chosen = kNone;
+  std::exception_ptr failure;
+  if (lead) {
+    try {
+      if (const std::optional<LatestRecovery> r = recover_latest(dir)) {
+        chosen = r->step;
+        spdlog::warn("checkpoint: {} in {}; resuming from {}, the newest committed step that verifies", r->why,
+                     dir.string(), step_dir_name(r->step));
+        for (const std::string& why : r->rejected) spdlog::warn("checkpoint:   skipped {}", why);
+      }
+    } catch (const CheckpointError&) {
+      failure = std::current_exception();
+      chosen = kFailed;
+    }
+  }
+  chosen = all_gather_steps(backend, world, chosen).front();
+  if (failure) std::rethrow_exception(failure);
+  if (chosen == kFailed)
+    throw CheckpointError(dir.string(), "resume",
+                          "rank 0 found no committed step to resume from in " + dir.string() + " (its message says why)");
+  if (chosen == kNone) return std::nullopt;
+  return chosen;
 }
 
 // Resume from the checkpoint directory; returns the step resumed from (0 for a fresh start).
 int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& world, bool fallback, bool lead) {
-  std::optional<LoadResult> loaded = checkpoint.load(fallback);
+  const std::optional<int64_t> recovered = recovered_step(checkpoint.dir(), backend, world, lead);
+  std::optional<LoadResult> loaded = checkpoint.load(fallback, recovered);
   if (fallback) {
-    const int64_t oldest = oldest_step_over_ranks(backend, world, loaded ? loaded->step : -1);
+    // After a fallback load, ranks may have landed on different steps (each reads other
+    // shards): all take the oldest.
+    const std::vector<int64_t> steps = all_gather_steps(backend, world, loaded ? loaded->step : -1);
+    const int64_t oldest = *std::min_element(steps.begin(), steps.end());
     if (loaded && oldest != loaded->step) loaded = checkpoint.load(false, oldest);
   }
   if (!loaded) {
@@ -63,6 +90,14 @@ int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& w
   if (lead)
     spdlog::info("checkpoint: resumed from {} (step {}, data cursor {}, written at layout {})",
                  loaded->step_dir.string(), loaded->step, loaded->metadata.data_cursor, loaded->metadata.layout);
+  // Steps past the one resumed from are evidence (or the user's to restore): this run's
+  // retention leaves them alone.
+  const std::vector<int64_t>& kept = checkpoint.protect_steps_after(loaded->step);
+  if (lead && !kept.empty()) {
+    std::string list;
+    for (int64_t s : kept) list += (list.empty() ? "" : ", ") + step_dir_name(s);
+    spdlog::warn("checkpoint: keeping {} (newer than the step resumed from) out of this run's retention", list);
+  }
   return loaded->step;
 }
 
@@ -86,8 +121,11 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
   const Layout& layout = grid.layout();
   const TrainingConfig& t = job.training;
 
-  if (lead) remove_uncommitted(job.checkpoint.dir);  // what a crashed save left
-  world.barrier();
+  RunDirectoryOptions directory;
+  directory.owner = options.lock_owner;
+  directory.break_lock = options.break_lock;
+  directory.checkpoint_bytes = checkpoint_payload_bytes(job.model);
+  const std::optional<DirectoryLock> lock = open_run_directory(backend, world, job.checkpoint.dir, directory);
 
   // Memory of the training state = peak RSS above what the process held before it.
   warm_up_gemm(backend);
@@ -117,6 +155,19 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
                    result.start_step == 0 ? "initial state committed as step 0"
                                           : "not written: the directory already holds a run",
                    job.checkpoint.dir);
+    return result;
+  }
+
+  if (result.start_step >= t.steps) {
+    // A finished job run again (a template resubmitted, a requeue after the last save):
+    // nothing to train, and the finished run's summary and metrics stay as they are.
+    result.end_step = result.start_step;
+    result.already_finished = true;
+    if (lead)
+      spdlog::info(
+          "train: nothing to do: {} holds step {} and training.steps is {}, so this run has finished; its summary "
+          "is {}/summary.json (raise training.steps to train further)",
+          job.checkpoint.dir, result.start_step, t.steps, job.run.dir);
     return result;
   }
 

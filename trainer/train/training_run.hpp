@@ -1,6 +1,7 @@
 #pragma once
-// A whole training run of one rank: resume from the checkpoint directory's `latest` (at
-// whatever layout this run has), train to training.steps, save every checkpoint.interval
+// A whole training run of one rank: hold the checkpoint directory (run_directory.hpp), resume
+// from its `latest` (at whatever layout this run has; from the newest step that verifies when
+// `latest` is lost), train to training.steps, save every checkpoint.interval
 // steps and at the end, stop early when any rank asks (a preemption signal: the ranks agree
 // at the next step boundary, save, and return `preempted`). Rank 0 logs each step and
 // appends it to <run.dir>/metrics.jsonl; at the end every rank checks its counted bytes
@@ -10,6 +11,7 @@
 #include <functional>
 #include <string>
 
+#include "checkpoint/dir_lock.hpp"
 #include "comm/comm_grid.hpp"
 #include "config/job_config.hpp"
 #include "trainer/backend.hpp"
@@ -23,6 +25,8 @@ struct TrainingRunOptions {
   std::string layout_origin;             // one line: where the layout came from and why
   bool fallback = false;                 // resume from an older step when the newest is unusable
   bool init_only = false;                // save the initial state as step 0 and return, no training
+  LockOwner lock_owner;                  // rank 0 holds the checkpoint directory's lock as this owner
+  bool break_lock = false;               // take over a lock record another host left (dir_lock.hpp)
   std::string save_token;                // the same on every rank of this run
   std::function<bool()> stop_requested;  // this rank caught a preemption signal (may be empty)
   StartupTimes startup;                  // the caller's phases; the run adds model_init, checkpoint_loaded, first_step
@@ -34,6 +38,7 @@ struct TrainingRunResult {
   bool preempted = false;  // stopped before training.steps, after a committed save
   double last_loss = 0;
   bool comm_bytes_match = false;  // on every rank, counted bytes == predicted bytes
+  bool already_finished = false;  // the checkpoint was at training.steps already: nothing was done
 };
 
 TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
