@@ -10,6 +10,8 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/hdf5_util.hpp"
+#include "checkpoint/latest_recovery.hpp"
+#include "checkpoint/load.hpp"
 #include "checkpoint/replicas.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "checkpoint/verify.hpp"
@@ -459,6 +461,104 @@ TEST(Checkpoint, RemoveUncommittedClearsTemporariesOnly) {
   remove_uncommitted(dir);
   EXPECT_FALSE(fs::exists(tmp_step_path(dir, 2)));
   expect_load(dir, row_tiles, 1, 1);
+}
+
+TEST(Checkpoint, RetentionLeavesProtectedStepsAloneAndDoesNotCountThem) {
+  const fs::path dir = test_dir();
+  for (int64_t step : {10, 20, 30}) save_step(dir, step, 2, row_tiles, /*keep=*/5);
+  // A run resumed from 20 (30 did not load): its saves keep 30 whatever `keep` says, and
+  // `keep` counts its own steps only.
+  const std::vector<int64_t> kept = {30};
+  write_latest(dir, 20);
+  EXPECT_EQ(apply_retention(dir, 1, 21, kept), (std::vector<int64_t>{10}));
+  EXPECT_EQ(committed_steps(dir), (std::vector<int64_t>{20, 30}));
+  RankState st = rank_state(small_model(), row_tiles, 0, 1, 21);
+  write_shard(dir, 21, 0, st.slices);
+  const CommitResult c = commit(dir, 21, std::vector<int>{0}, test_metadata(21), 1, std::chrono::seconds(5), "", kept);
+  EXPECT_EQ(c.removed_steps, (std::vector<int64_t>{20}));
+  EXPECT_EQ(committed_steps(dir), (std::vector<int64_t>{21, 30}));
+  // Past it: the run's own steps are still the ones retention counts.
+  for (int64_t step : {31, 32}) {
+    RankState next = rank_state(small_model(), row_tiles, 0, 1, step);
+    write_shard(dir, step, 0, next.slices);
+    commit(dir, step, std::vector<int>{0}, test_metadata(step), 1, std::chrono::seconds(5), "", kept);
+  }
+  EXPECT_EQ(committed_steps(dir), (std::vector<int64_t>{30, 32}));
+  // Unprotected, the same retention deletes the step the run did not write.
+  EXPECT_EQ(apply_retention(dir, 1, 33), (std::vector<int64_t>{30}));
+  EXPECT_EQ(committed_steps(dir), (std::vector<int64_t>{32}));
+}
+
+TEST(Checkpoint, ALostLatestIsRecoveredAsTheNewestStepThatVerifies) {
+  const fs::path dir = test_dir();
+  const auto model = small_model();
+  EXPECT_FALSE(recover_latest(dir));  // nothing committed: a fresh start
+  for (int64_t step : {10, 20, 30}) save_step(dir, step, 2, row_tiles, /*keep=*/5);
+  EXPECT_FALSE(recover_latest(dir));  // `latest` names a step: nothing to recover
+  fs::remove(dir / "latest");
+  std::optional<LatestRecovery> r = recover_latest(dir);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->step, 30);
+  EXPECT_EQ(r->why, "`latest` is missing");
+  EXPECT_TRUE(r->rejected.empty());
+  // The newest step's data is damaged: the one before it, naming why 30 was skipped.
+  const Rect rect = row_tiles(model[0].shape, 2)[0];
+  flip_data_byte(dir / "step-000000030" / "shard-00000.h5", extract(global_values(model, 0, 30), model[0].shape, rect));
+  std::ofstream(dir / "latest") << "garbage\n";
+  r = recover_latest(dir);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->step, 20);
+  EXPECT_TRUE(contains_text(r->why, "`latest` is unreadable")) << r->why;
+  ASSERT_EQ(r->rejected.size(), 1u);
+  EXPECT_TRUE(contains_text(r->rejected[0], "step-000000030: ")) << r->rejected[0];
+  EXPECT_TRUE(contains_text(r->rejected[0], "shard-00000.h5")) << r->rejected[0];
+  // No step verifies: an error listing each, never "nothing to resume".
+  fs::remove(dir / "step-000000020" / "index.h5");
+  fs::remove(dir / "step-000000010" / "index.h5");
+  try {
+    recover_latest(dir);
+    FAIL() << "recovered a step although none verifies";
+  } catch (const CheckpointError& e) {
+    for (const char* step : {"step-000000030: ", "step-000000020: ", "step-000000010: "})
+      EXPECT_TRUE(contains_text(e.what(), step)) << e.what();
+  }
+}
+
+TEST(Checkpoint, FallbackSkipsAStepWithoutIndexAndALatestNamingNoStep) {
+  const fs::path dir = test_dir();
+  const auto model = small_model();
+  save_step(dir, 10, 2, row_tiles);
+  save_step(dir, 20, 2, row_tiles);
+  fs::remove(dir / "step-000000020" / "index.h5");
+  RankTargets t = rank_targets(model, col_tiles, 0, 2);
+  EXPECT_THROW(load_checkpoint(dir, t.reads), CheckpointError);
+  LoadOptions fb;
+  fb.fallback = true;
+  EXPECT_EQ(load_checkpoint(dir, t.reads, fb).step, 10);
+  write_latest(dir, 40);
+  EXPECT_THROW(load_checkpoint(dir, t.reads), MissingShard);
+  const LoadResult res = load_checkpoint(dir, t.reads, fb);
+  EXPECT_EQ(res.step, 10);
+  EXPECT_TRUE(res.fell_back);
+}
+
+TEST(Checkpoint, LoadChecksEachStepBeforeReadingAndARefusalIsNeverFallenBackFrom) {
+  const fs::path dir = test_dir();
+  const auto model = small_model();
+  save_step(dir, 10, 2, row_tiles);
+  save_step(dir, 20, 2, row_tiles);
+  fs::remove(dir / "step-000000020" / "index.h5");
+  RankTargets t = rank_targets(model, col_tiles, 0, 2);
+  LoadOptions options;
+  options.fallback = true;
+  std::vector<int64_t> checked;
+  options.check = [&checked](const CheckpointReader& reader) { checked.push_back(reader.step()); };
+  EXPECT_EQ(load_checkpoint(dir, t.reads, options).step, 10);
+  EXPECT_EQ(checked, (std::vector<int64_t>{10}));  // 20 did not open
+  options.check = [](const CheckpointReader& reader) {
+    throw RequestMismatch(reader.step_dir().string(), "test", "another model");
+  };
+  EXPECT_THROW(load_checkpoint(dir, t.reads, options), RequestMismatch);
 }
 
 }  // namespace
