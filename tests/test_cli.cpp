@@ -30,6 +30,8 @@ Result run(const std::string& args) {
   return r;
 }
 
+std::string first_line(const std::string& output) { return output.substr(0, output.find('\n')); }
+
 TEST(CliLayout, RanksLayoutsForTheTinyJob) {
   const Result r = run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource +
                        "/job_templates/tiny.toml --nodes 1 --explain");
@@ -87,6 +89,18 @@ TEST(CliLayout, BadInputExitsTwoWithThePosition) {
   EXPECT_EQ(run("layout --site x.toml --job y.toml --nodes zero").code, 2);
   EXPECT_EQ(run("layout --sight x.toml").code, 2);
   EXPECT_EQ(run("frobnicate").code, 2);
+}
+
+TEST(CliLayout, ConfigThatIsADirectoryOrEmptyExitsTwoNamingIt) {
+  const std::string tiny = kSource + "/job_templates/tiny.toml", site = kSource + "/site_configs/laptop-cpu.toml";
+  const Result null_site = run("layout --site /dev/null --job " + tiny + " --nodes 1");
+  EXPECT_EQ(null_site.code, 2) << null_site.output;
+  EXPECT_EQ(first_line(null_site.output).rfind("axonn layout: /dev/null: holds no settings", 0), 0u)
+      << null_site.output;
+  const Result dir_job = run("layout --site " + site + " --job " + kSource + "/job_templates --nodes 1");
+  EXPECT_EQ(dir_job.code, 2) << dir_job.output;
+  EXPECT_EQ(first_line(dir_job.output).rfind("axonn layout: " + kSource + "/job_templates: is a directory", 0), 0u)
+      << dir_job.output;
 }
 
 }  // namespace
