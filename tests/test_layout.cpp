@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -460,6 +463,72 @@ TEST(LayoutReport, TableColumnsStayAlignedAtLargeCounts) {
     }
   }
   EXPECT_EQ(rows, static_cast<int>(r.ranked.size()));
+}
+
+// docs/parallel-plan.md's "Bytes per element" table: data -> (float32 job, bfloat16 job).
+std::map<std::string, std::pair<int64_t, int64_t>> documented_element_bytes() {
+  std::ifstream in(std::string(AXONN_SOURCE_DIR) + "/docs/parallel-plan.md");
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) inside = line == "## Bytes per element";
+    if (!inside || line.rfind("| ", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream split(line.substr(1));
+    for (std::string cell; std::getline(split, cell, '|');) cells.push_back(cell.substr(1, cell.size() - 2));
+    if (cells.size() == 4 && std::isdigit(static_cast<unsigned char>(cells[2][0])))
+      rows[cells[0]] = {std::stoll(cells[2]), std::stoll(cells[3])};
+  }
+  return rows;
+}
+
+// The model moves each kind of data in the type the docs give per dtype, and the predicted
+// bytes of a bfloat16 job differ from a float32 job's exactly by that, axis by axis (the
+// trainer's counters equal the model's: model_step.cpp checks them in both types).
+TEST(LayoutVolume, Bfloat16AndFloat32BytesDifferAsTheDocsSay) {
+  const auto docs = documented_element_bytes();
+  ASSERT_EQ(docs.size(), 4u) << "docs/parallel-plan.md, ## Bytes per element";
+  const CollectiveTypes f32 = collective_types(ElementType::float32);
+  const CollectiveTypes bf16 = collective_types(ElementType::bfloat16);
+  const auto sizes = [](ElementType a, ElementType b) {
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(element_size(a)), static_cast<int64_t>(element_size(b)));
+  };
+  EXPECT_EQ(docs.at("weights"), sizes(f32.weights, bf16.weights));
+  EXPECT_EQ(docs.at("activations"), sizes(f32.activations, bf16.activations));
+  EXPECT_EQ(docs.at("gradients"), sizes(f32.gradients, bf16.gradients));
+  EXPECT_EQ(docs.at("statistics"), sizes(f32.statistics, bf16.statistics));
+
+  ChooserInput in = tiny_input();  // L = 1, T = 4
+  in.machine.tasks_per_node = 16;
+  const Layout l = parse_layout("2x2x2x2");  // b = 4/(2*2) = 1 sequence, A = 1, m = 4 tokens
+  const StepVolume a = predict_step_volume(in, l);
+  in.batch.dtype = ElementType::bfloat16;
+  const StepVolume b = predict_step_volume(in, l);
+  // Statistics elements per cell (docs): 2L+1 = 3 LayerNorms of 2m forward and 2m backward over
+  // x; the loss's m*2 over y and its gathered row maxima m*G_y; the world's 4.
+  struct Cell {
+    CommAxis axis;
+    CollectiveKind kind;
+    const char* data;       // the documented row the cell's other bytes move as
+    int64_t statistics;     // elements
+  };
+  using K = CollectiveKind;
+  const Cell cells[] = {
+      {CommAxis::z, K::all_gather, "weights", 0},         {CommAxis::z, K::reduce_scatter, "gradients", 0},
+      {CommAxis::z, K::all_reduce, "gradients", 0},       {CommAxis::data, K::all_reduce, "gradients", 0},
+      {CommAxis::x, K::all_reduce, "activations", 3 * 16}, {CommAxis::y, K::all_reduce, "activations", 8},
+      {CommAxis::y, K::all_gather, "statistics", 8},      {CommAxis::world, K::all_reduce, "statistics", 4},
+  };
+  const auto [stat32, stat16] = docs.at("statistics");
+  for (const Cell& c : cells) {
+    const auto [per32, per16] = docs.at(c.data);
+    const int64_t other32 = a.at(c.axis, c.kind).bytes - c.statistics * stat32;
+    ASSERT_GT(a.at(c.axis, c.kind).bytes, 0) << comm_axis_name(c.axis) << " " << collective_name(c.kind);
+    ASSERT_EQ(other32 % per32, 0) << comm_axis_name(c.axis) << " " << collective_name(c.kind);
+    EXPECT_EQ(b.at(c.axis, c.kind).bytes, other32 / per32 * per16 + c.statistics * stat16)
+        << comm_axis_name(c.axis) << " " << collective_name(c.kind);
+    EXPECT_EQ(b.at(c.axis, c.kind).calls, a.at(c.axis, c.kind).calls);
+  }
 }
 
 }  // namespace

@@ -91,7 +91,8 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        fmt("%.3g", in.machine.intra_node.bandwidth_bytes_per_s) + " B/s, inter " +
        fmt("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta,\n"
-       "  beta and alpha of the slowest link the group spans; no overlap assumed\n\n";
+       "  beta and alpha of the slowest link the group spans; no overlap assumed\n";
+  s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n\n");
   if (r.fits()) {
     const Candidate& best = r.best();
     s += "best: " + format_layout_with_order(best.layout) + " (rank order fastest first: " + format_order(best.layout) +
