@@ -134,8 +134,8 @@ TEST(CliLayout, ConfigThatIsADirectoryOrEmptyExitsTwoNamingIt) {
 }
 
 TEST(CliLayout, WithoutNodesOutsideAnAllocationIsAnError) {
-  const Result r = run_in_allocation("", "layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " +
-                                             kSource + "/job_templates/tiny.toml");
+  const Result r = run_in_allocation(
+      "", "layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource + "/job_templates/tiny.toml");
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_EQ(first_line(r.output).rfind("axonn layout: missing --nodes N: outside a Slurm allocation", 0), 0u)
       << r.output;
@@ -153,20 +153,23 @@ TEST(CliLayout, WithoutNodesInsideAnAllocationUsesItAndSaysSo) {
                                           "SLURM_JOB_NUM_NODES=2; SLURM_NTASKS=8 / 2 nodes)");
   const Result per_node = run_in_allocation("SLURM_NNODES=3 SLURM_NTASKS_PER_NODE=2 SLURM_NTASKS=6", args);
   EXPECT_EQ(per_node.code, 0) << per_node.output;
-  EXPECT_NE(first_line(per_node.output).find(": 3 nodes x 2 GPUs = 6 ranks (the Slurm allocation: SLURM_NNODES=3; "
-                                             "SLURM_NTASKS_PER_NODE=2)"),
+  EXPECT_NE(first_line(per_node.output)
+                .find(": 3 nodes x 2 GPUs = 6 ranks (the Slurm allocation: SLURM_NNODES=3; "
+                      "SLURM_NTASKS_PER_NODE=2)"),
             std::string::npos)
       << per_node.output;
   const Result gpus = run_in_allocation("SLURM_JOB_NUM_NODES=1 SLURM_GPUS_ON_NODE=4", args);
   EXPECT_EQ(gpus.code, 0) << gpus.output;
-  EXPECT_NE(first_line(gpus.output).find(": 1 nodes x 4 GPUs = 4 ranks (the Slurm allocation: SLURM_JOB_NUM_NODES=1; "
-                                         "SLURM_GPUS_ON_NODE=4)"),
+  EXPECT_NE(first_line(gpus.output)
+                .find(": 1 nodes x 4 GPUs = 4 ranks (the Slurm allocation: SLURM_JOB_NUM_NODES=1; "
+                      "SLURM_GPUS_ON_NODE=4)"),
             std::string::npos)
       << gpus.output;
   const Result site = run_in_allocation("SLURM_JOB_NUM_NODES=2", args);
   EXPECT_EQ(site.code, 0) << site.output;
-  EXPECT_NE(first_line(site.output).find(": 2 nodes x 8 GPUs = 16 ranks (the Slurm allocation: "
-                                         "SLURM_JOB_NUM_NODES=2; no task count, so site dgx-h100's gpus_per_node)"),
+  EXPECT_NE(first_line(site.output)
+                .find(": 2 nodes x 8 GPUs = 16 ranks (the Slurm allocation: "
+                      "SLURM_JOB_NUM_NODES=2; no task count, so site dgx-h100's gpus_per_node)"),
             std::string::npos)
       << site.output;
   const Result explicit_count = run_in_allocation("SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=8", args + " --nodes 1");

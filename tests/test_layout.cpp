@@ -414,11 +414,11 @@ TEST(LayoutReport, RejectedLayoutsSortByReasonThenNumerically) {
   in.machine.tasks_per_node = 128;
   const std::string explain = format_explain(choose_layout(in), 10);
   size_t last = 0;
-  for (const char* reason : {"hidden=8 is not divisible by G_x*G_z=16: ", "hidden=8 is not divisible by G_x*G_z=128: ",
-                             "heads=2 is not divisible by G_y=4: ", "heads=2 is not divisible by G_y=8: ",
-                             "global_batch=4 is not divisible by G_data*G_z=8: ",
-                             "global_batch=4 is not divisible by G_data*G_z=16: ",
-                             "global_batch=4 is not divisible by G_data*G_z=128: "}) {
+  for (const char* reason :
+       {"hidden=8 is not divisible by G_x*G_z=16: ", "hidden=8 is not divisible by G_x*G_z=128: ",
+        "heads=2 is not divisible by G_y=4: ", "heads=2 is not divisible by G_y=8: ",
+        "global_batch=4 is not divisible by G_data*G_z=8: ", "global_batch=4 is not divisible by G_data*G_z=16: ",
+        "global_batch=4 is not divisible by G_data*G_z=128: "}) {
     const size_t at = explain.find(reason);
     ASSERT_NE(at, std::string::npos) << reason << "\n" << explain;
     EXPECT_GT(at, last) << reason << " is out of order:\n" << explain;
@@ -509,15 +509,15 @@ TEST(LayoutVolume, Bfloat16AndFloat32BytesDifferAsTheDocsSay) {
   struct Cell {
     CommAxis axis;
     CollectiveKind kind;
-    const char* data;       // the documented row the cell's other bytes move as
-    int64_t statistics;     // elements
+    const char* data;    // the documented row the cell's other bytes move as
+    int64_t statistics;  // elements
   };
   using K = CollectiveKind;
   const Cell cells[] = {
-      {CommAxis::z, K::all_gather, "weights", 0},         {CommAxis::z, K::reduce_scatter, "gradients", 0},
-      {CommAxis::z, K::all_reduce, "gradients", 0},       {CommAxis::data, K::all_reduce, "gradients", 0},
+      {CommAxis::z, K::all_gather, "weights", 0},          {CommAxis::z, K::reduce_scatter, "gradients", 0},
+      {CommAxis::z, K::all_reduce, "gradients", 0},        {CommAxis::data, K::all_reduce, "gradients", 0},
       {CommAxis::x, K::all_reduce, "activations", 3 * 16}, {CommAxis::y, K::all_reduce, "activations", 8},
-      {CommAxis::y, K::all_gather, "statistics", 8},      {CommAxis::world, K::all_reduce, "statistics", 4},
+      {CommAxis::y, K::all_gather, "statistics", 8},       {CommAxis::world, K::all_reduce, "statistics", 4},
   };
   const auto [stat32, stat16] = docs.at("statistics");
   for (const Cell& c : cells) {

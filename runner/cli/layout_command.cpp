@@ -49,8 +49,8 @@ RankCount rank_count(const Args& args, const SiteConfig& site) {
     }
   }
   if (int64_t{count.nodes} * count.per_node > kMaxWorld)
-    throw UsageError(std::to_string(count.nodes) + " nodes x " + std::to_string(count.per_node) + " GPUs = " +
-                     std::to_string(int64_t{count.nodes} * count.per_node) + " ranks is more than the " +
+    throw UsageError(std::to_string(count.nodes) + " nodes x " + std::to_string(count.per_node) +
+                     " GPUs = " + std::to_string(int64_t{count.nodes} * count.per_node) + " ranks is more than the " +
                      std::to_string(kMaxWorld) + " the chooser handles; give fewer --nodes or --gpus-per-node");
   return count;
 }

@@ -63,10 +63,10 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
            fmt("%.3f", c.cost.compute_s * 1e3)};
     for (int a = 0; a < kCommAxisCount; ++a) {
       const auto axis = static_cast<CommAxis>(a);
-      row.push_back(c.volume.group_size[static_cast<size_t>(a)] > 1
-                        ? fmt("%.3f", c.cost.comm_s[static_cast<size_t>(a)] * 1e3).append("/").append(
-                              mib(c.volume.bytes(axis)))
-                        : "-");
+      row.push_back(
+          c.volume.group_size[static_cast<size_t>(a)] > 1
+              ? fmt("%.3f", c.cost.comm_s[static_cast<size_t>(a)] * 1e3).append("/").append(mib(c.volume.bytes(axis)))
+              : "-");
     }
     const double used = static_cast<double>(c.memory.total());
     row.push_back(human_bytes(used));

@@ -51,7 +51,11 @@ std::string describe_collective_types(ElementType dtype) {
     if (!s.empty()) s.append(", ");
     for (size_t i = 0; i < names.size(); ++i)
       s.append(i == 0 ? "" : i + 1 == names.size() ? " and " : ", ").append(names[i]);
-    s.append(" ").append(std::to_string(element_size(type))).append(" bytes (").append(element_type_name(type)).append(")");
+    s.append(" ")
+        .append(std::to_string(element_size(type)))
+        .append(" bytes (")
+        .append(element_type_name(type))
+        .append(")");
   }
   return s;
 }
