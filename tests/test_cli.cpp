@@ -19,9 +19,9 @@ struct Result {
   std::string output;  // stdout and stderr
 };
 
-Result run(const std::string& args) {
+Result run_command(const std::string& command) {
   Result r;
-  FILE* pipe = popen((kAxonn + " " + args + " 2>&1").c_str(), "r");
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (!pipe) return r;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, pipe)) r.output.append(buf, n);
@@ -29,6 +29,20 @@ Result run(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+Result run(const std::string& args) { return run_command(kAxonn + " " + args); }
+
+// `axonn layout` with the Slurm allocation variables unset, then `assignments` set
+// ("SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=8"), whatever the environment ctest runs in.
+Result run_in_allocation(const std::string& assignments, const std::string& args) {
+  std::string unset = "env";
+  for (const char* name :
+       {"SLURM_JOB_NUM_NODES", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS", "SLURM_GPUS_ON_NODE"})
+    unset += std::string(" -u ") + name;
+  return run_command(unset + " " + assignments + " " + kAxonn + " " + args);
+}
+
+std::string first_line(const std::string& output) { return output.substr(0, output.find('\n')); }
 
 TEST(CliLayout, RanksLayoutsForTheTinyJob) {
   const Result r = run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource +
@@ -87,6 +101,108 @@ TEST(CliLayout, BadInputExitsTwoWithThePosition) {
   EXPECT_EQ(run("layout --site x.toml --job y.toml --nodes zero").code, 2);
   EXPECT_EQ(run("layout --sight x.toml").code, 2);
   EXPECT_EQ(run("frobnicate").code, 2);
+}
+
+// The README's tiny job on 2048 DGX nodes: no split of 16384 ranks divides its batch of 12 and
+// hidden 64. The answer comes at once, blames divisibility and names the count that runs.
+TEST(CliLayout, TooManyGpusForTheJobBlamesDivisibilityAndNamesACountThatRuns) {
+  const Result r = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
+                       "/job_templates/tiny.toml --nodes 2048");
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("no layout of 16384 ranks fits this job: no data x X x Y x Z split of 16384 ranks divides "
+                          "the job (e.g. 16384x1x1x1: global_batch=12 is not divisible by G_data*G_z=16384); the "
+                          "nearest GPU count on which a layout runs: 3072 GPUs (384 nodes of 8), none above 16384\n"),
+            std::string::npos)
+      << r.output;
+  const Result huge = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
+                          "/job_templates/tiny.toml --nodes 1048576 --gpus-per-node 32");
+  EXPECT_EQ(huge.code, 2) << huge.output;
+  EXPECT_NE(huge.output.find("33554432 ranks is more than the 16777216 the chooser handles"), std::string::npos)
+      << huge.output;
+}
+
+TEST(CliLayout, ConfigThatIsADirectoryOrEmptyExitsTwoNamingIt) {
+  const std::string tiny = kSource + "/job_templates/tiny.toml", site = kSource + "/site_configs/laptop-cpu.toml";
+  const Result null_site = run("layout --site /dev/null --job " + tiny + " --nodes 1");
+  EXPECT_EQ(null_site.code, 2) << null_site.output;
+  EXPECT_EQ(first_line(null_site.output).rfind("axonn layout: /dev/null: holds no settings", 0), 0u)
+      << null_site.output;
+  const Result dir_job = run("layout --site " + site + " --job " + kSource + "/job_templates --nodes 1");
+  EXPECT_EQ(dir_job.code, 2) << dir_job.output;
+  EXPECT_EQ(first_line(dir_job.output).rfind("axonn layout: " + kSource + "/job_templates: is a directory", 0), 0u)
+      << dir_job.output;
+}
+
+TEST(CliLayout, WithoutNodesOutsideAnAllocationIsAnError) {
+  const Result r = run_in_allocation(
+      "", "layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource + "/job_templates/tiny.toml");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(first_line(r.output).rfind("axonn layout: missing --nodes N: outside a Slurm allocation", 0), 0u)
+      << r.output;
+}
+
+// Inside salloc or sbatch the allocation's nodes and tasks (or GPUs) per node are priced, and
+// the first line says where they came from.
+TEST(CliLayout, WithoutNodesInsideAnAllocationUsesItAndSaysSo) {
+  const std::string args =
+      "layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource + "/job_templates/tiny.toml";
+  const Result tasks = run_in_allocation("SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=8", args);
+  EXPECT_EQ(tasks.code, 0) << tasks.output;
+  EXPECT_EQ(first_line(tasks.output), "site dgx-h100, job " + kSource +
+                                          "/job_templates/tiny.toml: 2 nodes x 4 GPUs = 8 ranks (the Slurm allocation: "
+                                          "SLURM_JOB_NUM_NODES=2; SLURM_NTASKS=8 / 2 nodes)");
+  const Result per_node = run_in_allocation("SLURM_NNODES=3 SLURM_NTASKS_PER_NODE=2 SLURM_NTASKS=6", args);
+  EXPECT_EQ(per_node.code, 0) << per_node.output;
+  EXPECT_NE(first_line(per_node.output)
+                .find(": 3 nodes x 2 GPUs = 6 ranks (the Slurm allocation: SLURM_NNODES=3; "
+                      "SLURM_NTASKS_PER_NODE=2)"),
+            std::string::npos)
+      << per_node.output;
+  const Result gpus = run_in_allocation("SLURM_JOB_NUM_NODES=1 SLURM_GPUS_ON_NODE=4", args);
+  EXPECT_EQ(gpus.code, 0) << gpus.output;
+  EXPECT_NE(first_line(gpus.output)
+                .find(": 1 nodes x 4 GPUs = 4 ranks (the Slurm allocation: SLURM_JOB_NUM_NODES=1; "
+                      "SLURM_GPUS_ON_NODE=4)"),
+            std::string::npos)
+      << gpus.output;
+  const Result site = run_in_allocation("SLURM_JOB_NUM_NODES=2", args);
+  EXPECT_EQ(site.code, 0) << site.output;
+  EXPECT_NE(first_line(site.output)
+                .find(": 2 nodes x 8 GPUs = 16 ranks (the Slurm allocation: "
+                      "SLURM_JOB_NUM_NODES=2; no task count, so site dgx-h100's gpus_per_node)"),
+            std::string::npos)
+      << site.output;
+  const Result explicit_count = run_in_allocation("SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=8", args + " --nodes 1");
+  EXPECT_EQ(first_line(explicit_count.output),
+            "site dgx-h100, job " + kSource + "/job_templates/tiny.toml: 1 nodes x 8 GPUs = 8 ranks")
+      << explicit_count.output;
+  const Result uneven = run_in_allocation("SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=5", args);
+  EXPECT_EQ(uneven.code, 2) << uneven.output;
+  EXPECT_NE(uneven.output.find("SLURM_NTASKS=5 tasks do not split evenly over SLURM_JOB_NUM_NODES=2 nodes"),
+            std::string::npos)
+      << uneven.output;
+  const Result bad = run_in_allocation("SLURM_JOB_NUM_NODES=two", args);
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("SLURM_JOB_NUM_NODES='two' is not a count"), std::string::npos) << bad.output;
+}
+
+// --explain says what the collectives move per element, as docs/parallel-plan.md's table does.
+TEST(CliLayout, ExplainSaysTheBytesPerElementOfTheJobsDtype) {
+  const std::string args = "layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
+                           "/job_templates/gpt-small.toml --nodes 1 --explain";
+  const Result bf16 = run(args);
+  EXPECT_EQ(bf16.code, 0) << bf16.output;
+  EXPECT_NE(bf16.output.find("\n  bytes per element: weights and activations 2 bytes (bfloat16), gradients and "
+                             "statistics 4 bytes (float32)\n"),
+            std::string::npos)
+      << bf16.output;
+  const Result f32 = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
+                         "/job_templates/tiny.toml --nodes 1 --explain");
+  EXPECT_EQ(f32.code, 0) << f32.output;
+  EXPECT_NE(f32.output.find("\n  bytes per element: weights, activations, gradients and statistics 4 bytes "
+                            "(float32)\n"),
+            std::string::npos)
+      << f32.output;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Site and job configs: the shipped files load; errors carry file:line:column and the
 // allowed values; merge order; path resolution; unit conversion for the chooser.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -38,6 +39,27 @@ TEST(Config, EveryShippedFileLoads) {
   const SiteConfig dgx = load_site_config((kSource / "site_configs/dgx-h100.toml").string());
   EXPECT_EQ(dgx.gpus_per_node, 8);
   EXPECT_EQ(dgx.memory_gib, 80);
+}
+
+// A path that names no config must not load as all defaults: a directory, an empty file,
+// /dev/null, a file of comments only. The message starts with the path and names a file to use.
+TEST(Config, DirectoryEmptyFileAndDevNullAreErrorsNamingTheFile) {
+  const fs::path dir = fs::temp_directory_path() / ("axonn_test_config_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "empty.toml").close();
+  std::ofstream(dir / "comments.toml") << "# a site config, some day\n\n";
+  for (const fs::path& path : {dir, dir / "empty.toml", dir / "comments.toml", fs::path("/dev/null")}) {
+    const std::string site = error_of([&] { load_site_config(path.string()); });
+    EXPECT_EQ(site.rfind(path.string() + ": ", 0), 0u) << site;
+    EXPECT_NE(site.find("site_configs/example.toml"), std::string::npos) << site;
+    const std::string job = error_of([&] { load_job_config(path.string(), SiteConfig{}); });
+    EXPECT_EQ(job.rfind(path.string() + ": ", 0), 0u) << job;
+    EXPECT_NE(job.find("job_templates/tiny.toml"), std::string::npos) << job;
+  }
+  EXPECT_NE(error_of([&] { load_site_config(dir.string()); }).find(": is a directory"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_job_config("/dev/null", SiteConfig{}); }).find(": holds no settings"),
+            std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST(Config, UnknownKeyNamesPositionValidKeysAndSuggestion) {

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
 #include <random>
+#include <regex>
 #include <set>
+#include <sstream>
 
 #include "layout/layout_report.hpp"
 #include "layout/layout_search.hpp"
@@ -332,6 +337,198 @@ TEST(LayoutSearch, NoFitSuggestionMakesALayoutFit) {
   EXPECT_TRUE(choose_layout(bigger).fits()) << change;
   bigger.machine.nodes -= 1;
   EXPECT_FALSE(choose_layout(bigger).fits()) << "the suggestion is not the smallest: " << change;
+}
+
+// The chooser takes its sizes from the count's divisors and checks a size tuple before pricing
+// its orders; the no-fit hint builds its candidates from the job's dimensions. So counts of a
+// million GPUs answer at once (ctest's TIMEOUT is the hang guard): a prime, the two counts
+// below 10^6 with the most factorizations, 10^6 and 2^20.
+TEST(LayoutSearch, ChooserAndHintAnswerForMillionsOfGpus) {
+  ChooserInput in = tiny_input();  // C = 8, H = 2, V = 16, B = 4: at most 8 * 2 * 4 = 64 ranks divide it
+  in.machine.tasks_per_node = 1;
+  for (int world : {999983, 720720, 997920, 1000000, 1 << 20}) {
+    in.machine.nodes = world;
+    const ChooserResult r = choose_layout(in);
+    EXPECT_FALSE(r.fits()) << world;
+    EXPECT_EQ(static_cast<int64_t>(r.rejected.size()), ordered_factorizations(world)) << world;
+    const std::string w = std::to_string(world);
+    EXPECT_EQ(smallest_fitting_change(in),
+              "no data x X x Y x Z split of " + w + " ranks divides the job (e.g. " + w +
+                  "x1x1x1: global_batch=4 is not divisible by G_data*G_z=" + w +
+                  "); the nearest GPU count on which a layout runs: 64 GPUs (64 nodes of 1), none above " + w);
+  }
+  // A global batch of 720720 sequences divides 720720 data-parallel ranks: that count is ranked.
+  in.batch.global_batch = 720720;
+  in.machine.nodes = 720720;
+  const ChooserResult r = choose_layout(in);
+  ASSERT_TRUE(r.fits());
+  EXPECT_TRUE(std::any_of(r.ranked.begin(), r.ranked.end(),
+                          [](const Candidate& c) { return format_layout(c.layout) == "720720x1x1x1"; }));
+  EXPECT_EQ(smallest_fitting_change(in), "");
+}
+
+// GPT-2 small on 125 DGX-like nodes of 8 (8000 = 2^6 * 5^3 GPUs): no split divides its
+// dimensions (no factor 5 in any), whatever the memory.
+ChooserInput gpt_small_on(int nodes) {
+  ChooserInput in;
+  in.model = {12, 768, 12, 50304, 1024};
+  in.batch = {512, 16, ElementType::bfloat16};
+  in.machine.nodes = nodes;
+  in.machine.tasks_per_node = 8;
+  in.machine.peak_flops = 989e12;
+  in.machine.memory_bytes = 80.0 * (1 << 30);
+  in.machine.intra_node = {450e9, 2e-6};
+  in.machine.inter_node = {50e9, 5e-6};
+  return in;
+}
+
+TEST(LayoutSearch, NoSplitDividesBlamesDivisibilityAndNamesTheNearestCountsThatRun) {
+  const ChooserInput in = gpt_small_on(1000);
+  ASSERT_FALSE(choose_layout(in).fits());
+  const std::string change = smallest_fitting_change(in);
+  EXPECT_EQ(change.find("no data x X x Y x Z split of 8000 ranks divides the job (e.g. 8000x1x1x1: "
+                        "global_batch=512 is not divisible by G_data*G_z=8000); the nearest GPU counts on which a "
+                        "layout runs: "),
+            0u)
+      << change;
+  EXPECT_EQ(change.find("memory"), std::string::npos) << change;
+  // "...: B GPUs (B/8 nodes of 8) and A GPUs (A/8 nodes of 8)": both run, no count of whole
+  // nodes between them does.
+  std::smatch counts;
+  ASSERT_TRUE(std::regex_search(change, counts, std::regex("([0-9]+) GPUs \\([0-9]+ nodes of 8\\) and ([0-9]+) GPUs")))
+      << change;
+  const int below = std::stoi(counts[1]), above = std::stoi(counts[2]);
+  ASSERT_GT(below, 0) << change;
+  ASSERT_GT(above, 8000) << change;
+  ASSERT_LT(below, 8000) << change;
+  EXPECT_TRUE(choose_layout(gpt_small_on(below / 8)).fits()) << change;
+  EXPECT_TRUE(choose_layout(gpt_small_on(above / 8)).fits()) << change;
+  for (int nodes = below / 8 + 1; nodes < above / 8; ++nodes)
+    EXPECT_FALSE(choose_layout(gpt_small_on(nodes)).fits()) << nodes << " nodes run it, nearer than " << change;
+}
+
+// Reasons in the order of the checks, each check's by its number (G_data*G_z=8 before =16 and
+// =128), each reason's layouts by their sizes.
+TEST(LayoutReport, RejectedLayoutsSortByReasonThenNumerically) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 128;
+  const std::string explain = format_explain(choose_layout(in), 10);
+  size_t last = 0;
+  for (const char* reason :
+       {"hidden=8 is not divisible by G_x*G_z=16: ", "hidden=8 is not divisible by G_x*G_z=128: ",
+        "heads=2 is not divisible by G_y=4: ", "heads=2 is not divisible by G_y=8: ",
+        "global_batch=4 is not divisible by G_data*G_z=8: ", "global_batch=4 is not divisible by G_data*G_z=16: ",
+        "global_batch=4 is not divisible by G_data*G_z=128: "}) {
+    const size_t at = explain.find(reason);
+    ASSERT_NE(at, std::string::npos) << reason << "\n" << explain;
+    EXPECT_GT(at, last) << reason << " is out of order:\n" << explain;
+    last = at;
+  }
+  EXPECT_NE(explain.find("global_batch=4 is not divisible by G_data*G_z=32: 8x2x2x4, 16x2x2x2, 16x4x1x2, "
+                         "32x2x2x1, 32x4x1x1\n"),
+            std::string::npos)
+      << explain;
+}
+
+// Right-aligned columns end where their header does on every row, one space at least
+// between cells, however wide the values (720720x1x1x1 is as wide as the layout column was).
+TEST(LayoutReport, TableColumnsStayAlignedAtLargeCounts) {
+  ChooserInput in = tiny_input();
+  in.batch.global_batch = 720720;
+  in.machine.tasks_per_node = 8;
+  in.machine.nodes = 90090;
+  const ChooserResult r = choose_layout(in);
+  ASSERT_TRUE(r.fits());
+  std::istringstream table(format_ranked_table(r, static_cast<int>(r.ranked.size())));
+  std::string header;
+  std::getline(table, header);
+  std::vector<size_t> ends;
+  size_t from = 0;
+  for (const char* name : {"#", "layout", "order", "step ms", "compute", "x ms/MiB", "y ms/MiB", "z ms/MiB",
+                           "data ms/MiB", "world ms/MiB", "memory", "free"}) {
+    const size_t at = header.find(name, from);
+    ASSERT_NE(at, std::string::npos) << name << " in " << header;
+    from = at + std::string(name).size();
+    ends.push_back(from);
+  }
+  ASSERT_EQ(ends.back(), header.size());
+  int rows = 0;
+  for (std::string line; std::getline(table, line); ++rows) {
+    ASSERT_EQ(line.size(), header.size()) << line << "\n" << header;
+    for (size_t e : ends) {
+      EXPECT_NE(line[e - 1], ' ') << "a cell does not end at column " << e << ":\n" << header << "\n" << line;
+      if (e < line.size()) {
+        EXPECT_EQ(line[e], ' ') << "cells run together at column " << e << ":\n" << line;
+      }
+    }
+  }
+  EXPECT_EQ(rows, static_cast<int>(r.ranked.size()));
+}
+
+// docs/parallel-plan.md's "Bytes per element" table: data -> (float32 job, bfloat16 job).
+std::map<std::string, std::pair<int64_t, int64_t>> documented_element_bytes() {
+  std::ifstream in(std::string(AXONN_SOURCE_DIR) + "/docs/parallel-plan.md");
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) inside = line == "## Bytes per element";
+    if (!inside || line.rfind("| ", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream split(line.substr(1));
+    for (std::string cell; std::getline(split, cell, '|');) cells.push_back(cell.substr(1, cell.size() - 2));
+    if (cells.size() == 4 && std::isdigit(static_cast<unsigned char>(cells[2][0])))
+      rows[cells[0]] = {std::stoll(cells[2]), std::stoll(cells[3])};
+  }
+  return rows;
+}
+
+// The model moves each kind of data in the type the docs give per dtype, and the predicted
+// bytes of a bfloat16 job differ from a float32 job's exactly by that, axis by axis (the
+// trainer's counters equal the model's: model_step.cpp checks them in both types).
+TEST(LayoutVolume, Bfloat16AndFloat32BytesDifferAsTheDocsSay) {
+  const auto docs = documented_element_bytes();
+  ASSERT_EQ(docs.size(), 4u) << "docs/parallel-plan.md, ## Bytes per element";
+  const CollectiveTypes f32 = collective_types(ElementType::float32);
+  const CollectiveTypes bf16 = collective_types(ElementType::bfloat16);
+  const auto sizes = [](ElementType a, ElementType b) {
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(element_size(a)), static_cast<int64_t>(element_size(b)));
+  };
+  EXPECT_EQ(docs.at("weights"), sizes(f32.weights, bf16.weights));
+  EXPECT_EQ(docs.at("activations"), sizes(f32.activations, bf16.activations));
+  EXPECT_EQ(docs.at("gradients"), sizes(f32.gradients, bf16.gradients));
+  EXPECT_EQ(docs.at("statistics"), sizes(f32.statistics, bf16.statistics));
+
+  ChooserInput in = tiny_input();  // L = 1, T = 4
+  in.machine.tasks_per_node = 16;
+  const Layout l = parse_layout("2x2x2x2");  // b = 4/(2*2) = 1 sequence, A = 1, m = 4 tokens
+  const StepVolume a = predict_step_volume(in, l);
+  in.batch.dtype = ElementType::bfloat16;
+  const StepVolume b = predict_step_volume(in, l);
+  // Statistics elements per cell (docs): 2L+1 = 3 LayerNorms of 2m forward and 2m backward over
+  // x; the loss's m*2 over y and its gathered row maxima m*G_y; the world's 4.
+  struct Cell {
+    CommAxis axis;
+    CollectiveKind kind;
+    const char* data;    // the documented row the cell's other bytes move as
+    int64_t statistics;  // elements
+  };
+  using K = CollectiveKind;
+  const Cell cells[] = {
+      {CommAxis::z, K::all_gather, "weights", 0},          {CommAxis::z, K::reduce_scatter, "gradients", 0},
+      {CommAxis::z, K::all_reduce, "gradients", 0},        {CommAxis::data, K::all_reduce, "gradients", 0},
+      {CommAxis::x, K::all_reduce, "activations", 3 * 16}, {CommAxis::y, K::all_reduce, "activations", 8},
+      {CommAxis::y, K::all_gather, "statistics", 8},       {CommAxis::world, K::all_reduce, "statistics", 4},
+  };
+  const auto [stat32, stat16] = docs.at("statistics");
+  for (const Cell& c : cells) {
+    const auto [per32, per16] = docs.at(c.data);
+    const int64_t other32 = a.at(c.axis, c.kind).bytes - c.statistics * stat32;
+    ASSERT_GT(a.at(c.axis, c.kind).bytes, 0) << comm_axis_name(c.axis) << " " << collective_name(c.kind);
+    ASSERT_EQ(other32 % per32, 0) << comm_axis_name(c.axis) << " " << collective_name(c.kind);
+    EXPECT_EQ(b.at(c.axis, c.kind).bytes, other32 / per32 * per16 + c.statistics * stat16)
+        << comm_axis_name(c.axis) << " " << collective_name(c.kind);
+    EXPECT_EQ(b.at(c.axis, c.kind).calls, a.at(c.axis, c.kind).calls);
+  }
 }
 
 }  // namespace

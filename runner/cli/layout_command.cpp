@@ -1,24 +1,70 @@
-// axonn layout --site S --job J --nodes N [--gpus-per-node G] [--top K] [--explain] [--json]
-// Ranks every 4D layout of N nodes x G GPUs for the job on the site. Exit 0 with the best,
-// 2 on bad input, 3 when nothing fits (naming the smallest change that would make one fit).
+// axonn layout --site S --job J [--nodes N] [--gpus-per-node G] [--top K] [--explain] [--json]
+// Ranks every 4D layout of N nodes x G GPUs for the job on the site; without --nodes, of the
+// Slurm allocation it runs in. Exit 0 with the best, 2 on bad input, 3 when nothing fits
+// (naming the smallest change that would make one fit).
 #include <cstdio>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/layout_allocation.hpp"
 #include "cli/layout_json.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_report.hpp"
 
 namespace axonn {
+namespace {
+
+struct RankCount {
+  int nodes = 0;
+  int per_node = 0;
+  std::string from;  // "" for the command line, else "the Slurm allocation: ..."
+};
+
+// --nodes and --gpus-per-node, else the allocation's counts, else the site's GPUs per node.
+RankCount rank_count(const Args& args, const SiteConfig& site) {
+  const auto nodes = args.integer("nodes", 1, 1 << 20);
+  const auto per_node = args.integer("gpus-per-node", 1, 4096);
+  RankCount count;
+  if (nodes) {
+    count.nodes = static_cast<int>(*nodes);
+    count.per_node = static_cast<int>(per_node.value_or(site.gpus_per_node));
+  } else {
+    const auto allocation = slurm_allocation(kMaxWorld);
+    if (!allocation)
+      throw UsageError(
+          "missing --nodes N: outside a Slurm allocation there is no node count to price; give --nodes N "
+          "[--gpus-per-node G], or run it inside salloc or sbatch, where it reads SLURM_JOB_NUM_NODES");
+    count.nodes = allocation->nodes;
+    count.from = "the Slurm allocation: " + allocation->nodes_from + "; ";
+    if (per_node) {
+      count.per_node = static_cast<int>(*per_node);
+      count.from += "--gpus-per-node " + std::to_string(*per_node);
+    } else if (allocation->ranks_per_node > 0) {
+      count.per_node = allocation->ranks_per_node;
+      count.from += allocation->ranks_per_node_from;
+    } else {
+      count.per_node = site.gpus_per_node;
+      count.from += "no task count, so site " + site.name + "'s gpus_per_node";
+    }
+  }
+  if (int64_t{count.nodes} * count.per_node > kMaxWorld)
+    throw UsageError(std::to_string(count.nodes) + " nodes x " + std::to_string(count.per_node) +
+                     " GPUs = " + std::to_string(int64_t{count.nodes} * count.per_node) + " ranks is more than the " +
+                     std::to_string(kMaxWorld) + " the chooser handles; give fewer --nodes or --gpus-per-node");
+  return count;
+}
+
+}  // namespace
 
 int command_layout(const CommandArgs& argv) {
   const std::vector<OptionSpec> specs = {
       {"site", true, "site config TOML (site_configs/*.toml)"},
       {"job", true, "job TOML (job_templates/*.toml)"},
       {"model", true, "same as --job"},
-      {"nodes", true, "number of nodes"},
-      {"gpus-per-node", true, "GPUs (ranks) per node; default: the site's gpus_per_node"},
+      {"nodes", true, "number of nodes; default: the Slurm allocation's (SLURM_JOB_NUM_NODES)"},
+      {"gpus-per-node", true,
+       "GPUs (ranks) per node; default: the allocation's tasks or GPUs per node, else the site's gpus_per_node"},
       {"top", true, "rows of the ranked table (default 10)"},
       {"explain", false, "memory formula, why runner-ups lost, rejected layouts"},
       {"json", false, "print the result as JSON"},
@@ -26,7 +72,7 @@ int command_layout(const CommandArgs& argv) {
   };
   const Args args(argv, specs);
   if (args.has("help")) {
-    std::printf("usage: axonn layout --site S --job J --nodes N [options]\n%s", format_options(specs).c_str());
+    std::printf("usage: axonn layout --site S --job J [--nodes N] [options]\n%s", format_options(specs).c_str());
     return exit_code::ok;
   }
   if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals()[0] + "'");
@@ -34,19 +80,19 @@ int command_layout(const CommandArgs& argv) {
   if (job_path.empty()) throw UsageError("missing required option '--job' (a job TOML, e.g. job_templates/tiny.toml)");
   const SiteConfig site = load_site_config(args.required("site"));
   const JobConfig job = load_job_config(job_path, site);
-  const int nodes = static_cast<int>(args.integer("nodes", 1, 1 << 20).value_or(1));
-  const int per_node = static_cast<int>(args.integer("gpus-per-node", 1, 4096).value_or(site.gpus_per_node));
+  const RankCount count = rank_count(args, site);
   const int top = static_cast<int>(args.integer("top", 1, 1 << 20).value_or(10));
 
-  const ChooserInput input = chooser_input(site, job, nodes, per_node);
+  const ChooserInput input = chooser_input(site, job, count.nodes, count.per_node);
   const ChooserResult result = choose_layout(input);
   const std::string change = result.fits() ? "" : smallest_fitting_change(input);
 
   if (args.has("json")) {
-    std::fputs(layout_result_json(result, top, change).c_str(), stdout);
+    std::fputs(layout_result_json(result, top, change, count.from).c_str(), stdout);
   } else {
-    std::printf("site %s, job %s: %d nodes x %d GPUs = %d ranks\n", site.name.c_str(), job_path.c_str(), nodes,
-                per_node, input.world());
+    const std::string from = count.from.empty() ? "" : " (" + count.from + ")";
+    std::printf("site %s, job %s: %d nodes x %d GPUs = %d ranks%s\n", site.name.c_str(), job_path.c_str(), count.nodes,
+                count.per_node, input.world(), from.c_str());
     if (result.fits()) {
       const Candidate& best = result.best();
       std::printf("best layout: %s (data x X x Y x Z = %s, rank order fastest first %s), predicted step %.3f ms\n\n",

@@ -41,7 +41,8 @@ toml::table candidate_json(const Candidate& c, double usable_bytes) {
 
 }  // namespace
 
-std::string layout_result_json(const ChooserResult& r, int top_k, const std::string& no_fit_change) {
+std::string layout_result_json(const ChooserResult& r, int top_k, const std::string& no_fit_change,
+                               const std::string& ranks_from) {
   const double usable = usable_memory(r.input.machine);
   toml::array ranked, rejected;
   for (size_t i = 0; i < r.ranked.size() && i < static_cast<size_t>(top_k); ++i)
@@ -54,6 +55,7 @@ std::string layout_result_json(const ChooserResult& r, int top_k, const std::str
   };
   if (r.fits()) root.insert("best", format_layout_with_order(r.best().layout));
   if (!no_fit_change.empty()) root.insert("smallest_change", no_fit_change);
+  if (!ranks_from.empty()) root.insert("ranks_from", ranks_from);
   std::ostringstream out;
   out << toml::json_formatter{root} << "\n";
   return out.str();

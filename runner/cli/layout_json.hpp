@@ -7,6 +7,9 @@
 
 namespace axonn {
 
-std::string layout_result_json(const ChooserResult& result, int top_k, const std::string& no_fit_change);
+// ranks_from: where the node and GPU counts came from ("the Slurm allocation: ..."), empty
+// for the command line.
+std::string layout_result_json(const ChooserResult& result, int top_k, const std::string& no_fit_change,
+                               const std::string& ranks_from);
 
 }  // namespace axonn

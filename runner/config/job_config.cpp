@@ -99,7 +99,7 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
 
 JobConfig load_job_config(const std::string& path, const SiteConfig& site, const std::vector<std::string>& overrides) {
   const fs::path folder = fs::absolute(fs::path(path)).parent_path();
-  return read_job(parse_toml_file(path), path, folder, site, overrides);
+  return read_job(parse_toml_file(path, "a job TOML (e.g. job_templates/tiny.toml)"), path, folder, site, overrides);
 }
 
 JobConfig load_job_config_string(const std::string& text, const std::string& name, const SiteConfig& site,

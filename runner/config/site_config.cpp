@@ -98,7 +98,9 @@ ElementType parse_element_type(const std::string& name) {
   throw ConfigError("dtype \"" + name + "\" is not known; use \"float32\" or \"bfloat16\"");
 }
 
-SiteConfig load_site_config(const std::string& path) { return read_site(parse_toml_file(path), path); }
+SiteConfig load_site_config(const std::string& path) {
+  return read_site(parse_toml_file(path, "a site config TOML (site_configs/example.toml documents every key)"), path);
+}
 
 SiteConfig load_site_config_string(const std::string& text, const std::string& name) {
   return read_site(parse_toml_string(text, name), name);

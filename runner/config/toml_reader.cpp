@@ -1,6 +1,7 @@
 #include "config/toml_reader.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "config/config_error.hpp"
@@ -186,13 +187,20 @@ void TomlReader::finish() const {
   }
 }
 
-toml::table parse_toml_file(const std::string& path) {
+toml::table parse_toml_file(const std::string& path, const std::string& expected) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": is a directory; name " + expected);
+  toml::table table;
   try {
-    return toml::parse_file(path);
+    table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     if (e.source().begin.line == 0) throw ConfigError(path + ": cannot read: " + std::string(e.description()));
     throw ConfigError(describe(e, path));
   }
+  // All defaults is never what a config file is for: an empty file, /dev/null or a wrong path
+  // that happened to exist.
+  if (table.empty()) throw ConfigError(path + ": holds no settings (empty or only comments); name " + expected);
+  return table;
 }
 
 toml::table parse_toml_string(const std::string& text, const std::string& name) {

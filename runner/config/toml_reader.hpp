@@ -55,8 +55,10 @@ class TomlReader {
   std::vector<std::string> known_;  // every key asked for, in order, for "valid keys" lists
 };
 
-// Parses a TOML file; a syntax error becomes a ConfigError with file:line:column.
-toml::table parse_toml_file(const std::string& path);
+// Parses a TOML file; a syntax error becomes a ConfigError with file:line:column. So does a
+// path that is a directory or a file with no keys (empty, /dev/null), naming `expected`
+// ("a job TOML, e.g. job_templates/tiny.toml") as the fix.
+toml::table parse_toml_file(const std::string& path, const std::string& expected);
 toml::table parse_toml_string(const std::string& text, const std::string& name);
 
 // Applies "a.b.c=value" overrides onto table. The value is read as a TOML integer, float,

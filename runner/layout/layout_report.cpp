@@ -1,7 +1,8 @@
 #include "layout/layout_report.hpp"
 
+#include <algorithm>
 #include <cstdio>
-#include <map>
+#include <vector>
 
 #include "layout/model_plan.hpp"
 
@@ -19,6 +20,19 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
+// Right-aligned columns: column c is widths[c] wide, or one wider than its widest cell where
+// that is more, so a cell never runs into its neighbour however large the numbers get.
+std::string format_columns(std::vector<size_t> widths, const std::vector<std::vector<std::string>>& rows) {
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size() + 1);
+  std::string s;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) s.append(pad(row[c], widths[c]));
+    s.push_back('\n');
+  }
+  return s;
+}
+
 std::string mib(int64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
 // "812 KiB", "3.4 MiB", "71.20 GiB"
@@ -31,28 +45,35 @@ std::string human_bytes(double bytes) {
 }  // namespace
 
 std::string format_ranked_table(const ChooserResult& r, int top_k) {
-  std::string s;
-  s += pad("#", 3) + pad("layout", 12) + pad("order", 6) + pad("step ms", 11) + pad("compute", 10);
-  for (int a = 0; a < kCommAxisCount; ++a) s += pad(comm_axis_name(static_cast<CommAxis>(a)) + " ms/MiB", 17);
-  s += pad("memory", 11) + pad("free", 6) + "\n";
+  std::vector<size_t> widths = {3, 12, 6, 11, 10};
+  std::vector<std::string> header = {"#", "layout", "order", "step ms", "compute"};
+  for (int a = 0; a < kCommAxisCount; ++a) {
+    header.push_back(comm_axis_name(static_cast<CommAxis>(a)) + " ms/MiB");
+    widths.push_back(17);
+  }
+  header.insert(header.end(), {"memory", "free"});
+  widths.insert(widths.end(), {11, 6});
+  std::vector<std::vector<std::string>> rows = {header};
   const double usable = usable_memory(r.input.machine);
   const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = r.ranked[i];
-    s += pad(std::to_string(i + 1), 3) + pad(format_layout(c.layout), 12) + pad(format_order(c.layout), 6) +
-         pad(fmt("%.3f", c.cost.step_s() * 1e3), 11) + pad(fmt("%.3f", c.cost.compute_s * 1e3), 10);
+    auto& row = rows.emplace_back();
+    row = {std::to_string(i + 1), format_layout(c.layout), format_order(c.layout), fmt("%.3f", c.cost.step_s() * 1e3),
+           fmt("%.3f", c.cost.compute_s * 1e3)};
     for (int a = 0; a < kCommAxisCount; ++a) {
       const auto axis = static_cast<CommAxis>(a);
-      const std::string cell = c.volume.group_size[static_cast<size_t>(a)] > 1
-                                   ? fmt("%.3f", c.cost.comm_s[static_cast<size_t>(a)] * 1e3) + "/" +
-                                         mib(c.volume.bytes(axis))
-                                   : "-";
-      s += pad(cell, 17);
+      row.push_back(
+          c.volume.group_size[static_cast<size_t>(a)] > 1
+              ? fmt("%.3f", c.cost.comm_s[static_cast<size_t>(a)] * 1e3).append("/").append(mib(c.volume.bytes(axis)))
+              : "-");
     }
     const double used = static_cast<double>(c.memory.total());
-    s += pad(human_bytes(used), 11) + pad(fmt("%.0f%%", 100.0 * (1.0 - used / usable)), 6) + "\n";
+    row.push_back(human_bytes(used));
+    row.push_back(fmt("%.0f%%", 100.0 * (1.0 - used / usable)));
   }
-  if (r.ranked.size() > n) s += "   ... " + std::to_string(r.ranked.size() - n) + " more (--top K)\n";
+  std::string s = format_columns(widths, rows);
+  if (r.ranked.size() > n) s.append("   ... ").append(std::to_string(r.ranked.size() - n)).append(" more (--top K)\n");
   return s;
 }
 
@@ -70,7 +91,8 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        fmt("%.3g", in.machine.intra_node.bandwidth_bytes_per_s) + " B/s, inter " +
        fmt("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta,\n"
-       "  beta and alpha of the slowest link the group spans; no overlap assumed\n\n";
+       "  beta and alpha of the slowest link the group spans; no overlap assumed\n";
+  s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n\n");
   if (r.fits()) {
     const Candidate& best = r.best();
     s += "best: " + format_layout_with_order(best.layout) + " (rank order fastest first: " + format_order(best.layout) +
@@ -88,14 +110,16 @@ std::string format_explain(const ChooserResult& r, int top_k) {
       s += "  " + format_layout_with_order(r.ranked[i].layout) + ": " + r.ranked[i].why_lost + "\n";
   }
   if (!r.rejected.empty()) {
-    std::map<std::string, std::vector<std::string>> by_reason;
-    for (const auto& rej : r.rejected) by_reason[rej.reason].push_back(format_layout(rej.layout));
-    s += "rejected (" + std::to_string(r.rejected.size()) + " size tuples, every axis order each):\n";
-    for (const auto& [reason, layouts] : by_reason) {
-      s += "  " + reason + ": ";
-      for (size_t i = 0; i < layouts.size() && i < 12; ++i) s += (i ? ", " : "") + layouts[i];
-      if (layouts.size() > 12) s += ", ... (" + std::to_string(layouts.size()) + " in all)";
-      s += "\n";
+    s.append("rejected (").append(std::to_string(r.rejected.size())).append(" size tuples, every axis order each):\n");
+    // Sorted by reason, then numerically: each reason's layouts are adjacent.
+    for (size_t first = 0, end = 0; first < r.rejected.size(); first = end) {
+      const std::string& reason = r.rejected[first].reason;
+      while (end < r.rejected.size() && r.rejected[end].reason == reason) ++end;
+      s.append("  ").append(reason).append(": ");
+      for (size_t i = first; i < end && i < first + 12; ++i)
+        s.append(i > first ? ", " : "").append(format_layout(r.rejected[i].layout));
+      if (end - first > 12) s.append(", ... (").append(std::to_string(end - first)).append(" in all)");
+      s.push_back('\n');
     }
   }
   return s;

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 
+#include "layout/divisors.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
@@ -76,36 +78,98 @@ std::string why_slower(const Candidate& c, const Candidate& best) {
   return buf;
 }
 
-// Does any layout of this world run the job? (No pricing: the no-fit search is cheap.)
-bool any_fits(const ChooserInput& input) {
-  const int world = input.world();
-  for (int x = 1; x <= world; ++x)
-    for (int y = 1; world % x == 0 && y <= world / x; ++y)
-      for (int z = 1; (world / x) % y == 0 && z <= world / x / y; ++z) {
-        if ((world / x / y) % z != 0) continue;
-        Layout l;
-        l.x = x, l.y = y, l.z = z, l.data = world / x / y / z;
-        if (rejection_reason(input, l).empty()) return true;
-      }
-  return false;
+// The check that `layout` fails for this job, in rejection order, or nullopt when it runs.
+// Builds no message (the caller asks for one only for the layouts it reports).
+struct Failure {
+  int check = 0;
+  double amount = 0;
+};
+constexpr int kWorldCheck = -1;                            // another world size (choose_among)
+constexpr int kTensorParallelCheck = kDivisibilityChecks;  // then one per axis, then memory
+constexpr int kMemoryCheck = kTensorParallelCheck + 1 + static_cast<int>(kAllAxes.size());
+
+std::optional<Failure> policy_failure(const Policy& policy, const Layout& l) {
+  if (policy.max_tensor_parallel > 0 && l.tensor_parallel() > policy.max_tensor_parallel)
+    return Failure{kTensorParallelCheck, static_cast<double>(l.tensor_parallel())};
+  const auto& ok = policy.allowed_axis_sizes;
+  if (ok.empty()) return std::nullopt;
+  for (Axis a : kAllAxes)
+    if (std::find(ok.begin(), ok.end(), l.size(a)) == ok.end())
+      return Failure{kTensorParallelCheck + 1 + static_cast<int>(a), static_cast<double>(l.size(a))};
+  return std::nullopt;
+}
+
+std::optional<Failure> failure(const ChooserInput& input, const Layout& l) {
+  if (l.world() != input.world()) return Failure{kWorldCheck, static_cast<double>(l.world())};
+  const Indivisible bad = first_indivisible(input.model, input.batch, l);
+  if (bad.check >= 0) return Failure{bad.check, static_cast<double>(bad.ways)};
+  if (auto f = policy_failure(input.policy, l)) return f;
+  const double need = static_cast<double>(estimate_memory(input, l).total());
+  if (need > usable_memory(input.machine)) return Failure{kMemoryCheck, need};
+  return std::nullopt;
+}
+
+Rejection rejection(const ChooserInput& input, const Layout& l, const Failure& f) {
+  return Rejection{l, rejection_reason(input, l), f.check, f.amount};
+}
+
+bool rejected_before(const Rejection& a, const Rejection& b) {
+  const auto key = [](const Rejection& r) {
+    const Layout& l = r.layout;
+    return std::make_tuple(r.check, r.amount, l.data, l.x, l.y, l.z);
+  };
+  return key(a) < key(b);
+}
+
+// Sorts, drops equal placements, says why each runner-up lost.
+ChooserResult finish(const ChooserInput& input, std::vector<Candidate> ranked, std::vector<Rejection> rejected) {
+  ChooserResult result;
+  result.input = input;
+  result.ranked = std::move(ranked);
+  result.rejected = std::move(rejected);
+  std::sort(result.rejected.begin(), result.rejected.end(), rejected_before);
+  // ranks_before is a total order on distinct layouts, so sorting fixes the ranking and
+  // which of several equal placements survives the de-duplication.
+  std::sort(result.ranked.begin(), result.ranked.end(), ranks_before);
+  std::map<std::string, bool> seen;
+  std::erase_if(result.ranked, [&](const Candidate& c) { return !seen.try_emplace(placement_key(c), true).second; });
+  for (size_t i = 1; i < result.ranked.size(); ++i)
+    result.ranked[i].why_lost = why_slower(result.ranked[i], result.ranked[0]);
+  return result;
+}
+
+void check_world(const ChooserInput& input) {
+  if (input.world() < 1 || input.world() > kMaxWorld)
+    throw LayoutError("world size " + std::to_string(input.world()) + " is outside [1, " + std::to_string(kMaxWorld) +
+                      "], the rank counts the chooser handles");
 }
 
 }  // namespace
 
-std::vector<Layout> enumerate_layouts(int world) {
-  std::vector<Layout> out;
-  const auto orders = all_orders();
-  for (int d = 1; d <= world; ++d) {
-    if (world % d) continue;
-    for (int x = 1; x <= world / d; ++x) {
-      if ((world / d) % x) continue;
-      for (int y = 1; y <= world / d / x; ++y) {
-        if ((world / d / x) % y) continue;
-        const int z = world / d / x / y;
-        for (const auto& order : orders) out.push_back(Layout{d, x, y, z, order});
+std::vector<std::array<int, 4>> size_tuples(int world) {
+  std::vector<std::array<int, 4>> out;
+  const std::vector<int64_t> divs = divisors(world);
+  for (int64_t d : divs) {
+    const int64_t after_d = world / d;
+    for (int64_t x : divs) {
+      if (x > after_d) break;
+      if (after_d % x) continue;
+      const int64_t after_x = after_d / x;
+      for (int64_t y : divs) {
+        if (y > after_x) break;
+        if (after_x % y) continue;
+        out.push_back({static_cast<int>(d), static_cast<int>(x), static_cast<int>(y), static_cast<int>(after_x / y)});
       }
     }
   }
+  return out;
+}
+
+std::vector<Layout> enumerate_layouts(int world) {
+  std::vector<Layout> out;
+  const auto orders = all_orders();
+  for (const auto& [d, x, y, z] : size_tuples(world))
+    for (const auto& order : orders) out.push_back(Layout{d, x, y, z, order});
   return out;
 }
 
@@ -135,6 +199,8 @@ std::string rejection_reason(const ChooserInput& input, const Layout& l) {
   return "";
 }
 
+bool layout_runs(const ChooserInput& input, const Layout& l) { return !failure(input, l); }
+
 Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {
   Candidate c;
   c.layout = l;
@@ -145,67 +211,45 @@ Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {
 }
 
 ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates) {
-  if (input.world() < 1) throw LayoutError("world size " + std::to_string(input.world()) + " must be >= 1");
-  ChooserResult result;
-  result.input = input;
+  check_world(input);
   // Rejection depends on the sizes only, so each size tuple is checked once. It is recorded
   // once, keyed by (data, x, y, z) and carrying its smallest axis order, so the rejected list
   // is the same whatever order the candidates come in.
-  std::map<std::string, std::string> checked;
-  std::map<std::array<int, 4>, Rejection> rejected;
+  std::map<std::array<int, 4>, std::optional<Failure>> checked;
+  std::map<std::array<int, 4>, Layout> rejected;
+  std::vector<Candidate> ranked;
   for (const Layout& l : candidates) {
-    auto [it, fresh] = checked.try_emplace(format_layout(l));
-    if (fresh) it->second = rejection_reason(input, l);
-    if (it->second.empty()) {
-      result.ranked.push_back(evaluate_layout(input, l));
+    const std::array<int, 4> sizes = {l.data, l.x, l.y, l.z};
+    auto [it, fresh] = checked.try_emplace(sizes);
+    if (fresh) it->second = failure(input, l);
+    if (!it->second) {
+      ranked.push_back(evaluate_layout(input, l));
       continue;
     }
-    auto [rej, first] = rejected.try_emplace({l.data, l.x, l.y, l.z}, Rejection{l, it->second});
-    if (!first && order_index(l) < order_index(rej->second.layout)) rej->second.layout = l;
+    auto [rej, first] = rejected.try_emplace(sizes, l);
+    if (!first && order_index(l) < order_index(rej->second)) rej->second = l;
   }
-  for (auto& [sizes, rejection] : rejected) result.rejected.push_back(std::move(rejection));
-  // ranks_before is a total order on distinct layouts, so sorting fixes the ranking and
-  // which of several equal placements survives the de-duplication.
-  std::sort(result.ranked.begin(), result.ranked.end(), ranks_before);
-  std::map<std::string, bool> seen;
-  std::erase_if(result.ranked, [&](const Candidate& c) { return !seen.try_emplace(placement_key(c), true).second; });
-  for (size_t i = 1; i < result.ranked.size(); ++i)
-    result.ranked[i].why_lost = why_slower(result.ranked[i], result.ranked[0]);
-  return result;
+  std::vector<Rejection> rejections;
+  for (const auto& [sizes, l] : rejected) rejections.push_back(rejection(input, l, *checked.at(sizes)));
+  return finish(input, std::move(ranked), std::move(rejections));
 }
 
 ChooserResult choose_layout(const ChooserInput& input) {
-  if (input.world() < 1) throw LayoutError("world size " + std::to_string(input.world()) + " must be >= 1");
-  return choose_among(input, enumerate_layouts(input.world()));
-}
-
-std::string smallest_fitting_change(const ChooserInput& input) {
-  if (any_fits(input)) return "";
-  std::vector<std::string> options;
-  for (int nodes = input.machine.nodes + 1; nodes <= 64 * input.machine.nodes; ++nodes) {
-    ChooserInput bigger = input;
-    bigger.machine.nodes = nodes;
-    if (any_fits(bigger)) {
-      const int gpus = nodes * input.machine.tasks_per_node;
-      options.push_back("needs >= " + std::to_string(gpus) + " GPUs (" + std::to_string(nodes) + " nodes of " +
-                        std::to_string(input.machine.tasks_per_node) + ")");
-      break;
+  check_world(input);
+  // The same result as choose_among over enumerate_layouts: a size tuple is checked once,
+  // and a rejected one is reported with its smallest axis order, the default.
+  const auto orders = all_orders();
+  std::vector<Candidate> ranked;
+  std::vector<Rejection> rejections;
+  for (const auto& [d, x, y, z] : size_tuples(input.world())) {
+    const Layout l{d, x, y, z, orders.front()};
+    if (const auto f = failure(input, l)) {
+      rejections.push_back(rejection(input, l, *f));
+      continue;
     }
+    for (const auto& order : orders) ranked.push_back(evaluate_layout(input, Layout{d, x, y, z, order}));
   }
-  for (int mb = input.batch.micro_batch - 1; mb >= 1; --mb) {
-    ChooserInput smaller = input;
-    smaller.batch.micro_batch = mb;
-    if (any_fits(smaller)) {
-      options.push_back("micro_batch <= " + std::to_string(mb));
-      break;
-    }
-  }
-  if (options.empty())
-    return "no layout fits even with 64x the nodes or micro_batch 1: use a smaller model or sequence, a global "
-           "batch with more divisors, or GPUs with more memory";
-  std::string s = options[0];
-  for (size_t i = 1; i < options.size(); ++i) s += " or " + options[i];
-  return s;
+  return finish(input, std::move(ranked), std::move(rejections));
 }
 
 }  // namespace axonn

@@ -2,16 +2,23 @@
 // The chooser: enumerate every (G_data, G_x, G_y, G_z) with product = world and every
 // axis order, drop what does not divide the model, break site policy or fit in memory,
 // price the rest, rank. Deterministic: the same input gives the same ranking, whatever
-// the enumeration order.
+// the enumeration order. The sizes come from world's divisors and a size tuple is checked
+// before its 24 orders are priced, so the work grows with the number of factorizations
+// (at most 125,440 size tuples below 10^6, at 997920), not with world.
+#include <array>
 #include <string>
 #include <vector>
 
 #include "layout/layout.hpp"
 #include "layout/layout_cost.hpp"
+#include "layout/layout_hint.hpp"
 #include "layout/layout_memory.hpp"
 #include "layout/layout_volume.hpp"
 
 namespace axonn {
+
+// Every (data, x, y, z) with product world, data then x then y ascending.
+std::vector<std::array<int, 4>> size_tuples(int world);
 
 // Every ordered 4-factorization of world x all 24 axis orders (world's count: the number of
 // ordered factorizations times 24).
@@ -28,12 +35,17 @@ struct Candidate {
 struct Rejection {
   Layout layout;
   std::string reason;  // "hidden=64 is not divisible by G_x*G_z=3", "needs 90 GiB, has 72 GiB", ...
+  // What orders the rejected list: the check that failed (the divisibility checks in
+  // divisibility_problem's order, then site policy, then memory) and its number (the axes'
+  // product, the axis size or the bytes needed), so "G_x*G_z=16" comes before "=128".
+  int check = 0;
+  double amount = 0;
 };
 
 struct ChooserResult {
   ChooserInput input;
   std::vector<Candidate> ranked;  // best first; orders with the same link tiers kept once
-  std::vector<Rejection> rejected;
+  std::vector<Rejection> rejected;  // by check, then amount, then sizes (data, x, y, z)
   bool fits() const { return !ranked.empty(); }
   const Candidate& best() const { return ranked.front(); }
 };
@@ -45,6 +57,9 @@ std::string policy_problem(const Policy& policy, const Layout& layout);
 // Why `layout` cannot run this job ("" when it can): divisibility, policy, then memory.
 std::string rejection_reason(const ChooserInput& input, const Layout& layout);
 
+// rejection_reason(input, layout).empty(), without building the message.
+bool layout_runs(const ChooserInput& input, const Layout& layout);
+
 // Full evaluation of one layout (throws LayoutError if it cannot run the job).
 Candidate evaluate_layout(const ChooserInput& input, const Layout& layout);
 
@@ -54,10 +69,5 @@ ChooserResult choose_layout(const ChooserInput& input);
 // world size is rejected with its product named). The result depends on the set of candidates,
 // not on their order: choose_layout(input) is choose_among(input, enumerate_layouts(world)).
 ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates);
-
-// When nothing fits: the smallest change that would make a layout fit, found by search
-// over micro_batch (down to 1) and node count (up to 64x): e.g.
-// "needs >= 16 GPUs (2 nodes of 8) or micro_batch <= 2". Empty if a layout fits now.
-std::string smallest_fitting_change(const ChooserInput& input);
 
 }  // namespace axonn

@@ -1,5 +1,9 @@
 #include "layout/layout_volume.hpp"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "layout/model_plan.hpp"
 
 namespace axonn {
@@ -25,12 +29,45 @@ double StepVolume::wire_bytes(CommAxis a) const {
   return total;
 }
 
+CollectiveTypes collective_types(ElementType dtype) {
+  // Gradients stay float32 beside the float32 master weights and AdamW state; statistics
+  // (sums over rows) need float32's range.
+  return {dtype, dtype, ElementType::float32, ElementType::float32};
+}
+
+std::string describe_collective_types(ElementType dtype) {
+  const CollectiveTypes t = collective_types(dtype);
+  const std::pair<const char*, ElementType> parts[] = {
+      {"weights", t.weights}, {"activations", t.activations}, {"gradients", t.gradients}, {"statistics", t.statistics}};
+  // The parts of one type together, the types in the order they first appear.
+  std::vector<std::pair<ElementType, std::vector<const char*>>> groups;
+  for (const auto& [name, type] : parts) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == type; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {type, {}});
+    it->second.push_back(name);
+  }
+  std::string s;
+  for (const auto& [type, names] : groups) {
+    if (!s.empty()) s.append(", ");
+    for (size_t i = 0; i < names.size(); ++i)
+      s.append(i == 0 ? "" : i + 1 == names.size() ? " and " : ", ").append(names[i]);
+    s.append(" ")
+        .append(std::to_string(element_size(type)))
+        .append(" bytes (")
+        .append(element_type_name(type))
+        .append(")");
+  }
+  return s;
+}
+
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
   const ModelShape& model = input.model;
   const BatchSplit split = batch_split(model, input.batch, g);
-  const int64_t e = element_size(input.batch.dtype);
-  const int64_t stat = 4;  // statistics are float32 whatever the dtype
-  const int64_t grad = 4;  // so are gradients (float32 master weights and AdamW state)
+  const CollectiveTypes types = collective_types(input.batch.dtype);
+  const int64_t w = element_size(types.weights);
+  const int64_t e = element_size(types.activations);
+  const int64_t grad = element_size(types.gradients);
+  const int64_t stat = element_size(types.statistics);
   const int64_t m = split.tokens;
   const int64_t A = split.accumulation;
   const int64_t C = model.hidden;
@@ -44,7 +81,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
     const int64_t k_local = lin.k / g.size(lin.k_axis);
     const int64_t n_local = lin.n / g.size(lin.n_axis());
     const int64_t calls = A * lin.count;
-    v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * e);
+    v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w);
     v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
     v.add(comm_axis(lin.n_axis()), K::all_reduce, calls, m * k_local * e);
     v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * grad);

@@ -2,12 +2,14 @@
 // Bytes each rank moves per optimizer step, per (axis, collective kind): the prediction
 // the trainer's communicator counters must match exactly (docs/parallel-plan.md).
 //
-// Per micro-batch (A per step, m = mb*T tokens, e = element bytes of the job's dtype,
-// statistics always float32 = 4 bytes), for every linear layer (k, n, k-axis a, n-axis b):
+// Bytes per element (collective_types): weights gathered over z and activations (the tensor
+// axes' all-reduces) move in the job's dtype, e = 4 (float32) or 2 (bfloat16); gradients and
+// statistics move in float32, 4 bytes, whatever the dtype.
+// Per micro-batch (A per step, m = mb*T tokens), for every linear layer (k, n, k-axis a, n-axis b):
 //   all_gather     z : k/G_a * n/G_b * e      forward: the z-shards of W
 //   all_reduce     a : m * n/G_b * e          forward: partial Y
 //   all_reduce     b : m * k/G_a * e          backward: partial dX
-//   reduce_scatter z : k/G_a * n/G_b * e      backward: dW back to z-shards
+//   reduce_scatter z : k/G_a * n/G_b * 4      backward: dW back to z-shards
 // and further:
 //   all_reduce     y : m * C/G_x * e          token embedding (vocab-parallel lookup)
 //   all_reduce     x : 2 calls of m * 4       each LayerNorm forward (mean, then variance)
@@ -15,13 +17,14 @@
 //   all_gather     y : m * G_y * 4            loss: row maxima of the logits
 //   all_reduce     y : m * 2 * 4              loss: sum of exp and target logit
 // Per step:
-//   all_reduce     z : small * e              gradients of LayerNorm, biases, wpe
-//   all_reduce  data : L calls of one block's weight shards * e, then the wte shard * e
-//                      and small * e: every gradient once, in L + 2 buckets (gradient_sync.hpp)
+//   all_reduce     z : small * 4              gradients of LayerNorm, biases, wpe
+//   all_reduce  data : L calls of one block's weight shards * 4, then the wte shard * 4
+//                      and small * 4: every gradient once, in L + 2 buckets (gradient_sync.hpp)
 //   all_reduce world : 4 * 4                  loss sum, token count, squared grad norm, stop votes
 // A collective on a group of one is not made and counts nothing.
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "layout/collective.hpp"
 #include "layout/layout.hpp"
@@ -46,6 +49,20 @@ struct StepVolume {
   int64_t bytes(CommAxis a) const;         // all kinds
   double wire_bytes(CommAxis a) const;     // sum of bus_factor * size: what one rank sends
 };
+
+// The element type each kind of data moves in, for a job's dtype (the table "Bytes per
+// element" in docs/parallel-plan.md).
+struct CollectiveTypes {
+  ElementType weights;      // z all-gathers of W (the GEMMs' copy of the weights)
+  ElementType activations;  // x and y all-reduces of Y and dX, the embedding's y all-reduce
+  ElementType gradients;    // z reduce-scatters of dW, z and data all-reduces of gradients
+  ElementType statistics;   // LayerNorm and loss reductions, the world all-reduce
+};
+CollectiveTypes collective_types(ElementType dtype);
+
+// "weights and activations 2 bytes (bfloat16), gradients and statistics 4 bytes (float32)",
+// for `axonn layout --explain`.
+std::string describe_collective_types(ElementType dtype);
 
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout);
 

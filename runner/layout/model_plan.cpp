@@ -52,27 +52,44 @@ int64_t parameters_total(const ModelShape& m) {
   return parameters_per_rank(m, one).total();
 }
 
-std::string divisibility_problem(const ModelShape& m, const BatchShape& batch, const Layout& g) {
-  struct Check {
-    const char* dim;
-    int64_t value;
-    const char* by;
-    int64_t ways;
-  };
+namespace {
+
+struct Check {
+  const char* dim;
+  int64_t value;
+  const char* by;
+  int64_t ways;
+};
+
+std::array<Check, kDivisibilityChecks> divisibility_checks(const ModelShape& m, const BatchShape& batch,
+                                                           const Layout& g) {
   const int64_t C = m.hidden;
-  const Check checks[] = {
+  return {{
       {"hidden", C, "G_x*G_z", int64_t{g.x} * g.z},  // xy layers: k = C over x then z
       {"hidden", C, "G_y*G_z", int64_t{g.y} * g.z},  // attn.proj: k = C over y then z
       {"4*hidden", 4 * C, "G_y*G_z", int64_t{g.y} * g.z},
       {"heads", m.heads, "G_y", g.y},  // attention runs on whole heads
       {"vocab", m.vocab, "G_y", g.y},  // vocab-parallel head and loss
       {"global_batch", batch.global_batch, "G_data*G_z", int64_t{g.data} * g.z},
-  };
-  for (const auto& c : checks)
-    if (c.value % c.ways != 0)
-      return std::string(c.dim) + "=" + std::to_string(c.value) + " is not divisible by " + c.by + "=" +
-             std::to_string(c.ways);
-  return "";
+  }};
+}
+
+}  // namespace
+
+Indivisible first_indivisible(const ModelShape& m, const BatchShape& batch, const Layout& g) {
+  const auto checks = divisibility_checks(m, batch, g);
+  for (size_t i = 0; i < checks.size(); ++i)
+    if (checks[i].value % checks[i].ways != 0) return {static_cast<int>(i), checks[i].ways};
+  return {};
+}
+
+std::string divisibility_problem(const ModelShape& m, const BatchShape& batch, const Layout& g) {
+  const Indivisible bad = first_indivisible(m, batch, g);
+  if (bad.check < 0) return "";
+  const auto checks = divisibility_checks(m, batch, g);
+  const Check& c = checks[static_cast<size_t>(bad.check)];
+  return std::string(c.dim) + "=" + std::to_string(c.value) + " is not divisible by " + c.by + "=" +
+         std::to_string(c.ways);
 }
 
 }  // namespace axonn

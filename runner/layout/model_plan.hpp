@@ -57,4 +57,14 @@ int64_t parameters_total(const ModelShape& model);  // the whole model, for repo
 // by G_x*G_z=3"; empty when every dimension divides.
 std::string divisibility_problem(const ModelShape& model, const BatchShape& batch, const Layout& layout);
 
+// The same test without building a message, for the chooser's loops over many layouts:
+// which check fails first (its position in divisibility_problem's list, 0 .. kDivisibilityChecks-1,
+// or -1 when every dimension divides) and the product of axis sizes it failed on.
+inline constexpr int kDivisibilityChecks = 6;
+struct Indivisible {
+  int check = -1;
+  int64_t ways = 0;
+};
+Indivisible first_indivisible(const ModelShape& model, const BatchShape& batch, const Layout& layout);
+
 }  // namespace axonn
