@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <climits>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/cuda_device.hpp"
 #include "process_helpers.hpp"
@@ -131,6 +133,85 @@ TEST(LocalLauncher, RanksDieWithAKilledLauncher) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(left, "") << "orphaned ranks";
+}
+
+// A stopped launch costs nothing to undo: every input is checked before the first rank
+// starts, so none of these prints a rank's "[N] " line.
+TEST(LocalLauncher, BadInputIsRefusedBeforeAnyRankStarts) {
+  const std::string tiny = kSourceDir + "/job_templates/tiny.toml";
+  struct Case {
+    std::string command, says;
+  };
+  const std::vector<Case> cases = {
+      {kAxonn + " run -n 4 " + kSourceDir + "/README.md",
+       "is neither a job TOML (a .toml file) nor an axonn command (train, selftest, ...); to run another program on "
+       "every rank: axonn run -n 4 -- "},
+      {kAxonn + " run -n 2 " + kBinaryDir + "/no-such-job.toml", "no-such-job.toml: cannot read"},
+      {kAxonn + " run -n 2 train " + kBinaryDir + "/no-such-job.toml", "no-such-job.toml: cannot read"},
+      {kAxonn + " run -n 2 " + tiny + " training.stepz=3", "training.stepz"},
+      {kAxonn + " run -n 2 " + tiny + " --no-such-option", "unknown option '--no-such-option'"},
+      {kAxonn + " run -n 2 " + tiny + " --site " + kBinaryDir + "/no-such-site.toml", "no-such-site.toml: cannot read"},
+      {kAxonn + " run -n 2 " + tiny + " data.path=no-such-data.bin", "no-such-data.bin cannot be read"},
+      {"AXONN_LAYOUT=3x1x1x1 " + kAxonn + " run -n 4 " + tiny,
+       "layout 3x1x1x1 (AXONN_LAYOUT) has 3 ranks but the job has 4"},
+      {kAxonn + " run -n 3 " + tiny + " --layout 1x3x1x1", "is not divisible by G_x*G_z=3"},
+      {kAxonn + " run -n 2 -- axonn-no-such-program", "'axonn-no-such-program' was not found on PATH"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_command(c.command);
+    EXPECT_EQ(r.code, 2) << c.command << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, c.says)) << c.command << "\n" << r.output;
+    EXPECT_FALSE(contains(r.output, "[0] ")) << "a rank started: " << c.command << "\n" << r.output;
+  }
+}
+
+// `axonn train` reads the job before it looks for PMIx: a missing job is bad input (2), with
+// or without a launcher.
+TEST(LocalLauncher, TrainReadsTheJobBeforePmix) {
+  const auto r = run_command("env -u PMIX_NAMESPACE " + kAxonn + " train " + kBinaryDir + "/no-such-job.toml");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn train: " + kBinaryDir + "/no-such-job.toml: cannot read")) << r.output;
+}
+
+// A rank count the machine cannot hold stops at once, naming the limit: here the open-file
+// limit, which `ulimit -n` sets for this test whatever the machine (the launcher holds 3
+// files per rank; 40 ranks need 184 with its reserve).
+TEST(LocalLauncher, RankCountTheMachineCannotHoldIsRefusedSayingWhy) {
+  const auto r = run_command("ulimit -n 100 && " + kAxonn + " run -n 40 selftest");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: -n 40: this machine cannot hold 40 ranks: the launcher holds 3 files per "
+                                 "rank open (its stdout and stderr pipes, the PMIx server's connection), 184 in all, "
+                                 "and the open-file limit is 100 (RLIMIT_NOFILE hard limit, ulimit -Hn)"))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "[0] ")) << r.output;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
+// SIGTERM to the launcher is forwarded; when every rank then saves and exits 75, so does the
+// launcher (as srun would): a wrapper requeues instead of seeing 143.
+TEST(LocalLauncher, SigtermEndsWithSeventyFiveWhenEveryRankExitsSeventyFive) {
+  const std::string log = kBinaryDir + "/launcher_sigterm75.log";
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    const std::string cmd =  // exec: the launcher is the only process the pkill below matches
+        "exec " + kAxonn + " run -n 3 -- sh -c 'trap \"echo saved; exit 75\" TERM; echo ready; sleep 44.5 & wait' > " + log +
+        " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  for (int i = 0; i < 600 && run_command("grep -c ready " + log).output != "3\n"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(run_command("grep -c ready " + log).output, "3\n") << run_command("cat " + log).output;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the shells reach `wait`
+  ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 3 -- sh -c\"").code, 0);
+  int status = 0;
+  waitpid(launcher, &status, 0);
+  const std::string out = run_command("cat " + log).output;
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 75) << out;
+  EXPECT_EQ(run_command("grep -c saved " + log).output, "3\n") << out;
+  EXPECT_TRUE(contains(out, "axonn run: every rank exited with 75: stopped after a committed checkpoint")) << out;
+  run_command("pkill -f \"[s]leep 44.5\"");  // the shells' background sleeps
 }
 
 TEST(LocalLauncher, BadOptionsExitTwo) {
