@@ -1,11 +1,16 @@
 // `axonn run`: the local launcher as users see it, with `axonn selftest` as the worker:
 // topology values, every collective on every axis of several layouts, labelled output,
 // failure handling, signal forwarding, no orphans; and the same worker under mpirun.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,17 +69,110 @@ TEST(LocalLauncher, StalledRankTimesOutNamingAxisCollectiveAndRanks) {
   const auto r =
       run_command(kAxonn + " run -n 4 --grace-ms 500 selftest --layout 1x2x2x1 --stall-rank 3 --timeout-ms 1500");
   EXPECT_NE(r.code, 0) << r.output;
-  // Rank 3's groups are x {2,3} and y {1,3}: rank 2 or rank 1 gives up first, naming it
-  // (the latency path of the 4000-byte all-reduce knows which peer it waited for).
-  EXPECT_TRUE(contains(r.output,
-                       "all_reduce on group 'x' (world ranks 2,3, 4000 bytes) failed or timed out after 1500 ms: a "
-                       "peer did not arrive or died (waiting for world rank 3: ") ||
-              contains(r.output,
-                       "all_reduce on group 'y' (world ranks 1,3, 4000 bytes) failed or timed out after 1500 ms: a "
-                       "peer did not arrive or died (waiting for world rank 3: "))
-      << r.output;
+  // Whichever rank gives up first, its line names rank 3, its host, and what it is doing
+  // (sleeping outside the collectives), and so do the lines of the others.
+  const size_t first = r.output.find("] axonn selftest: ");
+  ASSERT_NE(first, std::string::npos) << r.output;
+  const std::string line = r.output.substr(first, r.output.find('\n', first) - first);
+  EXPECT_TRUE(contains(line, "all_reduce on axis '")) << line;
+  EXPECT_TRUE(contains(line, "timed out after 1500 ms: ")) << line;
+  EXPECT_TRUE(contains(line, "world rank 3 on host " + host() + " (pid ")) << line;
+  EXPECT_TRUE(contains(line, ") did not arrive: it runs but is in no collective (for ")) << line;
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_EQ(run_command("pgrep -f \"[s]elftest --layout 1x2x2x1 --stall-rank\"").output, "");
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The pid of rank `rank` among the children of `launcher` (its ranks), or -1.
+pid_t rank_pid(pid_t launcher, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string text = read_file(entry.path() / "stat");
+    const size_t paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(text.substr(paren + 2));
+    std::string state;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    if (parent != launcher) continue;
+    const std::string env = read_file(entry.path() / "environ");
+    const std::string entry_text = "PMIX_RANK=" + std::to_string(rank) + '\0';  // environ: NUL-separated
+    if (env.rfind(entry_text, 0) == 0 || env.find('\0' + entry_text) != std::string::npos)
+      return std::stoi(name);
+  }
+  return -1;
+}
+
+// A rank stopped with SIGSTOP in the middle of training: the others time out, and the first
+// failure line names the stopped rank, its host, its pid and the axis, every time (5 runs,
+// each stopping another rank of a 1x2x2x1 layout, so the rank that gives up first is
+// sometimes a direct peer of the stopped one and sometimes only waits on such a peer); the
+// launcher then kills the stopped rank at once and the job exits soon after the timeout.
+TEST(LocalLauncher, AStoppedRankIsNamedByTheFirstFailureLineEveryTime) {
+  const std::string dir = kBinaryDir + "/launcher-sigstop-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  constexpr int kTimeoutMs = 2000;
+  std::string times;
+  for (const int victim : {3, 1, 2, 0, 3}) {
+    const std::string log = dir + "/run-" + std::to_string(victim) + "-" + std::to_string(times.size()) + ".log";
+    const pid_t launcher = fork();
+    if (launcher == 0) {
+      if (chdir(dir.c_str()) != 0) _exit(127);
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      const std::string job = kSourceDir + "/job_templates/tiny.toml";
+      const std::string timeout = "--timeout-ms=" + std::to_string(kTimeoutMs);
+      execl(kAxonn.c_str(), "axonn", "run", "-n", "4", job.c_str(), "--layout", "1x2x2x1", timeout.c_str(),
+            "training.steps=100000", "checkpoint.interval=0", "run.log_interval=1", nullptr);
+      _exit(127);
+    }
+    // Three steps logged: training runs, every collective of a step has been used.
+    auto steps = [&] {
+      std::ifstream in(log);
+      int n = 0;
+      for (std::string l; std::getline(in, l);) n += contains(l, "[0] [info] step ") ? 1 : 0;
+      return n;
+    };
+    for (int i = 0; i < 1200 && steps() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const pid_t stopped = rank_pid(launcher, victim);
+    if (steps() < 3 || stopped <= 0) {
+      kill(launcher, SIGKILL);
+      waitpid(launcher, nullptr, 0);
+      FAIL() << "rank " << victim << " (pid " << stopped << ") did not start training\n" << run_command("cat " + log).output;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    kill(stopped, SIGSTOP);
+    int status = 0;
+    waitpid(launcher, &status, 0);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    times += (times.empty() ? "" : ", ") + std::to_string(seconds).substr(0, 4) + " s";
+    const std::string out = run_command("cat " + log).output;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << out;
+    const size_t at = out.find("] axonn train: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    const std::string first = out.substr(at, out.find('\n', at) - at);
+    EXPECT_TRUE(contains(first, " on axis '")) << "rank " << victim << " stopped; first failure line:\n" << first;
+    EXPECT_TRUE(contains(first, "world rank " + std::to_string(victim) + " on host " + host() + " (pid " +
+                                    std::to_string(stopped) + ") did not arrive: it does not answer (stopped, or hung)"))
+        << "rank " << victim << " stopped; first failure line:\n" << first << "\n" << out;
+    EXPECT_TRUE(contains(out, "rank " + std::to_string(victim) + " (pid " + std::to_string(stopped) +
+                                  ") was stopped by SIGSTOP and is killed"))
+        << out;
+    // A hang guard, not a timing claim: the job ends at about the timeout plus the question
+    // round (measured on the 2-core CI machine: 2.5-2.7 s for the 2 s timeout).
+    EXPECT_LT(seconds, 10.0 * (kTimeoutMs / 1000.0 + 1.0)) << out;
+  }
+  std::printf("stopped rank: job exited %s after SIGSTOP (collective timeout %d ms)\n", times.c_str(), kTimeoutMs);
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
 
 TEST(LocalLauncher, FailingRankExitStatusIsReportedAndOthersStopped) {
