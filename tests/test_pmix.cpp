@@ -339,11 +339,11 @@ TEST(LocalCapacity, EachLimitIsAReasonToRefuseNamingItAndTheNumbers) {
 
   m = {};
   m.user_tasks_limit = 100;
-  m.user_tasks = 60;  // room for 10 ranks of 4 threads
+  m.user_tasks = 50;  // room for 10 ranks of 5 threads
   EXPECT_EQ(local_capacity_problem(10, m), std::nullopt);
   const auto nproc = local_capacity_problem(11, m);
   ASSERT_TRUE(nproc);
-  EXPECT_TRUE(contains(*nproc, "they start at least 44 threads (4 per rank) and this user runs 60 of the 100 its "
+  EXPECT_TRUE(contains(*nproc, "they start at least 55 threads (5 per rank) and this user runs 50 of the 100 its "
                                "process limit allows (RLIMIT_NPROC, ulimit -u)"))
       << *nproc;
 
