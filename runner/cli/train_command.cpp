@@ -79,7 +79,7 @@ TokenData load_data(const JobConfig& job) {
 
 const std::vector<OptionSpec>& train_option_specs() {
   static const std::vector<OptionSpec> specs = {
-      {"site", true, "site config TOML (default: AXONN_SITE_CONFIG, else the built-in laptop-cpu site)"},
+      {"site", true, "site config TOML; wins over AXONN_SITE_CONFIG (default: that, else the built-in laptop-cpu site)"},
       {"layout", true, "DxXxYxZ[:order] (default: AXONN_LAYOUT, else the chooser)"},
       {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
       {"init-only", false, "write the initial weights as checkpoint step 0 and exit (no training)"},
