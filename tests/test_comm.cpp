@@ -3,7 +3,6 @@
 // put, fence, get); the multi-process tests run the same checks under the launcher.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <atomic>
@@ -225,7 +224,8 @@ TEST(GlooCommunicator, StartedCollectiveTimeoutSurfacesAtFinish) {
       comm.finish(t);
       ADD_FAILURE() << "finish returned without rank 1";
     } catch (const CommError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("all_reduce on axis 'pair' (world ranks 0,1, 4000 bytes) timed out after 300 ms"));
+      EXPECT_THAT(e.what(),
+                  HasSubstr("all_reduce on axis 'pair' (world ranks 0,1, 4000 bytes) timed out after 300 ms"));
     }
     float v = 1.0f;
     EXPECT_THROW(comm.all_reduce(&v, 1, ElementType::float32), CommError);

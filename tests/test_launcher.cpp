@@ -104,8 +104,7 @@ pid_t rank_pid(pid_t launcher, int rank) {
     if (parent != launcher) continue;
     const std::string env = read_file(entry.path() / "environ");
     const std::string entry_text = "PMIX_RANK=" + std::to_string(rank) + '\0';  // environ: NUL-separated
-    if (env.rfind(entry_text, 0) == 0 || env.find('\0' + entry_text) != std::string::npos)
-      return std::stoi(name);
+    if (env.rfind(entry_text, 0) == 0 || env.find('\0' + entry_text) != std::string::npos) return std::stoi(name);
   }
   return -1;
 }
@@ -147,7 +146,8 @@ TEST(LocalLauncher, AStoppedRankIsNamedByTheFirstFailureLineEveryTime) {
     if (steps() < 3 || stopped <= 0) {
       kill(launcher, SIGKILL);
       waitpid(launcher, nullptr, 0);
-      FAIL() << "rank " << victim << " (pid " << stopped << ") did not start training\n" << run_command("cat " + log).output;
+      FAIL() << "rank " << victim << " (pid " << stopped << ") did not start training\n"
+             << run_command("cat " + log).output;
     }
     const auto start = std::chrono::steady_clock::now();
     kill(stopped, SIGSTOP);
@@ -162,8 +162,11 @@ TEST(LocalLauncher, AStoppedRankIsNamedByTheFirstFailureLineEveryTime) {
     const std::string first = out.substr(at, out.find('\n', at) - at);
     EXPECT_TRUE(contains(first, " on axis '")) << "rank " << victim << " stopped; first failure line:\n" << first;
     EXPECT_TRUE(contains(first, "world rank " + std::to_string(victim) + " on host " + host() + " (pid " +
-                                    std::to_string(stopped) + ") did not arrive: it does not answer (stopped, or hung)"))
-        << "rank " << victim << " stopped; first failure line:\n" << first << "\n" << out;
+                                    std::to_string(stopped) +
+                                    ") did not arrive: it does not answer (stopped, or hung)"))
+        << "rank " << victim << " stopped; first failure line:\n"
+        << first << "\n"
+        << out;
     EXPECT_TRUE(contains(out, "rank " + std::to_string(victim) + " (pid " + std::to_string(stopped) +
                                   ") was stopped by SIGSTOP and is killed"))
         << out;
@@ -277,9 +280,10 @@ TEST(LocalLauncher, TrainReadsTheJobBeforePmix) {
 TEST(LocalLauncher, RankCountTheMachineCannotHoldIsRefusedSayingWhy) {
   const auto r = run_command("ulimit -n 100 && " + kAxonn + " run -n 40 selftest");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(contains(r.output, "axonn run: -n 40: this machine cannot hold 40 ranks: the launcher holds 3 files per "
-                                 "rank open (its stdout and stderr pipes, the PMIx server's connection), 184 in all, "
-                                 "and the open-file limit is 100 (RLIMIT_NOFILE hard limit, ulimit -Hn)"))
+  EXPECT_TRUE(contains(r.output,
+                       "axonn run: -n 40: this machine cannot hold 40 ranks: the launcher holds 3 files per "
+                       "rank open (its stdout and stderr pipes, the PMIx server's connection), 184 in all, "
+                       "and the open-file limit is 100 (RLIMIT_NOFILE hard limit, ulimit -Hn)"))
       << r.output;
   EXPECT_FALSE(contains(r.output, "[0] ")) << r.output;
   EXPECT_LT(r.seconds, 10.0);
@@ -292,8 +296,8 @@ TEST(LocalLauncher, SigtermEndsWithSeventyFiveWhenEveryRankExitsSeventyFive) {
   const pid_t launcher = fork();
   if (launcher == 0) {
     const std::string cmd =  // exec: the launcher is the only process the pkill below matches
-        "exec " + kAxonn + " run -n 3 -- sh -c 'trap \"echo saved; exit 75\" TERM; echo ready; sleep 44.5 & wait' > " + log +
-        " 2>&1";
+        "exec " + kAxonn + " run -n 3 -- sh -c 'trap \"echo saved; exit 75\" TERM; echo ready; sleep 44.5 & wait' > " +
+        log + " 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }

@@ -306,12 +306,13 @@ TEST(LocalJob, AStoppedRankIsKilledAtOnceWhenTheJobFailsAndNamed) {
   LocalJobOptions opt;
   opt.ranks = 3;
   // Rank 2 stops itself; rank 0 fails once it sees rank 2 stopped (state T in /proc).
-  opt.argv = {"sh", "-c",
-              "if [ \"$PMIX_RANK\" = 2 ]; then echo $$ > stopped.pid.$PPID; kill -STOP $$; exit 0; fi; "
-              "if [ \"$PMIX_RANK\" = 0 ]; then "
-              "while ! [ -s stopped.pid.$PPID ] || ! grep -q \"^[0-9]* ([a-z]*) T\" /proc/$(cat stopped.pid.$PPID)/stat; "
-              "do sleep 0.02; done; rm -f stopped.pid.$PPID; sleep 0.3; exit 4; fi; "
-              "sleep 30"};
+  opt.argv = {
+      "sh", "-c",
+      "if [ \"$PMIX_RANK\" = 2 ]; then echo $$ > stopped.pid.$PPID; kill -STOP $$; exit 0; fi; "
+      "if [ \"$PMIX_RANK\" = 0 ]; then "
+      "while ! [ -s stopped.pid.$PPID ] || ! grep -q \"^[0-9]* ([a-z]*) T\" /proc/$(cat stopped.pid.$PPID)/stat; "
+      "do sleep 0.02; done; rm -f stopped.pid.$PPID; sleep 0.3; exit 4; fi; "
+      "sleep 30"};
   opt.grace = std::chrono::milliseconds(20000);
   opt.stdout_fd = opt.stderr_fd = fileno(out);
   const auto start = Clock::now();
@@ -343,8 +344,9 @@ TEST(LocalCapacity, EachLimitIsAReasonToRefuseNamingItAndTheNumbers) {
   EXPECT_EQ(local_capacity_problem(10, m), std::nullopt);
   const auto nproc = local_capacity_problem(11, m);
   ASSERT_TRUE(nproc);
-  EXPECT_TRUE(contains(*nproc, "they start at least 55 threads (5 per rank) and this user runs 50 of the 100 its "
-                               "process limit allows (RLIMIT_NPROC, ulimit -u)"))
+  EXPECT_TRUE(contains(*nproc,
+                       "they start at least 55 threads (5 per rank) and this user runs 50 of the 100 its "
+                       "process limit allows (RLIMIT_NPROC, ulimit -u)"))
       << *nproc;
 
   m = {};

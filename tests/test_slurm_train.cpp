@@ -335,8 +335,9 @@ TEST_F(SlurmTrain, PreemptibleTemplateForwardsTheJobsPreemptSignalAndNeverDisagr
   const std::string refused = submit(b, "-o job.out " + kTemplates + "/preemptible.sbatch job.toml");
   wait_for_job(refused, "JobState=FAILED");
   const std::string out = read_text(b / "job.out");
-  EXPECT_TRUE(contains(out, "AXONN_PREEMPT_SIGNAL=USR1 (the signal this job's wrapper or sbatch template forwards) "
-                            "is not the job's run.preempt_signal \"HUP\""))
+  EXPECT_TRUE(contains(out,
+                       "AXONN_PREEMPT_SIGNAL=USR1 (the signal this job's wrapper or sbatch template forwards) "
+                       "is not the job's run.preempt_signal \"HUP\""))
       << out;
   EXPECT_TRUE(contains(out, "preemptible.sbatch: axonn train failed with exit code 2; not requeueing")) << out;
   EXPECT_FALSE(fs::exists(b / "run" / "metrics.jsonl")) << out;

@@ -297,7 +297,8 @@ TEST_F(TrainSignals, PrintPreemptSignalFollowsTheJobTheSiteAndOverrides) {
   write_file(dir_ / "usr2.toml", tiny_job(2, 0) + "preempt_signal = \"USR2\"\n");
   write_file(dir_ / "site.toml", "[site]\nname = \"hup-site\"\n[policy]\npreempt_signal = \"HUP\"\n");
   auto print = [&](const std::string& args) {
-    return run_command("env -u PMIX_NAMESPACE -u AXONN_SITE_CONFIG " + kAxonn + " train --print-preempt-signal " + args);
+    return run_command("env -u PMIX_NAMESPACE -u AXONN_SITE_CONFIG " + kAxonn + " train --print-preempt-signal " +
+                       args);
   };
   EXPECT_EQ(print((dir_ / "job.toml").string()).output, "USR1\n");
   EXPECT_EQ(print((dir_ / "usr2.toml").string()).output, "USR2\n");
@@ -318,15 +319,17 @@ TEST_F(TrainSignals, AWrapperForwardingAnotherSignalIsRefusedBeforeTraining) {
   const std::string says =
       "AXONN_PREEMPT_SIGNAL=USR1 (the signal this job\'s wrapper or sbatch template forwards) is not the job\'s "
       "run.preempt_signal \"USR2\"";
-  const auto run = run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=USR1 " + kAxonn + " run -n 2 job.toml");
+  const auto run =
+      run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=USR1 " + kAxonn + " run -n 2 job.toml");
   EXPECT_EQ(run.code, 2) << run.output;
   EXPECT_TRUE(contains(run.output, says)) << run.output;
   EXPECT_FALSE(contains(run.output, "[0] ")) << run.output;
-  const auto train = run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=SIGUSR1 " + kAxonn + " train job.toml");
+  const auto train =
+      run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=SIGUSR1 " + kAxonn + " train job.toml");
   EXPECT_EQ(train.code, 2) << train.output;
   EXPECT_TRUE(contains(train.output, "AXONN_PREEMPT_SIGNAL=SIGUSR1 (the signal")) << train.output;
-  const auto same = run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=USR2 " + kAxonn +
-                                " run -n 1 job.toml");
+  const auto same =
+      run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=USR2 " + kAxonn + " run -n 1 job.toml");
   EXPECT_EQ(same.code, 0) << same.output;
 }
 
@@ -346,8 +349,8 @@ TEST(TrainSite, AnExplicitSiteWinsOverTheEnvironmentAndRankZeroSaysSoFirst) {
                                 (dir / "flag.toml").string());
   ASSERT_EQ(both.code, 0) << both.output;
   EXPECT_EQ(first_line_of_rank0(both.output),
-            "[0] [info] site flag-site from --site " + (dir / "flag.toml").string() + "; AXONN_SITE_CONFIG=" +
-                (dir / "env.toml").string() +
+            "[0] [info] site flag-site from --site " + (dir / "flag.toml").string() +
+                "; AXONN_SITE_CONFIG=" + (dir / "env.toml").string() +
                 " (the axonn SPANK plugin\'s site config, or your environment\'s) is not used: an explicit --site wins")
       << both.output;
   EXPECT_TRUE(contains(both.output, "1 ranks on 1 node(s), site flag-site,")) << both.output;

@@ -128,8 +128,8 @@ int command_run(const CommandArgs& argv) {
     opt.argv.insert(opt.argv.end(), rest.begin(), rest.end());
   } else {
     throw UsageError("'" + rest[0] + "' is neither a job TOML (a .toml file) nor an axonn command (train, selftest, " +
-                     "...); to run another program on every rank: axonn run -n " + std::to_string(opt.ranks) +
-                     " -- " + rest[0]);
+                     "...); to run another program on every rank: axonn run -n " + std::to_string(opt.ranks) + " -- " +
+                     rest[0]);
   }
   try {
     const char* path = std::getenv("PATH");
@@ -146,8 +146,10 @@ int command_run(const CommandArgs& argv) {
     return result.exit_code;
   }
   if (result.exit_code == exit_code::preempted)
-    std::fprintf(stderr, "axonn run: every rank exited with %d: stopped after a committed checkpoint; run it again "
-                 "to resume\n", exit_code::preempted);
+    std::fprintf(stderr,
+                 "axonn run: every rank exited with %d: stopped after a committed checkpoint; run it again "
+                 "to resume\n",
+                 exit_code::preempted);
   return result.exit_code;
 }
 

@@ -79,11 +79,13 @@ TokenData load_data(const JobConfig& job) {
 
 const std::vector<OptionSpec>& train_option_specs() {
   static const std::vector<OptionSpec> specs = {
-      {"site", true, "site config TOML; wins over AXONN_SITE_CONFIG (default: that, else the built-in laptop-cpu site)"},
+      {"site", true,
+       "site config TOML; wins over AXONN_SITE_CONFIG (default: that, else the built-in laptop-cpu site)"},
       {"layout", true, "DxXxYxZ[:order] (default: AXONN_LAYOUT, else the chooser)"},
       {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
       {"init-only", false, "write the initial weights as checkpoint step 0 and exit (no training)"},
-      {"print-preempt-signal", false, "print the job's run.preempt_signal (USR1, USR2 or HUP) and exit; starts nothing"},
+      {"print-preempt-signal", false,
+       "print the job's run.preempt_signal (USR1, USR2 or HUP) and exit; starts nothing"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
       {"help", false, "this help"},
   };
@@ -145,7 +147,8 @@ int command_train(const CommandArgs& argv) {
     std::fflush(stdout);
   }
 
-  const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax).value_or(300'000));
+  const auto timeout =
+      std::chrono::milliseconds(args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax).value_or(300'000));
   const bool single_host = topology.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
   if (device.cuda) {
     spdlog::info("rank {} on {}: {}", topology.rank, topology.hostname(), describe_train_device(device, job));

@@ -35,14 +35,15 @@ RunSite choose_run_site(const std::optional<std::string>& site_option) {
                      " (set by the axonn SPANK plugin or your environment; --site would take precedence)";
   } else {
     site.config = load_site_config_string(kBuiltinSiteToml, kBuiltinSiteName);
-    site.chosen_by = "site " + site.config.name + ", the " + kBuiltinSiteName +
-                     ": neither --site nor AXONN_SITE_CONFIG names one";
+    site.chosen_by =
+        "site " + site.config.name + ", the " + kBuiltinSiteName + ": neither --site nor AXONN_SITE_CONFIG names one";
   }
   return site;
 }
 
 TrainInputs load_train_inputs(const Args& args) {
-  if (args.positionals().empty()) throw UsageError("no job TOML: axonn train JOB.toml [options] [section.key=value ...]");
+  if (args.positionals().empty())
+    throw UsageError("no job TOML: axonn train JOB.toml [options] [section.key=value ...]");
   TrainInputs in;
   in.job_path = args.positionals()[0];
   in.overrides.assign(args.positionals().begin() + 1, args.positionals().end());
@@ -62,8 +63,8 @@ void check_wrapper_preempt_signal(const TrainInputs& inputs) {
                       " is not a signal axonn train can stop on: use USR1, USR2 or HUP (or TERM, INT)");
   throw ConfigError("AXONN_PREEMPT_SIGNAL=" + *env + " (the signal this job's wrapper or sbatch template forwards) " +
                     "is not the job's run.preempt_signal \"" + job_signal + "\" (" + inputs.job.source +
-                    ", else policy.preempt_signal of " + inputs.site.chosen_by +
-                    "): SIG" + forwarded + " would not stop the run. Set run.preempt_signal = \"" + forwarded +
+                    ", else policy.preempt_signal of " + inputs.site.chosen_by + "): SIG" + forwarded +
+                    " would not stop the run. Set run.preempt_signal = \"" + forwarded +
                     "\" in the job (or as an override), or let the wrapper forward SIG" + job_signal);
 }
 

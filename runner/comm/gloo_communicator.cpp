@@ -94,10 +94,10 @@ void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
     }
     throw CommError(std::string(collective_name(kind)) + " on axis '" + name_ + "' (world ranks " +
                     format_ranks(members_) + ", " + std::to_string(bytes) + " bytes) " +
-                    (elapsed >= timeout_ ? "timed out after " + std::to_string(timeout_.count()) +
-                                               " ms: a peer did not arrive ("
-                                         : "failed after " + std::to_string(elapsed.count()) +
-                                               " ms: a peer's connection broke (it died, or gave up first) (") +
+                    (elapsed >= timeout_
+                         ? "timed out after " + std::to_string(timeout_.count()) + " ms: a peer did not arrive ("
+                         : "failed after " + std::to_string(elapsed.count()) +
+                               " ms: a peer's connection broke (it died, or gave up first) (") +
                     e.what() + ")");
   } catch (...) {
     if (watch_) watch_->leave(watch_slot_);

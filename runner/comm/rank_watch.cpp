@@ -180,7 +180,8 @@ void RankWatch::publish(Exchange& exchange, const std::string& key) {
   gethostname(host, sizeof host - 1);
   const std::string pid = std::to_string(getpid());
   BlobPairs pairs;
-  pairs["address"] = std::vector<char>(reinterpret_cast<const char*>(&mine), reinterpret_cast<const char*>(&mine) + sizeof mine);
+  pairs["address"] =
+      std::vector<char>(reinterpret_cast<const char*>(&mine), reinterpret_cast<const char*>(&mine) + sizeof mine);
   pairs["host"] = std::vector<char>(host, host + std::strlen(host));
   pairs["pid"] = std::vector<char>(pid.begin(), pid.end());
   exchange.put("axonn.watch." + key, pack_pairs(pairs));
@@ -360,8 +361,9 @@ std::string RankWatch::explain_missing(const std::string& group_name, uint64_t f
     if (a.state != Answer::State::replied) {
       unreachable.push_back(a.rank);
       const char* why = a.state == Answer::State::silent ? "it does not answer (stopped, or hung)"
-                        : a.state == Answer::State::gone ? "it is gone (exited, or killed)"
-                                                         : "it is gone: its process ended as it was asked (exited, or killed)";
+                        : a.state == Answer::State::gone
+                            ? "it is gone (exited, or killed)"
+                            : "it is gone: its process ended as it was asked (exited, or killed)";
       add(who(a.rank) + " did not arrive: " + why);
       continue;
     }
@@ -371,8 +373,8 @@ std::string RankWatch::explain_missing(const std::string& group_name, uint64_t f
       return g.name == word(group_name) && g.first == static_cast<int>(first_member);
     });
     if (here != status->groups.end() && here->entered >= seq) continue;  // it came
-    const auto elsewhere = std::find_if(status->groups.begin(), status->groups.end(),
-                                        [&](const GroupStatus& g) { return g.in_flight; });
+    const auto elsewhere =
+        std::find_if(status->groups.begin(), status->groups.end(), [&](const GroupStatus& g) { return g.in_flight; });
     if (elsewhere == status->groups.end()) {
       add(who(a.rank) + " did not arrive: it runs but is in no collective (for " + std::to_string(status->idle_ms) +
           " ms)");
@@ -411,8 +413,9 @@ std::string RankWatch::explain_failure(int slot, uint64_t seq, CollectiveKind ki
   if (notice) return head + *notice + detail;
 
   std::vector<int> asked = {rank_}, unreachable;
-  const std::string missing =
-      peers_.empty() ? "" : explain_missing(g.name, static_cast<uint64_t>(g.members.front()), seq, g.members, 0, asked, unreachable);
+  const std::string missing = peers_.empty() ? ""
+                                             : explain_missing(g.name, static_cast<uint64_t>(g.members.front()), seq,
+                                                               g.members, 0, asked, unreachable);
   if (missing.empty()) return head + "every member had arrived; the connection failed" + detail;
   const std::string diagnosis = head + missing;
 
@@ -421,7 +424,8 @@ std::string RankWatch::explain_failure(int slot, uint64_t seq, CollectiveKind ki
   std::vector<int> others;
   for (int r = 0; r < size_; ++r)
     if (r != rank_ && std::find(unreachable.begin(), unreachable.end(), r) == unreachable.end()) others.push_back(r);
-  const std::string notice_request = "N world rank " + std::to_string(rank_) + " gave up first: " + one_line(diagnosis) + "\n";
+  const std::string notice_request =
+      "N world rank " + std::to_string(rank_) + " gave up first: " + one_line(diagnosis) + "\n";
   for (size_t at = 0; at < others.size(); at += kNoticeBatch) {
     const std::vector<int> batch(others.begin() + static_cast<long>(at),
                                  others.begin() + static_cast<long>(std::min(others.size(), at + kNoticeBatch)));

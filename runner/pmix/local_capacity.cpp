@@ -84,13 +84,13 @@ MachineLimits read_machine_limits() {
 
 std::optional<std::string> local_capacity_problem(int ranks, const MachineLimits& m) {
   const auto n = static_cast<uint64_t>(ranks);
-  const std::string what = "-n " + std::to_string(ranks) + ": this machine cannot hold " + std::to_string(ranks) +
-                           " ranks: ";
+  const std::string what =
+      "-n " + std::to_string(ranks) + ": this machine cannot hold " + std::to_string(ranks) + " ranks: ";
   const std::string fix = "; use fewer ranks (-n), or more machines under Slurm (srun --mpi=pmix)";
   if (m.memory_available_bytes && n * kMinRankBytes > *m.memory_available_bytes)
     return what + "they need at least " + mib(n * kMinRankBytes) + " of memory (" + mib(kMinRankBytes) +
-           " per rank before any model) and " + mib(*m.memory_available_bytes) + " is available (MemAvailable)" +
-           fix + " (at most " + std::to_string(*m.memory_available_bytes / kMinRankBytes) + " here)";
+           " per rank before any model) and " + mib(*m.memory_available_bytes) + " is available (MemAvailable)" + fix +
+           " (at most " + std::to_string(*m.memory_available_bytes / kMinRankBytes) + " here)";
   if (m.user_tasks_limit && m.user_tasks + n * kMinRankThreads > *m.user_tasks_limit)
     return what + "they start at least " + std::to_string(n * kMinRankThreads) + " threads (" +
            std::to_string(kMinRankThreads) + " per rank) and this user runs " + std::to_string(m.user_tasks) +

@@ -434,8 +434,9 @@ void LocalJob::kill_stopped_ranks() {
 // whether the signal reached the launcher (forwarded SIGTERM/SIGINT) or the ranks directly,
 // and a wrapper must see 75 (requeue) as it would under srun.
 void LocalJob::settle_exit_code() {
-  const bool all_preempted = std::all_of(result_.exits.begin(), result_.exits.end(),
-                                         [](const RankExit& e) { return e.signal == 0 && e.exit_status == EX_TEMPFAIL; });
+  const bool all_preempted = std::all_of(result_.exits.begin(), result_.exits.end(), [](const RankExit& e) {
+    return e.signal == 0 && e.exit_status == EX_TEMPFAIL;
+  });
   if (!all_preempted || result_.exits.empty()) return;
   result_.exit_code = EX_TEMPFAIL;
   result_.failure.clear();
