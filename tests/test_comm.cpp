@@ -3,6 +3,7 @@
 // put, fence, get); the multi-process tests run the same checks under the launcher.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -141,8 +142,8 @@ TEST(GlooCommunicator, LatencyPathTimesOutOnAStalledPeer) {
       comms[0]->all_reduce(&v, 1, ElementType::float32);
       ADD_FAILURE() << "all_reduce returned without rank 2";
     } catch (const CommError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("all_reduce on group 'world' (world ranks 0,1,2, 4 bytes) failed or timed out "
-                                      "after 500 ms: a peer did not arrive or died (waiting for world rank 2: "));
+      EXPECT_THAT(e.what(), HasSubstr("all_reduce on axis 'world' (world ranks 0,1,2, 4 bytes) timed out after 500 ms: "
+                                      "a peer did not arrive (waiting for world rank 2: "));
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
     ++gave_up;
@@ -223,8 +224,8 @@ TEST(GlooCommunicator, StartedCollectiveTimeoutSurfacesAtFinish) {
       comm.finish(t);
       ADD_FAILURE() << "finish returned without rank 1";
     } catch (const CommError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("all_reduce on group 'pair' (world ranks 0,1, 4000 bytes) failed or timed out "
-                                      "after 300 ms"));
+      EXPECT_THAT(e.what(),
+                  HasSubstr("all_reduce on axis 'pair' (world ranks 0,1, 4000 bytes) timed out after 300 ms"));
     }
     float v = 1.0f;
     EXPECT_THROW(comm.all_reduce(&v, 1, ElementType::float32), CommError);
@@ -247,6 +248,67 @@ TEST(GlooCommunicator, SubgroupsOfAGridAreIndependent) {
     float w = static_cast<float>(1 << rank);
     cols.all_reduce(&w, 1, ElementType::float32);
     EXPECT_EQ(w, rank % 2 == 0 ? 5.0f : 10.0f);
+  });
+}
+
+// In a grid, a failed collective asks its members' rank watches who did not arrive
+// (rank_watch.hpp). Rank 2 of three stays in no collective: the others time out naming it,
+// and say what it is doing; the first to give up tells the other, which leads with that.
+TEST(CommGridWatch, ATimeoutNamesTheRankThatDidNotArriveAndWhatItDoes) {
+  std::atomic<int> gave_up{0};
+  std::mutex mu;
+  std::vector<std::string> messages;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  run_ranks(3, [&](int rank, Exchange& exchange) {
+    CommGrid grid(exchange, parse_layout("3x1x1x1"), std::chrono::milliseconds(800), true);
+    float v = 1.0f;
+    grid.world().all_reduce(&v, 1, ElementType::float32);
+    ASSERT_EQ(v, 3.0f);
+    if (rank == 2) {  // alive, answering its watch, but never comes to the next collective
+      while (gave_up < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    try {
+      grid.world().all_reduce(&v, 1, ElementType::float32);
+      ADD_FAILURE() << "all_reduce returned without rank 2";
+    } catch (const CommError& e) {
+      std::lock_guard lock(mu);
+      messages.push_back(e.what());
+    }
+    ++gave_up;
+  });
+  ASSERT_EQ(messages.size(), 2u);
+  const std::string names = "world rank 2 on host " + std::string(host) + " (pid " + std::to_string(getpid()) +
+                            ") did not arrive: it runs but is in no collective (for ";
+  for (const std::string& m : messages) {
+    EXPECT_THAT(m, StartsWith("all_reduce on axis 'world' (world ranks 0,1,2, 4 bytes) timed out after 800 ms: "));
+    EXPECT_THAT(m, HasSubstr(names));
+  }
+}
+
+// A collective whose peer is gone fails at once and says "failed", not "timed out", naming
+// the peer that is gone.
+TEST(CommGridWatch, APeerThatIsGoneFailsAtOnceSayingSo) {
+  run_ranks(2, [&](int rank, Exchange& exchange) {
+    auto grid = std::make_unique<CommGrid>(exchange, parse_layout("2x1x1x1"), kTimeout, true);
+    float v = 1.0f;
+    grid->world().all_reduce(&v, 1, ElementType::float32);
+    ASSERT_EQ(v, 2.0f);
+    if (rank == 1) grid.reset();  // its connections and its watch close
+    exchange.fence();             // rank 0 goes on only once rank 1's grid is gone
+    if (rank == 1) return;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      std::vector<float> big(100000, 1.0f);  // the ring path
+      grid->world().all_reduce(big.data(), big.size(), ElementType::float32);
+      ADD_FAILURE() << "all_reduce returned without rank 1";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), StartsWith("all_reduce on axis 'world' (world ranks 0,1, 400000 bytes) failed after "));
+      EXPECT_THAT(e.what(), HasSubstr(" ms: world rank 1 on host "));
+      EXPECT_THAT(e.what(), HasSubstr("did not arrive: it is gone (exited, or killed)"));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the 10 s timeout was waited for";
   });
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "pmix/labelled_output.hpp"
+#include "pmix/local_capacity.hpp"
 #include "pmix/local_launcher.hpp"
 
 namespace axonn {
@@ -284,6 +285,84 @@ TEST(LocalJob, GraceOverSigkillsRanksThatIgnoreSigterm) {
   expect_job_gone(result);
   std::fclose(out);
   std::filesystem::remove(marker);
+}
+
+TEST(LocalJob, EveryRankExitingSeventyFiveIsAStopNotAFailure) {
+  FILE* out = std::tmpfile();
+  LocalJobOptions opt;
+  opt.ranks = 3;
+  opt.argv = {"sh", "-c", "exit 75"};
+  opt.stdout_fd = opt.stderr_fd = fileno(out);
+  const LocalJobResult result = run_local_job(opt);
+  EXPECT_EQ(result.exit_code, 75);
+  EXPECT_EQ(result.failure, "");
+  std::fclose(out);
+}
+
+// A stopped rank cannot act on SIGTERM: when another rank fails, the launcher kills it at
+// once instead of after the grace period, and says it was stopped.
+TEST(LocalJob, AStoppedRankIsKilledAtOnceWhenTheJobFailsAndNamed) {
+  FILE* out = std::tmpfile();
+  LocalJobOptions opt;
+  opt.ranks = 3;
+  // Rank 2 stops itself; rank 0 fails once it sees rank 2 stopped (state T in /proc).
+  opt.argv = {
+      "sh", "-c",
+      "if [ \"$PMIX_RANK\" = 2 ]; then echo $$ > stopped.pid.$PPID; kill -STOP $$; exit 0; fi; "
+      "if [ \"$PMIX_RANK\" = 0 ]; then "
+      "while ! [ -s stopped.pid.$PPID ] || ! grep -q \"^[0-9]* ([a-z]*) T\" /proc/$(cat stopped.pid.$PPID)/stat; "
+      "do sleep 0.02; done; rm -f stopped.pid.$PPID; sleep 0.3; exit 4; fi; "
+      "sleep 30"};
+  opt.grace = std::chrono::milliseconds(20000);
+  opt.stdout_fd = opt.stderr_fd = fileno(out);
+  const auto start = Clock::now();
+  const LocalJobResult result = run_local_job(opt);
+  const double seconds = seconds_since(start);
+  EXPECT_EQ(result.exit_code, 4) << read_fd(fileno(out));
+  EXPECT_EQ(result.failure.rfind("rank 0 exited with status 4; rank 2 (pid ", 0), 0u) << result.failure;
+  EXPECT_TRUE(contains(result.failure, ") was stopped by SIGSTOP and is killed")) << result.failure;
+  EXPECT_EQ(result.exits[2].signal, SIGKILL);
+  EXPECT_LT(seconds, 10.0) << "the 20 s grace period was waited for the stopped rank";
+  expect_job_gone(result);
+  std::fclose(out);
+}
+
+TEST(LocalCapacity, EachLimitIsAReasonToRefuseNamingItAndTheNumbers) {
+  MachineLimits m;
+  m.memory_available_bytes = uint64_t{1} << 30;  // 1 GiB: 16 ranks of 64 MiB
+  EXPECT_EQ(local_capacity_problem(16, m), std::nullopt);
+  const auto memory = local_capacity_problem(17, m);
+  ASSERT_TRUE(memory);
+  EXPECT_EQ(*memory,
+            "-n 17: this machine cannot hold 17 ranks: they need at least 1088 MiB of memory (64 MiB per rank before "
+            "any model) and 1024 MiB is available (MemAvailable); use fewer ranks (-n), or more machines under Slurm "
+            "(srun --mpi=pmix) (at most 16 here)");
+
+  m = {};
+  m.user_tasks_limit = 100;
+  m.user_tasks = 50;  // room for 10 ranks of 5 threads
+  EXPECT_EQ(local_capacity_problem(10, m), std::nullopt);
+  const auto nproc = local_capacity_problem(11, m);
+  ASSERT_TRUE(nproc);
+  EXPECT_TRUE(contains(*nproc,
+                       "they start at least 55 threads (5 per rank) and this user runs 50 of the 100 its "
+                       "process limit allows (RLIMIT_NPROC, ulimit -u)"))
+      << *nproc;
+
+  m = {};
+  m.kernel_tasks_limit = 32768;
+  m.kernel_tasks = 32000;
+  const auto kernel = local_capacity_problem(500, m);
+  ASSERT_TRUE(kernel);
+  EXPECT_TRUE(contains(*kernel, "(kernel.threads-max, kernel.pid_max)")) << *kernel;
+
+  m = {};
+  m.open_files_limit = 1024;  // 3 per rank and 64 for the launcher: 320 ranks
+  EXPECT_EQ(local_capacity_problem(320, m), std::nullopt);
+  const auto files = local_capacity_problem(321, m);
+  ASSERT_TRUE(files);
+  EXPECT_TRUE(contains(*files, "1027 in all, and the open-file limit is 1024 (RLIMIT_NOFILE hard limit, ulimit -Hn)"))
+      << *files;
 }
 
 TEST(LocalJob, OutputIsLabelledLineByLineOnTheRightStream) {

@@ -304,6 +304,45 @@ TEST_F(SlurmTrain, PreemptibleTemplateSavesButStaysCancelledAfterScancel) {
   EXPECT_TRUE(contains(run_command("scontrol show job -o " + id, 10).output, "JobState=CANCELLED"));
 }
 
+// The template forwards the job's run.preempt_signal, whatever --signal sends the batch
+// script: a USR2 job is preempted by the USR1 of `--signal=B:USR1@LEAD`, saves and requeues.
+// And a trainer that would stop on another signal than the template forwards (here the
+// plugin's site config asks for HUP, which the batch script cannot see) refuses to start.
+TEST_F(SlurmTrain, PreemptibleTemplateForwardsTheJobsPreemptSignalAndNeverDisagreesWithIt) {
+  const fs::path a = job_dir("usr2");
+  write_file(a / "job.toml", test_job(kSteps) + "preempt_signal = \"USR2\"\n");
+  const std::string id = submit(a, "-o job.out " + kTemplates + "/preemptible.sbatch job.toml");
+  wait_for_steps(a, 2);
+  ASSERT_EQ(run_command("scancel --signal=USR1 --batch " + id, 10).code, 0);
+  wait_for_job(id, "Restarts=1");
+  ASSERT_EQ(run_command("scancel " + id, 10).code, 0);
+  const auto k = static_cast<int64_t>(read_metrics(a / "run").size());
+  ASSERT_LT(k, kSteps) << "the signal came after the last step; nothing was tested";
+  const std::string log = read_text(a / "job.out");
+  EXPECT_TRUE(contains(log, "preemptible.sbatch: SIGUSR1 at ")) << log;
+  EXPECT_TRUE(contains(log, "asking the trainer to checkpoint and stop (SIGUSR2, the job's run.preempt_signal)"))
+      << log;
+  EXPECT_TRUE(contains(log, "[info] stop signals: SIGUSR2 (run.preempt_signal), SIGTERM, SIGINT")) << log;
+  EXPECT_TRUE(contains(log, "[warning] train: stop requested (preemption signal); saving step " + std::to_string(k)))
+      << log;
+  EXPECT_TRUE(contains(log, "preemptible.sbatch: checkpoint committed; requeueing job " + id)) << log;
+  EXPECT_EQ(read_text(a / "ckpt" / "latest"), step_dir_name(k) + "\n");
+
+  const fs::path site = dir_ / "hup-site.toml";
+  write_file(site, read_text(kLaptopSite) + "preempt_signal = \"HUP\"\n");  // [policy] is its last table
+  write_plugstack(site.string());
+  const fs::path b = job_dir("site-hup");
+  const std::string refused = submit(b, "-o job.out " + kTemplates + "/preemptible.sbatch job.toml");
+  wait_for_job(refused, "JobState=FAILED");
+  const std::string out = read_text(b / "job.out");
+  EXPECT_TRUE(contains(out,
+                       "AXONN_PREEMPT_SIGNAL=USR1 (the signal this job's wrapper or sbatch template forwards) "
+                       "is not the job's run.preempt_signal \"HUP\""))
+      << out;
+  EXPECT_TRUE(contains(out, "preemptible.sbatch: axonn train failed with exit code 2; not requeueing")) << out;
+  EXPECT_FALSE(fs::exists(b / "run" / "metrics.jsonl")) << out;
+}
+
 // Issue #8, test 3 with axonn train: the single-node template finds the job TOML beside
 // itself and lets the plugin choose; an #SBATCH --axonn-layout line reaches its srun instead.
 TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {

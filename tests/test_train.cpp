@@ -243,5 +243,126 @@ TEST_F(TrainResume, ALayoutThatDoesNotFitIsABadInputNamingWhatIsWrong) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "metrics.jsonl")) << "nothing may start";
 }
 
+// The stop signals as a wrapper sends them: SIGTERM to the launcher, and a job's own
+// run.preempt_signal. Each run is the tiny job on 2 ranks, signalled once 2 steps are logged.
+class TrainSignals : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = fresh_dir("signals"); }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  // Trains `job` in dir_/name on 2 ranks and sends `signal` to the launcher after step 2.
+  CommandResult signalled_run(const std::string& name, const std::string& job, const std::string& signal) {
+    const auto dir = dir_ / name;
+    std::filesystem::create_directories(dir);
+    write_file(dir / "job.toml", job);
+    std::thread signaller([&] {
+      for (int i = 0; i < 600 && read_metrics(dir / "run").size() < 2; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      run_command("pkill -" + signal + " -f \"" + launcher_pattern(dir, 2) + "\"");
+    });
+    const CommandResult r = run_train(dir, 2, "2x1x1x1");
+    signaller.join();
+    return r;
+  }
+  std::filesystem::path dir_;
+};
+
+// SIGTERM to `axonn run`: every rank commits its step and exits 75, and so does the
+// launcher (not 143), as srun would, so a wrapper requeues.
+TEST_F(TrainSignals, SigtermToTheLauncherSavesAndTheLauncherExitsSeventyFive) {
+  const CommandResult r = signalled_run("term", tiny_job(200, 0), "TERM");
+  ASSERT_EQ(r.code, 75) << r.output;
+  const auto steps = read_metrics(dir_ / "term" / "run");
+  ASSERT_LT(steps.size(), 200u) << "the signal came too late to test anything";
+  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: every rank exited with 75")) << r.output;
+  EXPECT_EQ(read_text(dir_ / "term" / "ckpt" / "latest"),
+            "step-" + std::string(9 - std::to_string(steps.size()).size(), '0') + std::to_string(steps.size()) + "\n");
+}
+
+// run.preempt_signal = "USR2": SIGUSR2 stops the run at a step boundary with a checkpoint.
+TEST_F(TrainSignals, AJobsPreemptSignalUsr2StopsItWithACheckpoint) {
+  const CommandResult r = signalled_run("usr2", tiny_job(200, 0) + "preempt_signal = \"USR2\"\n", "USR2");
+  ASSERT_EQ(r.code, 75) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] [info] stop signals: SIGUSR2 (run.preempt_signal), SIGTERM, SIGINT")) << r.output;
+  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "usr2" / "ckpt" / "latest")) << r.output;
+}
+
+// What the sbatch templates forward: the job's key, else the site's policy, with overrides
+// applied; anything but USR1, USR2 and HUP is bad input.
+TEST_F(TrainSignals, PrintPreemptSignalFollowsTheJobTheSiteAndOverrides) {
+  write_file(dir_ / "job.toml", tiny_job(2, 0));
+  write_file(dir_ / "usr2.toml", tiny_job(2, 0) + "preempt_signal = \"USR2\"\n");
+  write_file(dir_ / "site.toml", "[site]\nname = \"hup-site\"\n[policy]\npreempt_signal = \"HUP\"\n");
+  auto print = [&](const std::string& args) {
+    return run_command("env -u PMIX_NAMESPACE -u AXONN_SITE_CONFIG " + kAxonn + " train --print-preempt-signal " +
+                       args);
+  };
+  EXPECT_EQ(print((dir_ / "job.toml").string()).output, "USR1\n");
+  EXPECT_EQ(print((dir_ / "usr2.toml").string()).output, "USR2\n");
+  EXPECT_EQ(print((dir_ / "job.toml").string() + " --site " + (dir_ / "site.toml").string()).output, "HUP\n");
+  EXPECT_EQ(print((dir_ / "usr2.toml").string() + " --site " + (dir_ / "site.toml").string()).output, "USR2\n");
+  EXPECT_EQ(print((dir_ / "usr2.toml").string() + " run.preempt_signal=HUP").output, "HUP\n");
+  const auto bad = print((dir_ / "job.toml").string() + " run.preempt_signal=TERM");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "run.preempt_signal")) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "\"USR1\", \"USR2\", \"HUP\"")) << bad.output;
+}
+
+// A wrapper that forwards another signal than the job stops on (AXONN_PREEMPT_SIGNAL, which
+// the templates set) would lose the checkpoint at the time limit: refused before any rank
+// starts, under axonn run and in axonn train itself.
+TEST_F(TrainSignals, AWrapperForwardingAnotherSignalIsRefusedBeforeTraining) {
+  write_file(dir_ / "job.toml", tiny_job(2, 0) + "preempt_signal = \"USR2\"\n");
+  const std::string says =
+      "AXONN_PREEMPT_SIGNAL=USR1 (the signal this job\'s wrapper or sbatch template forwards) is not the job\'s "
+      "run.preempt_signal \"USR2\"";
+  const auto run =
+      run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=USR1 " + kAxonn + " run -n 2 job.toml");
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_TRUE(contains(run.output, says)) << run.output;
+  EXPECT_FALSE(contains(run.output, "[0] ")) << run.output;
+  const auto train =
+      run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=SIGUSR1 " + kAxonn + " train job.toml");
+  EXPECT_EQ(train.code, 2) << train.output;
+  EXPECT_TRUE(contains(train.output, "AXONN_PREEMPT_SIGNAL=SIGUSR1 (the signal")) << train.output;
+  const auto same =
+      run_command("cd " + dir_.string() + " && AXONN_PREEMPT_SIGNAL=USR2 " + kAxonn + " run -n 1 job.toml");
+  EXPECT_EQ(same.code, 0) << same.output;
+}
+
+// --site and AXONN_SITE_CONFIG both set: the flag wins, and rank 0's first line says which
+// site it used and that the variable was not.
+TEST(TrainSite, AnExplicitSiteWinsOverTheEnvironmentAndRankZeroSaysSoFirst) {
+  const auto dir = fresh_dir("site");
+  write_file(dir / "job.toml", tiny_job(2, 0));
+  write_file(dir / "flag.toml", "[site]\nname = \"flag-site\"\n");
+  write_file(dir / "env.toml", "[site]\nname = \"env-site\"\n");
+  auto first_line_of_rank0 = [](const std::string& output) {
+    const size_t at = output.find("[0] ");
+    return at == std::string::npos ? std::string() : output.substr(at, output.find('\n', at) - at);
+  };
+  const std::string env = "AXONN_SITE_CONFIG=" + (dir / "env.toml").string() + " ";
+  const auto both = run_command("cd " + dir.string() + " && " + env + kAxonn + " run -n 1 job.toml --site " +
+                                (dir / "flag.toml").string());
+  ASSERT_EQ(both.code, 0) << both.output;
+  EXPECT_EQ(first_line_of_rank0(both.output),
+            "[0] [info] site flag-site from --site " + (dir / "flag.toml").string() +
+                "; AXONN_SITE_CONFIG=" + (dir / "env.toml").string() +
+                " (the axonn SPANK plugin\'s site config, or your environment\'s) is not used: an explicit --site wins")
+      << both.output;
+  EXPECT_TRUE(contains(both.output, "1 ranks on 1 node(s), site flag-site,")) << both.output;
+
+  const auto from_env = run_command("cd " + dir.string() + " && " + env + kAxonn + " run -n 1 job.toml");
+  ASSERT_EQ(from_env.code, 0) << from_env.output;
+  EXPECT_EQ(first_line_of_rank0(from_env.output),
+            "[0] [info] site env-site from AXONN_SITE_CONFIG=" + (dir / "env.toml").string() +
+                " (set by the axonn SPANK plugin or your environment; --site would take precedence)")
+      << from_env.output;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace axonn::test

@@ -16,4 +16,7 @@ int command_data(const CommandArgs& args);
 int command_train(const CommandArgs& args);
 int command_ckpt(const CommandArgs& args);
 
+// Whether `name` is one of the subcommands above (main.cpp's table).
+bool is_axonn_command(const std::string& name);
+
 }  // namespace axonn

@@ -58,6 +58,12 @@ void print_usage(std::FILE* out) {
 
 }  // namespace
 
+bool axonn::is_axonn_command(const std::string& name) {
+  for (const auto& c : kCommands)
+    if (name == c.name) return true;
+  return false;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     print_usage(stderr);

@@ -1,16 +1,30 @@
-// axonn run -n N [--nodes-sim K] [--grace-ms G] job.toml | selftest [args] | -- CMD [args]
+// axonn run -n N [--nodes-sim K] [--grace-ms G] job.toml | train job.toml | selftest [args] | -- CMD [args]
 // The local launcher: hosts a PMIx server and runs N ranks on this machine, like
 // `srun --label`. A job TOML runs `axonn train job.toml` on every rank; an axonn
 // subcommand name runs that subcommand; after `--`, any command.
+//
+// Everything is checked before the first rank starts, and a bad input is exit 2 (3 when no
+// layout fits): the rank count against what this machine can hold (pmix/local_capacity.hpp),
+// a first word that is neither a .toml nor an axonn command, a command not on PATH, and for
+// a training run (a .toml first, or `train`) its options, site, job TOML, overrides, data
+// file, wrapper signal and layout, decided as every rank would for these N ranks.
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/run_layout.hpp"
+#include "cli/train_inputs.hpp"
+#include "pmix/local_capacity.hpp"
 #include "pmix/local_launcher.hpp"
+#include "pmix/worker_process.hpp"
+#include "trainer/data/token_data.hpp"
 
 namespace axonn {
 namespace {
@@ -24,6 +38,37 @@ std::string self_executable() {
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The topology every rank of this local job will read from PMIx (pretend_nodes' blocks).
+Topology local_topology(const LocalJobOptions& opt) {
+  Topology t;
+  t.world = opt.ranks;
+  const auto nodes = pretend_nodes(opt.ranks, opt.nodes_sim, this_hostname());
+  t.nodes = static_cast<int>(nodes.size());
+  t.node_of_rank.resize(static_cast<size_t>(opt.ranks));
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    t.hostnames.push_back(nodes[n].hostname);
+    for (int r : nodes[n].ranks) t.node_of_rank[static_cast<size_t>(r)] = static_cast<int>(n);
+  }
+  t.local_peers = nodes[0].ranks;
+  t.local_size = static_cast<int>(nodes[0].ranks.size());
+  return t;
+}
+
+// `axonn train WORDS` on these ranks, checked here as its ranks would check it, so a bad
+// job stops before any process starts. `--help` is left to the ranks.
+void check_train_command(const CommandArgs& words, const LocalJobOptions& opt) {
+  const Args args(words, train_option_specs());
+  if (args.has("help")) return;
+  const TrainInputs inputs = load_train_inputs(args);
+  check_wrapper_preempt_signal(inputs);
+  args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax);
+  const std::string& data = inputs.job.data.path;
+  if (!data.empty() && access(data.c_str(), R_OK) != 0)
+    throw DataError(inputs.job.source + ": data.path " + data + " cannot be read: " + std::strerror(errno) +
+                    "; give a token or text file (axonn data prepare), or an empty path for the built-in corpus");
+  decide_run_layout(local_topology(opt), inputs.site.config, inputs.job, args.value("layout"));
 }
 
 }  // namespace
@@ -69,23 +114,43 @@ int command_run(const CommandArgs& argv) {
     throw UsageError("--nodes-sim " + std::to_string(opt.nodes_sim) + " is more than the " + std::to_string(opt.ranks) +
                      " ranks; use at most -n pretend nodes");
   opt.grace = std::chrono::milliseconds(args.integer("grace-ms", 0, 600'000).value_or(3000));
+  if (const auto problem = local_capacity_problem(opt.ranks, read_machine_limits())) throw UsageError(*problem);
+
   const auto& rest = command;
   if (after_dashes) {
     opt.argv = rest;
-  } else if (ends_with(rest[0], ".toml")) {
+  } else if (ends_with(rest[0], ".toml") || rest[0] == "train") {
     opt.argv = {self_executable(), "train"};
-    opt.argv.insert(opt.argv.end(), rest.begin(), rest.end());
-  } else {
+    opt.argv.insert(opt.argv.end(), rest.begin() + (rest[0] == "train" ? 1 : 0), rest.end());
+    check_train_command(CommandArgs(opt.argv.begin() + 2, opt.argv.end()), opt);
+  } else if (is_axonn_command(rest[0])) {
     opt.argv = {self_executable()};
     opt.argv.insert(opt.argv.end(), rest.begin(), rest.end());
+  } else {
+    throw UsageError("'" + rest[0] + "' is neither a job TOML (a .toml file) nor an axonn command (train, selftest, " +
+                     "...); to run another program on every rank: axonn run -n " + std::to_string(opt.ranks) + " -- " +
+                     rest[0]);
   }
+  try {
+    const char* path = std::getenv("PATH");
+    resolve_executable(opt.argv[0], path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
+  } catch (const LaunchError& e) {
+    const std::string why = e.what();
+    throw UsageError(why.substr(why.rfind("axonn run: ", 0) == 0 ? 11 : 0));
+  }
+  raise_open_file_limit(opt.ranks);
   opt.extra_env = {"AXONN_LAUNCHER=local"};
   const LocalJobResult result = run_local_job(opt);
   if (!result.failure.empty()) {
     std::fprintf(stderr, "axonn run: %s; stopped the other ranks\n", result.failure.c_str());
     return result.exit_code;
   }
-  return exit_code::ok;
+  if (result.exit_code == exit_code::preempted)
+    std::fprintf(stderr,
+                 "axonn run: every rank exited with %d: stopped after a committed checkpoint; run it again "
+                 "to resume\n",
+                 exit_code::preempted);
+  return result.exit_code;
 }
 
 }  // namespace axonn

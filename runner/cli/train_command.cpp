@@ -1,10 +1,11 @@
 // axonn train JOB.toml [--site S] [--layout L] [--fallback] [--break-lock] [--timeout-ms N] [section.key=value ...]
 // One rank of a training run, under `axonn run -n N`, `srun --mpi=pmix` or `mpirun`: reads
-// the topology from PMIx, the site (AXONN_SITE_CONFIG, else --site, else the built-in
-// laptop-cpu site) and the job, decides the layout (cli/run_layout.hpp), checks the data,
-// connects the communicators and trains (trainer/train/training_run.hpp), resuming from the
-// job's checkpoint directory when it holds a step. SIGUSR1, SIGTERM and SIGINT ask for a
-// stop at the next step boundary: the ranks save, commit and exit with exit_code::preempted.
+// the site (--site, else AXONN_SITE_CONFIG, else the built-in laptop-cpu site;
+// cli/train_inputs.hpp), the job and its data before anything else, then the topology from
+// PMIx, decides the layout (cli/run_layout.hpp), connects the communicators and trains
+// (trainer/train/training_run.hpp), resuming from the job's checkpoint directory when it
+// holds a step. The job's run.preempt_signal (SIGUSR1 unless set), SIGTERM and SIGINT ask for
+// a stop at the next step boundary: the ranks save, commit and exit with exit_code::preempted.
 // Each rank computes where training.device says (cli/train_device.hpp: the CUDA backend with
 // NCCL, or the CPU backend with Gloo). Rank 0 logs that choice, the layout, the link tier
 // each axis's groups span, and when each startup phase was reached (also in summary.json's
@@ -17,12 +18,12 @@
 #include <cstdlib>
 #include <utility>
 
-#include "builtin_site.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/run_layout.hpp"
 #include "cli/train_device.hpp"
+#include "cli/train_inputs.hpp"
 #include "comm/comm_grid.hpp"
 #include "config/site_config.hpp"
 #include "layout/layout_cost.hpp"
@@ -39,17 +40,18 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 
 extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
 
-void install_stop_handlers() {
+// Until the job says which preemption signal it takes, every one it could name stops the run;
+// then the other two get their default action back (before NCCL, which may want SIGUSR1).
+void install_stop_handlers(const std::vector<int>& signals) {
   struct sigaction sa = {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  for (int s : {SIGUSR1, SIGTERM, SIGINT}) sigaction(s, &sa, nullptr);
+  for (int s : signals) sigaction(s, &sa, nullptr);
 }
 
-SiteConfig load_run_site(const std::optional<std::string>& site_option) {
-  if (const char* env = std::getenv("AXONN_SITE_CONFIG"); env != nullptr && *env != '\0') return load_site_config(env);
-  if (site_option) return load_site_config(*site_option);
-  return load_site_config_string(kBuiltinSiteToml, kBuiltinSiteName);
+void keep_only_preempt_signal(int preempt_signal) {
+  for (const std::string& name : kPreemptSignals)
+    if (const int s = preempt_signal_number(name); s != preempt_signal) std::signal(s, SIG_DFL);
 }
 
 // Which links each axis's groups cross under this layout's placement, as the chooser priced
@@ -89,17 +91,25 @@ TokenData load_data(const JobConfig& job) {
 
 }  // namespace
 
-int command_train(const CommandArgs& argv) {
-  const std::vector<OptionSpec> specs = {
-      {"site", true, "site config TOML (default: AXONN_SITE_CONFIG, else the built-in laptop-cpu site)"},
+const std::vector<OptionSpec>& train_option_specs() {
+  static const std::vector<OptionSpec> specs = {
+      {"site", true,
+       "site config TOML; wins over AXONN_SITE_CONFIG (default: that, else the built-in laptop-cpu site)"},
       {"layout", true, "DxXxYxZ[:order] (default: AXONN_LAYOUT, else the chooser)"},
       {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
       {"break-lock", false,
        "take over the checkpoint directory's lock left by a run on another host that is gone (its node failed)"},
       {"init-only", false, "write the initial weights as checkpoint step 0 and exit (no training)"},
+      {"print-preempt-signal", false,
+       "print the job's run.preempt_signal (USR1, USR2 or HUP) and exit; starts nothing"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
       {"help", false, "this help"},
   };
+  return specs;
+}
+
+int command_train(const CommandArgs& argv) {
+  const std::vector<OptionSpec>& specs = train_option_specs();
   const Args args(argv, specs);
   if (args.has("help") || args.positionals().empty()) {
     std::printf(
@@ -108,22 +118,35 @@ int command_train(const CommandArgs& argv) {
         format_options(specs).c_str());
     return args.has("help") ? exit_code::ok : exit_code::bad_input;
   }
-  const std::string job_path = args.positionals()[0];
-  const std::vector<std::string> overrides(args.positionals().begin() + 1, args.positionals().end());
   spdlog::set_pattern("[%l] %v");
   StartupTimes startup = StartupTimes::since_process_start();
   // First, so a preemption signal during startup (a requeued job preempted again at once)
   // stops the run at its first step boundary with a checkpoint instead of killing the rank.
-  install_stop_handlers();
+  install_stop_handlers({SIGUSR1, SIGUSR2, SIGHUP, SIGTERM, SIGINT});
+
+  // The job before PMIx: a bad one is exit 2 under any launcher, and without a server too.
+  const TrainInputs inputs = load_train_inputs(args);
+  const JobConfig& job = inputs.job;
+  const SiteConfig& site = inputs.site.config;
+  if (args.has("print-preempt-signal")) {
+    std::printf("%s\n", job.run.preempt_signal.c_str());
+    return exit_code::ok;
+  }
+  check_wrapper_preempt_signal(inputs);
+  keep_only_preempt_signal(preempt_signal_number(job.run.preempt_signal));
 
   PmixClient client;
   startup.mark("pmix_init");
   const Topology topology = topology_from_pmix(client);
   startup.mark("topology");
   const bool lead = topology.rank == 0;  // rank 0 narrates; every rank reports its memory
+  if (lead) {
+    spdlog::info("{}", inputs.site.chosen_by);
+    spdlog::info("stop signals: SIG{} (run.preempt_signal), SIGTERM, SIGINT: save at the next step boundary, exit {}",
+                 job.run.preempt_signal, exit_code::preempted);
+    std::fflush(stdout);
+  }
 
-  const SiteConfig site = load_run_site(args.value("site"));
-  const JobConfig job = load_job_config(job_path, site, overrides);
   const TrainDevice device = choose_train_device(job, topology);
   const RunLayout run = decide_run_layout(topology, site, job, args.value("layout"));
   auto backend = make_train_backend(device, job, topology);
@@ -140,7 +163,8 @@ int command_train(const CommandArgs& argv) {
     std::fflush(stdout);
   }
 
-  const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", 100, 86'400'000).value_or(300'000));
+  const auto timeout =
+      std::chrono::milliseconds(args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax).value_or(300'000));
   const bool single_host = topology.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
   if (device.cuda) {
     spdlog::info("rank {} on {}: {}", topology.rank, topology.hostname(), describe_train_device(device, job));

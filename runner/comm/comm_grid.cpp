@@ -4,6 +4,7 @@
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
 #include "comm/nccl_grid.hpp"
+#include "comm/rank_watch.hpp"
 #include "comm/single_rank_communicator.hpp"
 
 namespace axonn {
@@ -66,11 +67,15 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
   const bool small_path = gloo_small_message_bytes() > 0;
   if (small_path)
     for (size_t i = 0; i < k; ++i) specs.push_back({specs[i].name + "+sync", specs[i].members});
+  // The watch publishes its address before the bootstrap's fence and reads the others' after.
+  watch_ = std::make_unique<RankWatch>(exchange.rank(), exchange.size(), gloo_host_address(single_host));
+  watch_->publish(exchange, "grid");
   const auto contexts = connect_gloo_groups(exchange, make_gloo_device(single_host), specs, timeout, "grid");
+  watch_->learn(exchange, "grid");
   for (size_t i = 0; i < k; ++i) {
     std::shared_ptr<gloo::Context> sync_context = small_path ? contexts[k + i] : nullptr;
-    comms_[static_cast<size_t>(spec_axes[i])] =
-        std::make_unique<GlooCommunicator>(specs[i], contexts[i], timeout, recorder(spec_axes[i]), sync_context);
+    comms_[static_cast<size_t>(spec_axes[i])] = std::make_unique<GlooCommunicator>(
+        specs[i], contexts[i], timeout, recorder(spec_axes[i]), sync_context, watch_.get());
   }
 }
 

@@ -2,7 +2,8 @@
 // The communicators of one rank in a 4D layout: its x, y, z and data groups and the whole
 // job, connected in one bootstrap, with every collective counted per (axis, kind) so the
 // trainer's traffic can be checked against the layout model (layout_volume.hpp), and
-// optionally logged with its size and duration (a communication log).
+// optionally logged with its size and duration (a communication log). On Gloo a failed
+// collective names the rank(s) that did not arrive, their host and pid (rank_watch.hpp).
 //
 // Backends: Gloo on host buffers (CPU path) or NCCL on device buffers (GPU path; the
 // caller picks the device first, select_cuda_device in cuda_device.hpp). With NCCL the
@@ -23,6 +24,7 @@
 namespace axonn {
 
 class NcclCommunicator;
+class RankWatch;
 
 enum class CommBackend { gloo, nccl };
 const char* comm_backend_name(CommBackend backend);       // "gloo", "nccl"
@@ -89,6 +91,7 @@ class CommGrid {
   std::mutex record_mutex_;  // recorder(): communicator threads report too
   CommCounters counters_{};
   Logger logger_;
+  std::unique_ptr<RankWatch> watch_;  // Gloo only; destroyed after the communicators (~CommGrid)
 };
 
 }  // namespace axonn

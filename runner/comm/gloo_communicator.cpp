@@ -61,15 +61,17 @@ size_t gloo_small_message_bytes() {
 
 GlooCommunicator::GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context,
                                    std::chrono::milliseconds timeout, Recorder recorder,
-                                   std::shared_ptr<gloo::Context> sync_context)
+                                   std::shared_ptr<gloo::Context> sync_context, RankWatch* watch)
     : name_(group.name),
       members_(group.members),
       rank_(context->rank),
       timeout_(timeout),
       recorder_(std::move(recorder)),
-      context_(std::move(context)) {
+      context_(std::move(context)),
+      watch_(watch) {
   if (sync_context && gloo_small_message_bytes() > 0)
     small_ = std::make_unique<GlooSmallCollectives>(members_, std::move(sync_context), gloo_small_message_bytes());
+  if (watch_) watch_slot_ = watch_->add_group(name_, members_);
 }
 
 GlooCommunicator::~GlooCommunicator() = default;
@@ -77,13 +79,31 @@ GlooCommunicator::~GlooCommunicator() = default;
 template <typename Body>
 void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
   const auto start = std::chrono::steady_clock::now();
+  const uint64_t seq = watch_ ? watch_->enter(watch_slot_, kind) : 0;
   try {
     body();
   } catch (const gloo::Exception& e) {
-    throw CommError(std::string(collective_name(kind)) + " on group '" + name_ + "' (world ranks " +
-                    format_ranks(members_) + ", " + std::to_string(bytes) + " bytes) failed or timed out after " +
-                    std::to_string(timeout_.count()) + " ms: a peer did not arrive or died (" + e.what() + ")");
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    if (watch_) {
+      // Still "in" the collective while it asks: a peer asking this rank at the same moment
+      // (all the waiting ranks time out together) must see it waiting here, not idle.
+      std::string message = watch_->explain_failure(watch_slot_, seq, kind, bytes, elapsed, timeout_, e.what());
+      watch_->leave(watch_slot_);
+      throw CommError(std::move(message));
+    }
+    throw CommError(std::string(collective_name(kind)) + " on axis '" + name_ + "' (world ranks " +
+                    format_ranks(members_) + ", " + std::to_string(bytes) + " bytes) " +
+                    (elapsed >= timeout_
+                         ? "timed out after " + std::to_string(timeout_.count()) + " ms: a peer did not arrive ("
+                         : "failed after " + std::to_string(elapsed.count()) +
+                               " ms: a peer's connection broke (it died, or gave up first) (") +
+                    e.what() + ")");
+  } catch (...) {
+    if (watch_) watch_->leave(watch_slot_);
+    throw;
   }
+  if (watch_) watch_->leave(watch_slot_);
   if (recorder_)
     recorder_(
         {kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});

@@ -13,6 +13,7 @@
 #include "comm/communicator.hpp"
 #include "comm/gloo_mesh.hpp"
 #include "comm/gloo_small.hpp"
+#include "comm/rank_watch.hpp"
 
 namespace axonn {
 
@@ -28,8 +29,11 @@ class GlooCommunicator final : public Communicator {
   // context: connected for `group`; recorder: called after every collective (may be empty).
   // sync_context: a second connected context of the group for the small-message path
   // (gloo_small.hpp switches its pairs to sync mode), or null for the ring path only.
+  // watch: this rank's RankWatch (outlives the communicator), which a failed collective asks
+  // who did not arrive; null: the message says only that a peer did not arrive or died.
   GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
-                   Recorder recorder, std::shared_ptr<gloo::Context> sync_context = nullptr);
+                   Recorder recorder, std::shared_ptr<gloo::Context> sync_context = nullptr,
+                   RankWatch* watch = nullptr);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }
@@ -55,7 +59,8 @@ class GlooCommunicator final : public Communicator {
   CollectiveThread& thread();  // made at the first use
   // Before a blocking call: lets the started collectives end (and rethrows their error).
   void finish_started();
-  // Runs one collective: times it, records it, turns Gloo's errors into CommError.
+  // Runs one collective: times it, records it, turns Gloo's errors into CommError (which
+  // says "timed out" only when the timeout passed, "failed" when the peer's end broke first).
   template <typename Body>
   void run(CollectiveKind kind, size_t bytes, Body&& body);
   uint32_t next_tag() { return tag_++; }
@@ -69,6 +74,8 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<GlooSmallCollectives> small_;  // null: ring path only
   std::vector<char> scratch_;                    // reduce-scatter's working copy and receive buffer
   uint32_t tag_ = 0;
+  RankWatch* watch_ = nullptr;
+  int watch_slot_ = -1;
   std::unique_ptr<CollectiveThread> thread_;  // made by the first start_*
 };
 

@@ -5,6 +5,7 @@
 #include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,9 +41,8 @@ std::string pair_key(const GroupSpec& group, int from, int to) {
          std::to_string(to);
 }
 
-}  // namespace
-
-std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
+// What the TCP device binds to: see make_gloo_device.
+gloo::transport::tcp::attr device_attr(bool single_host) {
   gloo::transport::tcp::attr attr;
   if (const char* iface = std::getenv("AXONN_GLOO_IFACE")) {
     attr.iface = iface;
@@ -62,6 +62,27 @@ std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
                       "AXONN_GLOO_HOSTNAME to this host's address");
     freeaddrinfo(found);
   }
+  return attr;
+}
+
+}  // namespace
+
+sockaddr_storage gloo_host_address(bool single_host) {
+  try {
+    sockaddr_storage address = gloo::transport::tcp::CreateDeviceAttr(device_attr(single_host)).ai_addr;
+    if (address.ss_family == AF_INET6)
+      reinterpret_cast<sockaddr_in6*>(&address)->sin6_port = 0;
+    else
+      reinterpret_cast<sockaddr_in*>(&address)->sin_port = 0;
+    return address;
+  } catch (const gloo::Exception& e) {
+    throw CommError(std::string("finding the Gloo TCP device's address: ") + e.what() +
+                    " (set AXONN_GLOO_IFACE to the network interface to use)");
+  }
+}
+
+std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
+  const gloo::transport::tcp::attr attr = device_attr(single_host);
   try {
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const gloo::Exception& e) {

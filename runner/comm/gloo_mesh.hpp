@@ -7,6 +7,8 @@
 // keeps every rank until all are connected. Two fences however many groups, and the same
 // calls on every rank, so it cannot deadlock on group order (Gloo's own connectFullMesh
 // makes rank-dependent store calls that a fence-based store cannot match).
+#include <sys/socket.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -28,6 +30,10 @@ namespace axonn {
 // AXONN_GLOO_IFACE if set, else to AXONN_GLOO_HOSTNAME, else to this host's name
 // (127.0.0.1 when the job is on one host).
 std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host);
+
+// The host address that device listens on (port 0), for other services of this rank that
+// the peers must reach the same way (rank_watch.hpp).
+sockaddr_storage gloo_host_address(bool single_host);
 
 // Collective over the job. Returns one connected context per spec, in order. Groups
 // of size 1 get a context with no peers. `key` names this bootstrap in the Exchange and

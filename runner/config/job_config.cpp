@@ -1,5 +1,6 @@
 #include "config/job_config.hpp"
 
+#include <csignal>
 #include <filesystem>
 
 #include "config/config_error.hpp"
@@ -89,6 +90,7 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     auto t = r.table("run");
     job.run.dir = absolute_from(cwd, t.string("dir", job.run.dir));
     job.run.log_interval = static_cast<int>(t.integer("log_interval", job.run.log_interval, 1, 1'000'000'000));
+    job.run.preempt_signal = t.string("preempt_signal", site.preempt_signal, kPreemptSignals);
     t.finish();
   }
   r.finish();
@@ -96,6 +98,13 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
 }
 
 }  // namespace
+
+int preempt_signal_number(const std::string& name) {
+  if (name == "USR1") return SIGUSR1;
+  if (name == "USR2") return SIGUSR2;
+  if (name == "HUP") return SIGHUP;
+  throw ConfigError("preempt signal \"" + name + "\" is not one of \"USR1\", \"USR2\", \"HUP\"");
+}
 
 JobConfig load_job_config(const std::string& path, const SiteConfig& site, const std::vector<std::string>& overrides) {
   const fs::path folder = fs::absolute(fs::path(path)).parent_path();

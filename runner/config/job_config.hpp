@@ -58,6 +58,11 @@ struct CheckpointConfig {
 struct RunConfig {
   std::string dir = "runs/axonn";  // metrics and logs; absolute after loading
   int log_interval = 1;
+  // The signal that asks `axonn train` to save at the next step boundary and exit 75
+  // (besides SIGTERM and SIGINT, which always do): "USR1" | "USR2" | "HUP"; the site's
+  // policy.preempt_signal when the job does not say. The others of the three keep their
+  // default action, so a library's handler for them (NCCL's proxy dump) is left alone.
+  std::string preempt_signal = "USR1";
 };
 
 struct JobConfig {
@@ -68,6 +73,9 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   RunConfig run;
 };
+
+// SIGUSR1, SIGUSR2, SIGHUP for "USR1", "USR2", "HUP" (run.preempt_signal's values).
+int preempt_signal_number(const std::string& name);
 
 JobConfig load_job_config(const std::string& path, const SiteConfig& site,
                           const std::vector<std::string>& overrides = {});

@@ -83,6 +83,7 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
         parse_element_type(t.string("default_dtype", element_type_name(s.default_dtype), {"float32", "bfloat16"}));
     s.checkpoint_dir = t.string("checkpoint_dir", s.checkpoint_dir);
     s.signal_lead_s = static_cast<int>(t.integer("signal_lead_s", s.signal_lead_s, 0, 86400));
+    s.preempt_signal = t.string("preempt_signal", s.preempt_signal, kPreemptSignals);
     s.memory_headroom = t.number("memory_headroom", s.memory_headroom, 0.0, 0.9);
     t.finish();
   }

@@ -35,6 +35,7 @@ struct SiteConfig {
   ElementType default_dtype = ElementType::float32;
   std::string checkpoint_dir = "checkpoints";  // relative: against the job's working directory
   int signal_lead_s = 120;
+  std::string preempt_signal = "USR1";  // run.preempt_signal of jobs that do not set it
   double memory_headroom = 0.1;
 };
 
@@ -44,6 +45,9 @@ SiteConfig load_site_config_string(const std::string& text, const std::string& n
 
 // The [policy] restrictions the chooser applies.
 Policy site_policy(const SiteConfig& site);
+
+// The values run.preempt_signal (job) and policy.preempt_signal (site) may take.
+inline const std::vector<std::string> kPreemptSignals = {"USR1", "USR2", "HUP"};
 
 // The element type a dtype key names: "float32" | "bfloat16".
 ElementType parse_element_type(const std::string& name);

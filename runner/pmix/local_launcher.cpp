@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 int g_wake_fd = -1;
 constexpr unsigned char kRankConnected = 100;
 constexpr unsigned char kRankAborted = 101;
-const std::vector<int> kHandledSignals = {SIGINT, SIGTERM, SIGUSR1, SIGCHLD};
+const std::vector<int> kHandledSignals = {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP, SIGCHLD};
 
 void wake(unsigned char what) {
   const int saved = errno;
@@ -47,7 +48,7 @@ class SignalHandlers {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sa.sa_flags = SA_RESTART;  // SIGCHLD on a rank's stop too: reap() notes it
     sigemptyset(&sa.sa_mask);
     old_.resize(kHandledSignals.size());
     for (size_t i = 0; i < kHandledSignals.size(); ++i) sigaction(kHandledSignals[i], &sa, &old_[i]);
@@ -123,6 +124,7 @@ struct Rank {
   WorkerProcess process;
   std::optional<LabelledOutput> out, err;  // absent without labels: bytes pass through
   bool running = false;
+  int stopped_by = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0
 };
 
 class LocalJob {
@@ -137,7 +139,13 @@ class LocalJob {
   void handle_wake_bytes();
   // fds[i + 1] is *streams[i].second of rank *streams[i].first.
   void read_streams(const std::vector<pollfd>& fds, const std::vector<std::pair<Rank*, int*>>& streams);
+  void read_stream(Rank& r, int* fd);
+  // What an exited rank left in its pipes, before the launcher acts on its exit: its last
+  // lines (its error) come before anything the others print once they are stopped.
+  void drain(Rank& r);
   void close_stream(Rank& r, int* fd);
+  void kill_stopped_ranks();
+  void settle_exit_code();
   void reap();
   void fail(const std::string& why, int exit_code, int stop_signal = SIGTERM);
   void signal_group(int sig);
@@ -209,6 +217,7 @@ LocalJobResult LocalJob::run() {
   const SignalHandlers handlers;
   spawn_all(pmix, executable, env);
   loop();
+  settle_exit_code();
   result_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
   return result_;
 }
@@ -305,8 +314,8 @@ void LocalJob::handle_wake_bytes() {
           status = abort_status_;
         }
         fail(message, status != 0 ? status : 1);
-      } else if (what == SIGUSR1) {
-        signal_group(SIGUSR1);
+      } else if (what == SIGUSR1 || what == SIGUSR2 || what == SIGHUP) {  // preemption notices: forwarded only
+        signal_group(what);
       } else if (!stopping_) {  // SIGINT, SIGTERM: forwarded; the ranks get the grace period
         fail("the launcher received " + signal_abbrev(what) + " (" + signal_text(what) + ") and forwarded it",
              128 + what, what);
@@ -320,22 +329,37 @@ void LocalJob::handle_wake_bytes() {
 }
 
 void LocalJob::read_streams(const std::vector<pollfd>& fds, const std::vector<std::pair<Rank*, int*>>& streams) {
-  char buf[65536];
   for (size_t i = 0; i < streams.size(); ++i) {
     if (fds[i + 1].revents == 0) continue;
     auto [r, fd] = streams[i];
-    const ssize_t n = read(*fd, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {
-      close_stream(*r, fd);
-      continue;
+    read_stream(*r, fd);
+  }
+}
+
+void LocalJob::read_stream(Rank& r, int* fd) {
+  char buf[65536];
+  const ssize_t n = read(*fd, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    close_stream(r, fd);
+    return;
+  }
+  const bool is_out = fd == &r.process.stdout_fd;
+  std::optional<LabelledOutput>& labelled = is_out ? r.out : r.err;
+  if (labelled)
+    labelled->feed(buf, static_cast<size_t>(n));
+  else
+    write_all(is_out ? opt_.stdout_fd : opt_.stderr_fd, std::string(buf, static_cast<size_t>(n)));
+}
+
+void LocalJob::drain(Rank& r) {
+  // Without blocking: a process the rank left behind may hold its pipes open.
+  for (int* fd : {&r.process.stderr_fd, &r.process.stdout_fd}) {
+    for (int reads = 0; *fd >= 0 && reads < 64; ++reads) {
+      pollfd p{*fd, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0 || p.revents == 0) break;
+      read_stream(r, fd);
     }
-    const bool is_out = fd == &r->process.stdout_fd;
-    std::optional<LabelledOutput>& labelled = is_out ? r->out : r->err;
-    if (labelled)
-      labelled->feed(buf, static_cast<size_t>(n));
-    else
-      write_all(is_out ? opt_.stdout_fd : opt_.stderr_fd, std::string(buf, static_cast<size_t>(n)));
   }
 }
 
@@ -351,8 +375,17 @@ void LocalJob::reap() {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = ranks_[i];
     int status = 0;
-    if (!r.running || waitpid(r.process.pid, &status, WNOHANG) != r.process.pid) continue;
+    if (!r.running || waitpid(r.process.pid, &status, WNOHANG | WUNTRACED | WCONTINUED) != r.process.pid) continue;
+    if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+      r.stopped_by = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+      spdlog::debug("axonn run: rank {} (pid {}) {}", i, r.process.pid,
+                    r.stopped_by ? "was stopped by " + signal_abbrev(r.stopped_by) : std::string("continues"));
+      // A job already stopping cannot wait for a stopped rank to act on SIGTERM.
+      if (stopping_) kill_stopped_ranks();
+      continue;
+    }
     r.running = false;
+    r.stopped_by = 0;
     --running_;
     RankExit& e = result_.exits[i];
     if (WIFEXITED(status)) e.exit_status = WEXITSTATUS(status);
@@ -362,20 +395,51 @@ void LocalJob::reap() {
       e.connected = connected_[i];
     }
     spdlog::debug("axonn run: {} (pid {})", describe_exit(e), e.pid);
+    if (e.signal != 0 || e.exit_status > 0) drain(r);
     if (e.signal != 0) fail(describe_exit(e), 128 + e.signal);
+    // A rank that saved and stopped: the others are stopping too (the trainer's ranks agree
+    // on it), so they get the grace period to exit by themselves, then SIGKILL.
+    if (e.exit_status == EX_TEMPFAIL) fail(describe_exit(e), e.exit_status, 0);
     if (e.exit_status > 0) fail(describe_exit(e), e.exit_status);
   }
 }
 
-// The first failure names the job's result; the others are its consequences.
+// The first failure names the job's result; the others are its consequences. stop_signal 0:
+// the others are not signalled, only killed once the grace period is over.
 void LocalJob::fail(const std::string& why, int exit_code, int stop_signal) {
   if (stopping_) return;
   stopping_ = true;
   result_.failure = why;
   result_.exit_code = exit_code;
   spdlog::debug("axonn run: {}; stopping the job", why);
-  if (running_ > 0) signal_group(stop_signal);
+  if (running_ > 0 && stop_signal != 0) signal_group(stop_signal);
+  kill_stopped_ranks();
   kill_at_ = Clock::now() + opt_.grace;
+}
+
+// A stopped rank cannot act on SIGTERM and holds its peers in their collectives until the
+// grace period ends: it goes at once. The result says so, since its stop is often the cause.
+void LocalJob::kill_stopped_ranks() {
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
+    if (!r.running || r.stopped_by == 0) continue;
+    result_.failure += "; rank " + std::to_string(i) + " (pid " + std::to_string(r.process.pid) + ") was stopped by " +
+                       signal_abbrev(r.stopped_by) + " and is killed";
+    kill(r.process.pid, SIGKILL);
+    r.stopped_by = 0;
+  }
+}
+
+// Every rank saved its state and exited with EX_TEMPFAIL (75): the job stopped as asked,
+// whether the signal reached the launcher (forwarded SIGTERM/SIGINT) or the ranks directly,
+// and a wrapper must see 75 (requeue) as it would under srun.
+void LocalJob::settle_exit_code() {
+  const bool all_preempted = std::all_of(result_.exits.begin(), result_.exits.end(), [](const RankExit& e) {
+    return e.signal == 0 && e.exit_status == EX_TEMPFAIL;
+  });
+  if (!all_preempted || result_.exits.empty()) return;
+  result_.exit_code = EX_TEMPFAIL;
+  result_.failure.clear();
 }
 
 void LocalJob::signal_group(int sig) {

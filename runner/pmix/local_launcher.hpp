@@ -4,10 +4,15 @@
 // - Ranks see the PMIx keys Slurm gives (job_info.hpp), with --nodes-sim K splitting them
 //   into K pretend nodes in blocks, named "<host>-n0", "<host>-n1", ...
 // - Their stdout and stderr reach the launcher's as whole lines prefixed "[rank] ".
-// - SIGINT, SIGTERM and SIGUSR1 are forwarded to every rank. After SIGINT or SIGTERM the
-//   ranks get the grace period to exit, then SIGKILL; a second SIGINT/SIGTERM kills at once.
+// - SIGINT, SIGTERM, SIGUSR1, SIGUSR2 and SIGHUP are forwarded to every rank. After SIGINT or
+//   SIGTERM the ranks get the grace period to exit, then SIGKILL; a second SIGINT/SIGTERM
+//   kills at once.
 // - The first rank to fail (non-zero exit, a signal, PMIx_Abort) stops the others: SIGTERM,
 //   SIGKILL after the grace period. The result names that rank and how it failed.
+// - Exit status 75 (EX_TEMPFAIL: `axonn train` saved a checkpoint and stopped on a signal)
+//   gives the others the grace period to exit too, then SIGKILL; when every rank exited
+//   with 75 the job's result is 75 and no failure, whatever signal reached the launcher, as
+//   srun reports it.
 // - Ranks run in their own process group, which is SIGKILLed when the job ends, and die
 //   with the launcher (PR_SET_PDEATHSIG), so nothing of the job outlives it.
 #include <chrono>
@@ -46,8 +51,8 @@ struct RankExit {
 };
 
 struct LocalJobResult {
-  int exit_code = 0;            // 0 when every rank exited 0; else see `failure`
-  std::string failure;          // "rank 2 exited with status 3"; empty on success
+  int exit_code = 0;            // 0 when every rank exited 0; 75 when every rank exited 75; else see `failure`
+  std::string failure;          // "rank 2 exited with status 3"; empty on success and when every rank exited 75
   std::vector<RankExit> exits;  // [ranks], in rank order
   double connected_s = -1;      // launcher start to every rank connected; -1 if some never did
   double wall_s = 0;            // launcher start to the last rank's exit
@@ -55,7 +60,8 @@ struct LocalJobResult {
 
 // Runs the job and blocks until every rank has exited. exit_code follows the failure:
 // the failed rank's exit status; 128+signal when a signal killed it; the PMIx_Abort status
-// (1 when that was 0); 128+signal when the launcher was interrupted. Throws LaunchError
+// (1 when that was 0); 128+signal when the launcher was interrupted, unless every rank then
+// exited with 75 (a preempted trainer), which makes it 75. Throws LaunchError
 // when the job cannot start and PmixError when the PMIx server cannot host it; while
 // another job runs in this process, throws PmixError (one job at a time).
 LocalJobResult run_local_job(const LocalJobOptions& options);

@@ -1,0 +1,56 @@
+#pragma once
+// What `axonn train` reads before it touches PMIx, shared with `axonn run`, which checks the
+// same inputs before it starts a rank: the command line, the site config, the job TOML with
+// its overrides, and the preemption signal a wrapper announced.
+//
+// The site config, first match wins:
+//   1. --site PATH: an explicit flag beats the environment, as for every other option;
+//   2. AXONN_SITE_CONFIG: the SPANK plugin sets it for each task to the admin's site config
+//      (plugstack.conf site_config=, which srun priced the layout with), unless the user's
+//      environment set it first; a hand-set value reads the same;
+//   3. the built-in laptop-cpu site.
+// Rank 0 logs which one it used and why, so a --site that shadows the plugin's site shows.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "config/job_config.hpp"
+#include "config/site_config.hpp"
+
+namespace axonn {
+
+// `axonn train`'s options (its usage, and `axonn run`'s check of a train command line);
+// defined beside the command, in train_command.cpp.
+const std::vector<OptionSpec>& train_option_specs();
+
+// --timeout-ms: the collective timeout's range, in milliseconds.
+inline constexpr long kTimeoutMsMin = 100;
+inline constexpr long kTimeoutMsMax = 86'400'000;
+
+struct RunSite {
+  SiteConfig config;
+  std::string chosen_by;  // one log line: which file, from where, and what it took precedence over
+};
+
+// The site per the rule above; throws ConfigError for a file that does not load.
+RunSite choose_run_site(const std::optional<std::string>& site_option);
+
+struct TrainInputs {
+  std::string job_path;
+  std::vector<std::string> overrides;  // section.key=value words after the job
+  RunSite site;
+  JobConfig job;
+};
+
+// Parses the job TOML (the first positional) with its overrides on the chosen site. Throws
+// UsageError without a job, ConfigError for a bad site, job or override.
+TrainInputs load_train_inputs(const Args& args);
+
+// AXONN_PREEMPT_SIGNAL names the signal the job's wrapper (the sbatch templates) forwards
+// to the ranks ("USR2" or "SIGUSR2"). Throws ConfigError naming both values and the fixes
+// when it is set and is not the job's run.preempt_signal: that wrapper's signal would not
+// stop the run, and on the job's own signal nobody would send.
+void check_wrapper_preempt_signal(const TrainInputs& inputs);
+
+}  // namespace axonn
