@@ -183,16 +183,19 @@ void write_index(const std::filesystem::path& path, const IndexContents& c) {
 }
 
 IndexContents read_index(const std::filesystem::path& path) {
-  const std::string f = path.string();
-  h5::Handle file = h5::open_file_readonly(path);
-  const h5::Attrs root(file.get(), f);
+  const h5::Handle file = h5::open_file_readonly(path);
+  return read_index(file.get(), path.string());
+}
+
+IndexContents read_index(h5::Id file, const std::string& f) {
+  const h5::Attrs root(file, f);
   IndexContents c;
   c.format_version = check_header(root, f, "index");
   c.step = root.get_i64(format::kAttrStep);
   c.save_token = root.get_str(format::kAttrSaveToken);
   c.metadata = read_metadata(root);
   for (const std::string& name : root.get_strs(format::kAttrTensorNames))
-    c.tensors.push_back(read_tensor(file.get(), name, f, c.format_version));
+    c.tensors.push_back(read_tensor(file, name, f, c.format_version));
   const auto ranks = root.get_i64s(format::kAttrShardRanks);
   const auto files = root.get_strs(format::kAttrShardFiles);
   const auto checksums = root.get_u64s(format::kAttrShardChecksums);
