@@ -8,7 +8,8 @@
 // index that write_index wrote at start-up, held in memory (HDF5's core driver and file
 // image). Each edit removes or rewrites one attribute of the root or of a tensor's virtual
 // dataset, as an integer, integer array (1-D or 2-D), unsigned, float, string, string list
-// or bytes, or replaces a tensor's dataset by one of another shape. Beyond ASan and UBSan:
+// or bytes, or moves one value of an integer array (so the others stay consistent), or
+// replaces a tensor's dataset by one of another shape. Beyond ASan and UBSan:
 // read_index returns or throws CheckpointError (anything else escapes and aborts); what it
 // returns keeps the invariants the reader relies on, and plan_reads over it returns or
 // throws CheckpointError.
@@ -147,13 +148,14 @@ void replace_dataset(h5::Id file, const std::string& name, const std::vector<int
   h5::create_virtual_f32(file, name, dims, {}, kName);
 }
 
-// One edit, as the input describes it. An edit HDF5 refuses (an empty attribute name, say)
-// throws CheckpointError from our writer and is skipped.
-void edit(FuzzedDataProvider& in, h5::Id file, const std::vector<std::string>& tensors) {
+// One edit, as the input describes it, to the root or to a tensor's dataset (opened once per
+// input, in `open`: opening one costs more than most edits). An edit HDF5 refuses (an empty
+// attribute name, say) throws CheckpointError from our writer and is skipped.
+void edit(FuzzedDataProvider& in, h5::Id file, const std::vector<std::string>& tensors,
+          std::vector<h5::Handle>& open) {
   const size_t object = in.ConsumeIntegralInRange<size_t>(0, tensors.size());
-  h5::Handle dataset;
-  if (object > 0) dataset = h5::open_dataset(file, tensors[object - 1], kName);
-  const h5::Attrs attrs(object > 0 ? dataset.get() : file, kName);
+  if (object > 0 && open[object - 1].get() < 0) open[object - 1] = h5::open_dataset(file, tensors[object - 1], kName);
+  const h5::Attrs attrs(object > 0 ? open[object - 1].get() : file, kName);
   std::string name;
   if (in.ConsumeIntegralInRange(0, 7) == 0) {
     name = in.ConsumeRandomLengthString(24);
@@ -163,7 +165,7 @@ void edit(FuzzedDataProvider& in, h5::Id file, const std::vector<std::string>& t
     name = kTensorAttrs[in.ConsumeIntegralInRange<size_t>(0, std::size(kTensorAttrs) - 1)];
   }
   const size_t n = in.ConsumeIntegralInRange<size_t>(0, 12);
-  switch (in.ConsumeIntegralInRange(0, 10)) {
+  switch (in.ConsumeIntegralInRange(0, 11)) {
     case 0:
       attrs.remove(name);
       break;
@@ -202,13 +204,22 @@ void edit(FuzzedDataProvider& in, h5::Id file, const std::vector<std::string>& t
     case 9:
       attrs.set_u8s(name, in.ConsumeBytes<uint8_t>(n));
       break;
+    case 10: {  // one value of an existing integer attribute moved a little, the rest kept consistent
+      std::vector<int64_t> v = attrs.get_i64s(name);
+      if (v.empty()) break;
+      const size_t at = in.ConsumeIntegralInRange<size_t>(0, v.size() - 1);
+      const auto nudged = static_cast<uint64_t>(v[at]) + static_cast<uint64_t>(in.ConsumeIntegralInRange<int64_t>(-3, 3));
+      v[at] = in.ConsumeBool() ? static_cast<int64_t>(nudged) : some_int(in);  // wraps, as a damaged file may
+      attrs.set_i64s(name, v);
+      break;
+    }
     default:
       if (object > 0) {
         std::vector<int64_t> dims;
         for (size_t d = in.ConsumeIntegralInRange<size_t>(0, 3); d > 0; --d)
           dims.push_back(in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, 32)
                                           : in.ConsumeIntegralInRange<int64_t>(1, int64_t{1} << 40));
-        dataset = h5::Handle();
+        open[object - 1] = h5::Handle();
         replace_dataset(file, tensors[object - 1], dims);
       }
   }
@@ -256,10 +267,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   FuzzedDataProvider in(data, size);
   h5::Handle file = open_image(image);
-  for (int edits = 0; edits < 24 && in.remaining_bytes() > 0; ++edits) {
-    try {
-      edit(in, file.get(), tensors);
-    } catch (const axonn::CheckpointError&) {
+  {
+    std::vector<h5::Handle> open(tensors.size());
+    for (int edits = 0; edits < 24 && in.remaining_bytes() > 0; ++edits) {
+      try {
+        edit(in, file.get(), tensors, open);
+      } catch (const axonn::CheckpointError&) {
+      }
     }
   }
   try {
