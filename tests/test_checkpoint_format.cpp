@@ -363,6 +363,17 @@ TEST(CheckpointFormat, IndexRectanglesAreRefusedWhenOutsideTheTensorHoweverFarOr
   patch_tensor_attr(index, "wte", format::kAttrSourceRowsPerBlock, {12, 12});
   e = read_index_error(index);
   EXPECT_TRUE(has(e, wte + "its stored rectangles hold 384 of its 400 elements; the index is corrupt")) << e;
+  // A tensor listed twice would be counted twice.
+  patch_tensor_attr(index, "wte", format::kAttrSourceCount, {13, 16, 12, 16});
+  patch_tensor_attr(index, "wte", format::kAttrSourceRowsPerBlock, {13, 12});
+  EXPECT_EQ(read_index_error(index), "(read)");
+  {
+    h5::Handle f = h5::open_file_readwrite(index);
+    h5::Attrs(f.get(), index.string()).set_strs(format::kAttrTensorNames, {"wte", "wte"});
+    f.close(index.string(), "close");
+  }
+  e = read_index_error(index);
+  EXPECT_TRUE(has(e, index.string() + ": tensor 'wte' is listed twice; the index is corrupt")) << e;
 }
 
 TEST(CheckpointFormat, AnIndexOfMoreElementsThanAnInt64CountsInBytesIsRefused) {
