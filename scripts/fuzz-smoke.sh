@@ -45,7 +45,7 @@ for source in "$root"/tests/fuzz/fuzz_*.cpp; do
   fi
   corpus="$work/$name"
   cp -r "$seeds" "$corpus"
-  options=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+  options=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1
            -artifact_prefix="$artifacts/$name-")
   if [ -f "$root/tests/fuzz/$name.dict" ]; then options+=(-dict="$root/tests/fuzz/$name.dict"); fi
   log="$work/$name.log"
