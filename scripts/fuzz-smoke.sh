@@ -43,6 +43,11 @@ for source in "$root"/tests/fuzz/fuzz_*.cpp; do
     failed+=("$name")
     continue
   fi
+  if [ ! -x "$build/fuzz/$name" ]; then
+    echo "fuzz-smoke: $name was not built; add it to tests/fuzz/CMakeLists.txt with axonn_fuzz_target" >&2
+    failed+=("$name")
+    continue
+  fi
   corpus="$work/$name"
   cp -r "$seeds" "$corpus"
   options=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1
