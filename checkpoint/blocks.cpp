@@ -56,8 +56,8 @@ BlockSpan blocks_touched(const BlockGrid& grid, const Rect& stored, const Rect& 
   const int64_t r1 = r0 + region.count[0];
   const int64_t c0 = region.offset.size() > 1 ? region.offset[1] - stored.offset[1] : 0;
   const int64_t c1 = c0 + (region.count.size() > 1 ? region.count[1] : 1);
-  return BlockSpan{r0 / grid.rows_per_block, (r1 + grid.rows_per_block - 1) / grid.rows_per_block,
-                   c0 / grid.cols_per_block, (c1 + grid.cols_per_block - 1) / grid.cols_per_block};
+  return BlockSpan{r0 / grid.rows_per_block, ceil_div(r1, grid.rows_per_block), c0 / grid.cols_per_block,
+                   ceil_div(c1, grid.cols_per_block)};
 }
 
 int64_t span_elements(const BlockGrid& grid, const BlockSpan& span) {

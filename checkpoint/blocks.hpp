@@ -17,6 +17,10 @@ inline constexpr int64_t kChecksumBlockBytes = int64_t{4} << 20;  // a block hol
 // tiles would make every read and hash a train of tiny runs.
 inline constexpr int64_t kMinBlockRowBytes = int64_t{1} << 10;
 
+// a / b rounded up, for a >= 0 and b >= 1, without forming a + b - 1: that overflows for the
+// block extents a damaged index may hold.
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
 struct BlockGrid {
   int64_t rows = 1;   // dimension-0 extent of the rectangle
   int64_t cols = 1;   // dimension-1 extent (1 for a 1-D rectangle)
@@ -24,8 +28,8 @@ struct BlockGrid {
   int64_t rows_per_block = 1;
   int64_t cols_per_block = 1;
 
-  int64_t block_rows() const { return (rows + rows_per_block - 1) / rows_per_block; }
-  int64_t block_cols() const { return (cols + cols_per_block - 1) / cols_per_block; }
+  int64_t block_rows() const { return ceil_div(rows, rows_per_block); }
+  int64_t block_cols() const { return ceil_div(cols, cols_per_block); }
   int64_t count() const { return block_rows() * block_cols(); }
   // Rows [row_begin(i), row_end(i)) of block row i and columns [col_begin(j), col_end(j)) of
   // block column j, local to the rectangle.

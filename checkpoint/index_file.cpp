@@ -2,6 +2,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "checkpoint/checkpoint_error.hpp"
@@ -9,11 +10,17 @@
 #include "checkpoint/format.hpp"
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/hdf5_util.hpp"
+#include "checkpoint/reshard.hpp"
 #include "checkpoint/shard_meta.hpp"
 #include "checkpoint/step_dir.hpp"
 
 namespace axonn {
 namespace {
+
+// The elements of every tensor of an index together (256 Pi float32s): their bytes, and any
+// sum of them, fit an int64_t with room to spare.
+constexpr int kMaxTensorElementsLog2 = 56;
+constexpr int64_t kMaxTensorElements = int64_t{1} << kMaxTensorElementsLog2;
 
 void write_metadata(const h5::Attrs& root, const Metadata& m) {
   root.set_str(format::kAttrLayout, m.layout);
@@ -97,6 +104,14 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
       (version >= 2 && cols_per_block.size() != n) || hashes.size() != n) {
     corrupt("source attributes disagree in length");
   }
+  // Sizes in bytes (TensorInfo::bytes, the read plan's sums) must fit an int64_t.
+  int64_t elements = 1;
+  for (int64_t extent : t.global_shape) {
+    if (extent < 1 || elements > kMaxTensorElements / extent)
+      corrupt("global shape " + shape_string(t.global_shape) + " is empty in some dimension or holds more than 2^" +
+              std::to_string(kMaxTensorElementsLog2) + " elements");
+    elements *= extent;
+  }
   size_t next_block = 0;
   for (size_t i = 0; i < n; ++i) {
     StoredRect s;
@@ -125,6 +140,17 @@ TensorInfo read_tensor(h5::Id file, const std::string& name, const std::string& 
     t.sources.push_back(std::move(s));
   }
   if (next_block != blocks.size()) corrupt("too many block hashes");
+  // Every element stored exactly once (TensorInfo::sources), so every read plans and reads.
+  std::vector<Rect> rects;
+  for (const StoredRect& s : t.sources) rects.push_back(s.rect);
+  if (const auto pair = find_overlap(rects))
+    corrupt("stored rectangles " + rect_string(rects[pair->first]) + " and " + rect_string(rects[pair->second]) +
+            " overlap");
+  int64_t stored = 0;  // disjoint and inside the shape: at most `elements`
+  for (const Rect& rect : rects) stored += element_count(rect);
+  if (stored != elements)
+    corrupt("its stored rectangles hold " + std::to_string(stored) + " of its " + std::to_string(elements) +
+            " elements");
   return t;
 }
 
@@ -183,16 +209,29 @@ void write_index(const std::filesystem::path& path, const IndexContents& c) {
 }
 
 IndexContents read_index(const std::filesystem::path& path) {
-  const std::string f = path.string();
-  h5::Handle file = h5::open_file_readonly(path);
-  const h5::Attrs root(file.get(), f);
+  const h5::Handle file = h5::open_file_readonly(path);
+  return read_index(file.get(), path.string());
+}
+
+IndexContents read_index(h5::Id file, const std::string& f) {
+  const h5::Attrs root(file, f);
   IndexContents c;
   c.format_version = check_header(root, f, "index");
   c.step = root.get_i64(format::kAttrStep);
   c.save_token = root.get_str(format::kAttrSaveToken);
   c.metadata = read_metadata(root);
-  for (const std::string& name : root.get_strs(format::kAttrTensorNames))
-    c.tensors.push_back(read_tensor(file.get(), name, f, c.format_version));
+  std::set<std::string> listed;
+  int64_t elements = 0;  // of every tensor: each at most kMaxTensorElements, so the sum cannot overflow
+  for (const std::string& name : root.get_strs(format::kAttrTensorNames)) {
+    if (!listed.insert(name).second)
+      throw FormatError(f, "read index", f + ": tensor '" + name + "' is listed twice; the index is corrupt");
+    c.tensors.push_back(read_tensor(file, name, f, c.format_version));
+    elements += element_count(c.tensors.back().global_shape);
+    if (elements > kMaxTensorElements)
+      throw FormatError(f, "read index",
+                        f + ": its tensors hold more than 2^" + std::to_string(kMaxTensorElementsLog2) +
+                            " elements in all; the index is corrupt");
+  }
   const auto ranks = root.get_i64s(format::kAttrShardRanks);
   const auto files = root.get_strs(format::kAttrShardFiles);
   const auto checksums = root.get_u64s(format::kAttrShardChecksums);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/hdf5_util.hpp"
 #include "checkpoint/metadata.hpp"
 #include "checkpoint/tensor_table.hpp"
 
@@ -28,5 +29,8 @@ void write_index(const std::filesystem::path& path, const IndexContents& content
 
 // Reads and validates (magic, version, kind, attribute shapes) an index.
 IndexContents read_index(const std::filesystem::path& path);
+// The same from an index already open (an h5::Id: a file, or an image in memory, as the fuzz
+// target opens it); `name` stands for the file in messages.
+IndexContents read_index(h5::Id file, const std::string& name);
 
 }  // namespace axonn

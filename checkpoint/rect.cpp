@@ -67,7 +67,8 @@ void validate_rect(const std::vector<int64_t>& global_shape, const Rect& rect, c
                                 shape_string(global_shape));
   }
   for (size_t d = 0; d < global_shape.size(); ++d) {
-    if (rect.count[d] <= 0 || rect.offset[d] < 0 || rect.offset[d] + rect.count[d] > global_shape[d]) {
+    // offset + count > extent, without forming offset + count (an index may hold any int64_t).
+    if (rect.count[d] <= 0 || rect.offset[d] < 0 || rect.count[d] > global_shape[d] - rect.offset[d]) {
       throw std::invalid_argument(what + ": rectangle " + rect_string(rect) + " does not lie inside global shape " +
                                   shape_string(global_shape) + " with positive counts");
     }

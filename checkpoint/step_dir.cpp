@@ -19,6 +19,29 @@ std::optional<int64_t> parse_prefixed(const std::string& name, const std::string
   return parse_step_dir_name(name.substr(prefix.size()));
 }
 
+// A bad `latest` is shown up to this many bytes: a step name is 14, and what a user mistook
+// for it (a path, a number) fits; a binary file does not flood the terminal.
+constexpr size_t kLatestShownBytes = 256;
+
+// `text` as one printable line: printable ASCII as is, a backslash and every other byte as
+// \xNN (so a NUL neither ends the message nor hides what follows it), at most `max_bytes`
+// of the text, then how many bytes it has in all.
+std::string escaped_excerpt(const std::string& text, size_t max_bytes) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (text.size() > max_bytes) out += "... (" + std::to_string(text.size()) + " bytes in all)";
+  return out;
+}
+
 // Rename away, then delete: the step-* name disappears in one step.
 void delete_dir(const fs::path& dir, const fs::path& victim, const std::string& trash_name) {
   const fs::path trash = dir / trash_name;
@@ -58,19 +81,23 @@ std::optional<int64_t> parse_step_dir_name(const std::string& name) {
   return step;
 }
 
+int64_t parse_latest(const std::string& text, const std::string& path) {
+  std::string name = text;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const auto step = parse_step_dir_name(name);
+  if (!step) {
+    throw FormatError(path, "read latest",
+                      path + " holds '" + escaped_excerpt(text, kLatestShownBytes) +
+                          "', not a step directory name like step-000000012; fix or delete it");
+  }
+  return *step;
+}
+
 std::optional<int64_t> read_latest(const fs::path& dir) {
   const fs::path path = dir / kLatestFileName;
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
-  std::string text = read_text_file(path);
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  const auto step = parse_step_dir_name(text);
-  if (!step) {
-    throw FormatError(path.string(), "read latest",
-                      path.string() + " holds '" + text.substr(0, 64) +
-                          "', not a step directory name like step-000000012; fix or delete it");
-  }
-  return step;
+  return parse_latest(read_text_file(path), path.string());
 }
 
 void write_latest(const fs::path& dir, int64_t step) {

@@ -26,6 +26,10 @@ std::optional<int64_t> parse_step_dir_name(const std::string& name);
 // The step `latest` names, nullopt when there is no `latest`; FormatError when it holds
 // anything but a step directory name.
 std::optional<int64_t> read_latest(const std::filesystem::path& dir);
+// The step named by `text`, the content of the `latest` file at `path` (for the message):
+// a step directory name, then any newlines and spaces. FormatError otherwise, showing the
+// content with bytes outside printable ASCII escaped (\x00) and at most 256 of them.
+int64_t parse_latest(const std::string& text, const std::string& path);
 // Points `latest` at `step` atomically (temp file, fsync, rename, fsync dir).
 void write_latest(const std::filesystem::path& dir, int64_t step);
 // Every committed step-* directory, ascending.

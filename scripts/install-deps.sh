@@ -21,6 +21,8 @@ packages=(
   procps psmisc coreutils util-linux e2fsprogs
   # scripts/gpu_bundle.sh (and its test): large libraries travel xz-compressed
   xz-utils
+  # scripts/fuzz-smoke.sh: clang with libFuzzer and the sanitizer runtimes
+  clang libclang-rt-14-dev
 )
 
 SUDO=""

@@ -403,6 +403,35 @@ TEST(Checkpoint, SavingACommittedStepAgainReplacesItWhole) {
   EXPECT_EQ(CheckpointReader::open_latest(dir).shards().size(), 3u);
 }
 
+TEST(Checkpoint, LatestHoldingANulByteShowsItEscapedWithWhatFollows) {
+  const fs::path dir = test_dir();
+  fs::create_directories(dir);
+  std::ofstream(dir / "latest", std::ios::binary) << std::string("step-0000") + '\0' + "garbage\n";
+  try {
+    read_latest(dir);
+    FAIL() << "a latest holding a NUL byte was read";
+  } catch (const FormatError& e) {
+    // what() is a C string: an unescaped NUL would end the message at "step-0000".
+    const std::string message = e.what();
+    EXPECT_TRUE(contains_text(message, "holds 'step-0000\\x00garbage\\x0a', not a step directory name")) << message;
+    EXPECT_EQ(message.find('\0'), std::string::npos) << message;
+  }
+}
+
+TEST(Checkpoint, LatestFullOfBytesIsShownBoundedAndCounted) {
+  const fs::path dir = test_dir();
+  fs::create_directories(dir);
+  std::ofstream(dir / "latest", std::ios::binary) << std::string(100000, '\x01');
+  try {
+    read_latest(dir);
+    FAIL() << "a latest of 100000 bytes was read";
+  } catch (const FormatError& e) {
+    const std::string message = e.what();
+    EXPECT_TRUE(contains_text(message, "\\x01... (100000 bytes in all)")) << message.substr(0, 300);
+    EXPECT_LT(message.size(), 2000u);
+  }
+}
+
 TEST(Checkpoint, LatestNamingAMissingStepIsDamageNotAFreshStart) {
   const fs::path dir = test_dir();
   save_step(dir, 4, 1, row_tiles);

@@ -5,10 +5,12 @@
 // blocks, contiguous) still load, plan and verify. Also the raw reads' own edge cases.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 
 #include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/index_file.hpp"
 #include "checkpoint/inspect.hpp"
 #include "checkpoint/raw_read.hpp"
 #include "checkpoint/read_plan.hpp"
@@ -317,6 +319,82 @@ TEST(CheckpointFormat, UnknownVersionsAreRefusedByIndexAndShard) {
   const VerifyReport report = verify_checkpoint(dir / "step-000000007");
   EXPECT_FALSE(report.ok());
   EXPECT_TRUE(has(format_verify_report(report), "format version 4")) << format_verify_report(report);
+}
+
+// Rewrites attribute `name` of tensor `tensor` in `index` (the tests' stand-in for damage).
+void patch_tensor_attr(const fs::path& index, const std::string& tensor, const std::string& name,
+                       const std::vector<int64_t>& values) {
+  h5::Handle f = h5::open_file_readwrite(index);
+  h5::Handle ds = h5::open_dataset(f.get(), tensor, index.string());
+  h5::Attrs(ds.get(), index.string()).set_i64s(name, values);
+  ds.close(index.string(), "close dataset");
+  f.close(index.string(), "close");
+}
+
+std::string read_index_error(const fs::path& index) {
+  try {
+    read_index(index);
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "(read)";
+}
+
+TEST(CheckpointFormat, IndexRectanglesAreRefusedWhenOutsideTheTensorHoweverFarOrWhenTheyOverlapOrLeaveGaps) {
+  const fs::path dir = test_dir();
+  save_step(dir, 7, 2, row_tiles);  // wte [25, 16]: rows 0..12 on rank 0, 13..24 on rank 1, one block each
+  const fs::path index = dir / "step-000000007" / "index.h5";
+  const std::string wte = index.string() + ": tensor 'wte': ";
+  // An offset so large that offset + count wraps around.
+  patch_tensor_attr(index, "wte", format::kAttrSourceOffset, {0, 0, INT64_MAX - 5, 0});
+  std::string e = read_index_error(index);
+  EXPECT_TRUE(has(e, wte + "tensor 'wte': rectangle offset [9223372036854775802, 0] count [12, 16] does not lie "
+                           "inside global shape [25, 16]"))
+      << e;
+  patch_tensor_attr(index, "wte", format::kAttrSourceOffset, {0, 0, 13, 0});
+  // Row 13 stored twice (the block extents follow, so the checksums stay consistent).
+  patch_tensor_attr(index, "wte", format::kAttrSourceCount, {14, 16, 12, 16});
+  patch_tensor_attr(index, "wte", format::kAttrSourceRowsPerBlock, {14, 12});
+  e = read_index_error(index);
+  EXPECT_TRUE(has(e, wte + "stored rectangles offset [0, 0] count [14, 16] and offset [13, 0] count [12, 16] overlap"))
+      << e;
+  // Row 12 stored nowhere.
+  patch_tensor_attr(index, "wte", format::kAttrSourceCount, {12, 16, 12, 16});
+  patch_tensor_attr(index, "wte", format::kAttrSourceRowsPerBlock, {12, 12});
+  e = read_index_error(index);
+  EXPECT_TRUE(has(e, wte + "its stored rectangles hold 384 of its 400 elements; the index is corrupt")) << e;
+  // A tensor listed twice would be counted twice.
+  patch_tensor_attr(index, "wte", format::kAttrSourceCount, {13, 16, 12, 16});
+  patch_tensor_attr(index, "wte", format::kAttrSourceRowsPerBlock, {13, 12});
+  EXPECT_EQ(read_index_error(index), "(read)");
+  {
+    h5::Handle f = h5::open_file_readwrite(index);
+    h5::Attrs(f.get(), index.string()).set_strs(format::kAttrTensorNames, {"wte", "wte"});
+    f.close(index.string(), "close");
+  }
+  e = read_index_error(index);
+  EXPECT_TRUE(has(e, index.string() + ": tensor 'wte' is listed twice; the index is corrupt")) << e;
+}
+
+TEST(CheckpointFormat, AnIndexOfMoreElementsThanAnInt64CountsInBytesIsRefused) {
+  const fs::path dir = test_dir();
+  fs::create_directories(dir);
+  const int64_t side = int64_t{1} << 40;  // [2^40, 2^40]: 2^82 bytes of float32
+  StoredRect whole;
+  whole.file = "shard-00000.h5";
+  whole.dataset = "/slice-00000";
+  whole.rect = Rect{{0, 0}, {side, side}};
+  whole.rows_per_block = side;
+  whole.cols_per_block = side;
+  whole.block_hashes = {42};
+  whole.xxh3 = combine_hashes(whole.block_hashes);
+  IndexContents contents;
+  contents.tensors.push_back(TensorInfo{"huge", {side, side}, {whole}});
+  write_index(dir / "index.h5", contents);
+  const std::string e = read_index_error(dir / "index.h5");
+  EXPECT_TRUE(has(e, "tensor 'huge': global shape [1099511627776, 1099511627776] is empty in some dimension or holds "
+                     "more than 2^56 elements"))
+      << e;
 }
 
 TEST(CheckpointFormat, ShardsStoredOtherwiseAreReadAndVerifiedThroughHdf5) {

@@ -236,6 +236,16 @@ TEST(Blocks, GridGeometryAndTheBlocksARegionTouches) {
   EXPECT_THROW(block_grid(stored, 0, 4), std::invalid_argument);
 }
 
+TEST(Blocks, BlockExtentsAsLargeAsADamagedIndexMayHoldMakeOneBlock) {
+  const Rect stored{{0, 0}, {13, 16}};
+  const BlockGrid g = block_grid(stored, INT64_MAX, INT64_MAX);
+  EXPECT_EQ(g.block_rows(), 1);
+  EXPECT_EQ(g.block_cols(), 1);
+  const BlockSpan s = blocks_touched(g, stored, Rect{{12, 15}, {1, 1}});
+  EXPECT_EQ(std::make_tuple(s.i_begin, s.i_end, s.j_begin, s.j_end), std::make_tuple(0, 1, 0, 1));
+  EXPECT_EQ(span_elements(g, s), 13 * 16);
+}
+
 TEST(Blocks, TheWriterCutsPowersOfTwoOfAtMost4MiBColumnsFirst) {
   struct Case {
     Shape count;

@@ -196,6 +196,23 @@ TEST(Config, OverridesAreTrimmedQuotedAndMalformedOnesNamed) {
       << unquoted;
 }
 
+TEST(Config, ControlCharactersFromTheFileOrCommandLineAreShownEscaped) {
+  // A TOML escape puts a NUL into the value: unescaped, it would end what() at "co".
+  const std::string nul = error_of([] {
+    load_job_config_string("[training]\nschedule = \"co\\u0000sine\"\n", "j.toml", SiteConfig{});
+  });
+  EXPECT_NE(nul.find("j.toml:2:12: training.schedule = \"co\\x00sine\" is not allowed; use one of \"cosine\""),
+            std::string::npos)
+      << nul;
+  // A newline in an override would split the one-line message.
+  const std::string newline =
+      error_of([] { load_job_config_string("", "j.toml", SiteConfig{}, {"training.steps\nrun.dir"}); });
+  EXPECT_EQ(newline.rfind("j.toml: command-line override 'training.steps\\x0arun.dir': expected section.key=value", 0),
+            0u)
+      << newline;
+  EXPECT_EQ(newline.find('\n'), std::string::npos) << newline;
+}
+
 TEST(Config, RelativeOutputsResolveAgainstCwdAndDataAgainstTheJobFile) {
   const fs::path root = fs::path(AXONN_BINARY_DIR) / "test_config_paths";
   fs::remove_all(root);

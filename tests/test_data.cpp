@@ -100,6 +100,14 @@ TEST_F(DataFiles, ReadsLlmcLlama3Uint32Tokens) {
   EXPECT_EQ(file.tokens, (std::vector<int32_t>{128000, 5, 128255}));
 }
 
+TEST_F(DataFiles, TheLargestLlama3IdIsNamedWithTheVocabularyItNeeds) {
+  // 2^31-1 is the largest id a llama-3 file may hold; the fix it needs is a vocabulary of 2^31.
+  const std::string f = write("max.bin", llmc_header(20240801, 7, 2) + le32(5) + le32(2147483647));
+  const TokenData data = TokenData::load(DataSource{f, "auto"});
+  expect_data_error([&] { data.validate(128256, 1, 1); },
+                    {"token id 2147483647 at position 1", "set model.vocab to at least 2147483648"});
+}
+
 TEST_F(DataFiles, ReadsNanoGptRawUint16) {
   // nanoGPT's prepare.py: np.array(ids, dtype=np.uint16).tofile("train.bin"), no header.
   std::string raw;

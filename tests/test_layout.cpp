@@ -90,6 +90,23 @@ TEST(Layout, ParsesAndPrints) {
   }
 }
 
+TEST(Layout, AProductPastIntMaxIsRefusedNotWrapped) {
+  // 46340^2 fits an int; 46341^2 does not, nor does the product of four 2^31-1 (not even an int64_t).
+  EXPECT_EQ(parse_layout("46340x46340x1x1").world(), 2147395600);
+  for (const char* big : {"46341x46341x1x1", "65536x65536x1x1:xyzd", "2147483647x2147483647x2147483647x2147483647"}) {
+    try {
+      const Layout l = parse_layout(big);
+      ADD_FAILURE() << "accepted '" << big << "' as a layout of " << l.world() << " ranks";
+    } catch (const LayoutError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(std::string("layout '") + big +
+                                                "': the product of its sizes exceeds 2147483647 ranks",
+                                            0),
+                0u)
+          << e.what();
+    }
+  }
+}
+
 // Number of ordered 4-factorizations: product over primes p^e of C(e+3, 3).
 int64_t ordered_factorizations(int n) {
   int64_t count = 1;

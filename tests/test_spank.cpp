@@ -207,7 +207,7 @@ TEST(SpankOptions, SanitizeLine) {
 
 // Deterministic random and garbage input through every parser: each one returns or throws
 // SpankError, never anything else; what it accepts is within the bounds; every message is one
-// printable line. (plugins/fuzz/ runs the same properties under libFuzzer.)
+// printable line. (tests/fuzz/fuzz_spank_options.cpp runs the same properties under libFuzzer.)
 TEST(SpankOptions, RandomInputStaysInBounds) {
   std::mt19937 rng(20240611);
   const std::string alphabet = "0123456789xyzd:(),.=/ aotuvlidefTOML\t\n\x01\xff";

@@ -1,6 +1,6 @@
 #pragma once
 // Parsing for the SPANK plugin, with no Slurm header and no I/O, so it is unit-tested and
-// fuzzed on its own (plugins/fuzz/). Every input here comes from a user (the --axonn-layout
+// fuzzed on its own (tests/fuzz/). Every input here comes from a user (the --axonn-layout
 // value, the step's command line, srun's environment) or from plugstack.conf, and the plugin
 // runs inside srun and inside the root-owned slurmstepd: each input is bounded in length and
 // character set before it is interpreted, and every failure is a SpankError whose message

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace axonn {
@@ -118,6 +120,16 @@ Layout parse_layout(const std::string& text) {
   l.x = parse_size(parts[1], text);
   l.y = parse_size(parts[2], text);
   l.z = parse_size(parts[3], text);
+  // world() and every rank number are ints: refuse a product past INT_MAX before anything
+  // multiplies the sizes (each is below 2^31, so the running product fits in int64_t).
+  int64_t world = 1;
+  for (int size : {l.data, l.x, l.y, l.z}) {
+    world *= size;
+    if (world > std::numeric_limits<int>::max())
+      throw LayoutError("layout '" + text + "': the product of its sizes exceeds " +
+                        std::to_string(std::numeric_limits<int>::max()) +
+                        " ranks; data x X x Y x Z must equal the job's rank count, e.g. 2x2x1x2 for 8");
+  }
   if (colon != std::string::npos) {
     const std::string order = text.substr(colon + 1);
     std::string sorted = order;

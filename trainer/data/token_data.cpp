@@ -37,7 +37,7 @@ void TokenData::validate(int vocab, int sequence, int global_batch) const {
     throw DataError(description_ + " has token id " + std::to_string(*bad) + " at position " +
                     std::to_string(bad - tokens_.begin()) + ", outside the model's vocabulary [0, " +
                     std::to_string(vocab) + "); the largest id is " + std::to_string(*highest) +
-                    ": set model.vocab to at least " + std::to_string(*highest + 1) +
+                    ": set model.vocab to at least " + std::to_string(int64_t{*highest} + 1) +
                     " or tokenize the data for this vocabulary");
   }
 

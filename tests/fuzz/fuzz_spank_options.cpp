@@ -1,9 +1,6 @@
 // libFuzzer target for the SPANK plugin's parsers: every value they read comes from a user or
 // from srun's environment and is parsed inside srun and the root-owned slurmstepd.
-//
-//   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXONN_FUZZ=ON
-//   cmake --build build-fuzz --target fuzz_spank_options
-//   build-fuzz/plugins/fuzz_spank_options -max_total_time=600 -max_len=512 corpus/
+// Building and running it: docs/fuzzing.md.
 //
 // The first input byte picks the parser, the rest is its input ('\0' separates the words of a
 // plugstack.conf line or a command line). Beyond what ASan and UBSan catch, each parser must
