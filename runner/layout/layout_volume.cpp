@@ -41,10 +41,10 @@ std::string describe_collective_types(ElementType dtype) {
       {"weights", t.weights}, {"activations", t.activations}, {"gradients", t.gradients}, {"statistics", t.statistics}};
   // The parts of one type together, the types in the order they first appear.
   std::vector<std::pair<ElementType, std::vector<const char*>>> groups;
-  for (const auto& [name, type] : parts) {
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == type; });
-    if (it == groups.end()) it = groups.insert(groups.end(), {type, {}});
-    it->second.push_back(name);
+  for (const auto& part : parts) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == part.second; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {part.second, {}});
+    it->second.push_back(part.first);
   }
   std::string s;
   for (const auto& [type, names] : groups) {
