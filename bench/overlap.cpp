@@ -79,7 +79,7 @@ double overlappable_comm_s(const fs::path& run_dir) {
   const std::string summary = text.substr(at, text.find('}', at) - at);
   double total = 0;
   for (const char* key : {"z.all_gather", "z.reduce_scatter", "data.all_reduce"}) {
-    const std::regex re("\"" + std::string(key) + R"(\": ([-0-9.eE+]+))");
+    const std::regex re(std::string("\"") + key + R"(\": ([-0-9.eE+]+))");
     std::smatch m;
     if (std::regex_search(summary, m, re)) total += std::stod(m[1]);
   }

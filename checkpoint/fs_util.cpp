@@ -57,7 +57,10 @@ void exchange_paths(const std::filesystem::path& a, const std::filesystem::path&
 }
 
 void write_file_atomic(const std::filesystem::path& path, const std::string& content) {
-  const std::filesystem::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  std::string tmp_name = ".";
+  tmp_name += path.filename().string();
+  tmp_name += ".tmp";
+  const std::filesystem::path tmp = path.parent_path() / tmp_name;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno(tmp, "create", errno);
   size_t done = 0;

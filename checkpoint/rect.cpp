@@ -20,9 +20,7 @@ int64_t element_count(const Rect& rect) { return element_count(rect.count); }
 
 std::optional<Rect> intersect(const Rect& a, const Rect& b) {
   if (a.offset.size() != b.offset.size()) return std::nullopt;
-  Rect r;
-  r.offset.resize(a.offset.size());
-  r.count.resize(a.offset.size());
+  Rect r{std::vector<int64_t>(a.offset.size()), std::vector<int64_t>(a.offset.size())};
   for (size_t d = 0; d < a.offset.size(); ++d) {
     const int64_t lo = std::max(a.offset[d], b.offset[d]);
     const int64_t hi = std::min(a.offset[d] + a.count[d], b.offset[d] + b.count[d]);

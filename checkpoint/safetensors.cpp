@@ -47,7 +47,10 @@ std::string json_string(const std::string& s) {
 
 std::string json_ints(const std::vector<int64_t>& v) {
   std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
   return out + "]";
 }
 
@@ -74,8 +77,11 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const Rea
                        ",\"axonn.data_cursor\":" + json_string(std::to_string(m.data_cursor)) + "}";
   int64_t offset = 0;
   for (const TensorInfo* t : tensors) {
-    header += "," + json_string(t->name) + ":{\"dtype\":\"F32\",\"shape\":" + json_ints(t->global_shape) +
-              ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t->bytes()) + "]}";
+    header += ',';
+    header += json_string(t->name);
+    header += ":{\"dtype\":\"F32\",\"shape\":";
+    header += json_ints(t->global_shape);
+    header += ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t->bytes()) + "]}";
     offset += t->bytes();
   }
   header += "}";

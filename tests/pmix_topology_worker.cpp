@@ -23,7 +23,10 @@ using axonn::PmixClient;
 
 std::string join(const std::vector<int>& v) {
   std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(v[i]);
+  }
   return out;
 }
 
@@ -61,8 +64,10 @@ void exchange(PmixClient& c) {
     if (r == c.rank()) continue;
     if (c.get(r, "test.all") == blob_of(r, "a"))
       ++ok;
-    else
-      bad += (bad.empty() ? "" : ",") + std::to_string(r);
+    else {
+      if (!bad.empty()) bad += ',';
+      bad += std::to_string(r);
+    }
   }
   std::vector<int> group;
   for (int r = c.rank() % 2; r < c.size(); r += 2) group.push_back(r);

@@ -150,7 +150,10 @@ TEST_F(CkptCli, InspectJsonParsesAndHoldsEveryTensorByFullName) {
   for (const TensorInfo& t : reader.tensors()) {
     const std::string group = t.name.rfind("adam.", 0) == 0 ? t.name.substr(0, 6) : "parameter";
     std::string shape;
-    for (int64_t d : t.global_shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    for (int64_t d : t.global_shape) {
+      if (!shape.empty()) shape += 'x';
+      shape += std::to_string(d);
+    }
     const std::string line =
         "tensor " + t.name + " " + group + " " + shape + " " + std::to_string(t.sources.size()) + "\n";
     EXPECT_TRUE(contains(r.output, line)) << line << r.output;

@@ -30,11 +30,12 @@ std::string host() {
 TEST(LocalLauncher, FourRanksOnOneNode) {
   const auto r = run_command(kAxonn + " run -n 4 selftest");
   ASSERT_EQ(r.code, 0) << r.output;
-  for (int rank = 0; rank < 4; ++rank)
-    EXPECT_TRUE(contains(r.output, "[" + std::to_string(rank) + "] selftest: rank " + std::to_string(rank) +
-                                       "/4 node 0/1 (" + host() + ") local " + std::to_string(rank) +
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string n = std::to_string(rank);
+    EXPECT_TRUE(contains(r.output, "[" + n + "] selftest: rank " + n + "/4 node 0/1 (" + host() + ") local " + n +
                                        "/4 peers 0,1,2,3 layout 4x1x1x1"))
         << r.output;
+  }
   EXPECT_TRUE(contains(r.output, "[0] selftest: 100 passed, 0 failed")) << r.output;
 }
 

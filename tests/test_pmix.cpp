@@ -459,7 +459,8 @@ struct Launcher {
       const std::string text = out();
       std::vector<int> pids;
       for (int r = 0; r < ranks; ++r) {
-        auto f = fields(text, "[" + std::to_string(r) + "] ready ");
+        const std::string rank = std::to_string(r);
+        auto f = fields(text, "[" + rank + "] ready ");
         if (f.empty()) break;
         pids.push_back(std::stoi(f["pid"]));
       }

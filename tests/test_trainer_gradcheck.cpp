@@ -35,6 +35,14 @@ struct ParamTensor {
   int64_t rows;  // > 1 for the 2-D weights
 };
 
+// "h<l>.", the prefix of layer l's parameter names.
+std::string layer_prefix(int64_t l) {
+  std::string prefix = "h";
+  prefix += std::to_string(l);
+  prefix += '.';
+  return prefix;
+}
+
 // All parameters in one flat buffer (and the gradients in another of the same layout).
 std::vector<ParamTensor> param_layout(const TinyConfig& c) {
   std::vector<ParamTensor> t;
@@ -46,7 +54,7 @@ std::vector<ParamTensor> param_layout(const TinyConfig& c) {
   add("wte", c.V, c.C);  // (V, C), also the LM head
   add("wpe", c.T, c.C);  // (T, C)
   for (int64_t l = 0; l < c.L; ++l) {
-    const std::string p = "h" + std::to_string(l) + ".";
+    const std::string p = layer_prefix(l);
     add(p + "ln1.g", 1, c.C);
     add(p + "ln1.b", 1, c.C);
     add(p + "qkv.w", c.C, 3 * c.C);  // (C, 3C): columns q | k | v, heads of C/H inside each
@@ -104,7 +112,7 @@ class TinyGpt {
     be_.position_forward(layers_[0].res.data(), p("wpe"), B, T, C);
     for (int64_t l = 0; l < c_.L; ++l) {
       LayerActs& a = layers_[l];
-      const std::string h = "h" + std::to_string(l) + ".";
+      const std::string h = layer_prefix(l);
       float* next = l + 1 < c_.L ? layers_[l + 1].res.data() : res_final_.data();
       layernorm(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), a.res.data(), p(h + "ln1.g"), p(h + "ln1.b"));
       linear(a.qkv.data(), a.ln1.data(), p(h + "qkv.w"), p(h + "qkv.b"), C, 3 * C);
@@ -149,7 +157,7 @@ class TinyGpt {
                        lnf_rstd_.data(), p("lnf.g"));
     for (int64_t l = c_.L - 1; l >= 0; --l) {
       LayerActs& a = layers_[l];
-      const std::string h = "h" + std::to_string(l) + ".";
+      const std::string h = layer_prefix(l);
       // MLP: out = res2 + fcproj(gelu(fc(ln2(res2)))); dres flows through unchanged, plus
       // the branch's gradient added by ln2's backward.
       linear_backward(d4c_.data(), g(h + "fcproj.w"), g(h + "fcproj.b"), dres_.data(), a.fc_gelu.data(),

@@ -3,6 +3,7 @@
 // metadata; the parameters with their AdamW moments side by side (one row per parameter:
 // "adam.m/<name>" and "adam.v/<name>" are its rectangle counts), any other tensor, and the
 // shard files. --json prints every tensor under its full name, and every value whole.
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/checksum.hpp"
@@ -74,10 +76,10 @@ int64_t file_bytes(const fs::path& path) {
 // The first line of a (possibly multi-line) string value, and how much more there is.
 std::string first_line(const std::string& text) {
   const size_t nl = text.find('\n');
-  if (nl == std::string::npos || nl + 1 == text.size()) return "'" + text.substr(0, nl) + "'";
+  const std::string_view first = std::string_view(text).substr(0, nl);
+  if (nl == std::string::npos || nl + 1 == text.size()) return fmt::format("'{}'", first);
   const auto lines = std::count(text.begin(), text.end(), '\n') + (text.back() == '\n' ? 0 : 1);
-  return "'" + text.substr(0, nl) + "' (+ " + std::to_string(lines - 1) + " more lines, " +
-         std::to_string(text.size()) + " bytes; --json has it whole)";
+  return fmt::format("'{}' (+ {} more lines, {} bytes; --json has it whole)", first, lines - 1, text.size());
 }
 
 std::string layout_text(const std::string& layout) {

@@ -9,8 +9,9 @@ namespace axonn {
 namespace {
 
 void append_u32(std::vector<char>& out, uint32_t v) {
-  const char* p = reinterpret_cast<const char*>(&v);
-  out.insert(out.end(), p, p + sizeof v);
+  const size_t at = out.size();
+  out.resize(at + sizeof v);
+  std::memcpy(out.data() + at, &v, sizeof v);
 }
 
 uint32_t read_u32(const std::vector<char>& in, size_t& at) {

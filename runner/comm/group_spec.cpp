@@ -8,7 +8,10 @@ namespace axonn {
 
 std::string format_ranks(const std::vector<int>& ranks) {
   std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  for (int r : ranks) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
   return s;
 }
 

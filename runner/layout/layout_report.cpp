@@ -103,7 +103,9 @@ std::string format_explain(const ChooserResult& r, int top_k) {
            std::to_string(best.volume.group_size[static_cast<size_t>(a)]) + " over " +
            link_tier_name(best.cost.link[static_cast<size_t>(a)]) + " links\n";
     }
-    s += "\n" + memory_formula(in, best.layout) + "\n";
+    s += '\n';
+    s += memory_formula(in, best.layout);
+    s += '\n';
     const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
     if (n > 1) s += "runner-ups:\n";
     for (size_t i = 1; i < n; ++i)

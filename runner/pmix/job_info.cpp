@@ -23,7 +23,10 @@ std::string generate(Generate generate_fn, const std::string& input, const char*
 
 std::string comma_list(const std::vector<int>& ranks) {
   std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ranks[i]);
+  }
   return out;
 }
 
@@ -40,8 +43,12 @@ void add_job_info(InfoList& info, const std::string& nspace, const std::vector<P
 
   std::string hosts, procs;  // "h0,h1" and "0,1;2,3"
   for (size_t n = 0; n < nodes.size(); ++n) {
-    hosts += (n ? "," : "") + nodes[n].hostname;
-    procs += (n ? ";" : "") + comma_list(nodes[n].ranks);
+    if (n) {
+      hosts += ',';
+      procs += ';';
+    }
+    hosts += nodes[n].hostname;
+    procs += comma_list(nodes[n].ranks);
   }
   info.add_regex(PMIX_NODE_MAP, generate(PMIx_generate_regex, hosts, "PMIx_generate_regex"));
   info.add_regex(PMIX_PROC_MAP, generate(PMIx_generate_ppn, procs, "PMIx_generate_ppn"));

@@ -1,5 +1,6 @@
 #include "pmix/labelled_output.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,7 +8,7 @@
 
 namespace axonn {
 
-LabelledOutput::LabelledOutput(int rank, int out_fd) : prefix_("[" + std::to_string(rank) + "] "), fd_(out_fd) {}
+LabelledOutput::LabelledOutput(int rank, int out_fd) : prefix_(fmt::format("[{}] ", rank)), fd_(out_fd) {}
 
 void LabelledOutput::feed(const char* data, size_t n) {
   out_.clear();

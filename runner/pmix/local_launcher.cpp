@@ -44,13 +44,12 @@ void on_signal(int sig) { wake(static_cast<unsigned char>(sig)); }
 // Installs on_signal for kHandledSignals and restores the previous handlers on exit.
 class SignalHandlers {
  public:
-  SignalHandlers() {
+  SignalHandlers() : old_(kHandledSignals.size()) {
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART;  // SIGCHLD on a rank's stop too: reap() notes it
     sigemptyset(&sa.sa_mask);
-    old_.resize(kHandledSignals.size());
     for (size_t i = 0; i < kHandledSignals.size(); ++i) sigaction(kHandledSignals[i], &sa, &old_[i]);
   }
   ~SignalHandlers() {

@@ -140,7 +140,10 @@ void PmixClient::fence(bool collect_data) { fence_procs(nullptr, collect_data, "
 
 void PmixClient::fence_ranks(const std::vector<int>& ranks, bool collect_data) {
   std::string call = "PMIx_Fence(ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) call += (i ? "," : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) call += ',';
+    call += std::to_string(ranks[i]);
+  }
   call += ")";
   if (ranks.empty()) throw PmixError(call + ": the list of ranks is empty");
   for (int r : ranks) checked_rank(r, size_, call);

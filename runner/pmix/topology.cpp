@@ -62,7 +62,10 @@ Topology topology_from_pmix(PmixClient& client) {
 
 std::string describe(const Topology& t) {
   std::string peers;
-  for (int p : t.local_peers) peers += (peers.empty() ? "" : ",") + std::to_string(p);
+  for (int p : t.local_peers) {
+    if (!peers.empty()) peers += ',';
+    peers += std::to_string(p);
+  }
   return "rank " + std::to_string(t.rank) + "/" + std::to_string(t.world) + " node " + std::to_string(t.node) + "/" +
          std::to_string(t.nodes) + " (" + t.hostname() + ") local " + std::to_string(t.local_rank) + "/" +
          std::to_string(t.local_size) + " peers " + peers;
