@@ -47,7 +47,7 @@ import torch.nn.functional as F
 MASK64 = (1 << 64) - 1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# TrainingConfig's defaults (runner/config/job_config.hpp), for keys a job leaves out.
+# TrainingConfig's defaults (config/job_config.hpp), for keys a job leaves out.
 TRAINING_DEFAULTS = {
     "global_batch": 8, "micro_batch": 1, "steps": 100, "lr": 3e-4, "min_lr": 3e-5, "warmup_steps": 10,
     "schedule": "cosine", "weight_decay": 0.1, "grad_clip": 1.0, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,

@@ -1,4 +1,4 @@
-// libFuzzer target for the strict site and job TOML validation (runner/config): what users
+// libFuzzer target for the strict site and job TOML validation (config/): what users
 // write in job TOMLs and on the command line (section.key=value overrides), and what site
 // admins write in site configs, which the SPANK plugin also reads inside srun.
 //

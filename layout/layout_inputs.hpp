@@ -1,6 +1,6 @@
 #pragma once
 // The chooser's inputs: plain structs with explicit defaults, no I/O.
-// `runner/config` fills them from the site and job TOML files; the layout library
+// `config/` fills them from the site and job TOML files; the layout library
 // only reads them. Units are in the field names (bytes, seconds, FLOP/s).
 #include <cstdint>
 #include <string>
