@@ -9,18 +9,26 @@
 //                     name or global shape): a config problem, never fixed by falling back
 //   everything else   the checkpoint on disk is unusable (corrupt, torn, unknown format):
 //                     load(... fallback) may try the previous committed step
-#include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "core/error.hpp"
 
 namespace axonn {
 
-class CheckpointError : public std::runtime_error {
+// Exit code 1, except the two that mean nothing was started (exit code 2): NoCheckpoint and
+// DirectoryUnavailable.
+class CheckpointError : public Error {
  public:
   // file: the file or directory concerned ("" when none); operation: what we were doing.
   CheckpointError(std::string file, std::string operation, const std::string& message)
-      : std::runtime_error(message), file_(std::move(file)), operation_(std::move(operation)) {}
+      : CheckpointError(std::move(file), std::move(operation), message, exit_code::failure) {}
   const std::string& file() const { return file_; }
   const std::string& operation() const { return operation_; }
+
+ protected:
+  CheckpointError(std::string file, std::string operation, const std::string& message, int exit_code)
+      : Error(message, exit_code), file_(std::move(file)), operation_(std::move(operation)) {}
 
  private:
   std::string file_;
@@ -60,7 +68,8 @@ class RequestMismatch : public CheckpointError {
 // The directory has no committed step (no `latest`, or a requested step is absent).
 class NoCheckpoint : public CheckpointError {
  public:
-  using CheckpointError::CheckpointError;
+  NoCheckpoint(std::string file, std::string operation, const std::string& message)
+      : CheckpointError(std::move(file), std::move(operation), message, exit_code::bad_input) {}
 };
 
 // The checkpoint directory cannot be used by this run: another run holds its lock
@@ -68,7 +77,8 @@ class NoCheckpoint : public CheckpointError {
 // holder or the failing call, and what to do.
 class DirectoryUnavailable : public CheckpointError {
  public:
-  using CheckpointError::CheckpointError;
+  DirectoryUnavailable(std::string file, std::string operation, const std::string& message)
+      : CheckpointError(std::move(file), std::move(operation), message, exit_code::bad_input) {}
 };
 
 // A save ran out of space. The message is one line: the file, the bytes it still needed and

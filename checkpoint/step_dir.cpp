@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/fs_util.hpp"
+#include "core/printable.hpp"
 
 namespace fs = std::filesystem;
 
@@ -22,25 +23,6 @@ std::optional<int64_t> parse_prefixed(const std::string& name, const std::string
 // A bad `latest` is shown up to this many bytes: a step name is 14, and what a user mistook
 // for it (a path, a number) fits; a binary file does not flood the terminal.
 constexpr size_t kLatestShownBytes = 256;
-
-// `text` as one printable line: printable ASCII as is, a backslash and every other byte as
-// \xNN (so a NUL neither ends the message nor hides what follows it), at most `max_bytes`
-// of the text, then how many bytes it has in all.
-std::string escaped_excerpt(const std::string& text, size_t max_bytes) {
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < max_bytes; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  if (text.size() > max_bytes) out += "... (" + std::to_string(text.size()) + " bytes in all)";
-  return out;
-}
 
 // Rename away, then delete: the step-* name disappears in one step.
 void delete_dir(const fs::path& dir, const fs::path& victim, const std::string& trash_name) {

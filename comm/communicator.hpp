@@ -12,14 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "layout/element_type.hpp"
+#include "core/error.hpp"
 #include "layout/collective.hpp"
+#include "layout/element_type.hpp"
 
 namespace axonn {
 
-class CommError : public std::runtime_error {
+// A collective or a communicator's set-up failed: exit code 1.
+class CommError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CommError(const std::string& message) : Error(message, exit_code::failure) {}
 };
 
 // Called after every collective with its size in bytes (nccl-tests' "size": the

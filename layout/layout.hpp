@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "layout/layout_inputs.hpp"
 
 namespace axonn {
@@ -25,9 +26,10 @@ inline CommAxis comm_axis(Axis axis) { return static_cast<CommAxis>(static_cast<
 
 // Bad layout text or a layout that does not match the job; the message names the
 // value and the expected form.
-class LayoutError : public std::runtime_error {
+// Exit code 2: nothing was started.
+class LayoutError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit LayoutError(const std::string& message, int exit_code = exit_code::bad_input) : Error(message, exit_code) {}
 };
 
 struct Coords {

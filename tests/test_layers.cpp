@@ -55,7 +55,7 @@ std::string included_layer(const std::string& include) {
 // and one per top-level folder with C++ sources that the table does not place.
 std::vector<std::string> layer_violations(const fs::path& root) {
   std::vector<std::string> found;
-  const std::regex include_line(R"(^\s*#\s*include\s*"([^"]+)")");
+  const std::regex include_line(R"re(^\s*#\s*include\s*"([^"]+)")re");
   for (const auto& top : fs::directory_iterator(root)) {
     const std::string folder = top.path().filename().string();
     if (!top.is_directory() || folder.starts_with(".") || kNotLayers.count(folder)) continue;

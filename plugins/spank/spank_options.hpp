@@ -13,13 +13,15 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.hpp"
 #include "layout/layout.hpp"
 
 namespace axonn::spank {
 
-class SpankError : public std::runtime_error {
+// A bad option, plugstack argument or environment value: the plugin refuses the job with it.
+class SpankError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit SpankError(const std::string& message) : Error(message, exit_code::bad_input) {}
 };
 
 inline constexpr size_t kMaxOptionLength = 64;          // --axonn-layout value, bytes

@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace axonn {
 
 // Bad command line: the message names the argument and what is expected. Exit code 2.
-class UsageError : public std::runtime_error {
+class UsageError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UsageError(const std::string& message) : Error(message, exit_code::bad_input) {}
 };
 
 struct OptionSpec {

@@ -20,7 +20,8 @@
 #include "cli/ckpt.hpp"
 #include "cli/ckpt_format.hpp"
 #include "cli/ckpt_open.hpp"
-#include "cli/exit_codes.hpp"
+#include "cli/report_error.hpp"
+#include "core/exit_codes.hpp"
 #include "layout/layout.hpp"
 
 namespace fs = std::filesystem;
@@ -137,19 +138,8 @@ int command_ckpt(const CommandArgs& argv) {
                      "; use inspect, verify, plan or export (axonn ckpt --help)");
   try {
     return run(rest);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "axonn ckpt %s: %s\n", sub.c_str(), e.what());
-    return exit_code::bad_input;
-  } catch (const LayoutError& e) {  // a --layout that does not parse
-    std::fprintf(stderr, "axonn ckpt %s: %s\n", sub.c_str(), e.what());
-    return exit_code::bad_input;
-  } catch (const NoCheckpoint& e) {
-    // Nothing committed where the user pointed: a wrong argument, not a damaged checkpoint.
-    std::fprintf(stderr, "axonn ckpt %s: %s\n", sub.c_str(), e.what());
-    return exit_code::bad_input;
-  } catch (const CheckpointError& e) {
-    std::fprintf(stderr, "axonn ckpt %s: %s\n", sub.c_str(), e.what());
-    return exit_code::failure;
+  } catch (const std::exception& e) {
+    return report_error("ckpt " + sub, e);
   }
 }
 

@@ -21,7 +21,7 @@
 #include "cli/ckpt.hpp"
 #include "cli/ckpt_format.hpp"
 #include "cli/ckpt_open.hpp"
-#include "cli/exit_codes.hpp"
+#include "core/exit_codes.hpp"
 #include "layout/layout.hpp"
 
 namespace fs = std::filesystem;

@@ -17,7 +17,7 @@
 #include "cli/ckpt_format.hpp"
 #include "cli/ckpt_open.hpp"
 #include "cli/ckpt_resume.hpp"
-#include "cli/exit_codes.hpp"
+#include "core/exit_codes.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/train/training_checkpoint.hpp"
 

@@ -1,7 +1,7 @@
 #pragma once
 // The `axonn` subcommands. Each lives in its own cli/<name>.cpp and returns the
-// process exit code (cli/exit_codes.hpp); exceptions are turned into one clear
-// line and an exit code by main.
+// process exit code (core/exit_codes.hpp); exceptions are turned into one clear
+// line and an exit code by main (cli/report_error.hpp).
 #include <string>
 #include <vector>
 

@@ -9,7 +9,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "cli/exit_codes.hpp"
+#include "core/exit_codes.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/data/token_file.hpp"
 

@@ -6,10 +6,10 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "cli/exit_codes.hpp"
 #include "cli/layout_allocation.hpp"
 #include "cli/layout_json.hpp"
 #include "config/job_config.hpp"
+#include "core/exit_codes.hpp"
 #include "layout/layout_report.hpp"
 
 namespace axonn {

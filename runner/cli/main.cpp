@@ -1,20 +1,14 @@
 // axonn: the one executable. `axonn <command> [options]`; see README.md.
-// main() is the only place that turns exceptions into an exit code and one line on stderr.
+// Exceptions that escape a command become one line on stderr and the exit code their type
+// names (cli/report_error.hpp).
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
-#include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "cli/exit_codes.hpp"
-#include "checkpoint/checkpoint_error.hpp"
-#include "cli/run_layout.hpp"
-#include "comm/communicator.hpp"
-#include "config/config_error.hpp"
-#include "layout/layout.hpp"
-#include "pmix/pmix_client.hpp"
-#include "trainer/data/token_data.hpp"
+#include "cli/report_error.hpp"
+#include "core/exit_codes.hpp"
 
 namespace {
 
@@ -36,19 +30,6 @@ const Command kCommands[] = {
     {"ckpt", "inspect, verify, plan a resume of, or export a checkpoint: inspect|verify|plan|export DIR",
      axonn::command_ckpt},
 };
-
-// One line on stderr and the exit code for an exception that escaped a command: the
-// library errors already say what was wrong; anything else is marked "error:".
-int report_failure(const char* command, const std::exception& e) {
-  const bool bad_input = dynamic_cast<const axonn::UsageError*>(&e) || dynamic_cast<const axonn::ConfigError*>(&e) ||
-                         dynamic_cast<const axonn::LayoutError*>(&e) || dynamic_cast<const axonn::DataError*>(&e) ||
-                         dynamic_cast<const axonn::DirectoryUnavailable*>(&e);
-  const bool typed =
-      bad_input || dynamic_cast<const axonn::PmixError*>(&e) || dynamic_cast<const axonn::CommError*>(&e);
-  std::fprintf(stderr, "axonn %s: %s%s\n", command, typed ? "" : "error: ", e.what());
-  if (dynamic_cast<const axonn::NoFittingLayout*>(&e)) return axonn::exit_code::no_layout;
-  return bad_input ? axonn::exit_code::bad_input : axonn::exit_code::failure;
-}
 
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: axonn <command> [options]\n\ncommands:\n");
@@ -80,7 +61,7 @@ int main(int argc, char** argv) {
     try {
       return c.run(args);
     } catch (const std::exception& e) {
-      return report_failure(c.name, e);
+      return axonn::report_error(c.name, e);
     }
   }
   std::fprintf(stderr, "axonn: unknown command '%s'\n", name.c_str());

@@ -18,9 +18,9 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "cli/exit_codes.hpp"
 #include "cli/run_layout.hpp"
 #include "cli/train_inputs.hpp"
+#include "core/exit_codes.hpp"
 #include "pmix/local_capacity.hpp"
 #include "pmix/local_launcher.hpp"
 #include "pmix/worker_process.hpp"
@@ -131,13 +131,8 @@ int command_run(const CommandArgs& argv) {
                      "...); to run another program on every rank: axonn run -n " + std::to_string(opt.ranks) + " -- " +
                      rest[0]);
   }
-  try {
-    const char* path = std::getenv("PATH");
-    resolve_executable(opt.argv[0], path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
-  } catch (const LaunchError& e) {
-    const std::string why = e.what();
-    throw UsageError(why.substr(why.rfind("axonn run: ", 0) == 0 ? 11 : 0));
-  }
+  const char* path = std::getenv("PATH");
+  resolve_executable(opt.argv[0], path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
   raise_open_file_limit(opt.ranks);
   opt.extra_env = {"AXONN_LAUNCHER=local"};
   const LocalJobResult result = run_local_job(opt);

@@ -19,7 +19,7 @@ namespace axonn {
 // No layout of the job's rank count fits (memory, divisibility, policy): exit code 3.
 class NoFittingLayout : public LayoutError {
  public:
-  using LayoutError::LayoutError;
+  explicit NoFittingLayout(const std::string& message) : LayoutError(message, exit_code::no_layout) {}
 };
 
 struct RunLayout {

@@ -14,10 +14,11 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "cli/exit_codes.hpp"
+#include "cli/report_error.hpp"
 #include "comm/bfloat16.hpp"
 #include "comm/comm_grid.hpp"
 #include "comm/cuda_device.hpp"
+#include "core/exit_codes.hpp"
 #include "pmix/topology.hpp"
 
 namespace axonn {
@@ -178,9 +179,7 @@ int command_selftest(const CommandArgs& argv) {
     // rank's connections, and a peer still waiting on it would fail at once on the closed
     // socket and be reported first (the launcher stops the job at the first failure),
     // naming this rank rather than the one that stalled.
-    std::fprintf(stderr, "axonn selftest: %s\n", e.what());
-    std::fflush(stderr);
-    return exit_code::failure;
+    return report_error("selftest", e);
   }
   const int all_failed = static_cast<int>(totals[1]);
   if (topo.rank == 0)

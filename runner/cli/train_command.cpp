@@ -20,12 +20,12 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "cli/exit_codes.hpp"
 #include "cli/run_layout.hpp"
 #include "cli/train_device.hpp"
 #include "cli/train_inputs.hpp"
 #include "comm/comm_grid.hpp"
 #include "config/site_config.hpp"
+#include "core/exit_codes.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_report.hpp"
 #include "pmix/topology.hpp"

@@ -96,7 +96,7 @@ std::vector<std::string> merged_environment(const std::vector<std::string>& extr
   for (const auto& kv : extra) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw LaunchError("extra environment entry '" + kv + "' is not KEY=VALUE");
+      throw LaunchError("extra environment entry '" + kv + "' is not KEY=VALUE", exit_code::bad_input);
     const std::string key = kv.substr(0, eq + 1);
     std::erase_if(env, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
     env.push_back(kv);
@@ -111,12 +111,14 @@ std::string path_of(const std::vector<std::string>& env) {
 }
 
 void validate(const LocalJobOptions& opt) {
-  if (opt.ranks < 1) throw LaunchError("-n must be at least 1 (got " + std::to_string(opt.ranks) + ")");
+  if (opt.ranks < 1)
+    throw LaunchError("-n must be at least 1 (got " + std::to_string(opt.ranks) + ")", exit_code::bad_input);
   if (opt.nodes_sim < 1 || opt.nodes_sim > opt.ranks)
     throw LaunchError("--nodes-sim must be between 1 and the " + std::to_string(opt.ranks) + " ranks (got " +
-                      std::to_string(opt.nodes_sim) + ")");
-  if (opt.argv.empty()) throw LaunchError("no command to run");
-  if (opt.grace.count() < 0) throw LaunchError("the grace period must not be negative");
+                          std::to_string(opt.nodes_sim) + ")",
+                      exit_code::bad_input);
+  if (opt.argv.empty()) throw LaunchError("no command to run", exit_code::bad_input);
+  if (opt.grace.count() < 0) throw LaunchError("the grace period must not be negative", exit_code::bad_input);
 }
 
 struct Rank {

@@ -20,14 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "pmix/pretend_nodes.hpp"
 
 namespace axonn {
 
-// The job could not be started: bad options, a command not found, a failed pipe or fork.
-class LaunchError : public std::runtime_error {
+// The job could not be started: bad options or a command not found (exit code 2), a failed
+// pipe or fork (exit code 1).
+class LaunchError : public Error {
  public:
-  explicit LaunchError(const std::string& message) : std::runtime_error("axonn run: " + message) {}
+  explicit LaunchError(const std::string& message, int exit_code = exit_code::failure) : Error(message, exit_code) {}
 };
 
 struct LocalJobOptions {

@@ -14,7 +14,7 @@ std::string describe_failure(const std::string& call, int status, const std::str
 }  // namespace
 
 PmixError::PmixError(const std::string& call, int status, const std::string& hint)
-    : std::runtime_error(describe_failure(call, status, hint)), call_(call), status_(status) {}
+    : Error(describe_failure(call, status, hint), exit_code::failure), call_(call), status_(status) {}
 
 void pmix_check(int status, const std::string& call, bool done_ok) {
   if (status == PMIX_SUCCESS || (done_ok && status == PMIX_OPERATION_SUCCEEDED)) return;

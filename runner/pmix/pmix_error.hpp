@@ -5,12 +5,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.hpp"
+
 namespace axonn {
 
-class PmixError : public std::runtime_error {
+class PmixError : public Error {
  public:
   // A problem that is not one call's status (no server in the environment, a missing key).
-  explicit PmixError(const std::string& message) : std::runtime_error(message) {}
+  explicit PmixError(const std::string& message) : Error(message, exit_code::failure) {}
   // `call` returned `status`: "<call> failed: <PMIx_Error_string(status)> (<status>)[; hint]".
   PmixError(const std::string& call, int status, const std::string& hint = "");
 

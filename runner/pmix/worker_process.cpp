@@ -80,9 +80,10 @@ void close_pair(int fds[2]) {
 }  // namespace
 
 std::string resolve_executable(const std::string& argv0, const std::string& path) {
-  if (argv0.empty()) throw LaunchError("the command to run is empty");
+  if (argv0.empty()) throw LaunchError("the command to run is empty", exit_code::bad_input);
   if (argv0.find('/') != std::string::npos) {
-    if (!is_executable_file(argv0)) throw LaunchError("cannot execute '" + argv0 + "': " + std::strerror(errno));
+    if (!is_executable_file(argv0))
+      throw LaunchError("cannot execute '" + argv0 + "': " + std::strerror(errno), exit_code::bad_input);
     return argv0;
   }
   size_t start = 0;
@@ -94,7 +95,7 @@ std::string resolve_executable(const std::string& argv0, const std::string& path
     if (is_executable_file(candidate)) return candidate;
     start = end + 1;
   }
-  throw LaunchError("'" + argv0 + "' was not found on PATH (" + path + "); give its path");
+  throw LaunchError("'" + argv0 + "' was not found on PATH (" + path + "); give its path", exit_code::bad_input);
 }
 
 WorkerProcess spawn_worker(const std::string& executable, const std::vector<std::string>& argv,

@@ -15,13 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace axonn {
 
 // Unusable data: the message names the file, what is wrong (empty, too short for one global
 // batch, a token id >= vocab with its position, an unknown header) and what to do.
-class DataError : public std::runtime_error {
+// Exit code 2: nothing was trained.
+class DataError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit DataError(const std::string& message) : Error(message, exit_code::bad_input) {}
 };
 
 // File formats (all little-endian).
