@@ -63,7 +63,7 @@ if(NOT AXONN_CUDA STREQUAL "OFF")
                                                 INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
     # The CUDA backend's kernels (trainer/cuda/*.cu). One architecture, sm_90 (H100), unless the
     # user chose (-DCMAKE_CUDA_ARCHITECTURES or CUDAARCHS): each one more doubles the device
-    # code compile time, and CI builds on 2 cores. Enabled here, at the top level, because
+    # code compile time, which small build machines feel most. Enabled here, at the top level, because
     # every target linking axonn_trainer_cuda (runner, tests) links with the CUDA runtime.
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
       set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures of the trainer's kernels")

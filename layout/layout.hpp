@@ -1,6 +1,6 @@
 #pragma once
 // The 4D grid: World = G_data x G_z x G_y x G_x, its rank numbering and its groups.
-// Pure math, no I/O (see ../shared/DESIGN.md, "The 4D grid").
+// Pure math, no I/O (docs/architecture.md, "The 4D grid"; docs/parallel-plan.md).
 #include <array>
 #include <stdexcept>
 #include <string>

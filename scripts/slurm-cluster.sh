@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real Slurm on this machine for the `slurm` tests: munged + slurmctld + one slurmd per
 # pretend node, all as root, no cgroups, state under one directory. Recipe and the facts
-# behind each setting: ../shared/DESIGN.md ("Local Slurm for tests").
+# behind each setting: docs/architecture.md ("The local test cluster").
 #
 #   scripts/slurm-cluster.sh start [--dir DIR] [--nodes K] [--cpus C] [--plugstack FILE]
 #   scripts/slurm-cluster.sh stop  [--dir DIR]

@@ -182,7 +182,7 @@ class SlurmTrain : public ::testing::Test {
   fs::path dir_;
 };
 
-// Issue #8, test 1: srun starts the trainer with the layout the plugin chose, and says so.
+// Slurm end to end, 1: srun starts the trainer with the layout the plugin chose, and says so.
 TEST_F(SlurmTrain, SrunAutoTrainsTheTinyJobWithThePluginsLayout) {
   const std::string tiny = kTemplates + "/tiny.toml";
   const std::string best = best_layout(kLaptopSite, tiny, 1, 4);
@@ -225,7 +225,7 @@ TEST_F(SlurmTrain, SrunAutoTrainsTheTinyJobWithThePluginsLayout) {
   EXPECT_EQ(read_metrics(d / "run").size(), 6u) << "the failed step must not train";
 }
 
-// Issue #8, test 2: the preemptible template at 4 tasks gets its preemption signal (what
+// Slurm end to end, 2: the preemptible template at 4 tasks gets its preemption signal (what
 // --signal=B:USR1@LEAD sends), checkpoints, requeues itself and resumes to the end; the
 // checkpoint it wrote when preempted also resumes in new jobs at 2 and at 3 tasks. All three
 // end where the uninterrupted run does.
@@ -343,7 +343,7 @@ TEST_F(SlurmTrain, PreemptibleTemplateForwardsTheJobsPreemptSignalAndNeverDisagr
   EXPECT_FALSE(fs::exists(b / "run" / "metrics.jsonl")) << out;
 }
 
-// Issue #8, test 3 with axonn train: the single-node template finds the job TOML beside
+// Slurm end to end, 3 (the templates with axonn train): the single-node template finds the job TOML beside
 // itself and lets the plugin choose; an #SBATCH --axonn-layout line reaches its srun instead.
 TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {
   const fs::path d = dir_ / "single";
@@ -374,7 +374,7 @@ TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {
   EXPECT_EQ(read_metrics(e / "run").size(), 3u) << log;
 }
 
-// Issue #8, test 4: two pretend nodes and a site whose inter-node links are 2000x slower than
+// Slurm end to end, 4 (several nodes): two pretend nodes and a site whose inter-node links are 2000x slower than
 // its intra-node ones: the chooser keeps every tensor-parallel axis inside a node, the
 // trainer says so, and the multi-node template resumes the run at the same layout.
 TEST_F(SlurmTrain, TwoNodesKeepTheTensorParallelAxesInsideANode) {
@@ -427,7 +427,7 @@ TEST_F(SlurmTrain, TwoNodesKeepTheTensorParallelAxesInsideANode) {
   EXPECT_EQ(read_metrics(d / "run").size(), 8u) << log;
 }
 
-// Issue #8, test 4 (elastic): `--nodes=1-2` starts on the one node that is up, is preempted
+// Slurm end to end, 4 (elastic): `--nodes=1-2` starts on the one node that is up, is preempted
 // the way a scheduler with GraceTime does it (SIGTERM to the tasks, not to the batch script),
 // and its requeued run gets both nodes: it resumes at 8 ranks and ends where the
 // uninterrupted run does.

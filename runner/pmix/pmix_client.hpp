@@ -49,7 +49,7 @@ class PmixClient final : public Exchange {
   // it, get() of anything put before it is local. Commits uncommitted puts first.
   void fence() override;
   // The same with collect_data=false: a barrier whose gets fetch data on demand. Under
-  // Slurm that returned NOT-FOUND across nodes (DESIGN.md); prefer collecting fences.
+  // Slurm that returned NOT-FOUND across nodes (docs/architecture.md); prefer collecting fences.
   void fence(bool collect_data);
   // A fence over `ranks` only (every one of them calls it with the same list, in any
   // order); ranks outside it are not involved. Throws PmixError for an empty list or a

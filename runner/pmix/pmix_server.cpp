@@ -164,7 +164,7 @@ class ServerLibrary {
                       "; set TMPDIR to a writable directory");
     directory_ = pattern;
     // The hash store fails fast on incomplete job info and starts clients faster than
-    // the shared-memory one (DESIGN.md); the library reads its MCA settings at init.
+    // the shared-memory one (docs/architecture.md); the library reads its MCA settings at init.
     const ScopedEnv gds("PMIX_MCA_gds", "hash");
     // The library ignores environment variables for its directories: only these keys work.
     InfoList init;

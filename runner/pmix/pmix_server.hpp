@@ -3,7 +3,7 @@
 // first job (libpmix 4.2 cannot start again after PMIx_server_finalize), with its
 // rendezvous files in a directory it creates under $TMPDIR; at exit it is finalized and
 // the directory removed. Each job is one namespace (PmixJob), registered with every rank
-// as a client before any child is forked. Facts this relies on: ../shared/DESIGN.md.
+// as a client before any child is forked. Facts this relies on: docs/architecture.md (PMIx).
 #include <functional>
 #include <string>
 #include <vector>
