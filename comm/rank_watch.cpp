@@ -226,13 +226,19 @@ void RankWatch::leave(int slot) {
 // a group in flight (the asker follows the chain into it), "-" otherwise.
 std::string RankWatch::status_line() {
   std::lock_guard lock(mutex_);
-  std::string s = "S " + std::to_string(ms_since(last_left_)) + " " + std::to_string(groups_.size());
+  // Appended piece by piece: GCC 12's -Wrestrict misreads "literal" + std::string at -O3.
+  std::string s = "S ";
+  s.append(std::to_string(ms_since(last_left_))).append(" ").append(std::to_string(groups_.size()));
   for (const Group& g : groups_) {
-    s += " " + word(g.name) + "|" + std::to_string(g.members.front()) + "|" + std::to_string(g.entered) + "|" +
-         (g.in_flight ? "1" : "0") + "|" + std::to_string(static_cast<int>(g.kind)) + "|" +
-         std::to_string(g.in_flight ? ms_since(g.since) : 0) + "|" + (g.in_flight ? format_ranks(g.members) : "-");
+    s.append(" ").append(word(g.name));
+    s.append("|").append(std::to_string(g.members.front()));
+    s.append("|").append(std::to_string(g.entered));
+    s.append("|").append(g.in_flight ? "1" : "0");
+    s.append("|").append(std::to_string(static_cast<int>(g.kind)));
+    s.append("|").append(std::to_string(g.in_flight ? ms_since(g.since) : 0));
+    s.append("|").append(g.in_flight ? format_ranks(g.members) : "-");
   }
-  return s + "\n";
+  return s.append("\n");
 }
 
 void RankWatch::serve() {
