@@ -70,6 +70,11 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     c.dtype = parse_element_type(t.string("dtype", element_type_name(site.default_dtype), {"float32", "bfloat16"}));
     c.device = t.string("device", c.device, {"auto", "cpu", "cuda"});
     c.overlap_comm = t.boolean("overlap_comm", c.overlap_comm);
+    const std::string recompute =
+        t.string("recompute", recompute_setting_name(c.recompute), {"auto", "none", "attention", "block"});
+    c.recompute.reset();
+    for (Recompute mode : kRecomputeModes)
+      if (recompute == recompute_name(mode)) c.recompute = mode;
     t.finish();
   }
   {
@@ -99,6 +104,10 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
 
 }  // namespace
 
+std::string recompute_setting_name(const std::optional<Recompute>& recompute) {
+  return recompute ? recompute_name(*recompute) : "auto";
+}
+
 int preempt_signal_number(const std::string& name) {
   if (name == "USR1") return SIGUSR1;
   if (name == "USR2") return SIGUSR2;
@@ -124,6 +133,8 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   ChooserInput in;
   in.model = job.model;
   in.batch = {job.training.global_batch, job.training.micro_batch, job.training.dtype};
+  in.recompute = job.training.recompute;
+  in.overlap_comm = job.training.overlap_comm;
   Machine& m = in.machine;
   m.nodes = nodes;
   m.tasks_per_node = tasks_per_node;

@@ -9,6 +9,7 @@
 // data.path, when relative, resolves against the job TOML's own folder, so a template
 // finds the data shipped beside it.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct TrainingConfig {
   // stream on NCCL). false: the same collectives in the same order, each waited for where
   // it is issued. Either way the results are bit for bit the same.
   bool overlap_comm = true;
+  // Activation recomputation (layout_inputs.hpp, Recompute): "none", "attention", "block", or
+  // "auto" (unset): the layout model picks per layout the least recomputation that fits in
+  // the site's memory (resolved_recompute). Either way the results are bit for bit the same.
+  std::optional<Recompute> recompute;
 };
 
 struct DataConfig {
@@ -73,6 +78,9 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   RunConfig run;
 };
+
+// "auto" for unset, else recompute_name.
+std::string recompute_setting_name(const std::optional<Recompute>& recompute);
 
 // SIGUSR1, SIGUSR2, SIGHUP for "USR1", "USR2", "HUP" (run.preempt_signal's values).
 int preempt_signal_number(const std::string& name);

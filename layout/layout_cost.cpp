@@ -66,10 +66,34 @@ double flops_per_rank(const ChooserInput& input, const Layout& g) {
   return per_micro * split.accumulation;
 }
 
+double recompute_flops_per_rank(const ChooserInput& input, const Layout& g, Recompute mode) {
+  const ModelShape& model = input.model;
+  const int64_t blocks = recomputed_blocks(model, mode);
+  if (blocks == 0) return 0;
+  const BatchSplit split = batch_split(model, input.batch, g);
+  const double m = static_cast<double>(split.tokens);
+  const auto shapes = linear_shapes(model);                         // qkv, attn.proj, mlp.fc, mlp.proj, head
+  const size_t rerun_gemms = mode == Recompute::attention ? 1 : 3;  // qkv; or qkv, attn.proj, mlp.fc
+  double per_block = 0;
+  for (size_t i = 0; i < rerun_gemms; ++i)
+    per_block += 2.0 * m * static_cast<double>(shapes[i].k / g.size(shapes[i].k_axis)) *
+                 static_cast<double>(shapes[i].n / g.size(shapes[i].n_axis()));
+  const double T = model.sequence;
+  const double head_dim = static_cast<double>(model.hidden) / model.heads;
+  per_block += 4.0 * split.micro_batch * (model.heads / g.y) * T * T * head_dim;
+  return per_block * static_cast<double>(blocks) * split.accumulation;
+}
+
 CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const StepVolume& volume) {
+  return estimate_cost(input, g, volume, resolved_recompute(input, g));
+}
+
+CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const StepVolume& volume, Recompute mode) {
   CostEstimate c;
+  c.recompute = mode;
   c.flops = flops_per_rank(input, g);
-  c.compute_s = c.flops / (input.machine.peak_flops * input.machine.compute_efficiency);
+  c.recompute_flops = recompute_flops_per_rank(input, g, mode);
+  c.compute_s = (c.flops + c.recompute_flops) / (input.machine.peak_flops * input.machine.compute_efficiency);
   for (int ai = 0; ai < kCommAxisCount; ++ai) {
     const auto axis = static_cast<CommAxis>(ai);
     const int n = volume.group_size[static_cast<size_t>(ai)];

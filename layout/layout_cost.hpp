@@ -27,8 +27,10 @@ const char* link_tier_name(LinkTier tier);  // "-", "intra-node", "inter-node", 
 LinkTier axis_link(const Machine& machine, const Layout& layout, CommAxis axis);
 
 struct CostEstimate {
-  double flops = 0;          // per rank per step
-  double compute_s = 0;
+  Recompute recompute = Recompute::none;  // the mode it is priced at
+  double flops = 0;                       // per rank per step: the model's (what MFU counts)
+  double recompute_flops = 0;             // per rank per step: the recomputed forwards, on top
+  double compute_s = 0;                   // (flops + recompute_flops) at peak x efficiency
   std::array<double, kCommAxisCount> comm_s{};
   std::array<LinkTier, kCommAxisCount> link{};
   double comm_total_s() const;
@@ -39,6 +41,14 @@ struct CostEstimate {
 // backward GEMMs) plus attention 12*mb*(H/G_y)*T^2*(C/H) per block.
 double flops_per_rank(const ChooserInput& input, const Layout& layout);
 
+// FLOPs per rank per step that recomputation `mode` adds: per micro-batch, for each of the
+// L - 1 recomputed blocks, the forward GEMMs it reruns, 2*m*k*n/(G_a*G_b) (attention: qkv;
+// block: qkv, attn.proj and mlp.fc), plus the attention forward 4*mb*(H/G_y)*T^2*(C/H).
+double recompute_flops_per_rank(const ChooserInput& input, const Layout& layout, Recompute mode);
+
+// The volume must be predict_step_volume's at the same mode.
+CostEstimate estimate_cost(const ChooserInput& input, const Layout& layout, const StepVolume& volume, Recompute mode);
+// At the mode this job runs at this layout (resolved_recompute).
 CostEstimate estimate_cost(const ChooserInput& input, const Layout& layout, const StepVolume& volume);
 
 }  // namespace axonn

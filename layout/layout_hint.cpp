@@ -127,9 +127,22 @@ std::string smallest_fitting_change(const ChooserInput& input) {
       break;
     }
   }
+  // A job that names a recompute mode: the least recomputation beyond it with which a layout fits.
+  if (input.recompute) {
+    ChooserInput recomputing = input;
+    for (Recompute mode : kRecomputeModes) {
+      if (static_cast<int>(mode) <= static_cast<int>(*input.recompute)) continue;
+      recomputing.recompute = mode;
+      if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return layout_runs(recomputing, l); })) {
+        options.push_back(std::string("training.recompute = \"") + recompute_name(mode) + "\"");
+        break;
+      }
+    }
+  }
   if (options.empty())
     return "no layout fits in memory on more nodes of " + std::to_string(per_node) + searched(n) +
-           " or at micro_batch 1: use a smaller model or sequence, a global batch with more divisors, or GPUs with "
+           " or at micro_batch 1" + (input.recompute && *input.recompute != Recompute::block ? " or recomputing" : "") +
+           ": use a smaller model or sequence, a global batch with more divisors, or GPUs with "
            "more memory";
   std::string s = options[0];
   for (size_t i = 1; i < options.size(); ++i) s += " or " + options[i];

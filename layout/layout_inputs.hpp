@@ -2,7 +2,9 @@
 // The chooser's inputs: plain structs with explicit defaults, no I/O.
 // `config/` fills them from the site and job TOML files; the layout library
 // only reads them. Units are in the field names (bytes, seconds, FLOP/s).
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,26 @@ struct BatchShape {
   int micro_batch = 1;    // sequences per forward/backward on one rank, upper bound
   ElementType dtype = ElementType::float32;
 };
+
+// Activation recomputation (training.recompute; docs/parallel-plan.md, "Activation
+// recomputation"): what each transformer block's forward keeps for its backward.
+//   none:      every activation the backward reads;
+//   attention: all but the attention's intermediates (q, k, v, its log-sum-exp and output),
+//              which the backward recomputes from the kept ln1 output: the qkv GEMM (with
+//              its x all-reduce) and the attention forward, with the qkv weight it kept;
+//   block:     only the block's input; the backward reruns the block's forward up to the MLP's
+//              GELU (reissuing the block's z all-gathers) before the block's own backward, and
+//              every block shares one set of buffers for the rest.
+// The last block's activations are still in place when the backward starts, so it is never
+// recomputed: L - 1 blocks are, per micro-batch.
+enum class Recompute { none = 0, attention = 1, block = 2 };
+// Least recomputation first: the order "auto" tries them in.
+inline constexpr std::array<Recompute, 3> kRecomputeModes = {Recompute::none, Recompute::attention, Recompute::block};
+
+// "none", "attention", "block".
+constexpr const char* recompute_name(Recompute mode) {
+  return mode == Recompute::none ? "none" : mode == Recompute::attention ? "attention" : "block";
+}
 
 // One network tier: alpha-beta model of a point-to-point link.
 struct Link {
@@ -61,6 +83,12 @@ struct ChooserInput {
   BatchShape batch;
   Machine machine;
   Policy policy;
+  // training.recompute: a mode, or unset for "auto": per layout the least recomputation
+  // that fits in memory (resolved_recompute, layout_memory.hpp).
+  std::optional<Recompute> recompute;
+  // training.overlap_comm: with block recomputation, the next block's z all-gathers run
+  // beside the current block, so two blocks' gathered weights are held instead of one.
+  bool overlap_comm = true;
   int world() const { return machine.nodes * machine.tasks_per_node; }
 };
 

@@ -51,8 +51,8 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
     header.push_back(comm_axis_name(static_cast<CommAxis>(a)) + " ms/MiB");
     widths.push_back(17);
   }
-  header.insert(header.end(), {"memory", "free"});
-  widths.insert(widths.end(), {11, 6});
+  header.insert(header.end(), {"recompute", "memory", "free"});
+  widths.insert(widths.end(), {10, 11, 6});
   std::vector<std::vector<std::string>> rows = {header};
   const double usable = usable_memory(r.input.machine);
   const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
@@ -69,6 +69,7 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
               : "-");
     }
     const double used = static_cast<double>(c.memory.total());
+    row.push_back(recompute_name(c.recompute));
     row.push_back(human_bytes(used));
     row.push_back(fmt("%.0f%%", 100.0 * (1.0 - used / usable)));
   }
@@ -92,11 +93,32 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        fmt("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta,\n"
        "  beta and alpha of the slowest link the group spans; no overlap assumed\n";
-  s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n\n");
+  s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");
+  s += std::string("  recompute: ") +
+       (in.recompute ? std::string("training.recompute = ") + recompute_name(*in.recompute) + " for every layout"
+                     : "auto: per layout the least recomputation that fits (none, then attention, then block); "
+                       "it adds the recomputed forwards' FLOPs to compute and their collectives to the bytes") +
+       "\n\n";
   if (r.fits()) {
     const Candidate& best = r.best();
     s += "best: " + format_layout_with_order(best.layout) + " (rank order fastest first: " + format_order(best.layout) +
-         ")\n";
+         "), recompute " + recompute_name(best.recompute) + "\n";
+    if (best.cost.recompute_flops > 0) {
+      s += "  recomputation adds " + fmt("%.3g", best.cost.recompute_flops) + " FLOP per rank per step (" +
+           fmt("%.1f", 100.0 * best.cost.recompute_flops / best.cost.flops) + "% of the model's " +
+           fmt("%.3g", best.cost.flops) + ")\n";
+      // Recomputation only adds time, so a layout recomputes only when it must to fit; the
+      // fastest one that keeps everything is what it beat.
+      const auto kept = std::find_if(r.ranked.begin(), r.ranked.end(),
+                                     [](const Candidate& c) { return c.recompute == Recompute::none; });
+      if (in.recompute)
+        s += "  (training.recompute names the mode)\n";
+      else if (kept == r.ranked.end())
+        s += "  no layout fits without recomputation\n";
+      else
+        s += "  fastest without recomputation: " + format_layout_with_order(kept->layout) + ", " +
+             fmt("%.3f", kept->cost.step_s() * 1e3) + " ms\n";
+    }
     for (int a = 0; a < kCommAxisCount; ++a) {
       if (best.volume.group_size[static_cast<size_t>(a)] <= 1) continue;
       s += "  " + pad(comm_axis_name(static_cast<CommAxis>(a)), 5) + " groups of " +

@@ -75,7 +75,11 @@ std::string why_slower(const Candidate& c, const Candidate& best) {
     std::snprintf(buf, sizeof buf, "%.3f ms slower (+%.1f%%): %s %.3f ms vs %.3f ms", delta * 1e3,
                   100.0 * delta / best.cost.step_s(), worst->name.c_str(), worst->mine * 1e3, worst->theirs * 1e3);
   }
-  return buf;
+  std::string why = buf;
+  // Recomputation is part of its compute and of its z and x bytes: say when it differs.
+  if (c.recompute != best.recompute)
+    why += std::string("; recompute ") + recompute_name(c.recompute) + " vs " + recompute_name(best.recompute);
+  return why;
 }
 
 // The check that `layout` fails for this job, in rejection order, or nullopt when it runs.
@@ -119,6 +123,16 @@ bool rejected_before(const Rejection& a, const Rejection& b) {
     return std::make_tuple(r.check, r.amount, l.data, l.x, l.y, l.z);
   };
   return key(a) < key(b);
+}
+
+Candidate evaluate_at(const ChooserInput& input, const Layout& l, Recompute mode) {
+  Candidate c;
+  c.layout = l;
+  c.recompute = mode;
+  c.volume = predict_step_volume(input, l, mode);
+  c.memory = estimate_memory(input, l, mode);
+  c.cost = estimate_cost(input, l, c.volume, mode);
+  return c;
 }
 
 // Sorts, drops equal placements, says why each runner-up lost.
@@ -193,21 +207,20 @@ std::string rejection_reason(const ChooserInput& input, const Layout& l) {
   if (!why.empty()) return why;
   why = policy_problem(input.policy, l);
   if (!why.empty()) return why;
-  const double need = static_cast<double>(estimate_memory(input, l).total());
+  const MemoryEstimate mem = estimate_memory(input, l);
+  const double need = static_cast<double>(mem.total());
   const double have = usable_memory(input.machine);
-  if (need > have) return "does not fit in memory: needs " + gib(need) + " per GPU, has " + gib(have);
+  if (need > have)
+    return "does not fit in memory: needs " + gib(need) + " per GPU, has " + gib(have) +
+           (input.recompute ? std::string(" (training.recompute = ") + recompute_name(mem.recompute) + ")"
+                            : std::string(" even with recompute block, the least memory"));
   return "";
 }
 
 bool layout_runs(const ChooserInput& input, const Layout& l) { return !failure(input, l); }
 
 Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {
-  Candidate c;
-  c.layout = l;
-  c.volume = predict_step_volume(input, l);
-  c.memory = estimate_memory(input, l);
-  c.cost = estimate_cost(input, l, c.volume);
-  return c;
+  return evaluate_at(input, l, resolved_recompute(input, l));
 }
 
 ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates) {
@@ -215,7 +228,9 @@ ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>&
   // Rejection depends on the sizes only, so each size tuple is checked once. It is recorded
   // once, keyed by (data, x, y, z) and carrying its smallest axis order, so the rejected list
   // is the same whatever order the candidates come in.
+  // The recompute mode, like memory, depends on the sizes only.
   std::map<std::array<int, 4>, std::optional<Failure>> checked;
+  std::map<std::array<int, 4>, Recompute> modes;
   std::map<std::array<int, 4>, Layout> rejected;
   std::vector<Candidate> ranked;
   for (const Layout& l : candidates) {
@@ -223,7 +238,9 @@ ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>&
     auto [it, fresh] = checked.try_emplace(sizes);
     if (fresh) it->second = failure(input, l);
     if (!it->second) {
-      ranked.push_back(evaluate_layout(input, l));
+      auto [mode, first_time] = modes.try_emplace(sizes, Recompute::none);
+      if (first_time) mode->second = resolved_recompute(input, l);
+      ranked.push_back(evaluate_at(input, l, mode->second));
       continue;
     }
     auto [rej, first] = rejected.try_emplace(sizes, l);
@@ -247,7 +264,8 @@ ChooserResult choose_layout(const ChooserInput& input) {
       rejections.push_back(rejection(input, l, *f));
       continue;
     }
-    for (const auto& order : orders) ranked.push_back(evaluate_layout(input, Layout{d, x, y, z, order}));
+    const Recompute mode = resolved_recompute(input, l);
+    for (const auto& order : orders) ranked.push_back(evaluate_at(input, Layout{d, x, y, z, order}, mode));
   }
   return finish(input, std::move(ranked), std::move(rejections));
 }

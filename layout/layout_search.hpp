@@ -26,6 +26,7 @@ std::vector<Layout> enumerate_layouts(int world);
 
 struct Candidate {
   Layout layout;
+  Recompute recompute = Recompute::none;  // resolved_recompute: the job's mode, or auto's pick
   StepVolume volume;
   MemoryEstimate memory;
   CostEstimate cost;
@@ -54,13 +55,15 @@ struct ChooserResult {
 // when it allows it. Needs no model.
 std::string policy_problem(const Policy& policy, const Layout& layout);
 
-// Why `layout` cannot run this job ("" when it can): divisibility, policy, then memory.
+// Why `layout` cannot run this job ("" when it can): divisibility, policy, then memory (at
+// the job's recompute mode; for "auto" at block, the least memory).
 std::string rejection_reason(const ChooserInput& input, const Layout& layout);
 
 // rejection_reason(input, layout).empty(), without building the message.
 bool layout_runs(const ChooserInput& input, const Layout& layout);
 
-// Full evaluation of one layout (throws LayoutError if it cannot run the job).
+// Full evaluation of one layout at its recompute mode (resolved_recompute; throws LayoutError
+// if it does not divide the job).
 Candidate evaluate_layout(const ChooserInput& input, const Layout& layout);
 
 ChooserResult choose_layout(const ChooserInput& input);

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "layout/layout_memory.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
@@ -61,6 +62,10 @@ std::string describe_collective_types(ElementType dtype) {
 }
 
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
+  return predict_step_volume(input, g, resolved_recompute(input, g));
+}
+
+StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Recompute mode) {
   const ModelShape& model = input.model;
   const BatchSplit split = batch_split(model, input.batch, g);
   const CollectiveTypes types = collective_types(input.batch.dtype);
@@ -93,11 +98,30 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
   v.add(CommAxis::y, K::all_gather, A, m * g.y * stat);
   v.add(CommAxis::y, K::all_reduce, A, m * 2 * stat);
 
+  // The recomputed forwards (trainer/model/gpt.cpp, Gpt::recompute).
+  const auto shapes = linear_shapes(model);  // qkv, attn.proj, mlp.fc, mlp.proj, then the head
+  const int64_t rerun = A * recomputed_blocks(model, mode);
+  if (mode == Recompute::attention) {
+    const LinearShape& qkv = shapes[0];
+    v.add(comm_axis(qkv.k_axis), K::all_reduce, rerun, m * (qkv.n / g.size(qkv.n_axis())) * e);
+  } else if (mode == Recompute::block) {
+    // Every block layer gathers its weight again; qkv, attn.proj and mlp.fc rerun their GEMMs
+    // (mlp.proj's output is the next block's input, which is kept).
+    const size_t rerun_gemms = 3;
+    for (size_t i = 0; i + 1 < shapes.size(); ++i) {
+      const LinearShape& lin = shapes[i];
+      const int64_t k_local = lin.k / g.size(lin.k_axis);
+      const int64_t n_local = lin.n / g.size(lin.n_axis());
+      v.add(CommAxis::z, K::all_gather, rerun, k_local * n_local * w);
+      if (i < rerun_gemms) v.add(comm_axis(lin.k_axis), K::all_reduce, rerun, m * n_local * e);
+    }
+    v.add(CommAxis::x, K::all_reduce, rerun * 2 * 2, m * stat);  // ln1 and ln2, two stages each
+  }
+
   const ParameterCount params = parameters_per_rank(model, g);
   v.add(CommAxis::z, K::all_reduce, 1, params.small * grad);
   // Over data in buckets (trainer/optim/gradient_sync.hpp): each block's four weight shards,
   // then the wte shard, then the small tensors; together every gradient once.
-  const auto shapes = linear_shapes(model);  // the four block layers, then the head (wte)
   int64_t block_shards = 0;
   for (size_t i = 0; i + 1 < shapes.size(); ++i) block_shards += shapes[i].k * shapes[i].n / (int64_t{g.x} * g.y * g.z);
   const int64_t wte_shard = params.big - model.layers * block_shards;

@@ -16,6 +16,13 @@
 //   all_reduce     x : m * 2 * 4              each LayerNorm backward; 2L+1 LayerNorms
 //   all_gather     y : m * G_y * 4            loss: row maxima of the logits
 //   all_reduce     y : m * 2 * 4              loss: sum of exp and target logit
+// Recomputation (per micro-batch, for each of the L - 1 recomputed blocks, model_plan.hpp):
+//   attention: all_reduce x : m * 3C/G_y * e     the qkv GEMM's partial output again
+//   block:     all_gather z : every block layer's k/G_a * n/G_b * e (the gathered weights are
+//                             not kept: the rerun forward gathers them again),
+//              all_reduce a : m * n/G_b * e for qkv, attn.proj and mlp.fc (mlp.proj's output
+//                             is the next block's input, kept: its GEMM is not rerun),
+//              all_reduce x : 4 calls of m * 4 (ln1 and ln2 forward)
 // Per step:
 //   all_reduce     z : small * 4              gradients of LayerNorm, biases, wpe
 //   all_reduce  data : L calls of one block's weight shards * 4, then the wte shard * 4
@@ -64,6 +71,9 @@ CollectiveTypes collective_types(ElementType dtype);
 // for `axonn layout --explain`.
 std::string describe_collective_types(ElementType dtype);
 
+// At recomputation `mode`; without it, at the mode this job runs at this layout
+// (resolved_recompute, layout_memory.hpp).
+StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout, Recompute mode);
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout);
 
 }  // namespace axonn

@@ -2,6 +2,7 @@
 // The model as the 4D plan sees it (docs/parallel-plan.md): the linear layers with their
 // roles, the per-rank batch split, and the parameter counts per rank. Shared by the
 // volume, memory and cost models, and by the trainer, so they cannot disagree.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -43,6 +44,21 @@ struct BatchSplit {
 };
 // Throws LayoutError naming the batch and the axes when global_batch % (G_data*G_z) != 0.
 BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const Layout& layout);
+
+// Blocks whose forward the backward reruns per micro-batch under `mode` (layout_inputs.hpp):
+// every block but the last, whose activations are still in place; 0 for none.
+inline int64_t recomputed_blocks(const ModelShape& model, Recompute mode) {
+  return mode == Recompute::none || model.layers < 1 ? 0 : model.layers - 1;
+}
+
+// Blocks whose z-gathered weights (G_z > 1) are held at once: every block's, kept from the
+// forward to the backward, except with block recomputation, which gathers each block's again
+// before rerunning it and so holds one block's (two with overlap_comm: the next one's gathers
+// run beside the current block). Blocks l and l + 2 then share buffers (l mod the count).
+inline int64_t gathered_weight_blocks(const ModelShape& model, Recompute mode, bool overlap_comm) {
+  if (mode != Recompute::block) return model.layers;
+  return std::min<int64_t>(model.layers, overlap_comm ? 2 : 1);
+}
 
 // Elements this rank holds (one shard of every parameter tensor).
 struct ParameterCount {

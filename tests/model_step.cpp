@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <mutex>
 
@@ -45,7 +46,7 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     ParameterStore params(backend, model, layout, grid.coords());
     params.initialize(1234);
     const BatchSplit split = batch_split(model, {global_batch, micro_batch, ElementType::float32}, layout);
-    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap);
+    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap, setup.recompute);
     TrainingConfig training;
     training.lr = 0;
     training.grad_clip = 0;
@@ -79,6 +80,8 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     // Activations and the GEMMs' weights move in the backend's activation type; gradients
     // and statistics in float32 whatever it is.
     input.batch = {global_batch, micro_batch, backend.activation_type()};
+    input.recompute = setup.recompute;
+    input.overlap_comm = overlap;
     const StepVolume predicted = predict_step_volume(input, layout);
     for (int a = 0; a < kCommAxisCount; ++a)
       for (int k = 0; k < kCollectiveKindCount; ++k) {
@@ -110,6 +113,19 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     }
   });
   return result;
+}
+
+void expect_same_bits(const StepResult& got, const StepResult& want, const std::string& what) {
+  EXPECT_EQ(std::bit_cast<uint64_t>(got.loss), std::bit_cast<uint64_t>(want.loss)) << what;
+  EXPECT_EQ(std::bit_cast<uint64_t>(got.grad_norm), std::bit_cast<uint64_t>(want.grad_norm)) << what;
+  ASSERT_EQ(got.grads.size(), want.grads.size()) << what;
+  for (const auto& [name, w] : want.grads) {
+    const auto& g = got.grads.at(name);
+    ASSERT_EQ(g.size(), w.size()) << what << " " << name;
+    for (size_t i = 0; i < w.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(w[i]))
+          << what << " " << name << "[" << i << "]: " << g[i] << " vs " << w[i];
+  }
 }
 
 }  // namespace axonn::test

@@ -38,13 +38,19 @@ struct RankSetup {
   CommBackend comm = CommBackend::gloo;
   // NCCL: the backend's compute stream, which the grid orders its collectives with.
   std::function<void*(Backend&)> compute_stream;
+  // training.recompute: what the forward keeps for the backward.
+  Recompute recompute = Recompute::none;
 };
 
 // One step's forward/backward and gradient synchronization (lr = 0, so weights stay) at
 // `layout`, ranks as threads; gradients assembled from every rank's shard, and replicas
 // checked to agree exactly; each rank's counted bytes and calls checked against the layout
-// model's. overlap: training.overlap_comm.
+// model's (at setup.recompute). overlap: training.overlap_comm.
 StepResult run_step(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch,
                     bool overlap = false, const RankSetup& setup = {});
+
+// Loss, gradient norm and every gradient element of `got` are `want`'s bits; `what` names the
+// comparison in failures (gtest assertions of the calling test).
+void expect_same_bits(const StepResult& got, const StepResult& want, const std::string& what);
 
 }  // namespace axonn::test

@@ -70,7 +70,8 @@ TEST(CliLayout, JsonHasBestRankedAndRejected) {
   const Result r = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
                        "/job_templates/gpt-small.toml --nodes 2 --json --top 3");
   EXPECT_EQ(r.code, 0) << r.output;
-  for (const char* key : {"\"best\"", "\"ranked\"", "\"rejected\"", "\"step_time_s\"", "\"collectives\""})
+  for (const char* key : {"\"best\"", "\"ranked\"", "\"rejected\"", "\"step_time_s\"", "\"collectives\"",
+                          "\"recompute\" : \"none\"", "\"recompute_flops_per_rank\""})
     EXPECT_NE(r.output.find(key), std::string::npos) << key << "\n" << r.output;
 }
 

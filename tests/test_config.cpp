@@ -172,6 +172,34 @@ TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
       << err;
 }
 
+// training.recompute: "auto" (unset) unless the job or an override names a mode; it reaches
+// the chooser's input with overlap_comm; anything else is an error listing the values.
+TEST(Config, RecomputeIsAutoUnlessAModeIsNamed) {
+  const JobConfig plain = load_job_config_string("", "j.toml", SiteConfig{});
+  EXPECT_FALSE(plain.training.recompute.has_value());
+  EXPECT_EQ(recompute_setting_name(plain.training.recompute), "auto");
+  EXPECT_FALSE(chooser_input(SiteConfig{}, plain, 1, 4).recompute.has_value());
+  for (Recompute mode : kRecomputeModes) {
+    const std::string name = recompute_name(mode);
+    const JobConfig job = load_job_config_string("[training]\nrecompute = \"" + name + "\"\noverlap_comm = false\n",
+                                                 "j.toml", SiteConfig{});
+    ASSERT_TRUE(job.training.recompute.has_value()) << name;
+    EXPECT_EQ(*job.training.recompute, mode);
+    const ChooserInput in = chooser_input(SiteConfig{}, job, 1, 4);
+    EXPECT_EQ(in.recompute, mode);
+    EXPECT_FALSE(in.overlap_comm);
+    EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}, {"training.recompute=" + name}).training.recompute,
+              mode);
+  }
+  EXPECT_FALSE(
+      load_job_config_string("[training]\nrecompute = \"block\"\n", "j.toml", SiteConfig{}, {"training.recompute=auto"})
+          .training.recompute.has_value());
+  const std::string err =
+      error_of([] { load_job_config_string("[training]\nrecompute = \"full\"\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(err.find("j.toml:2:13: training.recompute"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"auto\", \"none\", \"attention\", \"block\""), std::string::npos) << err;
+}
+
 TEST(Config, OverridesAreTrimmedQuotedAndMalformedOnesNamed) {
   const JobConfig job = load_job_config_string("", "j.toml", SiteConfig{},
                                                {" training.steps = 7 ", "run.dir=\"/tmp/2024\"", "data.path=/d x"});

@@ -213,6 +213,7 @@ TEST(LayoutVolume, HandComputedWithYAndAccumulation) {
 
 TEST(LayoutMemory, FilterRejectsWithTheNumbers) {
   ChooserInput in = tiny_input();
+  in.recompute = Recompute::none;
   const Layout l = parse_layout("4x1x1x1");
   const double need = static_cast<double>(estimate_memory(in, l).total());
   in.machine.memory_headroom = 0;
@@ -232,6 +233,170 @@ TEST(LayoutMemory, ZShardingShrinksParametersButKeepsGatheredWeights) {
   EXPECT_LT(zed.parameters, flat.parameters / 3);
   EXPECT_GT(zed.gathered_weights, 0);
   EXPECT_EQ(flat.gathered_weights, 0);
+}
+
+// Recomputation reruns L - 1 blocks per micro-batch (model_plan.hpp); what each rerun moves,
+// by hand. L = 3, C = 8, H = 2, V = 16, T = 4 at 1x2x2x2: b = 2, mb = 1, A = 2, m = 4, e = 4,
+// so 4 reruns per step. Gathered blocks k/G_a * n/G_b: qkv 4*12 = 48, proj 4*4 = 16,
+// fc 4*16 = 64, mlp.proj 16*4 = 64: 192 elements, 768 bytes.
+TEST(LayoutVolume, RecomputationAddsItsRerunCollectivesByHand) {
+  ChooserInput in = tiny_input();
+  in.model.layers = 3;
+  in.machine.tasks_per_node = 8;
+  const Layout l = parse_layout("1x2x2x2");
+  const StepVolume none = predict_step_volume(in, l, Recompute::none);
+  const StepVolume attention = predict_step_volume(in, l, Recompute::attention);
+  const StepVolume block = predict_step_volume(in, l, Recompute::block);
+  using K = CollectiveKind;
+  struct Added {
+    CommAxis axis;
+    K kind;
+    int64_t calls, bytes;
+  };
+  const auto expect_added = [&](const StepVolume& got, const std::vector<Added>& added, const char* what) {
+    for (int a = 0; a < kCommAxisCount; ++a)
+      for (int k = 0; k < kCollectiveKindCount; ++k) {
+        const auto axis = static_cast<CommAxis>(a);
+        const auto kind = static_cast<K>(k);
+        int64_t calls = 0, bytes = 0;
+        for (const Added& x : added)
+          if (x.axis == axis && x.kind == kind) calls = x.calls, bytes = x.bytes;
+        EXPECT_EQ(got.at(axis, kind).calls - none.at(axis, kind).calls, calls)
+            << what << " " << comm_axis_name(axis) << " " << collective_name(kind);
+        EXPECT_EQ(got.at(axis, kind).bytes - none.at(axis, kind).bytes, bytes)
+            << what << " " << comm_axis_name(axis) << " " << collective_name(kind);
+      }
+  };
+  // attention: the qkv GEMM's x all-reduce, m * 3C/G_y * e = 4*12*4 = 192 bytes, 4 times.
+  expect_added(attention, {{CommAxis::x, K::all_reduce, 4, 4 * 192}}, "attention");
+  // block: the four gathers again (4 x 768 bytes in 16 calls); the rerun GEMMs' all-reduces,
+  // over x for qkv (192) and fc (m * 16 * 4 = 256) and over y for proj (m * 4 * 4 = 64); ln1
+  // and ln2 forward, 4 calls of m * 4 = 16 bytes over x.
+  expect_added(block,
+               {{CommAxis::z, K::all_gather, 16, 4 * 768},
+                {CommAxis::x, K::all_reduce, 4 * 2 + 4 * 4, 4 * (192 + 256) + 4 * 4 * 16},
+                {CommAxis::y, K::all_reduce, 4, 4 * 64}},
+               "block");
+  // One layer: nothing to rerun, nothing added.
+  in.model.layers = 1;
+  const StepVolume one = predict_step_volume(in, l, Recompute::block);
+  for (int a = 0; a < kCommAxisCount; ++a)
+    EXPECT_EQ(one.bytes(static_cast<CommAxis>(a)),
+              predict_step_volume(in, l, Recompute::none).bytes(static_cast<CommAxis>(a)));
+}
+
+// What each mode keeps, by hand. L = 4, C = 64, H = 4, V = 128, T = 16, batch 8 in
+// micro-batches of 2 at 1x2x2x2: m = 32. Per block: input m C/G_x = 1024; attention
+// 4 m C/G_y + mb (H/G_y) T = 4096 + 64 = 4160; the rest 3 m C/G_x + 8 m C/G_y = 3072 + 8192
+// = 11264; the head 2 m C/G_x + m V/G_y = 4096. Gathered, per block: qkv 32*96, proj 32*32,
+// fc 32*128, mlp.proj 128*32 = 12288; the head 32*64 = 2048.
+TEST(LayoutMemory, EachRecomputeModeKeepsWhatItSaysByHand) {
+  ChooserInput in = tiny_input();
+  in.model = {4, 64, 4, 128, 16};
+  in.batch = {8, 2, ElementType::float32};
+  in.machine.tasks_per_node = 8;
+  const Layout l = parse_layout("1x2x2x2");
+  const MemoryEstimate none = estimate_memory(in, l, Recompute::none);
+  const MemoryEstimate attention = estimate_memory(in, l, Recompute::attention);
+  const MemoryEstimate block = estimate_memory(in, l, Recompute::block);
+  EXPECT_EQ(none.activations, 4 * (4 * (1024 + 4160 + 11264) + 4096));
+  EXPECT_EQ(attention.activations, 4 * (4 * (1024 + 11264) + 4160 + 4096));
+  EXPECT_EQ(block.activations, 4 * (4 * 1024 + 4160 + 11264 + 4096));
+  EXPECT_EQ(none.gathered_weights, 4 * (4 * 12288 + 2048));
+  EXPECT_EQ(attention.gathered_weights, none.gathered_weights);
+  EXPECT_EQ(block.gathered_weights, 4 * (2 * 12288 + 2048));  // overlap: two blocks' at a time
+  in.overlap_comm = false;
+  EXPECT_EQ(estimate_memory(in, l, Recompute::block).gathered_weights, 4 * (12288 + 2048));
+  EXPECT_EQ(estimate_memory(in, l, Recompute::none).gathered_weights, none.gathered_weights);
+  for (const MemoryEstimate* m : {&attention, &block}) {
+    EXPECT_EQ(m->parameters, none.parameters);
+    EXPECT_EQ(m->optimizer, none.optimizer);
+    EXPECT_EQ(m->gathered_grad, none.gathered_grad);
+    EXPECT_EQ(m->workspace, none.workspace);
+  }
+  EXPECT_EQ(block.recompute, Recompute::block);
+}
+
+// The FLOPs each mode adds, by hand, on the model above (A = 2 micro-batches, 3 reruns each):
+// attention reruns qkv, 2 m (C/G_x)(3C/G_y) = 2*32*32*96, and the attention forward,
+// 4 mb (H/G_y) T^2 d = 4*2*2*256*16; block adds proj 2*32*32*32 and fc 2*32*32*128.
+TEST(LayoutCost, RecomputationAddsItsForwardFlopsToCompute) {
+  ChooserInput in = tiny_input();
+  in.model = {4, 64, 4, 128, 16};
+  in.batch = {8, 2, ElementType::float32};
+  in.machine.tasks_per_node = 8;
+  const Layout l = parse_layout("1x2x2x2");
+  const double qkv = 2.0 * 32 * 32 * 96, attend = 4.0 * 2 * 2 * 256 * 16;
+  const double proj = 2.0 * 32 * 32 * 32, fc = 2.0 * 32 * 32 * 128;
+  EXPECT_EQ(recompute_flops_per_rank(in, l, Recompute::none), 0.0);
+  EXPECT_DOUBLE_EQ(recompute_flops_per_rank(in, l, Recompute::attention), 2 * 3 * (qkv + attend));
+  EXPECT_DOUBLE_EQ(recompute_flops_per_rank(in, l, Recompute::block), 2 * 3 * (qkv + attend + proj + fc));
+  for (Recompute mode : kRecomputeModes) {
+    const CostEstimate c = estimate_cost(in, l, predict_step_volume(in, l, mode), mode);
+    EXPECT_EQ(c.recompute, mode);
+    EXPECT_DOUBLE_EQ(c.flops, flops_per_rank(in, l)) << "the model's FLOPs, what MFU counts";
+    EXPECT_DOUBLE_EQ(c.compute_s, (c.flops + recompute_flops_per_rank(in, l, mode)) /
+                                      (in.machine.peak_flops * in.machine.compute_efficiency));
+  }
+}
+
+// "auto" takes, per layout, the least recomputation that fits, and the chooser prices it.
+TEST(LayoutSearch, AutoRecomputeIsTheLeastThatFitsPerLayout) {
+  ChooserInput in = tiny_input();
+  in.model = {4, 64, 4, 128, 16};
+  in.batch = {8, 2, ElementType::float32};
+  in.machine.tasks_per_node = 8;
+  in.machine.memory_headroom = 0;
+  const Layout l = parse_layout("1x2x2x2");
+  const double none = static_cast<double>(estimate_memory(in, l, Recompute::none).total());
+  const double attention = static_cast<double>(estimate_memory(in, l, Recompute::attention).total());
+  const double block = static_cast<double>(estimate_memory(in, l, Recompute::block).total());
+  ASSERT_GT(none, attention);
+  ASSERT_GT(attention, block);
+  const std::vector<std::pair<double, Recompute>> cases = {
+      {none, Recompute::none}, {none - 1, Recompute::attention}, {attention - 1, Recompute::block}};
+  for (const auto& [bytes, want] : cases) {
+    in.machine.memory_bytes = bytes;
+    EXPECT_EQ(resolved_recompute(in, l), want) << bytes;
+    EXPECT_EQ(estimate_memory(in, l).recompute, want);
+    EXPECT_EQ(evaluate_layout(in, l).recompute, want);
+    EXPECT_NE(recompute_reason(in, l).find(std::string(recompute_name(want)) + " fits"), std::string::npos)
+        << recompute_reason(in, l);
+    EXPECT_EQ(rejection_reason(in, l), "");
+  }
+  in.machine.memory_bytes = block - 1;
+  EXPECT_EQ(resolved_recompute(in, l), Recompute::block);
+  EXPECT_NE(rejection_reason(in, l).find("does not fit in memory: needs"), std::string::npos);
+  EXPECT_NE(rejection_reason(in, l).find("even with recompute block"), std::string::npos) << rejection_reason(in, l);
+  // A job that names a mode gets it, fitting or not.
+  in.recompute = Recompute::attention;
+  in.machine.memory_bytes = none;
+  EXPECT_EQ(resolved_recompute(in, l), Recompute::attention);
+  EXPECT_EQ(recompute_reason(in, l), "training.recompute = attention");
+
+  // Among layouts: with memory for this one only by recomputing blocks, the chooser ranks the
+  // layouts that fit, each at its own mode, and says what the runner-ups recompute.
+  in.recompute.reset();
+  in.machine.memory_bytes = attention - 1;
+  const ChooserResult r = choose_layout(in);
+  ASSERT_TRUE(r.fits());
+  std::set<Recompute> modes;
+  for (const Candidate& c : r.ranked) {
+    modes.insert(c.recompute);
+    EXPECT_EQ(c.recompute, resolved_recompute(in, c.layout)) << format_layout(c.layout);
+    EXPECT_EQ(c.memory.recompute, c.recompute);
+    EXPECT_EQ(c.cost.recompute, c.recompute);
+    if (c.recompute != r.best().recompute) {
+      EXPECT_NE(c.why_lost.find(std::string("; recompute ") + recompute_name(c.recompute) + " vs "), std::string::npos)
+          << c.why_lost;
+    }
+  }
+  EXPECT_GT(modes.size(), 1u) << "the memory above should leave several modes among the layouts";
+  EXPECT_NE(format_ranked_table(r, 100).find(" block "), std::string::npos);
+  const std::string explain = format_explain(r, 100);
+  EXPECT_NE(explain.find(std::string("), recompute ") + recompute_name(r.best().recompute)), std::string::npos)
+      << explain;
+  EXPECT_NE(explain.find("  recompute         auto: "), std::string::npos) << explain;
 }
 
 TEST(LayoutSearch, RejectsIndivisibleLayoutsNamingDimAndAxis) {
@@ -343,6 +508,7 @@ TEST(LayoutSearch, NoFitSuggestionMakesALayoutFit) {
   ChooserInput in = two_nodes_of_four();
   in.model = {24, 2048, 16, 50304, 1024};
   in.batch = {64, 8, ElementType::float32};
+  in.recompute = Recompute::none;
   in.machine.nodes = 1;
   in.machine.memory_bytes = 16e9;
   ASSERT_FALSE(choose_layout(in).fits());
@@ -354,6 +520,16 @@ TEST(LayoutSearch, NoFitSuggestionMakesALayoutFit) {
   EXPECT_TRUE(choose_layout(bigger).fits()) << change;
   bigger.machine.nodes -= 1;
   EXPECT_FALSE(choose_layout(bigger).fits()) << "the suggestion is not the smallest: " << change;
+  // The job names recompute none: the hint offers the least recomputation that fits, which does.
+  ASSERT_NE(change.find(" or training.recompute = \""), std::string::npos) << change;
+  const std::string mode = change.substr(change.find("recompute = \"") + 13);
+  ChooserInput recomputing = in;
+  recomputing.recompute = mode.starts_with("attention") ? Recompute::attention : Recompute::block;
+  EXPECT_TRUE(choose_layout(recomputing).fits()) << change;
+  if (*recomputing.recompute == Recompute::block) {
+    recomputing.recompute = Recompute::attention;
+    EXPECT_FALSE(choose_layout(recomputing).fits()) << "the suggestion is not the least recomputation: " << change;
+  }
 }
 
 // The chooser takes its sizes from the count's divisors and checks a size tuple before pricing
@@ -462,7 +638,7 @@ TEST(LayoutReport, TableColumnsStayAlignedAtLargeCounts) {
   std::vector<size_t> ends;
   size_t from = 0;
   for (const char* name : {"#", "layout", "order", "step ms", "compute", "x ms/MiB", "y ms/MiB", "z ms/MiB",
-                           "data ms/MiB", "world ms/MiB", "memory", "free"}) {
+                           "data ms/MiB", "world ms/MiB", "recompute", "memory", "free"}) {
     const size_t at = header.find(name, from);
     ASSERT_NE(at, std::string::npos) << name << " in " << header;
     from = at + std::string(name).size();

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 
 #include "comm/comm_grid.hpp"
 #include "layout/layout_volume.hpp"
@@ -24,6 +25,7 @@
 namespace axonn {
 namespace {
 
+using test::expect_same_bits;
 using test::global_index;
 using test::run_ranks;
 using test::run_step;
@@ -135,6 +137,41 @@ TEST(TrainerModel, OverlappedCollectivesGiveTheSameBits) {
     }
   }
 }
+
+// Recomputation reruns the forward's ops on the inputs the forward had: every mode gives the
+// bits of the run that keeps everything, with overlap off and on, and each rank counts the
+// layout model's bytes at its mode, the rerun collectives included (run_step checks them).
+// Three layers, so under block recomputation with overlap blocks 0 and 2 take turns on one
+// set of gathered weights, which block 0's rerun must gather again.
+class TrainerRecompute : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TrainerRecompute, EveryModeGivesTheBitsOfNoRecomputation) {
+  ModelShape model = tiny_model();
+  model.layers = 3;
+  const Layout layout = parse_layout(GetParam());
+  const StepResult kept = run_step(model, layout, 8, 2, false);
+  for (Recompute mode : {Recompute::attention, Recompute::block})
+    for (bool overlap : {false, true}) {
+      const std::string what =
+          std::string(GetParam()) + " recompute " + recompute_name(mode) + (overlap ? ", overlap on" : ", overlap off");
+      SCOPED_TRACE(what);
+      test::RankSetup setup;
+      setup.recompute = mode;
+      expect_same_bits(run_step(model, layout, 8, 2, overlap, setup), kept, what);
+    }
+}
+
+// Layouts of 1, 2, 4 and 8 ranks with every axis split somewhere, z > 1 (gathered weights)
+// in most.
+INSTANTIATE_TEST_SUITE_P(Layouts, TrainerRecompute,
+                         ::testing::Values("1x1x1x1", "2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "1x2x1x2", "2x1x2x1",
+                                           "1x1x2x2:zyxd", "2x2x1x2", "1x2x2x2", "1x2x1x4"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name)
+                             if (c == ':') c = '_';
+                           return name;
+                         });
 
 TEST(TrainerModel, SingleRankGradientMatchesFiniteDifferences) {
   ModelShape model = tiny_model();

@@ -32,6 +32,8 @@ toml::table candidate_json(const Candidate& c, double usable_bytes) {
       {"compute_time_s", c.cost.compute_s},
       {"comm_time_s", c.cost.comm_total_s()},
       {"flops_per_rank", c.cost.flops},
+      {"recompute", recompute_name(c.recompute)},
+      {"recompute_flops_per_rank", c.cost.recompute_flops},
       {"memory_bytes", c.memory.total()},
       {"memory_headroom_fraction", 1.0 - static_cast<double>(c.memory.total()) / usable_bytes},
       {"axes", std::move(axes)},

@@ -123,5 +123,33 @@ TEST(TrainerModelEmulatedCuda, Bf16ActivationsStepIsWithinBf16ErrorOfTheCpu) {
   }
 }
 
+// Recomputation on the CUDA backend reruns the forward's kernels on the inputs they had (bf16
+// activations included: the rerun reads the stored bf16 values the forward read), so every
+// mode gives the bits of the run that keeps everything, on NCCL as a GPU runs it (overlap on
+// and, for block recomputation, whose gathers it moves, off); run_step checks the counted
+// bytes, rerun gathers and all-reduces included, against the layout model. Three layers:
+// under block recomputation with overlap, blocks 0 and 2 share a set of gathered weights.
+TEST(TrainerModelEmulatedCuda, RecomputationGivesTheBitsOfNoRecomputation) {
+  ModelShape model = tiny_model();
+  model.layers = 3;
+  for (const char* text : {"1x1x1x1", "1x2x1x2", "2x1x2x1", "2x2x1x2"}) {
+    for (ElementType activations : {ElementType::float32, ElementType::bfloat16}) {
+      const std::string what = std::string(text) + " " + element_type_name(activations);
+      SCOPED_TRACE(what);
+      const Layout layout = parse_layout(text);
+      const GemmMath math = activations == ElementType::float32 ? GemmMath::fp32 : GemmMath::bf16;
+      const test::RankSetup kept_setup = emulated_cuda(math, CommBackend::nccl, activations);
+      const StepResult kept = run_step(model, layout, 4, 2, true, kept_setup);
+      for (const auto& [mode, overlap] : {std::pair{Recompute::attention, true}, std::pair{Recompute::block, true},
+                                          std::pair{Recompute::block, false}}) {
+        test::RankSetup setup = kept_setup;
+        setup.recompute = mode;
+        test::expect_same_bits(run_step(model, layout, 4, 2, overlap, setup), kept,
+                               what + " recompute " + recompute_name(mode) + (overlap ? " overlap" : ""));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace axonn

@@ -1,8 +1,10 @@
 #include "trainer/model/gpt.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
+#include "layout/model_plan.hpp"
 #include "trainer/model/dist_ops.hpp"
 
 namespace axonn {
@@ -12,7 +14,8 @@ struct Gpt::Block {
   ShardedLinear qkv, proj, fc, mlp_proj;
   const float *ln1_gamma, *ln1_beta, *ln2_gamma, *ln2_beta;
   float *d_ln1_gamma, *d_ln1_beta, *d_ln2_gamma, *d_ln2_beta;
-  // Saved for backward (the block's input is residual_[l]); set after construction.
+  // Saved for backward (the block's input is residual_[l]); set after construction. Under
+  // recomputation several blocks point to one set of buffers (Gpt's header).
   ActPtr ln1_out = nullptr;                        // [m, c]
   float *ln1_mean = nullptr, *ln1_rstd = nullptr;  // [m]
   ActPtr qkv_out = nullptr;                        // [m, 3cy]
@@ -47,8 +50,13 @@ void Gpt::refresh_weights() {
 }
 
 Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
-         bool overlap_comm)
-    : backend_(backend), grid_(grid), model_(model), params_(params), overlap_comm_(overlap_comm) {
+         bool overlap_comm, Recompute recompute)
+    : backend_(backend),
+      grid_(grid),
+      model_(model),
+      params_(params),
+      overlap_comm_(overlap_comm),
+      recompute_(recompute) {
   const Layout& g = grid.layout();
   const int64_t C = model.hidden, T = model.sequence, V = model.vocab;
   mb_ = micro_batch;
@@ -65,21 +73,27 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
 
   embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, weight("wte"), params.grad("wte"), gathered(v * c),
                                                z_split ? make(v * c) : nullptr);
+  // The blocks' gathered weights: a set of four per block, or one or two sets the blocks take
+  // turns on (block recomputation), as the layout model counts them (model_plan.hpp).
+  gathered_sets_ = static_cast<size_t>(std::max<int64_t>(1, gathered_weight_blocks(model, recompute, overlap_comm)));
+  std::vector<std::array<ActPtr, 4>> gathered_set(gathered_sets_);
   int64_t largest_block = v * c, largest_block_layer = 0;
   for (int l = 0; l < model.layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
-    auto linear = [&](const std::string& name, int64_t k, int64_t n, Axis k_axis) {
+    std::array<ActPtr, 4>& set = gathered_set[static_cast<size_t>(l) % gathered_sets_];
+    auto linear = [&](const std::string& name, int64_t k, int64_t n, Axis k_axis, size_t slot) {
       const int64_t block = k / g.size(k_axis) * (n / g.size(k_axis == Axis::x ? Axis::y : Axis::x));
       largest_block = std::max(largest_block, block);
       largest_block_layer = std::max(largest_block_layer, block);
+      if (!set[slot]) set[slot] = gathered(block);
       return ShardedLinear(backend, grid, k, n, k_axis, weight(p + name + ".weight"), params.grad(p + name + ".weight"),
-                           params.param(p + name + ".bias"), params.grad(p + name + ".bias"), gathered(block));
+                           params.param(p + name + ".bias"), params.grad(p + name + ".bias"), set[slot]);
     };
     auto b = std::unique_ptr<Block>(new Block{
-        linear("attn.qkv", C, 3 * C, Axis::x),
-        linear("attn.proj", C, C, Axis::y),
-        linear("mlp.fc", C, 4 * C, Axis::x),
-        linear("mlp.proj", 4 * C, C, Axis::y),
+        linear("attn.qkv", C, 3 * C, Axis::x, 0),
+        linear("attn.proj", C, C, Axis::y, 1),
+        linear("mlp.fc", C, 4 * C, Axis::x, 2),
+        linear("mlp.proj", 4 * C, C, Axis::y, 3),
         params.param(p + "ln1.weight"),
         params.param(p + "ln1.bias"),
         params.param(p + "ln2.weight"),
@@ -89,18 +103,39 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
         params.grad(p + "ln2.weight"),
         params.grad(p + "ln2.bias"),
     });
-    b->ln1_out = make_act(m * c);
-    b->ln1_mean = make(m);
-    b->ln1_rstd = make(m);
-    b->qkv_out = make_act(m * 3 * cy);
-    b->lse = make(mb_ * heads_ * T);
-    b->attention_out = make_act(m * cy);
-    b->residual_mid = make_act(m * c);
-    b->ln2_out = make_act(m * c);
-    b->ln2_mean = make(m);
-    b->ln2_rstd = make(m);
-    b->fc_out = make_act(m * 4 * cy);
-    b->gelu_out = make_act(m * 4 * cy);
+    // The attention's intermediates: the block's own, or the first block's under recomputation.
+    const Block* first = blocks_.empty() ? nullptr : blocks_.front().get();
+    if (recompute == Recompute::none || first == nullptr) {
+      b->qkv_out = make_act(m * 3 * cy);
+      b->lse = make(mb_ * heads_ * T);
+      b->attention_out = make_act(m * cy);
+    } else {
+      b->qkv_out = first->qkv_out;
+      b->lse = first->lse;
+      b->attention_out = first->attention_out;
+    }
+    // The rest but the block's input: the block's own, or the first block's under block recomputation.
+    if (recompute != Recompute::block || first == nullptr) {
+      b->ln1_out = make_act(m * c);
+      b->ln1_mean = make(m);
+      b->ln1_rstd = make(m);
+      b->residual_mid = make_act(m * c);
+      b->ln2_out = make_act(m * c);
+      b->ln2_mean = make(m);
+      b->ln2_rstd = make(m);
+      b->fc_out = make_act(m * 4 * cy);
+      b->gelu_out = make_act(m * 4 * cy);
+    } else {
+      b->ln1_out = first->ln1_out;
+      b->ln1_mean = first->ln1_mean;
+      b->ln1_rstd = first->ln1_rstd;
+      b->residual_mid = first->residual_mid;
+      b->ln2_out = first->ln2_out;
+      b->ln2_mean = first->ln2_mean;
+      b->ln2_rstd = first->ln2_rstd;
+      b->fc_out = first->fc_out;
+      b->gelu_out = first->gelu_out;
+    }
     blocks_.push_back(std::move(b));
   }
   for (int l = 0; l <= model.layers; ++l) residual_.push_back(make_act(m * c));
@@ -125,6 +160,39 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
 
 Gpt::~Gpt() = default;
 
+void Gpt::prefetch_block(size_t l) {
+  Block& b = *blocks_[l];
+  for (ShardedLinear* linear : {&b.qkv, &b.proj, &b.fc, &b.mlp_proj}) linear->prefetch_weight();
+}
+
+// The forward's ops for block l, on the same inputs: the block's input residual_[l] (which the
+// forward's LayerNorm read as the sum it had just stored, so ln1 of it is the same bits) and
+// the weights, so what it writes equals what the forward wrote there.
+void Gpt::recompute(size_t l) {
+  if (recompute_ == Recompute::none) return;
+  Block& b = *blocks_[l];
+  const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
+  Communicator& x_group = grid_.axis(CommAxis::x);
+  ConstActPtr in = residual_[l];
+  if (recompute_ == Recompute::block) {
+    layernorm_forward(backend_, x_group, b.ln1_out, b.ln1_mean, b.ln1_rstd, in, b.ln1_gamma, b.ln1_beta, m, c, C);
+    b.qkv.gather_weight();
+  }
+  b.qkv.forward(b.ln1_out, b.qkv_out, m);
+  const int64_t ld = 3 * cy_;
+  backend_.attention_forward(b.attention_out, b.lse, b.qkv_out, b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T,
+                             heads_, head_dim_);
+  if (recompute_ != Recompute::block) return;
+  b.proj.gather_weight();
+  b.proj.forward(b.attention_out, b.residual_mid, m);
+  residual_layernorm_forward(backend_, x_group, b.residual_mid, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid, in,
+                             b.ln2_gamma, b.ln2_beta, m, c, C);
+  b.fc.gather_weight();
+  b.fc.forward_gelu(b.ln2_out, b.fc_out, b.gelu_out, m);
+  // mlp.proj's output, the next block's input, is kept; its backward needs the gathered weight.
+  b.mlp_proj.gather_weight();
+}
+
 void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
                            GradientSync* sync) {
   refresh_weights();
@@ -138,11 +206,12 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scal
   Communicator& x_group = grid_.axis(CommAxis::x);
 
   // Every gathered weight has its own buffer, so all the gathers can be in flight at once;
-  // they run in the order the layers use them.
+  // they run in the order the layers use them. When blocks take turns on gathered_sets_ sets
+  // (block recomputation), as many blocks' gathers start here, and block l + sets - 1's when
+  // block l starts: its set was block l - 1's, which is done.
   if (overlap_comm_) {
     embedding_->prefetch_weight();
-    for (auto& b : blocks_)
-      for (ShardedLinear* linear : {&b->qkv, &b->proj, &b->fc, &b->mlp_proj}) linear->prefetch_weight();
+    for (size_t l = 0; l < std::min(gathered_sets_, blocks_.size()); ++l) prefetch_block(l);
   }
   embedding_->gather_weight();
   embedding_->embed(tokens, residual_[0], m);
@@ -159,6 +228,7 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scal
     Block& b = *blocks_[l];
     ConstActPtr in = residual_[l];
     ActPtr out = residual_[l + 1];
+    if (overlap_comm_ && l >= 1 && l + gathered_sets_ - 1 < blocks_.size()) prefetch_block(l + gathered_sets_ - 1);
     b.qkv.gather_weight();
     b.qkv.forward(b.ln1_out, b.qkv_out, m);
     const int64_t ld = 3 * cy_;
@@ -208,6 +278,10 @@ void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
   // input gradient to it, on top of the skip path's.
   for (size_t l = blocks_.size(); l-- > 0;) {
     Block& b = *blocks_[l];
+    // Block recomputation: block l - 1's gathers into the set block l + 1 has finished with,
+    // beside this block's backward (and its rerun).
+    if (overlap_comm_ && recompute_ == Recompute::block && l >= 1) prefetch_block(l - 1);
+    if (l + 1 < blocks_.size()) recompute(l);
     b.mlp_proj.backward(d_residual_, b.gelu_out, d_mlp_, m, scatter_, b.fc_out);
     b.fc.backward(d_mlp_, b.ln2_out, d_normed_, m, scatter_);
     layernorm_backward(backend_, x_group, d_residual_, b.d_ln2_gamma, b.d_ln2_beta, ln_partials_, d_normed_,

@@ -9,12 +9,20 @@
 //   residual stream [m, c] (replicated over y), qkv [m, 3cy] packed q|k|v per token,
 //   attention log-sum-exp [mb, h, T] (no T×T matrix), attention output [m, cy], MLP hidden [m, 4cy],
 //   logits [m, v] (vocab-parallel over y).
+//
+// Activation recomputation (training.recompute, layout_inputs.hpp's Recompute): "attention"
+// keeps one set of q, k, v, log-sum-exp and attention output for every block, "block" one
+// set of every saved activation but the block inputs (and one or two blocks' gathered
+// weights); the backward reruns what a block needs (recompute()) before the block's own
+// backward, except for the last block, whose activations are still in place. The rerun ops
+// are the forward's, on the same inputs, so every mode gives the same bits.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/comm_grid.hpp"
+#include "layout/layout_inputs.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/model/dist_ops.hpp"
 #include "trainer/model/parameter_store.hpp"
@@ -29,14 +37,18 @@ class Gpt {
   // micro_batch: sequences per forward/backward (mb). Allocates every activation and
   // scratch buffer for it once.
   // overlap_comm: the forward's z all-gathers all start at its beginning and run beside
-  // compute (each layer waits for its own), as training.overlap_comm asks.
+  // compute (each layer waits for its own), as training.overlap_comm asks; with block
+  // recomputation, whose blocks take turns on two sets of gathered weights, each block's
+  // gathers start when the block before the previous one is done (forward) or when the
+  // backward of the block after it starts (its rerun).
   Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
-      bool overlap_comm = false);
+      bool overlap_comm = false, Recompute recompute = Recompute::none);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
   int64_t tokens() const { return m_; }  // m = mb·T
+  Recompute recompute() const { return recompute_; }
 
   // One micro-batch: forward, loss, backward. tokens, targets: (mb, T) int32 on the device.
   // Parameter gradients accumulate (+=); dloss/dlogit uses loss_scale per token (1 / tokens
@@ -58,6 +70,12 @@ class Gpt {
   // with its forward: logits_ holds dlogits on return).
   void forward(const int32_t* tokens, const int32_t* targets, float loss_scale);
   void backward(const int32_t* tokens, GradientSync* sync);
+  // Starts block l's four z all-gathers (overlap).
+  void prefetch_block(size_t l);
+  // Reruns what block l's backward reads and the mode did not keep: attention, the qkv GEMM
+  // and the attention; block, the block's forward from its input up to the GELU, gathering
+  // its weights again.
+  void recompute(size_t l);
 
   Backend& backend_;
   CommGrid& grid_;
@@ -65,6 +83,8 @@ class Gpt {
   ParameterStore& params_;
   int64_t mb_, m_, c_, cy_, heads_, head_dim_;
   bool overlap_comm_;
+  Recompute recompute_;
+  size_t gathered_sets_ = 0;  // blocks whose gathered weights are held at once (block l uses set l mod this)
   // The sharded weights (the parameters' prefix, ParameterLayout::sharded) as the GEMMs read
   // them, in activation_type(): the float32 parameters themselves, or a bf16 copy rewritten
   // at the start of every micro-batch. Rewriting each time means no step, checkpoint load or

@@ -27,6 +27,7 @@ std::string comm_summary(const StepVolume& per_step);
 struct RunSummary {
   std::string layout;
   std::string layout_origin;
+  std::string recompute;  // the activation recomputation the run used: "none", "attention", "block"
   int64_t start_step = 0, end_step = 0;
   bool preempted = false;
   double last_loss = 0;

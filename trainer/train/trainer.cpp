@@ -1,11 +1,20 @@
 #include "trainer/train/trainer.hpp"
 
+#include "config/config_error.hpp"
 #include "trainer/optim/lr_schedule.hpp"
 
 namespace axonn {
 namespace {
 
 BatchShape batch_shape(const TrainingConfig& t) { return {t.global_batch, t.micro_batch, t.dtype}; }
+
+Recompute recompute_mode(const TrainingConfig& t) {
+  if (!t.recompute)
+    throw ConfigError(
+        "training.recompute = \"auto\" reached the trainer undecided: the layout model picks the mode per layout "
+        "(resolved_recompute); decide it before making a Trainer, as run_training does");
+  return *t.recompute;
+}
 
 }  // namespace
 
@@ -17,7 +26,8 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const T
       order_(job.training.seed, data.size(), job.model.sequence),
       split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
       params_(backend, job.model, grid.layout(), grid.coords()),
-      model_(backend, grid, job.model, split_.micro_batch, params_, job.training.overlap_comm),
+      model_(backend, grid, job.model, split_.micro_batch, params_, job.training.overlap_comm,
+             recompute_mode(job.training)),
       sync_(grid, params_, job.model.layers, job.training.overlap_comm),
       optimizer_(backend, grid, params_, sync_, job.training),
       host_inputs_(static_cast<size_t>(split_.tokens)),

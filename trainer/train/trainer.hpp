@@ -21,7 +21,9 @@ namespace axonn {
 
 class Trainer {
  public:
-  // Parameters start from the layout-independent init of training.seed.
+  // Parameters start from the layout-independent init of training.seed. training.recompute
+  // must name a mode: "auto" is decided per layout by the layout model (resolved_recompute,
+  // which run_training applies), so unset it throws ConfigError.
   Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data);
   ~Trainer();
 

@@ -12,6 +12,7 @@
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
 #include "layout/layout_volume.hpp"
+#include "layout/model_plan.hpp"
 #include "trainer/train/host_exchange.hpp"
 #include "trainer/train/memory_usage.hpp"
 #include "trainer/train/metrics_log.hpp"
@@ -120,6 +121,12 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
   StartupTimes startup = options.startup;
   const Layout& layout = grid.layout();
   const TrainingConfig& t = job.training;
+  // training.recompute "auto" becomes this layout's mode; every prediction below is at it.
+  ChooserInput plan = options.plan;
+  const std::string recompute_why = recompute_reason(plan, layout);
+  plan.recompute = resolved_recompute(plan, layout);
+  JobConfig decided = job;
+  decided.training.recompute = plan.recompute;
 
   RunDirectoryOptions directory;
   directory.owner = options.lock_owner;
@@ -132,7 +139,7 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
   const bool peak_reset = reset_peak_memory();
   const int64_t baseline = memory_sample().rss_bytes;
 
-  Trainer trainer(backend, grid, job, data);
+  Trainer trainer(backend, grid, decided, data);
   SaverOptions saver;
   saver.keep = job.checkpoint.keep;
   saver.save_token = options.save_token;
@@ -171,9 +178,9 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     return result;
   }
 
-  const StepVolume volume = predict_step_volume(options.plan, layout);
-  const CostEstimate cost = estimate_cost(options.plan, layout, volume);
-  const MemoryEstimate memory = estimate_memory(options.plan, layout);
+  const StepVolume volume = predict_step_volume(plan, layout);
+  const CostEstimate cost = estimate_cost(plan, layout, volume);
+  const MemoryEstimate memory = estimate_memory(plan, layout);
   const double global_tokens = static_cast<double>(t.global_batch) * job.model.sequence;
   std::unique_ptr<MetricsLog> metrics;
   if (lead) {
@@ -183,6 +190,12 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
                  data.description());
     spdlog::info("train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s), memory {:.3f} MiB/rank",
                  cost.step_s(), cost.compute_s, cost.comm_total_s(), static_cast<double>(memory.total()) / 1048576.0);
+    spdlog::info(
+        "train: recompute {} ({}){}", recompute_name(*plan.recompute), recompute_why,
+        cost.recompute_flops > 0
+            ? fmt::format(": the backward reruns {} block(s) per micro-batch, +{:.1f}% FLOPs",
+                          recomputed_blocks(job.model, *plan.recompute), 100.0 * cost.recompute_flops / cost.flops)
+            : std::string());
     spdlog::info("train: communication per step per rank: {}", comm_summary(volume));
     spdlog::info("train: overlap {}",
                  t.overlap_comm ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
@@ -220,7 +233,7 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
     m.step_s = step_s;
     m.tokens_per_s = global_tokens / step_s;
     m.flops_per_s = cost.flops / step_s;
-    m.mfu = m.flops_per_s / options.plan.machine.peak_flops;
+    m.mfu = m.flops_per_s / plan.machine.peak_flops;
     m.predicted_step_s = cost.step_s();
     m.elapsed_s = seconds_since(start);
     m.data_cursor = trainer.data_cursor();
@@ -311,6 +324,7 @@ TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig
           steps_run);
     summary.layout = format_layout_with_order(layout);
     summary.layout_origin = options.layout_origin;
+    summary.recompute = recompute_name(*plan.recompute);
     summary.start_step = result.start_step;
     summary.end_step = result.end_step;
     summary.preempted = result.preempted;
