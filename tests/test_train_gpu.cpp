@@ -175,6 +175,47 @@ TEST_F(TrainGpu, EveryLayoutOnOneGpuPerRankTrainsLikeTheCpu) {
   }
 }
 
+// training.recompute on GPUs: the rerun kernels read what the forward's read (bf16
+// activations as stored), so every mode trains to the bits of the run that keeps everything,
+// losses and weights, and counts the layout model's bytes. Three layers (model.layers=3), so
+// under block recomputation blocks 0 and 2 share a set of gathered weights. One GPU in float32
+// and bfloat16; then layouts of 2, 4 and 8 ranks as far as the GPUs go (skipped beyond).
+TEST_F(TrainGpu, EveryRecomputeModeTrainsToTheBitsOfNoRecomputation) {
+  REQUIRE_CUDA_DEVICES(1);
+  const auto expect_same_bits = [](const TrainedRun& got, const TrainedRun& want, const std::string& what) {
+    ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
+    for (size_t i = 0; i < want.steps.size(); ++i)
+      EXPECT_EQ(got.steps[i].loss, want.steps[i].loss) << what << " step " << want.steps[i].step;
+    expect_same_tensors(got.tensors, want.tensors, 0.0f, what);
+    EXPECT_TRUE(contains(got.summary, "\"comm_bytes_match\": true")) << what << "\n" << got.summary;
+  };
+  const auto trained = [&](const std::string& name, const std::string& overrides, const std::string& mode,
+                           int ranks = 1, const std::string& layout = "1x1x1x1") {
+    const TrainedRun run = train(dir_ / (name + "-" + mode), overrides + " model.layers=3 training.recompute=" + mode,
+                                 2, 0, ranks, layout);
+    EXPECT_TRUE(contains(run.summary, "\"recompute\": \"" + mode + "\"")) << run.summary;
+    return run;
+  };
+  for (const auto& [name, overrides] : {std::pair{"fp32", kCudaFp32}, std::pair{"bf16", kCudaBf16}}) {
+    const TrainedRun kept = trained(name, overrides, "none");
+    ASSERT_EQ(kept.steps.size(), 2u);
+    for (const char* mode : {"attention", "block"})
+      expect_same_bits(trained(name, overrides, mode), kept, std::string(name) + " recompute " + mode);
+  }
+  const int gpus = cuda_device_count();
+  for (const char* layout : {"1x1x1x2", "1x2x1x2", "2x1x2x2"}) {
+    const int ranks = parse_layout(layout).world();
+    if (ranks > gpus) {
+      std::cout << "[ skipped  ] " << layout << ": " << ranks << " ranks, " << gpus << " GPUs\n";
+      continue;
+    }
+    const TrainedRun kept = trained(layout, kCudaFp32, "none", ranks, layout);
+    for (const char* mode : {"attention", "block"})
+      expect_same_bits(trained(layout, kCudaFp32, mode, ranks, layout), kept,
+                       std::string(layout) + " recompute " + mode);
+  }
+}
+
 TEST_F(TrainGpu, MoreRanksOnANodeThanGpusIsABadInputNamingTheFix) {
   REQUIRE_CUDA_DEVICES(1);
   const int ranks = cuda_device_count() + 1;
