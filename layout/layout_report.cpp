@@ -103,27 +103,24 @@ std::string format_explain(const ChooserResult& r, int top_k) {
     const Candidate& best = r.best();
     s += "best: " + format_layout_with_order(best.layout) + " (rank order fastest first: " + format_order(best.layout) +
          "), recompute " + recompute_name(best.recompute) + "\n";
-    if (best.cost.recompute_flops > 0) {
-      s += "  recomputation adds " + fmt("%.3g", best.cost.recompute_flops) + " FLOP per rank per step (" +
-           fmt("%.1f", 100.0 * best.cost.recompute_flops / best.cost.flops) + "% of the model's " +
-           fmt("%.3g", best.cost.flops) + ")\n";
-      // Recomputation only adds time, so a layout recomputes only when it must to fit; the
-      // fastest one that keeps everything is what it beat.
-      const auto kept = std::find_if(r.ranked.begin(), r.ranked.end(),
-                                     [](const Candidate& c) { return c.recompute == Recompute::none; });
-      if (in.recompute)
-        s += "  (training.recompute names the mode)\n";
-      else if (kept == r.ranked.end())
-        s += "  no layout fits without recomputation\n";
-      else
-        s += "  fastest without recomputation: " + format_layout_with_order(kept->layout) + ", " +
-             fmt("%.3f", kept->cost.step_s() * 1e3) + " ms\n";
-    }
     for (int a = 0; a < kCommAxisCount; ++a) {
       if (best.volume.group_size[static_cast<size_t>(a)] <= 1) continue;
       s += "  " + pad(comm_axis_name(static_cast<CommAxis>(a)), 5) + " groups of " +
            std::to_string(best.volume.group_size[static_cast<size_t>(a)]) + " over " +
            link_tier_name(best.cost.link[static_cast<size_t>(a)]) + " links\n";
+    }
+    if (best.cost.recompute_flops > 0) {
+      s += "  recomputation adds " + fmt("%.3g", best.cost.recompute_flops) + " FLOP per rank per step (" +
+           fmt("%.1f", 100.0 * best.cost.recompute_flops / best.cost.flops) + "% of the model's " +
+           fmt("%.3g", best.cost.flops) + ")\n";
+      // Recomputation only adds time, so "auto" recomputes only where a layout must to fit;
+      // the fastest layout that keeps everything is what this one beat.
+      const auto kept = std::find_if(r.ranked.begin(), r.ranked.end(),
+                                     [](const Candidate& c) { return c.recompute == Recompute::none; });
+      if (!in.recompute && kept == r.ranked.end()) s += "  no layout fits without recomputation\n";
+      if (!in.recompute && kept != r.ranked.end())
+        s += "  fastest without recomputation: " + format_layout_with_order(kept->layout) + ", " +
+             fmt("%.3f", kept->cost.step_s() * 1e3) + " ms\n";
     }
     s += '\n';
     s += memory_formula(in, best.layout);

@@ -95,9 +95,11 @@ int command_layout(const CommandArgs& argv) {
                 count.per_node, input.world(), from.c_str());
     if (result.fits()) {
       const Candidate& best = result.best();
-      std::printf("best layout: %s (data x X x Y x Z = %s, rank order fastest first %s), predicted step %.3f ms\n\n",
-                  format_layout_with_order(best.layout).c_str(), format_layout(best.layout).c_str(),
-                  format_order(best.layout).c_str(), best.cost.step_s() * 1e3);
+      std::printf(
+          "best layout: %s (data x X x Y x Z = %s, rank order fastest first %s), predicted step %.3f ms, recompute "
+          "%s\n\n",
+          format_layout_with_order(best.layout).c_str(), format_layout(best.layout).c_str(),
+          format_order(best.layout).c_str(), best.cost.step_s() * 1e3, recompute_name(best.recompute));
       std::fputs(format_ranked_table(result, top).c_str(), stdout);
     }
     if (args.has("explain")) std::printf("\n%s", format_explain(result, top).c_str());
