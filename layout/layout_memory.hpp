@@ -34,8 +34,9 @@ double usable_memory(const Machine& machine);
 Recompute resolved_recompute(const ChooserInput& input, const Layout& layout);
 
 // Why resolved_recompute picked its mode, one line for `axonn layout --explain` and the
-// trainer's log: "auto: none fits (12.3 GiB of 72.0 GiB usable)", "auto: none needs 90.1 GiB
-// and attention 80.2 GiB of 72.0 GiB usable; block needs 40.5 GiB", "training.recompute = block".
+// trainer's log: "auto: none fits: 12.300 GiB of 72.000 GiB usable", "auto: none needs
+// 90.100 GiB, attention needs 80.200 GiB, more than usable; block fits: 40.500 GiB of 72.000 GiB
+// usable", "training.recompute = block".
 std::string recompute_reason(const ChooserInput& input, const Layout& layout);
 
 // The formula above with this job's numbers at `layout`'s mode, for `axonn layout --explain`.
