@@ -110,13 +110,14 @@ const std::vector<OptionSpec>& train_option_specs() {
 
 int command_train(const CommandArgs& argv) {
   const std::vector<OptionSpec>& specs = train_option_specs();
-  const Args args(argv, specs);
-  if (args.has("help") || args.positionals().empty()) {
-    std::printf(
-        "usage: axonn train JOB.toml [options] [section.key=value ...]   (under axonn run, srun --mpi=pmix or "
-        "mpirun)\n%s",
-        format_options(specs).c_str());
-    return args.has("help") ? exit_code::ok : exit_code::bad_input;
+  const char* const usage =
+      "axonn train JOB.toml [options] [section.key=value ...]   (under axonn run, srun --mpi=pmix or mpirun)";
+  const std::optional<Args> parsed = parse_or_usage(argv, specs, usage);
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
+  if (args.positionals().empty()) {
+    print_usage(usage, specs);
+    return exit_code::bad_input;
   }
   spdlog::set_pattern("[%l] %v");
   StartupTimes startup = StartupTimes::since_process_start();
