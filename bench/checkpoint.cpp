@@ -25,15 +25,18 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
+#include "bench_stats.hpp"
 #include "checkpoint/async_saver.hpp"
 #include "checkpoint/commit.hpp"
 #include "checkpoint/reader.hpp"
 #include "checkpoint/shard_writer.hpp"
 #include "checkpoint/step_dir.hpp"
-#include "bench_stats.hpp"
 
 namespace fs = std::filesystem;
 using namespace axonn;
+using axonn::bench::optional_dir;
+using axonn::bench::parse_bench_args;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -272,31 +275,30 @@ void print_row(const Row& r, const Row* ref, const char* goal) {
   std::printf("\n");
 }
 
+Options read_options(const Args& args) {
+  Options o;
+  if (const auto dir = optional_dir(args)) o.dir = *dir;
+  o.reps = static_cast<int>(args.integer("reps", 1, 1000).value_or(o.reps));
+  o.rows = args.integer("rows", 2, 1L << 30).value_or(o.rows);
+  o.cols = args.integer("cols", 2, 1L << 30).value_or(o.cols);
+  o.tensors = static_cast<int>(args.integer("tensors", 1, 1 << 20).value_or(o.tensors));
+  return o;
+}
+
+const std::vector<OptionSpec> kOptions = {
+    {"reps", true, "repetitions of every measurement (default 3)"},
+    {"rows", true, "rows of every tensor (default 8192)"},
+    {"cols", true, "columns of every tensor (default 4096)"},
+    {"tensors", true, "tensors in the state (default 8: 8 x 128 MiB = 1 GiB)"},
+    {"help", false, "this help"},
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--reps")
-      o.reps = std::stoi(next());
-    else if (a == "--rows")
-      o.rows = std::stoll(next());
-    else if (a == "--cols")
-      o.cols = std::stoll(next());
-    else if (a == "--tensors")
-      o.tensors = std::stoi(next());
-    else if (!a.empty() && a[0] != '-')
-      o.dir = a;
-    else {
-      std::fprintf(stderr, "usage: %s [DIR] [--reps N] [--rows R] [--cols C] [--tensors T]\n", argv[0]);
-      return 2;
-    }
-  }
+  const Options o = parse_bench_args(
+      argc, argv, kOptions, "bench_checkpoint [DIR] [options]   (DIR default ./bench-checkpoint-data, not on tmpfs)",
+      read_options);
   fs::remove_all(o.dir);
   fs::create_directories(o.dir);
   struct statfs sfs {};

@@ -21,10 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
+#include "bench_stats.hpp"
 #include "comm/comm_grid.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
-#include "bench_stats.hpp"
 #include "pmix/topology.hpp"
 
 namespace {
@@ -114,11 +115,23 @@ std::string self_path() {
   return std::string(path, static_cast<size_t>(std::max<ssize_t>(n, 0)));
 }
 
+const std::vector<axonn::OptionSpec> kOptions = {{"help", false, "this help"}};
+
+// The worker the driver starts itself as under the launcher: "bootstrap" or "allreduce"
+// (the default); the driver itself is run without one.
+std::string read_worker(const axonn::Args& args) {
+  const std::vector<std::string>& words = args.positionals();
+  if (words.size() > 1 || (words.size() == 1 && words[0] != "bootstrap" && words[0] != "allreduce"))
+    throw axonn::UsageError("unexpected argument '" + words.back() + "'");
+  return words.empty() ? "allreduce" : words[0];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (axonn::pmix_server_in_environment())
-    return argc > 1 && std::string(argv[1]) == "bootstrap" ? bootstrap_worker() : allreduce_worker();
+  const std::string worker = axonn::bench::parse_bench_args(
+      argc, argv, kOptions, "bench_comm   (starts itself under axonn run, as users do)", read_worker);
+  if (axonn::pmix_server_in_environment()) return worker == "bootstrap" ? bootstrap_worker() : allreduce_worker();
   const std::string self = self_path();
   const std::string launcher = self.substr(0, self.rfind('/')) + "/../bin/axonn run";
   std::printf("PMIx bootstrap: local launcher start -> every rank connected (4D grid) -> exit; medians of 5\n");

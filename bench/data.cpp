@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/data/token_file.hpp"
 
@@ -52,22 +53,28 @@ size_t plain_read(const std::string& path, std::vector<unsigned char>& buffer) {
   return done;
 }
 
+struct Options {
+  fs::path dir;
+  int64_t tokens = 50'000'000;  // 100 MB of uint16
+};
+
+Options read_options(const Args& args) {
+  Options o;
+  o.dir = bench::optional_dir(args).value_or(fs::temp_directory_path().string());
+  o.tokens = args.integer("tokens", 2, 1L << 40).value_or(o.tokens);
+  return o;
+}
+
+const std::vector<OptionSpec> kOptions = {
+    {"tokens", true, "tokens in the file (default 50000000: 100 MB of uint16)"},
+    {"help", false, "this help"},
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  fs::path dir = fs::temp_directory_path();
-  int64_t tokens = 50'000'000;  // 100 MB of uint16
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--tokens" && i + 1 < argc) {
-      tokens = std::stoll(argv[++i]);
-    } else if (!a.empty() && a[0] != '-') {
-      dir = a;
-    } else {
-      std::fprintf(stderr, "usage: bench_data [DIR] [--tokens N]\n");
-      return 2;
-    }
-  }
+  const auto [dir, tokens] = bench::parse_bench_args(
+      argc, argv, kOptions, "bench_data [DIR] [options]   (DIR default: the temp folder)", read_options);
   const std::string path = (dir / ("bench-data-" + std::to_string(::getpid()) + ".bin")).string();
   {
     std::vector<int32_t> ids(static_cast<size_t>(tokens));

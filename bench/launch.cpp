@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "bench_stats.hpp"
 #include "subprocess.hpp"
 
@@ -147,19 +148,21 @@ std::vector<double> medians(const std::vector<Sample>& samples) {
   return rows;
 }
 
+const std::vector<axonn::OptionSpec> kOptions = {
+    {"reps", true, "repetitions of the resumed step under each launcher (default 7)"},
+    {"help", false, "this help"},
+};
+
+int read_reps(const axonn::Args& args) {
+  axonn::bench::no_positionals(args);
+  return static_cast<int>(args.integer("reps", 1, 1000).value_or(7));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: bench_launch [--reps N]   (see the top of bench/launch.cpp)\n");
-      return 2;
-    }
-  }
+  const int reps = axonn::bench::parse_bench_args(
+      argc, argv, kOptions, "bench_launch [options]   (see the top of bench/launch.cpp)", read_reps);
   const fs::path work = fs::path(AXONN_BINARY_DIR) / ("bench-launch-" + std::to_string(getpid()));
   fs::create_directories(work);
   fs::copy_file(kSource + "/job_templates/tiny.toml", work / "tiny.toml");

@@ -1,14 +1,21 @@
 // Time to choose a layout for 8 .. 16384 GPUs (every factorization x every axis order),
 // against the 100 ms goal at 16384 GPUs on one core. Machine: DGX-H100-like numbers;
 // model: GPT-2 1.3B-like (24 layers, hidden 2048, 16 heads, vocab 50304, T 2048).
+#include "layout/layout_search.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
 
-#include "layout/layout_search.hpp"
+#include "bench_args.hpp"
 
-int main() {
+int main(int argc, char** argv) {
+  axonn::bench::parse_bench_args(argc, argv, {{"help", false, "this help"}}, "bench_layout_search",
+                                 [](const axonn::Args& args) {
+                                   axonn::bench::no_positionals(args);
+                                   return 0;
+                                 });
   axonn::ChooserInput in;
   in.model = {24, 2048, 16, 50304, 2048};
   in.batch = {4096, 4, axonn::ElementType::bfloat16};

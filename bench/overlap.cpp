@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "bench_stats.hpp"
 #include "subprocess.hpp"
 
@@ -106,18 +107,33 @@ Run run_job(const fs::path& dir, int ranks, const std::string& layout, int steps
   return {median(step_seconds(dir / "run")), overlappable_comm_s(dir / "run")};
 }
 
-int int_flag(int argc, char** argv, const std::string& name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::atoi(argv[i + 1]);
-  return fallback;
+struct Options {
+  int reps = 3;
+  int steps = 8;
+  int ranks = 2;
+};
+
+Options read_options(const axonn::Args& args) {
+  axonn::bench::no_positionals(args);
+  Options o;
+  o.reps = static_cast<int>(args.integer("reps", 1, 1000).value_or(o.reps));
+  o.steps = static_cast<int>(args.integer("steps", 2, 100000).value_or(o.steps));
+  o.ranks = static_cast<int>(args.integer("ranks", 1, 4096).value_or(o.ranks));
+  return o;
 }
+
+const std::vector<axonn::OptionSpec> kOptions = {
+    {"reps", true, "runs of each layout with overlap off and on, alternating (default 3)"},
+    {"steps", true, "training steps of every run (default 8)"},
+    {"ranks", true, "ranks of every run: the data and z layouts are <ranks>x1x1x1 and 1x1x1x<ranks> (default 2)"},
+    {"help", false, "this help"},
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = int_flag(argc, argv, "--reps", 3);
-  const int steps = int_flag(argc, argv, "--steps", 8);
-  const int ranks = int_flag(argc, argv, "--ranks", 2);
+  const auto [reps, steps, ranks] =
+      axonn::bench::parse_bench_args(argc, argv, kOptions, "bench_overlap [options]", read_options);
   const fs::path dir = fs::temp_directory_path() / ("axonn-bench-overlap-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "job.toml") << kJob;

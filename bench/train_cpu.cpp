@@ -32,12 +32,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "bench_stats.hpp"
 #include "comm/comm_grid.hpp"
-#include "solo_trainer.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_cost.hpp"
 #include "op_profile.hpp"
+#include "solo_trainer.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/train/trainer.hpp"
@@ -121,51 +122,40 @@ std::vector<double> torch_step_times(const Options& o) {
   return times;
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: bench_train_cpu [--threads N] [--rounds R] [--steps S] [--layers L] [--hidden C] [--heads H]\n"
-               "                       [--vocab V] [--sequence T] [--batch B] [--micro-batch mb] [--python PATH]\n"
-               "                       [--no-torch] [--profile]\n");
-  return 2;
-}
+const std::vector<OptionSpec> kOptions = {
+    {"threads", true, "threads of both sides (default: the hardware's)"},
+    {"rounds", true, "rounds of sgemm, our trainer and PyTorch (default 3)"},
+    {"steps", true, "timed steps per round and side, after 2 untimed ones (default 5)"},
+    {"layers", true, "model layers (default 6)"},
+    {"hidden", true, "model hidden size C (default 384)"},
+    {"heads", true, "attention heads H (default 6)"},
+    {"vocab", true, "vocabulary V (default 256)"},
+    {"sequence", true, "sequence length T (default 256)"},
+    {"batch", true, "global batch B (default 8)"},
+    {"micro-batch", true, "micro-batch mb (default 8)"},
+    {"python", true, "the Python that runs bench/train_cpu_torch.py (default /usr/bin/python3)"},
+    {"no-torch", false, "skip the PyTorch side"},
+    {"profile", false, "no references: our step's time per backend op"},
+    {"help", false, "this help"},
+};
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    auto number = [&] { return std::stoi(argv[++i]); };
-    if (a == "--no-torch")
-      o.torch = false;
-    else if (a == "--profile")
-      o.profile = true;
-    else if (!has_value)
-      return false;
-    else if (a == "--threads")
-      o.threads = number();
-    else if (a == "--rounds")
-      o.rounds = number();
-    else if (a == "--steps")
-      o.steps = number();
-    else if (a == "--layers")
-      o.model.layers = number();
-    else if (a == "--hidden")
-      o.model.hidden = number();
-    else if (a == "--heads")
-      o.model.heads = number();
-    else if (a == "--vocab")
-      o.model.vocab = number();
-    else if (a == "--sequence")
-      o.model.sequence = number();
-    else if (a == "--batch")
-      o.batch = number();
-    else if (a == "--micro-batch")
-      o.micro_batch = number();
-    else if (a == "--python")
-      o.python = argv[++i];
-    else
-      return false;
-  }
-  return o.threads > 0 && o.rounds > 0 && o.steps > 0;
+Options read_options(const Args& args) {
+  no_positionals(args);
+  Options o;
+  o.torch = !args.has("no-torch");
+  o.profile = args.has("profile");
+  o.threads = count_option(args, "threads", o.threads);
+  o.rounds = count_option(args, "rounds", o.rounds);
+  o.steps = count_option(args, "steps", o.steps);
+  o.model.layers = count_option(args, "layers", o.model.layers);
+  o.model.hidden = count_option(args, "hidden", o.model.hidden);
+  o.model.heads = count_option(args, "heads", o.model.heads);
+  o.model.vocab = count_option(args, "vocab", o.model.vocab);
+  o.model.sequence = count_option(args, "sequence", o.model.sequence);
+  o.batch = count_option(args, "batch", o.batch);
+  o.micro_batch = count_option(args, "micro-batch", o.micro_batch);
+  o.python = args.value("python").value_or(o.python);
+  return o;
 }
 
 // Our trainer's step split by backend op (op_profile.hpp).
@@ -182,8 +172,7 @@ int profile(const Options& o, const JobConfig& job, const TokenData& data) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  Options o;
-  if (!parse(argc, argv, o)) return usage();
+  const Options o = parse_bench_args(argc, argv, kOptions, "bench_train_cpu [options]", read_options);
   const ModelShape& m = o.model;
   const JobConfig job = bench_job(o);
   const TokenData data = builtin_corpus();

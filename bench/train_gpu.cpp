@@ -35,12 +35,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "bench_stats.hpp"
 #include "comm/comm_grid.hpp"
-#include "op_profile.hpp"
-#include "solo_trainer.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_cost.hpp"
+#include "op_profile.hpp"
+#include "solo_trainer.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/train/trainer.hpp"
@@ -198,54 +199,45 @@ TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
   return run;
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: bench_train_gpu [--model 124m|350m|both|tiny] [--micro-batch mb] [--batch B] [--warmup N]\n"
-               "                       [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]\n"
-               "                       [--float32-activations]\n");
-  return 2;
-}
+const std::vector<OptionSpec> kOptions = {
+    {"model", true, "124m, 350m, both (default) or tiny"},
+    {"micro-batch", true, "micro-batch mb (default 8)"},
+    {"batch", true, "global batch B, a multiple of mb (default 8)"},
+    {"warmup", true, "untimed steps before the timed ones (default 3)"},
+    {"steps", true, "timed steps (default 10)"},
+    {"gemm", true, "n of the n^3 GEMM rate measured on both sides (default 8192)"},
+    {"python", true, "the Python that runs bench/train_gpu_torch.py (default python3)"},
+    {"no-torch", false, "skip the PyTorch side"},
+    {"profile", false, "no references: our step's time per backend op"},
+    {"float32-activations", false, "activations in float32 instead of bfloat16"},
+    {"help", false, "this help"},
+};
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    auto number = [&] { return std::stoi(argv[++i]); };
-    if (a == "--no-torch") {
-      o.torch = false;
-    } else if (a == "--profile") {
-      o.profile = true;
-    } else if (a == "--float32-activations") {
-      o.activations = ElementType::float32;
-    } else if (!has_value) {
-      return false;
-    } else if (a == "--model") {
-      const std::string m = argv[++i];
-      if (m == "124m")
-        o.models = {kGpt2Small};
-      else if (m == "350m")
-        o.models = {kGpt2Medium};
-      else if (m == "tiny")
-        o.models = {kTiny};
-      else if (m != "both")
-        return false;
-    } else if (a == "--micro-batch") {
-      o.micro_batch = number();
-    } else if (a == "--batch") {
-      o.batch = number();
-    } else if (a == "--warmup") {
-      o.warmup = number();
-    } else if (a == "--steps") {
-      o.steps = number();
-    } else if (a == "--gemm") {
-      o.gemm = number();
-    } else if (a == "--python") {
-      o.python = argv[++i];
-    } else {
-      return false;
-    }
-  }
-  return o.micro_batch > 0 && o.batch % o.micro_batch == 0 && o.warmup >= 0 && o.steps > 0 && o.gemm > 0;
+Options read_options(const Args& args) {
+  no_positionals(args);
+  Options o;
+  o.torch = !args.has("no-torch");
+  o.profile = args.has("profile");
+  if (args.has("float32-activations")) o.activations = ElementType::float32;
+  const std::string model = args.value("model").value_or("both");
+  if (model == "124m")
+    o.models = {kGpt2Small};
+  else if (model == "350m")
+    o.models = {kGpt2Medium};
+  else if (model == "tiny")
+    o.models = {kTiny};
+  else if (model != "both")
+    throw UsageError("option '--model' must be 124m, 350m, both or tiny, got '" + model + "'");
+  o.micro_batch = count_option(args, "micro-batch", o.micro_batch);
+  o.batch = count_option(args, "batch", o.batch);
+  if (o.batch % o.micro_batch != 0)
+    throw UsageError("--batch " + std::to_string(o.batch) + " is not a multiple of --micro-batch " +
+                     std::to_string(o.micro_batch));
+  o.warmup = static_cast<int>(args.integer("warmup", 0, 1 << 30).value_or(o.warmup));
+  o.steps = count_option(args, "steps", o.steps);
+  o.gemm = count_option(args, "gemm", o.gemm);
+  o.python = args.value("python").value_or(o.python);
+  return o;
 }
 
 const char* verdict(bool met) { return met ? "met" : "MISSED"; }
@@ -253,8 +245,7 @@ const char* verdict(bool met) { return met ? "met" : "MISSED"; }
 }  // namespace
 
 int main(int argc, char** argv) try {
-  Options o;
-  if (!parse(argc, argv, o)) return usage();
+  const Options o = parse_bench_args(argc, argv, kOptions, "bench_train_gpu [options]", read_options);
   std::string why;
   if (cuda_device_count(&why) == 0) {
     std::printf("bench_train_gpu: no CUDA device (%s); nothing measured\n", why.c_str());

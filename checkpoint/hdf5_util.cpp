@@ -436,19 +436,4 @@ std::string Attrs::get_str(const std::string& name) const {
   return v[0];
 }
 
-std::string Attrs::type_class(const std::string& name) const {
-  Handle attr = open(name);
-  Handle t(check_id(H5Aget_type(attr.get()), file_, "get type of attribute " + name), H5Tclose);
-  switch (H5Tget_class(t.get())) {
-    case H5T_INTEGER:
-      return "int";
-    case H5T_FLOAT:
-      return "float";
-    case H5T_STRING:
-      return "string";
-    default:
-      return "other";
-  }
-}
-
 }  // namespace axonn::h5

@@ -127,8 +127,6 @@ class Attrs {
   std::vector<uint64_t> get_u64s(const std::string& name) const;
   std::vector<uint8_t> get_u8s(const std::string& name) const;
   std::vector<std::string> get_strs(const std::string& name) const;
-  // "int", "float", "string" or "other": the stored type class, for reading unknown keys.
-  std::string type_class(const std::string& name) const;
 
  private:
   Handle open(const std::string& name) const;

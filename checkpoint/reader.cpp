@@ -283,10 +283,6 @@ CheckpointReader CheckpointReader::open(const fs::path& path) {
   return open_latest(path);
 }
 
-CheckpointReader CheckpointReader::open_step(const fs::path& dir, int64_t step) {
-  return CheckpointReader(step_path(dir, step));
-}
-
 CheckpointReader::CheckpointReader(CheckpointReader&&) noexcept = default;
 CheckpointReader& CheckpointReader::operator=(CheckpointReader&&) noexcept = default;
 CheckpointReader::~CheckpointReader() = default;

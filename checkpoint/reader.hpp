@@ -39,8 +39,6 @@ class CheckpointReader {
   // What a user names on a command line: a step directory (it holds index.h5), or a
   // checkpoint directory (then the step `latest` names).
   static CheckpointReader open(const std::filesystem::path& path);
-  // step-N of `dir`; NoCheckpoint when it is not committed.
-  static CheckpointReader open_step(const std::filesystem::path& dir, int64_t step);
   CheckpointReader(CheckpointReader&&) noexcept;
   CheckpointReader& operator=(CheckpointReader&&) noexcept;
   ~CheckpointReader();

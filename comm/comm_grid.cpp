@@ -81,10 +81,8 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
 
 // The communicators go first, explicitly: an NCCL one finishes its queued collectives when
 // destroyed and reports them through recorder(), which needs counters_ alive (members are
-// destroyed after the body). The logger is dropped before: what it writes to may already be
-// gone (declared after the grid), so collectives finished here are counted, not logged.
+// destroyed after the body).
 CommGrid::~CommGrid() {
-  logger_ = nullptr;
   for (auto& c : comms_) c.reset();
 }
 
@@ -96,7 +94,6 @@ std::function<void(const CollectiveRecord&)> CommGrid::recorder(CommAxis axis) {
     ++c.calls;
     c.bytes += static_cast<int64_t>(r.bytes);
     c.time += r.duration;
-    if (logger_) logger_(axis, r);
   };
 }
 

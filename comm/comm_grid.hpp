@@ -41,8 +41,6 @@ using CommCounters = std::array<std::array<CollectiveCount, kCollectiveKindCount
 
 class CommGrid {
  public:
-  using Logger = std::function<void(CommAxis, const CollectiveRecord&)>;
-
   // Collective over the job: every rank builds the same layout. Axes of size one get a
   // communicator too (its collectives are local copies and count nothing), so callers
   // never special-case them. single_host: every rank runs on this machine, so Gloo uses
@@ -78,7 +76,6 @@ class CommGrid {
   // Read them when no started collective is running (after its finish).
   const CommCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }
-  void set_logger(Logger logger) { logger_ = std::move(logger); }
 
  private:
   std::function<void(const CollectiveRecord&)> recorder(CommAxis axis);
@@ -90,7 +87,6 @@ class CommGrid {
   std::array<NcclCommunicator*, kCommAxisCount> nccl_{};  // the same objects, NCCL backend only
   std::mutex record_mutex_;  // recorder(): communicator threads report too
   CommCounters counters_{};
-  Logger logger_;
   std::unique_ptr<RankWatch> watch_;  // Gloo only; destroyed after the communicators (~CommGrid)
 };
 

@@ -17,27 +17,31 @@ std::string comm_axis_name(CommAxis axis) {
   return names[static_cast<int>(axis)];
 }
 
-const int& Coords::operator[](Axis a) const {
+namespace {
+
+// The member of `s` (a Coords or a Layout: both have x, y, z and data) that axis `a` names.
+template <class PerAxis>
+const int& along(const PerAxis& s, Axis a) {
   switch (a) {
-    case Axis::x: return x;
-    case Axis::y: return y;
-    case Axis::z: return z;
-    case Axis::data: break;
+    case Axis::x:
+      return s.x;
+    case Axis::y:
+      return s.y;
+    case Axis::z:
+      return s.z;
+    case Axis::data:
+      break;
   }
-  return data;
+  return s.data;
 }
+
+}  // namespace
+
+const int& Coords::operator[](Axis a) const { return along(*this, a); }
 
 int& Coords::operator[](Axis a) { return const_cast<int&>(std::as_const(*this)[a]); }
 
-int Layout::size(Axis a) const {
-  switch (a) {
-    case Axis::x: return x;
-    case Axis::y: return y;
-    case Axis::z: return z;
-    case Axis::data: break;
-  }
-  return data;
-}
+int Layout::size(Axis a) const { return along(*this, a); }
 
 int Layout::stride(Axis a) const {
   int s = 1;

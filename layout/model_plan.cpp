@@ -2,20 +2,6 @@
 
 namespace axonn {
 
-std::vector<LinearSpec> linear_layers(const ModelShape& m) {
-  const int64_t C = m.hidden;
-  std::vector<LinearSpec> layers;
-  for (int l = 0; l < m.layers; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    layers.push_back({p + "attn.qkv", C, 3 * C, Axis::x});
-    layers.push_back({p + "attn.proj", C, C, Axis::y});
-    layers.push_back({p + "mlp.fc", C, 4 * C, Axis::x});
-    layers.push_back({p + "mlp.proj", 4 * C, C, Axis::y});
-  }
-  layers.push_back({"lm_head", C, m.vocab, Axis::x});
-  return layers;
-}
-
 std::array<LinearShape, 5> linear_shapes(const ModelShape& m) {
   const int64_t C = m.hidden, L = m.layers;
   return {{{C, 3 * C, Axis::x, L}, {C, C, Axis::y, L}, {C, 4 * C, Axis::x, L}, {4 * C, C, Axis::y, L},

@@ -6,26 +6,15 @@
 #include <array>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "layout/layout.hpp"
 
 namespace axonn {
 
-// Y = X*W, W: [k, n]. k_axis splits k (x for role "xy", y for role "yx"); the other
-// tensor axis splits n; z splits the rows of each block again.
-struct LinearSpec {
-  std::string name;  // "h.3.attn.qkv", ..., "lm_head"
-  int64_t k = 0, n = 0;
-  Axis k_axis = Axis::x;
-  Axis n_axis() const { return k_axis == Axis::x ? Axis::y : Axis::x; }
-};
-
-// Per block: attn.qkv (C -> 3C, xy), attn.proj (C -> C, yx), mlp.fc (C -> 4C, xy),
-// mlp.proj (4C -> C, yx); then lm_head (C -> V, xy, the tied wte).
-std::vector<LinearSpec> linear_layers(const ModelShape& model);
-
-// The same layers as (shape, how many): the four block shapes x layers, and lm_head.
+// The linear layers as (shape, how many). Y = X*W, W: [k, n]. k_axis splits k (x for role
+// "xy", y for role "yx"); the other tensor axis splits n; z splits the rows of each block
+// again. Per block: attn.qkv (C -> 3C, xy), attn.proj (C -> C, yx), mlp.fc (C -> 4C, xy),
+// mlp.proj (4C -> C, yx), each `layers` times; then lm_head (C -> V, xy, the tied wte).
 // The cost model iterates these, so pricing a layout allocates nothing per layer.
 struct LinearShape {
   int64_t k = 0, n = 0;

@@ -553,13 +553,18 @@ TEST(Checkpoint, ALostLatestIsRecoveredAsTheNewestStepThatVerifies) {
   }
 }
 
-TEST(Checkpoint, FallbackSkipsAStepWithoutIndexAndALatestNamingNoStep) {
-  const fs::path dir = test_dir();
-  const auto model = small_model();
+// Steps 10 and 20 saved at row tiles, and step 20's index.h5 removed (`latest` names it);
+// returns what rank 0 of 2 at column tiles reads.
+RankTargets steps_whose_newest_has_no_index(const fs::path& dir) {
   save_step(dir, 10, 2, row_tiles);
   save_step(dir, 20, 2, row_tiles);
   fs::remove(dir / "step-000000020" / "index.h5");
-  RankTargets t = rank_targets(model, col_tiles, 0, 2);
+  return rank_targets(small_model(), col_tiles, 0, 2);
+}
+
+TEST(Checkpoint, FallbackSkipsAStepWithoutIndexAndALatestNamingNoStep) {
+  const fs::path dir = test_dir();
+  RankTargets t = steps_whose_newest_has_no_index(dir);
   EXPECT_THROW(load_checkpoint(dir, t.reads), CheckpointError);
   LoadOptions fb;
   fb.fallback = true;
@@ -573,11 +578,7 @@ TEST(Checkpoint, FallbackSkipsAStepWithoutIndexAndALatestNamingNoStep) {
 
 TEST(Checkpoint, LoadChecksEachStepBeforeReadingAndARefusalIsNeverFallenBackFrom) {
   const fs::path dir = test_dir();
-  const auto model = small_model();
-  save_step(dir, 10, 2, row_tiles);
-  save_step(dir, 20, 2, row_tiles);
-  fs::remove(dir / "step-000000020" / "index.h5");
-  RankTargets t = rank_targets(model, col_tiles, 0, 2);
+  RankTargets t = steps_whose_newest_has_no_index(dir);
   LoadOptions options;
   options.fallback = true;
   std::vector<int64_t> checked;

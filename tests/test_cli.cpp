@@ -152,27 +152,19 @@ TEST(CliLayout, WithoutNodesInsideAnAllocationUsesItAndSaysSo) {
   EXPECT_EQ(first_line(tasks.output), "site dgx-h100, job " + kSource +
                                           "/job_templates/tiny.toml: 2 nodes x 4 GPUs = 8 ranks (the Slurm allocation: "
                                           "SLURM_JOB_NUM_NODES=2; SLURM_NTASKS=8 / 2 nodes)");
-  const Result per_node = run_in_allocation("SLURM_NNODES=3 SLURM_NTASKS_PER_NODE=2 SLURM_NTASKS=6", args);
-  EXPECT_EQ(per_node.code, 0) << per_node.output;
-  EXPECT_NE(first_line(per_node.output)
-                .find(": 3 nodes x 2 GPUs = 6 ranks (the Slurm allocation: SLURM_NNODES=3; "
-                      "SLURM_NTASKS_PER_NODE=2)"),
-            std::string::npos)
-      << per_node.output;
-  const Result gpus = run_in_allocation("SLURM_JOB_NUM_NODES=1 SLURM_GPUS_ON_NODE=4", args);
-  EXPECT_EQ(gpus.code, 0) << gpus.output;
-  EXPECT_NE(first_line(gpus.output)
-                .find(": 1 nodes x 4 GPUs = 4 ranks (the Slurm allocation: SLURM_JOB_NUM_NODES=1; "
-                      "SLURM_GPUS_ON_NODE=4)"),
-            std::string::npos)
-      << gpus.output;
-  const Result site = run_in_allocation("SLURM_JOB_NUM_NODES=2", args);
-  EXPECT_EQ(site.code, 0) << site.output;
-  EXPECT_NE(first_line(site.output)
-                .find(": 2 nodes x 8 GPUs = 16 ranks (the Slurm allocation: "
-                      "SLURM_JOB_NUM_NODES=2; no task count, so site dgx-h100's gpus_per_node)"),
-            std::string::npos)
-      << site.output;
+  // In the allocation `variables` the layout runs and its first line holds `priced`.
+  const auto expect_priced = [&args](const std::string& variables, const std::string& priced) {
+    const Result r = run_in_allocation(variables, args);
+    EXPECT_EQ(r.code, 0) << variables << "\n" << r.output;
+    EXPECT_NE(first_line(r.output).find(priced), std::string::npos) << variables << "\n" << r.output;
+  };
+  expect_priced("SLURM_NNODES=3 SLURM_NTASKS_PER_NODE=2 SLURM_NTASKS=6",
+                ": 3 nodes x 2 GPUs = 6 ranks (the Slurm allocation: SLURM_NNODES=3; SLURM_NTASKS_PER_NODE=2)");
+  expect_priced("SLURM_JOB_NUM_NODES=1 SLURM_GPUS_ON_NODE=4",
+                ": 1 nodes x 4 GPUs = 4 ranks (the Slurm allocation: SLURM_JOB_NUM_NODES=1; SLURM_GPUS_ON_NODE=4)");
+  expect_priced("SLURM_JOB_NUM_NODES=2",
+                ": 2 nodes x 8 GPUs = 16 ranks (the Slurm allocation: SLURM_JOB_NUM_NODES=2; no task count, so site "
+                "dgx-h100's gpus_per_node)");
   const Result explicit_count = run_in_allocation("SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=8", args + " --nodes 1");
   EXPECT_EQ(first_line(explicit_count.output),
             "site dgx-h100, job " + kSource + "/job_templates/tiny.toml: 1 nodes x 8 GPUs = 8 ranks")

@@ -188,6 +188,18 @@ TEST(LocalLauncher, FailingRankExitStatusIsReportedAndOthersStopped) {
   EXPECT_EQ(run_command("pgrep -f \"[s]leep 41.5\"").output, "");
 }
 
+// Waits until `log` holds a "ready" line of each of `ranks` ranks (up to 30 s: a loaded
+// machine starts them slowly, and a TERM before a shell's trap kills it without its line),
+// then lets the shells reach their `wait`. False when not every rank said so.
+bool ranks_ready(const std::string& log, int ranks) {
+  const std::string count = std::to_string(ranks) + "\n";
+  for (int i = 0; i < 600 && run_command("grep -c ready " + log).output != count; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (run_command("grep -c ready " + log).output != count) return false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return true;
+}
+
 TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   const std::string log = std::string(AXONN_BINARY_DIR) + "/launcher_sigterm.log";
   const pid_t launcher = fork();
@@ -198,13 +210,9 @@ TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
-  // Wait until both ranks have set their trap (up to 30 s: a loaded machine starts them
-  // slowly, and a TERM before the trap kills a shell without its line), then signal the
-  // launcher (found by name; the pattern's brackets keep pkill's own shell from matching).
-  for (int i = 0; i < 600 && run_command("grep -c ready " + log).output != "2\n"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(run_command("grep -c ready " + log).output, "2\n") << run_command("cat " + log).output;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the shells reach `wait`
+  // Once both ranks have set their trap, signal the launcher (found by name; the pattern's
+  // brackets keep pkill's own shell from matching).
+  ASSERT_TRUE(ranks_ready(log, 2)) << run_command("cat " + log).output;
   const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 2 -- sh -c\"").code, 0);
   int status = 0;
@@ -302,10 +310,7 @@ TEST(LocalLauncher, SigtermEndsWithSeventyFiveWhenEveryRankExitsSeventyFive) {
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
-  for (int i = 0; i < 600 && run_command("grep -c ready " + log).output != "3\n"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(run_command("grep -c ready " + log).output, "3\n") << run_command("cat " + log).output;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the shells reach `wait`
+  ASSERT_TRUE(ranks_ready(log, 3)) << run_command("cat " + log).output;
   ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 3 -- sh -c\"").code, 0);
   int status = 0;
   waitpid(launcher, &status, 0);

@@ -207,7 +207,7 @@ TEST_F(TrainCheckpointDir, AShortDiskIsWarnedAboutAndAFullOneFailsTheSaveInOneLi
   EXPECT_TRUE(contains(r.output, "second run exit 1")) << r.output;
   // The failure is one line: the shard, what it needs, what is free; no HDF5 stack.
   const std::string marker = "axonn train: ";
-  const size_t at = r.output.find(marker + "error: no space to write " + (dir / "ckpt").string() +
+  const size_t at = r.output.find(marker + "no space to write " + (dir / "ckpt").string() +
                                   "/.tmp-step-000000004/shard-00000.h5: it needs ");
   ASSERT_NE(at, std::string::npos) << r.output;
   const std::string line = r.output.substr(at, r.output.find('\n', at) - at);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 namespace axonn {
 namespace {
@@ -85,6 +86,18 @@ std::string format_options(const std::vector<OptionSpec>& specs) {
     out += left + s.help + "\n";
   }
   return out;
+}
+
+void print_usage(const std::string& usage, const std::vector<OptionSpec>& specs) {
+  std::printf("usage: %s\n%s", usage.c_str(), format_options(specs).c_str());
+}
+
+std::optional<Args> parse_or_usage(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs,
+                                   const std::string& usage) {
+  Args args(argv, specs);
+  if (!args.has("help")) return args;
+  print_usage(usage, specs);
+  return std::nullopt;
 }
 
 }  // namespace axonn

@@ -44,4 +44,13 @@ class Args {
 // "  --site PATH   site config TOML\n" lines for a usage message.
 std::string format_options(const std::vector<OptionSpec>& specs);
 
+// "usage: <usage>\n" and format_options(specs), on stdout.
+void print_usage(const std::string& usage, const std::vector<OptionSpec>& specs);
+
+// How every command reads its arguments: parses argv against specs (which list "help");
+// on --help prints the usage (print_usage) and returns nullopt, and the command returns
+// exit_code::ok. A bad argument is Args's UsageError, naming it.
+std::optional<Args> parse_or_usage(const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs,
+                                   const std::string& usage);
+
 }  // namespace axonn

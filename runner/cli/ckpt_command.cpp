@@ -56,11 +56,9 @@ int verify(const CommandArgs& argv) {
       {"step", true, "verify another committed step than `latest` (DIR is then the checkpoint directory)"},
       {"help", false, "this help"},
   };
-  const Args args(argv, specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn ckpt verify DIR [options]\n%s", format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed = parse_or_usage(argv, specs, "axonn ckpt verify DIR [options]");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   const StepChoice choice = choose_step(one_dir(args, "verify"), step_option(args));
   require_step_dir(choice);
   const VerifyReport report = verify_checkpoint(choice.step_dir);
@@ -92,11 +90,10 @@ int export_command(const CommandArgs& argv) {
   CommandArgs long_argv = argv;
   for (std::string& a : long_argv)
     if (a == "-o") a = "--output";
-  const Args args(long_argv, specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn ckpt export DIR --to safetensors [options]\n%s", format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed =
+      parse_or_usage(long_argv, specs, "axonn ckpt export DIR --to safetensors [options]");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   const std::string format = args.value("to").value_or("");
   if (format != "safetensors")
     throw UsageError(format.empty() ? "needs --to safetensors (the only output format)"

@@ -221,11 +221,9 @@ int ckpt_inspect(const CommandArgs& argv) {
       {"json", false, "print everything as JSON (tensors under their full names, metadata values whole)"},
       {"help", false, "this help"},
   };
-  const Args args(argv, specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn ckpt inspect DIR [options]\n%s", format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed = parse_or_usage(argv, specs, "axonn ckpt inspect DIR [options]");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   if (args.positionals().size() != 1)
     throw UsageError("takes one DIR, got " + std::to_string(args.positionals().size()) +
                      "; usage: axonn ckpt inspect DIR [--json]");

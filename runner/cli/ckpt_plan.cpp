@@ -139,11 +139,10 @@ int ckpt_plan(const CommandArgs& argv) {
       {"json", false, "print the plan as JSON"},
       {"help", false, "this help"},
   };
-  const Args args(argv, specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn ckpt plan DIR --layout DxXxYxZ[:order] [options]\n%s", format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed =
+      parse_or_usage(argv, specs, "axonn ckpt plan DIR --layout DxXxYxZ[:order] [options]");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   if (args.positionals().size() != 1)
     throw UsageError("takes one DIR, got " + std::to_string(args.positionals().size()) +
                      "; usage: axonn ckpt plan DIR --layout DxXxYxZ[:order]");

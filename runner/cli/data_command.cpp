@@ -33,11 +33,10 @@ int prepare(const CommandArgs& argv) {
       {"output", true, "the llm.c token file to write (-o)"},
       {"help", false, "this help"},
   };
-  const Args args(with_long_options(argv), specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn data prepare INPUT -o OUT.bin\n%s", format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed =
+      parse_or_usage(with_long_options(argv), specs, "axonn data prepare INPUT -o OUT.bin");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   if (args.positionals().size() != 1)
     throw UsageError("data prepare takes one INPUT file, got " + std::to_string(args.positionals().size()) +
                      "; usage: axonn data prepare INPUT -o OUT.bin");
@@ -58,11 +57,9 @@ int info(const CommandArgs& argv) {
       {"global-batch", true, "also check the file holds one global batch of samples (default 1)"},
       {"help", false, "this help"},
   };
-  const Args args(argv, specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn data info [FILE] [options]\n%s", format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed = parse_or_usage(argv, specs, "axonn data info [FILE] [options]");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   if (args.positionals().size() > 1)
     throw UsageError("data info takes at most one FILE, got " + std::to_string(args.positionals().size()));
   const std::string format = args.value("format").value_or("auto");

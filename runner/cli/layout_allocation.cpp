@@ -1,9 +1,9 @@
 #include "cli/layout_allocation.hpp"
 
 #include <charconv>
-#include <cstdlib>
 
 #include "cli/args.hpp"
+#include "cli/environment.hpp"
 
 namespace axonn {
 namespace {
@@ -17,9 +17,9 @@ struct Variable {
 // The first of `names` that is set and not empty, as a count in [1, max_count].
 std::optional<Variable> count_variable(std::initializer_list<const char*> names, int max_count) {
   for (const char* name : names) {
-    const char* text = std::getenv(name);
-    if (text == nullptr || *text == '\0') continue;
-    const std::string s(text);
+    const std::optional<std::string> text = environment(name);
+    if (!text) continue;
+    const std::string& s = *text;
     int value = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
     if (ec != std::errc() || end != s.data() + s.size() || value < 1 || value > max_count)

@@ -70,11 +70,9 @@ int command_layout(const CommandArgs& argv) {
       {"json", false, "print the result as JSON"},
       {"help", false, "this help"},
   };
-  const Args args(argv, specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn layout --site S --job J [--nodes N] [options]\n%s", format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed = parse_or_usage(argv, specs, "axonn layout --site S --job J [--nodes N] [options]");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals()[0] + "'");
   const std::string job_path = args.value("job").value_or(args.value("model").value_or(""));
   if (job_path.empty()) throw UsageError("missing required option '--job' (a job TOML, e.g. job_templates/tiny.toml)");

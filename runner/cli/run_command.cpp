@@ -101,12 +101,14 @@ int command_run(const CommandArgs& argv) {
     const bool takes_value = a.find('=') == std::string::npos && a != "--help";
     if (takes_value && i + 1 < argv.size()) own.push_back(argv[++i]);
   }
-  const Args args(own, specs);
-  if (args.has("help") || command.empty()) {
-    std::printf("usage: axonn run -n N [--nodes-sim K] job.toml | selftest [args] | -- CMD [args]\n%s",
-                format_options(specs).c_str());
-    return args.has("help") ? exit_code::ok : exit_code::bad_input;
+  const char* const usage = "axonn run -n N [--nodes-sim K] job.toml | selftest [args] | -- CMD [args]";
+  const std::optional<Args> parsed = parse_or_usage(own, specs, usage);
+  if (!parsed) return exit_code::ok;
+  if (command.empty()) {
+    print_usage(usage, specs);
+    return exit_code::bad_input;
   }
+  const Args& args = *parsed;
   LocalJobOptions opt;
   opt.ranks = static_cast<int>(args.integer("n", 1, 4096).value_or(args.integer("ranks", 1, 4096).value_or(1)));
   opt.nodes_sim = static_cast<int>(args.integer("nodes-sim", 1, 4096).value_or(1));

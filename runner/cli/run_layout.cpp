@@ -1,15 +1,9 @@
 #include "cli/run_layout.hpp"
 
-#include <cstdlib>
+#include "cli/environment.hpp"
 
 namespace axonn {
 namespace {
-
-std::optional<std::string> environment(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
-}
 
 // A layout that cannot run this job: a clear error naming what does not fit and a fix.
 void check_layout(const Layout& layout, const ChooserInput& plan, const std::string& source) {

@@ -14,6 +14,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/environment.hpp"
 #include "cli/report_error.hpp"
 #include "comm/bfloat16.hpp"
 #include "comm/comm_grid.hpp"
@@ -129,17 +130,15 @@ int command_selftest(const CommandArgs& argv) {
       {"stall-rank", true, "this rank sleeps instead of joining the collectives (tests timeouts)"},
       {"help", false, "this help"},
   };
-  const Args args(argv, specs);
-  if (args.has("help")) {
-    std::printf("usage: axonn selftest [options]   (under axonn run or srun --mpi=pmix)\n%s",
-                format_options(specs).c_str());
-    return exit_code::ok;
-  }
+  const std::optional<Args> parsed =
+      parse_or_usage(argv, specs, "axonn selftest [options]   (under axonn run or srun --mpi=pmix)");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
   PmixClient client;
   const Topology topo = topology_from_pmix(client);
   std::string layout_text = std::to_string(topo.world) + "x1x1x1";
-  if (const char* env = std::getenv("AXONN_LAYOUT"); env && *env)
-    layout_text = env;
+  if (const std::optional<std::string> env = environment("AXONN_LAYOUT"))
+    layout_text = *env;
   else if (auto v = args.value("layout"))
     layout_text = *v;
   const Layout layout = parse_layout(layout_text);

@@ -20,6 +20,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/environment.hpp"
 #include "cli/run_layout.hpp"
 #include "cli/train_device.hpp"
 #include "cli/train_inputs.hpp"
@@ -70,14 +71,9 @@ std::string axis_links(const RunLayout& run) {
          std::to_string(run.plan.machine.tasks_per_node) + " ranks)";
 }
 
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
 // How often Slurm has requeued this job (SLURM_RESTART_COUNT, unset before the first requeue).
 int64_t slurm_restart_count() {
-  const std::string text = env_or_empty("SLURM_RESTART_COUNT");
+  const std::string text = environment("SLURM_RESTART_COUNT").value_or("");
   int64_t count = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
   return ec == std::errc() && end == text.data() + text.size() ? count : 0;
@@ -110,13 +106,14 @@ const std::vector<OptionSpec>& train_option_specs() {
 
 int command_train(const CommandArgs& argv) {
   const std::vector<OptionSpec>& specs = train_option_specs();
-  const Args args(argv, specs);
-  if (args.has("help") || args.positionals().empty()) {
-    std::printf(
-        "usage: axonn train JOB.toml [options] [section.key=value ...]   (under axonn run, srun --mpi=pmix or "
-        "mpirun)\n%s",
-        format_options(specs).c_str());
-    return args.has("help") ? exit_code::ok : exit_code::bad_input;
+  const char* const usage =
+      "axonn train JOB.toml [options] [section.key=value ...]   (under axonn run, srun --mpi=pmix or mpirun)";
+  const std::optional<Args> parsed = parse_or_usage(argv, specs, usage);
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
+  if (args.positionals().empty()) {
+    print_usage(usage, specs);
+    return exit_code::bad_input;
   }
   spdlog::set_pattern("[%l] %v");
   StartupTimes startup = StartupTimes::since_process_start();
@@ -189,7 +186,7 @@ int command_train(const CommandArgs& argv) {
   options.layout_origin = run.origin;
   options.fallback = args.has("fallback");
   options.init_only = args.has("init-only");
-  options.lock_owner = LockOwner::this_process(env_or_empty("SLURM_JOB_ID"), slurm_restart_count());
+  options.lock_owner = LockOwner::this_process(environment("SLURM_JOB_ID").value_or(""), slurm_restart_count());
   options.break_lock = args.has("break-lock");
   options.save_token = topology.nspace;
   options.stop_requested = [] { return g_stop_signal != 0; };

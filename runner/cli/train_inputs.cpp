@@ -1,21 +1,12 @@
 #include "cli/train_inputs.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "builtin_site.hpp"
+#include "cli/environment.hpp"
 #include "config/config_error.hpp"
 
 namespace axonn {
-namespace {
-
-std::optional<std::string> environment(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
-}
-
-}  // namespace
 
 RunSite choose_run_site(const std::optional<std::string>& site_option) {
   const std::optional<std::string> env = environment("AXONN_SITE_CONFIG");

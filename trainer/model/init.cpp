@@ -34,18 +34,6 @@ uint64_t tensor_key(const ParamSpec& spec, uint64_t seed) {
 
 }  // namespace
 
-float initial_value(const ParamSpec& spec, uint64_t seed, int64_t index) {
-  switch (spec.init) {
-    case ParamInit::zeros:
-      return 0.0f;
-    case ParamInit::ones:
-      return 1.0f;
-    case ParamInit::normal:
-      break;
-  }
-  return static_cast<float>(spec.init_std * standard_normal(tensor_key(spec, seed), index));
-}
-
 void init_shard(const ParamSpec& spec, const Rect& rect, uint64_t seed, float* out) {
   validate_rect(spec.shape, rect, spec.name);
   const size_t dims = spec.shape.size();

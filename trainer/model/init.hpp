@@ -9,12 +9,10 @@
 
 namespace axonn {
 
-// The initial value of element `index` (row-major over spec.shape) of `spec`: N(0, init_std)
-// from a counter-based generator (splitmix64 of the seed, a hash of the name and the index,
-// Box-Muller), or the constant of ParamInit::zeros / ones.
-float initial_value(const ParamSpec& spec, uint64_t seed, int64_t index);
-
-// out (element_count(rect), row-major over rect.count) = the initial values of `rect`.
+// out (element_count(rect), row-major over rect.count) = the initial values of `rect`. The
+// value of the element at global index i (row-major over spec.shape): N(0, init_std) from a
+// counter-based generator (splitmix64 of the seed, a hash of the name and i, Box-Muller), or
+// the constant of ParamInit::zeros / ones.
 void init_shard(const ParamSpec& spec, const Rect& rect, uint64_t seed, float* out);
 
 }  // namespace axonn

@@ -112,237 +112,369 @@ void warm_up_gemm(Backend& backend) {
   backend.synchronize();
 }
 
-}  // namespace
+// Memory of the training state = peak RSS above what the process held before it: taken
+// after the GEMM warm-up and before the trainer allocates anything.
+struct MemoryBaseline {
+  bool peak_reset = false;  // false: the peak could not be reset and includes earlier peaks
+  int64_t rss_bytes = 0;
+};
 
-TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
-                               const TrainingRunOptions& options) {
-  Communicator& world = grid.world();
-  const bool lead = world.rank() == 0;
-  StartupTimes startup = options.startup;
-  const Layout& layout = grid.layout();
-  const TrainingConfig& t = job.training;
-  // training.recompute "auto" becomes this layout's mode; every prediction below is at it.
-  ChooserInput plan = options.plan;
-  const std::string recompute_why = recompute_reason(plan, layout);
-  plan.recompute = resolved_recompute(plan, layout);
-  JobConfig decided = job;
-  decided.training.recompute = plan.recompute;
+MemoryBaseline memory_baseline(Backend& backend) {
+  warm_up_gemm(backend);
+  MemoryBaseline before;
+  before.peak_reset = reset_peak_memory();
+  before.rss_bytes = memory_sample().rss_bytes;
+  return before;
+}
 
+RunDirectoryOptions run_directory_options(const JobConfig& job, const TrainingRunOptions& options) {
   RunDirectoryOptions directory;
   directory.owner = options.lock_owner;
   directory.break_lock = options.break_lock;
   directory.checkpoint_bytes = checkpoint_payload_bytes(job.model);
-  const std::optional<DirectoryLock> lock = open_run_directory(backend, world, job.checkpoint.dir, directory);
+  return directory;
+}
 
-  // Memory of the training state = peak RSS above what the process held before it.
-  warm_up_gemm(backend);
-  const bool peak_reset = reset_peak_memory();
-  const int64_t baseline = memory_sample().rss_bytes;
-
-  Trainer trainer(backend, grid, decided, data);
+SaverOptions saver_options(const JobConfig& job, const TrainingRunOptions& options) {
   SaverOptions saver;
   saver.keep = job.checkpoint.keep;
   saver.save_token = options.save_token;
-  TrainingCheckpoint checkpoint(job.checkpoint.dir, trainer, world.rank(), saver);
-  startup.mark("model_init");
+  return saver;
+}
 
-  TrainingRunResult result;
-  result.start_step = resume(checkpoint, backend, world, options.fallback, lead);
-  startup.mark("checkpoint_loaded");
-  if (options.init_only) {
-    // The initial state as step 0, for tools that compare initializations (scripts/
-    // reference_check.py); an existing checkpoint is left alone.
-    if (result.start_step == 0) {
-      checkpoint.save(0.0);
-      checkpoint.wait();
+// The layout model's prediction for one step of this run at its layout: what the start of
+// training announces, what each step's metrics are measured against and what the
+// end-of-run report checks the counted bytes and the memory against.
+struct Prediction {
+  StepVolume volume;
+  CostEstimate cost;
+  MemoryEstimate memory;
+};
+
+Prediction predict(const ChooserInput& plan, const Layout& layout) {
+  Prediction p;
+  p.volume = predict_step_volume(plan, layout);
+  p.cost = estimate_cost(plan, layout, p.volume);
+  p.memory = estimate_memory(plan, layout);
+  return p;
+}
+
+// training.recompute "auto" becomes this layout's mode: every prediction is at it, and the
+// trainer runs it. `why` says how it was decided, for the log.
+struct DecidedPlan {
+  ChooserInput plan;
+  std::string recompute_why;
+  JobConfig job;
+};
+
+DecidedPlan decide_recompute(const JobConfig& job, const ChooserInput& plan, const Layout& layout) {
+  DecidedPlan d{plan, recompute_reason(plan, layout), job};
+  d.plan.recompute = resolved_recompute(plan, layout);
+  d.job.training.recompute = d.plan.recompute;
+  return d;
+}
+
+// What the step loop measured, for the end-of-run report.
+struct LoopTotals {
+  int64_t steps_run = 0;
+  double tokens_per_s_sum = 0, mfu_sum = 0;
+  CommCounters counted;  // bytes and calls of the collectives of the steps run
+};
+
+// The memory a rank used for training against what the layout model predicts for it.
+struct MemoryUse {
+  double model_bytes = 0;  // peak RSS above the baseline
+  double predicted = 0;    // the layout model's memory, plus the checkpoint staging on the CPU
+};
+
+// One rank's training run, phase by phase: the constructor sets up (the checkpoint
+// directory, the memory baseline, the trainer and its checkpoint), run() resumes and then
+// either stops early (init_only, a finished run) or announces the plan, trains, saves the
+// final step and reports. The members are declared in the order the set-up needs them and
+// are destroyed in reverse: the checkpoint (waiting for its saves) before the trainer it
+// reads, the directory's lock last.
+class TrainingRun {
+ public:
+  TrainingRun(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
+              const TrainingRunOptions& options)
+      : backend_(backend),
+        grid_(grid),
+        world_(grid.world()),
+        job_(job),
+        data_(data),
+        options_(options),
+        lead_(world_.rank() == 0),
+        startup_(options.startup),
+        decided_(decide_recompute(job, options.plan, grid.layout())),
+        lock_(open_run_directory(backend, world_, job.checkpoint.dir, run_directory_options(job, options))),
+        before_(memory_baseline(backend)),
+        trainer_(backend, grid, decided_.job, data),
+        checkpoint_(job.checkpoint.dir, trainer_, world_.rank(), saver_options(job, options)) {
+    startup_.mark("model_init");
+  }
+
+  TrainingRunResult run() {
+    TrainingRunResult result;
+    result.start_step = resume(checkpoint_, backend_, world_, options_.fallback, lead_);
+    startup_.mark("checkpoint_loaded");
+    if (options_.init_only) {
+      save_initial_state(result.start_step);
+      return result;
     }
-    world.barrier();
-    if (lead)
-      spdlog::info("checkpoint: {} in {}",
-                   result.start_step == 0 ? "initial state committed as step 0"
-                                          : "not written: the directory already holds a run",
-                   job.checkpoint.dir);
+    if (result.start_step >= job_.training.steps) {
+      report_already_finished(result);
+      return result;
+    }
+    const Prediction prediction = predict(decided_.plan, grid_.layout());
+    announce(prediction);
+    const LoopTotals totals = train_steps(prediction, result);
+    result.end_step = trainer_.step();
+    save_final(totals.steps_run);
+    report_end(prediction, totals, result);
     return result;
   }
 
-  if (result.start_step >= t.steps) {
-    // A finished job run again (a template resubmitted, a requeue after the last save):
-    // nothing to train, and the finished run's summary and metrics stay as they are.
+ private:
+  // The initial state as step 0, for tools that compare initializations (scripts/
+  // reference_check.py); an existing checkpoint is left alone.
+  void save_initial_state(int64_t start_step) {
+    if (start_step == 0) {
+      checkpoint_.save(0.0);
+      checkpoint_.wait();
+    }
+    world_.barrier();
+    if (lead_)
+      spdlog::info(
+          "checkpoint: {} in {}",
+          start_step == 0 ? "initial state committed as step 0" : "not written: the directory already holds a run",
+          job_.checkpoint.dir);
+  }
+
+  // A finished job run again (a template resubmitted, a requeue after the last save):
+  // nothing to train, and the finished run's summary and metrics stay as they are.
+  void report_already_finished(TrainingRunResult& result) const {
     result.end_step = result.start_step;
     result.already_finished = true;
-    if (lead)
+    if (lead_)
       spdlog::info(
           "train: nothing to do: {} holds step {} and training.steps is {}, so this run has finished; its summary "
           "is {}/summary.json (raise training.steps to train further)",
-          job.checkpoint.dir, result.start_step, t.steps, job.run.dir);
-    return result;
+          job_.checkpoint.dir, result.start_step, job_.training.steps, job_.run.dir);
   }
 
-  const StepVolume volume = predict_step_volume(plan, layout);
-  const CostEstimate cost = estimate_cost(plan, layout, volume);
-  const MemoryEstimate memory = estimate_memory(plan, layout);
-  const double global_tokens = static_cast<double>(t.global_batch) * job.model.sequence;
-  std::unique_ptr<MetricsLog> metrics;
-  if (lead) {
-    metrics = std::make_unique<MetricsLog>(std::filesystem::path(job.run.dir) / "metrics.jsonl");
+  // Rank 0 opens <run.dir>/metrics.jsonl and logs what the run will do and what the layout
+  // model predicts for it.
+  void announce(const Prediction& prediction) {
+    if (!lead_) return;
+    const TrainingConfig& t = job_.training;
+    metrics_ = std::make_unique<MetricsLog>(std::filesystem::path(job_.run.dir) / "metrics.jsonl");
     spdlog::info("train: {} steps of {} sequences x {} tokens; per rank {} micro-batch(es) of {}; data: {}", t.steps,
-                 t.global_batch, job.model.sequence, trainer.split().accumulation, trainer.split().micro_batch,
-                 data.description());
+                 t.global_batch, job_.model.sequence, trainer_.split().accumulation, trainer_.split().micro_batch,
+                 data_.description());
     spdlog::info("train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s), memory {:.3f} MiB/rank",
-                 cost.step_s(), cost.compute_s, cost.comm_total_s(), static_cast<double>(memory.total()) / 1048576.0);
-    spdlog::info(
-        "train: recompute {} ({}){}", recompute_name(*plan.recompute), recompute_why,
-        cost.recompute_flops > 0
-            ? fmt::format(": the backward reruns {} block(s) per micro-batch, +{:.1f}% FLOPs",
-                          recomputed_blocks(job.model, *plan.recompute), 100.0 * cost.recompute_flops / cost.flops)
-            : std::string());
-    spdlog::info("train: communication per step per rank: {}", comm_summary(volume));
+                 prediction.cost.step_s(), prediction.cost.compute_s, prediction.cost.comm_total_s(),
+                 static_cast<double>(prediction.memory.total()) / 1048576.0);
+    const Recompute mode = *decided_.plan.recompute;
+    spdlog::info("train: recompute {} ({}){}", recompute_name(mode), decided_.recompute_why,
+                 prediction.cost.recompute_flops > 0
+                     ? fmt::format(": the backward reruns {} block(s) per micro-batch, +{:.1f}% FLOPs",
+                                   recomputed_blocks(job_.model, mode),
+                                   100.0 * prediction.cost.recompute_flops / prediction.cost.flops)
+                     : std::string());
+    spdlog::info("train: communication per step per rank: {}", comm_summary(prediction.volume));
     spdlog::info("train: overlap {}",
                  t.overlap_comm ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
                                   "beside compute (training.overlap_comm = false turns it off)"
                                 : "off: every collective is waited for where it is issued (training.overlap_comm)");
-    spdlog::info("train: metrics in {}", metrics->path().string());
+    spdlog::info("train: metrics in {}", metrics_->path().string());
   }
 
-  // NCCL delivers a collective's record when the host sees it finish: wait for the startup
-  // collectives before clearing, and for the last step's before reading.
-  grid.synchronize();
-  grid.reset_counters();
-  const auto start = Clock::now();
-  double tokens_per_s_sum = 0, mfu_sum = 0;
-  int64_t steps_run = 0;
-  while (trainer.step() < t.steps) {
-    const auto step_start = Clock::now();
-    const double lr = trainer.learning_rate_of(trainer.step());
-    const bool stop_vote = options.stop_requested && options.stop_requested();
-    const StepReport report = trainer.train_step(stop_vote);
-    checkpoint.poll();  // a failed background save stops the run here, at the next step
-    const double step_s = seconds_since(step_start);
-    ++steps_run;
-    result.last_loss = report.loss;
-    if (steps_run == 1) {
-      startup.mark("first_step");
-      if (lead) spdlog::info("startup: seconds after process start: {}", startup.describe());
-    }
+  // Trains to training.steps, or until the ranks agree to stop (a preemption signal): each
+  // step is measured, rank 0 logs and records it, and every checkpoint.interval steps a
+  // save starts in the background. Returns what the loop measured.
+  LoopTotals train_steps(const Prediction& prediction, TrainingRunResult& result) {
+    const TrainingConfig& t = job_.training;
+    const double global_tokens = static_cast<double>(t.global_batch) * job_.model.sequence;
+    LoopTotals totals;
+    // NCCL delivers a collective's record when the host sees it finish: wait for the startup
+    // collectives before clearing, and for the last step's before reading.
+    grid_.synchronize();
+    grid_.reset_counters();
+    const auto start = Clock::now();
+    while (trainer_.step() < t.steps) {
+      const auto step_start = Clock::now();
+      const double lr = trainer_.learning_rate_of(trainer_.step());
+      const bool stop_vote = options_.stop_requested && options_.stop_requested();
+      const StepReport report = trainer_.train_step(stop_vote);
+      checkpoint_.poll();  // a failed background save stops the run here, at the next step
+      const double step_s = seconds_since(step_start);
+      ++totals.steps_run;
+      result.last_loss = report.loss;
+      if (totals.steps_run == 1) {
+        startup_.mark("first_step");
+        if (lead_) spdlog::info("startup: seconds after process start: {}", startup_.describe());
+      }
 
-    StepMetrics m;
-    m.step = trainer.step();
-    m.loss = report.loss;
-    m.lr = lr;
-    m.grad_norm = report.grad_norm;
-    m.step_s = step_s;
-    m.tokens_per_s = global_tokens / step_s;
-    m.flops_per_s = cost.flops / step_s;
-    m.mfu = m.flops_per_s / plan.machine.peak_flops;
-    m.predicted_step_s = cost.step_s();
-    m.elapsed_s = seconds_since(start);
-    m.data_cursor = trainer.data_cursor();
-    tokens_per_s_sum += m.tokens_per_s;
-    mfu_sum += m.mfu;
-    if (lead) {
-      metrics->write(m);
-      const bool last = m.step == t.steps || report.stop;
-      if (m.step % job.run.log_interval == 0 || m.step == result.start_step + 1 || last) {
-        const double eta = m.elapsed_s / static_cast<double>(steps_run) * static_cast<double>(t.steps - m.step);
-        spdlog::info(
-            "step {}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | {:.2f} GFLOP/s/rank (MFU "
-            "{:.1f}%) | step {:.3f} s (predicted {:.3f}) | ETA {}",
-            m.step, t.steps, m.loss, lr, m.grad_norm, m.tokens_per_s, m.flops_per_s / 1e9, 100.0 * m.mfu, step_s,
-            m.predicted_step_s, duration_text(eta));
+      StepMetrics m;
+      m.step = trainer_.step();
+      m.loss = report.loss;
+      m.lr = lr;
+      m.grad_norm = report.grad_norm;
+      m.step_s = step_s;
+      m.tokens_per_s = global_tokens / step_s;
+      m.flops_per_s = prediction.cost.flops / step_s;
+      m.mfu = m.flops_per_s / decided_.plan.machine.peak_flops;
+      m.predicted_step_s = prediction.cost.step_s();
+      m.elapsed_s = seconds_since(start);
+      m.data_cursor = trainer_.data_cursor();
+      totals.tokens_per_s_sum += m.tokens_per_s;
+      totals.mfu_sum += m.mfu;
+      if (lead_) record_step(m, m.step == t.steps || report.stop, totals.steps_run, result.start_step);
+
+      if (report.stop) {
+        result.preempted = trainer_.step() < t.steps;
+        if (lead_) spdlog::warn("train: stop requested (preemption signal); saving step {}", trainer_.step());
+        break;
+      }
+      if (job_.checkpoint.interval > 0 && trainer_.step() % job_.checkpoint.interval == 0 &&
+          trainer_.step() < t.steps) {
+        const auto stall = checkpoint_.save(lr);
+        if (lead_)
+          spdlog::info("checkpoint: saving step {} in the background (training paused {:.1f} ms)", trainer_.step(),
+                       std::chrono::duration<double, std::milli>(stall).count());
       }
     }
+    grid_.synchronize();
+    totals.counted = grid_.counters();
+    return totals;
+  }
 
-    if (report.stop) {
-      result.preempted = trainer.step() < t.steps;
-      if (lead) spdlog::warn("train: stop requested (preemption signal); saving step {}", trainer.step());
-      break;
-    }
-    if (job.checkpoint.interval > 0 && trainer.step() % job.checkpoint.interval == 0 && trainer.step() < t.steps) {
-      const auto stall = checkpoint.save(lr);
-      if (lead)
-        spdlog::info("checkpoint: saving step {} in the background (training paused {:.1f} ms)", trainer.step(),
-                     std::chrono::duration<double, std::milli>(stall).count());
+  // Rank 0: appends a step to metrics.jsonl, and logs it every run.log_interval steps, at
+  // the first step of this run and at the last.
+  void record_step(const StepMetrics& m, bool last, int64_t steps_run, int64_t start_step) {
+    const TrainingConfig& t = job_.training;
+    metrics_->write(m);
+    if (m.step % job_.run.log_interval == 0 || m.step == start_step + 1 || last) {
+      const double eta = m.elapsed_s / static_cast<double>(steps_run) * static_cast<double>(t.steps - m.step);
+      spdlog::info(
+          "step {}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | {:.2f} GFLOP/s/rank (MFU "
+          "{:.1f}%) | step {:.3f} s (predicted {:.3f}) | ETA {}",
+          m.step, t.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.flops_per_s / 1e9, 100.0 * m.mfu, m.step_s,
+          m.predicted_step_s, duration_text(eta));
     }
   }
-  grid.synchronize();
-  const CommCounters counted = grid.counters();
-  result.end_step = trainer.step();
 
   // The final save: at the end of training or on a stop vote. Every rank waits for its shard
   // and rank 0 for the commit; the barrier keeps any rank from exiting (and a launcher from
   // stopping the others) before the step is committed.
-  if (steps_run > 0) {
-    checkpoint.save(trainer.learning_rate_of(trainer.step() - 1));
-    checkpoint.wait();
+  void save_final(int64_t steps_run) {
+    if (steps_run > 0) {
+      checkpoint_.save(trainer_.learning_rate_of(trainer_.step() - 1));
+      checkpoint_.wait();
+    }
+    world_.barrier();
+    if (lead_ && steps_run > 0)
+      spdlog::info("checkpoint: step {} committed in {}", trainer_.step(), job_.checkpoint.dir);
   }
-  world.barrier();
-  if (lead && steps_run > 0) spdlog::info("checkpoint: step {} committed in {}", trainer.step(), job.checkpoint.dir);
 
-  // Bytes moved against the layout model, on every rank; failures summed over ranks.
-  const auto mismatches = comm_mismatches(counted, volume, steps_run);
-  for (const auto& m : mismatches) spdlog::error("communication: {} (layout model mismatch)", m);
-  const MemorySample mem = memory_sample();
-  const double model_bytes = static_cast<double>(mem.peak_bytes - baseline);
-  // The layout model predicts device memory; on the CPU backend the host copy an
-  // asynchronous save keeps (this rank's share of parameters and moments) is in the RSS too.
-  const double staging = backend.device_is_host() ? static_cast<double>(checkpoint.staged_bytes()) : 0.0;
-  const double predicted = static_cast<double>(memory.total()) + staging;
-  if (backend.device_is_host()) {
-    spdlog::info(
-        "memory: rank {} peak RSS {:.1f} MiB = {:.1f} MiB before training + {:.1f} MiB for training; "
-        "predicted {:.1f} MiB = layout model {:.1f} + checkpoint staging {:.1f} ({:.0f}% of predicted){}",
-        world.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0, static_cast<double>(baseline) / 1048576.0,
-        model_bytes / 1048576.0, predicted / 1048576.0, static_cast<double>(memory.total()) / 1048576.0,
-        staging / 1048576.0, 100.0 * model_bytes / predicted,
-        !peak_reset                    ? " (peak not resettable here: includes earlier peaks)"
-        : predicted < 16.0 * 1048576.0 ? " (below ~16 MiB, libraries' fixed buffers of a few MiB dominate)"
-                                       : "");
-  } else {
-    // The training state is in GPU memory, which the RSS does not show (it holds the host
-    // staging of checkpoints and the driver's buffers instead).
-    spdlog::info(
-        "memory: rank {} host peak RSS {:.1f} MiB ({:.1f} MiB since before training: checkpoint staging, CUDA "
-        "buffers); the layout model predicts {:.1f} MiB of GPU memory per rank (see nvidia-smi)",
-        world.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0, model_bytes / 1048576.0,
-        static_cast<double>(memory.total()) / 1048576.0);
+  // Every rank logs its peak memory beside the layout model's prediction.
+  MemoryUse report_memory(const MemoryEstimate& memory) {
+    const MemorySample mem = memory_sample();
+    MemoryUse use;
+    use.model_bytes = static_cast<double>(mem.peak_bytes - before_.rss_bytes);
+    // The layout model predicts device memory; on the CPU backend the host copy an
+    // asynchronous save keeps (this rank's share of parameters and moments) is in the RSS too.
+    const double staging = backend_.device_is_host() ? static_cast<double>(checkpoint_.staged_bytes()) : 0.0;
+    use.predicted = static_cast<double>(memory.total()) + staging;
+    if (backend_.device_is_host()) {
+      spdlog::info(
+          "memory: rank {} peak RSS {:.1f} MiB = {:.1f} MiB before training + {:.1f} MiB for training; "
+          "predicted {:.1f} MiB = layout model {:.1f} + checkpoint staging {:.1f} ({:.0f}% of predicted){}",
+          world_.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0,
+          static_cast<double>(before_.rss_bytes) / 1048576.0, use.model_bytes / 1048576.0, use.predicted / 1048576.0,
+          static_cast<double>(memory.total()) / 1048576.0, staging / 1048576.0, 100.0 * use.model_bytes / use.predicted,
+          !before_.peak_reset                ? " (peak not resettable here: includes earlier peaks)"
+          : use.predicted < 16.0 * 1048576.0 ? " (below ~16 MiB, libraries' fixed buffers of a few MiB dominate)"
+                                             : "");
+    } else {
+      // The training state is in GPU memory, which the RSS does not show (it holds the host
+      // staging of checkpoints and the driver's buffers instead).
+      spdlog::info(
+          "memory: rank {} host peak RSS {:.1f} MiB ({:.1f} MiB since before training: checkpoint staging, CUDA "
+          "buffers); the layout model predicts {:.1f} MiB of GPU memory per rank (see nvidia-smi)",
+          world_.rank(), static_cast<double>(mem.peak_bytes) / 1048576.0, use.model_bytes / 1048576.0,
+          static_cast<double>(memory.total()) / 1048576.0);
+    }
+    return use;
   }
-  const std::vector<float> all =
-      all_gather_floats(backend, world, {static_cast<float>(mismatches.size()), static_cast<float>(model_bytes)});
-  double failures = 0;
-  RunSummary summary;
-  for (size_t r = 0; r < all.size(); r += 2) {
-    failures += all[r];
-    summary.model_memory_bytes.push_back(all[r + 1]);
-    summary.predicted_memory_bytes.push_back(predicted);
-  }
-  result.comm_bytes_match = failures == 0;
-  if (lead) {
+
+  // The end-of-run report: every rank checks its counted bytes against the layout model and
+  // logs its memory; the failures are summed over ranks, and rank 0 writes
+  // <run.dir>/summary.json and the closing line.
+  void report_end(const Prediction& prediction, const LoopTotals& totals, TrainingRunResult& result) {
+    const int64_t steps_run = totals.steps_run;
+    // Bytes moved against the layout model, on every rank; failures summed over ranks.
+    const auto mismatches = comm_mismatches(totals.counted, prediction.volume, steps_run);
+    for (const auto& m : mismatches) spdlog::error("communication: {} (layout model mismatch)", m);
+    const MemoryUse use = report_memory(prediction.memory);
+    const std::vector<float> all = all_gather_floats(
+        backend_, world_, {static_cast<float>(mismatches.size()), static_cast<float>(use.model_bytes)});
+    double failures = 0;
+    RunSummary summary;
+    for (size_t r = 0; r < all.size(); r += 2) {
+      failures += all[r];
+      summary.model_memory_bytes.push_back(all[r + 1]);
+      summary.predicted_memory_bytes.push_back(use.predicted);
+    }
+    result.comm_bytes_match = failures == 0;
+    if (!lead_) return;
     if (result.comm_bytes_match && steps_run > 0)
       spdlog::info(
           "communication: counted bytes equal the layout model's prediction on every rank, axis and "
           "collective ({} steps)",
           steps_run);
-    summary.layout = format_layout_with_order(layout);
-    summary.layout_origin = options.layout_origin;
-    summary.recompute = recompute_name(*plan.recompute);
+    summary.layout = format_layout_with_order(grid_.layout());
+    summary.layout_origin = options_.layout_origin;
+    summary.recompute = recompute_name(*decided_.plan.recompute);
     summary.start_step = result.start_step;
     summary.end_step = result.end_step;
     summary.preempted = result.preempted;
     summary.last_loss = result.last_loss;
-    summary.tokens_per_s = steps_run > 0 ? tokens_per_s_sum / static_cast<double>(steps_run) : 0;
-    summary.mfu = steps_run > 0 ? mfu_sum / static_cast<double>(steps_run) : 0;
+    summary.tokens_per_s = steps_run > 0 ? totals.tokens_per_s_sum / static_cast<double>(steps_run) : 0;
+    summary.mfu = steps_run > 0 ? totals.mfu_sum / static_cast<double>(steps_run) : 0;
     summary.comm_bytes_match = result.comm_bytes_match;
     summary.comm_mismatches = mismatches;
-    summary.predicted_per_step = volume;
-    summary.comm_s_per_step = comm_seconds_per_step(counted, steps_run);
-    summary.process_start_unix_s = startup.process_start_unix_s();
-    summary.startup_s = startup.phases();
-    write_run_summary(std::filesystem::path(job.run.dir) / "summary.json", summary);
+    summary.predicted_per_step = prediction.volume;
+    summary.comm_s_per_step = comm_seconds_per_step(totals.counted, steps_run);
+    summary.process_start_unix_s = startup_.process_start_unix_s();
+    summary.startup_s = startup_.phases();
+    write_run_summary(std::filesystem::path(job_.run.dir) / "summary.json", summary);
     spdlog::info("train: {} at step {}/{}, loss {:.4f}, {:.0f} tok/s, MFU {:.1f}% (summary in {}/summary.json)",
-                 result.preempted ? "stopped for preemption" : "done", result.end_step, t.steps, result.last_loss,
-                 summary.tokens_per_s, 100.0 * summary.mfu, job.run.dir);
+                 result.preempted ? "stopped for preemption" : "done", result.end_step, job_.training.steps,
+                 result.last_loss, summary.tokens_per_s, 100.0 * summary.mfu, job_.run.dir);
   }
-  return result;
+
+  Backend& backend_;
+  CommGrid& grid_;
+  Communicator& world_;
+  const JobConfig& job_;
+  const TokenData& data_;
+  const TrainingRunOptions& options_;
+  const bool lead_;  // rank 0 narrates, writes metrics.jsonl and summary.json
+  StartupTimes startup_;
+  const DecidedPlan decided_;
+  const std::optional<DirectoryLock> lock_;  // held until the run returns
+  const MemoryBaseline before_;
+  Trainer trainer_;
+  TrainingCheckpoint checkpoint_;
+  std::unique_ptr<MetricsLog> metrics_;  // rank 0's, once training starts
+};
+
+}  // namespace
+
+TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
+                               const TrainingRunOptions& options) {
+  return TrainingRun(backend, grid, job, data, options).run();
 }
 
 }  // namespace axonn
