@@ -28,7 +28,7 @@ class SoloExchange final : public Exchange {
 
 // The step both sides time: AdamW (lr 3e-4 in warm-up, decay 0.1), clipping at 1.0, a
 // schedule that never ends during a benchmark, no activation recomputation (as PyTorch's
-// side). `source` names the benchmark in messages.
+// side), the optimizer unsharded (one rank). `source` names the benchmark in messages.
 inline JobConfig bench_train_job(const std::string& source, const ModelShape& shape, int batch, int micro_batch,
                                  Recompute recompute = Recompute::none) {
   JobConfig job;
@@ -42,6 +42,7 @@ inline JobConfig bench_train_job(const std::string& source, const ModelShape& sh
   job.training.weight_decay = 0.1;
   job.training.grad_clip = 1.0;
   job.training.recompute = recompute;
+  job.training.shard_optimizer = false;  // one rank: nothing to shard
   return job;
 }
 

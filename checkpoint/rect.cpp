@@ -31,6 +31,49 @@ std::optional<Rect> intersect(const Rect& a, const Rect& b) {
   return r;
 }
 
+namespace {
+
+// Elements [a, b) of the sub-box of `rect` whose dimensions before d are fixed at `at`
+// (offsets relative to rect) and from d on are whole; `base` is the sub-box's first element.
+void flat_range(const Rect& rect, std::vector<int64_t>& at, size_t d, int64_t a, int64_t b, int64_t base,
+                std::vector<FlatRect>& out) {
+  int64_t row = 1;  // elements per index of dimension d
+  for (size_t k = d + 1; k < rect.count.size(); ++k) row *= rect.count[k];
+  auto whole = [&](int64_t first, int64_t last) {  // indices [first, last) of dimension d, the rest whole
+    FlatRect f;
+    f.begin = base + first * row;
+    for (size_t k = 0; k < rect.count.size(); ++k) {
+      f.rect.offset.push_back(rect.offset[k] + (k < d ? at[k] : k == d ? first : 0));
+      f.rect.count.push_back(k < d ? 1 : k == d ? last - first : rect.count[k]);
+    }
+    out.push_back(std::move(f));
+  };
+  auto part = [&](int64_t index, int64_t from, int64_t to) {  // within index `index` of dimension d
+    at[d] = index;
+    flat_range(rect, at, d + 1, from, to, base + index * row, out);
+  };
+  int64_t first = a / row;
+  const int64_t last = b / row;
+  if (first == last) return part(first, a - first * row, b - first * row);
+  if (a % row != 0) part(first++, a % row, row);
+  if (first < last) whole(first, last);
+  if (b % row != 0) part(last, 0, b % row);
+}
+
+}  // namespace
+
+std::vector<FlatRect> flat_range_rects(const Rect& rect, int64_t begin, int64_t end) {
+  const int64_t n = element_count(rect);
+  if (begin < 0 || end > n)
+    throw std::invalid_argument("flat_range_rects: elements [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") are outside " + rect_string(rect) + " (" + std::to_string(n) + " elements)");
+  std::vector<FlatRect> out;
+  if (begin >= end || rect.count.empty()) return out;
+  std::vector<int64_t> at(rect.count.size(), 0);
+  flat_range(rect, at, 0, begin, end, 0, out);
+  return out;
+}
+
 bool contains(const Rect& outer, const Rect& inner) {
   if (outer.offset.size() != inner.offset.size()) return false;
   for (size_t d = 0; d < outer.offset.size(); ++d) {

@@ -22,6 +22,16 @@ int64_t element_count(const std::vector<int64_t>& shape);
 // The overlap of two rectangles of the same rank, or nullopt when they do not overlap.
 std::optional<Rect> intersect(const Rect& a, const Rect& b);
 bool contains(const Rect& outer, const Rect& inner);
+// Elements [begin, end) of `rect` in its row-major order as rectangles of the same tensor,
+// in that order, each of whose elements are consecutive in it (so a row-major buffer of
+// `rect` holds each one at `begin` elements in, contiguous). At most 2(rank - 1) + 1 of them:
+// a partial row, whole rows, a partial row, recursively. Empty when begin >= end; throws
+// std::invalid_argument when the range is outside [0, element_count(rect)].
+struct FlatRect {
+  Rect rect;
+  int64_t begin = 0;  // its first element's position in `rect`'s row-major order
+};
+std::vector<FlatRect> flat_range_rects(const Rect& rect, int64_t begin, int64_t end);
 // Throws std::invalid_argument unless rect lies inside global_shape with positive counts
 // and matching rank; `what` names the tensor in the message.
 void validate_rect(const std::vector<int64_t>& global_shape, const Rect& rect, const std::string& what);

@@ -45,9 +45,12 @@ class Communicator {
 
   // In place: buf (count) <- sum over the group.
   virtual void all_reduce(void* buf, size_t count, ElementType type) = 0;
-  // in (count) from every rank -> out (count * size), rank r's block at r * count.
+  // in (count) from every rank -> out (count * size), rank r's block at r * count. In place
+  // when in is out's block r.
   virtual void all_gather(const void* in, void* out, size_t count, ElementType type) = 0;
-  // in (count * size) -> out (count): block r of the sum over the group, on rank r.
+  // in (count * size) -> out (count): block r of the sum over the group, on rank r. In place
+  // when out is in's block r; the other blocks of `in` may then be overwritten (with partial
+  // sums on Gloo), as NCCL allows.
   virtual void reduce_scatter(const void* in, void* out, size_t count, ElementType type) = 0;
   // buf (count) <- root's buf.
   virtual void broadcast(void* buf, size_t count, int root, ElementType type) = 0;

@@ -168,8 +168,10 @@ void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, E
   const size_t block = count * element_size(type);
   run(CollectiveKind::all_gather, block * members_.size(), [&] {
     gloo::AllgatherOptions opts(context_);
-    // Gloo copies the input into the output's own block itself.
-    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), block);
+    // Gloo copies the input into the output's own block itself; in place (the input is that
+    // block already) it is given no input, which is Gloo's in-place call.
+    if (in != static_cast<const char*>(out) + block * static_cast<size_t>(rank_))
+      opts.setInput(const_cast<char*>(static_cast<const char*>(in)), block);
     opts.setOutput(static_cast<char*>(out), block * members_.size());
     opts.setTag(next_tag());
     opts.setTimeout(timeout_);
@@ -180,6 +182,10 @@ void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, E
 // Ring reduce-scatter over unbound buffers: at step s (0..n-2) rank r sends its running
 // sum of block (r-s-1) mod n to the right and adds the left's sum of block (r-s-2) mod n;
 // after n-1 steps it holds the full sum of block r. Each rank sends (n-1)/n of the input.
+// Block b is therefore summed in ring order from rank b+1: ((x_{b+1} + x_{b+2}) + ...) + x_b.
+// The running sums live in a copy of the input, or, in place (out is the input's block r),
+// in the input itself, whose other blocks are then left holding partial sums; either way
+// the scratch holds one received block besides.
 void GlooCommunicator::reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
   finish_started();
   reduce_scatter_now(in, out, count, type);
@@ -189,10 +195,11 @@ void GlooCommunicator::reduce_scatter_now(const void* in, void* out, size_t coun
   const size_t block = count * element_size(type);
   const int n = size();
   run(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n), [&] {
-    scratch_.resize(block * static_cast<size_t>(n + 1));
-    char* work = scratch_.data();
-    char* incoming = scratch_.data() + block * static_cast<size_t>(n);
-    std::memcpy(work, in, block * static_cast<size_t>(n));
+    const bool in_place = out == static_cast<const char*>(in) + block * static_cast<size_t>(rank_);
+    scratch_.resize(block * static_cast<size_t>(in_place ? 1 : n + 1));
+    char* incoming = scratch_.data();
+    char* work = in_place ? static_cast<char*>(out) - block * static_cast<size_t>(rank_) : scratch_.data() + block;
+    if (!in_place) std::memcpy(work, in, block * static_cast<size_t>(n));
     const int right = (rank_ + 1) % n;
     const int left = (rank_ + n - 1) % n;
     const uint64_t tag = next_tag();
@@ -208,7 +215,7 @@ void GlooCommunicator::reduce_scatter_now(const void* in, void* out, size_t coun
       send_buf->waitSend(timeout_);
       add_into(work + block * static_cast<size_t>(recv_block), incoming, count, type);
     }
-    std::memcpy(out, work + block * static_cast<size_t>(rank_), block);
+    if (!in_place) std::memcpy(out, work + block * static_cast<size_t>(rank_), block);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <gloo/context.h>
 #include <gloo/transport/pair.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/bfloat16.hpp"
@@ -76,11 +77,22 @@ void GlooSmallCollectives::all_reduce(void* buf, size_t count, ElementType type)
     return r == context_->rank ? outgoing_.data() : incoming_[static_cast<size_t>(r)].data();
   };
   if (type == ElementType::float32) {
+    // In the ring reduce-scatter's order (gloo_communicator.cpp): element i of block b (blocks
+    // of ceil(count / n), the last one shorter) is ((x_{b+1} + x_{b+2}) + ...) + x_b, ranks
+    // modulo n. So an all-reduce here has the bits of a reduce-scatter and an all-gather of the
+    // same buffer (the optimizer sharded over data, gradient_sync.hpp).
     auto* out = static_cast<float*>(buf);
-    std::memcpy(out, part(0), bytes);
-    for (int r = 1; r < context_->size; ++r) {
-      const auto* in = static_cast<const float*>(part(r));
-      for (size_t i = 0; i < count; ++i) out[i] += in[i];
+    const int n = context_->size;
+    const size_t block = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+    for (int b = 0; b < n; ++b) {
+      const size_t begin = std::min(count, static_cast<size_t>(b) * block);
+      const size_t end = std::min(count, begin + block);
+      const int first = (b + 1) % n;
+      std::memcpy(out + begin, static_cast<const float*>(part(first)) + begin, (end - begin) * sizeof(float));
+      for (int k = 2; k <= n; ++k) {
+        const auto* in = static_cast<const float*>(part((b + k) % n));
+        for (size_t i = begin; i < end; ++i) out[i] += in[i];
+      }
     }
   } else {
     // Summed in float32 and rounded once, the same on every rank.

@@ -5,8 +5,10 @@
 // Gloo's ring all-reduce takes 2(n-1) dependent steps, each a rendezvous of three messages
 // (send-ready, receive-ready, data) handed between the caller's thread and Gloo's event
 // loop thread; with 4 ranks on 2 cores that is ~5 ms per call whatever the size. Here
-// every rank writes its whole buffer to every peer at once and sums what it reads, in rank
-// order, so every rank computes bitwise the same result: one message latency, n-1 writes
+// every rank writes its whole buffer to every peer at once and sums what it reads, in a fixed
+// order per element (the ring reduce-scatter's: gloo_small.cpp), so every rank computes
+// bitwise the same result, and the bits of a reduce-scatter and an all-gather of the same
+// buffer: one message latency, n-1 writes
 // and n-1 reads per rank, on a second set of pairs in Gloo's synchronous mode (the caller's
 // thread does the socket reads and writes itself, no hand-off). Each rank sends (n-1) x
 // size instead of the ring's 2(n-1)/n x size, which is why it is only for small sizes.
@@ -36,7 +38,8 @@ class GlooSmallCollectives {
   ~GlooSmallCollectives();
 
   size_t capacity() const { return capacity_; }
-  // buf (count, count * element_size <= capacity) <- sum over the group, in rank order.
+  // buf (count, count * element_size <= capacity) <- sum over the group: float32 in the ring
+  // reduce-scatter's order per element, bfloat16 in rank order in float32, rounded once.
   // Gloo's read/write timeouts (the context's) bound each wait; errors are gloo::Exception,
   // naming the world rank that did not arrive or whose connection failed.
   void all_reduce(void* buf, size_t count, ElementType type);

@@ -75,6 +75,7 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     c.recompute.reset();
     for (Recompute mode : kRecomputeModes)
       if (recompute == recompute_name(mode)) c.recompute = mode;
+    c.shard_optimizer = t.boolean_or_auto("shard_optimizer", c.shard_optimizer);
     t.finish();
   }
   {
@@ -108,6 +109,10 @@ std::string recompute_setting_name(const std::optional<Recompute>& recompute) {
   return recompute ? recompute_name(*recompute) : "auto";
 }
 
+std::string shard_setting_name(const std::optional<bool>& shard_optimizer) {
+  return shard_optimizer ? (*shard_optimizer ? "true" : "false") : "auto";
+}
+
 int preempt_signal_number(const std::string& name) {
   if (name == "USR1") return SIGUSR1;
   if (name == "USR2") return SIGUSR2;
@@ -134,6 +139,7 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   in.model = job.model;
   in.batch = {job.training.global_batch, job.training.micro_batch, job.training.dtype};
   in.recompute = job.training.recompute;
+  in.shard_optimizer = job.training.shard_optimizer;
   in.overlap_comm = job.training.overlap_comm;
   Machine& m = in.machine;
   m.nodes = nodes;

@@ -47,6 +47,11 @@ struct TrainingConfig {
   // "auto" (unset): the layout model picks per layout the least recomputation that fits in
   // the site's memory (resolved_recompute). Either way the results are bit for bit the same.
   std::optional<Recompute> recompute;
+  // Optimizer state sharded over the data axis (ZeRO stage 1; layout_inputs.hpp, MemoryModes):
+  // true, false, or "auto" (unset): the layout model shards where that makes the layout fit,
+  // or fit with less recomputation (resolved_modes). Either way the same losses and weights,
+  // up to the summation order of the gradient reduce-scatter (docs/parallel-plan.md).
+  std::optional<bool> shard_optimizer;
 };
 
 struct DataConfig {
@@ -81,6 +86,8 @@ struct JobConfig {
 
 // "auto" for unset, else recompute_name.
 std::string recompute_setting_name(const std::optional<Recompute>& recompute);
+// "auto" for unset, else "true" or "false".
+std::string shard_setting_name(const std::optional<bool>& shard_optimizer);
 
 // SIGUSR1, SIGUSR2, SIGHUP for "USR1", "USR2", "HUP" (run.preempt_signal's values).
 int preempt_signal_number(const std::string& name);

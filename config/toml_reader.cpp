@@ -104,6 +104,16 @@ bool TomlReader::boolean(const std::string& key, bool fallback) {
   return *v;
 }
 
+std::optional<bool> TomlReader::boolean_or_auto(const std::string& key, std::optional<bool> fallback) {
+  const toml::node* node = find(key);
+  if (!node) return fallback;
+  if (const auto v = node->value_exact<bool>()) return *v;
+  if (const auto v = node->value_exact<std::string>(); v && *v == "auto") return std::nullopt;
+  fail(*node, key,
+       "must be true, false or \"auto\", got " +
+           (node->is_string() ? "\"" + *node->value_exact<std::string>() + "\"" : type_name(*node)));
+}
+
 std::string TomlReader::string(const std::string& key, const std::string& fallback,
                                const std::vector<std::string>& allowed) {
   const toml::node* node = find(key);

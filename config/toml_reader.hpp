@@ -22,6 +22,8 @@ class TomlReader {
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max);
   double number(const std::string& key, double fallback, double min, double max);  // int or float
   bool boolean(const std::string& key, bool fallback);
+  // true, false, or the string "auto" (nullopt).
+  std::optional<bool> boolean_or_auto(const std::string& key, std::optional<bool> fallback);
   std::string string(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed = {});
   std::vector<int64_t> integers(const std::string& key, int64_t min, int64_t max);
   // An array of arrays of strings ([["a", "b"], ["c"]]); each string with its "file:line:column: ".

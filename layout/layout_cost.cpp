@@ -85,10 +85,11 @@ double recompute_flops_per_rank(const ChooserInput& input, const Layout& g, Reco
 }
 
 CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const StepVolume& volume) {
-  return estimate_cost(input, g, volume, resolved_recompute(input, g));
+  return estimate_cost(input, g, volume, resolved_modes(input, g));
 }
 
-CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const StepVolume& volume, Recompute mode) {
+CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const StepVolume& volume, MemoryModes modes) {
+  const Recompute mode = modes.recompute;
   CostEstimate c;
   c.recompute = mode;
   c.flops = flops_per_rank(input, g);

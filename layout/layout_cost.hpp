@@ -46,9 +46,11 @@ double flops_per_rank(const ChooserInput& input, const Layout& layout);
 // block: qkv, attn.proj and mlp.fc), plus the attention forward 4*mb*(H/G_y)*T^2*(C/H).
 double recompute_flops_per_rank(const ChooserInput& input, const Layout& layout, Recompute mode);
 
-// The volume must be predict_step_volume's at the same mode.
-CostEstimate estimate_cost(const ChooserInput& input, const Layout& layout, const StepVolume& volume, Recompute mode);
-// At the mode this job runs at this layout (resolved_recompute).
+// The volume must be predict_step_volume's at the same modes (optimizer sharding changes
+// only the volume: the data axis's reduce-scatters and all-gathers instead of all-reduces).
+CostEstimate estimate_cost(const ChooserInput& input, const Layout& layout, const StepVolume& volume,
+                           MemoryModes modes);
+// At the modes this job runs at this layout (resolved_modes).
 CostEstimate estimate_cost(const ChooserInput& input, const Layout& layout, const StepVolume& volume);
 
 }  // namespace axonn

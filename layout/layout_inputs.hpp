@@ -50,6 +50,21 @@ constexpr const char* recompute_name(Recompute mode) {
   return mode == Recompute::none ? "none" : mode == Recompute::attention ? "attention" : "block";
 }
 
+// The memory-saving choices one layout runs with: activation recomputation, and optimizer
+// state sharded over the data axis (training.shard_optimizer, ZeRO stage 1): each of the
+// G_data ranks that hold a replica of a parameter shard keeps the AdamW moments (and, in a
+// bfloat16 job, the float32 master weights) of 1/G_data of it; the data all-reduce of the
+// gradients becomes a reduce-scatter, and the updated weights are all-gathered. With
+// G_data = 1 there is nothing to shard: shard_optimizer then means the same as false.
+struct MemoryModes {
+  Recompute recompute = Recompute::none;
+  bool shard_optimizer = false;
+  MemoryModes() = default;
+  // Implicit: a recompute mode alone is that mode, unsharded.
+  MemoryModes(Recompute mode, bool shard = false) : recompute(mode), shard_optimizer(shard) {}  // NOLINT
+  bool operator==(const MemoryModes&) const = default;
+};
+
 // One network tier: alpha-beta model of a point-to-point link.
 struct Link {
   double bandwidth_bytes_per_s = 0;  // per GPU, one direction
@@ -84,8 +99,13 @@ struct ChooserInput {
   Machine machine;
   Policy policy;
   // training.recompute: a mode, or unset for "auto": per layout the least recomputation
-  // that fits in memory (resolved_recompute, layout_memory.hpp).
+  // that fits in memory (resolved_modes, layout_memory.hpp).
   std::optional<Recompute> recompute;
+  // training.shard_optimizer: true, false, or unset for "auto": per layout, sharded when
+  // that is what makes the layout fit, or fit with less recomputation (resolved_modes,
+  // layout_memory.hpp); otherwise not, since the all-gather after the optimizer step, unlike
+  // the all-reduce it halves, is not hidden behind the backward.
+  std::optional<bool> shard_optimizer;
   // training.overlap_comm: with block recomputation, the next block's z all-gathers run
   // beside the current block, so two blocks' gathered weights are held instead of one.
   bool overlap_comm = true;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "layout/model_plan.hpp"
 
@@ -62,15 +64,20 @@ std::string gib(double bytes) {
 
 }  // namespace
 
-MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g, Recompute mode) {
+MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g, MemoryModes modes) {
+  const Recompute mode = modes.recompute;
   const int64_t e = element_size(input.batch.dtype);
-  const ParameterCount p = parameters_per_rank(input.model, g);
+  const bool shard = shards_optimizer(g, modes.shard_optimizer);
+  const ShardedCount p = sharded_count(input.model, g, shard);
   const BatchSplit split = batch_split(input.model, input.batch, g);
   MemoryEstimate mem;
   mem.recompute = mode;
-  mem.parameters = p.total() * e;
-  // gradient (float32), Adam m and v (float32), master weights (float32) when e = 2.
-  mem.optimizer = p.total() * (4 + 4 + 4 + (e == 2 ? 4 : 0));
+  mem.shard_optimizer = shard;
+  mem.parameters = p.stored * e;
+  // The gradients (float32) of every parameter; Adam m and v (float32) and, when e = 2, the
+  // float32 master weights of the parameters this rank's optimizer state covers: all of them,
+  // or sharded its pieces.
+  mem.optimizer = p.stored * 4 + p.owned * (4 + 4 + (e == 2 ? 4 : 0));
   if (g.z > 1) {
     // Two dW blocks take turns (trainer/model/grad_scatter.hpp): one the largest of any
     // layer, one the largest of the block layers (the head's is the last).
@@ -97,46 +104,112 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g, Recom
 }
 
 MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g) {
-  return estimate_memory(input, g, resolved_recompute(input, g));
+  return estimate_memory(input, g, resolved_modes(input, g));
 }
 
 double usable_memory(const Machine& machine) { return machine.memory_bytes * (1.0 - machine.memory_headroom); }
 
-Recompute resolved_recompute(const ChooserInput& input, const Layout& g) {
-  if (input.recompute) return *input.recompute;
-  const double usable = usable_memory(input.machine);
-  for (Recompute mode : kRecomputeModes)
-    if (static_cast<double>(estimate_memory(input, g, mode).total()) <= usable) return mode;
-  return Recompute::block;
+namespace {
+
+// The modes "auto" tries at `g`, in order (resolved_modes).
+std::vector<MemoryModes> modes_to_try(const ChooserInput& input, const Layout& g) {
+  std::vector<Recompute> recomputes(kRecomputeModes.begin(), kRecomputeModes.end());
+  if (input.recompute) recomputes = {*input.recompute};
+  std::vector<bool> shards = {false, true};
+  if (input.shard_optimizer) shards = {*input.shard_optimizer};
+  std::vector<MemoryModes> out;
+  for (Recompute r : recomputes)
+    for (bool shard : shards)
+      if (!shard || g.data > 1 || shards.size() == 1) out.push_back({r, shards_optimizer(g, shard)});
+  return out;
 }
+
+double need_at(const ChooserInput& input, const Layout& g, MemoryModes modes) {
+  return static_cast<double>(estimate_memory(input, g, modes).total());
+}
+
+}  // namespace
+
+MemoryModes resolved_modes(const ChooserInput& input, const Layout& g) {
+  const std::vector<MemoryModes> tries = modes_to_try(input, g);
+  const double usable = usable_memory(input.machine);
+  for (const MemoryModes& m : tries)
+    if (need_at(input, g, m) <= usable) return m;
+  return tries.back();
+}
+
+Recompute resolved_recompute(const ChooserInput& input, const Layout& g) { return resolved_modes(input, g).recompute; }
 
 std::string recompute_reason(const ChooserInput& input, const Layout& g) {
   if (input.recompute) return std::string("training.recompute = ") + recompute_name(*input.recompute);
   const double usable = usable_memory(input.machine);
   std::string tried;  // the modes that do not fit, with what they need
-  for (Recompute mode : kRecomputeModes) {
-    const double need = static_cast<double>(estimate_memory(input, g, mode).total());
+  Recompute last = Recompute::none;
+  bool first = true;
+  for (const MemoryModes& m : modes_to_try(input, g)) {
+    const double need = need_at(input, g, m);
+    const bool both = !input.shard_optimizer && g.data > 1;  // each mode tried unsharded, then sharded
     if (need <= usable)
-      return "auto: " + (tried.empty() ? "" : tried + ", more than usable; ") + recompute_name(mode) +
-             " fits: " + gib(need) + " of " + gib(usable) + " usable";
-    tried += (tried.empty() ? "" : ", ") + std::string(recompute_name(mode)) + " needs " + gib(need);
+      return "auto: " + (tried.empty() ? "" : tried + ", more than usable; ") + recompute_name(m.recompute) +
+             (both && m.shard_optimizer ? " fits sharded: " : " fits: ") + gib(need) + " of " + gib(usable) + " usable";
+    if (first || m.recompute != last)
+      tried += (tried.empty() ? "" : ", ") + std::string(recompute_name(m.recompute)) + " needs " + gib(need);
+    else
+      tried += ", " + gib(need) + " sharded";
+    first = false;
+    last = m.recompute;
   }
   return "auto: " + tried + ", each more than the " + gib(usable) + " usable: block, the least";
 }
 
+std::string shard_reason(const ChooserInput& input, const Layout& g) {
+  const std::string setting =
+      input.shard_optimizer ? std::string("training.shard_optimizer = ") + (*input.shard_optimizer ? "true" : "false")
+                            : "";
+  if (g.data == 1) return (setting.empty() ? "" : setting + ", but ") + "G_data = 1: nothing to shard";
+  if (!setting.empty()) return setting;
+  const MemoryModes chosen = resolved_modes(input, g);
+  const double usable = usable_memory(input.machine);
+  const double off = need_at(input, g, {chosen.recompute, false});
+  const double on = need_at(input, g, {chosen.recompute, true});
+  const std::string at = std::string(" at recompute ") + recompute_name(chosen.recompute);
+  if (chosen.shard_optimizer) {
+    if (on > usable) return "auto: on: nothing fits; sharded" + at + " needs the least, " + gib(on);
+    return "auto: on:" + at + " the optimizer unsharded needs " + gib(off) + ", more than the " + gib(usable) +
+           " usable; sharded " + gib(on) + " fits";
+  }
+  return "auto: off: unsharded fits" + at + " (" + gib(off) + " of " + gib(usable) + " usable); sharding would save " +
+         gib(off - on) +
+         ", but the all-gather of the updated weights after the optimizer step is not hidden behind compute, as "
+         "the all-reduce it halves is behind the backward";
+}
+
 std::string memory_formula(const ChooserInput& input, const Layout& g) {
-  const Recompute mode = resolved_recompute(input, g);
-  const MemoryEstimate mem = estimate_memory(input, g, mode);
+  const MemoryModes modes = resolved_modes(input, g);
+  const Recompute mode = modes.recompute;
+  const MemoryEstimate mem = estimate_memory(input, g, modes);
   const ParameterCount p = parameters_per_rank(input.model, g);
+  const ShardedCount sc = sharded_count(input.model, g, modes.shard_optimizer);
   const BatchSplit split = batch_split(input.model, input.batch, g);
   const int e = static_cast<int>(element_size(input.batch.dtype));
+  const std::string state = std::string("4 adam_m + 4 adam_v") + (e == 2 ? " + 4 master" : "");
   std::string s;
   s += "memory per GPU for layout " + format_layout(g) + " (e = " + std::to_string(e) + " bytes, " +
-       element_type_name(input.batch.dtype) + ", recompute " + recompute_name(mode) + "):\n";
-  s += "  parameters        P_rank*e = (" + std::to_string(p.big) + " sharded + " + std::to_string(p.small) +
-       " small) * " + std::to_string(e) + " = " + gib(static_cast<double>(mem.parameters)) + "\n";
-  s += "  optimizer         P_rank*(4 grad + 4 adam_m + 4 adam_v" + std::string(e == 2 ? " + 4 master" : "") +
-       ") = " + gib(static_cast<double>(mem.optimizer)) + "\n";
+       element_type_name(input.batch.dtype) + ", recompute " + recompute_name(mode) + ", optimizer " +
+       (mem.shard_optimizer ? "sharded over " + std::to_string(g.data) + " data ranks" : std::string("unsharded")) +
+       "):\n";
+  if (mem.shard_optimizer) {
+    s += "  parameters        P_rank*e = (" + std::to_string(p.big) + " sharded + " + std::to_string(p.small) +
+         " small + " + std::to_string(sc.stored - p.total()) + " padding to G_data pieces) * " + std::to_string(e) +
+         " = " + gib(static_cast<double>(mem.parameters)) + "\n";
+    s += "  optimizer         P_rank*4 grad + P_piece*(" + state +
+         "), P_piece = sum of ceil(bucket/G_data) = " + std::to_string(sc.owned) + " = " +
+         gib(static_cast<double>(mem.optimizer)) + "\n";
+  } else {
+    s += "  parameters        P_rank*e = (" + std::to_string(p.big) + " sharded + " + std::to_string(p.small) +
+         " small) * " + std::to_string(e) + " = " + gib(static_cast<double>(mem.parameters)) + "\n";
+    s += "  optimizer         P_rank*(4 grad + " + state + ") = " + gib(static_cast<double>(mem.optimizer)) + "\n";
+  }
   const int64_t held = gathered_weight_blocks(input.model, mode, input.overlap_comm);
   s += "  gathered weights  (" + std::string(held == input.model.layers ? "L" : std::to_string(held)) +
        " blocks' + the head's) k/G_a*n/G_b*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_weights)) +
@@ -155,6 +228,7 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
   s += "  total " + gib(static_cast<double>(mem.total())) + " of " + gib(usable_memory(input.machine)) +
        " usable (memory " + gib(input.machine.memory_bytes) + " less headroom)\n";
   s += "  recompute         " + recompute_reason(input, g) + "\n";
+  s += "  optimizer state   " + shard_reason(input, g) + "\n";
   return s;
 }
 

@@ -79,6 +79,9 @@ std::string why_slower(const Candidate& c, const Candidate& best) {
   // Recomputation is part of its compute and of its z and x bytes: say when it differs.
   if (c.recompute != best.recompute)
     why += std::string("; recompute ") + recompute_name(c.recompute) + " vs " + recompute_name(best.recompute);
+  if (c.shard_optimizer != best.shard_optimizer)
+    why += std::string("; optimizer ") + (c.shard_optimizer ? "sharded" : "unsharded") + " vs " +
+           (best.shard_optimizer ? "sharded" : "unsharded");
   return why;
 }
 
@@ -125,13 +128,14 @@ bool rejected_before(const Rejection& a, const Rejection& b) {
   return key(a) < key(b);
 }
 
-Candidate evaluate_at(const ChooserInput& input, const Layout& l, Recompute mode) {
+Candidate evaluate_at(const ChooserInput& input, const Layout& l, MemoryModes modes) {
   Candidate c;
   c.layout = l;
-  c.recompute = mode;
-  c.volume = predict_step_volume(input, l, mode);
-  c.memory = estimate_memory(input, l, mode);
-  c.cost = estimate_cost(input, l, c.volume, mode);
+  c.recompute = modes.recompute;
+  c.shard_optimizer = shards_optimizer(l, modes.shard_optimizer);
+  c.volume = predict_step_volume(input, l, modes);
+  c.memory = estimate_memory(input, l, modes);
+  c.cost = estimate_cost(input, l, c.volume, modes);
   return c;
 }
 
@@ -210,17 +214,31 @@ std::string rejection_reason(const ChooserInput& input, const Layout& l) {
   const MemoryEstimate mem = estimate_memory(input, l);
   const double need = static_cast<double>(mem.total());
   const double have = usable_memory(input.machine);
-  if (need > have)
-    return "does not fit in memory: needs " + gib(need) + " per GPU, has " + gib(have) +
-           (input.recompute ? std::string(" (training.recompute = ") + recompute_name(mem.recompute) + ")"
-                            : std::string(" even with recompute block, the least memory"));
+  if (need > have) {
+    // What the job fixed, and what "auto" tried at its least memory.
+    std::vector<std::string> fixed, tried;
+    if (input.recompute)
+      fixed.push_back(std::string("training.recompute = ") + recompute_name(mem.recompute));
+    else
+      tried.push_back("recompute block");
+    if (input.shard_optimizer)
+      fixed.push_back(std::string("training.shard_optimizer = ") + (*input.shard_optimizer ? "true" : "false"));
+    else if (mem.shard_optimizer)
+      tried.push_back("the optimizer sharded");
+    std::string memory = "does not fit in memory: needs " + gib(need) + " per GPU, has " + gib(have);
+    for (size_t i = 0; i < fixed.size(); ++i)
+      memory += (i == 0 ? " (" : ", ") + fixed[i] + (i + 1 == fixed.size() ? ")" : "");
+    for (size_t i = 0; i < tried.size(); ++i)
+      memory += (i == 0 ? " even with " : " and ") + tried[i] + (i + 1 == tried.size() ? ", the least memory" : "");
+    return memory;
+  }
   return "";
 }
 
 bool layout_runs(const ChooserInput& input, const Layout& l) { return !failure(input, l); }
 
 Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {
-  return evaluate_at(input, l, resolved_recompute(input, l));
+  return evaluate_at(input, l, resolved_modes(input, l));
 }
 
 ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates) {
@@ -228,9 +246,9 @@ ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>&
   // Rejection depends on the sizes only, so each size tuple is checked once. It is recorded
   // once, keyed by (data, x, y, z) and carrying its smallest axis order, so the rejected list
   // is the same whatever order the candidates come in.
-  // The recompute mode, like memory, depends on the sizes only.
+  // The modes, like memory, depend on the sizes only.
   std::map<std::array<int, 4>, std::optional<Failure>> checked;
-  std::map<std::array<int, 4>, Recompute> modes;
+  std::map<std::array<int, 4>, MemoryModes> modes;
   std::map<std::array<int, 4>, Layout> rejected;
   std::vector<Candidate> ranked;
   for (const Layout& l : candidates) {
@@ -238,8 +256,8 @@ ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>&
     auto [it, fresh] = checked.try_emplace(sizes);
     if (fresh) it->second = failure(input, l);
     if (!it->second) {
-      auto [mode, first_time] = modes.try_emplace(sizes, Recompute::none);
-      if (first_time) mode->second = resolved_recompute(input, l);
+      auto [mode, first_time] = modes.try_emplace(sizes);
+      if (first_time) mode->second = resolved_modes(input, l);
       ranked.push_back(evaluate_at(input, l, mode->second));
       continue;
     }
@@ -264,7 +282,7 @@ ChooserResult choose_layout(const ChooserInput& input) {
       rejections.push_back(rejection(input, l, *f));
       continue;
     }
-    const Recompute mode = resolved_recompute(input, l);
+    const MemoryModes mode = resolved_modes(input, l);
     for (const auto& order : orders) ranked.push_back(evaluate_at(input, Layout{d, x, y, z, order}, mode));
   }
   return finish(input, std::move(ranked), std::move(rejections));

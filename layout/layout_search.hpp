@@ -26,7 +26,8 @@ std::vector<Layout> enumerate_layouts(int world);
 
 struct Candidate {
   Layout layout;
-  Recompute recompute = Recompute::none;  // resolved_recompute: the job's mode, or auto's pick
+  Recompute recompute = Recompute::none;  // resolved_modes: the job's mode, or auto's pick
+  bool shard_optimizer = false;           // resolved_modes: the optimizer state sharded over data
   StepVolume volume;
   MemoryEstimate memory;
   CostEstimate cost;
@@ -56,14 +57,14 @@ struct ChooserResult {
 std::string policy_problem(const Policy& policy, const Layout& layout);
 
 // Why `layout` cannot run this job ("" when it can): divisibility, policy, then memory (at
-// the job's recompute mode; for "auto" at block, the least memory).
+// the job's modes; for "auto" at the least memory: recompute block, the optimizer sharded).
 std::string rejection_reason(const ChooserInput& input, const Layout& layout);
 
 // rejection_reason(input, layout).empty(), without building the message.
 bool layout_runs(const ChooserInput& input, const Layout& layout);
 
-// Full evaluation of one layout at its recompute mode (resolved_recompute; throws LayoutError
-// if it does not divide the job).
+// Full evaluation of one layout at its modes (resolved_modes; throws LayoutError if it does
+// not divide the job).
 Candidate evaluate_layout(const ChooserInput& input, const Layout& layout);
 
 ChooserResult choose_layout(const ChooserInput& input);

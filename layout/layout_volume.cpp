@@ -62,10 +62,11 @@ std::string describe_collective_types(ElementType dtype) {
 }
 
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
-  return predict_step_volume(input, g, resolved_recompute(input, g));
+  return predict_step_volume(input, g, resolved_modes(input, g));
 }
 
-StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Recompute mode) {
+StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, MemoryModes modes) {
+  const Recompute mode = modes.recompute;
   const ModelShape& model = input.model;
   const BatchSplit split = batch_split(model, input.batch, g);
   const CollectiveTypes types = collective_types(input.batch.dtype);
@@ -118,16 +119,25 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Recom
     v.add(CommAxis::x, K::all_reduce, rerun * 2 * 2, m * stat);  // ln1 and ln2, two stages each
   }
 
-  const ParameterCount params = parameters_per_rank(model, g);
-  v.add(CommAxis::z, K::all_reduce, 1, params.small * grad);
+  const GradientBuckets buckets = gradient_buckets(model, g);
+  v.add(CommAxis::z, K::all_reduce, 1, buckets.small * grad);
   // Over data in buckets (trainer/optim/gradient_sync.hpp): each block's four weight shards,
-  // then the wte shard, then the small tensors; together every gradient once.
-  int64_t block_shards = 0;
-  for (size_t i = 0; i + 1 < shapes.size(); ++i) block_shards += shapes[i].k * shapes[i].n / (int64_t{g.x} * g.y * g.z);
-  const int64_t wte_shard = params.big - model.layers * block_shards;
-  v.add(CommAxis::data, K::all_reduce, model.layers, block_shards * grad);
-  v.add(CommAxis::data, K::all_reduce, 1, wte_shard * grad);
-  v.add(CommAxis::data, K::all_reduce, 1, params.small * grad);
+  // then the wte shard, then the small tensors; together every gradient once. All-reduced;
+  // or, with the optimizer sharded, reduce-scattered (each bucket padded to G_data equal
+  // pieces) and, after AdamW, the updated weights all-gathered: the all-reduce's bytes in two
+  // halves (nccl-tests sizes: the reduce-scatter's input and the all-gather's output are the
+  // bucket) and its time (the ring's (n-1)/n twice for its 2(n-1)/n).
+  if (shards_optimizer(g, modes.shard_optimizer)) {
+    const std::pair<int64_t, int64_t> sharded[] = {{model.layers, buckets.block}, {1, buckets.wte}, {1, buckets.small}};
+    for (const auto& [calls, count] : sharded) {
+      v.add(CommAxis::data, K::reduce_scatter, calls, padded_bucket(count, g.data) * grad);
+      v.add(CommAxis::data, K::all_gather, calls, padded_bucket(count, g.data) * 4);  // float32 weights
+    }
+  } else {
+    v.add(CommAxis::data, K::all_reduce, model.layers, buckets.block * grad);
+    v.add(CommAxis::data, K::all_reduce, 1, buckets.wte * grad);
+    v.add(CommAxis::data, K::all_reduce, 1, buckets.small * grad);
+  }
   v.add(CommAxis::world, K::all_reduce, 1, 4 * stat);
   return v;
 }

@@ -26,7 +26,11 @@
 // Per step:
 //   all_reduce     z : small * 4              gradients of LayerNorm, biases, wpe
 //   all_reduce  data : L calls of one block's weight shards * 4, then the wte shard * 4
-//                      and small * 4: every gradient once, in L + 2 buckets (gradient_sync.hpp)
+//                      and small * 4: every gradient once, in L + 2 buckets (gradient_sync.hpp);
+//                      with the optimizer sharded (MemoryModes) instead, per bucket padded to
+//                      G_data pieces (model_plan.hpp, padded_bucket):
+//   reduce_scatter data : padded bucket * 4    the gradients, each rank summing its piece
+//   all_gather     data : padded bucket * 4    the updated float32 weights, after AdamW
 //   all_reduce world : 4 * 4                  loss sum, token count, squared grad norm, stop votes
 // A collective on a group of one is not made and counts nothing.
 #include <array>
@@ -71,9 +75,9 @@ CollectiveTypes collective_types(ElementType dtype);
 // for `axonn layout --explain`.
 std::string describe_collective_types(ElementType dtype);
 
-// At recomputation `mode`; without it, at the mode this job runs at this layout
-// (resolved_recompute, layout_memory.hpp).
-StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout, Recompute mode);
+// At `modes` (a recompute mode alone: unsharded); without them, at the modes this job runs
+// at this layout (resolved_modes, layout_memory.hpp).
+StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout, MemoryModes modes);
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout);
 
 }  // namespace axonn

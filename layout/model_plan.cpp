@@ -33,6 +33,28 @@ ParameterCount parameters_per_rank(const ModelShape& m, const Layout& g) {
   return p;
 }
 
+GradientBuckets gradient_buckets(const ModelShape& m, const Layout& g) {
+  const auto shapes = linear_shapes(m);  // qkv, attn.proj, mlp.fc, mlp.proj, then the head
+  const int64_t tensor = int64_t{g.x} * g.y * g.z;
+  GradientBuckets b;
+  for (size_t i = 0; i + 1 < shapes.size(); ++i) b.block += shapes[i].k * shapes[i].n / tensor;
+  b.wte = shapes.back().k * shapes.back().n / tensor;
+  b.small = parameters_per_rank(m, g).small;
+  b.layers = m.layers;
+  return b;
+}
+
+ShardedCount sharded_count(const ModelShape& m, const Layout& g, bool shard) {
+  const GradientBuckets b = gradient_buckets(m, g);
+  const int ways = shards_optimizer(g, shard) ? g.data : 1;
+  ShardedCount c;
+  c.stored_big = b.layers * padded_bucket(b.block, ways) + padded_bucket(b.wte, ways);
+  c.stored = c.stored_big + padded_bucket(b.small, ways);
+  c.owned_big = b.layers * shard_piece(b.block, ways) + shard_piece(b.wte, ways);
+  c.owned = c.owned_big + shard_piece(b.small, ways);
+  return c;
+}
+
 int64_t parameters_total(const ModelShape& m) {
   Layout one;
   return parameters_per_rank(m, one).total();

@@ -58,6 +58,37 @@ struct ParameterCount {
 ParameterCount parameters_per_rank(const ModelShape& model, const Layout& layout);
 int64_t parameters_total(const ModelShape& model);  // the whole model, for reports
 
+// The gradient buckets of one rank's data-parallel synchronization (trainer/optim/
+// gradient_sync.hpp), in elements: one per block (its four weight shards, `layers` of them),
+// the wte shard, the small tensors. Together they are every parameter of the rank once.
+struct GradientBuckets {
+  int64_t block = 0;
+  int64_t wte = 0;
+  int64_t small = 0;
+  int64_t layers = 0;
+};
+GradientBuckets gradient_buckets(const ModelShape& model, const Layout& layout);
+
+// With the optimizer sharded over data (MemoryModes::shard_optimizer, G_data > 1), a bucket
+// of `count` elements is stored padded with zeros to G_data equal pieces of
+// shard_piece(count, G_data), so that one reduce-scatter splits it; data rank d owns piece d
+// (its AdamW state, and its float32 master weights in a bfloat16 job). The padding is at
+// most G_data - 1 elements per bucket, and moves with the bucket's collectives.
+inline int64_t shard_piece(int64_t count, int data) { return (count + data - 1) / data; }
+inline int64_t padded_bucket(int64_t count, int data) { return shard_piece(count, data) * data; }
+// Whether the optimizer state is sharded at all: asked for, and G_data > 1.
+inline bool shards_optimizer(const Layout& layout, bool requested) { return requested && layout.data > 1; }
+
+// One rank's parameter elements under optimizer sharding (with `shard` false or G_data = 1,
+// stored = owned = parameters_per_rank's total).
+struct ShardedCount {
+  int64_t stored = 0;      // parameters, gradients: every bucket, padded
+  int64_t owned = 0;       // AdamW moments: this rank's piece of every bucket
+  int64_t owned_big = 0;   // of which the pieces of the weight buckets (blocks and wte)
+  int64_t stored_big = 0;  // of `stored`, the weight buckets (the GEMMs' copy of the weights)
+};
+ShardedCount sharded_count(const ModelShape& model, const Layout& layout, bool shard);
+
 // The first model dimension that `layout` does not divide, as "hidden=64 is not divisible
 // by G_x*G_z=3"; empty when every dimension divides.
 std::string divisibility_problem(const ModelShape& model, const BatchShape& batch, const Layout& layout);

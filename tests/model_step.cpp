@@ -115,6 +115,126 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
   return result;
 }
 
+TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch, int steps,
+                      double grad_clip, bool overlap, const RankSetup& setup) {
+  const int64_t T = model.sequence;
+  TrainResult result;
+  std::mutex mu;
+  std::vector<std::pair<std::vector<double>, std::vector<double>>> rank_losses(static_cast<size_t>(layout.world()));
+  run_ranks(layout.world(), [&](int rank, Exchange& exchange) {
+    const std::unique_ptr<Backend> backend_owner = setup.make_backend();
+    Backend& backend = *backend_owner;
+    CommGrid grid(exchange, layout, std::chrono::seconds(20), true, setup.comm);
+    if (setup.compute_stream) grid.order_with_compute(setup.compute_stream(backend));
+    ParameterStore params(backend, model, layout, grid.coords(), setup.shard_optimizer);
+    params.initialize(1234);
+    const BatchSplit split = batch_split(model, {global_batch, micro_batch, ElementType::float32}, layout);
+    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap, setup.recompute);
+    TrainingConfig training;
+    training.lr = 1e-2;
+    training.weight_decay = 0.1;
+    training.grad_clip = grad_clip;
+    GradientSync sync(grid, params, model.layers, overlap);
+    Optimizer optimizer(backend, grid, params, sync, training);
+    grid.synchronize();
+    grid.reset_counters();
+
+    const int64_t j = int64_t{grid.coords().data} * layout.z + grid.coords().z;
+    DeviceBuffer<float> loss_sum(backend, 1);
+    std::vector<double> losses, norms;
+    for (int step = 0; step < steps; ++step) {
+      backend.memset_zero(loss_sum.data(), sizeof(float));
+      params.zero_grads();
+      for (int i = 0; i < split.accumulation; ++i) {
+        std::vector<int32_t> in(static_cast<size_t>(split.tokens)), out(in.size());
+        for (int s = 0; s < split.micro_batch; ++s)
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t seq =
+                int64_t{step} * global_batch + j * split.sequences_per_rank + int64_t{i} * split.micro_batch + s;
+            in[static_cast<size_t>(s * T + t)] = token_at(seq, t, model.vocab);
+            out[static_cast<size_t>(s * T + t)] = token_at(seq, t + 1, model.vocab);
+          }
+        DeviceBuffer<int32_t> tokens(backend, in), targets(backend, out);
+        gpt.forward_backward(tokens.data(), targets.data(), 1.0f / static_cast<float>(global_batch * T),
+                             loss_sum.data(), i + 1 == split.accumulation ? &sync : nullptr);
+      }
+      const StepReport report = optimizer.step(step, training.lr, loss_sum.data(),
+                                               static_cast<double>(split.accumulation * split.tokens), false);
+      losses.push_back(report.loss);
+      norms.push_back(report.grad_norm);
+    }
+
+    grid.synchronize();
+    ChooserInput input;
+    input.model = model;
+    input.batch = {global_batch, micro_batch, backend.activation_type()};
+    input.overlap_comm = overlap;
+    const StepVolume predicted = predict_step_volume(input, layout, {setup.recompute, setup.shard_optimizer});
+    for (int a = 0; a < kCommAxisCount; ++a)
+      for (int k = 0; k < kCollectiveKindCount; ++k) {
+        const auto axis = static_cast<CommAxis>(a);
+        const auto kind = static_cast<CollectiveKind>(k);
+        const CollectiveCount& got = grid.counters()[static_cast<size_t>(a)][static_cast<size_t>(k)];
+        const std::string what = format_layout(layout) + " rank " + std::to_string(rank) + " " + comm_axis_name(axis) +
+                                 " " + collective_name(kind);
+        EXPECT_EQ(got.bytes, steps * predicted.at(axis, kind).bytes) << what;
+        EXPECT_EQ(got.calls, steps * predicted.at(axis, kind).calls) << what;
+      }
+
+    const size_t n = static_cast<size_t>(params.size()), state = static_cast<size_t>(params.state_size());
+    std::vector<float> host_params(n), host_m(state), host_v(state);
+    backend.copy_to_host(host_params.data(), params.params(), n * sizeof(float));
+    backend.copy_to_host(host_m.data(), params.adam_m(), state * sizeof(float));
+    backend.copy_to_host(host_v.data(), params.adam_v(), state * sizeof(float));
+    std::lock_guard lock(mu);
+    rank_losses[static_cast<size_t>(rank)] = {losses, norms};
+    for (const StateSlice& slice : state_slices(params.layout(), params.state_runs())) {
+      const std::vector<float>& src = slice.buffer == StateBuffer::params   ? host_params
+                                      : slice.buffer == StateBuffer::adam_m ? host_m
+                                                                            : host_v;
+      const std::vector<int64_t>& shape = slice.slot->spec.shape;
+      auto& full = result.state[slice.name];
+      if (full.empty()) full.assign(static_cast<size_t>(element_count(shape)), NAN);
+      for (int64_t i = 0; i < element_count(slice.rect); ++i) {
+        const float v = src[static_cast<size_t>(slice.offset + i)];
+        float& dst = full[static_cast<size_t>(global_index(shape, slice.rect, i))];
+        if (!std::isnan(dst) && std::bit_cast<uint32_t>(dst) != std::bit_cast<uint32_t>(v))
+          ADD_FAILURE() << format_layout(layout) << " rank " << rank << ": replicas of " << slice.name
+                        << " disagree at " << i << ": " << dst << " vs " << v;
+        dst = v;
+      }
+    }
+  });
+  // Every rank reports the world all-reduce's loss and norm: the same bits.
+  result.losses = rank_losses[0].first;
+  result.grad_norms = rank_losses[0].second;
+  for (size_t r = 1; r < rank_losses.size(); ++r) {
+    EXPECT_EQ(rank_losses[r].first, result.losses) << format_layout(layout) << " rank " << r;
+    EXPECT_EQ(rank_losses[r].second, result.grad_norms) << format_layout(layout) << " rank " << r;
+  }
+  for (const auto& [name, values] : result.state)
+    for (size_t i = 0; i < values.size(); ++i)
+      if (std::isnan(values[i])) {
+        ADD_FAILURE() << format_layout(layout) << ": " << name << "[" << i << "] is held by no rank";
+        break;
+      }
+  return result;
+}
+
+StateDifference state_difference(const TrainResult& got, const TrainResult& want) {
+  StateDifference d;
+  for (const auto& [name, w] : want.state) {
+    const auto it = got.state.find(name);
+    if (it == got.state.end() || it->second.size() != w.size()) return {INFINITY, name + " (missing or resized)"};
+    for (size_t i = 0; i < w.size(); ++i) {
+      const float diff = std::fabs(it->second[i] - w[i]);
+      if (diff > d.largest || std::isnan(diff))
+        d = {std::isnan(diff) ? INFINITY : diff, name + "[" + std::to_string(i) + "]"};
+    }
+  }
+  return d;
+}
+
 void expect_same_bits(const StepResult& got, const StepResult& want, const std::string& what) {
   EXPECT_EQ(std::bit_cast<uint64_t>(got.loss), std::bit_cast<uint64_t>(want.loss)) << what;
   EXPECT_EQ(std::bit_cast<uint64_t>(got.grad_norm), std::bit_cast<uint64_t>(want.grad_norm)) << what;

@@ -40,6 +40,9 @@ struct RankSetup {
   std::function<void*(Backend&)> compute_stream;
   // training.recompute: what the forward keeps for the backward.
   Recompute recompute = Recompute::none;
+  // training.shard_optimizer (run_steps only: run_step reads every synchronized gradient,
+  // which a sharded step leaves only in each rank's pieces).
+  bool shard_optimizer = false;
 };
 
 // One step's forward/backward and gradient synchronization (lr = 0, so weights stay) at
@@ -52,5 +55,26 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
 // Loss, gradient norm and every gradient element of `got` are `want`'s bits; `what` names the
 // comparison in failures (gtest assertions of the calling test).
 void expect_same_bits(const StepResult& got, const StepResult& want, const std::string& what);
+
+struct TrainResult {
+  std::vector<double> losses, grad_norms;  // per step
+  // Every tensor of the training state after the last step, assembled from every rank's
+  // slices (state_slices): parameters at their names, moments at "adam.m/<name>", "adam.v/<name>".
+  std::map<std::string, std::vector<float>> state;
+};
+
+// `steps` optimizer steps (AdamW at lr 1e-2 with weight decay 0.1, clipping at grad_clip, 0:
+// off) at `layout`, ranks as threads, step s on sequences [s·B, (s+1)·B) of token_at; the
+// optimizer sharded as setup.shard_optimizer says. Replicas are checked to agree exactly, and
+// each rank's counted bytes and calls against the layout model's for that many steps.
+TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch, int steps,
+                      double grad_clip, bool overlap = false, const RankSetup& setup = {});
+
+// The largest |got - want| over every element of every tensor, and where.
+struct StateDifference {
+  float largest = 0;
+  std::string where;
+};
+StateDifference state_difference(const TrainResult& got, const TrainResult& want);
 
 }  // namespace axonn::test

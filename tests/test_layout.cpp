@@ -214,12 +214,19 @@ TEST(LayoutVolume, HandComputedWithYAndAccumulation) {
 TEST(LayoutMemory, FilterRejectsWithTheNumbers) {
   ChooserInput in = tiny_input();
   in.recompute = Recompute::none;
+  in.shard_optimizer = false;
   const Layout l = parse_layout("4x1x1x1");
   const double need = static_cast<double>(estimate_memory(in, l).total());
   in.machine.memory_headroom = 0;
   in.machine.memory_bytes = need * 0.99;
   const std::string why = rejection_reason(in, l);
   EXPECT_NE(why.find("does not fit in memory: needs"), std::string::npos) << why;
+  EXPECT_NE(why.find("(training.recompute = none, training.shard_optimizer = false)"), std::string::npos) << why;
+  // With the sharding left to "auto", the optimizer sharded over the 4 data ranks fits.
+  in.shard_optimizer.reset();
+  EXPECT_EQ(rejection_reason(in, l), "");
+  EXPECT_TRUE(resolved_modes(in, l).shard_optimizer);
+  in.shard_optimizer = false;
   in.machine.memory_bytes = need * 1.01;
   EXPECT_EQ(rejection_reason(in, l), "");
 }

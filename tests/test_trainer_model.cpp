@@ -4,8 +4,10 @@
 // step's loss and synchronized gradients equal the serial run's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -60,12 +62,93 @@ TEST(TrainerParameters, CountsAndOrderMatchTheLayoutModel) {
     const ParameterLayout pl = parameter_layout(model, layout, layout.coords(layout.world() - 1));
     const ParameterCount predicted = parameters_per_rank(model, layout);
     EXPECT_EQ(pl.sharded, predicted.big) << text;
-    EXPECT_EQ(pl.small(), predicted.small) << text;
+    EXPECT_EQ(pl.total - pl.sharded, predicted.small) << text;
     // Decayed tensors form one prefix that contains every sharded one.
     EXPECT_GE(pl.decayed, pl.sharded);
     for (const auto& s : pl.slots) EXPECT_EQ(s.spec.decay, s.offset < pl.decayed) << s.spec.name;
   }
   EXPECT_THROW(shard_rect(gpt_parameters(model)[0], parse_layout("1x3x1x1"), Coords{}), LayoutError);
+}
+
+// With the optimizer sharded over data every gradient bucket is padded to G_data equal pieces
+// (the layout model's sharded_count, which prices them), the data ranks' state runs cover each
+// bucket's pieces once, and their moment slices tile every moment tensor once per replica of
+// the other axes, each rectangle consecutive in the moments' buffer.
+TEST(TrainerParameters, ShardedOptimizerStateTilesEveryMomentOncePerDataGroup) {
+  ModelShape model = tiny_model();
+  model.sequence = 7;  // small tensors: 2*(6*16 + 7*16) + 2*16 + 7*16 elements, not a multiple of 3 or 4
+  for (const char* text : {"2x1x1x1", "3x1x1x1", "4x1x2x1", "2x2x1x2", "3x2x1x1", "1x2x1x2"}) {
+    const Layout layout = parse_layout(text);
+    const ShardedCount predicted = sharded_count(model, layout, true);
+    std::map<std::string, std::map<std::vector<int64_t>, int64_t>> moment_cover;  // tensor -> first element -> times
+    for (int r = 0; r < layout.world(); ++r) {
+      const Coords at = layout.coords(r);
+      const ParameterLayout pl = parameter_layout(model, layout, at, true);
+      EXPECT_EQ(pl.pieces, layout.data) << text;
+      EXPECT_EQ(pl.total, predicted.stored) << text;
+      EXPECT_EQ(pl.sharded, predicted.stored_big) << text;
+      ASSERT_EQ(pl.buckets.size(), static_cast<size_t>(model.layers) + 2) << text;
+      const GradientBuckets model_buckets = gradient_buckets(model, layout);
+      EXPECT_EQ(pl.bucket("wte").count, model_buckets.wte);
+      EXPECT_EQ(pl.bucket("h.1").count, model_buckets.block);
+      EXPECT_EQ(pl.small_bucket().count, model_buckets.small);
+      for (const ParamBucket& b : pl.buckets) {
+        EXPECT_EQ(b.padded % layout.data, 0) << text << " " << b.name;
+        EXPECT_LT(b.padded - b.count, layout.data) << text << " " << b.name;
+      }
+      const std::vector<StateRun> runs = optimizer_state_runs(pl, at.data);
+      int64_t owned = 0;
+      for (const StateRun& run : runs) owned += run.count;
+      EXPECT_EQ(owned, predicted.owned) << text;
+      for (const StateSlice& s : state_slices(pl, runs)) {
+        EXPECT_EQ(s.split_over_data, s.buffer != StateBuffer::params && layout.data > 1) << s.name;
+        if (s.buffer == StateBuffer::params) continue;
+        EXPECT_TRUE(contains(s.slot->rect, s.rect)) << text << " " << s.name;
+        EXPECT_GE(s.offset, 0);
+        EXPECT_LE(s.offset + element_count(s.rect), owned) << text << " " << s.name;
+        // Only the ranks at coordinate 0 of the other replica axes, so each part counts once.
+        bool first_replica = true;
+        for (Axis a : replica_axes(s.slot->spec)) first_replica &= a == Axis::data || at[a] == 0;
+        if (!first_replica) continue;
+        auto& cover = moment_cover[s.name];
+        const std::vector<int64_t> shape = s.slot->spec.shape;
+        for (int64_t i = 0; i < element_count(s.rect); ++i) ++cover[{global_index(shape, s.rect, i)}];
+      }
+    }
+    for (const ParamSpec& spec : gpt_parameters(model))
+      for (const char* prefix : {"adam.m/", "adam.v/"}) {
+        const auto& cover = moment_cover[prefix + spec.name];
+        EXPECT_EQ(static_cast<int64_t>(cover.size()), element_count(spec.shape)) << text << " " << prefix << spec.name;
+        for (const auto& [element, times] : cover) ASSERT_EQ(times, 1) << text << " " << prefix << spec.name;
+      }
+  }
+  // Unsharded (or G_data = 1) the layout is the unpadded one and the state covers everything.
+  const Layout one = parse_layout("1x2x1x2");
+  const ParameterLayout plain = parameter_layout(model, one, one.coords(1), true);
+  EXPECT_EQ(plain.pieces, 1);
+  EXPECT_EQ(plain.total, parameters_per_rank(model, one).total());
+}
+
+// Elements [begin, end) of a rectangle's row-major order, as rectangles: every element once,
+// in order, each rectangle consecutive.
+TEST(TrainerParameters, FlatRangesOfARectangleAreConsecutiveRectangles) {
+  const Rect rect{{2, 0, 4}, {3, 3, 5}};  // inside a [6, 3, 12] tensor
+  const std::vector<int64_t> shape = {6, 3, 12};
+  for (int64_t begin = 0; begin <= 45; begin += 4)
+    for (int64_t end = begin; end <= 45; end += 7) {
+      const std::vector<FlatRect> parts = flat_range_rects(rect, begin, end);
+      EXPECT_LE(parts.size(), 5u);
+      int64_t next = begin;
+      for (const FlatRect& f : parts) {
+        ASSERT_EQ(f.begin, next) << begin << " " << end;
+        ASSERT_TRUE(contains(rect, f.rect));
+        for (int64_t i = 0; i < element_count(f.rect); ++i)
+          ASSERT_EQ(global_index(shape, f.rect, i), global_index(shape, rect, f.begin + i)) << begin << " " << end;
+        next += element_count(f.rect);
+      }
+      EXPECT_EQ(next, std::max(begin, end)) << begin << " " << end;
+    }
+  EXPECT_THROW(flat_range_rects(rect, 0, 46), std::invalid_argument);
 }
 
 TEST(TrainerParameters, InitOfAShardEqualsTheFullTensorThere) {
@@ -171,6 +254,80 @@ INSTANTIATE_TEST_SUITE_P(Layouts, TrainerRecompute,
                            for (char& c : name)
                              if (c == ':') c = '_';
                            return name;
+                         });
+
+// The optimizer sharded over data (training.shard_optimizer): each data rank reduce-scatters
+// the gradient buckets, updates its pieces and all-gathers the weights. On Gloo the
+// reduce-scatter adds each element in the order the all-reduce it replaces does (buckets
+// below AXONN_GLOO_SMALL_BYTES, as every bucket of this model: test_comm), and AdamW is
+// elementwise, so without clipping 3 steps give the unsharded run's losses, weights and both
+// moments bit for bit, in every recompute mode, with overlap off and on; each rank counts the
+// layout model's bytes (run_steps checks them). The gradient norm adds the same squares in
+// other groups (each data rank its pieces), so it differs by at most 2*gamma(P) of itself
+// (P: the parameters, gamma(k) = k*u/(1-k*u), u = 2^-24), and with clipping active the clip
+// scale with it: AdamW's update m/sqrt(v) moves by at most twice that relative change, so the
+// weights by at most steps * lr * 4 * gamma(P).
+class TrainerShardedOptimizer : public ::testing::TestWithParam<const char*> {};
+
+double gamma_of(int64_t k) {
+  const double u = std::ldexp(1.0, -24);
+  return static_cast<double>(k) * u / (1 - static_cast<double>(k) * u);
+}
+
+TEST_P(TrainerShardedOptimizer, TrainsToTheBitsOfTheUnshardedOptimizer) {
+  const ModelShape model = tiny_model();
+  const Layout layout = parse_layout(GetParam());
+  ASSERT_GE(layout.data, 2);
+  const int steps = 3;
+  const double norm_bound = 2 * gamma_of(parameters_total(model));
+  const test::TrainResult plain = test::run_steps(model, layout, 8, 1, steps, 0.0);
+  ASSERT_EQ(plain.losses.size(), static_cast<size_t>(steps));
+  const std::vector<float>& v = plain.state.at("adam.v/wte");
+  EXPECT_GT(*std::max_element(v.begin(), v.end()), 0.0f) << "the optimizer should have run";
+  for (Recompute mode : kRecomputeModes)
+    for (bool overlap : {false, true}) {
+      const std::string what = std::string(GetParam()) + " sharded, recompute " + recompute_name(mode) +
+                               (overlap ? ", overlap on" : ", overlap off");
+      test::RankSetup setup;
+      setup.recompute = mode;
+      setup.shard_optimizer = true;
+      const test::TrainResult sharded = test::run_steps(model, layout, 8, 1, steps, 0.0, overlap, setup);
+      ASSERT_EQ(sharded.losses.size(), plain.losses.size()) << what;
+      for (size_t i = 0; i < plain.losses.size(); ++i) {
+        EXPECT_EQ(std::bit_cast<uint64_t>(sharded.losses[i]), std::bit_cast<uint64_t>(plain.losses[i]))
+            << what << " step " << i;
+        EXPECT_NEAR(sharded.grad_norms[i], plain.grad_norms[i], norm_bound * plain.grad_norms[i]) << what;
+      }
+      const test::StateDifference d = test::state_difference(sharded, plain);
+      EXPECT_EQ(d.largest, 0.0f) << what << ": " << d.where;
+    }
+  // Clipping on, below every step's norm: the clip scale follows the norm's rounding.
+  const double clip = 0.5 * *std::min_element(plain.grad_norms.begin(), plain.grad_norms.end());
+  const test::TrainResult clipped = test::run_steps(model, layout, 8, 1, steps, clip);
+  test::RankSetup setup;
+  setup.shard_optimizer = true;
+  const test::TrainResult sharded = test::run_steps(model, layout, 8, 1, steps, clip, true, setup);
+  const double weight_bound = steps * 1e-2 * 2 * norm_bound;
+  const test::StateDifference d = test::state_difference(sharded, clipped);
+  std::printf(
+      "[ measured ] %s clipped at %.3f: sharded weights and moments within %.3g of unsharded (bound %.3g on "
+      "the weights)\n",
+      GetParam(), clip, static_cast<double>(d.largest), weight_bound);
+  for (const auto& [name, w] : clipped.state) {
+    if (name.rfind("adam.", 0) == 0) continue;  // the moments scale with the clip scale
+    const std::vector<float>& g = sharded.state.at(name);
+    for (size_t i = 0; i < w.size(); ++i)
+      ASSERT_LE(std::fabs(double{g[i]} - w[i]), weight_bound) << GetParam() << " clipped " << name << "[" << i << "]";
+  }
+  EXPECT_EQ(std::bit_cast<uint64_t>(sharded.losses[0]), std::bit_cast<uint64_t>(clipped.losses[0]))
+      << "the first step's loss is before any update";
+}
+
+// G_data = 2, 4 and 8, with the tensor axes split beside it in some.
+INSTANTIATE_TEST_SUITE_P(Layouts, TrainerShardedOptimizer,
+                         ::testing::Values("2x1x1x1", "2x1x1x2", "4x1x1x1", "2x2x1x2", "8x1x1x1"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           return std::string(param_info.param);
                          });
 
 TEST(TrainerModel, SingleRankGradientMatchesFiniteDifferences) {

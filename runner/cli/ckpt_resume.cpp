@@ -73,13 +73,15 @@ void check_model_tensors(const std::vector<TensorInfo>& table, const ModelShape&
   }
 }
 
-std::vector<std::vector<RectRequest>> resume_requests(const ModelShape& model, const Layout& layout) {
+std::vector<std::vector<RectRequest>> resume_requests(const ModelShape& model, const Layout& layout,
+                                                      bool shard_optimizer) {
   std::vector<std::vector<RectRequest>> per_rank(static_cast<size_t>(layout.world()));
   for (int r = 0; r < layout.world(); ++r) {
-    const ParameterLayout params = parameter_layout(model, layout, layout.coords(r));
+    const Coords at = layout.coords(r);
+    const ParameterLayout params = parameter_layout(model, layout, at, shard_optimizer);
     std::vector<RectRequest>& requests = per_rank[static_cast<size_t>(r)];
-    for (const char* prefix : kStatePrefixes)
-      for (const ParamSlot& slot : params.slots) requests.push_back({prefix + slot.spec.name, slot.rect});
+    for (const StateSlice& s : state_slices(params, optimizer_state_runs(params, at.data)))
+      requests.push_back({s.name, s.rect});
   }
   return per_rank;
 }

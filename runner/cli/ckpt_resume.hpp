@@ -1,8 +1,9 @@
 #pragma once
 // What `axonn train` reads when it resumes a checkpoint at some layout, without a trainer:
 // the model from the checkpoint's model_config text, and per rank of the new layout the
-// rectangle of every parameter and of both AdamW moments that the rank owns
-// (TrainingCheckpoint::load reads exactly these). `axonn ckpt plan` feeds them to plan_reads.
+// rectangle of every parameter and of both AdamW moments that the rank owns, or of the
+// moments its piece of them when the optimizer is sharded (TrainingCheckpoint::load reads
+// exactly these). `axonn ckpt plan` feeds them to plan_reads.
 #include <string>
 #include <vector>
 
@@ -23,8 +24,10 @@ ModelShape parse_model_config(const std::string& text, const std::string& file);
 void check_model_tensors(const std::vector<TensorInfo>& table, const ModelShape& model, const std::string& file);
 
 // requests[r]: the rectangles rank r of `layout` reads on resume, in the trainer's order
-// (parameters, then adam.m, then adam.v; gpt_parameters order within each). LayoutError when
-// `layout` does not divide the model.
-std::vector<std::vector<RectRequest>> resume_requests(const ModelShape& model, const Layout& layout);
+// (parameters, then adam.m, then adam.v; gpt_parameters order within each: state_slices),
+// with the optimizer sharded over data (shard_optimizer, G_data > 1: each data rank reads
+// its pieces of the moments) or not. LayoutError when `layout` does not divide the model.
+std::vector<std::vector<RectRequest>> resume_requests(const ModelShape& model, const Layout& layout,
+                                                      bool shard_optimizer = false);
 
 }  // namespace axonn

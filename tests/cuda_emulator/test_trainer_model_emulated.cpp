@@ -151,5 +151,32 @@ TEST(TrainerModelEmulatedCuda, RecomputationGivesTheBitsOfNoRecomputation) {
   }
 }
 
+// The optimizer sharded over data on the CUDA backend with NCCL, as a GPU runs it: the
+// emulated NCCL adds every all-reduce and reduce-scatter in rank order, so 3 steps without
+// clipping give the unsharded run's losses, weights and moments bit for bit at any G_data
+// (on GPUs, NCCL's own orders agree at G_data = 2: test_train_gpu), in float32 and with bf16
+// activations, overlap on and off; run_steps checks the counted bytes against the layout model.
+TEST(TrainerModelEmulatedCuda, ShardedOptimizerTrainsToTheBitsOfTheUnshardedOne) {
+  const ModelShape model = tiny_model();
+  for (const char* text : {"2x1x1x1", "2x1x2x1", "4x1x1x1"}) {
+    for (ElementType activations : {ElementType::float32, ElementType::bfloat16}) {
+      const std::string what = std::string(text) + " " + element_type_name(activations);
+      SCOPED_TRACE(what);
+      const Layout layout = parse_layout(text);
+      const GemmMath math = activations == ElementType::float32 ? GemmMath::fp32 : GemmMath::bf16;
+      const test::RankSetup plain_setup = emulated_cuda(math, CommBackend::nccl, activations);
+      const test::TrainResult plain = test::run_steps(model, layout, 4, 2, 3, 0.0, true, plain_setup);
+      for (bool overlap : {true, false}) {
+        test::RankSetup setup = plain_setup;
+        setup.shard_optimizer = true;
+        const test::TrainResult sharded = test::run_steps(model, layout, 4, 2, 3, 0.0, overlap, setup);
+        EXPECT_EQ(sharded.losses, plain.losses) << what << (overlap ? " overlap" : "");
+        const test::StateDifference d = test::state_difference(sharded, plain);
+        EXPECT_EQ(d.largest, 0.0f) << what << (overlap ? " overlap: " : ": ") << d.where;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace axonn

@@ -1,7 +1,11 @@
 #include "trainer/model/parameters.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
+
+#include "layout/model_plan.hpp"
 
 namespace axonn {
 namespace {
@@ -97,20 +101,83 @@ const ParamSlot& ParameterLayout::slot(const std::string& name) const {
   throw std::out_of_range("no parameter named '" + name + "'");
 }
 
-ParameterLayout parameter_layout(const ModelShape& model, const Layout& layout, const Coords& coords) {
+namespace {
+
+// The bucket a tensor's gradient is synchronized in: "wte", "h.<l>" for a block's weights,
+// "small" for the rest (gradient_sync.hpp).
+std::string bucket_of(const ParamSpec& spec) {
+  if (spec.group == ParamGroup::small) return "small";
+  if (spec.name == "wte") return "wte";
+  return spec.name.substr(0, spec.name.find('.', 2));  // "h.12.attn.qkv.weight" -> "h.12"
+}
+
+}  // namespace
+
+const ParamBucket& ParameterLayout::bucket(const std::string& name) const {
+  for (const auto& b : buckets)
+    if (b.name == name) return b;
+  throw std::out_of_range("no parameter bucket named '" + name + "'");
+}
+
+ParameterLayout parameter_layout(const ModelShape& model, const Layout& layout, const Coords& coords,
+                                 bool shard_optimizer) {
   ParameterLayout pl;
+  pl.pieces = shards_optimizer(layout, shard_optimizer) ? layout.data : 1;
+  auto close_bucket = [&] {
+    ParamBucket& b = pl.buckets.back();
+    b.padded = padded_bucket(b.count, pl.pieces);
+    pl.total = b.offset + b.padded;
+  };
   for (auto& spec : gpt_parameters(model)) {
+    const std::string bucket = bucket_of(spec);
+    if (pl.buckets.empty() || pl.buckets.back().name != bucket) {
+      if (!pl.buckets.empty()) close_bucket();
+      if (spec.group == ParamGroup::small && pl.sharded == 0) pl.sharded = pl.total;
+      pl.buckets.push_back({bucket, pl.total, 0, 0});
+    }
     ParamSlot s;
     s.rect = shard_rect(spec, layout, coords);
     s.count = element_count(s.rect);
-    s.offset = pl.total;
-    pl.total += s.count;
-    if (spec.group == ParamGroup::sharded) pl.sharded = pl.total;
-    if (spec.decay) pl.decayed = pl.total;
+    s.offset = pl.buckets.back().offset + pl.buckets.back().count;
+    pl.buckets.back().count += s.count;
+    if (spec.decay) pl.decayed = s.offset + s.count;
     s.spec = std::move(spec);
     pl.slots.push_back(std::move(s));
   }
+  close_bucket();
   return pl;
+}
+
+std::vector<StateRun> optimizer_state_runs(const ParameterLayout& layout, int data_rank) {
+  if (layout.pieces == 1) return {{0, 0, layout.total}};
+  std::vector<StateRun> runs;
+  int64_t state = 0;
+  for (const ParamBucket& b : layout.buckets) {
+    const int64_t piece = b.piece(layout.pieces);
+    runs.push_back({b.offset + data_rank * piece, state, piece});
+    state += piece;
+  }
+  return runs;
+}
+
+std::vector<StateSlice> state_slices(const ParameterLayout& layout, const std::vector<StateRun>& runs) {
+  std::vector<StateSlice> out;
+  for (const ParamSlot& slot : layout.slots)
+    out.push_back({slot.spec.name, &slot, slot.rect, StateBuffer::params, slot.offset, false});
+  const bool split = layout.pieces > 1;
+  const std::pair<const char*, StateBuffer> moments[] = {{"adam.m/", StateBuffer::adam_m},
+                                                         {"adam.v/", StateBuffer::adam_v}};
+  for (const auto& [prefix, buffer] : moments)
+    for (const ParamSlot& slot : layout.slots)
+      for (const StateRun& run : runs) {
+        const int64_t begin = std::max(slot.offset, run.offset);
+        const int64_t end = std::min(slot.offset + slot.count, run.offset + run.count);
+        if (begin >= end) continue;
+        for (const FlatRect& f : flat_range_rects(slot.rect, begin - slot.offset, end - slot.offset))
+          out.push_back({prefix + slot.spec.name, &slot, f.rect, buffer,
+                         run.state_offset + (slot.offset + f.begin - run.offset), split});
+      }
+  return out;
 }
 
 }  // namespace axonn

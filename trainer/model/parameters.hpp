@@ -66,15 +66,60 @@ struct ParamSlot {
   int64_t count = 0;   // element_count(rect)
 };
 
-struct ParameterLayout {
-  std::vector<ParamSlot> slots;  // gpt_parameters order
-  int64_t total = 0;             // elements per rank
-  int64_t sharded = 0;           // the prefix holding ParamGroup::sharded tensors
-  int64_t decayed = 0;           // the prefix with weight decay (sharded + wpe)
-  int64_t small() const { return total - sharded; }
-  const ParamSlot& slot(const std::string& name) const;  // throws std::out_of_range naming it
+// One bucket of the data-parallel gradient synchronization (gradient_sync.hpp): adjacent
+// slots, followed by zeros up to `padded` elements (layout/model_plan.hpp, padded_bucket)
+// when the optimizer is sharded over data, so that it splits into `pieces` equal pieces.
+struct ParamBucket {
+  std::string name;    // "wte", "h.0", ..., "h.<L-1>", "small"
+  int64_t offset = 0;  // of its first slot
+  int64_t count = 0;   // its slots' elements
+  int64_t padded = 0;  // elements it occupies, count plus padding
+  int64_t piece(int pieces) const { return padded / pieces; }
 };
 
-ParameterLayout parameter_layout(const ModelShape& model, const Layout& layout, const Coords& coords);
+struct ParameterLayout {
+  std::vector<ParamSlot> slots;      // gpt_parameters order
+  std::vector<ParamBucket> buckets;  // flat order: wte, h.0 ... h.<L-1>, small
+  int pieces = 1;                    // G_data when the optimizer is sharded, else 1
+  int64_t total = 0;                 // elements per rank, padding included
+  int64_t sharded = 0;               // the prefix holding ParamGroup::sharded tensors (the weight buckets)
+  int64_t decayed = 0;               // the prefix with weight decay (sharded + wpe)
+  const ParamSlot& slot(const std::string& name) const;      // throws std::out_of_range naming it
+  const ParamBucket& bucket(const std::string& name) const;  // throws std::out_of_range naming it
+  const ParamBucket& small_bucket() const { return buckets.back(); }
+};
+
+// shard_optimizer: pad every bucket to G_data equal pieces (shards_optimizer(layout, it)).
+ParameterLayout parameter_layout(const ModelShape& model, const Layout& layout, const Coords& coords,
+                                 bool shard_optimizer = false);
+
+// The elements of the flat buffers that this rank's optimizer state covers: runs of
+// [offset, offset + count) of the parameters and gradients, held at [state_offset,
+// state_offset + count) of the AdamW moments. Unsharded, one run of every element; sharded,
+// data rank d's piece of every bucket (padding included: it stays zero).
+struct StateRun {
+  int64_t offset = 0;
+  int64_t state_offset = 0;
+  int64_t count = 0;
+};
+std::vector<StateRun> optimizer_state_runs(const ParameterLayout& layout, int data_rank);
+
+// The training state as the checkpoint stores it: every parameter at its global name, its
+// AdamW moments at "adam.m/<name>" and "adam.v/<name>", each a global float32 tensor of the
+// parameter's shape whatever the layout and the sharding. What a rank holds of them, as
+// rectangles of those tensors, and where each lies in the rank's buffers.
+enum class StateBuffer { params = 0, adam_m = 1, adam_v = 2 };
+struct StateSlice {
+  std::string name;              // "wte", "adam.m/wte", "adam.v/h.0.attn.qkv.weight", ...
+  const ParamSlot* slot;         // the parameter (points into the ParameterLayout given)
+  Rect rect;                     // of the global tensor: the slot's rectangle, or a part of it
+  StateBuffer buffer;            // params() (and its replicas), adam_m(), adam_v()
+  int64_t offset = 0;            // elements into that buffer, row-major over rect.count from there
+  bool split_over_data = false;  // a sharded moment: each data rank holds another part
+};
+// Parameters (the whole slot), then adam.m, then adam.v, in slot order; a moment of a sharded
+// optimizer is cut where the rank's state runs cut it (flat_range_rects), so each of its
+// rectangles is consecutive in the moments' buffer.
+std::vector<StateSlice> state_slices(const ParameterLayout& layout, const std::vector<StateRun>& runs);
 
 }  // namespace axonn

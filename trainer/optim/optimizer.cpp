@@ -15,22 +15,51 @@ Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, G
       sync_(sync),
       training_(training),
       counts_loss_(grid.coords().x == 0 && grid.coords().y == 0),
-      stats_(backend, 4) {
+      stats_(backend, 4),
+      overlap_(sync.overlaps()) {
   // A shard enters the norm on exactly one of its copies: the one at coordinate 0 of every
-  // axis that replicates it. Adjacent shards merge into one range.
+  // axis that replicates it; sharded, the data axis splits the summed gradient instead, and
+  // each data rank adds its own pieces. Adjacent ranges merge into one.
   for (const auto& slot : params.layout().slots) {
     const auto replicas = replica_axes(slot.spec);
-    const bool mine = std::all_of(replicas.begin(), replicas.end(), [&](Axis a) { return grid.coords()[a] == 0; });
+    const bool mine = std::all_of(replicas.begin(), replicas.end(), [&](Axis a) {
+      return grid.coords()[a] == 0 || (a == Axis::data && params.sharded());
+    });
     if (!mine) continue;
-    if (!norm_runs_.empty() && norm_runs_.back().offset + norm_runs_.back().count == slot.offset)
-      norm_runs_.back().count += slot.count;
-    else
-      norm_runs_.push_back({slot.offset, slot.count});
+    for (const StateRun& run : params.state_runs()) {
+      const int64_t begin = std::max(slot.offset, run.offset);
+      const int64_t end = std::min(slot.offset + slot.count, run.offset + run.count);
+      if (begin >= end) continue;
+      if (!norm_runs_.empty() && norm_runs_.back().offset + norm_runs_.back().count == begin)
+        norm_runs_.back().count += end - begin;
+      else
+        norm_runs_.push_back({begin, end - begin});
+    }
   }
 }
 
+void Optimizer::adamw(const AdamWStep& s, int64_t offset, int64_t state_offset, int64_t count) {
+  // The decayed prefix (ParameterLayout::decayed) with weight decay, the rest without.
+  const int64_t decayed = std::clamp(params_.layout().decayed - offset, int64_t{0}, count);
+  float* p = params_.params() + offset;
+  float* g = params_.grads() + offset;
+  float* m = params_.adam_m() + state_offset;
+  float* v = params_.adam_v() + state_offset;
+  if (decayed > 0) backend_.adamw(p, g, m, v, decayed, s, true);
+  if (count > decayed) backend_.adamw(p + decayed, g + decayed, m + decayed, v + decayed, count - decayed, s, false);
+}
+
+Communicator::Ticket Optimizer::gather_weights(const ParamBucket& b) {
+  Communicator& data = grid_.axis(CommAxis::data);
+  const int64_t piece = b.piece(params_.layout().pieces);
+  float* bucket = params_.params() + b.offset;
+  float* mine = bucket + data.rank() * piece;
+  if (overlap_) return data.start_all_gather(mine, bucket, static_cast<size_t>(piece), ElementType::float32);
+  data.all_gather(mine, bucket, static_cast<size_t>(piece), ElementType::float32);
+  return 0;
+}
+
 StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, double tokens, bool stop_requested) {
-  const ParameterLayout& layout = params_.layout();
   float* grads = params_.grads();
   sync_.finish();
 
@@ -59,11 +88,15 @@ StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, doubl
   s.weight_decay = static_cast<float>(training_.weight_decay);
   s.t = step + 1;
   s.grad_scale = static_cast<float>(report.clip_scale);
-  float* p = params_.params();
-  backend_.adamw(p, grads, params_.adam_m(), params_.adam_v(), layout.decayed, s, true);
-  const int64_t rest = layout.total - layout.decayed;
-  backend_.adamw(p + layout.decayed, grads + layout.decayed, params_.adam_m() + layout.decayed,
-                 params_.adam_v() + layout.decayed, rest, s, false);
+  // Sharded, the runs are the buckets' pieces, in bucket order: each bucket's all-gather
+  // follows its AdamW (and, overlapped, runs beside the next bucket's).
+  const std::vector<StateRun>& runs = params_.state_runs();
+  Communicator::Ticket last = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    adamw(s, runs[i].offset, runs[i].state_offset, runs[i].count);
+    if (params_.sharded()) last = gather_weights(params_.layout().buckets[i]);
+  }
+  grid_.axis(CommAxis::data).finish(last);
   return report;
 }
 

@@ -7,6 +7,12 @@
 //      norm, stop requests (each value counted once: by the ranks at coordinate 0 of the
 //      axes that replicate it),
 //   4. clip by the global norm and apply AdamW (weight decay on the decayed prefix only).
+// With the optimizer sharded over data (ParameterStore::sharded), step 2 is a reduce-scatter,
+// the norm and AdamW cover this rank's piece of every bucket, and then:
+//   5. the updated pieces are all-gathered over data, bucket by bucket (in place), each
+//      started as soon as its AdamW is done when overlapping (training.overlap_comm).
+// AdamW is elementwise, so with the same summed gradients and the same clip scale the
+// updated weights are the unsharded run's bits; layout_volume.hpp predicts the collectives.
 #include <cstdint>
 
 #include "comm/comm_grid.hpp"
@@ -43,9 +49,16 @@ class Optimizer {
   ParameterStore& params_;
   GradientSync& sync_;
   TrainingConfig training_;
+  // AdamW over [offset, offset + count) of the parameters and gradients, the moments at
+  // state_offset, with or without weight decay.
+  void adamw(const AdamWStep& s, int64_t offset, int64_t state_offset, int64_t count);
+  // Bucket b's updated weights all-gathered over data, in place: started (overlap) or done.
+  Communicator::Ticket gather_weights(const ParamBucket& b);
+
   std::vector<Run> norm_runs_;  // gradient ranges this rank adds to the global norm
   bool counts_loss_;            // x = y = 0: this rank's loss is not a copy of another's
   DeviceBuffer<float> stats_;   // [loss sum, tokens, squared norm, stop requests]
+  bool overlap_;
 };
 
 }  // namespace axonn

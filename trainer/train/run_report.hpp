@@ -28,6 +28,7 @@ struct RunSummary {
   std::string layout;
   std::string layout_origin;
   std::string recompute;  // the activation recomputation the run used: "none", "attention", "block"
+  bool shard_optimizer = false;  // the optimizer state was sharded over data
   int64_t start_step = 0, end_step = 0;
   bool preempted = false;
   double last_loss = 0;

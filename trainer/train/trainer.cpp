@@ -12,8 +12,16 @@ Recompute recompute_mode(const TrainingConfig& t) {
   if (!t.recompute)
     throw ConfigError(
         "training.recompute = \"auto\" reached the trainer undecided: the layout model picks the mode per layout "
-        "(resolved_recompute); decide it before making a Trainer, as run_training does");
+        "(resolved_modes); decide it before making a Trainer, as run_training does");
   return *t.recompute;
+}
+
+bool shard_mode(const TrainingConfig& t) {
+  if (!t.shard_optimizer)
+    throw ConfigError(
+        "training.shard_optimizer = \"auto\" reached the trainer undecided: the layout model decides it per layout "
+        "(resolved_modes); decide it before making a Trainer, as run_training does");
+  return *t.shard_optimizer;
 }
 
 }  // namespace
@@ -25,7 +33,7 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const T
       data_(data),
       order_(job.training.seed, data.size(), job.model.sequence),
       split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
-      params_(backend, job.model, grid.layout(), grid.coords()),
+      params_(backend, job.model, grid.layout(), grid.coords(), shard_mode(job.training)),
       model_(backend, grid, job.model, split_.micro_batch, params_, job.training.overlap_comm,
              recompute_mode(job.training)),
       sync_(grid, params_, job.model.layers, job.training.overlap_comm),

@@ -22,8 +22,8 @@ namespace axonn {
 class Trainer {
  public:
   // Parameters start from the layout-independent init of training.seed. training.recompute
-  // must name a mode: "auto" is decided per layout by the layout model (resolved_recompute,
-  // which run_training applies), so unset it throws ConfigError.
+  // and training.shard_optimizer must be decided: "auto" is decided per layout by the layout
+  // model (resolved_modes, which run_training applies), so unset either throws ConfigError.
   Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data);
   ~Trainer();
 

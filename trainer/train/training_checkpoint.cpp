@@ -39,36 +39,43 @@ int64_t checkpoint_payload_bytes(const ModelShape& model) {
 }
 
 TrainingCheckpoint::TrainingCheckpoint(std::filesystem::path dir, Trainer& trainer, int rank, SaverOptions options)
-    : dir_(std::move(dir)), trainer_(trainer), rank_(rank), saver_(dir_, rank, std::move(options)) {}
+    : dir_(std::move(dir)),
+      trainer_(trainer),
+      rank_(rank),
+      saver_(dir_, rank, std::move(options)),
+      slices_(state_slices(trainer.params().layout(), trainer.params().state_runs())) {}
 
-std::vector<TrainingCheckpoint::Entry> TrainingCheckpoint::entries() {
+float* TrainingCheckpoint::device_data(const StateSlice& s) {
   ParameterStore& p = trainer_.params();
-  std::vector<Entry> out;
-  const struct {
-    const char* prefix;
-    float* base;
-  } buffers[] = {{"", p.params()}, {"adam.m/", p.adam_m()}, {"adam.v/", p.adam_v()}};
-  for (const auto& b : buffers)
-    for (const auto& slot : p.layout().slots) out.push_back({b.prefix + slot.spec.name, &slot, b.base + slot.offset});
-  return out;
+  float* base = s.buffer == StateBuffer::params   ? p.params()
+                : s.buffer == StateBuffer::adam_m ? p.adam_m()
+                                                  : p.adam_v();
+  return base + s.offset;
 }
 
-bool TrainingCheckpoint::writes(size_t entry_index, const ParamSlot& slot) const {
+float* TrainingCheckpoint::staged_data(const StateSlice& s) {
+  const ParameterStore& p = trainer_.params();
+  const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
+  const size_t base = s.buffer == StateBuffer::params ? 0 : s.buffer == StateBuffer::adam_m ? n : n + state;
+  return staging_.data() + base + static_cast<size_t>(s.offset);
+}
+
+bool TrainingCheckpoint::writes(size_t index, const StateSlice& slice) const {
   const Layout& layout = trainer_.grid().layout();
   const Coords& at = trainer_.grid().coords();
   int64_t copies = 1, replica = 0;
-  for (Axis a : replica_axes(slot.spec)) {
+  for (Axis a : replica_axes(slice.slot->spec)) {
+    if (a == Axis::data && slice.split_over_data) continue;
     replica = replica * layout.size(a) + at[a];
     copies *= layout.size(a);
   }
-  return static_cast<int64_t>(entry_index) % copies == replica;
+  return static_cast<int64_t>(index) % copies == replica;
 }
 
 int64_t TrainingCheckpoint::staged_bytes() {
-  const std::vector<Entry> all = entries();
   int64_t bytes = 0;
-  for (size_t i = 0; i < all.size(); ++i)
-    if (writes(i, *all[i].slot)) bytes += all[i].slot->count * static_cast<int64_t>(sizeof(float));
+  for (size_t i = 0; i < slices_.size(); ++i)
+    if (writes(i, slices_[i])) bytes += element_count(slices_[i].rect) * static_cast<int64_t>(sizeof(float));
   return bytes;
 }
 
@@ -76,26 +83,20 @@ std::chrono::nanoseconds TrainingCheckpoint::save(double last_lr) {
   const auto start = std::chrono::steady_clock::now();
   Backend& backend = trainer_.backend();
   ParameterStore& p = trainer_.params();
-  std::vector<Entry> all = entries();
   // On a GPU the state is first copied to host memory; on the CPU backend the saver copies
   // straight from the trainer's buffers.
   if (!backend.device_is_host()) {
-    const size_t n = static_cast<size_t>(p.size());
-    staging_.resize(3 * n);
+    const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
+    staging_.resize(n + 2 * state);
     backend.copy_to_host(staging_.data(), p.params(), n * sizeof(float));
-    backend.copy_to_host(staging_.data() + n, p.adam_m(), n * sizeof(float));
-    backend.copy_to_host(staging_.data() + 2 * n, p.adam_v(), n * sizeof(float));
+    backend.copy_to_host(staging_.data() + n, p.adam_m(), state * sizeof(float));
+    backend.copy_to_host(staging_.data() + n + state, p.adam_v(), state * sizeof(float));
   }
   std::vector<TensorSlice> slices;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const Entry& e = all[i];
-    if (!writes(i, *e.slot)) continue;
-    const float* data = e.device;
-    if (!backend.device_is_host()) {
-      const size_t buffer = i / p.layout().slots.size();
-      data = staging_.data() + buffer * static_cast<size_t>(p.size()) + static_cast<size_t>(e.slot->offset);
-    }
-    slices.push_back({e.name, e.slot->spec.shape, e.slot->rect, data});
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    const StateSlice& s = slices_[i];
+    if (!writes(i, s)) continue;
+    slices.push_back({s.name, s.slot->spec.shape, s.rect, backend.device_is_host() ? device_data(s) : staged_data(s)});
   }
 
   std::optional<CommitSpec> commit;
@@ -134,17 +135,11 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
   if (!std::filesystem::exists(dir_ / "latest") && !step) return std::nullopt;
   Backend& backend = trainer_.backend();
   ParameterStore& p = trainer_.params();
-  std::vector<Entry> all = entries();
-  const size_t n = static_cast<size_t>(p.size());
-  if (!backend.device_is_host()) staging_.resize(3 * n);
+  const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
+  if (!backend.device_is_host()) staging_.assign(n + 2 * state, 0.0f);  // the padding stays zero
   std::vector<SliceRead> reads;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const Entry& e = all[i];
-    float* dst = e.device;
-    if (!backend.device_is_host())
-      dst = staging_.data() + (i / p.layout().slots.size()) * n + static_cast<size_t>(e.slot->offset);
-    reads.push_back({e.name, e.slot->spec.shape, e.slot->rect, dst});
-  }
+  for (const StateSlice& s : slices_)
+    reads.push_back({s.name, s.slot->spec.shape, s.rect, backend.device_is_host() ? device_data(s) : staged_data(s)});
   LoadOptions options;
   options.fallback = fallback;
   options.step = step;
@@ -160,8 +155,8 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
   LoadResult result = load_checkpoint(dir_, reads, options);
   if (!backend.device_is_host()) {
     backend.copy_to_device(p.params(), staging_.data(), n * sizeof(float));
-    backend.copy_to_device(p.adam_m(), staging_.data() + n, n * sizeof(float));
-    backend.copy_to_device(p.adam_v(), staging_.data() + 2 * n, n * sizeof(float));
+    backend.copy_to_device(p.adam_m(), staging_.data() + n, state * sizeof(float));
+    backend.copy_to_device(p.adam_v(), staging_.data() + n + state, state * sizeof(float));
   }
   p.zero_grads();
   const auto saved_step = result.metadata.ints.find("step");

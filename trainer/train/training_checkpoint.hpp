@@ -26,8 +26,12 @@ int64_t checkpoint_payload_bytes(const ModelShape& model);
 
 // Every rank writes one shard (possibly empty): of the copies of a rectangle (ranks that
 // differ only along the tensor's replica axes) the one whose replica index equals the
-// tensor's index modulo the number of copies writes it, so the writing is spread over the
-// replicas without any coordination. Rank 0 commits.
+// rectangle's index (in state_slices' order) modulo the number of copies writes it, so the
+// writing is spread over the replicas without any coordination. With the optimizer sharded,
+// the data ranks hold different parts of the moments, so the data axis is no replica axis for
+// them: each part is written by one of the ranks that hold it. Rank 0 commits.
+// The tensors are the same global tensors in every mode, so a checkpoint saved sharded
+// resumes unsharded, at another layout, and back.
 class TrainingCheckpoint {
  public:
   TrainingCheckpoint(std::filesystem::path dir, Trainer& trainer, int rank, SaverOptions options);
@@ -55,19 +59,18 @@ class TrainingCheckpoint {
   int64_t staged_bytes();
 
  private:
-  struct Entry {
-    std::string name;
-    const ParamSlot* slot;
-    float* device;  // where the shard lives in the trainer's flat buffers
-  };
-  std::vector<Entry> entries();  // parameters, then adam.m, then adam.v
-  bool writes(size_t entry_index, const ParamSlot& slot) const;
+  // Where a state slice lives: in the trainer's buffers, or, when the device is not the
+  // host, in staging_ (params | adam_m | adam_v).
+  float* device_data(const StateSlice& s);
+  float* staged_data(const StateSlice& s);
+  bool writes(size_t index, const StateSlice& slice) const;
 
   std::filesystem::path dir_;
   Trainer& trainer_;
   int rank_;
   AsyncSaver saver_;
-  std::vector<float> staging_;  // host copy of params | m | v when the device is not the host
+  std::vector<StateSlice> slices_;  // what this rank holds: state_slices of the trainer's store
+  std::vector<float> staging_;      // host copy of params | m | v when the device is not the host
   std::vector<int64_t> protected_steps_;
 };
 

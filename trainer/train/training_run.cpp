@@ -159,18 +159,22 @@ Prediction predict(const ChooserInput& plan, const Layout& layout) {
   return p;
 }
 
-// training.recompute "auto" becomes this layout's mode: every prediction is at it, and the
-// trainer runs it. `why` says how it was decided, for the log.
+// training.recompute and training.shard_optimizer "auto" become this layout's modes: every
+// prediction is at them, and the trainer runs them. The `why`s say how they were decided,
+// for the log.
 struct DecidedPlan {
   ChooserInput plan;
-  std::string recompute_why;
+  std::string recompute_why, shard_why;
   JobConfig job;
 };
 
-DecidedPlan decide_recompute(const JobConfig& job, const ChooserInput& plan, const Layout& layout) {
-  DecidedPlan d{plan, recompute_reason(plan, layout), job};
-  d.plan.recompute = resolved_recompute(plan, layout);
-  d.job.training.recompute = d.plan.recompute;
+DecidedPlan decide_modes(const JobConfig& job, const ChooserInput& plan, const Layout& layout) {
+  DecidedPlan d{plan, recompute_reason(plan, layout), shard_reason(plan, layout), job};
+  const MemoryModes modes = resolved_modes(plan, layout);
+  d.plan.recompute = modes.recompute;
+  d.plan.shard_optimizer = modes.shard_optimizer;
+  d.job.training.recompute = modes.recompute;
+  d.job.training.shard_optimizer = modes.shard_optimizer;
   return d;
 }
 
@@ -205,7 +209,7 @@ class TrainingRun {
         options_(options),
         lead_(world_.rank() == 0),
         startup_(options.startup),
-        decided_(decide_recompute(job, options.plan, grid.layout())),
+        decided_(decide_modes(job, options.plan, grid.layout())),
         lock_(open_run_directory(backend, world_, job.checkpoint.dir, run_directory_options(job, options))),
         before_(memory_baseline(backend)),
         trainer_(backend, grid, decided_.job, data),
@@ -281,6 +285,14 @@ class TrainingRun {
                                    recomputed_blocks(job_.model, mode),
                                    100.0 * prediction.cost.recompute_flops / prediction.cost.flops)
                      : std::string());
+    spdlog::info("train: optimizer state {} ({})",
+                 *decided_.plan.shard_optimizer
+                     ? fmt::format("sharded over the {} data ranks: AdamW moments of 1/{} of each gradient bucket "
+                                   "per rank; the data all-reduce is a reduce-scatter, then an all-gather of the "
+                                   "updated weights",
+                                   grid_.layout().data, grid_.layout().data)
+                     : std::string("unsharded"),
+                 decided_.shard_why);
     spdlog::info("train: communication per step per rank: {}", comm_summary(prediction.volume));
     spdlog::info("train: overlap {}",
                  t.overlap_comm ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
@@ -436,6 +448,7 @@ class TrainingRun {
     summary.layout = format_layout_with_order(grid_.layout());
     summary.layout_origin = options_.layout_origin;
     summary.recompute = recompute_name(*decided_.plan.recompute);
+    summary.shard_optimizer = *decided_.plan.shard_optimizer;
     summary.start_step = result.start_step;
     summary.end_step = result.end_step;
     summary.preempted = result.preempted;
