@@ -124,14 +124,18 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   // Over data in buckets (trainer/optim/gradient_sync.hpp): each block's four weight shards,
   // then the wte shard, then the small tensors; together every gradient once. All-reduced;
   // or, with the optimizer sharded, reduce-scattered (each bucket padded to G_data equal
-  // pieces) and, after AdamW, the updated weights all-gathered: the all-reduce's bytes in two
-  // halves (nccl-tests sizes: the reduce-scatter's input and the all-gather's output are the
-  // bucket) and its time (the ring's (n-1)/n twice for its 2(n-1)/n).
+  // pieces) and, after AdamW, the updated weights all-gathered. In a float32 job that is the
+  // all-reduce's bytes in two halves (nccl-tests sizes: the reduce-scatter's input and the
+  // all-gather's output are the bucket) and its time (the ring's (n-1)/n twice for its
+  // 2(n-1)/n); in a bfloat16 job the weight buckets' all-gathers move the GEMMs' bf16 copy
+  // (their float32 master weights are sharded too), half of that.
   if (shards_optimizer(g, modes.shard_optimizer)) {
-    const std::pair<int64_t, int64_t> sharded[] = {{model.layers, buckets.block}, {1, buckets.wte}, {1, buckets.small}};
-    for (const auto& [calls, count] : sharded) {
-      v.add(CommAxis::data, K::reduce_scatter, calls, padded_bucket(count, g.data) * grad);
-      v.add(CommAxis::data, K::all_gather, calls, padded_bucket(count, g.data) * 4);  // float32 weights
+    const struct {
+      int64_t calls, count, weight_bytes;
+    } sharded[] = {{model.layers, buckets.block, w}, {1, buckets.wte, w}, {1, buckets.small, 4}};
+    for (const auto& b : sharded) {
+      v.add(CommAxis::data, K::reduce_scatter, b.calls, padded_bucket(b.count, g.data) * grad);
+      v.add(CommAxis::data, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes);
     }
   } else {
     v.add(CommAxis::data, K::all_reduce, model.layers, buckets.block * grad);

@@ -30,7 +30,9 @@
 //                      with the optimizer sharded (MemoryModes) instead, per bucket padded to
 //                      G_data pieces (model_plan.hpp, padded_bucket):
 //   reduce_scatter data : padded bucket * 4    the gradients, each rank summing its piece
-//   all_gather     data : padded bucket * 4    the updated float32 weights, after AdamW
+//   all_gather     data : padded bucket * 4    the updated float32 weights, after AdamW (in a
+//                         bfloat16 job * e for the weight buckets: their bf16 copy, the
+//                         float32 master weights being sharded too)
 //   all_reduce world : 4 * 4                  loss sum, token count, squared grad norm, stop votes
 // A collective on a group of one is not made and counts nothing.
 #include <array>

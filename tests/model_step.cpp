@@ -181,17 +181,23 @@ TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_
         EXPECT_EQ(got.calls, steps * predicted.at(axis, kind).calls) << what;
       }
 
+    // The state as a save writes it: under a sharded master the weight buckets' float32
+    // parameters are the master pieces (the bf16 copy is only the GEMMs').
     const size_t n = static_cast<size_t>(params.size()), state = static_cast<size_t>(params.state_size());
-    std::vector<float> host_params(n), host_m(state), host_v(state);
-    backend.copy_to_host(host_params.data(), params.params(), n * sizeof(float));
+    const size_t first = params.master_sharded() ? static_cast<size_t>(params.layout().sharded) : 0;
+    std::vector<float> host_params(n), host_m(state), host_v(state), host_master(params.master_size());
+    backend.copy_to_host(host_params.data() + first, params.params_at(static_cast<int64_t>(first)),
+                         (n - first) * sizeof(float));
     backend.copy_to_host(host_m.data(), params.adam_m(), state * sizeof(float));
     backend.copy_to_host(host_v.data(), params.adam_v(), state * sizeof(float));
-    std::lock_guard lock(mu);
+    backend.copy_to_host(host_master.data(), params.master(), host_master.size() * sizeof(float));
     rank_losses[static_cast<size_t>(rank)] = {losses, norms};
-    for (const StateSlice& slice : state_slices(params.layout(), params.state_runs())) {
+    std::lock_guard lock(mu);
+    for (const StateSlice& slice : state_slices(params.layout(), params.state_runs(), params.master_sharded())) {
       const std::vector<float>& src = slice.buffer == StateBuffer::params   ? host_params
                                       : slice.buffer == StateBuffer::adam_m ? host_m
-                                                                            : host_v;
+                                      : slice.buffer == StateBuffer::adam_v ? host_v
+                                                                            : host_master;
       const std::vector<int64_t>& shape = slice.slot->spec.shape;
       auto& full = result.state[slice.name];
       if (full.empty()) full.assign(static_cast<size_t>(element_count(shape)), NAN);

@@ -262,7 +262,11 @@ struct PlanRow {
   std::set<std::string> files;
 };
 
-std::vector<PlanRow> plan_rows(const std::string& output) {
+// The rows of the unsharded table (sharded = false) or of the sharded optimizer's.
+std::vector<PlanRow> plan_rows(const std::string& full_output, bool sharded = false) {
+  const size_t split = full_output.find("\noptimizer sharded");
+  const std::string output =
+      sharded ? (split == std::string::npos ? "" : full_output.substr(split)) : full_output.substr(0, split);
   std::vector<PlanRow> rows;
   const std::regex row(R"(\n +(\d+) +(\d+) +[0-9.]+ [KMG]?i?B \((\d+) B\) +[0-9.]+ [KMG]?i?B \((\d+) B\) +([^\n]*))");
   for (auto it = std::sregex_iterator(output.begin(), output.end(), row); it != std::sregex_iterator(); ++it) {
@@ -294,26 +298,43 @@ TEST_P(CkptCliPlan, PredictsTheBytesAndFilesEveryNewRankReads) {
   const std::vector<PlanRow> rows = plan_rows(r.output);
   ASSERT_EQ(rows.size(), static_cast<size_t>(layout.world())) << r.output;
 
-  int64_t total_read = 0;
+  // The sharded optimizer's table where G_data > 1: each data rank reads its pieces of the
+  // moments (state_slices, as TrainingCheckpoint::load requests them).
+  const std::vector<PlanRow> sharded_rows = plan_rows(r.output, true);
+  if (layout.data > 1) {
+    ASSERT_EQ(sharded_rows.size(), static_cast<size_t>(layout.world())) << r.output;
+  } else {
+    EXPECT_TRUE(contains(r.output, "optimizer sharded: G_data = 1 at this layout, nothing to shard")) << r.output;
+  }
+
+  int64_t total_read = 0, sharded_moments = 0, moments = 0;
   for (int rank = 0; rank < layout.world(); ++rank) {
-    CheckpointReader reader = CheckpointReader::open(ckpt());
-    const ParameterLayout params = parameter_layout(tiny_model(), layout, layout.coords(rank));
-    std::set<std::string> files;
-    int64_t wanted = 0;
-    for (const char* prefix : {"", "adam.m/", "adam.v/"}) {
-      for (const ParamSlot& slot : params.slots) {
-        const std::string name = prefix + slot.spec.name;
-        std::vector<float> dst(static_cast<size_t>(slot.count));
-        reader.read(SliceRead{name, slot.spec.shape, slot.rect, dst.data()});
-        wanted += slot.count * 4;
-        for (const StoredRect& s : reader.tensor(name).sources)
-          if (intersect(s.rect, slot.rect)) files.insert(s.file);
+    for (bool shard : {false, true}) {
+      if (shard && layout.data == 1) continue;
+      CheckpointReader reader = CheckpointReader::open(ckpt());
+      const Coords at = layout.coords(rank);
+      const ParameterLayout params = parameter_layout(tiny_model(), layout, at, shard);
+      std::set<std::string> files;
+      int64_t wanted = 0;
+      for (const StateSlice& slice : state_slices(params, optimizer_state_runs(params, at.data))) {
+        std::vector<float> dst(static_cast<size_t>(element_count(slice.rect)));
+        reader.read(SliceRead{slice.name, slice.slot->spec.shape, slice.rect, dst.data()});
+        wanted += element_count(slice.rect) * 4;
+        if (slice.buffer != StateBuffer::params) (shard ? sharded_moments : moments) += element_count(slice.rect) * 4;
+        for (const StoredRect& s : reader.tensor(slice.name).sources)
+          if (intersect(s.rect, slice.rect)) files.insert(s.file);
       }
+      const PlanRow& row = (shard ? sharded_rows : rows)[static_cast<size_t>(rank)];
+      const std::string what = std::string(shard ? "sharded " : "") + "rank " + std::to_string(rank);
+      EXPECT_EQ(row.bytes_read, reader.bytes_read()) << what << "\n" << r.output;
+      EXPECT_EQ(row.bytes_wanted, wanted) << what;
+      EXPECT_EQ(row.files, files) << what << "\n" << r.output;
+      if (!shard) total_read += reader.bytes_read();
     }
-    EXPECT_EQ(rows[static_cast<size_t>(rank)].bytes_read, reader.bytes_read()) << "rank " << rank << "\n" << r.output;
-    EXPECT_EQ(rows[static_cast<size_t>(rank)].bytes_wanted, wanted) << "rank " << rank;
-    EXPECT_EQ(rows[static_cast<size_t>(rank)].files, files) << "rank " << rank << "\n" << r.output;
-    total_read += reader.bytes_read();
+  }
+  // Sharded, the data ranks want the moments once between them, not once each.
+  if (layout.data > 1) {
+    EXPECT_EQ(sharded_moments * layout.data, moments);
   }
   EXPECT_TRUE(std::regex_search(r.output,
                                 std::regex("\ntotal       reads [^(]+\\(" + std::to_string(total_read) + " B\\) for ")))

@@ -42,11 +42,7 @@ ConstActPtr Gpt::weight(const std::string& name) const {
   const ParamSlot& slot = params_.layout().slot(name);
   if (slot.offset + slot.count > params_.layout().sharded)
     throw BackendError("Gpt: parameter " + name + " is not a sharded weight; the GEMMs' copy holds only those");
-  return weights_ + slot.offset;
-}
-
-void Gpt::refresh_weights() {
-  if (weights_.raw() != params_.params()) backend_.convert(weights_, params_.params(), params_.layout().sharded);
+  return params_.weights() + slot.offset;
 }
 
 Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
@@ -68,8 +64,6 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   const int64_t m = m_, c = c_, cy = cy_, v = V / g.y;
   const bool z_split = g.z > 1;
   auto gathered = [&](int64_t elements) { return z_split ? make_act(elements) : nullptr; };
-  weights_ =
-      backend.activation_type() == ElementType::float32 ? ActPtr(params.params()) : make_act(params.layout().sharded);
 
   embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, weight("wte"), params.grad("wte"), gathered(v * c),
                                                z_split ? make(v * c) : nullptr);
@@ -195,7 +189,7 @@ void Gpt::recompute(size_t l) {
 
 void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
                            GradientSync* sync) {
-  refresh_weights();
+  params_.refresh_weights();
   forward(tokens, targets, loss_scale);
   backend_.sum(loss_sum, ce_.loss, m_);
   backward(tokens, sync);

@@ -64,8 +64,6 @@ class Gpt {
   ActPtr make_act(int64_t elements);  // activations of the backend's activation_type(), owned by the model
   // The GEMMs' copy of the sharded weight `name` (wte, a block's linear weight).
   ConstActPtr weight(const std::string& name) const;
-  // Writes the GEMMs' copy from the float32 parameters (nothing when it is them).
-  void refresh_weights();
   // Through the loss and its gradient at the logits (the classifier's softmax backward runs
   // with its forward: logits_ holds dlogits on return).
   void forward(const int32_t* tokens, const int32_t* targets, float loss_scale);
@@ -85,12 +83,6 @@ class Gpt {
   bool overlap_comm_;
   Recompute recompute_;
   size_t gathered_sets_ = 0;  // blocks whose gathered weights are held at once (block l uses set l mod this)
-  // The sharded weights (the parameters' prefix, ParameterLayout::sharded) as the GEMMs read
-  // them, in activation_type(): the float32 parameters themselves, or a bf16 copy rewritten
-  // at the start of every micro-batch. Rewriting each time means no step, checkpoint load or
-  // initialization can leave it stale; it costs one pass over this rank's shards (6 bytes a
-  // weight) against the micro-batch's 6·weights·tokens FLOPs.
-  ActPtr weights_;
 
   std::vector<DeviceBuffer<std::byte>> buffers_;
   std::vector<std::unique_ptr<Block>> blocks_;

@@ -160,23 +160,30 @@ std::vector<StateRun> optimizer_state_runs(const ParameterLayout& layout, int da
   return runs;
 }
 
-std::vector<StateSlice> state_slices(const ParameterLayout& layout, const std::vector<StateRun>& runs) {
+std::vector<StateSlice> state_slices(const ParameterLayout& layout, const std::vector<StateRun>& runs,
+                                     bool master_pieces) {
   std::vector<StateSlice> out;
-  for (const ParamSlot& slot : layout.slots)
-    out.push_back({slot.spec.name, &slot, slot.rect, StateBuffer::params, slot.offset, false});
   const bool split = layout.pieces > 1;
+  // The parts of `slot` that the runs cover, from `buffer` at the runs' state offsets.
+  auto pieces = [&](const std::string& name, const ParamSlot& slot, StateBuffer buffer) {
+    for (const StateRun& run : runs) {
+      const int64_t begin = std::max(slot.offset, run.offset);
+      const int64_t end = std::min(slot.offset + slot.count, run.offset + run.count);
+      if (begin >= end) continue;
+      for (const FlatRect& f : flat_range_rects(slot.rect, begin - slot.offset, end - slot.offset))
+        out.push_back({name, &slot, f.rect, buffer, run.state_offset + (slot.offset + f.begin - run.offset), split});
+    }
+  };
+  for (const ParamSlot& slot : layout.slots) {
+    if (master_pieces && split && slot.offset < layout.sharded)
+      pieces(slot.spec.name, slot, StateBuffer::master);
+    else
+      out.push_back({slot.spec.name, &slot, slot.rect, StateBuffer::params, slot.offset, false});
+  }
   const std::pair<const char*, StateBuffer> moments[] = {{"adam.m/", StateBuffer::adam_m},
                                                          {"adam.v/", StateBuffer::adam_v}};
   for (const auto& [prefix, buffer] : moments)
-    for (const ParamSlot& slot : layout.slots)
-      for (const StateRun& run : runs) {
-        const int64_t begin = std::max(slot.offset, run.offset);
-        const int64_t end = std::min(slot.offset + slot.count, run.offset + run.count);
-        if (begin >= end) continue;
-        for (const FlatRect& f : flat_range_rects(slot.rect, begin - slot.offset, end - slot.offset))
-          out.push_back({prefix + slot.spec.name, &slot, f.rect, buffer,
-                         run.state_offset + (slot.offset + f.begin - run.offset), split});
-      }
+    for (const ParamSlot& slot : layout.slots) pieces(prefix + slot.spec.name, slot, buffer);
   return out;
 }
 

@@ -108,18 +108,21 @@ std::vector<StateRun> optimizer_state_runs(const ParameterLayout& layout, int da
 // AdamW moments at "adam.m/<name>" and "adam.v/<name>", each a global float32 tensor of the
 // parameter's shape whatever the layout and the sharding. What a rank holds of them, as
 // rectangles of those tensors, and where each lies in the rank's buffers.
-enum class StateBuffer { params = 0, adam_m = 1, adam_v = 2 };
+enum class StateBuffer { params = 0, adam_m = 1, adam_v = 2, master = 3 };
 struct StateSlice {
   std::string name;              // "wte", "adam.m/wte", "adam.v/h.0.attn.qkv.weight", ...
   const ParamSlot* slot;         // the parameter (points into the ParameterLayout given)
   Rect rect;                     // of the global tensor: the slot's rectangle, or a part of it
-  StateBuffer buffer;            // params() (and its replicas), adam_m(), adam_v()
+  StateBuffer buffer;            // params (flat offsets), adam_m, adam_v, master (state offsets)
   int64_t offset = 0;            // elements into that buffer, row-major over rect.count from there
-  bool split_over_data = false;  // a sharded moment: each data rank holds another part
+  bool split_over_data = false;  // a sharded moment or master piece: each data rank holds another part
 };
 // Parameters (the whole slot), then adam.m, then adam.v, in slot order; a moment of a sharded
 // optimizer is cut where the rank's state runs cut it (flat_range_rects), so each of its
-// rectangles is consecutive in the moments' buffer.
-std::vector<StateSlice> state_slices(const ParameterLayout& layout, const std::vector<StateRun>& runs);
+// rectangles is consecutive in the moments' buffer. master_pieces: the weight buckets'
+// parameters as the sharded master weights hold them (cut like the moments, from the master
+// buffer; ParameterStore::master_sharded), what a save writes; a load reads them whole.
+std::vector<StateSlice> state_slices(const ParameterLayout& layout, const std::vector<StateRun>& runs,
+                                     bool master_pieces = false);
 
 }  // namespace axonn

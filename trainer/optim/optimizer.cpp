@@ -38,24 +38,32 @@ Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, G
   }
 }
 
-void Optimizer::adamw(const AdamWStep& s, int64_t offset, int64_t state_offset, int64_t count) {
-  // The decayed prefix (ParameterLayout::decayed) with weight decay, the rest without.
-  const int64_t decayed = std::clamp(params_.layout().decayed - offset, int64_t{0}, count);
-  float* p = params_.params() + offset;
-  float* g = params_.grads() + offset;
-  float* m = params_.adam_m() + state_offset;
-  float* v = params_.adam_v() + state_offset;
+void Optimizer::adamw(const AdamWStep& s, const StateRun& run) {
+  // The decayed prefix (ParameterLayout::decayed) with weight decay, the rest without. The
+  // float32 weights are the parameters, or (master_sharded) the master pieces of the weight
+  // buckets, whose runs come first and are held at their state offsets.
+  const int64_t count = run.count;
+  const int64_t decayed = std::clamp(params_.layout().decayed - run.offset, int64_t{0}, count);
+  const bool master = params_.master_sharded() && run.offset < params_.layout().sharded;
+  float* p = master ? params_.master() + run.state_offset : params_.params_at(run.offset);
+  float* g = params_.grads() + run.offset;
+  float* m = params_.adam_m() + run.state_offset;
+  float* v = params_.adam_v() + run.state_offset;
   if (decayed > 0) backend_.adamw(p, g, m, v, decayed, s, true);
   if (count > decayed) backend_.adamw(p + decayed, g + decayed, m + decayed, v + decayed, count - decayed, s, false);
+  // The GEMMs' bf16 copy of this rank's piece, which the all-gather then spreads.
+  if (master) backend_.convert(params_.weights() + run.offset, p, count);
 }
 
 Communicator::Ticket Optimizer::gather_weights(const ParamBucket& b) {
   Communicator& data = grid_.axis(CommAxis::data);
   const int64_t piece = b.piece(params_.layout().pieces);
-  float* bucket = params_.params() + b.offset;
-  float* mine = bucket + data.rank() * piece;
-  if (overlap_) return data.start_all_gather(mine, bucket, static_cast<size_t>(piece), ElementType::float32);
-  data.all_gather(mine, bucket, static_cast<size_t>(piece), ElementType::float32);
+  // The bf16 copy of a weight bucket under a sharded master, else the float32 parameters.
+  const bool master = params_.master_sharded() && b.offset < params_.layout().sharded;
+  const ActPtr bucket = master ? params_.weights() + b.offset : ActPtr(params_.params_at(b.offset));
+  const ActPtr mine = bucket + data.rank() * piece;
+  if (overlap_) return data.start_all_gather(mine.raw(), bucket.raw(), static_cast<size_t>(piece), bucket.type());
+  data.all_gather(mine.raw(), bucket.raw(), static_cast<size_t>(piece), bucket.type());
   return 0;
 }
 
@@ -93,7 +101,7 @@ StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, doubl
   const std::vector<StateRun>& runs = params_.state_runs();
   Communicator::Ticket last = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
-    adamw(s, runs[i].offset, runs[i].state_offset, runs[i].count);
+    adamw(s, runs[i]);
     if (params_.sharded()) last = gather_weights(params_.layout().buckets[i]);
   }
   grid_.axis(CommAxis::data).finish(last);

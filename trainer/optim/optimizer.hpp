@@ -10,7 +10,9 @@
 // With the optimizer sharded over data (ParameterStore::sharded), step 2 is a reduce-scatter,
 // the norm and AdamW cover this rank's piece of every bucket, and then:
 //   5. the updated pieces are all-gathered over data, bucket by bucket (in place), each
-//      started as soon as its AdamW is done when overlapping (training.overlap_comm).
+//      started as soon as its AdamW is done when overlapping (training.overlap_comm): the
+//      float32 weights, or under mixed precision (ParameterStore::master_sharded) the weight
+//      buckets' bf16 copy, converted from the float32 master pieces AdamW updated.
 // AdamW is elementwise, so with the same summed gradients and the same clip scale the
 // updated weights are the unsharded run's bits; layout_volume.hpp predicts the collectives.
 #include <cstdint>
@@ -49,10 +51,10 @@ class Optimizer {
   ParameterStore& params_;
   GradientSync& sync_;
   TrainingConfig training_;
-  // AdamW over [offset, offset + count) of the parameters and gradients, the moments at
-  // state_offset, with or without weight decay.
-  void adamw(const AdamWStep& s, int64_t offset, int64_t state_offset, int64_t count);
-  // Bucket b's updated weights all-gathered over data, in place: started (overlap) or done.
+  // AdamW over one state run, with weight decay where it lies in the decayed prefix.
+  void adamw(const AdamWStep& s, const StateRun& run);
+  // Bucket b's updated weights all-gathered over data, in place (float32, or the bf16 copy
+  // under a sharded master): started (overlap) or done.
   Communicator::Ticket gather_weights(const ParamBucket& b);
 
   std::vector<Run> norm_runs_;  // gradient ranges this rank adds to the global norm

@@ -43,21 +43,30 @@ TrainingCheckpoint::TrainingCheckpoint(std::filesystem::path dir, Trainer& train
       trainer_(trainer),
       rank_(rank),
       saver_(dir_, rank, std::move(options)),
-      slices_(state_slices(trainer.params().layout(), trainer.params().state_runs())) {}
+      slices_(
+          state_slices(trainer.params().layout(), trainer.params().state_runs(), trainer.params().master_sharded())),
+      load_slices_(state_slices(trainer.params().layout(), trainer.params().state_runs())) {}
 
 float* TrainingCheckpoint::device_data(const StateSlice& s) {
   ParameterStore& p = trainer_.params();
-  float* base = s.buffer == StateBuffer::params   ? p.params()
-                : s.buffer == StateBuffer::adam_m ? p.adam_m()
-                                                  : p.adam_v();
-  return base + s.offset;
+  switch (s.buffer) {
+    case StateBuffer::params:
+      return p.params_at(s.offset);
+    case StateBuffer::adam_m:
+      return p.adam_m() + s.offset;
+    case StateBuffer::adam_v:
+      return p.adam_v() + s.offset;
+    case StateBuffer::master:
+      return p.master() + s.offset;
+  }
+  return nullptr;
 }
 
 float* TrainingCheckpoint::staged_data(const StateSlice& s) {
   const ParameterStore& p = trainer_.params();
   const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
-  const size_t base = s.buffer == StateBuffer::params ? 0 : s.buffer == StateBuffer::adam_m ? n : n + state;
-  return staging_.data() + base + static_cast<size_t>(s.offset);
+  const size_t base[] = {0, n, n + state, n + 2 * state};  // params | adam_m | adam_v | master
+  return staging_.data() + base[static_cast<size_t>(s.buffer)] + static_cast<size_t>(s.offset);
 }
 
 bool TrainingCheckpoint::writes(size_t index, const StateSlice& slice) const {
@@ -87,10 +96,15 @@ std::chrono::nanoseconds TrainingCheckpoint::save(double last_lr) {
   // straight from the trainer's buffers.
   if (!backend.device_is_host()) {
     const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
-    staging_.resize(n + 2 * state);
-    backend.copy_to_host(staging_.data(), p.params(), n * sizeof(float));
+    const size_t master = static_cast<size_t>(p.master_size());
+    staging_.resize(n + 2 * state + master);
+    // The float32 parameters: all of them, or under a sharded master the small tensors.
+    const size_t first = p.master_sharded() ? static_cast<size_t>(p.layout().sharded) : 0;
+    backend.copy_to_host(staging_.data() + first, p.params_at(static_cast<int64_t>(first)),
+                         (n - first) * sizeof(float));
     backend.copy_to_host(staging_.data() + n, p.adam_m(), state * sizeof(float));
     backend.copy_to_host(staging_.data() + n + state, p.adam_v(), state * sizeof(float));
+    backend.copy_to_host(staging_.data() + n + 2 * state, p.master(), master * sizeof(float));
   }
   std::vector<TensorSlice> slices;
   for (size_t i = 0; i < slices_.size(); ++i) {
@@ -111,6 +125,8 @@ std::chrono::nanoseconds TrainingCheckpoint::save(double last_lr) {
     md.ints["step"] = trainer_.step();
     md.ints["training.global_batch"] = trainer_.job().training.global_batch;
     md.ints["training.steps"] = trainer_.job().training.steps;
+    // How the state was held (a resume reads the same tensors in either mode).
+    md.ints["training.shard_optimizer"] = trainer_.params().sharded() ? 1 : 0;
     md.reals["training.last_lr"] = last_lr;
     md.strings["job"] = trainer_.job().source;
     spec.protected_steps = protected_steps_;
@@ -137,8 +153,9 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
   ParameterStore& p = trainer_.params();
   const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
   if (!backend.device_is_host()) staging_.assign(n + 2 * state, 0.0f);  // the padding stays zero
+  // Every parameter whole (a sharded master takes its pieces from them), the moments as held.
   std::vector<SliceRead> reads;
-  for (const StateSlice& s : slices_)
+  for (const StateSlice& s : load_slices_)
     reads.push_back({s.name, s.slot->spec.shape, s.rect, backend.device_is_host() ? device_data(s) : staged_data(s)});
   LoadOptions options;
   options.fallback = fallback;
@@ -154,9 +171,10 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
   };
   LoadResult result = load_checkpoint(dir_, reads, options);
   if (!backend.device_is_host()) {
-    backend.copy_to_device(p.params(), staging_.data(), n * sizeof(float));
+    p.set_params(staging_.data());
     backend.copy_to_device(p.adam_m(), staging_.data() + n, state * sizeof(float));
     backend.copy_to_device(p.adam_v(), staging_.data() + n + state, state * sizeof(float));
+    backend.synchronize();
   }
   p.zero_grads();
   const auto saved_step = result.metadata.ints.find("step");

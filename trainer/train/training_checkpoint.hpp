@@ -60,7 +60,7 @@ class TrainingCheckpoint {
 
  private:
   // Where a state slice lives: in the trainer's buffers, or, when the device is not the
-  // host, in staging_ (params | adam_m | adam_v).
+  // host, in staging_ (params | adam_m | adam_v | master).
   float* device_data(const StateSlice& s);
   float* staged_data(const StateSlice& s);
   bool writes(size_t index, const StateSlice& slice) const;
@@ -69,7 +69,8 @@ class TrainingCheckpoint {
   Trainer& trainer_;
   int rank_;
   AsyncSaver saver_;
-  std::vector<StateSlice> slices_;  // what this rank holds: state_slices of the trainer's store
+  std::vector<StateSlice> slices_;       // what this rank holds and saves: state_slices of its store
+  std::vector<StateSlice> load_slices_;  // what it reads on resume: the same with every parameter whole
   std::vector<float> staging_;      // host copy of params | m | v when the device is not the host
   std::vector<int64_t> protected_steps_;
 };

@@ -429,14 +429,18 @@ class TrainingRun {
     const auto mismatches = comm_mismatches(totals.counted, prediction.volume, steps_run);
     for (const auto& m : mismatches) spdlog::error("communication: {} (layout model mismatch)", m);
     const MemoryUse use = report_memory(prediction.memory);
-    const std::vector<float> all = all_gather_floats(
-        backend_, world_, {static_cast<float>(mismatches.size()), static_cast<float>(use.model_bytes)});
+    // Each rank's prediction: the checkpoint staging in it differs between ranks that write
+    // different shares of the replicated tensors.
+    const std::vector<float> all =
+        all_gather_floats(backend_, world_,
+                          {static_cast<float>(mismatches.size()), static_cast<float>(use.model_bytes),
+                           static_cast<float>(use.predicted)});
     double failures = 0;
     RunSummary summary;
-    for (size_t r = 0; r < all.size(); r += 2) {
+    for (size_t r = 0; r + 2 < all.size(); r += 3) {
       failures += all[r];
       summary.model_memory_bytes.push_back(all[r + 1]);
-      summary.predicted_memory_bytes.push_back(use.predicted);
+      summary.predicted_memory_bytes.push_back(all[r + 2]);
     }
     result.comm_bytes_match = failures == 0;
     if (!lead_) return;
