@@ -139,9 +139,17 @@ std::string smallest_fitting_change(const ChooserInput& input) {
       }
     }
   }
+  // A job that turns optimizer sharding off: sharding, if a layout then fits.
+  if (input.shard_optimizer && !*input.shard_optimizer) {
+    ChooserInput sharding = input;
+    sharding.shard_optimizer = true;
+    if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return layout_runs(sharding, l); }))
+      options.push_back("training.shard_optimizer = true");
+  }
   if (options.empty())
     return "no layout fits in memory on more nodes of " + std::to_string(per_node) + searched(n) +
            " or at micro_batch 1" + (input.recompute && *input.recompute != Recompute::block ? " or recomputing" : "") +
+           (input.shard_optimizer && !*input.shard_optimizer ? " or sharding the optimizer" : "") +
            ": use a smaller model or sequence, a global batch with more divisors, or GPUs with "
            "more memory";
   std::string s = options[0];

@@ -22,7 +22,8 @@ inline constexpr int64_t kHintSplitBudget = int64_t{1} << 20;
 //  - memory: "needs >= 16 GPUs (2 nodes of 8) or micro_batch <= 2 or training.recompute =
 //    \"block\"" (the fewest whole nodes on which a layout runs, the largest micro-batch with
 //    which one runs on these, and, when the job names a recompute mode, the least
-//    recomputation beyond it with which one runs; "auto" has tried them all already);
+//    recomputation beyond it with which one runs, and when it turns optimizer sharding off,
+//    sharding, if one then runs; "auto" has tried them all already);
 //  - divisibility: "no data x X x Y x Z split of 8000 ranks divides the job (e.g. 8000x1x1x1:
 //    global_batch=512 is not divisible by G_data*G_z=8000); the nearest GPU counts on which a
 //    layout runs: 6144 GPUs (768 nodes of 8) and 8192 GPUs (1024 nodes of 8)";

@@ -51,8 +51,8 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
     header.push_back(comm_axis_name(static_cast<CommAxis>(a)) + " ms/MiB");
     widths.push_back(17);
   }
-  header.insert(header.end(), {"recompute", "memory", "free"});
-  widths.insert(widths.end(), {10, 11, 6});
+  header.insert(header.end(), {"recompute", "optimizer", "memory", "free"});
+  widths.insert(widths.end(), {10, 10, 11, 6});
   std::vector<std::vector<std::string>> rows = {header};
   const double usable = usable_memory(r.input.machine);
   const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
@@ -70,6 +70,7 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
     }
     const double used = static_cast<double>(c.memory.total());
     row.push_back(recompute_name(c.recompute));
+    row.push_back(c.shard_optimizer ? "sharded" : "whole");
     row.push_back(human_bytes(used));
     row.push_back(fmt("%.0f%%", 100.0 * (1.0 - used / usable)));
   }
@@ -98,11 +99,23 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        (in.recompute ? std::string("training.recompute = ") + recompute_name(*in.recompute) + " for every layout"
                      : "auto: per layout the least recomputation that fits (none, then attention, then block); "
                        "it adds the recomputed forwards' FLOPs to compute and their collectives to the bytes") +
-       "\n\n";
+       "\n";
+  s += std::string("  optimizer: ") +
+       (in.shard_optimizer
+            ? std::string("training.shard_optimizer = ") + (*in.shard_optimizer ? "true" : "false") +
+                  " for every layout with G_data > 1"
+            : "auto: per layout sharded over data only where that makes it fit, or fit with less recomputation") +
+       "; sharded, each data rank keeps 1/G_data of the AdamW state (and of the float32 master weights in "
+       "bfloat16), and the data all-reduce becomes a reduce-scatter and an all-gather of the updated weights: the "
+       "same bytes and time in the model (the all-gather's half of the weights in bfloat16), though not hidden "
+       "behind the backward as the all-reduce is\n\n";
   if (r.fits()) {
     const Candidate& best = r.best();
     s += "best: " + format_layout_with_order(best.layout) + " (rank order fastest first: " + format_order(best.layout) +
-         "), recompute " + recompute_name(best.recompute) + "\n";
+         "), recompute " + recompute_name(best.recompute) + ", optimizer " +
+         (best.shard_optimizer ? "sharded over " + std::to_string(best.layout.data) + " data ranks"
+                               : std::string("unsharded")) +
+         "\n";
     for (int a = 0; a < kCommAxisCount; ++a) {
       if (best.volume.group_size[static_cast<size_t>(a)] <= 1) continue;
       s += "  " + pad(comm_axis_name(static_cast<CommAxis>(a)), 5) + " groups of " +
@@ -121,6 +134,17 @@ std::string format_explain(const ChooserResult& r, int top_k) {
       if (!in.recompute && kept != r.ranked.end())
         s += "  fastest without recomputation: " + format_layout_with_order(kept->layout) + ", " +
              fmt("%.3f", kept->cost.step_s() * 1e3) + " ms\n";
+    }
+    // Sharding is priced at the all-reduce's time, so "auto" shards only where a layout must
+    // (or may recompute less for it); say what the best layout beat that keeps the state whole.
+    if (best.shard_optimizer) {
+      const auto whole =
+          std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& c) { return !c.shard_optimizer; });
+      if (whole == r.ranked.end())
+        s += "  no layout fits with the optimizer unsharded\n";
+      else
+        s += "  fastest with the optimizer unsharded: " + format_layout_with_order(whole->layout) + ", " +
+             fmt("%.3f", whole->cost.step_s() * 1e3) + " ms, recompute " + recompute_name(whole->recompute) + "\n";
     }
     s += '\n';
     s += memory_formula(in, best.layout);

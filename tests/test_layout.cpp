@@ -406,6 +406,186 @@ TEST(LayoutSearch, AutoRecomputeIsTheLeastThatFitsPerLayout) {
   EXPECT_NE(explain.find("  recompute         auto: "), std::string::npos) << explain;
 }
 
+// The optimizer sharded over data: per bucket (L blocks, wte, the small tensors) a
+// reduce-scatter and an all-gather of the bucket padded to G_data pieces instead of one
+// all-reduce. In a float32 job that is the all-reduce's bytes in two halves (exactly when
+// every bucket divides), the same wire bytes and ring steps, so the same time; with padding
+// at most G_data - 1 elements more per bucket; bfloat16 halves the weight buckets' gathers.
+TEST(LayoutVolume, ShardedOptimizerMovesTheAllReducesBytesInTwoHalves) {
+  ChooserInput in = tiny_input();
+  in.model = {2, 64, 4, 128, 16};
+  in.batch = {12, 1, ElementType::float32};
+  in.machine.tasks_per_node = 4;
+  using K = CollectiveKind;
+  const Layout four = parse_layout("4x1x1x1");
+  const GradientBuckets b = gradient_buckets(in.model, four);
+  // Per block 12 C^2 = 49152; wte V C = 8192; small L (6C + 7C) + 2C + T C = 2816: all divide by 4.
+  ASSERT_EQ(b.block, 49152);
+  ASSERT_EQ(b.wte, 8192);
+  ASSERT_EQ(b.small, 2816);
+  const int64_t all = 2 * b.block + b.wte + b.small;
+  const StepVolume plain = predict_step_volume(in, four, {Recompute::none, false});
+  const StepVolume sharded = predict_step_volume(in, four, {Recompute::none, true});
+  EXPECT_EQ(plain.at(CommAxis::data, K::all_reduce).calls, 4);
+  EXPECT_EQ(plain.at(CommAxis::data, K::all_reduce).bytes, all * 4);
+  EXPECT_EQ(sharded.at(CommAxis::data, K::all_reduce).calls, 0);
+  EXPECT_EQ(sharded.at(CommAxis::data, K::reduce_scatter).calls, 4);
+  EXPECT_EQ(sharded.at(CommAxis::data, K::reduce_scatter).bytes, all * 4);
+  EXPECT_EQ(sharded.at(CommAxis::data, K::all_gather).calls, 4);
+  EXPECT_EQ(sharded.at(CommAxis::data, K::all_gather).bytes, all * 4);
+  EXPECT_DOUBLE_EQ(sharded.wire_bytes(CommAxis::data), plain.wire_bytes(CommAxis::data));
+  for (CommAxis a : {CommAxis::x, CommAxis::y, CommAxis::z, CommAxis::world})
+    EXPECT_EQ(sharded.bytes(a), plain.bytes(a)) << comm_axis_name(a);
+  const CostEstimate plain_cost = estimate_cost(in, four, plain, {Recompute::none, false});
+  const CostEstimate sharded_cost = estimate_cost(in, four, sharded, {Recompute::none, true});
+  EXPECT_DOUBLE_EQ(sharded_cost.comm_s[static_cast<size_t>(CommAxis::data)],
+                   plain_cost.comm_s[static_cast<size_t>(CommAxis::data)]);
+  EXPECT_DOUBLE_EQ(sharded_cost.step_s(), plain_cost.step_s());
+
+  // G_data = 3: wte and the small tensors pad to 8193 and 2817.
+  in.machine.tasks_per_node = 3;
+  const Layout three = parse_layout("3x1x1x1");
+  const StepVolume padded = predict_step_volume(in, three, {Recompute::none, true});
+  EXPECT_EQ(padded.at(CommAxis::data, K::reduce_scatter).bytes, (2 * 49152 + 8193 + 2817) * 4);
+  EXPECT_EQ(padded.at(CommAxis::data, K::all_gather).bytes, (2 * 49152 + 8193 + 2817) * 4);
+  // bfloat16: the weight buckets' all-gathers move the bf16 copy, the small tensors float32.
+  in.machine.tasks_per_node = 4;
+  in.batch.dtype = ElementType::bfloat16;
+  const StepVolume bf16 = predict_step_volume(in, four, {Recompute::none, true});
+  EXPECT_EQ(bf16.at(CommAxis::data, K::reduce_scatter).bytes, all * 4);
+  EXPECT_EQ(bf16.at(CommAxis::data, K::all_gather).bytes, (2 * b.block + b.wte) * 2 + b.small * 4);
+  // G_data = 1: nothing to shard, the same volume either way.
+  in.machine.tasks_per_node = 2;
+  const Layout one = parse_layout("1x2x1x1");
+  EXPECT_EQ(predict_step_volume(in, one, {Recompute::none, true}).bytes(CommAxis::data), 0);
+  EXPECT_EQ(estimate_memory(in, one, {Recompute::none, true}).total(),
+            estimate_memory(in, one, {Recompute::none, false}).total());
+}
+
+// Sharded, a rank keeps the AdamW moments (and in bfloat16 the float32 master weights) of its
+// piece of every bucket: 1/G_data of them; the parameters and gradients stay whole (padded).
+TEST(LayoutMemory, ShardedOptimizerKeepsOnePieceOfTheMomentsAndMasterWeights) {
+  ChooserInput in = tiny_input();
+  in.model = {2, 64, 4, 128, 16};
+  in.batch = {12, 1, ElementType::float32};
+  in.machine.tasks_per_node = 4;
+  const Layout four = parse_layout("4x1x1x1");
+  const int64_t P = parameters_per_rank(in.model, four).total();  // 109312, divisible by 4 per bucket
+  for (ElementType dtype : {ElementType::float32, ElementType::bfloat16}) {
+    in.batch.dtype = dtype;
+    const MemoryEstimate plain = estimate_memory(in, four, {Recompute::none, false});
+    const MemoryEstimate sharded = estimate_memory(in, four, {Recompute::none, true});
+    EXPECT_FALSE(plain.shard_optimizer);
+    EXPECT_TRUE(sharded.shard_optimizer);
+    EXPECT_EQ(sharded.parameters, plain.parameters);
+    const int64_t per_element = dtype == ElementType::float32 ? 8 : 12;  // m and v, and the master
+    EXPECT_EQ(plain.optimizer - sharded.optimizer, per_element * (P - P / 4)) << element_type_name(dtype);
+    EXPECT_EQ(plain.total() - sharded.total(), per_element * (P - P / 4));
+  }
+  // With padding (G_data = 3) the parameters and gradients grow by the padding.
+  in.batch.dtype = ElementType::float32;
+  in.machine.tasks_per_node = 3;
+  const Layout three = parse_layout("3x1x1x1");
+  const ShardedCount c = sharded_count(in.model, three, true);
+  EXPECT_EQ(c.stored, P + 1 + 1);  // wte and the small tensors pad by one each
+  EXPECT_EQ(c.owned, 2 * (49152 / 3) + 8193 / 3 + 2817 / 3);
+  const MemoryEstimate padded = estimate_memory(in, three, {Recompute::none, true});
+  EXPECT_EQ(padded.parameters, c.stored * 4);
+  EXPECT_EQ(padded.optimizer, c.stored * 4 + c.owned * 8);
+}
+
+// "auto" shards a layout's optimizer where that is what makes it fit, or fit with less
+// recomputation (sharding costs no time in the model, recomputation does), and not where it
+// fits anyway (the all-gather after the step is exposed); the job's own setting wins; with
+// G_data = 1 there is nothing to shard. Each choice says why, and the chooser reports it.
+TEST(LayoutSearch, AutoShardsTheOptimizerWhereThatMakesALayoutFitOrRecomputeLess) {
+  ChooserInput in = tiny_input();
+  in.model = {4, 64, 4, 128, 16};
+  in.batch = {8, 2, ElementType::float32};
+  in.machine.tasks_per_node = 4;
+  in.machine.memory_headroom = 0;
+  const Layout l = parse_layout("4x1x1x1");
+  auto need = [&](Recompute r, bool shard) { return static_cast<double>(estimate_memory(in, l, {r, shard}).total()); };
+  ASSERT_GT(need(Recompute::none, false), need(Recompute::none, true));
+  ASSERT_GT(need(Recompute::none, true), need(Recompute::attention, true));
+  // Enough for everything: unsharded, and why not.
+  in.machine.memory_bytes = need(Recompute::none, false);
+  EXPECT_EQ(resolved_modes(in, l), MemoryModes(Recompute::none, false));
+  EXPECT_NE(shard_reason(in, l).find("auto: off: unsharded fits at recompute none"), std::string::npos)
+      << shard_reason(in, l);
+  // Not enough unsharded: sharded, still without recomputation.
+  in.machine.memory_bytes = need(Recompute::none, false) - 1;
+  ASSERT_GE(in.machine.memory_bytes, need(Recompute::none, true));
+  EXPECT_EQ(resolved_modes(in, l), MemoryModes(Recompute::none, true));
+  EXPECT_NE(shard_reason(in, l).find("auto: on: at recompute none the optimizer unsharded needs "), std::string::npos)
+      << shard_reason(in, l);
+  EXPECT_NE(recompute_reason(in, l).find("none fits sharded: "), std::string::npos) << recompute_reason(in, l);
+  EXPECT_TRUE(estimate_memory(in, l).shard_optimizer);
+  EXPECT_TRUE(evaluate_layout(in, l).shard_optimizer);
+  EXPECT_EQ(predict_step_volume(in, l).at(CommAxis::data, CollectiveKind::all_reduce).calls, 0);
+  // Not even sharded without recomputation: the first of attention unsharded, attention
+  // sharded, block unsharded, block sharded that fits.
+  in.machine.memory_bytes = need(Recompute::none, true) - 1;
+  const std::vector<MemoryModes> order = {
+      {Recompute::attention, false}, {Recompute::attention, true}, {Recompute::block, false}, {Recompute::block, true}};
+  const auto first = std::find_if(order.begin(), order.end(), [&](const MemoryModes& m) {
+    return need(m.recompute, m.shard_optimizer) <= in.machine.memory_bytes;
+  });
+  ASSERT_NE(first, order.end());
+  EXPECT_EQ(resolved_modes(in, l), *first);
+  EXPECT_NE(recompute_reason(in, l).find("none needs "), std::string::npos) << recompute_reason(in, l);
+  EXPECT_NE(recompute_reason(in, l).find(" sharded, "), std::string::npos) << recompute_reason(in, l);
+  // Nothing fits: rejected at the least memory, block and sharded.
+  in.machine.memory_bytes = need(Recompute::block, true) - 1;
+  EXPECT_EQ(resolved_modes(in, l), MemoryModes(Recompute::block, true));
+  EXPECT_NE(rejection_reason(in, l).find("even with recompute block and the optimizer sharded, the least memory"),
+            std::string::npos)
+      << rejection_reason(in, l);
+
+  // The job's setting wins, fitting or not; G_data = 1 has nothing to shard.
+  in.machine.memory_bytes = need(Recompute::none, false) - 1;
+  in.shard_optimizer = false;
+  EXPECT_FALSE(resolved_modes(in, l).shard_optimizer);
+  EXPECT_EQ(shard_reason(in, l), "training.shard_optimizer = false");
+  in.shard_optimizer = true;
+  in.machine.memory_bytes = 1e12;
+  EXPECT_EQ(resolved_modes(in, l), MemoryModes(Recompute::none, true));
+  const Layout tensor_only = parse_layout("1x2x1x2");
+  EXPECT_FALSE(resolved_modes(in, tensor_only).shard_optimizer);
+  EXPECT_EQ(shard_reason(in, tensor_only), "training.shard_optimizer = true, but G_data = 1: nothing to shard");
+  in.shard_optimizer.reset();
+  EXPECT_EQ(shard_reason(in, tensor_only), "G_data = 1: nothing to shard");
+
+  // The chooser: with memory for 4x1x1x1 only sharded, the layouts it ranks are each at their
+  // own modes, the table and --explain say which are sharded, and runner-ups say when they differ.
+  in.machine.memory_bytes = need(Recompute::none, false) - 1;
+  const ChooserResult r = choose_layout(in);
+  ASSERT_TRUE(r.fits());
+  bool some_sharded = false, some_whole = false;
+  for (const Candidate& c : r.ranked) {
+    const MemoryModes modes = resolved_modes(in, c.layout);
+    EXPECT_EQ(c.shard_optimizer, modes.shard_optimizer) << format_layout(c.layout);
+    EXPECT_EQ(c.memory.shard_optimizer, c.shard_optimizer);
+    if (c.layout.data == 1) {
+      EXPECT_FALSE(c.shard_optimizer);
+    }
+    (c.shard_optimizer ? some_sharded : some_whole) = true;
+    if (c.shard_optimizer != r.best().shard_optimizer) {
+      EXPECT_NE(c.why_lost.find("; optimizer "), std::string::npos) << c.why_lost;
+    }
+  }
+  EXPECT_TRUE(some_sharded);
+  EXPECT_TRUE(some_whole);
+  const std::string table = format_ranked_table(r, 100);
+  EXPECT_NE(table.find(" sharded "), std::string::npos) << table;
+  const std::string explain = format_explain(r, 100);
+  EXPECT_NE(explain.find("  optimizer: auto: per layout sharded over data only where"), std::string::npos) << explain;
+  EXPECT_NE(explain.find(std::string(", optimizer ") + (r.best().shard_optimizer ? "sharded over " : "unsharded")),
+            std::string::npos)
+      << explain;
+  EXPECT_NE(explain.find("  optimizer state   "), std::string::npos) << explain;
+}
+
 TEST(LayoutSearch, RejectsIndivisibleLayoutsNamingDimAndAxis) {
   ChooserInput in = tiny_input();
   in.machine.tasks_per_node = 3;
@@ -645,7 +825,7 @@ TEST(LayoutReport, TableColumnsStayAlignedAtLargeCounts) {
   std::vector<size_t> ends;
   size_t from = 0;
   for (const char* name : {"#", "layout", "order", "step ms", "compute", "x ms/MiB", "y ms/MiB", "z ms/MiB",
-                           "data ms/MiB", "world ms/MiB", "recompute", "memory", "free"}) {
+                           "data ms/MiB", "world ms/MiB", "recompute", "optimizer", "memory", "free"}) {
     const size_t at = header.find(name, from);
     ASSERT_NE(at, std::string::npos) << name << " in " << header;
     from = at + std::string(name).size();

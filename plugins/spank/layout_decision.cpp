@@ -130,9 +130,11 @@ Decision decide_layout(const LayoutRequest& request, const StepShape& step, cons
           throw SpankError(given + ": no layout of " + count_of(step.tasks, "task") + " fits job " + job->label +
                            " on site " + site.name + ": " + smallest_fitting_change(*input));
         d.layout = result.best().layout;
-        char predicted[128];
-        std::snprintf(predicted, sizeof predicted, ": predicted step %.3f ms, recompute %s, best of %zu ranked",
-                      result.best().cost.step_s() * 1e3, recompute_name(result.best().recompute), result.ranked.size());
+        char predicted[160];
+        std::snprintf(predicted, sizeof predicted,
+                      ": predicted step %.3f ms, recompute %s, optimizer %s, best of %zu ranked",
+                      result.best().cost.step_s() * 1e3, recompute_name(result.best().recompute),
+                      result.best().shard_optimizer ? "sharded" : "unsharded", result.ranked.size());
         d.summary = given + " chose " + format_layout_with_order(d.layout) + step_text + " (" +
                     context_of(site, job, predicted) + ")";
       } else {

@@ -95,9 +95,10 @@ int command_layout(const CommandArgs& argv) {
       const Candidate& best = result.best();
       std::printf(
           "best layout: %s (data x X x Y x Z = %s, rank order fastest first %s), predicted step %.3f ms, recompute "
-          "%s\n\n",
+          "%s, optimizer %s\n\n",
           format_layout_with_order(best.layout).c_str(), format_layout(best.layout).c_str(),
-          format_order(best.layout).c_str(), best.cost.step_s() * 1e3, recompute_name(best.recompute));
+          format_order(best.layout).c_str(), best.cost.step_s() * 1e3, recompute_name(best.recompute),
+          best.shard_optimizer ? "sharded" : "unsharded");
       std::fputs(format_ranked_table(result, top).c_str(), stdout);
     }
     if (args.has("explain")) std::printf("\n%s", format_explain(result, top).c_str());

@@ -34,6 +34,7 @@ toml::table candidate_json(const Candidate& c, double usable_bytes) {
       {"flops_per_rank", c.cost.flops},
       {"recompute", recompute_name(c.recompute)},
       {"recompute_flops_per_rank", c.cost.recompute_flops},
+      {"shard_optimizer", c.shard_optimizer},
       {"memory_bytes", c.memory.total()},
       {"memory_headroom_fraction", 1.0 - static_cast<double>(c.memory.total()) / usable_bytes},
       {"axes", std::move(axes)},
