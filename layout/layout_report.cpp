@@ -136,14 +136,16 @@ std::string format_explain(const ChooserResult& r, int top_k) {
              fmt("%.3f", kept->cost.step_s() * 1e3) + " ms\n";
     }
     // Sharding is priced at the all-reduce's time, so "auto" shards only where a layout must
-    // (or may recompute less for it); say what the best layout beat that keeps the state whole.
+    // (or may recompute less for it); say what the best layout beat that keeps the state whole
+    // (among these layouts at their modes: a job with training.shard_optimizer = false ranks
+    // the unsharded ones at theirs).
     if (best.shard_optimizer) {
       const auto whole =
           std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& c) { return !c.shard_optimizer; });
       if (whole == r.ranked.end())
-        s += "  no layout fits with the optimizer unsharded\n";
+        s += "  no layout here keeps the optimizer unsharded\n";
       else
-        s += "  fastest with the optimizer unsharded: " + format_layout_with_order(whole->layout) + ", " +
+        s += "  fastest that keeps the optimizer unsharded here: " + format_layout_with_order(whole->layout) + ", " +
              fmt("%.3f", whole->cost.step_s() * 1e3) + " ms, recompute " + recompute_name(whole->recompute) + "\n";
     }
     s += '\n';

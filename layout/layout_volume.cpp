@@ -33,13 +33,16 @@ double StepVolume::wire_bytes(CommAxis a) const {
 CollectiveTypes collective_types(ElementType dtype) {
   // Gradients stay float32 beside the float32 master weights and AdamW state; statistics
   // (sums over rows) need float32's range.
-  return {dtype, dtype, ElementType::float32, ElementType::float32};
+  // Sharded, the weight buckets' float32 master weights are sharded too in a bfloat16 job, so
+  // their all-gather moves the GEMMs' copy; the small tensors stay float32 everywhere.
+  return {dtype, dtype, ElementType::float32, ElementType::float32, dtype, ElementType::float32};
 }
 
 std::string describe_collective_types(ElementType dtype) {
   const CollectiveTypes t = collective_types(dtype);
   const std::pair<const char*, ElementType> parts[] = {
-      {"weights", t.weights}, {"activations", t.activations}, {"gradients", t.gradients}, {"statistics", t.statistics}};
+      {"weights", t.weights},       {"activations", t.activations},         {"gradients", t.gradients},
+      {"statistics", t.statistics}, {"updated weights", t.updated_weights}, {"updated small tensors", t.updated_small}};
   // The parts of one type together, the types in the order they first appear.
   std::vector<std::pair<ElementType, std::vector<const char*>>> groups;
   for (const auto& part : parts) {
@@ -71,6 +74,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   const BatchSplit split = batch_split(model, input.batch, g);
   const CollectiveTypes types = collective_types(input.batch.dtype);
   const int64_t w = element_size(types.weights);
+  const int64_t updated = element_size(types.updated_weights);
   const int64_t e = element_size(types.activations);
   const int64_t grad = element_size(types.gradients);
   const int64_t stat = element_size(types.statistics);
@@ -132,7 +136,9 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   if (shards_optimizer(g, modes.shard_optimizer)) {
     const struct {
       int64_t calls, count, weight_bytes;
-    } sharded[] = {{model.layers, buckets.block, w}, {1, buckets.wte, w}, {1, buckets.small, 4}};
+    } sharded[] = {{model.layers, buckets.block, updated},
+                   {1, buckets.wte, updated},
+                   {1, buckets.small, static_cast<int64_t>(element_size(types.updated_small))}};
     for (const auto& b : sharded) {
       v.add(CommAxis::data, K::reduce_scatter, b.calls, padded_bucket(b.count, g.data) * grad);
       v.add(CommAxis::data, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes);

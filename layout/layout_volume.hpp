@@ -66,15 +66,17 @@ struct StepVolume {
 // The element type each kind of data moves in, for a job's dtype (the table "Bytes per
 // element" in docs/parallel-plan.md).
 struct CollectiveTypes {
-  ElementType weights;      // z all-gathers of W (the GEMMs' copy of the weights)
-  ElementType activations;  // x and y all-reduces of Y and dX, the embedding's y all-reduce
-  ElementType gradients;    // z reduce-scatters of dW, z and data all-reduces of gradients
-  ElementType statistics;   // LayerNorm and loss reductions, the world all-reduce
+  ElementType weights;          // z all-gathers of W (the GEMMs' copy of the weights)
+  ElementType activations;      // x and y all-reduces of Y and dX, the embedding's y all-reduce
+  ElementType gradients;        // z reduce-scatters of dW, z and data all-reduces (or reduce-scatters) of gradients
+  ElementType statistics;       // LayerNorm and loss reductions, the world all-reduce
+  ElementType updated_weights;  // optimizer sharded: the data all-gathers of the weight buckets after AdamW
+  ElementType updated_small;    // optimizer sharded: the data all-gather of the small tensors after AdamW
 };
 CollectiveTypes collective_types(ElementType dtype);
 
-// "weights and activations 2 bytes (bfloat16), gradients and statistics 4 bytes (float32)",
-// for `axonn layout --explain`.
+// "weights, activations and updated weights 2 bytes (bfloat16), gradients, statistics and
+// updated small tensors 4 bytes (float32)", for `axonn layout --explain`.
 std::string describe_collective_types(ElementType dtype);
 
 // At `modes` (a recompute mode alone: unsharded); without them, at the modes this job runs

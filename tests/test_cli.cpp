@@ -185,15 +185,15 @@ TEST(CliLayout, ExplainSaysTheBytesPerElementOfTheJobsDtype) {
                            "/job_templates/gpt-small.toml --nodes 1 --explain";
   const Result bf16 = run(args);
   EXPECT_EQ(bf16.code, 0) << bf16.output;
-  EXPECT_NE(bf16.output.find("\n  bytes per element: weights and activations 2 bytes (bfloat16), gradients and "
-                             "statistics 4 bytes (float32)\n"),
+  EXPECT_NE(bf16.output.find("\n  bytes per element: weights, activations and updated weights 2 bytes (bfloat16), "
+                             "gradients, statistics and updated small tensors 4 bytes (float32)\n"),
             std::string::npos)
       << bf16.output;
   const Result f32 = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
                          "/job_templates/tiny.toml --nodes 1 --explain");
   EXPECT_EQ(f32.code, 0) << f32.output;
-  EXPECT_NE(f32.output.find("\n  bytes per element: weights, activations, gradients and statistics 4 bytes "
-                            "(float32)\n"),
+  EXPECT_NE(f32.output.find("\n  bytes per element: weights, activations, gradients, statistics, updated weights "
+                            "and updated small tensors 4 bytes (float32)\n"),
             std::string::npos)
       << f32.output;
 }

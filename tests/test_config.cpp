@@ -200,6 +200,42 @@ TEST(Config, RecomputeIsAutoUnlessAModeIsNamed) {
   EXPECT_NE(err.find("\"auto\", \"none\", \"attention\", \"block\""), std::string::npos) << err;
 }
 
+// training.shard_optimizer: "auto" (unset) unless the job or an override says true or false;
+// it reaches the chooser's input; anything else is an error saying what it takes.
+TEST(Config, ShardOptimizerIsAutoUnlessTrueOrFalse) {
+  const JobConfig plain = load_job_config_string("", "j.toml", SiteConfig{});
+  EXPECT_FALSE(plain.training.shard_optimizer.has_value());
+  EXPECT_EQ(shard_setting_name(plain.training.shard_optimizer), "auto");
+  EXPECT_FALSE(chooser_input(SiteConfig{}, plain, 1, 4).shard_optimizer.has_value());
+  for (bool shard : {false, true}) {
+    const std::string value = shard ? "true" : "false";
+    const JobConfig job =
+        load_job_config_string("[training]\nshard_optimizer = " + value + "\n", "j.toml", SiteConfig{});
+    ASSERT_TRUE(job.training.shard_optimizer.has_value()) << value;
+    EXPECT_EQ(*job.training.shard_optimizer, shard);
+    EXPECT_EQ(shard_setting_name(job.training.shard_optimizer), value);
+    EXPECT_EQ(chooser_input(SiteConfig{}, job, 1, 4).shard_optimizer, shard);
+    EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}, {"training.shard_optimizer=" + value})
+                  .training.shard_optimizer,
+              shard);
+  }
+  // "auto" in the file or on the command line (a bare word) undoes a setting.
+  EXPECT_FALSE(load_job_config_string("[training]\nshard_optimizer = \"auto\"\n", "j.toml", SiteConfig{})
+                   .training.shard_optimizer.has_value());
+  EXPECT_FALSE(load_job_config_string("[training]\nshard_optimizer = true\n", "j.toml", SiteConfig{},
+                                      {"training.shard_optimizer=auto"})
+                   .training.shard_optimizer.has_value());
+  const std::string err =
+      error_of([] { load_job_config_string("[training]\nshard_optimizer = \"yes\"\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(err.find("j.toml:2:19: training.shard_optimizer must be true, false or \"auto\", got \"yes\""),
+            std::string::npos)
+      << err;
+  const std::string number =
+      error_of([] { load_job_config_string("[training]\nshard_optimizer = 1\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(number.find("training.shard_optimizer must be true, false or \"auto\", got an integer"), std::string::npos)
+      << number;
+}
+
 TEST(Config, OverridesAreTrimmedQuotedAndMalformedOnesNamed) {
   const JobConfig job = load_job_config_string("", "j.toml", SiteConfig{},
                                                {" training.steps = 7 ", "run.dir=\"/tmp/2024\"", "data.path=/d x"});

@@ -867,7 +867,7 @@ std::map<std::string, std::pair<int64_t, int64_t>> documented_element_bytes() {
 // trainer's counters equal the model's: model_step.cpp checks them in both types).
 TEST(LayoutVolume, Bfloat16AndFloat32BytesDifferAsTheDocsSay) {
   const auto docs = documented_element_bytes();
-  ASSERT_EQ(docs.size(), 4u) << "docs/parallel-plan.md, ## Bytes per element";
+  ASSERT_EQ(docs.size(), 6u) << "docs/parallel-plan.md, ## Bytes per element";
   const CollectiveTypes f32 = collective_types(ElementType::float32);
   const CollectiveTypes bf16 = collective_types(ElementType::bfloat16);
   const auto sizes = [](ElementType a, ElementType b) {
@@ -877,6 +877,8 @@ TEST(LayoutVolume, Bfloat16AndFloat32BytesDifferAsTheDocsSay) {
   EXPECT_EQ(docs.at("activations"), sizes(f32.activations, bf16.activations));
   EXPECT_EQ(docs.at("gradients"), sizes(f32.gradients, bf16.gradients));
   EXPECT_EQ(docs.at("statistics"), sizes(f32.statistics, bf16.statistics));
+  EXPECT_EQ(docs.at("updated weights"), sizes(f32.updated_weights, bf16.updated_weights));
+  EXPECT_EQ(docs.at("updated small tensors"), sizes(f32.updated_small, bf16.updated_small));
 
   ChooserInput in = tiny_input();  // L = 1, T = 4
   in.machine.tasks_per_node = 16;
