@@ -174,7 +174,7 @@ int command_selftest(const CommandArgs& argv) {
     grid.world().all_reduce(stage.at(totals), 2, ElementType::float32);
     stage.finish(grid.world());
   } catch (const CommError& e) {
-    // Said here, while the grid is still up, in main's format: tearing it down closes this
+    // Said here, while the grid is still up, as main would (report_error): tearing it down closes this
     // rank's connections, and a peer still waiting on it would fail at once on the closed
     // socket and be reported first (the launcher stops the job at the first failure),
     // naming this rank rather than the one that stalled.
