@@ -41,6 +41,21 @@ int select_cuda_device(int local_rank, int local_size) {
   return local_rank;
 }
 
+CudaDeviceInfo cuda_device_info(int device) {
+  cudaDeviceProp props{};
+  AXONN_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+  int clock_khz = 0;  // cudaDeviceProp::clockRate is gone in CUDA 13; the attribute stays
+  AXONN_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+  CudaDeviceInfo info;
+  info.name = props.name;
+  info.major = props.major;
+  info.minor = props.minor;
+  info.multiprocessors = props.multiProcessorCount;
+  info.max_clock_hz = clock_khz * 1e3;
+  info.memory_bytes = static_cast<double>(props.totalGlobalMem);
+  return info;
+}
+
 DeviceBytes::DeviceBytes(size_t bytes) : bytes_(bytes) {
   if (bytes_ > 0) AXONN_CUDA_CHECK(cudaMalloc(&data_, bytes_));
 }

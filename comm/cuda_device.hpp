@@ -22,6 +22,20 @@ int cuda_device_count(std::string* why_none = nullptr);
 // on one GPU).
 int select_cuda_device(int local_rank, int local_size);
 
+// What the CUDA runtime reports about one device, read without making it current or
+// creating a context on it (so `axonn run` can ask before its ranks start).
+struct CudaDeviceInfo {
+  std::string name;          // "NVIDIA H100 80GB HBM3"
+  int major = 0, minor = 0;  // compute capability
+  int multiprocessors = 0;
+  double max_clock_hz = 0;   // the SMs' maximum clock
+  double memory_bytes = 0;   // total device memory
+};
+
+// Device `device` (0 <= device < cuda_device_count()). Throws CommError with the runtime's
+// error, or, in a build without CUDA, saying so.
+CudaDeviceInfo cuda_device_info(int device);
+
 // `bytes` of memory on the current CUDA device; copies to and from the host are
 // synchronous (they return when the data is there). Not copyable. (Untyped, for the
 // communicators' checks; the trainer's buffers are DeviceBuffer<T> of trainer/backend.hpp.)

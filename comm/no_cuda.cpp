@@ -13,6 +13,8 @@ int cuda_device_count(std::string* why_none) {
 
 int select_cuda_device(int, int) { throw CommError(std::string("no CUDA device: ") + kNoCudaBackend); }
 
+CudaDeviceInfo cuda_device_info(int) { throw CommError(std::string("no CUDA device: ") + kNoCudaBackend); }
+
 DeviceBytes::DeviceBytes(size_t bytes) : bytes_(bytes) {
   throw CommError(std::string("DeviceBytes: no CUDA device: ") + kNoCudaBackend);
 }

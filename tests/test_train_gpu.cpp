@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <regex>
 
 #include "comm/cuda_device.hpp"
 #include "cuda_skip.hpp"
@@ -125,6 +126,20 @@ TEST_F(TrainGpu, AutoPicksTheGpuAndSaysWhy) {
   EXPECT_TRUE(contains(run.output, " CUDA device(s) visible")) << run.output;
   EXPECT_TRUE(contains(run.output, "rank 0 on ")) << run.output;
   EXPECT_TRUE(contains(run.output, "backend cuda (GPU 0 of ")) << run.output;
+}
+
+// With no site config named, a GPU job is priced on the GPU it runs on (local_gpu_site.hpp),
+// not on the built-in CPU site: its MFU is against the GPU's peak (the tiny job on an H100
+// showed "MFU 810%" against the CPU's 40 GFLOP/s), and its prediction is the GPU's.
+TEST_F(TrainGpu, WithNoSiteNamedTheGpuItRunsOnIsTheSite) {
+  REQUIRE_CUDA_DEVICES(1);
+  const TrainedRun run = train(dir_ / "local-gpu", kCudaBf16, 2, 0);
+  EXPECT_TRUE(contains(run.output, "site local-gpu, described from this machine's ")) << run.output;
+  EXPECT_TRUE(contains(run.output, " SMs at ")) << run.output;
+  const std::regex mfu_re(R"("mfu": ([-0-9.eE+]+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.summary, m, mfu_re)) << run.summary;
+  EXPECT_LT(std::stod(m[1]), 1.0) << "MFU above 100%: not priced on the GPU\n" << run.output;
 }
 
 // Checkpoints hold float32 tensors whichever backend wrote them: a run saved at step 3 on

@@ -4,6 +4,7 @@
 
 #include "builtin_site.hpp"
 #include "cli/environment.hpp"
+#include "cli/local_gpu_site.hpp"
 #include "config/config_error.hpp"
 
 namespace axonn {
@@ -28,6 +29,7 @@ RunSite choose_run_site(const std::optional<std::string>& site_option) {
     site.config = load_site_config_string(kBuiltinSiteToml, kBuiltinSiteName);
     site.chosen_by =
         "site " + site.config.name + ", the " + kBuiltinSiteName + ": neither --site nor AXONN_SITE_CONFIG names one";
+    site.builtin = true;
   }
   return site;
 }
@@ -40,6 +42,12 @@ TrainInputs load_train_inputs(const Args& args) {
   in.overrides.assign(args.positionals().begin() + 1, args.positionals().end());
   in.site = choose_run_site(args.value("site"));
   in.job = load_job_config(in.job_path, in.site.config, in.overrides);
+  if (in.site.builtin) {
+    if (std::optional<RunSite> gpu = local_gpu_site(in.site, in.job.training.device)) {
+      in.site = std::move(*gpu);
+      in.job = load_job_config(in.job_path, in.site.config, in.overrides);
+    }
+  }
   return in;
 }
 

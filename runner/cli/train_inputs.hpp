@@ -8,7 +8,8 @@
 //   2. AXONN_SITE_CONFIG: the SPANK plugin sets it for each task to the admin's site config
 //      (plugstack.conf site_config=, which srun priced the layout with), unless the user's
 //      environment set it first; a hand-set value reads the same;
-//   3. the built-in laptop-cpu site.
+//   3. the built-in laptop-cpu site; for a job whose ranks run on this machine's GPUs, a site
+//      described from those GPUs instead (local_gpu_site.hpp).
 // Rank 0 logs which one it used and why, so a --site that shadows the plugin's site shows.
 #include <optional>
 #include <string>
@@ -31,6 +32,7 @@ inline constexpr long kTimeoutMsMax = 86'400'000;
 struct RunSite {
   SiteConfig config;
   std::string chosen_by;  // one log line: which file, from where, and what it took precedence over
+  bool builtin = false;   // neither --site nor AXONN_SITE_CONFIG named one
 };
 
 // The site per the rule above; throws ConfigError for a file that does not load.

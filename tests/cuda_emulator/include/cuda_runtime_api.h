@@ -60,6 +60,30 @@ inline cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+// The one emulated device describes itself as an H100 SXM, whose limits the launches are
+// checked against (cuda_emulator.hpp).
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  int multiProcessorCount;
+  int major, minor;
+};
+enum cudaDeviceAttr { cudaDevAttrClockRate = 13 };
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* props, int device) {
+  if (device != 0) return cudaErrorInvalidDevice;
+  *props = cudaDeviceProp{};
+  std::strcpy(props->name, "emulated H100 SXM (CPU)");
+  props->totalGlobalMem = size_t{80} << 30;
+  props->multiProcessorCount = 132;
+  props->major = 9;
+  props->minor = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (device != 0 || attribute != cudaDevAttrClockRate) return cudaErrorInvalidValue;
+  *value = 1'980'000;  // kHz
+  return cudaSuccess;
+}
 inline cudaError_t cudaGetDevice(int* device) {
   *device = 0;
   return cudaSuccess;

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs everything a GPU node settles about the CUDA path, in order, with one log per step
+# (docs/gpu-node.md): the tests labelled gpu, the tiny job and GPT-2 124M on CUDA (losses to
+# compare with a CPU run), the memory features once, the per-op profile and the throughput
+# benchmark against PyTorch. Run from the repository root with a bundle from
+# scripts/gpu_bundle.sh beside it:
+#
+#   scripts/gpu_check.sh [--skip STEPS] [--only STEPS] LOG_DIR
+#       e.g. scripts/gpu_check.sh logs
+#       STEPS: comma-separated step names (the list below); --only runs just those
+#
+# Stops at once when the node cannot run the bundle at all (no GPU, a library that does not
+# resolve, an axonn that does not start): nothing after that would say anything. A step that
+# fails or runs past its time limit is recorded and the next one runs, so that one failure
+# does not hide the others. LOG_DIR/summary.tsv gets one line per step: name, exit status
+# (124: past its limit), seconds, log file. Exits 1 when any step failed.
+set -uo pipefail
+
+usage="usage: scripts/gpu_check.sh [--skip STEPS] [--only STEPS] LOG_DIR (e.g. logs)"
+skip="" only=""
+positional=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --skip) skip=${2:?"--skip needs step names; $usage"}; shift 2 ;;
+    --only) only=${2:?"--only needs step names; $usage"}; shift 2 ;;
+    -*) echo "gpu_check.sh: unknown option '$1'; $usage" >&2; exit 2 ;;
+    *) positional+=("$1"); shift ;;
+  esac
+done
+[ ${#positional[@]} -eq 1 ] || { echo "gpu_check.sh: $usage" >&2; exit 2; }
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mkdir -p "${positional[0]}" && logs=$(cd "${positional[0]}" && pwd)
+[ -f "$root/gpu-bundle/env.sh" ] ||
+  { echo "gpu_check.sh: no $root/gpu-bundle/env.sh; make it on the build machine: scripts/gpu_bundle.sh build gpu-bundle" >&2; exit 2; }
+# shellcheck source=/dev/null
+source "$root/gpu-bundle/env.sh" >"$logs/env.log" 2>&1
+summary="$logs/summary.tsv"
+: >"$summary"
+failed=0
+
+wanted() {  # NAME: whether --only/--skip let step NAME run
+  [ -z "$only" ] || [[ ",$only," == *",$1,"* ]] || return 1
+  [[ ",$skip," != *",$1,"* ]]
+}
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND with its output in LOG_DIR/NAME.log, killed after
+# LIMIT_S seconds, and records it in summary.tsv.
+step() {
+  local name=$1 limit=$2 rc start
+  shift 2
+  wanted "$name" || return 0
+  start=$(date +%s)
+  echo "== $name (limit ${limit}s): $*"
+  timeout --kill-after=10 "$limit" "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  printf '%s\t%d\t%d\t%s\n' "$name" "$rc" $(($(date +%s) - start)) "$name.log" >>"$summary"
+  echo "   exit $rc after $(($(date +%s) - start)) s; last lines:"
+  tail -n 4 "$logs/$name.log" | sed 's/^/   | /'
+  [ "$rc" -eq 0 ] || failed=1
+  return "$rc"
+}
+
+basic_failure() {
+  echo "gpu_check.sh: $*; nothing after this can run (logs in $logs)" >&2
+  exit 3
+}
+
+# ---- the node: a GPU, every library resolved, an axonn that starts
+step gpu 30 nvidia-smi || basic_failure "nvidia-smi sees no GPU"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv >>"$logs/gpu.log" 2>&1
+for b in "$root"/gpu-bundle/bin/*; do ldd "$b"; done >"$logs/ldd.log" 2>&1
+! grep -q 'not found' "$logs/ldd.log" || basic_failure "libraries not found: $(grep 'not found' "$logs/ldd.log" | sort -u | tr -s ' \t\n' ' ')"
+step axonn_starts 30 axonn --help || basic_failure "axonn does not start"
+
+# ---- 1. the tests labelled gpu (ctest's time limits), then NCCL as a user meets it
+for t in test_cuda_backend test_cuda_bf16_storage test_comm_nccl; do
+  step "$t" 180 "$t" --gtest_brief=0 --gtest_color=no
+done
+step selftest_nccl 120 axonn run -n 1 selftest --backend nccl
+step test_train_gpu 420 test_train_gpu --gtest_brief=0 --gtest_color=no
+
+# ---- 2. the tiny job and GPT-2 124M on CUDA, each in a folder of its own (relative
+# checkpoint and run dirs); run/ then holds the metrics to compare with the CPU's
+run_job() {  # NAME LIMIT_S TEMPLATE OVERRIDES...: axonn run -n 1 in LOG_DIR/jobs/NAME, as a step
+  local name=$1 limit=$2 template=$3
+  shift 3
+  mkdir -p "$logs/jobs/$name"
+  step "$name" "$limit" env -C "$logs/jobs/$name" axonn run -n 1 "$root/job_templates/$template" \
+    checkpoint.dir=ckpt run.dir=run "$@"
+}
+run_job tiny_cuda_f32 120 tiny.toml training.device=cuda
+run_job tiny_cuda_bf16 120 tiny.toml training.device=cuda training.dtype=bfloat16
+run_job tiny_cuda_memory_features 120 tiny.toml training.device=cuda \
+  training.dtype=bfloat16 training.recompute=block training.shard_optimizer=true
+# The CPU comparison run (same overrides, training.device=cpu) is made on the build machine.
+run_job gpt2_124m_short_f32 180 gpt2-124m.toml training.device=cuda \
+  training.dtype=float32 training.global_batch=8 training.micro_batch=4 training.steps=10 training.warmup_steps=2 run.log_interval=1
+run_job gpt2_124m 240 gpt2-124m.toml training.device=cuda run.log_interval=1
+run_job gpt2_124m_recompute 240 gpt2-124m.toml training.device=cuda \
+  training.recompute=block run.log_interval=1
+
+# ---- 3. where the step's time goes, then throughput against the GPU's peak and PyTorch
+step profile 180 bench_train_gpu --profile --steps 3
+step bench_train_gpu 420 bench_train_gpu
+step bench_train_gpu_f32 180 bench_train_gpu --model 350m --no-torch --float32-activations
+
+echo "gpu_check.sh: steps in $summary:"
+column -t "$summary" 2>/dev/null || cat "$summary"
+exit "$failed"
