@@ -4,12 +4,12 @@
 // --float32-activations: float32 storage, GEMM inputs rounded to bf16 inside cuBLASLt),
 // against references measured in the same run:
 //   1. the GPU's dense bf16 peak, 989 TFLOP/s for an H100 SXM (site_configs/dgx-h100.toml):
-//      goal MFU >= 40% at 350M;
+//      goal MFU >= 50% at 350M (llm.c reaches ~46% at 1.5B on an H100);
 //   2. the backend's own GEMM (Backend::gemm, cuBLASLt through trainer/cuda/gemm.cpp) at
 //      --gemm N cubed on the step's activation type: the rate a step made only of GEMMs
 //      would reach;
 //   3. PyTorch training the same GPT-2 with the same step (bench/train_gpu_torch.py: SDPA
-//      flash attention, bf16 autocast, torch.compile, fused AdamW), goal ours/PyTorch >= 1.0x;
+//      flash attention, bf16 autocast, torch.compile, fused AdamW), goal ours/PyTorch >= 1.1x;
 //      it also times a native bf16 torch.matmul of the same size, printed beside (2).
 // FLOPs per step are the layout model's (layout_cost.cpp flops_per_rank, the number the
 // trainer's MFU log uses: 6·tokens·k·n per linear layer incl. the tied head, 12·B·H·T²·d for
@@ -56,8 +56,8 @@ using namespace axonn::bench;
 namespace {
 
 constexpr double kPeakBf16Flops = 989e12;  // H100 SXM dense bf16 (site_configs/dgx-h100.toml)
-constexpr double kMfuGoal = 0.40;          // at 350M
-constexpr double kTorchGoal = 1.0;
+constexpr double kMfuGoal = 0.50;          // at 350M
+constexpr double kTorchGoal = 1.1;
 
 struct Model {
   const char* name;
