@@ -151,6 +151,17 @@ class SlurmTrain : public ::testing::Test {
     return record;
   }
 
+  // Makes a requeued (pending, held) job eligible now instead of after Slurm's ~120 s hold.
+  // That hold is what keeps a user's requeued job clear of a race this shortcut opens: slurmd
+  // refuses a job's launch credential made in the same second (its resolution) as the
+  // revocation of that job's previous run ("Job credential revoked", the job then FAILED with
+  // exit 1 and no output), which a loaded machine hits. Two seconds after the job went pending
+  // the new credential is made in a later second.
+  void release_requeued(const std::string& id) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    ASSERT_EQ(run_command("scontrol update jobid=" + id + " StartTime=now", 10).code, 0);
+  }
+
   // Waits until <dir>/run/metrics.jsonl holds at least `n` steps.
   void wait_for_steps(const fs::path& dir, size_t n, int timeout_s = 60) {
     for (int i = 0; i < timeout_s * 100; ++i) {
@@ -245,7 +256,7 @@ TEST_F(SlurmTrain, PreemptibleTemplateRequeuesAndResumesAtFourTwoAndThreeTasks) 
   EXPECT_EQ(read_text(a / "ckpt" / "latest"), step_dir_name(k) + "\n");
   const fs::path b = copy_checkpoint(a, k, "at-2-tasks");
   const fs::path c = copy_checkpoint(a, k, "at-3-tasks");
-  ASSERT_EQ(run_command("scontrol update jobid=" + id + " StartTime=now", 10).code, 0);
+  release_requeued(id);
   wait_for_job(id, "JobState=COMPLETED");
 
   const std::string log = read_text(a / "job.out");
@@ -443,7 +454,7 @@ TEST_F(SlurmTrain, ElasticTemplateResumesAtTheSizeItGets) {
   const auto k = static_cast<int64_t>(read_metrics(d / "run").size());
   ASSERT_LT(k, kSteps) << "the signal came after the last step; nothing was tested";
   ASSERT_EQ(run_command("scontrol update nodename=n1 state=resume", 10).code, 0);
-  ASSERT_EQ(run_command("scontrol update jobid=" + id + " StartTime=now", 10).code, 0);
+  release_requeued(id);
   wait_for_job(id, "JobState=COMPLETED");
 
   const std::string log = read_text(d / "job.out");
