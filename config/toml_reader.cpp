@@ -109,9 +109,17 @@ std::optional<bool> TomlReader::boolean_or_auto(const std::string& key, std::opt
   if (!node) return fallback;
   if (const auto v = node->value_exact<bool>()) return *v;
   if (const auto v = node->value_exact<std::string>(); v && *v == "auto") return std::nullopt;
-  fail(*node, key,
-       "must be true, false or \"auto\", got " +
-           (node->is_string() ? "\"" + *node->value_exact<std::string>() + "\"" : type_name(*node)));
+  // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict on "literal" + a
+  // temporary string here.
+  std::string message = "must be true, false or \"auto\", got ";
+  if (node->is_string()) {
+    message += '"';
+    message += *node->value_exact<std::string>();
+    message += '"';
+  } else {
+    message += type_name(*node);
+  }
+  fail(*node, key, message);
 }
 
 std::string TomlReader::string(const std::string& key, const std::string& fallback,
