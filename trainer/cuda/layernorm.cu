@@ -24,6 +24,7 @@ unsigned row_blocks(const char* op, int64_t m) {
 template <typename T>
 __device__ inline float row_sum(const T* row, int64_t c) {
   float s = 0.0f;
+#pragma unroll 4
   for (int64_t j = lane(); j < c; j += kWarpSize) s += load(row + j);
   return warp_sum(s);
 }
@@ -33,6 +34,7 @@ __device__ inline float row_sum(const T* row, int64_t c) {
 template <typename T>
 __device__ inline float residual_row_sum(T* row, const T* ra, const T* rb, int64_t c) {
   float s = 0.0f;
+#pragma unroll 4
   for (int64_t j = lane(); j < c; j += kWarpSize) {
     const float v = rounded<T>(load(ra + j) + load(rb + j));
     store(row + j, v);
@@ -44,6 +46,7 @@ __device__ inline float residual_row_sum(T* row, const T* ra, const T* rb, int64
 template <typename T>
 __device__ inline float centered_square_sum(const T* row, float mu, int64_t c) {
   float s = 0.0f;
+#pragma unroll 4
   for (int64_t j = lane(); j < c; j += kWarpSize) {
     const float dev = load(row + j) - mu;
     s += dev * dev;
@@ -56,6 +59,7 @@ __device__ inline float rstd_of(float squares, float inv_C, float eps) { return 
 template <typename T>
 __device__ inline void normalize_row(T* o, const T* row, float mu, float s, const float* gamma, const float* beta,
                                      int64_t c) {
+#pragma unroll 4
   for (int64_t j = lane(); j < c; j += kWarpSize) store(o + j, (load(row + j) - mu) * s * gamma[j] + beta[j]);
 }
 
@@ -64,6 +68,7 @@ template <typename T>
 __device__ inline float2 backward_row_partials(const T* dy, const T* row, float mu, float s, const float* gamma,
                                                int64_t c) {
   float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma unroll 4
   for (int64_t j = lane(); j < c; j += kWarpSize) {
     const float g = load(dy + j) * gamma[j];
     sum_g += g;
@@ -76,6 +81,7 @@ __device__ inline float2 backward_row_partials(const T* dy, const T* row, float 
 template <typename T>
 __device__ inline void backward_row_dx(T* d, const T* dy, const T* row, float mu, float s, const float* gamma,
                                        float mean_g, float mean_gx, int64_t c) {
+#pragma unroll 4
   for (int64_t j = lane(); j < c; j += kWarpSize) {
     const float xhat = (load(row + j) - mu) * s;
     store(d + j, load(d + j) + s * (load(dy + j) * gamma[j] - mean_g - xhat * mean_gx));
@@ -214,6 +220,7 @@ __global__ void dgamma_chunks_kernel(float* dgamma_partials, float* dbeta_partia
   const int64_t r1 = r0 + kColumnChunkRows < m ? r0 + kColumnChunkRows : m;
   float sg = 0.0f, sb = 0.0f;
   if (j < c)
+#pragma unroll 4
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kRowLanes) {
       const float dy = load(dout + i * c + j);
       sg += dy * ((load(x + i * c + j) - mean[i]) * rstd[i]);

@@ -1,0 +1,174 @@
+// The memory-bound ops of a GPT block on the CUDA backend (GPU 0) against a device-to-device
+// copy measured in the same run: each op's bytes moved per second as a fraction of the copy's.
+// An op that streams its inputs once and writes its outputs once should come near 1.0; one
+// far below it re-reads, under-fills the GPU or waits on latency. The shape is one
+// micro-batch of a block, rows = B·T and cols = hidden (default 8192 x 1024: GPT-2 350M at
+// B = 8, T = 1024), activations in bf16 (as training.dtype = "bfloat16") unless
+// --float32-activations.
+//
+// usage: bench_ops_gpu [--rows R] [--cols C] [--calls N] [--float32-activations]
+//
+// Bytes are each op's least traffic (its inputs read once, its outputs written once; the
+// float32 row statistics and parameters, a few KiB, left out). Times are the median over 5
+// rounds of N back-to-back calls, after 3 untimed calls. Without a CUDA device it says so in
+// one line and exits 0: there is nothing to measure.
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_args.hpp"
+#include "bench_stats.hpp"
+#include "trainer/cuda/cuda_backend.hpp"
+
+using namespace axonn;
+using namespace axonn::bench;
+
+namespace {
+
+struct Options {
+  int64_t rows = 8192;
+  int64_t cols = 1024;
+  int calls = 20;
+  ElementType activations = ElementType::bfloat16;
+};
+
+const std::vector<OptionSpec> kOptions = {
+    {"rows", true, "rows of the activations, B*T (default 8192)"},
+    {"cols", true, "columns, the hidden size (default 1024); the MLP's are 4x"},
+    {"calls", true, "back-to-back calls per timed round (default 20)"},
+    {"float32-activations", false, "activations in float32 instead of bfloat16"},
+    {"help", false, "this help"},
+};
+
+Options read_options(const Args& args) {
+  no_positionals(args);
+  Options o;
+  o.rows = count_option(args, "rows", static_cast<int>(o.rows));
+  o.cols = count_option(args, "cols", static_cast<int>(o.cols));
+  o.calls = count_option(args, "calls", o.calls);
+  if (args.has("float32-activations")) o.activations = ElementType::float32;
+  return o;
+}
+
+// Seconds per call of `op`: the median over 5 rounds of `calls` calls, each round synchronized.
+double seconds_per_call(Backend& backend, int calls, const std::function<void()>& op) {
+  for (int i = 0; i < 3; ++i) op();
+  backend.synchronize();
+  std::vector<double> rounds;
+  for (int round = 0; round < 5; ++round) {
+    const auto start = Clock::now();
+    for (int i = 0; i < calls; ++i) op();
+    backend.synchronize();
+    rounds.push_back(seconds_since(start) / calls);
+  }
+  return median(rounds);
+}
+
+// An activation buffer of `count` elements holding values from a hash (not constants: the
+// statistics of a constant row are degenerate).
+class Activations {
+ public:
+  Activations(Backend& backend, int64_t count) : bytes_(backend, static_cast<size_t>(count) * 4) {
+    std::vector<float> host(static_cast<size_t>(count));
+    uint32_t x = static_cast<uint32_t>(count) * 2654435761u;
+    for (float& h : host) {
+      x = x * 1664525u + 1013904223u;
+      h = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
+    }
+    const DeviceBuffer<float> values(backend, host);
+    ptr_ = ActPtr(bytes_.data(), backend.activation_type());
+    backend.convert(ptr_, values.data(), count);
+  }
+  ActPtr ptr() const { return ptr_; }
+
+ private:
+  DeviceBuffer<std::byte> bytes_;  // sized for float32, the larger type
+  ActPtr ptr_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse_bench_args(argc, argv, kOptions, "bench_ops_gpu [options]", read_options);
+  std::string why;
+  if (cuda_device_count(&why) == 0) {
+    std::printf("bench_ops_gpu: no CUDA device (%s); nothing measured\n", why.c_str());
+    return 0;
+  }
+  select_cuda_device(0, 1);
+  CudaBackendOptions backend_options;
+  backend_options.activations = o.activations;
+  const std::unique_ptr<Backend> owned = make_cuda_backend(backend_options);
+  Backend& backend = *owned;
+
+  const int64_t m = o.rows, C = o.cols, mC = m * C;
+  const size_t size = element_size(o.activations);
+  const double s = static_cast<double>(size);
+  Activations x(backend, mC), a(backend, mC), b(backend, mC), out(backend, mC), dout(backend, mC), dx(backend, mC);
+  Activations wide_x(backend, 4 * mC), wide_dout(backend, 4 * mC), wide_out(backend, 4 * mC);
+  DeviceBuffer<float> gamma(backend, std::vector<float>(static_cast<size_t>(C), 1.0f));
+  DeviceBuffer<float> beta(backend, std::vector<float>(static_cast<size_t>(C), 0.0f));
+  DeviceBuffer<float> dgamma(backend, static_cast<size_t>(C)), dbeta(backend, static_cast<size_t>(C));
+  DeviceBuffer<float> mean(backend, static_cast<size_t>(m)), rstd(backend, static_cast<size_t>(m));
+  DeviceBuffer<float> partials(backend, static_cast<size_t>(2 * m));
+  backend.layernorm_rows(out.ptr(), mean.data(), rstd.data(), x.ptr(), gamma.data(), beta.data(), m, C, 1e-5f);
+
+  const double copy_bytes = 2.0 * 4.0 * static_cast<double>(mC) * s;  // 4·m·C elements read and written
+  const double copy_s = seconds_per_call(backend, o.calls, [&] {
+    backend.copy(wide_out.ptr().raw(), wide_x.ptr().raw(), static_cast<size_t>(4 * mC) * size);
+  });
+  const double copy_rate = copy_bytes / copy_s;
+  std::printf("GPU 0, activations %s, rows %lld x cols %lld; device copy of %.1f MiB: %.1f GB/s\n\n",
+              element_type_name(o.activations), static_cast<long long>(m), static_cast<long long>(C),
+              copy_bytes / 2 / (1 << 20), copy_rate / 1e9);
+  std::printf("%-34s %10s %10s %9s %12s\n", "op", "us/call", "MiB moved", "GB/s", "of the copy");
+
+  struct Op {
+    const char* name;
+    double bytes;  // least traffic, in units of m·C elements
+    std::function<void()> run;
+  };
+  const std::vector<Op> ops = {
+      {"layernorm_rows (forward)", 2,
+       [&] {
+         backend.layernorm_rows(out.ptr(), mean.data(), rstd.data(), x.ptr(), gamma.data(), beta.data(), m, C, 1e-5f);
+       }},
+      {"residual_layernorm_rows", 4,
+       [&] {
+         backend.residual_layernorm_rows(x.ptr(), out.ptr(), mean.data(), rstd.data(), a.ptr(), b.ptr(), gamma.data(),
+                                         beta.data(), m, C, 1e-5f);
+       }},
+      {"layernorm_rows_backward", 4,
+       [&] {
+         backend.layernorm_rows_backward(dx.ptr(), dgamma.data(), dbeta.data(), partials.data(), dout.ptr(), x.ptr(),
+                                         mean.data(), rstd.data(), gamma.data(), m, C);
+       }},
+      {"  its row pass (backward_partials)", 2,
+       [&] {
+         backend.layernorm_backward_partials(partials.data(), dout.ptr(), x.ptr(), mean.data(), rstd.data(),
+                                             gamma.data(), m, C);
+       }},
+      {"  dx + dgamma (backward_finish)", 4,
+       [&] {
+         backend.layernorm_backward_finish(dx.ptr(), dgamma.data(), dbeta.data(), partials.data(), dout.ptr(), x.ptr(),
+                                           mean.data(), rstd.data(), gamma.data(), m, C, C);
+       }},
+      {"bias_backward (column sums)", 1, [&] { backend.bias_backward(dbeta.data(), dout.ptr(), m, C, C); }},
+      {"gelu_forward (4C wide)", 8, [&] { backend.gelu_forward(wide_out.ptr(), wide_x.ptr(), 4 * mC); }},
+      {"gelu_backward (4C wide)", 12,
+       [&] { backend.gelu_backward(wide_out.ptr(), wide_x.ptr(), wide_dout.ptr(), 4 * mC); }},
+  };
+  for (const Op& op : ops) {
+    const double seconds = seconds_per_call(backend, o.calls, op.run);
+    const double bytes = op.bytes * static_cast<double>(mC) * s;
+    std::printf("%-34s %10.1f %10.1f %9.1f %11.2fx\n", op.name, seconds * 1e6, bytes / (1 << 20), bytes / seconds / 1e9,
+                bytes / seconds / copy_rate);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_ops_gpu: %s\n", e.what());
+  return 1;
+}
