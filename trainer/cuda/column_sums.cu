@@ -15,7 +15,6 @@ __global__ void column_chunk_sums_kernel(float* partials, const T* x, int64_t m,
   const int64_t r1 = r0 + kColumnChunkRows < m ? r0 + kColumnChunkRows : m;
   float s = 0.0f;
   if (j < n)
-#pragma unroll 4
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kRowLanes) s += load(x + i * ld + j);
   lanes[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
@@ -29,7 +28,6 @@ __global__ void column_chunk_sums_kernel(float* partials, const T* x, int64_t m,
 __global__ void add_column_partials_kernel(float* out, const float* partials, int64_t chunks, int64_t n) {
   for (int64_t j = global_thread(); j < n; j += grid_threads()) {
     float total = 0.0f;
-#pragma unroll 8
     for (int64_t chunk = 0; chunk < chunks; ++chunk) total += partials[chunk * n + j];
     out[j] += total;
   }
