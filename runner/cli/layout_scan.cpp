@@ -5,8 +5,9 @@
 namespace axonn {
 namespace {
 
-// How many of a count's rejections (closest to fitting first) the scan shows when none fits.
-constexpr size_t kClosestRejections = 3;
+// How many of a count's rejections the scan shows when none fits: the chooser's order puts the
+// check that failed first and, within a check, the smallest product or memory need first.
+constexpr size_t kShownRejections = 3;
 
 ScanCount choose_at(const SiteConfig& site, const JobConfig& job, int gpus, int gpus_per_node) {
   ScanCount count;
@@ -19,8 +20,9 @@ ScanCount choose_at(const SiteConfig& site, const JobConfig& job, int gpus, int 
     return count;
   }
   count.why = smallest_fitting_change(input);
-  for (size_t i = 0; i < result.rejected.size() && i < kClosestRejections; ++i)
-    count.closest.push_back(result.rejected[i]);
+  for (size_t i = 0; i < result.rejected.size() && i < kShownRejections; ++i)
+    count.rejected.push_back(result.rejected[i]);
+  count.rejected_total = result.rejected.size();
   return count;
 }
 

@@ -17,7 +17,8 @@ struct ScanCount {
   int nodes = 0;
   std::optional<Candidate> best;   // none when no layout fits
   std::string why;                 // when none fits: the smallest change that would make one fit
-  std::vector<Rejection> closest;  // when none fits: the first rejections, closest to fitting first
+  std::vector<Rejection> rejected;  // when none fits: the chooser's first rejections, in its order
+  size_t rejected_total = 0;        // and how many size tuples it rejected in all
 };
 
 struct LayoutScan {

@@ -44,14 +44,15 @@ toml::table fitting_json(const ScanCount& count, const ScanRow& r) {
 }
 
 toml::table unfit_json(const ScanCount& count) {
-  toml::array closest;
-  for (const Rejection& r : count.closest)
-    closest.push_back(toml::table{{"layout", format_layout(r.layout)}, {"reason", r.reason}});
+  toml::array rejected;
+  for (const Rejection& r : count.rejected)
+    rejected.push_back(toml::table{{"layout", format_layout(r.layout)}, {"reason", r.reason}});
   return toml::table{{"gpus", count.gpus},
                      {"nodes", count.nodes},
                      {"fits", false},
                      {"smallest_change", count.why},
-                     {"closest_rejections", std::move(closest)}};
+                     {"rejected", std::move(rejected)},
+                     {"rejected_total", static_cast<int64_t>(count.rejected_total)}};
 }
 
 }  // namespace
@@ -85,6 +86,12 @@ std::string layout_scan_json(const LayoutScan& scan) {
       knee.insert("growing_axis", comm_axis_name(*k.growing_axis));
       knee.insert("comm_before_s", k.comm_before_s);
       knee.insert("comm_after_s", k.comm_after_s);
+      const auto a = static_cast<size_t>(*k.growing_axis);
+      const Candidate &before = *scan.counts[scan.fitting[k.row - 1]].best, &at = *scan.counts[scan.fitting[k.row]].best;
+      knee.insert("group_size_before", before.volume.group_size[a]);
+      knee.insert("group_size_after", at.volume.group_size[a]);
+      knee.insert("link_before", link_tier_name(before.cost.link[a]));
+      knee.insert("link_after", link_tier_name(at.cost.link[a]));
     }
     root.insert("knee", std::move(knee));
   }

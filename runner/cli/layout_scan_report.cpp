@@ -19,16 +19,17 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
-// "42 min", "13.5 h", "7.7 d": a training run's length at a glance.
+// "9.3 s", "42 min", "13.5 h", "7.7 d": a training run's length at a glance.
 std::string duration(double s) {
+  if (s < 120) return fmt("%.1f s", s);
   if (s < 3600) return fmt("%.0f min", s / 60);
   if (s < 48 * 3600) return fmt("%.1f h", s / 3600);
   return fmt("%.1f d", s / 86400);
 }
 
-std::string rejection_list(const std::vector<Rejection>& closest) {
+std::string rejection_list(const std::vector<Rejection>& rejected) {
   std::string s;
-  for (const Rejection& r : closest) s.append(s.empty() ? "" : "; ").append(format_layout(r.layout) + ": " + r.reason);
+  for (const Rejection& r : rejected) s.append(s.empty() ? "" : "; ").append(format_layout(r.layout) + ": " + r.reason);
   return s;
 }
 
@@ -48,15 +49,22 @@ std::string knee_line(const LayoutScan& scan) {
                   " GPUs added since " + std::to_string(before.gpus) + " bought " + fmt("%.1f", k.marginal) +
                   " tokens/s, under half (" + fmt("%.1f", k.threshold) + ") the " + per_gpu + " tokens/s per GPU at " +
                   first + " GPUs; ";
-  if (k.growing_axis)
+  if (k.growing_axis) {
+    // Group size and link tier say why: more members in the ring, or a slower link crossed.
+    const auto a = static_cast<size_t>(*k.growing_axis);
+    const auto groups = [a](const Candidate& c) {
+      return std::to_string(c.volume.group_size[a]) + " over " + link_tier_name(c.cost.link[a]);
+    };
     s += "the " + comm_axis_name(*k.growing_axis) + " axis's communication grows most there, " +
-         fmt("%.3f", k.comm_before_s) + " -> " + fmt("%.3f", k.comm_after_s) + " s per step";
+         fmt("%.3g", k.comm_before_s) + " -> " + fmt("%.3g", k.comm_after_s) + " s per step, its groups of " +
+         groups(best_before) + " -> " + groups(best_at) + " links";
+  }
   else
-    s += "no axis's communication grows there (" + fmt("%.3f", best_before.cost.comm_total_s()) + " -> " +
-         fmt("%.3f", best_at.cost.comm_total_s()) + " s per step) while compute shrinks (" +
-         fmt("%.3f", best_before.cost.compute_s) + " -> " + fmt("%.3f", best_at.cost.compute_s) + " s)";
-  return s + " (best layouts " + format_layout_with_order(best_before.layout) + " -> " +
-         format_layout_with_order(best_at.layout) + ")\n";
+    s += "no axis's communication grows there (" + fmt("%.3g", best_before.cost.comm_total_s()) + " -> " +
+         fmt("%.3g", best_at.cost.comm_total_s()) + " s per step; compute " +
+         fmt("%.3g", best_before.cost.compute_s) + " -> " + fmt("%.3g", best_at.cost.compute_s) + " s)";
+  return s + "; best layouts " + format_layout_with_order(best_before.layout) + " -> " +
+         format_layout_with_order(best_at.layout) + "\n";
 }
 
 }  // namespace
@@ -97,8 +105,10 @@ std::string format_layout_scan(const LayoutScan& scan) {
     const ScanCount* count = i > 0 ? &scan.counts[i - 1] : nullptr;
     if (count && !count->best) {
       s += "  no layout fits: " + count->why;
-      if (!count->closest.empty()) s += "\n" + std::string(widths[0] + widths[1] + 2, ' ') +
-                                        "closest rejections: " + rejection_list(count->closest);
+      if (!count->rejected.empty())
+        s += "\n" + std::string(widths[0] + widths[1] + 2, ' ') + "rejected (first " +
+             std::to_string(count->rejected.size()) + " of " + std::to_string(count->rejected_total) +
+             " size tuples): " + rejection_list(count->rejected);
     }
     s += '\n';
   }
