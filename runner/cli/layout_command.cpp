@@ -96,7 +96,8 @@ int command_layout(const CommandArgs& argv) {
       {"explain", false, "memory formula, why runner-ups lost, rejected layouts"},
       {"scan", true,
        "A:B (GPU counts doubling from A to B) or A,B,C: the best layout at each count, its throughput, the knee "
-       "where added GPUs stop paying, energy and cost (with the site's [cost]); instead of --nodes"},
+       "where added GPUs stop paying, energy and cost (with the site's [cost]); instead of --nodes; nodes of "
+       "--gpus-per-node, else the site's gpus_per_node, GPUs"},
       {"json", false, "print the result as JSON"},
       {"help", false, "this help"},
   };
