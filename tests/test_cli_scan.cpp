@@ -4,6 +4,8 @@
 // anywhere, each count saying why).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -238,6 +240,26 @@ TEST_F(CliScan, CountsThatDoNotFitSayWhyBesideThoseThatDo) {
   EXPECT_FALSE(table_row(r.output, 8, 1).layout.empty()) << r.output;
   EXPECT_TRUE(contains(r.output, "  16384   2048  no layout fits: no data x X x Y x Z split of 16384 ranks")) << r.output;
   EXPECT_TRUE(contains(r.output, "\nno knee: it takes two GPU counts where a layout fits\n")) << r.output;
+}
+
+// scripts/plot_scaling.py draws the scan's JSON (the README's figure is made this way).
+TEST_F(CliScan, PlotScalingDrawsTheJson) {
+  if (std::system("/usr/bin/python3 -c \"import matplotlib\" 2>/dev/null") != 0)
+    GTEST_SKIP() << "needs Debian's python3-matplotlib for /usr/bin/python3";
+  const auto scan = layout(write("slow.toml", kSlowNetworkSite), kSmall, "--scan 8:32 --json");
+  ASSERT_EQ(scan.code, 0) << scan.output;
+  const std::string json = write("scan.json", scan.output), png = path("scan.png");
+  const auto plot = run_command("/usr/bin/python3 " + kSourceDir + "/scripts/plot_scaling.py " + json + " -o " + png);
+  EXPECT_EQ(plot.code, 0) << plot.output;
+  EXPECT_EQ(plot.output, "plot_scaling: wrote " + png + " (1 scan(s), 3 panels)\n");  // per GPU, total, cost
+  std::ifstream file(png, std::ios::binary);
+  std::string magic(8, '\0');
+  file.read(magic.data(), 8);
+  EXPECT_EQ(magic, "\x89PNG\r\n\x1a\n");
+  const auto bad = run_command("/usr/bin/python3 " + kSourceDir + "/scripts/plot_scaling.py " + write("x.json", "{}") +
+                               " -o " + path("x.png"));
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "x.json: not the JSON of `axonn layout --scan --json`")) << bad.output;
 }
 
 }  // namespace
