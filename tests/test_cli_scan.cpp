@@ -84,8 +84,9 @@ TEST_F(CliScan, EachCountsRowHasTheLayoutThatAxonnLayoutPicksThere) {
   }
   // dgx-h100 gives the H100's 700 W and no price.
   EXPECT_TRUE(contains(r.output, "  energy kWh\n")) << r.output;
-  EXPECT_TRUE(contains(r.output, "energy: to train, GPUs only (700 W each; no CPUs, network or cooling); site dgx-h100 "
-                                 "sets no cost.gpu_hour_cost, so no cost column\n"))
+  EXPECT_TRUE(contains(r.output,
+                       "energy: to train, GPUs only (700 W each; no CPUs, network or cooling); site dgx-h100 "
+                       "sets no cost.gpu_hour_cost, so no cost column\n"))
       << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n(knee at [0-9]+ GPUs|no knee): "))) << r.output;
 }
@@ -96,14 +97,19 @@ TEST_F(CliScan, KneeIsWhereTheJobLeavesItsNodeOnASlowNetwork) {
   const auto r = layout(write("slow.toml", kSlowNetworkSite), kSmall, "--scan 8:32");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "\nknee at 16 GPUs: each of the 8 GPUs added since 8 bought -")) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex("tokens/s per GPU at 8 GPUs; the (x|y|z|data) axis's communication "
-                                                     "grows most there, [0-9.e-]+ -> [0-9.e-]+ s per step, its groups "
-                                                     "of [0-9]+ over (-|intra-node) -> [0-9]+ over inter-node links; "
-                                                     "best layouts [0-9x]+:[xyzd]+ -> [0-9x]+:[xyzd]+\\n")))
+  // The knee's row says so, and only it.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n +16 +2 +[^\\n]*  <- knee\\n"))) << r.output;
+  EXPECT_EQ(r.output.find("<- knee"), r.output.rfind("<- knee")) << r.output;
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex("tokens/s per GPU at 8 GPUs; the (x|y|z|data) axis's communication "
+                                             "grows most there, [0-9.e-]+ -> [0-9.e-]+ s per step, its groups "
+                                             "of [0-9]+ over (-|intra-node) -> [0-9]+ over inter-node links; "
+                                             "best layouts [0-9x]+:[xyzd]+ -> [0-9x]+:[xyzd]+\\n")))
       << r.output;
   EXPECT_TRUE(contains(r.output, "  cost/Mtoken\n")) << r.output;
-  EXPECT_TRUE(contains(r.output, "; cost: 2.5 per GPU-hour; site slow-network sets no cost.gpu_power_watts, so no "
-                                 "energy column\n"))
+  EXPECT_TRUE(contains(r.output,
+                       "; cost: 2.5 per GPU-hour; site slow-network sets no cost.gpu_power_watts, so no "
+                       "energy column\n"))
       << r.output;
 }
 
@@ -112,8 +118,10 @@ TEST_F(CliScan, NoKneeWhileEveryAddedGpuPaysItsWay) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "\nno knee: at every count each added GPU bought at least half (")) << r.output;
   EXPECT_FALSE(contains(r.output, "knee at")) << r.output;
-  EXPECT_TRUE(contains(r.output, "site free-network sets no cost.gpu_power_watts or cost.gpu_hour_cost, so no "
-                                 "energy or cost column"))
+  EXPECT_FALSE(contains(r.output, "<- knee")) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "site free-network sets no cost.gpu_power_watts or cost.gpu_hour_cost, so no "
+                       "energy or cost column"))
       << r.output;
 }
 
@@ -174,8 +182,9 @@ TEST_F(CliScan, MalformedCountsExitTwoNamingTheValueAndTheFix) {
   expect("--scan lots",
          "axonn layout: --scan 'lots': 'lots' is not a GPU count (a whole number from 1); give A:B (GPU counts "
          "doubling from A to B, e.g. 8:512) or a list in increasing order (e.g. 8,64,512)");
-  expect("--scan 64,8",
-         "axonn layout: --scan '64,8': counts must increase, and 8 comes after 64; list them smallest first, each once");
+  expect(
+      "--scan 64,8",
+      "axonn layout: --scan '64,8': counts must increase, and 8 comes after 64; list them smallest first, each once");
   expect("--scan 4:64",
          "axonn layout: --scan: 4 GPUs is not a whole number of nodes of 8 GPUs (site dgx-h100's gpus_per_node); scan "
          "multiples of 8, or give --gpus-per-node G with G dividing every count");
@@ -210,8 +219,9 @@ TEST_F(CliScan, NothingFitsAtAnyCountExitsThreeSayingWhyAtEach) {
   EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n +rejected \\(first 3 of [0-9]+ size tuples\\): [0-9x]+: "
                                                      "hidden=64 is not divisible by G_x\\*G_z=")))
       << r.output;
-  EXPECT_TRUE(contains(r.output, "axonn layout: no layout fits this job at any GPU count of --scan 8192,16384; each "
-                                 "count's reason is above\n"))
+  EXPECT_TRUE(contains(r.output,
+                       "axonn layout: no layout fits this job at any GPU count of --scan 8192,16384; each "
+                       "count's reason is above\n"))
       << r.output;
   EXPECT_FALSE(contains(r.output, "knee")) << r.output;
 
@@ -238,7 +248,8 @@ TEST_F(CliScan, CountsThatDoNotFitSayWhyBesideThoseThatDo) {
   const auto r = layout(kDgx, kTiny, "--scan 8,16384");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_FALSE(table_row(r.output, 8, 1).layout.empty()) << r.output;
-  EXPECT_TRUE(contains(r.output, "  16384   2048  no layout fits: no data x X x Y x Z split of 16384 ranks")) << r.output;
+  EXPECT_TRUE(contains(r.output, "  16384   2048  no layout fits: no data x X x Y x Z split of 16384 ranks"))
+      << r.output;
   EXPECT_TRUE(contains(r.output, "\nno knee: it takes two GPU counts where a layout fits\n")) << r.output;
 }
 

@@ -102,8 +102,7 @@ TEST(Config, CostKeysLoadWithRangeChecksAndDefaultToNotKnown) {
   const SiteConfig unset = load_site_config_string("[node]\ngpus_per_node = 2\n", "s.toml");
   EXPECT_EQ(unset.gpu_power_watts, 0);
   EXPECT_EQ(unset.gpu_hour_cost, 0);
-  const SiteConfig set =
-      load_site_config_string("[cost]\ngpu_power_watts = 350.5\ngpu_hour_cost = 2\n", "s.toml");
+  const SiteConfig set = load_site_config_string("[cost]\ngpu_power_watts = 350.5\ngpu_hour_cost = 2\n", "s.toml");
   EXPECT_EQ(set.gpu_power_watts, 350.5);
   EXPECT_EQ(set.gpu_hour_cost, 2);
   const std::string negative = error_of([] { load_site_config_string("[cost]\ngpu_hour_cost = -1\n", "s.toml"); });

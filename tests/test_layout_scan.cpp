@@ -143,10 +143,12 @@ TEST(ScanCounts, MalformedValuesNameTheValueAndTheFix) {
   expect("64:8", "the range starts above its end (64 > 8); write it smallest first: 8:64");
   expect("0:64", "0 GPUs cannot train; counts start at 1");
   expect("8,0", "0 GPUs cannot train");
-  expect("8:100", "100 is not 8 doubled a whole number of times; end the range at 64 or 128, or list the counts: "
-                  "--scan 8,16,32,64,100");
-  expect("lots", "'lots' is not a GPU count (a whole number from 1); give A:B (GPU counts doubling from A to B, "
-                 "e.g. 8:512) or a list in increasing order (e.g. 8,64,512)");
+  expect("8:100",
+         "100 is not 8 doubled a whole number of times; end the range at 64 or 128, or list the counts: "
+         "--scan 8,16,32,64,100");
+  expect("lots",
+         "'lots' is not a GPU count (a whole number from 1); give A:B (GPU counts doubling from A to B, "
+         "e.g. 8:512) or a list in increasing order (e.g. 8,64,512)");
   expect("-8:64", "'-8' is not a GPU count");
   expect("8:", "'' is not a GPU count");
   expect("8,,16", "'' is not a GPU count");
@@ -166,8 +168,9 @@ TEST(ScanCounts, MalformedValuesNameTheValueAndTheFix) {
 TEST(ScanCounts, CountsMustBeWholeNodes) {
   EXPECT_NO_THROW(require_whole_nodes({8, 16, 64}, 8, "--gpus-per-node"));
   const std::string err = usage_error([] { require_whole_nodes({8, 12, 16}, 8, "site dgx-h100's gpus_per_node"); });
-  EXPECT_EQ(err, "--scan: 12 GPUs is not a whole number of nodes of 8 GPUs (site dgx-h100's gpus_per_node); scan "
-                 "multiples of 8, or give --gpus-per-node G with G dividing every count");
+  EXPECT_EQ(err,
+            "--scan: 12 GPUs is not a whole number of nodes of 8 GPUs (site dgx-h100's gpus_per_node); scan "
+            "multiples of 8, or give --gpus-per-node G with G dividing every count");
 }
 
 }  // namespace

@@ -101,7 +101,8 @@ int command_layout(const CommandArgs& argv) {
       {"json", false, "print the result as JSON"},
       {"help", false, "this help"},
   };
-  const std::optional<Args> parsed = parse_or_usage(argv, specs, "axonn layout --site S --job J [--nodes N | --scan A:B] [options]");
+  const std::optional<Args> parsed =
+      parse_or_usage(argv, specs, "axonn layout --site S --job J [--nodes N | --scan A:B] [options]");
   if (!parsed) return exit_code::ok;
   const Args& args = *parsed;
   if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals()[0] + "'");

@@ -15,15 +15,15 @@ namespace axonn {
 struct ScanCount {
   int gpus = 0;
   int nodes = 0;
-  std::optional<Candidate> best;   // none when no layout fits
-  std::string why;                 // when none fits: the smallest change that would make one fit
+  std::optional<Candidate> best;    // none when no layout fits
+  std::string why;                  // when none fits: the smallest change that would make one fit
   std::vector<Rejection> rejected;  // when none fits: the chooser's first rejections, in its order
   size_t rejected_total = 0;        // and how many size tuples it rejected in all
 };
 
 struct LayoutScan {
-  std::string site;           // the site's name
-  std::string job;            // the job TOML's path
+  std::string site;  // the site's name
+  std::string job;   // the job TOML's path
   int gpus_per_node = 0;
   std::string per_node_from;  // "--gpus-per-node" or "site dgx-h100's gpus_per_node"
   int global_batch = 0;       // sequences per step

@@ -13,7 +13,8 @@ namespace {
 
 toml::table axes_json(const std::array<double, kCommAxisCount>& comm_s) {
   toml::table axes;
-  for (int a = 0; a < kCommAxisCount; ++a) axes.insert(comm_axis_name(static_cast<CommAxis>(a)), comm_s[static_cast<size_t>(a)]);
+  for (int a = 0; a < kCommAxisCount; ++a)
+    axes.insert(comm_axis_name(static_cast<CommAxis>(a)), comm_s[static_cast<size_t>(a)]);
   return axes;
 }
 
@@ -87,7 +88,8 @@ std::string layout_scan_json(const LayoutScan& scan) {
       knee.insert("comm_before_s", k.comm_before_s);
       knee.insert("comm_after_s", k.comm_after_s);
       const auto a = static_cast<size_t>(*k.growing_axis);
-      const Candidate &before = *scan.counts[scan.fitting[k.row - 1]].best, &at = *scan.counts[scan.fitting[k.row]].best;
+      const Candidate &before = *scan.counts[scan.fitting[k.row - 1]].best,
+                      &at = *scan.counts[scan.fitting[k.row]].best;
       knee.insert("group_size_before", before.volume.group_size[a]);
       knee.insert("group_size_after", at.volume.group_size[a]);
       knee.insert("link_before", link_tier_name(before.cost.link[a]));

@@ -33,10 +33,11 @@ std::string rejection_list(const std::vector<Rejection>& rejected) {
   return s;
 }
 
+// rows is not empty.
 std::string knee_line(const LayoutScan& scan) {
+  if (scan.rows.size() < 2) return "no knee: it takes two GPU counts where a layout fits\n";
   const std::string first = std::to_string(scan.rows.front().gpus);
   const std::string per_gpu = fmt("%.1f", scan.rows.front().tokens_per_s_per_gpu);
-  if (scan.rows.size() < 2) return "no knee: it takes two GPU counts where a layout fits\n";
   if (!scan.knee)
     return "no knee: at every count each added GPU bought at least half (" +
            fmt("%.1f", 0.5 * scan.rows.front().tokens_per_s_per_gpu) + " tokens/s) the " + per_gpu +
@@ -58,11 +59,11 @@ std::string knee_line(const LayoutScan& scan) {
     s += "the " + comm_axis_name(*k.growing_axis) + " axis's communication grows most there, " +
          fmt("%.3g", k.comm_before_s) + " -> " + fmt("%.3g", k.comm_after_s) + " s per step, its groups of " +
          groups(best_before) + " -> " + groups(best_at) + " links";
-  }
-  else
+  } else {
     s += "no axis's communication grows there (" + fmt("%.3g", best_before.cost.comm_total_s()) + " -> " +
-         fmt("%.3g", best_at.cost.comm_total_s()) + " s per step; compute " +
-         fmt("%.3g", best_before.cost.compute_s) + " -> " + fmt("%.3g", best_at.cost.compute_s) + " s)";
+         fmt("%.3g", best_at.cost.comm_total_s()) + " s per step; compute " + fmt("%.3g", best_before.cost.compute_s) +
+         " -> " + fmt("%.3g", best_at.cost.compute_s) + " s)";
+  }
   return s + "; best layouts " + format_layout_with_order(best_before.layout) + " -> " +
          format_layout_with_order(best_at.layout) + "\n";
 }
@@ -77,8 +78,8 @@ std::string format_layout_scan(const LayoutScan& scan) {
                   " tokens per step, " + std::to_string(p.steps) + " steps (training.steps)\n";
   const bool energy = p.gpu_power_watts > 0, cost = p.gpu_hour_cost > 0;
   const std::string vs = scan.rows.empty() ? "vs first" : "vs " + std::to_string(scan.rows.front().gpus);
-  std::vector<std::string> header = {"GPUs",     "nodes",        "best layout", "recompute",       "step s",
-                                     "tokens/s", "tokens/s/GPU", vs,            "added tokens/s/GPU", "train"};
+  std::vector<std::string> header = {"GPUs",         "nodes", "best layout",        "recompute", "step s", "tokens/s",
+                                     "tokens/s/GPU", vs,      "added tokens/s/GPU", "train"};
   if (energy) header.push_back("energy kWh");
   if (cost) header.push_back("cost/Mtoken");
   std::vector<std::vector<std::string>> cells = {header};
@@ -88,11 +89,11 @@ std::string format_layout_scan(const LayoutScan& scan) {
     line = {std::to_string(count.gpus), std::to_string(count.nodes)};
     if (!count.best) continue;
     const ScanRow& r = scan.rows[row++];
-    line.insert(line.end(), {format_layout_with_order(count.best->layout), recompute_name(count.best->recompute),
-                             fmt("%.3f", r.step_s), fmt("%.0f", r.tokens_per_s), fmt("%.1f", r.tokens_per_s_per_gpu),
-                             fmt("%.2f", r.per_gpu_vs_first),
-                             r.marginal_tokens_per_s_per_gpu ? fmt("%.1f", *r.marginal_tokens_per_s_per_gpu) : "-",
-                             duration(r.train_s)});
+    line.insert(
+        line.end(),
+        {format_layout_with_order(count.best->layout), recompute_name(count.best->recompute), fmt("%.3f", r.step_s),
+         fmt("%.0f", r.tokens_per_s), fmt("%.1f", r.tokens_per_s_per_gpu), fmt("%.2f", r.per_gpu_vs_first),
+         r.marginal_tokens_per_s_per_gpu ? fmt("%.1f", *r.marginal_tokens_per_s_per_gpu) : "-", duration(r.train_s)});
     if (energy) line.push_back(fmt("%.0f", *r.energy_kwh));
     if (cost) line.push_back(fmt("%.4g", *r.cost_per_million_tokens));
   }
@@ -110,16 +111,20 @@ std::string format_layout_scan(const LayoutScan& scan) {
              std::to_string(count->rejected.size()) + " of " + std::to_string(count->rejected_total) +
              " size tuples): " + rejection_list(count->rejected);
     }
+    if (count && scan.knee && count == &scan.counts[scan.fitting[scan.knee->row]]) s += "  <- knee";
     s += '\n';
   }
   if (!scan.rows.empty()) s += knee_line(scan);
   s += "step times are the layout model's predictions (no overlap of communication with compute assumed)";
-  if (energy) s += "; energy: to train, GPUs only (" + fmt("%g", p.gpu_power_watts) + " W each; no CPUs, network or cooling)";
+  if (energy)
+    s += "; energy: to train, GPUs only (" + fmt("%g", p.gpu_power_watts) + " W each; no CPUs, network or cooling)";
   if (cost) s += "; cost: " + fmt("%g", p.gpu_hour_cost) + " per GPU-hour";
-  if (!energy || !cost)
-    s += std::string("; site ") + scan.site + " sets no " +
-         (!energy && !cost ? "cost.gpu_power_watts or cost.gpu_hour_cost" : !energy ? "cost.gpu_power_watts" : "cost.gpu_hour_cost") +
-         ", so no " + (!energy && !cost ? "energy or cost" : !energy ? "energy" : "cost") + " column";
+  if (!energy && !cost)
+    s += "; site " + scan.site + " sets no cost.gpu_power_watts or cost.gpu_hour_cost, so no energy or cost column";
+  else if (!energy)
+    s += "; site " + scan.site + " sets no cost.gpu_power_watts, so no energy column";
+  else if (!cost)
+    s += "; site " + scan.site + " sets no cost.gpu_hour_cost, so no cost column";
   return s + "\n";
 }
 

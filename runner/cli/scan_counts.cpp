@@ -8,8 +8,9 @@
 namespace axonn {
 namespace {
 
-const char* const kForms = "give A:B (GPU counts doubling from A to B, e.g. 8:512) or a list in increasing order "
-                           "(e.g. 8,64,512)";
+const char* const kForms =
+    "give A:B (GPU counts doubling from A to B, e.g. 8:512) or a list in increasing order "
+    "(e.g. 8,64,512)";
 
 [[noreturn]] void bad(const std::string& text, const std::string& what) {
   throw UsageError("--scan '" + text + "': " + what);
@@ -46,18 +47,20 @@ std::vector<int> doubling(const std::string& text, int max_gpus) {
   if (ends.size() != 2) bad(text, "a range has one ':'; " + std::string(kForms));
   const int first = count_of(text, ends[0], max_gpus), last = count_of(text, ends[1], max_gpus);
   if (first > last)
-    bad(text, "the range starts above its end (" + ends[0] + " > " + ends[1] + "); write it smallest first: " +
-                  ends[1] + ":" + ends[0]);
+    bad(text, "the range starts above its end (" + ends[0] + " > " + ends[1] +
+                  "); write it smallest first: " + ends[1] + ":" + ends[0]);
+  // first, 2 first, 4 first, ... while not above last (<= max_gpus, so no overflow).
   std::vector<int> counts = {first};
-  while (counts.back() < last && int64_t{counts.back()} * 2 <= max_gpus) counts.push_back(counts.back() * 2);
+  while (int64_t{counts.back()} * 2 <= last) counts.push_back(counts.back() * 2);
   if (counts.back() != last) {
-    const int below = counts.back() < last ? counts.back() : counts[counts.size() - 2];
-    std::vector<int> listed(counts.begin(), counts.end() - (counts.back() > last ? 1 : 0));
+    // last falls between two doublings: name both ends it could be, and the list that ends at it.
+    const int64_t above = int64_t{counts.back()} * 2;
+    std::vector<int> listed = counts;
     listed.push_back(last);
-    const std::string above = counts.back() > last ? " or " + std::to_string(counts.back()) : "";
     bad(text, std::to_string(last) + " is not " + std::to_string(first) +
-                  " doubled a whole number of times; end the range at " + std::to_string(below) + above +
-                  ", or list the counts: --scan " + join(listed));
+                  " doubled a whole number of times; end the range at " + std::to_string(counts.back()) +
+                  (above <= max_gpus ? " or " + std::to_string(above) : "") + ", or list the counts: --scan " +
+                  join(listed));
   }
   return counts;
 }
