@@ -87,6 +87,12 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     s.memory_headroom = t.number("memory_headroom", s.memory_headroom, 0.0, 0.9);
     t.finish();
   }
+  {
+    auto t = r.table("cost");
+    s.gpu_power_watts = t.number("gpu_power_watts", s.gpu_power_watts, 0.0, 1e5);
+    s.gpu_hour_cost = t.number("gpu_hour_cost", s.gpu_hour_cost, 0.0, 1e6);
+    t.finish();
+  }
   r.finish();
   return s;
 }

@@ -37,6 +37,9 @@ struct SiteConfig {
   int signal_lead_s = 120;
   std::string preempt_signal = "USR1";  // run.preempt_signal of jobs that do not set it
   double memory_headroom = 0.1;
+  // [cost], per GPU; 0: not known, and `axonn layout --scan` leaves energy and cost out
+  double gpu_power_watts = 0;  // power drawn while training (the TDP, or a measured figure)
+  double gpu_hour_cost = 0;    // price of one GPU for one hour, in the site's currency
 };
 
 // Throws ConfigError with file:line:column for unknown keys, wrong types, bad values.

@@ -96,6 +96,34 @@ TEST(Config, OutOfRangeNamesTheAllowedRange) {
       << site;
 }
 
+// [cost]: optional per-GPU power and price for `axonn layout --scan`; 0 (the default) means
+// not known. The shipped GPU sites carry their GPUs' TDP and no invented price.
+TEST(Config, CostKeysLoadWithRangeChecksAndDefaultToNotKnown) {
+  const SiteConfig unset = load_site_config_string("[node]\ngpus_per_node = 2\n", "s.toml");
+  EXPECT_EQ(unset.gpu_power_watts, 0);
+  EXPECT_EQ(unset.gpu_hour_cost, 0);
+  const SiteConfig set = load_site_config_string("[cost]\ngpu_power_watts = 350.5\ngpu_hour_cost = 2\n", "s.toml");
+  EXPECT_EQ(set.gpu_power_watts, 350.5);
+  EXPECT_EQ(set.gpu_hour_cost, 2);
+  const std::string negative = error_of([] { load_site_config_string("[cost]\ngpu_hour_cost = -1\n", "s.toml"); });
+  EXPECT_NE(negative.find("s.toml:2:17: cost.gpu_hour_cost = -1 is out of range; allowed [0, 1e+06]"),
+            std::string::npos)
+      << negative;
+  const std::string huge = error_of([] { load_site_config_string("[cost]\ngpu_power_watts = 2e5\n", "s.toml"); });
+  EXPECT_NE(huge.find("s.toml:2:19: cost.gpu_power_watts = 200000 is out of range; allowed [0, 100000]"),
+            std::string::npos)
+      << huge;
+  const std::string text = error_of([] { load_site_config_string("[cost]\ngpu_power_watts = \"700W\"\n", "s.toml"); });
+  EXPECT_NE(text.find("cost.gpu_power_watts must be a number, got a string"), std::string::npos) << text;
+  const std::string typo = error_of([] { load_site_config_string("[cost]\ngpu_power_wats = 700\n", "s.toml"); });
+  EXPECT_NE(typo.find("did you mean 'cost.gpu_power_watts'?"), std::string::npos) << typo;
+  EXPECT_EQ(load_site_config((kSource / "site_configs/dgx-h100.toml").string()).gpu_power_watts, 700);
+  EXPECT_EQ(load_site_config((kSource / "site_configs/perlmutter-a100.toml").string()).gpu_power_watts, 400);
+  for (const char* site : {"dgx-h100", "perlmutter-a100", "laptop-cpu"})
+    EXPECT_EQ(load_site_config((kSource / "site_configs" / (std::string(site) + ".toml")).string()).gpu_hour_cost, 0)
+        << site;
+}
+
 TEST(Config, HeadsThatDoNotDivideHiddenPointAtTheKeyAndSuggestADivisor) {
   const std::string heads =
       error_of([] { load_job_config_string("[model]\nhidden = 64\nheads = 5\n", "j.toml", SiteConfig{}); });
