@@ -150,21 +150,24 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
 
 void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const LinkPlan& plan, bool lead,
                    Measured& m) {
-  if (plan.probes.empty()) return;
-  const std::vector<double> sizes = message_sizes(in.quick);
-  CollectiveBuffers buffers(backend, sizes.back());
+  CollectiveBuffers buffers(backend);
+  const auto over_ranks = [&](const std::vector<double>& mine) {
+    return median_over_ranks(gather_all(grid.world(), backend, mine));
+  };
   for (const TierProbe& probe : plan.probes) {
     CollectiveFits fits;
     for (const CollectiveKind kind : kCalibratedKinds) {
       say(lead, std::string(link_tier_name(probe.tier)) + " " + collective_name(kind) + ", groups of " +
-                    std::to_string(probe.group_size) + ", " + size_text(sizes.front()) + " .. " +
-                    size_text(sizes.back()));
+                    std::to_string(probe.group_size));
       grid.world().barrier();
-      const std::vector<double> mine = time_collective(grid.axis(probe.axis), kind, sizes, in.quick, buffers);
-      const std::vector<double> seconds = median_over_ranks(gather_all(grid.world(), backend, mine));
+      const CollectiveSweep sweep = sweep_collective(grid.axis(probe.axis), kind, in.quick, buffers, over_ranks);
       std::vector<CollectiveSample> samples;
-      for (size_t i = 0; i < sizes.size(); ++i)
-        samples.push_back({collective_bytes(kind, sizes[i], probe.group_size), seconds[i]});
+      std::string times;
+      for (size_t i = 0; i < sweep.bytes.size(); ++i) {
+        samples.push_back({sweep.bytes[i], sweep.seconds[i]});
+        times += (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + fmt("%.3g", sweep.seconds[i] * 1e6) + " us";
+      }
+      say(lead, "  median times: " + times);
       // The same samples on every rank: every rank fits, and fails, alike.
       const AlphaBetaFit fit = fit_alpha_beta(kind, probe.tier, probe.group_size, samples, in.max_residual);
       fits[static_cast<size_t>(kind)] = CollectiveFit{fit.latency_s * 1e6, fit.bandwidth_bytes_per_s / 1e9, fit.residual};

@@ -44,7 +44,7 @@ const std::vector<OptionSpec>& calibrate_option_specs() {
       {"quick", false, "messages up to 4 MiB, fewer repetitions: a first look in under a minute"},
       {"tiers", true,
        "link tiers that must be measured, e.g. intra-node,inter-node (default: those this allocation spans)"},
-      {"max-residual", true, "largest accepted RMS relative residual of a fit (default 0.25)"},
+      {"max-residual", true, "largest accepted RMS relative residual of a fit (default 0.5)"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
       {"help", false, "this help"},
   };
@@ -68,7 +68,7 @@ CalibrateInputs load_calibrate_inputs(const Args& args) {
     char* end = nullptr;
     in.max_residual = std::strtod(text->c_str(), &end);
     if (text->empty() || *end != '\0' || !(in.max_residual > 0) || !(in.max_residual <= 100))
-      throw UsageError("--max-residual " + *text + ": expected a number in (0, 100], e.g. 0.25");
+      throw UsageError("--max-residual " + *text + ": expected a number in (0, 100], e.g. 0.5");
   }
   args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax);
 

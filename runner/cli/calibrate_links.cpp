@@ -112,12 +112,16 @@ int message_repetitions(double bytes, bool quick) {
   return bytes <= 1024.0 * 1024 ? 20 : bytes <= 16.0 * 1024 * 1024 ? 10 : 5;
 }
 
-CollectiveBuffers::CollectiveBuffers(Backend& backend, double max_bytes)
-    : in(backend, static_cast<size_t>(max_bytes / sizeof(float))),
-      out(backend, static_cast<size_t>(max_bytes / sizeof(float))) {
+void CollectiveBuffers::reserve(double bytes) {
+  const auto count = static_cast<size_t>(bytes / sizeof(float));
+  if (count <= in_.size()) return;
+  in_ = DeviceBuffer<float>();  // the old ones first: two 256 MiB pairs at once may not fit
+  out_ = DeviceBuffer<float>();
+  in_ = DeviceBuffer<float>(backend_, count);
+  out_ = DeviceBuffer<float>(backend_, count);
   // Zeros: sums of whatever alloc left there could be denormals, which the CPU adds slowly.
-  backend.memset_zero(in.data(), in.bytes());
-  backend.memset_zero(out.data(), out.bytes());
+  backend_.memset_zero(in_.data(), in_.bytes());
+  backend_.memset_zero(out_.data(), out_.bytes());
 }
 
 double collective_bytes(CollectiveKind kind, double bytes, int n) {
@@ -128,17 +132,18 @@ double collective_bytes(CollectiveKind kind, double bytes, int n) {
 std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
                                     CollectiveBuffers& buffers) {
   const int n = c.size();
+  buffers.reserve(*std::max_element(sizes.begin(), sizes.end()));
   std::vector<double> medians;
   for (const double bytes : sizes) {
     const size_t count = block_count(kind, bytes, n);
     auto call = [&] {
       switch (kind) {
-        case CollectiveKind::all_reduce: c.all_reduce(buffers.in.data(), count, ElementType::float32); break;
+        case CollectiveKind::all_reduce: c.all_reduce(buffers.in(), count, ElementType::float32); break;
         case CollectiveKind::all_gather:
-          c.all_gather(buffers.in.data(), buffers.out.data(), count, ElementType::float32);
+          c.all_gather(buffers.in(), buffers.out(), count, ElementType::float32);
           break;
         case CollectiveKind::reduce_scatter:
-          c.reduce_scatter(buffers.in.data(), buffers.out.data(), count, ElementType::float32);
+          c.reduce_scatter(buffers.in(), buffers.out(), count, ElementType::float32);
           break;
         default: throw UsageError(std::string("calibrate does not time ") + collective_name(kind));
       }
@@ -154,6 +159,22 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
     medians.push_back(median(times));
   }
   return medians;
+}
+
+CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
+                                 const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks) {
+  CollectiveSweep sweep;
+  std::vector<double> sizes = message_sizes(quick);
+  for (;;) {
+    const std::vector<double> seconds = over_ranks(time_collective(c, kind, sizes, quick, buffers));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      sweep.bytes.push_back(collective_bytes(kind, sizes[i], c.size()));
+      sweep.seconds.push_back(seconds[i]);
+    }
+    const double largest = sizes.back();
+    if (sweep.seconds.back() >= 2 * sweep.seconds.front() || largest >= kLargestMessage) return sweep;
+    sizes = {2 * largest};
+  }
 }
 
 }  // namespace axonn
