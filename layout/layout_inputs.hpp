@@ -114,6 +114,14 @@ struct Machine {
   bool calibrated_compute() const { return gemm_flops > 0 || !gemm_rates.empty(); }
 };
 
+// Every compute rate of `machine` (peak and measured) times `factor`: a CPU node's ranks
+// share its cores, so a run with fewer ranks there than the site's GPUs per node gets more each.
+inline void scale_compute(Machine& machine, double factor) {
+  machine.peak_flops *= factor;
+  machine.gemm_flops *= factor;
+  for (GemmRate& rate : machine.gemm_rates) rate.flops_per_s *= factor;
+}
+
 // Site policy that restricts the search.
 struct Policy {
   std::vector<int> allowed_axis_sizes;  // empty: any divisor; else every axis size must be listed

@@ -477,6 +477,7 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   // Read back and written again, nothing changes.
   EXPECT_EQ(format_site_toml(back, "calibrated"), format_site_toml(s, "calibrated"));
   EXPECT_TRUE(site_differences(s, back).empty());
+  fs::remove_all(file.parent_path());
 }
 
 TEST(SiteWriter, DifferencesNameEachChangedKeyOldAndNew) {

@@ -1025,6 +1025,33 @@ TEST(LayoutCalibrated, ComputeAtPeakTimesEfficiencyIsTheUncalibratedCompute) {
   EXPECT_GT(checked, 100);
 }
 
+// A CPU run with fewer ranks on a node than the site's GPUs per node gives each more of its
+// cores: the measured rates scale with the peak (train_command.cpp).
+TEST(LayoutCalibrated, ScaleComputeScalesPeakAndMeasuredRates) {
+  Machine m;
+  m.gemm_flops = 2e10;
+  m.gemm_rates = {{{8, 8, 8}, 1e10}};
+  scale_compute(m, 2.0);
+  EXPECT_EQ(m.peak_flops, 2e12);
+  EXPECT_EQ(m.gemm_flops, 4e10);
+  EXPECT_EQ(m.gemm_rates[0].flops_per_s, 2e10);
+}
+
+// --explain says what was measured, so a reader knows which figures are guesses.
+TEST(LayoutCalibrated, ExplainSaysWhatWasMeasured) {
+  ChooserInput in = tiny_input();
+  EXPECT_EQ(format_explain(choose_layout(in), 3).find("measured"), std::string::npos);
+  in.machine.gemm_flops = 3e10;
+  in.machine.gemm_rates = {{{4, 4, 12}, 1e10}};
+  in.machine.intra_node_kinds[static_cast<size_t>(CollectiveKind::all_gather)] = Link{2e9, 40e-6};
+  const std::string text = format_explain(choose_layout(in), 3);
+  EXPECT_NE(text.find("measured compute: each linear layer's GEMMs at the rate measured for its shape (1 shape(s)), "
+                      "else and for attention at 3e+10 FLOP/s (measured)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("measured intra-node all_gather: alpha 40 us, beta 2 GB/s"), std::string::npos) << text;
+}
+
 // ---- the alpha-beta fit of calibrate (alpha_beta_fit.hpp).
 
 // Times of the ring formula for 4 KiB .. 256 MiB, each times (1 + noise[i % noise.size()]).
