@@ -42,7 +42,7 @@ struct SiteCalibration {
   std::string axonn_version;
   int ranks = 0;
   int ranks_per_node = 0;
-  std::string device;              // "backend cpu (float32, 2 threads), collectives gloo"
+  std::string device;  // "backend cpu (float32, 2 threads), collectives gloo"
   bool present() const { return !date.empty(); }
 };
 
@@ -58,10 +58,10 @@ struct SiteConfig {
   double efficiency = 0.5;  // achieved fraction of peak in the model's GEMMs
   // Measured by `axonn calibrate`, per GPU (per rank's share of a CPU node); 0 / empty: not
   // measured, and the model uses peak x efficiency.
-  double gemm_tflops_float32 = 0;   // the measured GEMMs' FLOPs over their time
+  double gemm_tflops_float32 = 0;  // the measured GEMMs' FLOPs over their time
   double gemm_tflops_bfloat16 = 0;
-  std::vector<SiteGemm> gemm;       // by shape
-  double elementwise_GBps = 0;      // a large AXPY's bytes read and written per second
+  std::vector<SiteGemm> gemm;   // by shape
+  double elementwise_GBps = 0;  // a large AXPY's bytes read and written per second
   // [network], bandwidth per GPU per direction
   double intra_node_bandwidth_GBps = 100;
   double intra_node_latency_us = 2;

@@ -68,7 +68,9 @@ std::string fit_value(const CollectiveFit& fit) {
 std::vector<SiteKey> site_keys(const SiteConfig& s) {
   std::vector<SiteKey> keys;
   auto add = [&](const std::string& table, const std::string& name, const std::string& value,
-                 const std::string& comment = "") { keys.push_back({table, name, value, "", comment}); };
+                 const std::string& comment = "") {
+    keys.push_back({table, name, value, "", comment});
+  };
   add("site", "name", quoted(s.name));
   add("node", "gpus_per_node", std::to_string(s.gpus_per_node), "GPUs (ranks) per node");
   add("node", "memory_gib", number(s.memory_gib), "GiB per GPU");

@@ -41,14 +41,16 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
   for (size_t i = 0; i < layers.size(); ++i) {
     const GemmShape& s = shapes[i];
     // Forward, dX and dW per layer and micro-batch, and the forwards recomputation reruns.
-    const double gemms = 3.0 * static_cast<double>(layers[i].count) + (i < rerun_gemms ? static_cast<double>(blocks) : 0.0);
+    const double gemms =
+        3.0 * static_cast<double>(layers[i].count) + (i < rerun_gemms ? static_cast<double>(blocks) : 0.0);
     per_micro += gemms * 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n) /
                  gemm_rate(machine, s);
   }
   const double T = model.sequence;
   const double head_dim = static_cast<double>(model.hidden) / model.heads;
   const double scores = split.micro_batch * (model.heads / g.y) * T * T * head_dim;  // one block's, per FLOP factor
-  const double other_rate = machine.gemm_flops > 0 ? machine.gemm_flops : machine.peak_flops * machine.compute_efficiency;
+  const double other_rate =
+      machine.gemm_flops > 0 ? machine.gemm_flops : machine.peak_flops * machine.compute_efficiency;
   per_micro += (12.0 * model.layers + 4.0 * static_cast<double>(blocks)) * scores / other_rate;
   return per_micro * split.accumulation;
 }
@@ -56,8 +58,8 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
 }  // namespace
 
 const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind) {
-  const KindLinks* fitted = tier == LinkTier::intra_node   ? &m.intra_node_kinds
-                            : tier == LinkTier::inter_node ? &m.inter_node_kinds
+  const KindLinks* fitted = tier == LinkTier::intra_node     ? &m.intra_node_kinds
+                            : tier == LinkTier::inter_node   ? &m.inter_node_kinds
                             : tier == LinkTier::inter_switch ? &m.inter_switch_kinds
                                                              : nullptr;
   if (fitted != nullptr && (*fitted)[static_cast<size_t>(kind)]) return *(*fitted)[static_cast<size_t>(kind)];

@@ -102,7 +102,8 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
   EXPECT_NEAR(z_s, want, 1e-9 * want);
 
   // And the file is a site config every command takes.
-  const auto layout = run_command(kAxonn + " layout --site " + out + " --job " + kTiny + " --nodes 1 --gpus-per-node 2");
+  const auto layout =
+      run_command(kAxonn + " layout --site " + out + " --job " + kTiny + " --nodes 1 --gpus-per-node 2");
   EXPECT_EQ(layout.code, 0) << layout.output;
 }
 
@@ -110,11 +111,11 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
 // loopback here, over the network under srun -N 2).
 TEST_F(Calibrate, TiersFollowTheTopology) {
   const std::string out = path("nodes.toml");
-  const auto r = run_command(kAxonn + " run -n 2 --nodes-sim 2 calibrate --quick --tiers inter-node --output " + out +
-                                 kAnyResidual,
-                             240);
+  const auto r = run_command(
+      kAxonn + " run -n 2 --nodes-sim 2 calibrate --quick --tiers inter-node --output " + out + kAnyResidual, 240);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "not measured, keys kept from the base site: intra-node: one rank per node")) << r.output;
+  EXPECT_TRUE(contains(r.output, "not measured, keys kept from the base site: intra-node: one rank per node"))
+      << r.output;
   EXPECT_TRUE(contains(r.output, "3 GEMM shape(s) in float32, square")) << r.output;
   const SiteConfig site = load_site_config(out);
   EXPECT_TRUE(site.inter_node_fits[kind(CollectiveKind::reduce_scatter)].has_value());
@@ -131,8 +132,9 @@ TEST_F(Calibrate, AFitOverTheResidualBoundFailsNamingItAndWritesNothing) {
   const std::string out = path("never.toml");
   const auto r = run_command(kAxonn + " run -n 2 calibrate --quick --max-residual 0.000001 --output " + out, 240);
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, "[0] axonn calibrate: the all_reduce fit over intra-node links (groups of 2) did not "
-                                 "converge"))
+  EXPECT_TRUE(contains(r.output,
+                       "[0] axonn calibrate: the all_reduce fit over intra-node links (groups of 2) did not "
+                       "converge"))
       << r.output;
   EXPECT_TRUE(contains(r.output, "--max-residual")) << r.output;
   EXPECT_FALSE(contains(r.output, "[1] axonn calibrate:")) << "one rank says it\n" << r.output;

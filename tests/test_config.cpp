@@ -1,14 +1,13 @@
 // Site and job configs: the shipped files load; errors carry file:line:column and the
 // allowed values; merge order; path resolution; unit conversion for the chooser.
 #include <gtest/gtest.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
-
-#include <toml++/toml.h>
 
 #include "config/config_error.hpp"
 #include "config/hostlist.hpp"
@@ -383,7 +382,6 @@ TEST(SwitchMap, BadSwitchListsNameThePosition) {
             std::string::npos)
       << both;
 }
-
 
 // ---- calibrated sites: the keys `axonn calibrate` writes, and the writer (site_writer.hpp).
 

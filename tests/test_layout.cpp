@@ -13,7 +13,6 @@
 #include <sstream>
 
 #include "layout/alpha_beta_fit.hpp"
-#include "layout/alpha_beta_fit.hpp"
 #include "layout/layout_report.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/model_plan.hpp"
@@ -22,8 +21,8 @@ namespace axonn {
 namespace {
 
 // The kinds the trainer's collectives use, which calibrate fits.
-constexpr std::array<CollectiveKind, 3> kCalibratedKindsForTest = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
-                                                                   CollectiveKind::reduce_scatter};
+constexpr std::array<CollectiveKind, 3> kCalibratedKindsForTest = {
+    CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
 
 std::vector<std::array<Axis, 4>> some_orders() {
   return {{Axis::x, Axis::y, Axis::z, Axis::data},
@@ -920,7 +919,6 @@ TEST(LayoutVolume, Bfloat16AndFloat32BytesDifferAsTheDocsSay) {
   }
 }
 
-
 // ---- a calibrated machine (axonn calibrate): measured GEMM rates and fitted collectives.
 
 // Every collective of the step on a calibrated tier is priced by its kind's fit: calls *
@@ -1111,7 +1109,8 @@ TEST(AlphaBetaFit, ANonConvergingFitIsAnErrorNamingTheCollectiveTheTierAndWhatTo
 
   // The small sizes faster than the line through the large ones allows: a negative alpha.
   std::vector<CollectiveSample> negative;
-  for (double bytes = 1 << 20; bytes <= 256.0 * 1024 * 1024; bytes *= 2) negative.push_back({bytes, bytes / 1e9 - 1e-4});
+  for (double bytes = 1 << 20; bytes <= 256.0 * 1024 * 1024; bytes *= 2)
+    negative.push_back({bytes, bytes / 1e9 - 1e-4});
   e = fit_error(CollectiveKind::all_reduce, LinkTier::intra_node, negative);
   EXPECT_NE(e.find("all_reduce fit over intra-node links (groups of 4) did not converge: alpha (latency) came out "
                    "negative"),

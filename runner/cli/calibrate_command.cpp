@@ -27,6 +27,7 @@
 #include "cli/calibrate_links.hpp"
 #include "cli/commands.hpp"
 #include "cli/environment.hpp"
+#include "cli/median.hpp"
 #include "cli/report_error.hpp"
 #include "cli/train_device.hpp"
 #include "comm/comm_grid.hpp"
@@ -54,12 +55,6 @@ std::string fmt(const char* format, double v) {
 
 std::string size_text(double bytes) {
   return bytes >= 1024.0 * 1024 ? fmt("%.0f MiB", bytes / (1024.0 * 1024)) : fmt("%.0f KiB", bytes / 1024.0);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Every rank's `mine` (the same length on every rank), as [rank][i]: one all-gather over the
@@ -170,7 +165,8 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
       say(lead, "  median times: " + times);
       // The same samples on every rank: every rank fits, and fails, alike.
       const AlphaBetaFit fit = fit_alpha_beta(kind, probe.tier, probe.group_size, samples, in.max_residual);
-      fits[static_cast<size_t>(kind)] = CollectiveFit{fit.latency_s * 1e6, fit.bandwidth_bytes_per_s / 1e9, fit.residual};
+      fits[static_cast<size_t>(kind)] =
+          CollectiveFit{fit.latency_s * 1e6, fit.bandwidth_bytes_per_s / 1e9, fit.residual};
       say(lead, "  alpha " + fmt("%.3g", fit.latency_s * 1e6) + " us, beta " +
                     fmt("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " + fmt("%.3f", fit.residual));
     }
@@ -182,7 +178,7 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
 SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementType dtype, const Topology& topo,
                            const std::string& device) {
   SiteConfig s = base;
-  s.memory_gib = m.memory_gib;
+  if (m.memory_gib > 0) s.memory_gib = m.memory_gib;  // 0: /proc/meminfo had no MemTotal
   (dtype == ElementType::float32 ? s.gemm_tflops_float32 : s.gemm_tflops_bfloat16) = m.gemm_tflops;
   std::erase_if(s.gemm, [&](const SiteGemm& g) { return g.dtype == dtype; });
   s.gemm.insert(s.gemm.end(), m.gemm.begin(), m.gemm.end());
@@ -198,8 +194,14 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
       s.*tier.bandwidth_GBps = all_reduce.bandwidth_GBps;
     }
   }
-  s.calibration = {utc_now(), topo.hostnames, environment("SLURM_JOB_ID").value_or(""), kAxonnVersion,
-                   topo.world, topo.uniform_tasks_per_node(), device};
+  SiteCalibration& c = s.calibration;
+  c.date = utc_now();
+  c.hosts = topo.hostnames;
+  c.slurm_job_id = environment("SLURM_JOB_ID").value_or("");
+  c.axonn_version = kAxonnVersion;
+  c.ranks = topo.world;
+  c.ranks_per_node = topo.uniform_tasks_per_node();
+  c.device = device;
   return s;
 }
 
@@ -221,8 +223,9 @@ void write_file(const std::string& path, const std::string& text) {
 }  // namespace
 
 int command_calibrate(const CommandArgs& argv) {
-  const std::optional<Args> parsed = parse_or_usage(
-      argv, calibrate_option_specs(), "axonn calibrate --output SITE.toml [options]   (under axonn run or srun --mpi=pmix)");
+  const std::optional<Args> parsed =
+      parse_or_usage(argv, calibrate_option_specs(),
+                     "axonn calibrate --output SITE.toml [options]   (under axonn run or srun --mpi=pmix)");
   if (!parsed) return exit_code::ok;
   const Args& args = *parsed;
   const CalibrateInputs in = load_calibrate_inputs(args);  // before PMIx: a bad input is exit 2 anywhere
@@ -244,11 +247,13 @@ int command_calibrate(const CommandArgs& argv) {
   const double share =
       backend->device_is_host() ? static_cast<double>(topo.local_size) / in.site.config.gpus_per_node : 1.0;
   if (share != 1.0)
-    say(lead, "note: " + std::to_string(topo.local_size) + " ranks per node but the site has gpus_per_node = " +
-                  std::to_string(in.site.config.gpus_per_node) + ": per-rank rates are scaled by " + fmt("%.3g", share) +
-                  " to one of its shares; calibrate with as many ranks per node as the site has GPUs for measured figures");
+    say(lead,
+        "note: " + std::to_string(topo.local_size) + " ranks per node but the site has gpus_per_node = " +
+            std::to_string(in.site.config.gpus_per_node) + ": per-rank rates are scaled by " + fmt("%.3g", share) +
+            " to one of its shares; calibrate with as many ranks per node as the site has GPUs for measured figures");
 
-  const auto timeout = std::chrono::milliseconds(args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax).value_or(300'000));
+  const auto timeout =
+      std::chrono::milliseconds(args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax).value_or(300'000));
   const bool single_host = topo.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
   CommGrid grid(client, plan.layout, timeout, single_host, device.collectives);
   grid.order_with_compute(train_compute_stream(*backend));
@@ -272,8 +277,8 @@ int command_calibrate(const CommandArgs& argv) {
                                                   ") on " + out.calibration.date + ": the keys it measured are " +
                                                   "replaced, every other key is the base site's.\n"
                                                   "docs/site-admin.md, \"Calibrating a site\", says what each means."));
-  say(lead, "measured in " + fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) +
-                " s");
+  say(lead, "measured in " +
+                fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) + " s");
   std::printf("calibrate: wrote %s; changes against %s (site %s):\n", in.output.c_str(), base.source.c_str(),
               base.name.c_str());
   for (const std::string& line : site_differences(base, out)) std::printf("  %s\n", line.c_str());

@@ -6,19 +6,14 @@
 #include <string>
 #include <tuple>
 
-#include "comm/cuda_device.hpp"
+#include "cli/median.hpp"
 #include "comm/bfloat16.hpp"
+#include "comm/cuda_device.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A buffer of `count` activations of `dtype`, each a small value (0.01): zeros would be as
 // fast, but a tensor core or a BLAS might one day skip them.
@@ -33,7 +28,9 @@ struct Activations {
     else
       bf16 = DeviceBuffer<uint16_t>(backend, std::vector<uint16_t>(n, float_to_bf16(0.01f)));
   }
-  ActPtr ptr() { return dtype == ElementType::float32 ? ActPtr(f32.data()) : ActPtr(bf16.data(), ElementType::bfloat16); }
+  ActPtr ptr() {
+    return dtype == ElementType::float32 ? ActPtr(f32.data()) : ActPtr(bf16.data(), ElementType::bfloat16);
+  }
 };
 
 }  // namespace
@@ -69,8 +66,9 @@ double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& s
       dx(backend, dtype, m * k);
   DeviceBuffer<float> dw(backend, std::vector<float>(static_cast<size_t>(k * n), 0.0f));
   auto run = [&] {
-    backend.gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, x.ptr(), k, w.ptr(), n, 0.0f, y.ptr(), n);    // Y = X·W
-    backend.gemm(Transpose::no, Transpose::yes, m, k, n, 1.0f, dy.ptr(), n, w.ptr(), n, 0.0f, dx.ptr(), k);  // dX = dY·W^T
+    backend.gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, x.ptr(), k, w.ptr(), n, 0.0f, y.ptr(), n);  // Y = X·W
+    backend.gemm(Transpose::no, Transpose::yes, m, k, n, 1.0f, dy.ptr(), n, w.ptr(), n, 0.0f, dx.ptr(),
+                 k);  // dX = dY·W^T
     // dW (float32, a parameter's gradient) += X^T·dY, accumulating as over micro-batches.
     backend.gemm(Transpose::yes, Transpose::no, k, n, m, 1.0f, x.ptr(), k, dy.ptr(), n, 1.0f, dw.data(), n);
     backend.synchronize();

@@ -25,8 +25,8 @@ void check_output(const std::string& output) {
   std::error_code ec;
   const auto hint = "; name a file in a folder you can write (--output site_configs/measured.toml)";
   if (fs::is_directory(path, ec)) throw UsageError("--output " + output + " is a folder" + hint);
-  if (!fs::is_directory(folder, ec)) throw UsageError("--output " + output + ": folder " + folder.string() +
-                                                      " does not exist" + hint);
+  if (!fs::is_directory(folder, ec))
+    throw UsageError("--output " + output + ": folder " + folder.string() + " does not exist" + hint);
   if (access(folder.c_str(), W_OK) != 0)
     throw UsageError("--output " + output + ": folder " + folder.string() + " is not writable (" +
                      std::strerror(errno) + ")" + hint);

@@ -23,9 +23,9 @@ struct CalibrateInputs {
   // What picks the device and the GEMMs' dtype: the job, or without one training.device =
   // "auto" in the site's default dtype where a GPU is visible, float32 where not.
   JobConfig device_job;
-  std::string output;            // --output, whose folder exists and is writable
+  std::string output;  // --output, whose folder exists and is writable
   bool quick = false;
-  std::vector<LinkTier> tiers;   // --tiers: must be measured; empty: whatever the allocation has
+  std::vector<LinkTier> tiers;  // --tiers: must be measured; empty: whatever the allocation has
   double max_residual = 0;
 };
 

@@ -4,18 +4,13 @@
 #include <chrono>
 
 #include "cli/args.hpp"
+#include "cli/median.hpp"
 #include "config/switch_map.hpp"
 
 namespace axonn {
 namespace {
 
 constexpr std::array<LinkTier, 3> kTiers = {LinkTier::intra_node, LinkTier::inter_node, LinkTier::inter_switch};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Elements per rank's block: all-reduce counts its whole buffer; all-gather's output and
 // reduce-scatter's input are n blocks.
@@ -88,14 +83,14 @@ LinkPlan plan_links(const Topology& topology, const SiteConfig& site, const std:
   probe(LinkTier::inter_switch, CommAxis::data, per_switch > 0 ? plan.layout.data : 1,
         switch_note + "; run on nodes under at least 2 switches of a site config that maps them");
   for (const LinkTier tier : required) {
-    const auto measured = std::find_if(plan.probes.begin(), plan.probes.end(),
-                                       [&](const TierProbe& p) { return p.tier == tier; });
+    const auto measured =
+        std::find_if(plan.probes.begin(), plan.probes.end(), [&](const TierProbe& p) { return p.tier == tier; });
     if (measured != plan.probes.end()) continue;
     const std::string name = link_tier_name(tier);
     const auto why = std::find_if(plan.missing.begin(), plan.missing.end(),
                                   [&](const std::string& m) { return m.rfind(name + ": ", 0) == 0; });
-    throw UsageError("--tiers asks for " + name + " links, which this allocation cannot measure: " +
-                     why->substr(name.size() + 2));
+    throw UsageError("--tiers asks for " + name +
+                     " links, which this allocation cannot measure: " + why->substr(name.size() + 2));
   }
   return plan;
 }
@@ -138,14 +133,17 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
     const size_t count = block_count(kind, bytes, n);
     auto call = [&] {
       switch (kind) {
-        case CollectiveKind::all_reduce: c.all_reduce(buffers.in(), count, ElementType::float32); break;
+        case CollectiveKind::all_reduce:
+          c.all_reduce(buffers.in(), count, ElementType::float32);
+          break;
         case CollectiveKind::all_gather:
           c.all_gather(buffers.in(), buffers.out(), count, ElementType::float32);
           break;
         case CollectiveKind::reduce_scatter:
           c.reduce_scatter(buffers.in(), buffers.out(), count, ElementType::float32);
           break;
-        default: throw UsageError(std::string("calibrate does not time ") + collective_name(kind));
+        default:
+          throw UsageError(std::string("calibrate does not time ") + collective_name(kind));
       }
       c.synchronize();
     };

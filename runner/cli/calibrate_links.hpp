@@ -73,8 +73,8 @@ double collective_bytes(CollectiveKind kind, double bytes, int n);
 // This rank's median seconds of `kind` on `c` at each size. Every rank of the grid calls it
 // for the same axis at the same time. On NCCL each call is waited for (synchronize) before
 // the clock stops: a time is what the host sees, as the trainer does when it waits.
-std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes,
-                                    bool quick, CollectiveBuffers& buffers);
+std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
+                                    CollectiveBuffers& buffers);
 
 // The times a fit needs: message_sizes(quick), then doubled sizes while the largest takes
 // less than twice the smallest (up to kLargestMessage), since below that the bandwidth term

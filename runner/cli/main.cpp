@@ -39,7 +39,8 @@ const Command kCommands[] = {
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: axonn <command> [options]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
-  std::fprintf(out, "\n`axonn <command> --help` describes a command's options; `axonn --version` prints the version.\n");
+  std::fprintf(out,
+               "\n`axonn <command> --help` describes a command's options; `axonn --version` prints the version.\n");
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
-// axonn run -n N [--nodes-sim K] [--grace-ms G] job.toml | train job.toml | selftest [args] | calibrate [args] | -- CMD [args]
-// The local launcher: hosts a PMIx server and runs N ranks on this machine, like
-// `srun --label`. A job TOML runs `axonn train job.toml` on every rank; an axonn
-// subcommand name runs that subcommand; after `--`, any command.
+// axonn run -n N [--nodes-sim K] [--grace-ms G] job.toml | train job.toml | selftest [args] | calibrate [args] | -- CMD
+// [args] The local launcher: hosts a PMIx server and runs N ranks on this machine, like `srun --label`. A job TOML runs
+// `axonn train job.toml` on every rank; an axonn subcommand name runs that subcommand; after `--`, any command.
 //
 // Everything is checked before the first rank starts, and a bad input is exit 2 (3 when no
 // layout fits): the rank count against what this machine can hold (pmix/local_capacity.hpp),
@@ -112,7 +111,8 @@ int command_run(const CommandArgs& argv) {
     const bool takes_value = a.find('=') == std::string::npos && a != "--help";
     if (takes_value && i + 1 < argv.size()) own.push_back(argv[++i]);
   }
-  const char* const usage = "axonn run -n N [--nodes-sim K] job.toml | selftest [args] | calibrate [args] | -- CMD [args]";
+  const char* const usage =
+      "axonn run -n N [--nodes-sim K] job.toml | selftest [args] | calibrate [args] | -- CMD [args]";
   const std::optional<Args> parsed = parse_or_usage(own, specs, usage);
   if (!parsed) return exit_code::ok;
   if (command.empty()) {
