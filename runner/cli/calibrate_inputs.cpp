@@ -41,7 +41,9 @@ const std::vector<OptionSpec>& calibrate_option_specs() {
       {"output", true, "the site TOML to write (required): the base site with the measured keys replaced"},
       {"site", true, "the base site TOML (default: AXONN_SITE_CONFIG, else the built-in laptop-cpu site)"},
       {"job", true, "a job TOML: measure its GEMM shapes, dtype and device (default: square GEMMs, the site's dtype)"},
-      {"quick", false, "messages up to 4 MiB, fewer repetitions: a first look in under a minute"},
+      {"quick", false,
+       "messages up to 4 MiB (more only while the largest is not yet twice the smallest's time), fewer repetitions: a "
+       "first look in under a minute"},
       {"tiers", true,
        "link tiers that must be measured, e.g. intra-node,inter-node (default: those this allocation spans)"},
       {"max-residual", true, "largest accepted RMS relative residual of a fit (default 0.5)"},
