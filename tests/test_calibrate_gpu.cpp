@@ -6,8 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <regex>
+#include <sstream>
 
 #include "comm/cuda_device.hpp"
 #include "config/site_config.hpp"
@@ -27,8 +27,9 @@ class CalibrateGpu : public test::ScratchDirTest {
  protected:
   // The tiny job on CUDA in `dtype`.
   std::string cuda_job(const std::string& dtype) const {
-    std::ifstream in(kSourceDir + "/job_templates/tiny.toml");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::stringstream template_text;
+    template_text << std::ifstream(kSourceDir + "/job_templates/tiny.toml").rdbuf();
+    const std::string text = template_text.str();
     return write("job-" + dtype + ".toml",
                  std::regex_replace(std::regex_replace(text, std::regex("device = \"cpu\""), "device = \"cuda\""),
                                     std::regex("dtype = \"float32\""), "dtype = \"" + dtype + "\""));
