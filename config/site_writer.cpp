@@ -104,6 +104,8 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
   add("policy", "signal_lead_s", std::to_string(s.signal_lead_s));
   add("policy", "preempt_signal", quoted(s.preempt_signal));
   add("policy", "memory_headroom", number(s.memory_headroom));
+  add("cost", "gpu_power_watts", number(s.gpu_power_watts), "W per GPU while training; 0 = not known");
+  add("cost", "gpu_hour_cost", number(s.gpu_hour_cost), "per GPU-hour, in the site's currency; 0 = not known");
   const SiteCalibration& c = s.calibration;
   if (c.present()) {
     add("calibration", "date", quoted(c.date), "UTC");
