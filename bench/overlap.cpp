@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "bench_args.hpp"
-#include "bench_stats.hpp"
+#include "bench_cpu_job.hpp"
 #include "subprocess.hpp"
 
 namespace {
@@ -53,21 +53,6 @@ device = "cpu"
 dir = "ckpt"
 interval = 0
 )";
-
-// Rank 0's step_s of every step but the first (its warm-up).
-std::vector<double> step_seconds(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "metrics.jsonl");
-  const std::regex re(R"(\"step_s\": ([-0-9.eE+]+))");
-  std::vector<double> out;
-  bool first = true;
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (!std::regex_search(line, m, re)) continue;
-    if (!first) out.push_back(std::stod(m[1]));
-    first = false;
-  }
-  return out;
-}
 
 // summary.json's comm_seconds_per_step for the collectives overlap moves.
 double overlappable_comm_s(const fs::path& run_dir) {
@@ -104,7 +89,7 @@ Run run_job(const fs::path& dir, int ranks, const std::string& layout, int steps
     std::fprintf(stderr, "bench_overlap: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
     std::exit(1);
   }
-  return {median(step_seconds(dir / "run")), overlappable_comm_s(dir / "run")};
+  return {median(axonn::bench::per_step_after_first(dir / "run", "step_s")), overlappable_comm_s(dir / "run")};
 }
 
 struct Options {

@@ -25,108 +25,27 @@
 #include <string>
 #include <vector>
 
-#include "bench_stats.hpp"
+#include "bench_cpu_job.hpp"
 #include "layout/layout_memory.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
-#include "subprocess.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace axonn;
+using axonn::bench::cpu_job_options;
+using axonn::bench::cpu_job_toml;
+using axonn::bench::CpuJob;
 using axonn::bench::median;
-using axonn::bench::read_text;
-using axonn::bench::run_capture;
+using axonn::bench::per_step_after_first;
+using axonn::bench::parse_bench_args;
+using axonn::bench::rank0_of;
+using axonn::bench::read_cpu_job;
+using axonn::bench::run_cpu_job;
 
-const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
 constexpr double kMiB = 1024.0 * 1024.0;
-
-struct Options {
-  int rounds = 3;
-  int steps = 4;  // per run; the first is its warm-up
-  int ranks = 2;
-  std::string layout = "2x1x1x1";
-  ModelShape model{6, 384, 6, 256, 256};
-  int batch = 4;
-  int micro_batch = 2;
-};
-
-int usage() {
-  std::fprintf(stderr,
-               "usage: bench_shard [--rounds R] [--steps S] [--ranks N] [--layout DxXxYxZ] [--layers L] [--hidden C] "
-               "[--heads H] [--vocab V] [--sequence T] [--batch B] [--micro-batch mb]\n");
-  return 2;
-}
-
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return false;
-    const std::string v = argv[++i];
-    const int n = std::atoi(v.c_str());
-    if (a == "--rounds")
-      o.rounds = n;
-    else if (a == "--steps")
-      o.steps = n;
-    else if (a == "--ranks")
-      o.ranks = n;
-    else if (a == "--layout")
-      o.layout = v;
-    else if (a == "--layers")
-      o.model.layers = n;
-    else if (a == "--hidden")
-      o.model.hidden = n;
-    else if (a == "--heads")
-      o.model.heads = n;
-    else if (a == "--vocab")
-      o.model.vocab = n;
-    else if (a == "--sequence")
-      o.model.sequence = n;
-    else if (a == "--batch")
-      o.batch = n;
-    else if (a == "--micro-batch")
-      o.micro_batch = n;
-    else
-      return false;
-  }
-  return o.rounds > 0 && o.steps > 1 && o.ranks > 0;
-}
-
-std::string job_toml(const Options& o) {
-  const ModelShape& m = o.model;
-  return "[model]\nlayers = " + std::to_string(m.layers) + "\nhidden = " + std::to_string(m.hidden) +
-         "\nheads = " + std::to_string(m.heads) + "\nvocab = " + std::to_string(m.vocab) +
-         "\nsequence = " + std::to_string(m.sequence) + "\n[training]\nglobal_batch = " + std::to_string(o.batch) +
-         "\nmicro_batch = " + std::to_string(o.micro_batch) +
-         "\nlr = 1e-4\nwarmup_steps = 0\nrecompute = \"none\"\ndevice = \"cpu\"\n[checkpoint]\ndir = \"ckpt\"\n"
-         "interval = 0\n";
-}
-
-// Every value of `key` in rank 0's metrics.jsonl, the first step's left out.
-std::vector<double> per_step(const fs::path& run_dir, const std::string& key) {
-  std::ifstream in(run_dir / "metrics.jsonl");
-  const std::regex re("\"" + key + R"(\": ([-0-9.eE+]+))");
-  std::vector<double> out;
-  bool first = true;
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (!std::regex_search(line, m, re)) continue;
-    if (!first) out.push_back(std::stod(m[1]));
-    first = false;
-  }
-  return out;
-}
-
-// Rank 0's entry of summary.json's per-rank array `key`.
-double rank0_of(const std::string& summary, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(summary, m, std::regex("\"" + key + R"(\": \[([-0-9.eE+]+))"))) {
-    std::fprintf(stderr, "bench_shard: no %s in summary.json:\n%s\n", key.c_str(), summary.c_str());
-    std::exit(1);
-  }
-  return std::stod(m[1]);
-}
+const std::string kProgram = "bench_shard";
 
 // Seconds per step of one "axis.kind" in summary.json's comm_seconds_per_step (0 if absent).
 double comm_seconds(const std::string& summary, const std::string& axis_kind) {
@@ -144,27 +63,13 @@ struct Run {
   double reduce_s = 0, gather_s = 0;        // data axis, per step, rank 0
 };
 
-Run run_mode(const fs::path& dir, const Options& o, bool shard) {
-  fs::remove_all(dir / "ckpt");
-  fs::remove_all(dir / "run");
-  const std::string command = "cd " + dir.string() + " && AXONN_LAYOUT=" + o.layout + " " + kAxonn + " run -n " +
-                              std::to_string(o.ranks) + " job.toml training.steps=" + std::to_string(o.steps) +
-                              " training.shard_optimizer=" + (shard ? "true" : "false") + " run.dir=run 2>&1";
-  int status = 0;
-  const std::string output = run_capture(command, status);
-  if (status != 0) {
-    std::fprintf(stderr, "bench_shard: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
-    std::exit(1);
-  }
-  const std::string summary = read_text(dir / "run" / "summary.json");
-  if (summary.find("\"comm_bytes_match\": true") == std::string::npos) {
-    std::fprintf(stderr, "bench_shard: counted bytes differ from the layout model:\n%s\n", summary.c_str());
-    std::exit(1);
-  }
-  Run run{median(per_step(dir / "run", "step_s")),
-          median(per_step(dir / "run", "predicted_step_s")),
-          rank0_of(summary, "model_memory_bytes"),
-          rank0_of(summary, "predicted_memory_bytes"),
+Run run_mode(const fs::path& dir, const CpuJob& o, bool shard) {
+  const std::string summary =
+      run_cpu_job(kProgram, dir, o, std::string("training.shard_optimizer=") + (shard ? "true" : "false"));
+  Run run{median(per_step_after_first(dir / "run", "step_s")),
+          median(per_step_after_first(dir / "run", "predicted_step_s")),
+          rank0_of(kProgram, summary, "model_memory_bytes"),
+          rank0_of(kProgram, summary, "predicted_memory_bytes"),
           0,
           0};
   run.reduce_s = shard ? comm_seconds(summary, "data.reduce_scatter") : comm_seconds(summary, "data.all_reduce");
@@ -175,18 +80,17 @@ Run run_mode(const fs::path& dir, const Options& o, bool shard) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
-  if (!parse(argc, argv, o)) return usage();
+  CpuJob defaults;  // 2 ranks over data, 2 micro-batches of 2 each
+  defaults.ranks = 2;
+  defaults.layout = "2x1x1x1";
+  defaults.batch = 4;
+  defaults.micro_batch = 2;
+  const CpuJob o = parse_bench_args(argc, argv, cpu_job_options(), kProgram + " [options]",
+                                    [&](const Args& args) { return read_cpu_job(args, defaults); });
   const Layout layout = parse_layout(o.layout);
-  if (layout.world() != o.ranks || layout.data < 2) {
-    std::fprintf(stderr,
-                 "bench_shard: layout %s has %d ranks and G_data = %d; --ranks is %d, and G_data must be >= 2\n",
-                 o.layout.c_str(), layout.world(), layout.data, o.ranks);
-    return 2;
-  }
   const fs::path dir = fs::temp_directory_path() / ("axonn-bench-shard-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "job.toml") << job_toml(o);
+  std::ofstream(dir / "job.toml") << cpu_job_toml(o);
 
   ChooserInput plan;
   plan.model = o.model;

@@ -130,6 +130,18 @@ JobConfig load_job_config_string(const std::string& text, const std::string& nam
   return read_job(parse_toml_string(text, name), name, fs::current_path(), site, overrides);
 }
 
+namespace {
+
+// A tier's fitted kinds in the chooser's units (us -> s, GB/s -> bytes/s).
+KindLinks kind_links(const CollectiveFits& fits) {
+  KindLinks links;
+  for (size_t k = 0; k < fits.size(); ++k)
+    if (fits[k]) links[k] = Link{fits[k]->bandwidth_GBps * 1e9, fits[k]->latency_us * 1e-6};
+  return links;
+}
+
+}  // namespace
+
 ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node,
                           const std::vector<std::string>& hostnames) {
   if (nodes < 1 || tasks_per_node < 1)
@@ -154,6 +166,13 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.intra_node = {site.intra_node_bandwidth_GBps * 1e9, site.intra_node_latency_us * 1e-6};
   m.inter_node = {site.inter_node_bandwidth_GBps * 1e9, site.inter_node_latency_us * 1e-6};
   m.inter_switch = {site.inter_switch_bandwidth_GBps * 1e9, site.inter_switch_latency_us * 1e-6};
+  // What calibrate measured, at the job's dtype.
+  m.gemm_flops = site_gemm_tflops(site, job.training.dtype) * 1e12;
+  for (const SiteGemm& g : site.gemm)
+    if (g.dtype == job.training.dtype) m.gemm_rates.push_back({{g.m, g.k, g.n}, g.tflops * 1e12});
+  m.intra_node_kinds = kind_links(site.intra_node_fits);
+  m.inter_node_kinds = kind_links(site.inter_node_fits);
+  m.inter_switch_kinds = kind_links(site.inter_switch_fits);
   in.policy = site_policy(site);
   return in;
 }

@@ -38,6 +38,96 @@ std::vector<std::vector<std::string>> read_switches(TomlReader& t) {
   return switches;
 }
 
+// The smallest measured rate a file may give (TFLOP/s, GB/s): a measured key is absent or
+// positive; 0 is what "not measured" means in SiteConfig.
+constexpr double kMeasuredMin = 1e-9;
+
+// compute.gemm: measured rates by shape, at most one per (dtype, m, k, n).
+std::vector<SiteGemm> read_gemm(TomlReader& t) {
+  std::vector<SiteGemm> out;
+  for (TomlReader& e : t.tables("gemm")) {
+    for (const char* key : {"m", "k", "n", "tflops"})
+      if (!e.has(key)) e.fail(key, "is missing; every compute.gemm entry has dtype, m, k, n and tflops");
+    SiteGemm g;
+    g.dtype = parse_element_type(e.string("dtype", "float32", {"float32", "bfloat16"}));
+    g.m = e.integer("m", 0, 1, int64_t{1} << 40);
+    g.k = e.integer("k", 0, 1, int64_t{1} << 40);
+    g.n = e.integer("n", 0, 1, int64_t{1} << 40);
+    g.tflops = e.number("tflops", 0, kMeasuredMin, 1e6);
+    e.finish();
+    for (const SiteGemm& before : out)
+      if (before.dtype == g.dtype && before.m == g.m && before.k == g.k && before.n == g.n)
+        e.fail("m", "= " + std::to_string(g.m) + ", k = " + std::to_string(g.k) + ", n = " + std::to_string(g.n) +
+                        " (" + element_type_name(g.dtype) + ") is listed twice in compute.gemm; keep one");
+    out.push_back(g);
+  }
+  return out;
+}
+
+// [network.<tier>]: per collective kind { latency_us, bandwidth_GBps }, both required.
+CollectiveFits read_fits(TomlReader& network, const char* tier) {
+  CollectiveFits fits;
+  auto t = network.table(tier);
+  for (const CollectiveKind kind : kCalibratedKinds) {
+    const char* name = collective_name(kind);
+    auto k = t.table(name);
+    if (!t.has(name)) continue;
+    for (const char* key : {"latency_us", "bandwidth_GBps"})
+      if (!k.has(key)) k.fail(key, "is missing; a fitted collective has both latency_us and bandwidth_GBps");
+    CollectiveFit fit;
+    fit.latency_us = k.number("latency_us", 0, 0, 1e6);
+    fit.bandwidth_GBps = k.number("bandwidth_GBps", 0, kMeasuredMin, 1e6);
+    k.finish();
+    fits[static_cast<size_t>(kind)] = fit;
+  }
+  t.finish();
+  return fits;
+}
+
+// "2026-11-27T10:31:02Z", as calibrate writes [calibration] date.
+bool is_utc_timestamp(const std::string& s) {
+  static const std::string form = "dddd-dd-ddTdd:dd:ddZ";
+  if (s.size() != form.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (form[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != form[i]) return false;
+  return true;
+}
+
+// [calibration], and its residual table onto the fits read from [network.<tier>].
+void read_calibration(TomlReader& root, SiteConfig& s) {
+  auto t = root.table("calibration");
+  if (!root.has("calibration")) return;
+  SiteCalibration& c = s.calibration;
+  if (!t.has("date")) t.fail("date", "is missing; [calibration] records when the site was measured");
+  c.date = t.string("date", "");
+  if (!is_utc_timestamp(c.date))
+    t.fail("date", "= \"" + c.date + "\" is not a UTC time as calibrate writes it, e.g. \"2026-11-27T10:31:02Z\"");
+  c.hosts = t.strings("hosts");
+  c.slurm_job_id = t.string("slurm_job_id", "");
+  c.axonn_version = t.string("axonn_version", "");
+  c.ranks = static_cast<int>(t.integer("ranks", 0, 1, 1 << 24));
+  c.ranks_per_node = static_cast<int>(t.integer("ranks_per_node", 0, 1, 1 << 24));
+  c.device = t.string("device", "");
+  auto residual = t.table("residual");
+  for (const SiteTier& tier : kSiteTiers) {
+    auto r = residual.table(tier.key);
+    CollectiveFits& fits = s.*tier.fits;
+    for (const CollectiveKind kind : kCalibratedKinds) {
+      const char* name = collective_name(kind);
+      const double value = r.number(name, 0, 0, 1e3);
+      if (!r.has(name)) continue;
+      auto& fit = fits[static_cast<size_t>(kind)];
+      if (!fit)
+        r.fail(name, std::string("is the residual of a fit that [network.") + tier.key + "] does not have; add " +
+                         name + " = { latency_us = ..., bandwidth_GBps = ... } there or remove this line");
+      fit->residual = value;
+    }
+    r.finish();
+  }
+  residual.finish();
+  t.finish();
+}
+
 SiteConfig read_site(const toml::table& root, const std::string& file) {
   SiteConfig s;
   s.source = file;
@@ -58,6 +148,10 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     s.peak_tflops_float32 = t.number("peak_tflops_float32", s.peak_tflops_float32, 1e-6, 1e6);
     s.peak_tflops_bfloat16 = t.number("peak_tflops_bfloat16", s.peak_tflops_bfloat16, 1e-6, 1e6);
     s.efficiency = t.number("efficiency", s.efficiency, 0.001, 1.0);
+    s.gemm_tflops_float32 = t.number("gemm_tflops_float32", 0, kMeasuredMin, 1e6);
+    s.gemm_tflops_bfloat16 = t.number("gemm_tflops_bfloat16", 0, kMeasuredMin, 1e6);
+    s.gemm = read_gemm(t);
+    s.elementwise_GBps = t.number("elementwise_GBps", 0, kMeasuredMin, 1e6);
     t.finish();
   }
   {
@@ -73,6 +167,7 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     if (!s.switches.empty() && s.nodes_per_switch > 0)
       t.fail("switches", "and network.nodes_per_switch = " + std::to_string(s.nodes_per_switch) +
                              " both describe the switches; keep one of them");
+    for (const SiteTier& tier : kSiteTiers) s.*tier.fits = read_fits(t, tier.key);
     t.finish();
   }
   {
@@ -87,6 +182,13 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     s.memory_headroom = t.number("memory_headroom", s.memory_headroom, 0.0, 0.9);
     t.finish();
   }
+  {
+    auto t = r.table("cost");
+    s.gpu_power_watts = t.number("gpu_power_watts", s.gpu_power_watts, 0.0, 1e5);
+    s.gpu_hour_cost = t.number("gpu_hour_cost", s.gpu_hour_cost, 0.0, 1e6);
+    t.finish();
+  }
+  read_calibration(r, s);
   r.finish();
   return s;
 }
@@ -105,6 +207,10 @@ SiteConfig load_site_config(const std::string& path) {
 
 SiteConfig load_site_config_string(const std::string& text, const std::string& name) {
   return read_site(parse_toml_string(text, name), name);
+}
+
+double site_gemm_tflops(const SiteConfig& site, ElementType dtype) {
+  return dtype == ElementType::float32 ? site.gemm_tflops_float32 : site.gemm_tflops_bfloat16;
 }
 
 Policy site_policy(const SiteConfig& site) {

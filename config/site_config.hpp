@@ -1,12 +1,50 @@
 #pragma once
 // A site's hardware and policy (site_configs/<site>.toml; every key documented in
 // site_configs/example.toml). Plain struct with explicit defaults; units in the names.
+#include <array>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "layout/layout_cost.hpp"
 #include "layout/layout_inputs.hpp"
 
 namespace axonn {
+
+// One collective kind on one link tier as `axonn calibrate` fitted it: the site's
+// [network.<tier>] <kind> = { latency_us, bandwidth_GBps } (alpha and beta of collective.hpp's
+// formulas), and the fit's residual from [calibration.residual] when the file has one.
+struct CollectiveFit {
+  double latency_us = 0;
+  double bandwidth_GBps = 0;
+  std::optional<double> residual;  // RMS of (measured - fit) / measured over the sizes
+};
+// Per CollectiveKind (as index); calibrate fits the kinds the trainer uses, kCalibratedKinds.
+using CollectiveFits = std::array<std::optional<CollectiveFit>, kCollectiveKindCount>;
+inline constexpr std::array<CollectiveKind, 3> kCalibratedKinds = {
+    CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
+
+// One GEMM shape's measured rate, [compute] gemm = [{ dtype, m, k, n, tflops }, ...]: the
+// forward and both backward GEMMs of a linear layer's shard (layout_inputs.hpp, GemmShape).
+struct SiteGemm {
+  ElementType dtype = ElementType::float32;
+  int64_t m = 0, k = 0, n = 0;
+  double tflops = 0;
+};
+
+// Where and how the measured keys were measured ([calibration]); written by `axonn
+// calibrate`, read back so that a calibrated file loads and can be calibrated again.
+struct SiteCalibration {
+  std::string date;                // UTC, "2026-11-27T10:31:02Z"; empty: never calibrated
+  std::vector<std::string> hosts;  // the allocation's nodes
+  std::string slurm_job_id;        // empty outside Slurm
+  std::string axonn_version;
+  int ranks = 0;
+  int ranks_per_node = 0;
+  std::string device;  // "backend cpu (float32, 2 threads), collectives gloo"
+  bool present() const { return !date.empty(); }
+};
 
 struct SiteConfig {
   std::string source;  // file it was loaded from
@@ -18,6 +56,12 @@ struct SiteConfig {
   double peak_tflops_float32 = 1;
   double peak_tflops_bfloat16 = 1;
   double efficiency = 0.5;  // achieved fraction of peak in the model's GEMMs
+  // Measured by `axonn calibrate`, per GPU (per rank's share of a CPU node); 0 / empty: not
+  // measured, and the model uses peak x efficiency.
+  double gemm_tflops_float32 = 0;  // the measured GEMMs' FLOPs over their time
+  double gemm_tflops_bfloat16 = 0;
+  std::vector<SiteGemm> gemm;   // by shape
+  double elementwise_GBps = 0;  // a large AXPY's bytes read and written per second
   // [network], bandwidth per GPU per direction
   double intra_node_bandwidth_GBps = 100;
   double intra_node_latency_us = 2;
@@ -25,6 +69,8 @@ struct SiteConfig {
   double inter_node_latency_us = 5;
   double inter_switch_bandwidth_GBps = 12.5;
   double inter_switch_latency_us = 10;
+  // [network.intra_node], [network.inter_node], [network.inter_switch]: measured per kind
+  CollectiveFits intra_node_fits, inter_node_fits, inter_switch_fits;
   int nodes_per_switch = 0;  // 0: one switch for all nodes
   // Or the hosts under each switch, host lists expanded ("nid[001-016]" -> 16 names);
   // empty: use nodes_per_switch. At most one of the two is set.
@@ -37,7 +83,33 @@ struct SiteConfig {
   int signal_lead_s = 120;
   std::string preempt_signal = "USR1";  // run.preempt_signal of jobs that do not set it
   double memory_headroom = 0.1;
+  // [cost], per GPU; 0: not known, and `axonn layout --scan` leaves energy and cost out
+  double gpu_power_watts = 0;  // power drawn while training (the TDP, or a measured figure)
+  double gpu_hour_cost = 0;    // price of one GPU for one hour, in the site's currency
+  SiteCalibration calibration;
 };
+
+// The three link tiers with their site keys, for code that treats them alike (the loader,
+// the writer, calibrate): "intra_node" -> intra_node_bandwidth_GBps, intra_node_latency_us,
+// [network.intra_node].
+struct SiteTier {
+  LinkTier tier;
+  const char* key;  // "intra_node", "inter_node", "inter_switch"
+  double SiteConfig::*bandwidth_GBps;
+  double SiteConfig::*latency_us;
+  CollectiveFits SiteConfig::*fits;
+};
+inline constexpr std::array<SiteTier, 3> kSiteTiers = {{
+    {LinkTier::intra_node, "intra_node", &SiteConfig::intra_node_bandwidth_GBps, &SiteConfig::intra_node_latency_us,
+     &SiteConfig::intra_node_fits},
+    {LinkTier::inter_node, "inter_node", &SiteConfig::inter_node_bandwidth_GBps, &SiteConfig::inter_node_latency_us,
+     &SiteConfig::inter_node_fits},
+    {LinkTier::inter_switch, "inter_switch", &SiteConfig::inter_switch_bandwidth_GBps,
+     &SiteConfig::inter_switch_latency_us, &SiteConfig::inter_switch_fits},
+}};
+
+// The measured GEMM rate of a dtype (gemm_tflops_float32 or _bfloat16), 0 when not measured.
+double site_gemm_tflops(const SiteConfig& site, ElementType dtype);
 
 // Throws ConfigError with file:line:column for unknown keys, wrong types, bad values.
 SiteConfig load_site_config(const std::string& path);

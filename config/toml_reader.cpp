@@ -157,6 +157,20 @@ std::vector<int64_t> TomlReader::integers(const std::string& key, int64_t min, i
   return out;
 }
 
+std::vector<std::string> TomlReader::strings(const std::string& key) {
+  const toml::node* node = find(key);
+  if (!node) return {};
+  const toml::array* array = node->as_array();
+  if (!array) fail(*node, key, "must be an array of strings, got " + type_name(*node));
+  std::vector<std::string> out;
+  for (const auto& item : *array) {
+    const auto v = item.value_exact<std::string>();
+    if (!v) fail(item, key, "must hold only strings, got " + type_name(item));
+    out.push_back(*v);
+  }
+  return out;
+}
+
 std::vector<std::vector<TomlReader::Located>> TomlReader::string_lists(const std::string& key) {
   const toml::node* node = find(key);
   if (!node) return {};
@@ -184,6 +198,21 @@ TomlReader TomlReader::table(const std::string& key) {
   const toml::table* sub = node->as_table();
   if (!sub) fail(*node, key, "must be a table ([" + path(key) + "]), got " + type_name(*node));
   return TomlReader(*sub, file_, path(key));
+}
+
+std::vector<TomlReader> TomlReader::tables(const std::string& key) {
+  const toml::node* node = find(key);
+  if (!node) return {};
+  const std::string expected = "must be an array of tables ([[" + path(key) + "]] or " + key + " = [{ ... }])";
+  const toml::array* array = node->as_array();
+  if (!array) fail(*node, key, expected + ", got " + type_name(*node));
+  std::vector<TomlReader> out;
+  for (const auto& item : *array) {
+    const toml::table* sub = item.as_table();
+    if (!sub) fail(item, key, expected + "; this element is " + type_name(item));
+    out.emplace_back(*sub, file_, path(key) + "[" + std::to_string(out.size()) + "]");
+  }
+  return out;
 }
 
 void TomlReader::finish() const {

@@ -26,6 +26,7 @@ class TomlReader {
   std::optional<bool> boolean_or_auto(const std::string& key, std::optional<bool> fallback);
   std::string string(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed = {});
   std::vector<int64_t> integers(const std::string& key, int64_t min, int64_t max);
+  std::vector<std::string> strings(const std::string& key);
   // An array of arrays of strings ([["a", "b"], ["c"]]); each string with its "file:line:column: ".
   struct Located {
     std::string value;
@@ -34,6 +35,9 @@ class TomlReader {
   std::vector<std::vector<Located>> string_lists(const std::string& key);
   // The sub-table `key` (an empty one if absent); its keys are checked by its own finish().
   TomlReader table(const std::string& key);
+  // The array of tables `key` ([[section.key]] headers, or key = [{ ... }, { ... }]), empty if
+  // absent; each element's keys are checked by its own finish(), its messages say key[i].
+  std::vector<TomlReader> tables(const std::string& key);
   // Throws ConfigError for the first key that was never read.
   void finish() const;
 

@@ -27,7 +27,59 @@ const Link& link_of(const Machine& m, LinkTier tier) {
   }
 }
 
+// compute_s on a calibrated machine: the terms of flops_per_rank and recompute_flops_per_rank,
+// each linear layer's GEMMs at the rate of its shape, attention at the measured GEMM rate.
+double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute mode) {
+  const Machine& machine = input.machine;
+  const ModelShape& model = input.model;
+  const BatchSplit split = batch_split(model, input.batch, g);
+  const auto layers = linear_shapes(model);  // qkv, attn.proj, mlp.fc, mlp.proj, head
+  const auto shapes = local_gemm_shapes(input, g);
+  const int64_t blocks = recomputed_blocks(model, mode);
+  const size_t rerun_gemms = mode == Recompute::attention ? 1 : mode == Recompute::block ? 3 : 0;
+  double per_micro = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const GemmShape& s = shapes[i];
+    // Forward, dX and dW per layer and micro-batch, and the forwards recomputation reruns.
+    const double gemms =
+        3.0 * static_cast<double>(layers[i].count) + (i < rerun_gemms ? static_cast<double>(blocks) : 0.0);
+    per_micro += gemms * 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n) /
+                 gemm_rate(machine, s);
+  }
+  const double T = model.sequence;
+  const double head_dim = static_cast<double>(model.hidden) / model.heads;
+  const double scores = split.micro_batch * (model.heads / g.y) * T * T * head_dim;  // one block's, per FLOP factor
+  const double other_rate =
+      machine.gemm_flops > 0 ? machine.gemm_flops : machine.peak_flops * machine.compute_efficiency;
+  per_micro += (12.0 * model.layers + 4.0 * static_cast<double>(blocks)) * scores / other_rate;
+  return per_micro * split.accumulation;
+}
+
 }  // namespace
+
+const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind) {
+  const KindLinks* fitted = tier == LinkTier::intra_node     ? &m.intra_node_kinds
+                            : tier == LinkTier::inter_node   ? &m.inter_node_kinds
+                            : tier == LinkTier::inter_switch ? &m.inter_switch_kinds
+                                                             : nullptr;
+  if (fitted != nullptr && (*fitted)[static_cast<size_t>(kind)]) return *(*fitted)[static_cast<size_t>(kind)];
+  return link_of(m, tier);
+}
+
+std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& g) {
+  const int64_t m = batch_split(input.model, input.batch, g).tokens;
+  const auto layers = linear_shapes(input.model);
+  std::array<GemmShape, 5> shapes;
+  for (size_t i = 0; i < layers.size(); ++i)
+    shapes[i] = {m, layers[i].k / g.size(layers[i].k_axis), layers[i].n / g.size(layers[i].n_axis())};
+  return shapes;
+}
+
+double gemm_rate(const Machine& m, const GemmShape& shape) {
+  for (const GemmRate& r : m.gemm_rates)
+    if (r.shape == shape) return r.flops_per_s;
+  return m.gemm_flops > 0 ? m.gemm_flops : m.peak_flops * m.compute_efficiency;
+}
 
 LinkTier axis_link(const Machine& machine, const Layout& g, CommAxis axis) {
   const int64_t world = g.world();
@@ -94,18 +146,20 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   c.recompute = mode;
   c.flops = flops_per_rank(input, g);
   c.recompute_flops = recompute_flops_per_rank(input, g, mode);
-  c.compute_s = (c.flops + c.recompute_flops) / (input.machine.peak_flops * input.machine.compute_efficiency);
+  c.compute_s = input.machine.calibrated_compute()
+                    ? measured_compute_s(input, g, mode)
+                    : (c.flops + c.recompute_flops) / (input.machine.peak_flops * input.machine.compute_efficiency);
   for (int ai = 0; ai < kCommAxisCount; ++ai) {
     const auto axis = static_cast<CommAxis>(ai);
     const int n = volume.group_size[static_cast<size_t>(ai)];
     c.link[static_cast<size_t>(ai)] = axis_link(input.machine, g, axis);
     if (n <= 1) continue;
-    const Link& link = link_of(input.machine, c.link[static_cast<size_t>(ai)]);
     double t = 0;
     for (int k = 0; k < kCollectiveKindCount; ++k) {
       const auto kind = static_cast<CollectiveKind>(k);
       const CollectiveVolume& v = volume.at(axis, kind);
       if (v.calls == 0) continue;
+      const Link& link = collective_link(input.machine, c.link[static_cast<size_t>(ai)], kind);
       t += static_cast<double>(v.calls) * ring_steps(kind, n) * link.latency_s +
            bus_factor(kind, n) * static_cast<double>(v.bytes) / link.bandwidth_bytes_per_s;
     }

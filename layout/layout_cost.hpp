@@ -3,6 +3,11 @@
 // collective of layout_volume.hpp priced by the ring formulas (collective.hpp) over the
 // slowest link its group spans. No overlap of communication with compute is assumed, so
 // the prediction is an upper bound for overlapping backends.
+//
+// A calibrated site (`axonn calibrate`; Machine's measured fields) replaces the guesses with
+// what was measured, and nothing else changes: each linear layer's GEMMs at the rate measured
+// for its shape (else the measured GEMM rate, which also prices attention), each collective
+// kind by the alpha-beta fitted for it on its tier.
 #include <array>
 
 #include "layout/layout.hpp"
@@ -26,11 +31,22 @@ const char* link_tier_name(LinkTier tier);  // "-", "intra-node", "inter-node", 
 // uses P * nodes_per_switch.
 LinkTier axis_link(const Machine& machine, const Layout& layout, CommAxis axis);
 
+// The alpha-beta that prices `kind` on `tier`: the one fitted for that kind, else the tier's
+// Link (none: the intra-node one, never used, as a group of one makes no collective).
+const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind);
+
+// The GEMM of each layer of linear_shapes on one rank of `layout`, in the same order.
+std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& layout);
+
+// FLOP/s of `shape`'s GEMMs: the rate measured for it, else the measured GEMM rate, else
+// peak x efficiency.
+double gemm_rate(const Machine& machine, const GemmShape& shape);
+
 struct CostEstimate {
   Recompute recompute = Recompute::none;  // the mode it is priced at
   double flops = 0;                       // per rank per step: the model's (what MFU counts)
   double recompute_flops = 0;             // per rank per step: the recomputed forwards, on top
-  double compute_s = 0;                   // (flops + recompute_flops) at peak x efficiency
+  double compute_s = 0;                   // (flops + recompute_flops) at peak x efficiency, or at the measured rates
   std::array<double, kCommAxisCount> comm_s{};
   std::array<LinkTier, kCommAxisCount> link{};
   double comm_total_s() const;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/collective.hpp"
 #include "layout/element_type.hpp"
 
 namespace axonn {
@@ -71,6 +72,25 @@ struct Link {
   double latency_s = 0;              // per message
 };
 
+// Per collective kind (CollectiveKind as index), the alpha-beta `axonn calibrate` fitted on
+// one tier: time = ring_steps * latency_s + bus_factor * size / bandwidth_bytes_per_s
+// (collective.hpp). A kind left unset is priced by the tier's Link.
+using KindLinks = std::array<std::optional<Link>, kCollectiveKindCount>;
+
+// One linear layer's GEMM on one rank, Y (m, n) = X (m, k)·W (k, n): m the micro-batch's
+// tokens, k and n the rank's shard of the layer (W gathered over z). Its forward and both
+// backward GEMMs (dX = dY·W^T, dW = X^T·dY) are 6·m·k·n FLOPs.
+struct GemmShape {
+  int64_t m = 0, k = 0, n = 0;
+  bool operator==(const GemmShape&) const = default;
+};
+
+// A shape's three GEMMs as `axonn calibrate` measured them: 6·m·k·n FLOPs at flops_per_s.
+struct GemmRate {
+  GemmShape shape;
+  double flops_per_s = 0;
+};
+
 // What the chooser knows of the machine. Ranks are placed in blocks:
 // node = rank / tasks_per_node (Slurm's default block distribution),
 // switch = node / nodes_per_switch.
@@ -85,7 +105,22 @@ struct Machine {
   Link intra_node;                   // NVLink / NVSwitch / shared memory
   Link inter_node;                   // IB / Slingshot, per GPU, within one switch
   Link inter_switch;                 // between switches (used when nodes_per_switch > 0)
+  // Measured by `axonn calibrate` (the site's gemm_tflops_<dtype>, compute.gemm and
+  // [network.<tier>] keys). Unset, compute runs at peak x efficiency and every collective is
+  // priced by its tier's Link, as without them.
+  double gemm_flops = 0;             // per GPU, the job's dtype: GEMMs of a shape not in gemm_rates, and attention
+  std::vector<GemmRate> gemm_rates;  // per GPU, the job's dtype, by shape
+  KindLinks intra_node_kinds, inter_node_kinds, inter_switch_kinds;
+  bool calibrated_compute() const { return gemm_flops > 0 || !gemm_rates.empty(); }
 };
+
+// Every compute rate of `machine` (peak and measured) times `factor`: a CPU node's ranks
+// share its cores, so a run with fewer ranks there than the site's GPUs per node gets more each.
+inline void scale_compute(Machine& machine, double factor) {
+  machine.peak_flops *= factor;
+  machine.gemm_flops *= factor;
+  for (GemmRate& rate : machine.gemm_rates) rate.flops_per_s *= factor;
+}
 
 // Site policy that restricts the search.
 struct Policy {

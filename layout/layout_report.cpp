@@ -1,7 +1,9 @@
 #include "layout/layout_report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "layout/model_plan.hpp"
@@ -40,6 +42,26 @@ std::string human_bytes(double bytes) {
   if (bytes < 1024.0 * 1024.0) return fmt("%.0f KiB", bytes / 1024.0);
   if (bytes < 1024.0 * 1024.0 * 1024.0) return fmt("%.1f MiB", bytes / (1024.0 * 1024.0));
   return fmt("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+// What a calibrated site measured and the model uses instead of the guesses ("" when nothing).
+std::string describe_calibration(const Machine& m) {
+  std::string s;
+  if (m.calibrated_compute())
+    s += "  measured compute: each linear layer's GEMMs at the rate measured for its shape (" +
+         std::to_string(m.gemm_rates.size()) + " shape(s)), else and for attention at " +
+         (m.gemm_flops > 0 ? fmt("%.3g FLOP/s (measured)", m.gemm_flops) : std::string("peak x efficiency")) + "\n";
+  const std::array<std::pair<LinkTier, const KindLinks*>, 3> tiers = {
+      {{LinkTier::intra_node, &m.intra_node_kinds},
+       {LinkTier::inter_node, &m.inter_node_kinds},
+       {LinkTier::inter_switch, &m.inter_switch_kinds}}};
+  for (const auto& [tier, kinds] : tiers)
+    for (int k = 0; k < kCollectiveKindCount; ++k)
+      if (const auto& fit = (*kinds)[static_cast<size_t>(k)])
+        s += std::string("  measured ") + link_tier_name(tier) + " " + collective_name(static_cast<CollectiveKind>(k)) +
+             ": alpha " + fmt("%.3g", fit->latency_s * 1e6) + " us, beta " +
+             fmt("%.3g", fit->bandwidth_bytes_per_s / 1e9) + " GB/s\n";
+  return s;
 }
 
 }  // namespace
@@ -94,6 +116,7 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        fmt("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta,\n"
        "  beta and alpha of the slowest link the group spans; no overlap assumed\n";
+  s += describe_calibration(in.machine);
   s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");
   s += std::string("  recompute: ") +
        (in.recompute ? std::string("training.recompute = ") + recompute_name(*in.recompute) + " for every layout"

@@ -44,6 +44,14 @@ Result run_in_allocation(const std::string& assignments, const std::string& args
 
 std::string first_line(const std::string& output) { return output.substr(0, output.find('\n')); }
 
+// The version calibrate records in a site's [calibration]: the CMake project's.
+TEST(Cli, VersionIsTheProjectVersion) {
+  const Result r = run("--version");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::regex_match(r.output, std::regex("axonn [0-9]+\\.[0-9]+\\.[0-9]+\n"))) << r.output;
+  EXPECT_NE(run("--help").output.find("calibrate"), std::string::npos);
+}
+
 TEST(CliLayout, RanksLayoutsForTheTinyJob) {
   const Result r = run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + kSource +
                        "/job_templates/tiny.toml --nodes 1 --explain");

@@ -1,15 +1,18 @@
 // Site and job configs: the shipped files load; errors carry file:line:column and the
 // allowed values; merge order; path resolution; unit conversion for the chooser.
 #include <gtest/gtest.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "config/config_error.hpp"
 #include "config/hostlist.hpp"
 #include "config/job_config.hpp"
+#include "config/site_writer.hpp"
 #include "config/switch_map.hpp"
 
 namespace axonn {
@@ -94,6 +97,34 @@ TEST(Config, OutOfRangeNamesTheAllowedRange) {
   const std::string site = error_of([] { load_site_config_string("[policy]\nmemory_headroom = 1.5\n", "s.toml"); });
   EXPECT_NE(site.find("s.toml:2:19: policy.memory_headroom = 1.5 is out of range; allowed [0, 0.9]"), std::string::npos)
       << site;
+}
+
+// [cost]: optional per-GPU power and price for `axonn layout --scan`; 0 (the default) means
+// not known. The shipped GPU sites carry their GPUs' TDP and no invented price.
+TEST(Config, CostKeysLoadWithRangeChecksAndDefaultToNotKnown) {
+  const SiteConfig unset = load_site_config_string("[node]\ngpus_per_node = 2\n", "s.toml");
+  EXPECT_EQ(unset.gpu_power_watts, 0);
+  EXPECT_EQ(unset.gpu_hour_cost, 0);
+  const SiteConfig set = load_site_config_string("[cost]\ngpu_power_watts = 350.5\ngpu_hour_cost = 2\n", "s.toml");
+  EXPECT_EQ(set.gpu_power_watts, 350.5);
+  EXPECT_EQ(set.gpu_hour_cost, 2);
+  const std::string negative = error_of([] { load_site_config_string("[cost]\ngpu_hour_cost = -1\n", "s.toml"); });
+  EXPECT_NE(negative.find("s.toml:2:17: cost.gpu_hour_cost = -1 is out of range; allowed [0, 1e+06]"),
+            std::string::npos)
+      << negative;
+  const std::string huge = error_of([] { load_site_config_string("[cost]\ngpu_power_watts = 2e5\n", "s.toml"); });
+  EXPECT_NE(huge.find("s.toml:2:19: cost.gpu_power_watts = 200000 is out of range; allowed [0, 100000]"),
+            std::string::npos)
+      << huge;
+  const std::string text = error_of([] { load_site_config_string("[cost]\ngpu_power_watts = \"700W\"\n", "s.toml"); });
+  EXPECT_NE(text.find("cost.gpu_power_watts must be a number, got a string"), std::string::npos) << text;
+  const std::string typo = error_of([] { load_site_config_string("[cost]\ngpu_power_wats = 700\n", "s.toml"); });
+  EXPECT_NE(typo.find("did you mean 'cost.gpu_power_watts'?"), std::string::npos) << typo;
+  EXPECT_EQ(load_site_config((kSource / "site_configs/dgx-h100.toml").string()).gpu_power_watts, 700);
+  EXPECT_EQ(load_site_config((kSource / "site_configs/perlmutter-a100.toml").string()).gpu_power_watts, 400);
+  for (const char* site : {"dgx-h100", "perlmutter-a100", "laptop-cpu"})
+    EXPECT_EQ(load_site_config((kSource / "site_configs" / (std::string(site) + ".toml")).string()).gpu_hour_cost, 0)
+        << site;
 }
 
 TEST(Config, HeadsThatDoNotDivideHiddenPointAtTheKeyAndSuggestADivisor) {
@@ -378,6 +409,187 @@ TEST(SwitchMap, BadSwitchListsNameThePosition) {
   EXPECT_NE(both.find("s.toml:3:12: network.switches and network.nodes_per_switch = 4 both describe the switches"),
             std::string::npos)
       << both;
+}
+
+// ---- calibrated sites: the keys `axonn calibrate` writes, and the writer (site_writer.hpp).
+
+// A site with every measured key set, on top of the laptop site.
+SiteConfig calibrated_laptop() {
+  SiteConfig s = load_site_config((kSource / "site_configs/laptop-cpu.toml").string());
+  s.memory_gib = 5.75;
+  s.gemm_tflops_float32 = 0.0312;
+  s.elementwise_GBps = 4.25;
+  s.gemm = {{ElementType::float32, 256, 64, 192, 0.0211}, {ElementType::float32, 256, 32, 192, 0.0153}};
+  s.intra_node_bandwidth_GBps = 1.5;
+  s.intra_node_latency_us = 61.5;
+  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{61.5, 1.5, 0.083};
+  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
+  s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
+  s.calibration = {"2026-11-27T10:31:02Z", {"laptop"}, "", "0.1.0", 4, 4, "backend cpu, collectives gloo"};
+  return s;
+}
+
+fs::path scratch_file(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::temp_directory_path() / ("axonn_test_config_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return dir / name;
+}
+
+// Every leaf of `table` as "a.b.c" -> its node, arrays by index ("switches.0.1").
+void leaves(const toml::node& node, const std::string& path, std::map<std::string, const toml::node*>& out) {
+  if (const toml::table* t = node.as_table()) {
+    for (const auto& [key, child] : *t) leaves(child, path + (path.empty() ? "" : ".") + std::string(key.str()), out);
+  } else if (const toml::array* a = node.as_array()) {
+    for (size_t i = 0; i < a->size(); ++i) leaves(*a->get(i), path + "." + std::to_string(i), out);
+  } else {
+    out[path] = &node;
+  }
+}
+
+// Every key of example.toml (which documents every key) comes back with its value: a key the
+// writer forgot, such as one added to the loader later, fails here.
+TEST(SiteWriter, EveryKeyOfTheExampleComesBackWithItsValue) {
+  const fs::path example = kSource / "site_configs/example.toml";
+  const std::string written = format_site_toml(load_site_config(example.string()), "written by a test");
+  const toml::table original = toml::parse_file(example.string());
+  const toml::table back = toml::parse(written);
+  std::map<std::string, const toml::node*> want, got;
+  leaves(original, "", want);
+  leaves(back, "", got);
+  EXPECT_GT(want.size(), 15u);
+  for (const auto& [key, node] : want) {
+    ASSERT_TRUE(got.count(key)) << "the writer left out " << key << "\n" << written;
+    if (node->is_number())
+      EXPECT_EQ(node->value<double>(), got[key]->value<double>()) << key;
+    else
+      EXPECT_EQ(node->value<std::string>(), got[key]->value<std::string>()) << key;
+  }
+  EXPECT_EQ(written.rfind("# written by a test\n", 0), 0u) << written;
+}
+
+TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
+  const SiteConfig s = calibrated_laptop();
+  const fs::path file = scratch_file("calibrated.toml", format_site_toml(s, "calibrated"));
+  const SiteConfig back = load_site_config(file.string());
+  // Kept from the laptop site.
+  EXPECT_EQ(back.name, "laptop-cpu");
+  EXPECT_EQ(back.gpus_per_node, 4);
+  EXPECT_EQ(back.peak_tflops_float32, 0.04);
+  EXPECT_EQ(back.inter_node_bandwidth_GBps, 0.1);
+  EXPECT_EQ(back.checkpoint_dir, "checkpoints");
+  EXPECT_EQ(back.signal_lead_s, 30);
+  EXPECT_EQ(back.memory_headroom, 0.2);
+  // Measured, exactly as written.
+  EXPECT_EQ(back.memory_gib, 5.75);
+  EXPECT_EQ(back.gemm_tflops_float32, 0.0312);
+  EXPECT_EQ(back.gemm_tflops_bfloat16, 0);
+  EXPECT_EQ(back.elementwise_GBps, 4.25);
+  ASSERT_EQ(back.gemm.size(), 2u);
+  EXPECT_EQ(back.gemm[1].k, 32);
+  EXPECT_EQ(back.gemm[1].tflops, 0.0153);
+  const auto& ag = back.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)];
+  ASSERT_TRUE(ag.has_value());
+  EXPECT_EQ(ag->latency_us, 40.25);
+  EXPECT_EQ(ag->bandwidth_GBps, 2.125);
+  EXPECT_EQ(ag->residual, 0.05);
+  EXPECT_FALSE(back.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)]->residual);
+  EXPECT_FALSE(back.inter_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)]);
+  EXPECT_TRUE(back.calibration.present());
+  EXPECT_EQ(back.calibration.date, "2026-11-27T10:31:02Z");
+  EXPECT_EQ(back.calibration.hosts, std::vector<std::string>{"laptop"});
+  EXPECT_EQ(back.calibration.ranks, 4);
+  EXPECT_EQ(back.calibration.device, "backend cpu, collectives gloo");
+  // Read back and written again, nothing changes.
+  EXPECT_EQ(format_site_toml(back, "calibrated"), format_site_toml(s, "calibrated"));
+  EXPECT_TRUE(site_differences(s, back).empty());
+  fs::remove_all(file.parent_path());
+}
+
+TEST(SiteWriter, DifferencesNameEachChangedKeyOldAndNew) {
+  const SiteConfig base = load_site_config((kSource / "site_configs/laptop-cpu.toml").string());
+  const std::vector<std::string> lines = site_differences(base, calibrated_laptop());
+  const std::string all = [&] {
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+  }();
+  EXPECT_NE(all.find("[node] memory_gib: 4 -> 5.75\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("[network] intra_node_latency_us: 30 -> 61.5\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("[compute] gemm: (absent) -> 2 shapes\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("[network.intra_node] all_reduce: (absent) -> { latency_us = 61.5, bandwidth_GBps = 1.5 }\n"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("[calibration] date: (absent) -> \"2026-11-27T10:31:02Z\"\n"), std::string::npos) << all;
+  EXPECT_EQ(all.find("peak_tflops"), std::string::npos) << "unchanged keys are not listed\n" << all;
+  EXPECT_EQ(site_differences(calibrated_laptop(), base).front().find("-> (absent)"), std::string::npos);
+  EXPECT_NE(site_differences(calibrated_laptop(), base).back().find("-> (absent)"), std::string::npos);
+}
+
+TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
+  auto err = [](const std::string& text) { return error_of([&] { load_site_config_string(text, "s.toml"); }); };
+  EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 30, bandwidth_GBps = -1 }\n")
+                .find("s.toml:2:50: network.intra_node.all_reduce.bandwidth_GBps = -1 is out of range"),
+            std::string::npos);
+  EXPECT_NE(err("[network.inter_node]\nall_gather = { bandwidth_GBps = 1 }\n")
+                .find("network.inter_node.all_gather.latency_us is missing"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\nall_to_all = { latency_us = 3, bandwidth_GBps = 1 }\n")
+                .find("unknown key 'network.intra_node.all_to_all'; valid keys in [network.intra_node]: all_reduce, "
+                      "all_gather, reduce_scatter"),
+            std::string::npos);
+  EXPECT_NE(err("[network]\nintra_nodes = 3\n").find("did you mean 'network.intra_node'"), std::string::npos);
+  EXPECT_NE(err("[calibration]\ndate = \"yesterday\"\n").find("calibration.date = \"yesterday\" is not a UTC time"),
+            std::string::npos);
+  EXPECT_NE(err("[calibration]\nranks = 4\n").find("calibration.date is missing"), std::string::npos);
+  EXPECT_NE(err("[calibration]\ndate = \"2026-11-27T10:31:02Z\"\n[calibration.residual.inter_node]\nall_reduce = 0.1\n")
+                .find("calibration.residual.inter_node.all_reduce is the residual of a fit that [network.inter_node] "
+                      "does not have"),
+            std::string::npos);
+  EXPECT_NE(err("[compute]\ngemm = [{ m = 1, k = 2, n = 3 }]\n").find("compute.gemm[0].tflops is missing"),
+            std::string::npos);
+  EXPECT_NE(err("[compute]\ngemm = [{ m = 1, k = 2, n = 3, tflops = 1 }, { m = 1, k = 2, n = 3, tflops = 2 }]\n")
+                .find("(float32) is listed twice in compute.gemm"),
+            std::string::npos);
+  EXPECT_NE(err("[compute]\ngemm = [{ m = 1, k = 2, n = 3, tflops = 1, dtype = \"int8\" }]\n")
+                .find("compute.gemm[0].dtype = \"int8\" is not allowed"),
+            std::string::npos);
+  EXPECT_NE(err("[compute]\ngemm_tflops_float32 = 0\n").find("compute.gemm_tflops_float32 = 0 is out of range"),
+            std::string::npos);
+  // [[compute.gemm]] headers are the same array of tables.
+  const SiteConfig s = load_site_config_string(
+      "[[compute.gemm]]\ndtype = \"bfloat16\"\nm = 64\nk = 32\nn = 16\ntflops = 2.5\n", "s.toml");
+  ASSERT_EQ(s.gemm.size(), 1u);
+  EXPECT_EQ(s.gemm[0].dtype, ElementType::bfloat16);
+  EXPECT_EQ(s.gemm[0].tflops, 2.5);
+}
+
+TEST(Config, ChooserInputTakesTheCalibratedFiguresOfTheJobsDtype) {
+  SiteConfig site = calibrated_laptop();
+  site.gemm.push_back({ElementType::bfloat16, 256, 64, 192, 7.5});
+  site.gemm_tflops_bfloat16 = 6;
+  site.inter_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{120, 0.25, 0.1};
+  JobConfig job = load_job_config((kSource / "job_templates/tiny.toml").string(), site);
+  const Machine m = chooser_input(site, job, 2, 4).machine;
+  EXPECT_DOUBLE_EQ(m.gemm_flops, 0.0312e12);
+  ASSERT_EQ(m.gemm_rates.size(), 2u);
+  EXPECT_EQ(m.gemm_rates[0].shape, (GemmShape{256, 64, 192}));
+  EXPECT_DOUBLE_EQ(m.gemm_rates[0].flops_per_s, 0.0211e12);
+  const auto& ar = m.intra_node_kinds[static_cast<size_t>(CollectiveKind::all_reduce)];
+  ASSERT_TRUE(ar.has_value());
+  EXPECT_DOUBLE_EQ(ar->latency_s, 61.5e-6);
+  EXPECT_DOUBLE_EQ(ar->bandwidth_bytes_per_s, 1.5e9);
+  EXPECT_DOUBLE_EQ(m.inter_node_kinds[static_cast<size_t>(CollectiveKind::all_gather)]->bandwidth_bytes_per_s, 0.25e9);
+  EXPECT_FALSE(m.inter_node_kinds[static_cast<size_t>(CollectiveKind::all_reduce)]);
+  EXPECT_FALSE(m.inter_switch_kinds[static_cast<size_t>(CollectiveKind::all_gather)]);
+  job.training.dtype = ElementType::bfloat16;
+  const Machine bf16 = chooser_input(site, job, 2, 4).machine;
+  EXPECT_DOUBLE_EQ(bf16.gemm_flops, 6e12);
+  ASSERT_EQ(bf16.gemm_rates.size(), 1u);
+  EXPECT_DOUBLE_EQ(bf16.gemm_rates[0].flops_per_s, 7.5e12);
+  // A site that was never calibrated leaves the chooser's measured fields unset.
+  const SiteConfig laptop = load_site_config((kSource / "site_configs/laptop-cpu.toml").string());
+  EXPECT_FALSE(chooser_input(laptop, job, 1, 4).machine.calibrated_compute());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <random>
@@ -11,12 +12,17 @@
 #include <set>
 #include <sstream>
 
+#include "layout/alpha_beta_fit.hpp"
 #include "layout/layout_report.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
 namespace {
+
+// The kinds the trainer's collectives use, which calibrate fits.
+constexpr std::array<CollectiveKind, 3> kCalibratedKindsForTest = {
+    CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
 
 std::vector<std::array<Axis, 4>> some_orders() {
   return {{Axis::x, Axis::y, Axis::z, Axis::data},
@@ -911,6 +917,220 @@ TEST(LayoutVolume, Bfloat16AndFloat32BytesDifferAsTheDocsSay) {
         << comm_axis_name(c.axis) << " " << collective_name(c.kind);
     EXPECT_EQ(b.at(c.axis, c.kind).calls, a.at(c.axis, c.kind).calls);
   }
+}
+
+// ---- a calibrated machine (axonn calibrate): measured GEMM rates and fitted collectives.
+
+// Every collective of the step on a calibrated tier is priced by its kind's fit: calls *
+// ring_steps * alpha + bus_factor * bytes / beta, alpha and beta as fitted, per kind.
+TEST(LayoutCalibrated, PricesEachCollectiveKindByItsFit) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  const Layout l = parse_layout("2x2x1x2");  // every axis inside the node of 8
+  KindLinks fits;
+  fits[static_cast<size_t>(CollectiveKind::all_reduce)] = Link{3e8, 70e-6};
+  fits[static_cast<size_t>(CollectiveKind::all_gather)] = Link{5e8, 40e-6};
+  fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = Link{4e8, 55e-6};
+  in.machine.intra_node_kinds = fits;
+  const StepVolume v = predict_step_volume(in, l);
+  const CostEstimate c = estimate_cost(in, l, v);
+  for (int a = 0; a < kCommAxisCount; ++a) {
+    const auto axis = static_cast<CommAxis>(a);
+    const int n = v.group_size[static_cast<size_t>(a)];
+    double want = 0;
+    for (const CollectiveKind kind : kCalibratedKindsForTest) {
+      const CollectiveVolume& cv = v.at(axis, kind);
+      const Link& fit = *fits[static_cast<size_t>(kind)];
+      if (n > 1 && cv.calls > 0)
+        want += static_cast<double>(cv.calls) * ring_steps(kind, n) * fit.latency_s +
+                bus_factor(kind, n) * static_cast<double>(cv.bytes) / fit.bandwidth_bytes_per_s;
+    }
+    EXPECT_DOUBLE_EQ(c.comm_s[static_cast<size_t>(a)], want) << comm_axis_name(axis);
+  }
+  EXPECT_GT(c.comm_s[static_cast<size_t>(CommAxis::z)], 0);
+  // Every kind of the step is fitted, so the intra-node tier's own Link prices nothing.
+  ChooserInput other = in;
+  other.machine.intra_node = {1.0, 1.0};
+  EXPECT_EQ(estimate_cost(other, l, v).comm_s, c.comm_s);
+}
+
+// A kind the calibration did not fit, and every tier without fits, keep the tier's Link.
+TEST(LayoutCalibrated, UnfittedKindsAndTiersKeepTheirLink) {
+  Machine m;
+  m.intra_node = {1e10, 1e-6};
+  m.inter_node = {1e9, 1e-5};
+  m.inter_node_kinds[static_cast<size_t>(CollectiveKind::all_gather)] = Link{2e9, 3e-5};
+  EXPECT_EQ(&collective_link(m, LinkTier::inter_node, CollectiveKind::all_reduce), &m.inter_node);
+  EXPECT_EQ(collective_link(m, LinkTier::inter_node, CollectiveKind::all_gather).latency_s, 3e-5);
+  EXPECT_EQ(&collective_link(m, LinkTier::intra_node, CollectiveKind::all_gather), &m.intra_node);
+}
+
+// Each linear layer's forward, dX and dW GEMMs (6 m k n per micro-batch and layer) run at the
+// rate measured for their shape; attention, and any shape without a rate, at the measured
+// GEMM rate. By hand for 1x2x1x2 of the model below: A = 2 micro-batches of m = 8 tokens.
+TEST(LayoutCalibrated, PricesEachGemmAtTheRateOfItsShape) {
+  ChooserInput in = tiny_input();
+  in.model = {2, 16, 2, 32, 8};  // L=2, C=16, H=2, V=32, T=8
+  in.batch = {4, 1, ElementType::float32};
+  in.machine.tasks_per_node = 4;
+  const Layout l = parse_layout("1x2x1x2");  // x = 2, z = 2: 2 sequences per rank, mb = 1
+  const auto shapes = local_gemm_shapes(in, l);
+  // qkv (m, C/x, 3C), attn.proj (m, C, C/x), mlp.fc (m, C/x, 4C), mlp.proj (m, 4C, C/x), head (m, C/x, V)
+  EXPECT_EQ(shapes[0], (GemmShape{8, 8, 48}));
+  EXPECT_EQ(shapes[1], (GemmShape{8, 16, 8}));
+  EXPECT_EQ(shapes[2], (GemmShape{8, 8, 64}));
+  EXPECT_EQ(shapes[3], (GemmShape{8, 64, 8}));
+  EXPECT_EQ(shapes[4], (GemmShape{8, 8, 32}));
+  in.machine.gemm_flops = 2e9;
+  in.machine.gemm_rates = {{shapes[0], 1e9}, {shapes[2], 4e9}, {{8, 8, 49}, 1.0}};  // the last one matches nothing
+  const double attention = 2 * 12.0 * 1 * (2 / 1) * 8 * 8 * 8;  // L * 12 * mb * (H/G_y) * T^2 * (C/H)
+  const double per_micro = 6.0 * 2 * 8 * 8 * 48 / 1e9 + 6.0 * 2 * 8 * 16 * 8 / 2e9 + 6.0 * 2 * 8 * 8 * 64 / 4e9 +
+                           6.0 * 2 * 8 * 64 * 8 / 2e9 + 6.0 * 1 * 8 * 8 * 32 / 2e9 + attention / 2e9;
+  // Recomputation reruns, for the L - 1 = 1 recomputed block, the qkv forward (attention) or
+  // the qkv, attn.proj and mlp.fc forwards (block), and the attention forward: 4 of the 12 of
+  // one block's attention FLOPs.
+  const double qkv = 2.0 * 8 * 8 * 48 / 1e9, proj = 2.0 * 8 * 16 * 8 / 2e9, fc = 2.0 * 8 * 8 * 64 / 4e9;
+  const double attend = attention / 2 / 3 / 2e9;
+  const std::map<Recompute, double> rerun = {
+      {Recompute::none, 0}, {Recompute::attention, qkv + attend}, {Recompute::block, qkv + proj + fc + attend}};
+  for (const Recompute mode : kRecomputeModes) {
+    const CostEstimate c = estimate_cost(in, l, predict_step_volume(in, l, mode), mode);
+    EXPECT_NEAR(c.compute_s, 2 * (per_micro + rerun.at(mode)), 1e-12 * c.compute_s) << recompute_name(mode);
+    EXPECT_DOUBLE_EQ(c.flops, flops_per_rank(in, l)) << "the model's FLOPs do not depend on the rates";
+  }
+}
+
+// The calibrated path and the uncalibrated formula are the same arithmetic: at a measured
+// rate equal to peak x efficiency for every shape they give the same compute time.
+TEST(LayoutCalibrated, ComputeAtPeakTimesEfficiencyIsTheUncalibratedCompute) {
+  ChooserInput in = tiny_input();
+  in.model = {4, 64, 4, 128, 16};
+  in.batch = {8, 2, ElementType::float32};
+  in.machine.tasks_per_node = 8;
+  ChooserInput calibrated = in;
+  calibrated.machine.gemm_flops = in.machine.peak_flops * in.machine.compute_efficiency;
+  int checked = 0;
+  for (const Layout& l : enumerate_layouts(8)) {
+    if (!divisibility_problem(in.model, in.batch, l).empty()) continue;
+    for (const Recompute mode : kRecomputeModes) {
+      const StepVolume v = predict_step_volume(in, l, mode);
+      const double plain = estimate_cost(in, l, v, mode).compute_s;
+      EXPECT_NEAR(estimate_cost(calibrated, l, v, mode).compute_s, plain, 1e-12 * plain)
+          << format_layout_with_order(l) << " " << recompute_name(mode);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+// A CPU run with fewer ranks on a node than the site's GPUs per node gives each more of its
+// cores: the measured rates scale with the peak (train_command.cpp).
+TEST(LayoutCalibrated, ScaleComputeScalesPeakAndMeasuredRates) {
+  Machine m;
+  m.gemm_flops = 2e10;
+  m.gemm_rates = {{{8, 8, 8}, 1e10}};
+  scale_compute(m, 2.0);
+  EXPECT_EQ(m.peak_flops, 2e12);
+  EXPECT_EQ(m.gemm_flops, 4e10);
+  EXPECT_EQ(m.gemm_rates[0].flops_per_s, 2e10);
+}
+
+// --explain says what was measured, so a reader knows which figures are guesses.
+TEST(LayoutCalibrated, ExplainSaysWhatWasMeasured) {
+  ChooserInput in = tiny_input();
+  EXPECT_EQ(format_explain(choose_layout(in), 3).find("measured"), std::string::npos);
+  in.machine.gemm_flops = 3e10;
+  in.machine.gemm_rates = {{{4, 4, 12}, 1e10}};
+  in.machine.intra_node_kinds[static_cast<size_t>(CollectiveKind::all_gather)] = Link{2e9, 40e-6};
+  const std::string text = format_explain(choose_layout(in), 3);
+  EXPECT_NE(text.find("measured compute: each linear layer's GEMMs at the rate measured for its shape (1 shape(s)), "
+                      "else and for attention at 3e+10 FLOP/s (measured)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("measured intra-node all_gather: alpha 40 us, beta 2 GB/s"), std::string::npos) << text;
+}
+
+// ---- the alpha-beta fit of calibrate (alpha_beta_fit.hpp).
+
+// Times of the ring formula for 4 KiB .. 256 MiB, each times (1 + noise[i % noise.size()]).
+std::vector<CollectiveSample> ring_times(CollectiveKind kind, int n, double alpha, double beta,
+                                         const std::vector<double>& noise = {}) {
+  std::vector<CollectiveSample> samples;
+  size_t i = 0;
+  for (double bytes = 4096; bytes <= 256.0 * 1024 * 1024; bytes *= 2, ++i) {
+    const double t = alpha * ring_steps(kind, n) + bytes * bus_factor(kind, n) / beta;
+    samples.push_back({bytes, t * (1 + (noise.empty() ? 0 : noise[i % noise.size()]))});
+  }
+  return samples;
+}
+
+TEST(AlphaBetaFit, RecoversAlphaAndBetaOfEveryKindFromExactTimes) {
+  for (const CollectiveKind kind : kCalibratedKindsForTest)
+    for (const int n : {2, 3, 8}) {
+      const AlphaBetaFit fit = fit_alpha_beta(kind, LinkTier::intra_node, n, ring_times(kind, n, 30e-6, 2e9));
+      EXPECT_NEAR(fit.latency_s, 30e-6, 1e-9 * 30e-6) << collective_name(kind) << " n " << n;
+      EXPECT_NEAR(fit.bandwidth_bytes_per_s, 2e9, 1e-9 * 2e9) << collective_name(kind) << " n " << n;
+      EXPECT_LT(fit.residual, 1e-9);
+      EXPECT_EQ(fit.link().latency_s, fit.latency_s);
+      EXPECT_EQ(fit.link().bandwidth_bytes_per_s, fit.bandwidth_bytes_per_s);
+    }
+}
+
+// Relative noise of a few percent moves the fit by about as much, and shows in the residual.
+TEST(AlphaBetaFit, NoisyTimesGiveCloseFiguresAndTheirResidual) {
+  const auto samples = ring_times(CollectiveKind::all_gather, 4, 100e-6, 1e10, {0.03, -0.02, 0.01, -0.03});
+  const AlphaBetaFit fit = fit_alpha_beta(CollectiveKind::all_gather, LinkTier::inter_node, 4, samples);
+  EXPECT_NEAR(fit.latency_s, 100e-6, 0.05 * 100e-6);
+  EXPECT_NEAR(fit.bandwidth_bytes_per_s, 1e10, 0.05 * 1e10);
+  EXPECT_GT(fit.residual, 0.01);
+  EXPECT_LT(fit.residual, 0.03);
+}
+
+std::string fit_error(CollectiveKind kind, LinkTier tier, const std::vector<CollectiveSample>& samples,
+                      double max_residual = kDefaultMaxResidual) {
+  try {
+    fit_alpha_beta(kind, tier, 4, samples, max_residual);
+  } catch (const CalibrationError& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(AlphaBetaFit, ANonConvergingFitIsAnErrorNamingTheCollectiveTheTierAndWhatToTry) {
+  // Times that shrink with the size: no positive bandwidth.
+  std::vector<CollectiveSample> shrinking;
+  double t = 1e-2;
+  for (double bytes = 4096; bytes <= 4e6; bytes *= 2, t *= 0.8) shrinking.push_back({bytes, t});
+  std::string e = fit_error(CollectiveKind::reduce_scatter, LinkTier::inter_node, shrinking);
+  EXPECT_NE(e.find("reduce_scatter fit over inter-node links"), std::string::npos) << e;
+  EXPECT_NE(e.find("beta (bandwidth) came out negative"), std::string::npos) << e;
+  EXPECT_NE(e.find("without --quick"), std::string::npos) << e;
+
+  // The small sizes faster than the line through the large ones allows: a negative alpha.
+  std::vector<CollectiveSample> negative;
+  for (double bytes = 1 << 20; bytes <= 256.0 * 1024 * 1024; bytes *= 2)
+    negative.push_back({bytes, bytes / 1e9 - 1e-4});
+  e = fit_error(CollectiveKind::all_reduce, LinkTier::intra_node, negative);
+  EXPECT_NE(e.find("all_reduce fit over intra-node links (groups of 4) did not converge: alpha (latency) came out "
+                   "negative"),
+            std::string::npos)
+      << e;
+
+  // Times no line follows: the residual is over the bound, and the bound is an option.
+  std::vector<CollectiveSample> bent;
+  for (double bytes = 4096; bytes <= 256.0 * 1024 * 1024; bytes *= 2) bent.push_back({bytes, 1e-6 * std::sqrt(bytes)});
+  e = fit_error(CollectiveKind::all_gather, LinkTier::inter_switch, bent);
+  EXPECT_NE(e.find("all_gather fit over inter-switch links"), std::string::npos) << e;
+  EXPECT_NE(e.find("is above the bound 0.500"), std::string::npos) << e;
+  EXPECT_NE(e.find("--max-residual"), std::string::npos) << e;
+  EXPECT_EQ(fit_error(CollectiveKind::all_gather, LinkTier::inter_switch, bent, 10.0), "(no error)");
+
+  // One size cannot tell alpha from beta; a time of zero is no measurement.
+  e = fit_error(CollectiveKind::all_gather, LinkTier::intra_node, {{4096, 1e-4}, {4096, 1.1e-4}});
+  EXPECT_NE(e.find("needs at least two message sizes, got 1"), std::string::npos) << e;
+  e = fit_error(CollectiveKind::all_gather, LinkTier::intra_node, {{4096, 1e-4}, {8192, 0}});
+  EXPECT_NE(e.find("every sample needs a positive size and time"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ using CommandArgs = std::vector<std::string>;  // the arguments after the subcom
 int command_layout(const CommandArgs& args);
 int command_run(const CommandArgs& args);
 int command_selftest(const CommandArgs& args);
+int command_calibrate(const CommandArgs& args);
 int command_data(const CommandArgs& args);
 int command_train(const CommandArgs& args);
 int command_ckpt(const CommandArgs& args);

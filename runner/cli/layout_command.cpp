@@ -2,12 +2,18 @@
 // Ranks every 4D layout of N nodes x G GPUs for the job on the site; without --nodes, of the
 // Slurm allocation it runs in. Exit 0 with the best, 2 on bad input, 3 when nothing fits
 // (naming the smallest change that would make one fit).
+// axonn layout --site S --job J --scan A:B|A,B,C [--gpus-per-node G] [--json]
+// The best layout at each GPU count and what it buys (cli/layout_scan.hpp); exit 3 only when
+// no layout fits at any count, after saying why at each.
 #include <cstdio>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/layout_allocation.hpp"
 #include "cli/layout_json.hpp"
+#include "cli/layout_scan.hpp"
+#include "cli/run_layout.hpp"
+#include "cli/scan_counts.hpp"
 #include "config/job_config.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout_report.hpp"
@@ -55,6 +61,27 @@ RankCount rank_count(const Args& args, const SiteConfig& site) {
   return count;
 }
 
+// --scan: the counts, whole nodes of --gpus-per-node (else the site's) GPUs each.
+int scan_command(const Args& args, const SiteConfig& site, const JobConfig& job, const std::string& job_path) {
+  for (const char* single : {"nodes", "top", "explain"})
+    if (args.has(single))
+      throw UsageError(std::string("--") + single + " prices one GPU count and --scan many; drop --" + single +
+                       ", or drop --scan and run axonn layout --nodes N");
+  const std::vector<int> counts = parse_scan_counts(*args.value("scan"), kMaxWorld);
+  const auto per_node_option = args.integer("gpus-per-node", 1, 4096);
+  const int per_node = static_cast<int>(per_node_option.value_or(site.gpus_per_node));
+  const std::string per_node_from = per_node_option ? "--gpus-per-node" : "site " + site.name + "'s gpus_per_node";
+  require_whole_nodes(counts, per_node, per_node_from);
+  const LayoutScan scan = scan_layouts(site, job, job_path, counts, per_node, per_node_from);
+  std::fputs((args.has("json") ? layout_scan_json(scan) : format_layout_scan(scan)).c_str(), stdout);
+  if (scan.rows.empty()) {
+    std::fflush(stdout);
+    throw NoFittingLayout("no layout fits this job at any GPU count of --scan " + *args.value("scan") +
+                          "; each count's reason is above");
+  }
+  return exit_code::ok;
+}
+
 }  // namespace
 
 int command_layout(const CommandArgs& argv) {
@@ -67,10 +94,15 @@ int command_layout(const CommandArgs& argv) {
        "GPUs (ranks) per node; default: the allocation's tasks or GPUs per node, else the site's gpus_per_node"},
       {"top", true, "rows of the ranked table (default 10)"},
       {"explain", false, "memory formula, why runner-ups lost, rejected layouts"},
+      {"scan", true,
+       "A:B (GPU counts doubling from A to B) or A,B,C: the best layout at each count, its throughput, the knee "
+       "where added GPUs stop paying, energy and cost (with the site's [cost]); instead of --nodes; nodes of "
+       "--gpus-per-node, else the site's gpus_per_node, GPUs"},
       {"json", false, "print the result as JSON"},
       {"help", false, "this help"},
   };
-  const std::optional<Args> parsed = parse_or_usage(argv, specs, "axonn layout --site S --job J [--nodes N] [options]");
+  const std::optional<Args> parsed =
+      parse_or_usage(argv, specs, "axonn layout --site S --job J [--nodes N | --scan A:B] [options]");
   if (!parsed) return exit_code::ok;
   const Args& args = *parsed;
   if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals()[0] + "'");
@@ -78,6 +110,7 @@ int command_layout(const CommandArgs& argv) {
   if (job_path.empty()) throw UsageError("missing required option '--job' (a job TOML, e.g. job_templates/tiny.toml)");
   const SiteConfig site = load_site_config(args.required("site"));
   const JobConfig job = load_job_config(job_path, site);
+  if (args.has("scan")) return scan_command(args, site, job, job_path);
   const RankCount count = rank_count(args, site);
   const int top = static_cast<int>(args.integer("top", 1, 1 << 20).value_or(10));
 

@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/report_error.hpp"
 #include "core/exit_codes.hpp"
+#include "version.hpp"
 
 namespace {
 
@@ -27,6 +28,10 @@ const Command kCommands[] = {
      axonn::command_train},
     {"selftest", "check topology and every collective on every axis (under axonn run or srun --mpi=pmix)",
      axonn::command_selftest},
+    {"calibrate",
+     "measure this site's GEMM rates and links and write them as a site config (under axonn run or srun "
+     "--mpi=pmix): --output SITE.toml",
+     axonn::command_calibrate},
     {"ckpt", "inspect, verify, plan a resume of, or export a checkpoint: inspect|verify|plan|export DIR",
      axonn::command_ckpt},
 };
@@ -34,7 +39,8 @@ const Command kCommands[] = {
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: axonn <command> [options]\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
-  std::fprintf(out, "\n`axonn <command> --help` describes a command's options.\n");
+  std::fprintf(out,
+               "\n`axonn <command> --help` describes a command's options; `axonn --version` prints the version.\n");
 }
 
 }  // namespace
@@ -51,6 +57,10 @@ int main(int argc, char** argv) {
     return axonn::exit_code::bad_input;
   }
   const std::string name = argv[1];
+  if (name == "--version") {
+    std::printf("axonn %s\n", axonn::kAxonnVersion);
+    return axonn::exit_code::ok;
+  }
   if (name == "--help" || name == "-h" || name == "help") {
     print_usage(stdout);
     return axonn::exit_code::ok;

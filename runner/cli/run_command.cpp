@@ -1,13 +1,13 @@
-// axonn run -n N [--nodes-sim K] [--grace-ms G] job.toml | train job.toml | selftest [args] | -- CMD [args]
-// The local launcher: hosts a PMIx server and runs N ranks on this machine, like
-// `srun --label`. A job TOML runs `axonn train job.toml` on every rank; an axonn
-// subcommand name runs that subcommand; after `--`, any command.
+// axonn run -n N [--nodes-sim K] [--grace-ms G] job.toml | train job.toml | selftest [args] | calibrate [args] | -- CMD
+// [args] The local launcher: hosts a PMIx server and runs N ranks on this machine, like `srun --label`. A job TOML runs
+// `axonn train job.toml` on every rank; an axonn subcommand name runs that subcommand; after `--`, any command.
 //
 // Everything is checked before the first rank starts, and a bad input is exit 2 (3 when no
 // layout fits): the rank count against what this machine can hold (pmix/local_capacity.hpp),
-// a first word that is neither a .toml nor an axonn command, a command not on PATH, and for
+// a first word that is neither a .toml nor an axonn command, a command not on PATH, for
 // a training run (a .toml first, or `train`) its options, site, job TOML, overrides, data
-// file, wrapper signal and layout, decided as every rank would for these N ranks.
+// file, wrapper signal and layout, decided as every rank would for these N ranks, and for
+// `calibrate` its options, site, job, output file and the link tiers it must measure.
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +17,8 @@
 #include <cstring>
 
 #include "cli/args.hpp"
+#include "cli/calibrate_inputs.hpp"
+#include "cli/calibrate_links.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_layout.hpp"
 #include "cli/train_inputs.hpp"
@@ -71,6 +73,14 @@ void check_train_command(const CommandArgs& words, const LocalJobOptions& opt) {
   decide_run_layout(local_topology(opt), inputs.site.config, inputs.job, args.value("layout"));
 }
 
+// `axonn calibrate WORDS` on these ranks, checked here as its ranks would check it.
+void check_calibrate_command(const CommandArgs& words, const LocalJobOptions& opt) {
+  const Args args(words, calibrate_option_specs());
+  if (args.has("help")) return;
+  const CalibrateInputs inputs = load_calibrate_inputs(args);
+  plan_links(local_topology(opt), inputs.site.config, inputs.tiers);
+}
+
 }  // namespace
 
 int command_run(const CommandArgs& argv) {
@@ -101,7 +111,8 @@ int command_run(const CommandArgs& argv) {
     const bool takes_value = a.find('=') == std::string::npos && a != "--help";
     if (takes_value && i + 1 < argv.size()) own.push_back(argv[++i]);
   }
-  const char* const usage = "axonn run -n N [--nodes-sim K] job.toml | selftest [args] | -- CMD [args]";
+  const char* const usage =
+      "axonn run -n N [--nodes-sim K] job.toml | selftest [args] | calibrate [args] | -- CMD [args]";
   const std::optional<Args> parsed = parse_or_usage(own, specs, usage);
   if (!parsed) return exit_code::ok;
   if (command.empty()) {
@@ -128,6 +139,7 @@ int command_run(const CommandArgs& argv) {
   } else if (is_axonn_command(rest[0])) {
     opt.argv = {self_executable()};
     opt.argv.insert(opt.argv.end(), rest.begin(), rest.end());
+    if (rest[0] == "calibrate") check_calibrate_command(CommandArgs(rest.begin() + 1, rest.end()), opt);
   } else {
     throw UsageError("'" + rest[0] + "' is neither a job TOML (a .toml file) nor an axonn command (train, selftest, " +
                      "...); to run another program on every rank: axonn run -n " + std::to_string(opt.ranks) + " -- " +

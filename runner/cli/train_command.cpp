@@ -179,10 +179,10 @@ int command_train(const CommandArgs& argv) {
   // and moves: activations and the GEMMs' weights in the backend's activation type (bf16 on
   // a CUDA backend under training.dtype = "bfloat16", else float32), gradients float32.
   options.plan.batch.dtype = backend->activation_type();
-  // CPU ranks share their node's cores: a site's per-"GPU" peak describes one of
-  // gpus_per_node shares of the node, and this run has local_size ranks on it.
+  // CPU ranks share their node's cores: a site's per-"GPU" peak and measured GEMM rates
+  // describe one of gpus_per_node shares of the node, and this run has local_size ranks on it.
   if (backend->device_is_host())
-    options.plan.machine.peak_flops *= static_cast<double>(site.gpus_per_node) / topology.local_size;
+    scale_compute(options.plan.machine, static_cast<double>(site.gpus_per_node) / topology.local_size);
   options.layout_origin = run.origin;
   options.fallback = args.has("fallback");
   options.init_only = args.has("init-only");

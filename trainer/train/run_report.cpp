@@ -97,6 +97,9 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
   j += "  \"last_loss\": " + json_number(r.last_loss) + ",\n";
   j += "  \"tokens_per_s\": " + json_number(r.tokens_per_s) + ",\n";
   j += "  \"mfu\": " + json_number(r.mfu) + ",\n";
+  j += "  \"step_s_median\": " + json_number(r.step_s_median) + ",\n";
+  j += "  \"predicted_step_s\": " + json_number(r.predicted_step_s) + ",\n";
+  j += "  \"step_time_ratio\": " + json_number(r.step_time_ratio) + ",\n";
   j += "  \"comm_bytes_match\": " + std::string(r.comm_bytes_match ? "true" : "false") + ",\n";
   j += "  \"comm_mismatches\": [";
   for (size_t i = 0; i < r.comm_mismatches.size(); ++i) j += (i ? ", " : "") + json_string(r.comm_mismatches[i]);

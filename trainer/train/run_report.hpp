@@ -34,6 +34,9 @@ struct RunSummary {
   double last_loss = 0;
   double tokens_per_s = 0;  // mean over the steps of this run
   double mfu = 0;           // mean
+  double step_s_median = 0;     // rank 0's measured steps (step_time_accuracy.hpp)
+  double predicted_step_s = 0;  // the layout model's
+  double step_time_ratio = 0;   // step_s_median / predicted_step_s; 0 without steps
   bool comm_bytes_match = false;
   std::vector<std::string> comm_mismatches;               // of rank 0
   StepVolume predicted_per_step;                          // rank 0's

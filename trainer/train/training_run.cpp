@@ -18,6 +18,7 @@
 #include "trainer/train/metrics_log.hpp"
 #include "trainer/train/run_directory.hpp"
 #include "trainer/train/run_report.hpp"
+#include "trainer/train/step_time_accuracy.hpp"
 #include "trainer/train/trainer.hpp"
 #include "trainer/train/training_checkpoint.hpp"
 
@@ -183,6 +184,7 @@ struct LoopTotals {
   int64_t steps_run = 0;
   double tokens_per_s_sum = 0, mfu_sum = 0;
   CommCounters counted;  // bytes and calls of the collectives of the steps run
+  StepTimeAccuracy step_time{0};  // this rank's steps against the prediction (rank 0's: the summary)
 };
 
 // The memory a rank used for training against what the layout model predicts for it.
@@ -308,6 +310,7 @@ class TrainingRun {
     const TrainingConfig& t = job_.training;
     const double global_tokens = static_cast<double>(t.global_batch) * job_.model.sequence;
     LoopTotals totals;
+    totals.step_time = StepTimeAccuracy(prediction.cost.step_s());
     // NCCL delivers a collective's record when the host sees it finish: wait for the startup
     // collectives before clearing, and for the last step's before reading.
     grid_.synchronize();
@@ -341,7 +344,11 @@ class TrainingRun {
       m.data_cursor = trainer_.data_cursor();
       totals.tokens_per_s_sum += m.tokens_per_s;
       totals.mfu_sum += m.mfu;
-      if (lead_) record_step(m, m.step == t.steps || report.stop, totals.steps_run, result.start_step);
+      totals.step_time.add(step_s);
+      if (lead_) {
+        record_step(m, m.step == t.steps || report.stop, totals.steps_run, result.start_step);
+        if (const std::optional<std::string> warning = totals.step_time.warning_due()) spdlog::warn("{}", *warning);
+      }
 
       if (report.stop) {
         result.preempted = trainer_.step() < t.steps;
@@ -459,6 +466,9 @@ class TrainingRun {
     summary.last_loss = result.last_loss;
     summary.tokens_per_s = steps_run > 0 ? totals.tokens_per_s_sum / static_cast<double>(steps_run) : 0;
     summary.mfu = steps_run > 0 ? totals.mfu_sum / static_cast<double>(steps_run) : 0;
+    summary.step_s_median = totals.step_time.median_step_s();
+    summary.predicted_step_s = totals.step_time.predicted_step_s();
+    summary.step_time_ratio = totals.step_time.ratio();
     summary.comm_bytes_match = result.comm_bytes_match;
     summary.comm_mismatches = mismatches;
     summary.predicted_per_step = prediction.volume;

@@ -1,0 +1,166 @@
+#include "config/site_writer.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <map>
+
+namespace axonn {
+namespace {
+
+// The shortest text that reads back to `v` (std::to_chars' guarantee): 0.04, 100, 1e-09, all
+// valid TOML numbers.
+std::string number(double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "nan";
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string string_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + quoted(items[i]);
+  return out + "]";
+}
+
+std::string integer_list(const std::vector<int>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + std::to_string(items[i]);
+  return out + "]";
+}
+
+std::string switches_value(const std::vector<std::vector<std::string>>& switches) {
+  std::string out = "[";
+  for (size_t i = 0; i < switches.size(); ++i) out += (i ? ", " : "") + string_list(switches[i]);
+  return out + "]";
+}
+
+// [{ dtype = "float32", m = 512, k = 64, n = 192, tflops = 0.021 }, ...], one shape a line.
+std::string gemm_value(const std::vector<SiteGemm>& gemm) {
+  std::string out = "[\n";
+  for (const SiteGemm& g : gemm)
+    out += "  { dtype = " + quoted(element_type_name(g.dtype)) + ", m = " + std::to_string(g.m) +
+           ", k = " + std::to_string(g.k) + ", n = " + std::to_string(g.n) + ", tflops = " + number(g.tflops) + " },\n";
+  return out + "]";
+}
+
+std::string fit_value(const CollectiveFit& fit) {
+  return "{ latency_us = " + number(fit.latency_us) + ", bandwidth_GBps = " + number(fit.bandwidth_GBps) + " }";
+}
+
+}  // namespace
+
+std::vector<SiteKey> site_keys(const SiteConfig& s) {
+  std::vector<SiteKey> keys;
+  auto add = [&](const std::string& table, const std::string& name, const std::string& value,
+                 const std::string& comment = "") {
+    keys.push_back({table, name, value, "", comment});
+  };
+  add("site", "name", quoted(s.name));
+  add("node", "gpus_per_node", std::to_string(s.gpus_per_node), "GPUs (ranks) per node");
+  add("node", "memory_gib", number(s.memory_gib), "GiB per GPU");
+  add("compute", "peak_tflops_float32", number(s.peak_tflops_float32), "TFLOP/s per GPU");
+  add("compute", "peak_tflops_bfloat16", number(s.peak_tflops_bfloat16), "TFLOP/s per GPU");
+  add("compute", "efficiency", number(s.efficiency), "achieved fraction of peak in GEMMs");
+  if (s.gemm_tflops_float32 > 0)
+    add("compute", "gemm_tflops_float32", number(s.gemm_tflops_float32), "measured, TFLOP/s per GPU");
+  if (s.gemm_tflops_bfloat16 > 0)
+    add("compute", "gemm_tflops_bfloat16", number(s.gemm_tflops_bfloat16), "measured, TFLOP/s per GPU");
+  if (s.elementwise_GBps > 0)
+    add("compute", "elementwise_GBps", number(s.elementwise_GBps), "measured, GB/s read and written per GPU");
+  if (!s.gemm.empty()) {
+    add("compute", "gemm", gemm_value(s.gemm), "measured per shape: forward, dX and dW GEMMs of a linear shard");
+    keys.back().summary = std::to_string(s.gemm.size()) + " shape" + (s.gemm.size() == 1 ? "" : "s");
+  }
+  for (const SiteTier& tier : kSiteTiers) {
+    add("network", std::string(tier.key) + "_bandwidth_GBps", number(s.*tier.bandwidth_GBps), "GB/s per GPU");
+    add("network", std::string(tier.key) + "_latency_us", number(s.*tier.latency_us), "microseconds");
+  }
+  add("network", "nodes_per_switch", std::to_string(s.nodes_per_switch), "0 = one switch for all");
+  add("network", "switches", switches_value(s.switches));
+  for (const SiteTier& tier : kSiteTiers)
+    for (const CollectiveKind kind : kCalibratedKinds)
+      if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)])
+        add(std::string("network.") + tier.key, collective_name(kind), fit_value(*fit), "measured");
+  add("policy", "allowed_axis_sizes", integer_list(s.allowed_axis_sizes));
+  add("policy", "max_tensor_parallel", std::to_string(s.max_tensor_parallel));
+  add("policy", "default_dtype", quoted(element_type_name(s.default_dtype)));
+  add("policy", "checkpoint_dir", quoted(s.checkpoint_dir));
+  add("policy", "signal_lead_s", std::to_string(s.signal_lead_s));
+  add("policy", "preempt_signal", quoted(s.preempt_signal));
+  add("policy", "memory_headroom", number(s.memory_headroom));
+  add("cost", "gpu_power_watts", number(s.gpu_power_watts), "W per GPU while training; 0 = not known");
+  add("cost", "gpu_hour_cost", number(s.gpu_hour_cost), "per GPU-hour, in the site's currency; 0 = not known");
+  const SiteCalibration& c = s.calibration;
+  if (c.present()) {
+    add("calibration", "date", quoted(c.date), "UTC");
+    add("calibration", "hosts", string_list(c.hosts));
+    add("calibration", "slurm_job_id", quoted(c.slurm_job_id), "empty outside Slurm");
+    add("calibration", "axonn_version", quoted(c.axonn_version));
+    if (c.ranks > 0) add("calibration", "ranks", std::to_string(c.ranks));
+    if (c.ranks_per_node > 0) add("calibration", "ranks_per_node", std::to_string(c.ranks_per_node));
+    add("calibration", "device", quoted(c.device));
+  }
+  for (const SiteTier& tier : kSiteTiers)
+    for (const CollectiveKind kind : kCalibratedKinds)
+      if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)]; fit && fit->residual)
+        add(std::string("calibration.residual.") + tier.key, collective_name(kind), number(*fit->residual),
+            "RMS of (measured - fit) / measured");
+  return keys;
+}
+
+std::string format_site_toml(const SiteConfig& site, const std::string& header) {
+  std::string out;
+  for (size_t start = 0; start <= header.size() && !header.empty();) {
+    const size_t end = header.find('\n', start);
+    out += "# " + header.substr(start, end == std::string::npos ? std::string::npos : end - start) + "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::string table;
+  for (const SiteKey& key : site_keys(site)) {
+    if (key.table != table) {
+      table = key.table;
+      out += "\n[" + table + "]\n";
+    }
+    out += key.name + " = " + key.value + (key.comment.empty() ? "" : "  # " + key.comment) + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> site_differences(const SiteConfig& before, const SiteConfig& after) {
+  const auto old_keys = site_keys(before), new_keys = site_keys(after);
+  auto id = [](const SiteKey& k) { return "[" + k.table + "] " + k.name; };
+  auto shown = [](const SiteKey& k) { return k.summary.empty() ? k.value : k.summary; };
+  std::map<std::string, const SiteKey*> old_by_id, new_by_id;
+  for (const SiteKey& k : old_keys) old_by_id[id(k)] = &k;
+  for (const SiteKey& k : new_keys) new_by_id[id(k)] = &k;
+  std::vector<std::string> lines;
+  for (const SiteKey& k : new_keys) {
+    const auto it = old_by_id.find(id(k));
+    if (it == old_by_id.end())
+      lines.push_back(id(k) + ": (absent) -> " + shown(k));
+    else if (it->second->value != k.value)
+      lines.push_back(id(k) + ": " + shown(*it->second) + " -> " + shown(k));
+  }
+  for (const SiteKey& k : old_keys)
+    if (!new_by_id.count(id(k))) lines.push_back(id(k) + ": " + shown(k) + " -> (absent)");
+  return lines;
+}
+
+}  // namespace axonn

@@ -1,0 +1,84 @@
+#include "layout/alpha_beta_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace axonn {
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+}  // namespace
+
+AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const std::vector<CollectiveSample>& samples,
+                            double max_residual) {
+  const std::string what = std::string("the ") + collective_name(kind) + " fit over " + link_tier_name(tier) +
+                           " links (groups of " + std::to_string(ranks) + ")";
+  const std::string advice =
+      "; measure again without --quick (more sizes and repetitions) on an allocation nothing else runs on"
+      " (other jobs on its nodes or links bend the times), or, if the figures look right, accept a looser fit"
+      " with --max-residual";
+  const double steps = ring_steps(kind, ranks);
+  const double factor = bus_factor(kind, ranks);
+  if (steps <= 0 || factor <= 0)
+    throw CalibrationError(what + " has nothing to fit: " + collective_name(kind) + " on " + std::to_string(ranks) +
+                           " rank(s) moves no bytes; a tier needs groups of at least 2 ranks");
+  std::set<double> sizes;
+  for (const CollectiveSample& s : samples) {
+    if (!(s.seconds > 0) || !std::isfinite(s.seconds) || !(s.bytes > 0))
+      throw CalibrationError(what + " got a sample of " + fmt("%.0f", s.bytes) + " bytes in " + fmt("%g", s.seconds) +
+                             " s; every sample needs a positive size and time" + advice);
+    sizes.insert(s.bytes);
+  }
+  if (sizes.size() < 2)
+    throw CalibrationError(what + " needs at least two message sizes, got " + std::to_string(sizes.size()) + advice);
+
+  // time = u + b' * x with x = size * bus_factor / x_scale in (0, 1] (so the 2x2 normal
+  // equations stay well conditioned), weights 1/time^2; then alpha = u / ring_steps and
+  // beta = 1 / b with b = b' / x_scale, seconds per bus byte.
+  double x_scale = 0;
+  for (const CollectiveSample& s : samples) x_scale = std::max(x_scale, s.bytes * factor);
+  double sw = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
+  for (const CollectiveSample& s : samples) {
+    const double w = 1.0 / (s.seconds * s.seconds), x = s.bytes * factor / x_scale;
+    sw += w, sx += w * x, sxx += w * x * x, st += w * s.seconds, sxt += w * x * s.seconds;
+  }
+  const double det = sw * sxx - sx * sx;
+  const double u = (st * sxx - sx * sxt) / det;
+  const double b = (sw * sxt - sx * st) / det / x_scale;  // seconds per bus byte
+  AlphaBetaFit fit;
+  fit.latency_s = u / steps;
+  fit.bandwidth_bytes_per_s = 1.0 / b;
+  double squares = 0;
+  for (const CollectiveSample& s : samples) {
+    const double predicted = u + b * s.bytes * factor;
+    squares += (s.seconds - predicted) * (s.seconds - predicted) / (s.seconds * s.seconds);
+  }
+  fit.residual = std::sqrt(squares / static_cast<double>(samples.size()));
+
+  const std::string found = " (alpha " + fmt("%.3g", fit.latency_s * 1e6) + " us, beta " +
+                            fmt("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " +
+                            fmt("%.3f", fit.residual) + ")";
+  if (!std::isfinite(det) || det <= 0 || !std::isfinite(u) || !std::isfinite(b))
+    throw CalibrationError(what + " did not converge: its least-squares system is singular" + advice);
+  if (fit.latency_s < 0)
+    throw CalibrationError(what + " did not converge: alpha (latency) came out negative" + found +
+                           ": the small sizes took less time than the line through the large ones allows" + advice);
+  if (!(b > 0))
+    throw CalibrationError(what + " did not converge: beta (bandwidth) came out " +
+                           (b < 0 ? std::string("negative") : std::string("infinite")) + found +
+                           ": the times do not grow with the message size" + advice);
+  if (!(fit.residual <= max_residual))
+    throw CalibrationError(what + " did not converge: its residual " + fmt("%.3f", fit.residual) +
+                           " is above the bound " + fmt("%.3f", max_residual) + found +
+                           ": one alpha and one beta do not describe these times" + advice);
+  return fit;
+}
+
+}  // namespace axonn

@@ -1,0 +1,291 @@
+// axonn calibrate --output SITE.toml [--site BASE.toml] [--job J.toml] [--quick] [--tiers LIST] [--max-residual R]
+// Measures this site's figures on the job's ranks, under `axonn run -n N` or `srun --mpi=pmix`,
+// with the backend and communicators the trainer uses (cli/train_device.hpp: the CPU backend
+// and Gloo, or the CUDA backend and NCCL), and writes the base site with them in place of its
+// guesses (docs/site-admin.md, "Calibrating a site"):
+//   - GEMM rate per rank at the shapes the layout model prices (cli/calibrate_gemm.hpp), all
+//     ranks at once; an elementwise (AXPY) rate; memory per rank;
+//   - per link tier this allocation spans (cli/calibrate_links.hpp) and per collective kind the
+//     trainer uses, alpha and beta fitted to the times of 4 KiB .. 256 MiB messages
+//     (layout/alpha_beta_fit.hpp), with each fit's residual.
+// Rank 0 says what it measures on stderr, then writes --output and prints what changed
+// against the base site and which tiers were not measured (their keys kept). A fit that does
+// not converge fails every rank with exit 1, naming the collective, the tier and what to try.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "cli/args.hpp"
+#include "cli/calibrate_gemm.hpp"
+#include "cli/calibrate_inputs.hpp"
+#include "cli/calibrate_links.hpp"
+#include "cli/commands.hpp"
+#include "cli/environment.hpp"
+#include "cli/median.hpp"
+#include "cli/report_error.hpp"
+#include "cli/train_device.hpp"
+#include "comm/comm_grid.hpp"
+#include "config/site_writer.hpp"
+#include "core/exit_codes.hpp"
+#include "layout/alpha_beta_fit.hpp"
+#include "pmix/topology.hpp"
+#include "version.hpp"
+
+namespace axonn {
+namespace {
+
+// Progress on stderr, rank 0 only (the others measure the same at the same time).
+void say(bool lead, const std::string& line) {
+  if (!lead) return;
+  std::fprintf(stderr, "calibrate: %s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string size_text(double bytes) {
+  return bytes >= 1024.0 * 1024 ? fmt("%.0f MiB", bytes / (1024.0 * 1024)) : fmt("%.0f KiB", bytes / 1024.0);
+}
+
+// Every rank's `mine` (the same length on every rank), as [rank][i]: one all-gather over the
+// world, through device buffers where the collectives take them (NCCL). Float32 is plenty
+// for times and rates (7 digits).
+std::vector<std::vector<double>> gather_all(Communicator& world, Backend& backend, const std::vector<double>& mine) {
+  const size_t n = mine.size();
+  const std::vector<float> values(mine.begin(), mine.end());
+  DeviceBuffer<float> in(backend, values), out(backend, n * static_cast<size_t>(world.size()));
+  world.all_gather(in.data(), out.data(), n, ElementType::float32);
+  world.synchronize();
+  const std::vector<float> all = out.download();
+  std::vector<std::vector<double>> by_rank(static_cast<size_t>(world.size()));
+  for (size_t r = 0; r < by_rank.size(); ++r) by_rank[r].assign(all.begin() + r * n, all.begin() + (r + 1) * n);
+  return by_rank;
+}
+
+// The median over ranks of each column of gather_all's answer.
+std::vector<double> median_over_ranks(const std::vector<std::vector<double>>& by_rank) {
+  std::vector<double> out;
+  for (size_t i = 0; i < by_rank.front().size(); ++i) {
+    std::vector<double> column;
+    for (const auto& row : by_rank) column.push_back(row[i]);
+    out.push_back(median(column));
+  }
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// What the ranks measured, already combined over ranks (the same on every rank).
+struct Measured {
+  std::vector<SiteGemm> gemm;
+  double gemm_tflops = 0;
+  double elementwise_GBps = 0;
+  double memory_gib = 0;
+  std::vector<std::pair<TierProbe, CollectiveFits>> links;
+};
+
+Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const Topology& topo,
+                         const TrainDevice& device, ElementType dtype, double share, bool lead) {
+  std::optional<ChooserInput> job;
+  if (in.job) job = chooser_input(in.site.config, *in.job, topo.nodes, topo.uniform_tasks_per_node());
+  const std::vector<GemmShape> shapes = calibration_gemm_shapes(job, topo.world, in.quick);
+  say(lead, std::to_string(shapes.size()) + " GEMM shape(s) in " + element_type_name(dtype) +
+                (in.job ? ", every linear layer of " + in.job->source + " at every layout of " +
+                              std::to_string(topo.world) + " ranks"
+                        : ", square") +
+                "; all " + std::to_string(topo.world) + " ranks at once");
+  std::vector<double> mine;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const GemmShape& s = shapes[i];
+    grid.world().barrier();  // the node's ranks compute together, as in training
+    mine.push_back(time_linear_gemms(backend, dtype, s, gemm_repetitions(s, in.quick)));
+    say(lead, "  GEMM " + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + " m=" + std::to_string(s.m) +
+                  " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n) + ": " +
+                  fmt("%.3g", linear_flops(s) / mine.back() / 1e9) + " GFLOP/s on rank 0");
+  }
+  grid.world().barrier();
+  mine.push_back(elementwise_bytes_per_s(backend, kElementwiseElements, in.quick ? 3 : 10));
+  say(lead, "  elementwise (y += a*x, 64 MiB): " + fmt("%.3g", mine.back() / 1e9) + " GB/s on rank 0");
+  mine.push_back(rank_memory_bytes(device.cuda, device.gpu, in.site.config.gpus_per_node));
+  const std::vector<double> all = median_over_ranks(gather_all(grid.world(), backend, mine));
+
+  Measured m;
+  double flops = 0, seconds = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const GemmShape& s = shapes[i];
+    const double shape_flops = linear_flops(s);
+    m.gemm.push_back({dtype, s.m, s.k, s.n, shape_flops / all[i] * share / 1e12});
+    flops += shape_flops, seconds += all[i];
+  }
+  if (seconds > 0) m.gemm_tflops = flops / seconds * share / 1e12;
+  m.elementwise_GBps = all[shapes.size()] * share / 1e9;
+  m.memory_gib = all[shapes.size() + 1] / (1024.0 * 1024.0 * 1024.0);
+  // A job's own shapes are what the model looks up; a square sweep only says what a GEMM
+  // reaches, which gemm_tflops holds.
+  if (!in.job) m.gemm.clear();
+  return m;
+}
+
+void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const LinkPlan& plan, bool lead,
+                   Measured& m) {
+  CollectiveBuffers buffers(backend);
+  const auto over_ranks = [&](const std::vector<double>& mine) {
+    return median_over_ranks(gather_all(grid.world(), backend, mine));
+  };
+  for (const TierProbe& probe : plan.probes) {
+    CollectiveFits fits;
+    for (const CollectiveKind kind : kCalibratedKinds) {
+      say(lead, std::string(link_tier_name(probe.tier)) + " " + collective_name(kind) + ", groups of " +
+                    std::to_string(probe.group_size));
+      grid.world().barrier();
+      const CollectiveSweep sweep = sweep_collective(grid.axis(probe.axis), kind, in.quick, buffers, over_ranks);
+      std::vector<CollectiveSample> samples;
+      std::string times;
+      for (size_t i = 0; i < sweep.bytes.size(); ++i) {
+        samples.push_back({sweep.bytes[i], sweep.seconds[i]});
+        times += (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + fmt("%.3g", sweep.seconds[i] * 1e6) + " us";
+      }
+      say(lead, "  median times: " + times);
+      // The same samples on every rank: every rank fits, and fails, alike.
+      const AlphaBetaFit fit = fit_alpha_beta(kind, probe.tier, probe.group_size, samples, in.max_residual);
+      fits[static_cast<size_t>(kind)] =
+          CollectiveFit{fit.latency_s * 1e6, fit.bandwidth_bytes_per_s / 1e9, fit.residual};
+      say(lead, "  alpha " + fmt("%.3g", fit.latency_s * 1e6) + " us, beta " +
+                    fmt("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " + fmt("%.3f", fit.residual));
+    }
+    m.links.emplace_back(probe, fits);
+  }
+}
+
+// The base site with the measured keys replaced; the rest, and the tiers not measured, kept.
+SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementType dtype, const Topology& topo,
+                           const std::string& device) {
+  SiteConfig s = base;
+  if (m.memory_gib > 0) s.memory_gib = m.memory_gib;  // 0: /proc/meminfo had no MemTotal
+  (dtype == ElementType::float32 ? s.gemm_tflops_float32 : s.gemm_tflops_bfloat16) = m.gemm_tflops;
+  std::erase_if(s.gemm, [&](const SiteGemm& g) { return g.dtype == dtype; });
+  s.gemm.insert(s.gemm.end(), m.gemm.begin(), m.gemm.end());
+  s.elementwise_GBps = m.elementwise_GBps;
+  for (const auto& [probe, fits] : m.links) {
+    for (const SiteTier& tier : kSiteTiers) {
+      if (tier.tier != probe.tier) continue;
+      s.*tier.fits = fits;
+      // The tier's own figures, which tools reading one figure per tier show, take the
+      // all-reduce fit; the model prices every fitted kind by its own.
+      const CollectiveFit& all_reduce = *fits[static_cast<size_t>(CollectiveKind::all_reduce)];
+      s.*tier.latency_us = all_reduce.latency_us;
+      s.*tier.bandwidth_GBps = all_reduce.bandwidth_GBps;
+    }
+  }
+  SiteCalibration& c = s.calibration;
+  c.date = utc_now();
+  c.hosts = topo.hostnames;
+  c.slurm_job_id = environment("SLURM_JOB_ID").value_or("");
+  c.axonn_version = kAxonnVersion;
+  c.ranks = topo.world;
+  c.ranks_per_node = topo.uniform_tasks_per_node();
+  c.device = device;
+  return s;
+}
+
+// Writes `text` to a temporary file beside `path` and renames it over `path`: a reader never
+// sees half a site config.
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) throw CalibrationError("cannot write " + tmp + " (disk full?); the measured site is not saved");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw CalibrationError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+}
+
+}  // namespace
+
+int command_calibrate(const CommandArgs& argv) {
+  const std::optional<Args> parsed =
+      parse_or_usage(argv, calibrate_option_specs(),
+                     "axonn calibrate --output SITE.toml [options]   (under axonn run or srun --mpi=pmix)");
+  if (!parsed) return exit_code::ok;
+  const Args& args = *parsed;
+  const CalibrateInputs in = load_calibrate_inputs(args);  // before PMIx: a bad input is exit 2 anywhere
+
+  PmixClient client;
+  const Topology topo = topology_from_pmix(client);
+  const bool lead = topo.rank == 0;
+  const LinkPlan plan = plan_links(topo, in.site.config, in.tiers);
+  const TrainDevice device = choose_train_device(in.device_job, topo);
+  auto backend = make_train_backend(device, in.device_job, topo);
+  const ElementType dtype = in.device_job.training.dtype;
+  const std::string device_text = describe_train_device(device, in.device_job);
+  say(lead, in.site.chosen_by);
+  say(lead, std::to_string(topo.world) + " rank(s) on " + std::to_string(topo.nodes) + " node(s), " + device_text +
+                "; measuring grid " + format_layout(plan.layout) + " (data x X x Y x Z)");
+  // A CPU site's per-"GPU" figures describe one of gpus_per_node shares of a node
+  // (train_command.cpp scales them to the ranks a run puts there): rates measured with
+  // local_size ranks sharing the node are converted to that share.
+  const double share =
+      backend->device_is_host() ? static_cast<double>(topo.local_size) / in.site.config.gpus_per_node : 1.0;
+  if (share != 1.0)
+    say(lead,
+        "note: " + std::to_string(topo.local_size) + " ranks per node but the site has gpus_per_node = " +
+            std::to_string(in.site.config.gpus_per_node) + ": per-rank rates are scaled by " + fmt("%.3g", share) +
+            " to one of its shares; calibrate with as many ranks per node as the site has GPUs for measured figures");
+
+  const auto timeout =
+      std::chrono::milliseconds(args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax).value_or(300'000));
+  const bool single_host = topo.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
+  CommGrid grid(client, plan.layout, timeout, single_host, device.collectives);
+  grid.order_with_compute(train_compute_stream(*backend));
+
+  const auto start = std::chrono::steady_clock::now();
+  Measured measured = measure_compute(grid, *backend, in, topo, device, dtype, share, lead);
+  try {
+    measure_links(grid, *backend, in, plan, lead, measured);
+  } catch (const CalibrationError& e) {
+    // Every rank fitted the same samples and failed alike: rank 0 says why, then all stop
+    // together (a rank that left first would make the launcher stop rank 0 before it spoke).
+    const int code = lead ? report_error("calibrate", e) : e.exit_code();
+    grid.world().barrier();
+    return code;
+  }
+  if (!lead) return exit_code::ok;
+
+  const SiteConfig& base = in.site.config;
+  const SiteConfig out = calibrated_site(base, measured, dtype, topo, device_text);
+  write_file(in.output, format_site_toml(out, "Written by axonn calibrate from " + base.source + " (site " + base.name +
+                                                  ") on " + out.calibration.date + ": the keys it measured are " +
+                                                  "replaced, every other key is the base site's.\n"
+                                                  "docs/site-admin.md, \"Calibrating a site\", says what each means."));
+  say(lead, "measured in " +
+                fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) + " s");
+  std::printf("calibrate: wrote %s; changes against %s (site %s):\n", in.output.c_str(), base.source.c_str(),
+              base.name.c_str());
+  for (const std::string& line : site_differences(base, out)) std::printf("  %s\n", line.c_str());
+  for (const std::string& missing : plan.missing)
+    std::printf("calibrate: not measured, keys kept from the base site: %s\n", missing.c_str());
+  std::fflush(stdout);
+  return exit_code::ok;
+}
+
+}  // namespace axonn

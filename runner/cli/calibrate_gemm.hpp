@@ -1,0 +1,43 @@
+#pragma once
+// What `axonn calibrate` measures of one rank's compute: GEMM throughput at the shapes the
+// layout model prices (layout_cost.hpp, local_gemm_shapes), the rate of a memory-bound
+// elementwise op, and the memory a rank has. The caller keeps the node's ranks measuring at
+// the same time (a barrier before each shape), so the rates are what a rank gets while its
+// neighbours compute too, as in training.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "layout/layout_inputs.hpp"
+#include "trainer/backend.hpp"
+
+namespace axonn {
+
+// With a job: the GEMM of every linear layer on one rank of every layout of `world` ranks
+// that divides the job (what `axonn layout` and `axonn train` at this size look up). Without
+// one: square shapes m = k = n of 256 to 2048 (to 1024 when quick). Each shape once, sorted.
+std::vector<GemmShape> calibration_gemm_shapes(const std::optional<ChooserInput>& job, int world, bool quick);
+
+// A shape's three GEMMs: 6·m·k·n FLOPs.
+double linear_flops(const GemmShape& shape);
+
+// Timed runs of a shape's three GEMMs (after one untimed): about 2 GFLOP of work (0.5 when
+// quick), between 3 and 200 runs. The same on every rank, so ranks stay in step.
+int gemm_repetitions(const GemmShape& shape, bool quick);
+
+// Median seconds of one run of the three GEMMs of a linear layer Y = X·W in `dtype`, as the
+// trainer calls them (backend.hpp): Y = X·W, dX = dY·W^T, dW += X^T·dY.
+double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& shape, int repetitions);
+
+// Elements of the elementwise probe: 16 Mi float32 per buffer (64 MiB), past every cache.
+inline constexpr int64_t kElementwiseElements = int64_t{1} << 24;
+
+// Bytes per second of y += a·x over `elements` float32 (12 bytes an element: x and y read, y
+// written), the median of `repetitions` runs after one untimed.
+double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitions);
+
+// The memory one rank may use, in bytes: its GPU's (CUDA), or this node's memory divided among
+// `ranks_sharing` ranks (CPU: /proc/meminfo's MemTotal).
+double rank_memory_bytes(bool cuda, int gpu, int ranks_sharing);
+
+}  // namespace axonn

@@ -1,0 +1,178 @@
+#include "cli/calibrate_links.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "cli/args.hpp"
+#include "cli/median.hpp"
+#include "config/switch_map.hpp"
+
+namespace axonn {
+namespace {
+
+constexpr std::array<LinkTier, 3> kTiers = {LinkTier::intra_node, LinkTier::inter_node, LinkTier::inter_switch};
+
+// Elements per rank's block: all-reduce counts its whole buffer; all-gather's output and
+// reduce-scatter's input are n blocks.
+size_t block_count(CollectiveKind kind, double bytes, int n) {
+  const double per_block = kind == CollectiveKind::all_reduce ? bytes : bytes / n;
+  return std::max<size_t>(1, static_cast<size_t>(per_block / sizeof(float)));
+}
+
+}  // namespace
+
+std::vector<LinkTier> parse_tiers(const std::string& text) {
+  std::vector<LinkTier> tiers;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string word = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const auto it = std::find_if(kTiers.begin(), kTiers.end(), [&](LinkTier t) { return word == link_tier_name(t); });
+    if (it == kTiers.end())
+      throw UsageError("--tiers " + text + ": '" + word +
+                       "' is not a link tier; use a comma-separated list of intra-node, inter-node, inter-switch");
+    if (std::find(tiers.begin(), tiers.end(), *it) == tiers.end()) tiers.push_back(*it);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return tiers;
+}
+
+LinkPlan plan_links(const Topology& topology, const SiteConfig& site, const std::vector<LinkTier>& required) {
+  const int per_node = topology.uniform_tasks_per_node();
+  if (per_node == 0)
+    throw UsageError("calibrate needs the same number of ranks on every node (" + describe(topology) +
+                     "); start it with srun --ntasks-per-node=N (or -N nodes and -n a multiple of them)");
+  for (int r = 0; r < topology.world; ++r)
+    if (topology.node_of_rank[static_cast<size_t>(r)] != r / per_node)
+      throw UsageError("calibrate needs the ranks placed in blocks, ranks 0.." + std::to_string(per_node - 1) +
+                       " on the first node and so on, as the layout model assumes; rank " + std::to_string(r) +
+                       " is on node " + std::to_string(topology.node_of_rank[static_cast<size_t>(r)]) +
+                       ": start it with srun --distribution=block");
+  const int nodes = topology.nodes;
+  int per_switch = allocation_nodes_per_switch(site, nodes, topology.hostnames);
+  std::string switch_note;
+  if (per_switch == 0 || per_switch >= nodes) {
+    switch_note = site.nodes_per_switch == 0 && site.switches.empty()
+                      ? "the site has no switch map (network.nodes_per_switch or network.switches)"
+                      : "the allocation's " + std::to_string(nodes) + " node(s) are under one switch";
+    per_switch = 0;
+  } else if (nodes % per_switch != 0) {
+    switch_note = "the allocation's " + std::to_string(nodes) + " nodes do not fill switches of " +
+                  std::to_string(per_switch) + " nodes evenly";
+    per_switch = 0;
+  }
+  LinkPlan plan;
+  plan.layout.x = per_node;
+  plan.layout.z = per_switch > 0 ? per_switch : 1;
+  plan.layout.data = per_switch > 0 ? nodes / per_switch : nodes;
+  const CommAxis inter_node_axis = per_switch > 0 ? CommAxis::z : CommAxis::data;
+  const int inter_node_size = per_switch > 0 ? per_switch : nodes;
+  auto probe = [&](LinkTier tier, CommAxis axis, int size, const std::string& why_not) {
+    if (size >= 2)
+      plan.probes.push_back({tier, axis, size});
+    else
+      plan.missing.push_back(std::string(link_tier_name(tier)) + ": " + why_not);
+  };
+  probe(LinkTier::intra_node, CommAxis::x, per_node,
+        "one rank per node (" + std::to_string(topology.world) + " rank(s) on " + std::to_string(nodes) +
+            " node(s)); run at least 2 ranks on a node (axonn run -n 2, srun --ntasks-per-node=2)");
+  probe(LinkTier::inter_node, inter_node_axis, inter_node_size,
+        per_switch > 0 ? "one node per switch; run on at least 2 nodes under one switch"
+                       : "one node; run on at least 2 nodes (srun -N 2)");
+  probe(LinkTier::inter_switch, CommAxis::data, per_switch > 0 ? plan.layout.data : 1,
+        switch_note + "; run on nodes under at least 2 switches of a site config that maps them");
+  for (const LinkTier tier : required) {
+    const auto measured =
+        std::find_if(plan.probes.begin(), plan.probes.end(), [&](const TierProbe& p) { return p.tier == tier; });
+    if (measured != plan.probes.end()) continue;
+    const std::string name = link_tier_name(tier);
+    const auto why = std::find_if(plan.missing.begin(), plan.missing.end(),
+                                  [&](const std::string& m) { return m.rfind(name + ": ", 0) == 0; });
+    throw UsageError("--tiers asks for " + name +
+                     " links, which this allocation cannot measure: " + why->substr(name.size() + 2));
+  }
+  return plan;
+}
+
+std::vector<double> message_sizes(bool quick) {
+  std::vector<double> sizes;
+  const double largest = (quick ? 4.0 : 256.0) * 1024 * 1024;
+  for (double bytes = 4096; bytes <= largest; bytes *= 2) sizes.push_back(bytes);
+  return sizes;
+}
+
+int message_repetitions(double bytes, bool quick) {
+  if (quick) return 5;
+  return bytes <= 1024.0 * 1024 ? 20 : bytes <= 16.0 * 1024 * 1024 ? 10 : 5;
+}
+
+void CollectiveBuffers::reserve(double bytes) {
+  const auto count = static_cast<size_t>(bytes / sizeof(float));
+  if (count <= in_.size()) return;
+  in_ = DeviceBuffer<float>();  // the old ones first: two 256 MiB pairs at once may not fit
+  out_ = DeviceBuffer<float>();
+  in_ = DeviceBuffer<float>(backend_, count);
+  out_ = DeviceBuffer<float>(backend_, count);
+  // Zeros: sums of whatever alloc left there could be denormals, which the CPU adds slowly.
+  backend_.memset_zero(in_.data(), in_.bytes());
+  backend_.memset_zero(out_.data(), out_.bytes());
+}
+
+double collective_bytes(CollectiveKind kind, double bytes, int n) {
+  const double count = static_cast<double>(block_count(kind, bytes, n)) * sizeof(float);
+  return kind == CollectiveKind::all_reduce ? count : count * n;
+}
+
+std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
+                                    CollectiveBuffers& buffers) {
+  const int n = c.size();
+  buffers.reserve(*std::max_element(sizes.begin(), sizes.end()));
+  std::vector<double> medians;
+  for (const double bytes : sizes) {
+    const size_t count = block_count(kind, bytes, n);
+    auto call = [&] {
+      switch (kind) {
+        case CollectiveKind::all_reduce:
+          c.all_reduce(buffers.in(), count, ElementType::float32);
+          break;
+        case CollectiveKind::all_gather:
+          c.all_gather(buffers.in(), buffers.out(), count, ElementType::float32);
+          break;
+        case CollectiveKind::reduce_scatter:
+          c.reduce_scatter(buffers.in(), buffers.out(), count, ElementType::float32);
+          break;
+        default:
+          throw UsageError(std::string("calibrate does not time ") + collective_name(kind));
+      }
+      c.synchronize();
+    };
+    call();  // untimed: connections, the communicator's first use of this size
+    std::vector<double> times;
+    for (int i = 0; i < message_repetitions(bytes, quick); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      call();
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    medians.push_back(median(times));
+  }
+  return medians;
+}
+
+CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
+                                 const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks) {
+  CollectiveSweep sweep;
+  std::vector<double> sizes = message_sizes(quick);
+  for (;;) {
+    const std::vector<double> seconds = over_ranks(time_collective(c, kind, sizes, quick, buffers));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      sweep.bytes.push_back(collective_bytes(kind, sizes[i], c.size()));
+      sweep.seconds.push_back(seconds[i]);
+    }
+    const double largest = sizes.back();
+    if (sweep.seconds.back() >= 2 * sweep.seconds.front() || largest >= kLargestMessage) return sweep;
+    sizes = {2 * largest};
+  }
+}
+
+}  // namespace axonn

@@ -1,0 +1,91 @@
+#pragma once
+// What `axonn calibrate` measures of the links: which tiers this allocation spans, one grid
+// whose axes are groups over exactly one tier each, and the times of each collective kind
+// over a sweep of message sizes (nccl-tests' sizes, layout/collective.hpp).
+//
+// The grid (default axis order, x fastest; ranks in blocks of P per node, Slurm's block
+// distribution, as the layout model assumes):
+//   x    = the P ranks of one node                       -> intra-node
+//   z    = one rank of each of the S nodes of a switch   -> inter-node
+//   data = one rank per switch                           -> inter-switch
+// and without a switch map (or with every node under one switch) z = 1 and data = one rank
+// per node, inter-node. Every rank is in one group of each axis, so when calibrate times an
+// axis, all of its groups run at once: a node's ranks share its links (its memory bandwidth,
+// its network card) as they do when the trainer runs.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "config/site_config.hpp"
+#include "layout/layout.hpp"
+#include "layout/layout_cost.hpp"
+#include "pmix/topology.hpp"
+#include "trainer/backend.hpp"
+
+namespace axonn {
+
+struct TierProbe {
+  LinkTier tier;
+  CommAxis axis;   // the grid axis whose groups span exactly this tier
+  int group_size;  // ranks per group, >= 2
+};
+
+struct LinkPlan {
+  Layout layout;                     // the grid above
+  std::vector<TierProbe> probes;     // the tiers measured, intra-node first
+  std::vector<std::string> missing;  // "inter-node: one node", one per tier not measured
+};
+
+// "intra-node,inter-node" (the names link_tier_name prints) -> tiers; UsageError naming a
+// bad word and the valid ones.
+std::vector<LinkTier> parse_tiers(const std::string& text);
+
+// The plan for this allocation. Throws UsageError when the ranks are not the same number on
+// every node or not placed in blocks, and when a tier in `required` (calibrate --tiers)
+// cannot be measured here, naming why and what allocation would measure it.
+LinkPlan plan_links(const Topology& topology, const SiteConfig& site, const std::vector<LinkTier>& required);
+
+// Message sizes in bytes: 4 KiB doubling up to 256 MiB, or to 4 MiB when quick.
+std::vector<double> message_sizes(bool quick);
+inline constexpr double kLargestMessage = 256.0 * 1024 * 1024;
+// Timed calls per size (after one untimed): enough for a stable median where calls are
+// short, few where one call takes a large part of a second.
+int message_repetitions(double bytes, bool quick);
+
+// Device buffers for the largest message so far, grown when a larger one comes.
+class CollectiveBuffers {
+ public:
+  explicit CollectiveBuffers(Backend& backend) : backend_(backend) {}
+  float* in() { return in_.data(); }
+  float* out() { return out_.data(); }
+  void reserve(double bytes);  // zeros, at least `bytes` in each
+
+ private:
+  Backend& backend_;
+  DeviceBuffer<float> in_, out_;
+};
+
+// The size a call of `kind` moves when asked for `bytes` on groups of `n`: float32 elements,
+// the nccl-tests size rounded down to a multiple of 4 * n (all-reduce: of 4).
+double collective_bytes(CollectiveKind kind, double bytes, int n);
+
+// This rank's median seconds of `kind` on `c` at each size. Every rank of the grid calls it
+// for the same axis at the same time. On NCCL each call is waited for (synchronize) before
+// the clock stops: a time is what the host sees, as the trainer does when it waits.
+std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
+                                    CollectiveBuffers& buffers);
+
+// The times a fit needs: message_sizes(quick), then doubled sizes while the largest takes
+// less than twice the smallest (up to kLargestMessage), since below that the bandwidth term
+// is lost in the latency's noise (a quick sweep on slow links). `over_ranks` turns this
+// rank's medians into the medians over every rank (a collective: the same answer on every
+// rank, so every rank extends alike).
+struct CollectiveSweep {
+  std::vector<double> bytes;    // collective_bytes of each size
+  std::vector<double> seconds;  // median over ranks
+};
+CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
+                                 const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks);
+
+}  // namespace axonn

@@ -1,0 +1,175 @@
+// `axonn calibrate` as a user runs it, under the local launcher: the site it writes loads
+// with the strict loader and carries what it measured, the tiers follow the topology, and a
+// bad input stops it before any rank starts. The fit's own rules (alpha, beta, residual) are
+// unit-tested in test_layout.cpp, the writer's round trip in test_config.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "config/job_config.hpp"
+#include "config/site_config.hpp"
+#include "layout/layout_cost.hpp"
+#include "layout/layout_volume.hpp"
+#include "process_helpers.hpp"
+#include "scratch_dir.hpp"
+
+namespace axonn {
+namespace {
+
+using test::contains;
+using test::kAxonn;
+using test::kSourceDir;
+using test::run_command;
+
+const std::string kLaptop = kSourceDir + "/site_configs/laptop-cpu.toml";
+const std::string kTiny = kSourceDir + "/job_templates/tiny.toml";
+
+// The fits' acceptance (--max-residual) is not what these tests check: a loaded CI machine
+// bends collective times, and the fit's rules have their own unit tests.
+const std::string kAnyResidual = " --max-residual 100";
+
+class Calibrate : public test::ScratchDirTest {};
+
+size_t kind(CollectiveKind k) { return static_cast<size_t>(k); }
+
+TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
+  const std::string out = path("calibrated.toml");
+  const auto r = run_command("cd " + dir_.string() + " && " + kAxonn + " run -n 2 calibrate --quick --site " + kLaptop +
+                                 " --job " + kTiny + " --output " + out + kAnyResidual,
+                             240);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "calibrate: wrote " + out)) << r.output;
+  EXPECT_TRUE(contains(r.output, "[network.intra_node] all_gather: (absent) -> { latency_us = ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "not measured, keys kept from the base site: inter-node: one node")) << r.output;
+  EXPECT_TRUE(contains(r.output, "every linear layer of " + kTiny + " at every layout of 2 ranks")) << r.output;
+
+  const SiteConfig base = load_site_config(kLaptop);
+  const SiteConfig site = load_site_config(out);
+  // Measured: every kind on the one tier two ranks of one node span, GEMMs, AXPY, memory.
+  for (const CollectiveKind k : kCalibratedKinds) {
+    const auto& fit = site.intra_node_fits[kind(k)];
+    ASSERT_TRUE(fit.has_value()) << collective_name(k);
+    EXPECT_GE(fit->latency_us, 0) << collective_name(k);
+    EXPECT_GT(fit->bandwidth_GBps, 0) << collective_name(k);
+    ASSERT_TRUE(fit->residual.has_value()) << collective_name(k);
+    EXPECT_FALSE(site.inter_node_fits[kind(k)].has_value()) << collective_name(k);
+  }
+  EXPECT_EQ(site.intra_node_latency_us, site.intra_node_fits[kind(CollectiveKind::all_reduce)]->latency_us);
+  EXPECT_GT(site.gemm_tflops_float32, 0);
+  EXPECT_EQ(site.gemm_tflops_bfloat16, 0);
+  EXPECT_GT(site.elementwise_GBps, 0);
+  EXPECT_GT(site.memory_gib, 0);
+  ASSERT_FALSE(site.gemm.empty());
+  for (const SiteGemm& g : site.gemm) EXPECT_EQ(g.dtype, ElementType::float32);
+  // Kept: what was not measured.
+  EXPECT_EQ(site.name, base.name);
+  EXPECT_EQ(site.peak_tflops_float32, base.peak_tflops_float32);
+  EXPECT_EQ(site.inter_node_bandwidth_GBps, base.inter_node_bandwidth_GBps);
+  EXPECT_EQ(site.inter_node_latency_us, base.inter_node_latency_us);
+  EXPECT_EQ(site.signal_lead_s, base.signal_lead_s);
+  EXPECT_EQ(site.memory_headroom, base.memory_headroom);
+  // Where and how.
+  ASSERT_TRUE(site.calibration.present());
+  EXPECT_EQ(site.calibration.ranks, 2);
+  EXPECT_EQ(site.calibration.ranks_per_node, 2);
+  EXPECT_EQ(site.calibration.hosts.size(), 1u);
+  EXPECT_FALSE(site.calibration.axonn_version.empty());
+  EXPECT_TRUE(contains(site.calibration.device, "collectives gloo")) << site.calibration.device;
+
+  // The layout model prices the tiny job's z collectives at 1x1x1x2 by the fits, and its
+  // GEMMs at the measured rates of their shapes, which calibrate measured for this layout.
+  const JobConfig job = load_job_config(kTiny, site);
+  const ChooserInput in = chooser_input(site, job, 1, 2);
+  const Layout l = parse_layout("1x1x1x2");
+  for (const GemmShape& s : local_gemm_shapes(in, l)) {
+    const bool listed = std::any_of(in.machine.gemm_rates.begin(), in.machine.gemm_rates.end(),
+                                    [&](const GemmRate& rate) { return rate.shape == s; });
+    EXPECT_TRUE(listed) << s.m << "x" << s.k << "x" << s.n;
+  }
+  const StepVolume v = predict_step_volume(in, l);
+  double want = 0;  // groups of 2: ring_steps 2 for all-reduce, 1 for the others; bus factor 1 and 1/2
+  for (const CollectiveKind k : kCalibratedKinds) {
+    const CollectiveVolume& cv = v.at(CommAxis::z, k);
+    const CollectiveFit& fit = *site.intra_node_fits[kind(k)];
+    const double steps = k == CollectiveKind::all_reduce ? 2 : 1, bus = k == CollectiveKind::all_reduce ? 1 : 0.5;
+    want += static_cast<double>(cv.calls) * steps * fit.latency_us * 1e-6 +
+            bus * static_cast<double>(cv.bytes) / (fit.bandwidth_GBps * 1e9);
+  }
+  EXPECT_GT(v.at(CommAxis::z, CollectiveKind::all_gather).calls, 0);
+  const double z_s = estimate_cost(in, l, v).comm_s[static_cast<size_t>(CommAxis::z)];
+  EXPECT_NEAR(z_s, want, 1e-9 * want);
+
+  // And the file is a site config every command takes.
+  const auto layout =
+      run_command(kAxonn + " layout --site " + out + " --job " + kTiny + " --nodes 1 --gpus-per-node 2");
+  EXPECT_EQ(layout.code, 0) << layout.output;
+}
+
+// Two pretend nodes of one rank each: no intra-node tier, and inter-node is measured (over
+// loopback here, over the network under srun -N 2).
+TEST_F(Calibrate, TiersFollowTheTopology) {
+  const std::string out = path("nodes.toml");
+  const auto r = run_command(
+      kAxonn + " run -n 2 --nodes-sim 2 calibrate --quick --tiers inter-node --output " + out + kAnyResidual, 240);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "not measured, keys kept from the base site: intra-node: one rank per node"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "3 GEMM shape(s) in float32, square")) << r.output;
+  const SiteConfig site = load_site_config(out);
+  EXPECT_TRUE(site.inter_node_fits[kind(CollectiveKind::reduce_scatter)].has_value());
+  EXPECT_FALSE(site.intra_node_fits[kind(CollectiveKind::reduce_scatter)].has_value());
+  EXPECT_EQ(site.intra_node_bandwidth_GBps, load_site_config(kLaptop).intra_node_bandwidth_GBps);
+  EXPECT_EQ(site.calibration.hosts.size(), 2u);
+  EXPECT_TRUE(site.gemm.empty()) << "square GEMMs are no job's shapes: only gemm_tflops_float32";
+  EXPECT_GT(site.gemm_tflops_float32, 0);
+}
+
+// A fit calibrate cannot accept: exit 1, said once (by rank 0), naming the collective and the
+// tier and what to try, and no file written.
+TEST_F(Calibrate, AFitOverTheResidualBoundFailsNamingItAndWritesNothing) {
+  const std::string out = path("never.toml");
+  const auto r = run_command(kAxonn + " run -n 2 calibrate --quick --max-residual 0.000001 --output " + out, 240);
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "[0] axonn calibrate: the all_reduce fit over intra-node links (groups of 2) did not "
+                       "converge"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "--max-residual")) << r.output;
+  EXPECT_FALSE(contains(r.output, "[1] axonn calibrate:")) << "one rank says it\n" << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Bad inputs: exit 2 with one line, before any rank starts (no "[rank]" output).
+TEST_F(Calibrate, BadInputsStopBeforeAnyRankStarts) {
+  struct Case {
+    std::string args, expected;
+  };
+  const std::vector<Case> cases = {
+      {"run -n 2 calibrate --quick", "--output SITE.toml is required"},
+      {"run -n 2 calibrate --output " + path("no-such-folder/x.toml"), "does not exist"},
+      {"run -n 2 calibrate --output " + dir_.string(), "is a folder"},
+      {"run -n 1 calibrate --tiers intra-node --output " + path("x.toml"),
+       "--tiers asks for intra-node links, which this allocation cannot measure: one rank per node"},
+      {"run -n 2 calibrate --tiers inter-node --output " + path("x.toml"),
+       "--tiers asks for inter-node links, which this allocation cannot measure: one node; run on at least 2 nodes"},
+      {"run -n 2 calibrate --tiers intra-node,infiniband --output " + path("x.toml"),
+       "'infiniband' is not a link tier"},
+      {"run -n 2 calibrate --max-residual -1 --output " + path("x.toml"), "--max-residual -1: expected a number"},
+      {"run -n 2 calibrate --job " + path("missing.toml") + " --output " + path("x.toml"), "missing.toml"},
+      {"run -n 2 calibrate " + kTiny + " --output " + path("x.toml"), "name the job with --job"},
+      // Outside any launcher the same checks come first, before PMIx is asked for.
+      {"calibrate --quick", "--output SITE.toml is required"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_command(kAxonn + " " + c.args, 60);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, c.expected)) << c.args << "\n" << r.output;
+    EXPECT_FALSE(contains(r.output, "[0]")) << c.args << ": a rank started\n" << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path("x.toml")));
+}
+
+}  // namespace
+}  // namespace axonn
