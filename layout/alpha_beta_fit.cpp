@@ -50,8 +50,16 @@ AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const
     sw += w, sx += w * x, sxx += w * x * x, st += w * s.seconds, sxt += w * x * s.seconds;
   }
   const double det = sw * sxx - sx * sx;
-  const double u = (st * sxx - sx * sxt) / det;
-  const double b = (sw * sxt - sx * st) / det / x_scale;  // seconds per bus byte
+  double u = (st * sxx - sx * sxt) / det;
+  double b = (sw * sxt - sx * st) / det / x_scale;  // seconds per bus byte
+  // A latency is never negative. When the free line's is (the small sizes ran faster than
+  // the line through the large ones allows: noise of a loaded machine, or a faster protocol
+  // for small messages), the best line with alpha >= 0 has alpha = 0, since the weighted
+  // squares are convex in (u, b): the line through the origin.
+  if (std::isfinite(u) && u < 0 && sxx > 0) {
+    u = 0;
+    b = sxt / sxx / x_scale;
+  }
   AlphaBetaFit fit;
   fit.latency_s = u / steps;
   fit.bandwidth_bytes_per_s = 1.0 / b;
@@ -67,9 +75,6 @@ AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const
                             fmt("%.3f", fit.residual) + ")";
   if (!std::isfinite(det) || det <= 0 || !std::isfinite(u) || !std::isfinite(b))
     throw CalibrationError(what + " did not converge: its least-squares system is singular" + advice);
-  if (fit.latency_s < 0)
-    throw CalibrationError(what + " did not converge: alpha (latency) came out negative" + found +
-                           ": the small sizes took less time than the line through the large ones allows" + advice);
   if (!(b > 0))
     throw CalibrationError(what + " did not converge: beta (bandwidth) came out " +
                            (b < 0 ? std::string("negative") : std::string("infinite")) + found +

@@ -7,8 +7,10 @@
 //
 // Least squares weighted by 1/time^2: it minimizes the relative error of every size, so a
 // 4 KiB message (microseconds) counts as much as a 256 MiB one (a second); plain least
-// squares would fit the large sizes only and leave alpha to their noise. The residual
-// reported is the quantity minimized: RMS over the sizes of (measured - fit) / measured.
+// squares would fit the large sizes only and leave alpha to their noise. Alpha is
+// constrained to >= 0 (a free fit that goes negative becomes the line through the origin).
+// The residual reported is the quantity minimized: RMS over the sizes of (measured - fit) /
+// measured.
 #include <string>
 #include <vector>
 
@@ -46,8 +48,8 @@ inline constexpr double kDefaultMaxResidual = 0.5;
 
 // Fits `samples` of `kind` on groups of `ranks` (>= 2) over `tier`. Throws CalibrationError
 // naming the collective, the tier and what to try when the fit does not converge: fewer than
-// two distinct sizes or a non-positive or non-finite time, alpha negative or not finite, beta
-// not positive or not finite (time not growing with size), or a residual above max_residual.
+// two distinct sizes or a non-positive or non-finite time, alpha not finite, beta not
+// positive or not finite (time not growing with size), or a residual above max_residual.
 AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const std::vector<CollectiveSample>& samples,
                             double max_residual = kDefaultMaxResidual);
 
