@@ -1,5 +1,6 @@
 #include "layout/layout_cost.hpp"
 
+#include "layout/memory_bound_bytes.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
@@ -149,6 +150,10 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   c.compute_s = input.machine.calibrated_compute()
                     ? measured_compute_s(input, g, mode)
                     : (c.flops + c.recompute_flops) / (input.machine.peak_flops * input.machine.compute_efficiency);
+  if (input.machine.elementwise_bytes_per_s > 0) {
+    c.memory_bound_s = memory_bound_bytes_per_rank(input, g, modes) / input.machine.elementwise_bytes_per_s;
+    c.compute_s += c.memory_bound_s;
+  }
   for (int ai = 0; ai < kCommAxisCount; ++ai) {
     const auto axis = static_cast<CommAxis>(ai);
     const int n = volume.group_size[static_cast<size_t>(ai)];

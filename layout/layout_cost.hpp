@@ -7,7 +7,8 @@
 // A calibrated site (`axonn calibrate`; Machine's measured fields) replaces the guesses with
 // what was measured, and nothing else changes: each linear layer's GEMMs at the rate measured
 // for its shape (else the measured GEMM rate, which also prices attention), each collective
-// kind by the alpha-beta fitted for it on its tier.
+// kind by the alpha-beta fitted for it on its tier, and the memory-bound ops' bytes
+// (memory_bound_bytes.hpp) at the measured elementwise rate, added to the compute time.
 #include <array>
 
 #include "layout/layout.hpp"
@@ -47,6 +48,7 @@ struct CostEstimate {
   double flops = 0;                       // per rank per step: the model's (what MFU counts)
   double recompute_flops = 0;             // per rank per step: the recomputed forwards, on top
   double compute_s = 0;                   // (flops + recompute_flops) at peak x efficiency, or at the measured rates
+  double memory_bound_s = 0;              // of compute_s: the memory-bound ops at the measured elementwise rate
   std::array<double, kCommAxisCount> comm_s{};
   std::array<LinkTier, kCommAxisCount> link{};
   double comm_total_s() const;

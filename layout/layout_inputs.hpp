@@ -110,15 +110,21 @@ struct Machine {
   // priced by its tier's Link, as without them.
   double gemm_flops = 0;             // per GPU, the job's dtype: GEMMs of a shape not in gemm_rates, and attention
   std::vector<GemmRate> gemm_rates;  // per GPU, the job's dtype, by shape
+  double elementwise_bytes_per_s = 0;  // per GPU: the memory-bound ops (memory_bound_bytes.hpp), 0 unmeasured
   KindLinks intra_node_kinds, inter_node_kinds, inter_switch_kinds;
+  // Bias and GELU inside the GEMMs where no collective sits between them (the CUDA backend's
+  // cuBLASLt epilogues), else separate passes over memory (the CPU backend).
+  bool gemm_epilogues = true;
   bool calibrated_compute() const { return gemm_flops > 0 || !gemm_rates.empty(); }
 };
 
 // Every compute rate of `machine` (peak and measured) times `factor`: a CPU node's ranks
-// share its cores, so a run with fewer ranks there than the site's GPUs per node gets more each.
+// share its cores and memory bandwidth, so a run with fewer ranks there than the site's GPUs
+// per node gets more each.
 inline void scale_compute(Machine& machine, double factor) {
   machine.peak_flops *= factor;
   machine.gemm_flops *= factor;
+  machine.elementwise_bytes_per_s *= factor;
   for (GemmRate& rate : machine.gemm_rates) rate.flops_per_s *= factor;
 }
 

@@ -51,6 +51,9 @@ std::string describe_calibration(const Machine& m) {
     s += "  measured compute: each linear layer's GEMMs at the rate measured for its shape (" +
          std::to_string(m.gemm_rates.size()) + " shape(s)), else and for attention at " +
          (m.gemm_flops > 0 ? fmt("%.3g FLOP/s (measured)", m.gemm_flops) : std::string("peak x efficiency")) + "\n";
+  if (m.elementwise_bytes_per_s > 0)
+    s += "  measured memory-bound ops (LayerNorm, GELU, bias, cross-entropy, AdamW): their bytes at " +
+         fmt("%.3g GB/s", m.elementwise_bytes_per_s / 1e9) + "\n";
   const std::array<std::pair<LinkTier, const KindLinks*>, 3> tiers = {
       {{LinkTier::intra_node, &m.intra_node_kinds},
        {LinkTier::inter_node, &m.inter_node_kinds},

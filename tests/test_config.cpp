@@ -203,6 +203,22 @@ TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
       << err;
 }
 
+// The site's measured elementwise rate reaches the model; a job on the CPU gets no GEMM
+// epilogues (its backend runs bias and GELU as separate passes), any other device does.
+TEST(Config, ElementwiseRateAndEpiloguesReachTheChooser) {
+  SiteConfig site;
+  site.elementwise_GBps = 4.25;
+  const JobConfig cpu = load_job_config_string("[training]\ndevice = \"cpu\"\n", "j.toml", site);
+  const ChooserInput on_cpu = chooser_input(site, cpu, 1, 4);
+  EXPECT_EQ(on_cpu.machine.elementwise_bytes_per_s, 4.25e9);
+  EXPECT_FALSE(on_cpu.machine.gemm_epilogues);
+  for (const std::string device : {"cuda", "auto"}) {
+    const JobConfig job = load_job_config_string("[training]\ndevice = \"" + device + "\"\n", "j.toml", site);
+    EXPECT_TRUE(chooser_input(site, job, 1, 4).machine.gemm_epilogues) << device;
+  }
+  EXPECT_EQ(chooser_input(SiteConfig{}, cpu, 1, 4).machine.elementwise_bytes_per_s, 0);
+}
+
 // training.recompute: "auto" (unset) unless the job or an override names a mode; it reaches
 // the chooser's input with overlap_comm; anything else is an error listing the values.
 TEST(Config, RecomputeIsAutoUnlessAModeIsNamed) {

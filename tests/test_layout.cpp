@@ -15,6 +15,7 @@
 #include "layout/alpha_beta_fit.hpp"
 #include "layout/layout_report.hpp"
 #include "layout/layout_search.hpp"
+#include "layout/memory_bound_bytes.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
@@ -1029,10 +1030,102 @@ TEST(LayoutCalibrated, ScaleComputeScalesPeakAndMeasuredRates) {
   Machine m;
   m.gemm_flops = 2e10;
   m.gemm_rates = {{{8, 8, 8}, 1e10}};
+  m.elementwise_bytes_per_s = 3e9;
   scale_compute(m, 2.0);
   EXPECT_EQ(m.peak_flops, 2e12);
   EXPECT_EQ(m.gemm_flops, 4e10);
   EXPECT_EQ(m.gemm_rates[0].flops_per_s, 2e10);
+  EXPECT_EQ(m.elementwise_bytes_per_s, 6e9);
+}
+
+// ---- the memory-bound ops (memory_bound_bytes.hpp), by hand for 1x2x1x2 of the model
+// L=2, C=16, H=2, V=32, T=8, batch 4 in micro-batches of 1: z = 2 gives 2 sequences per
+// rank, A = 2 micro-batches of m = 8 tokens; x = 2 shards the residual stream, (8, 8).
+
+ChooserInput memory_bound_input(bool epilogues) {
+  ChooserInput in = tiny_input();
+  in.model = {2, 16, 2, 32, 8};
+  in.batch = {4, 1, ElementType::float32};
+  in.machine.gemm_epilogues = epilogues;
+  return in;
+}
+
+// The parameters' part, per step: AdamW 28 bytes per owned parameter, zeroing 4 per held one.
+double optimizer_bytes(const ChooserInput& in, const Layout& l, bool shard) {
+  const ShardedCount held = sharded_count(in.model, l, shard);
+  return 28.0 * static_cast<double>(held.owned) + 4.0 * static_cast<double>(held.stored);
+}
+
+TEST(MemoryBoundBytes, SeparatePassesByHand) {
+  const ChooserInput in = memory_bound_input(false);
+  const Layout l = parse_layout("1x2x1x2");
+  // Residual (8, 8) = 64 elements; layer outputs qkv (8, 48), attn.proj (8, 8), mlp.fc (8, 64),
+  // mlp.proj (8, 8): 1024 elements, mlp.fc's 512 of them.
+  const double forward = 2 * 4 * 64 + 2 * 1024 + 2 * 512;  // LayerNorms, biases, GELU
+  const double backward = 2 * 4 * 64 + 1024 + 3 * 512;     // LayerNorms, column sums, GELU
+  const double head = 6 * 64 + 3 * 8 * 32;                 // ln_f, cross-entropy over (8, 32)
+  const double per_micro = (2 * (forward + backward) + head) * 4;
+  EXPECT_DOUBLE_EQ(memory_bound_bytes_per_rank(in, l, Recompute::none), 2 * per_micro + optimizer_bytes(in, l, false));
+  // Recomputation at block reruns, in L - 1 = 1 block, both LayerNorms, the biases of qkv,
+  // attn.proj and mlp.fc (2 * (384 + 64 + 512)) and GELU's forward.
+  const double rerun = (2 * 4 * 64 + 2 * (384 + 64 + 512) + 2 * 512) * 4.0;
+  EXPECT_DOUBLE_EQ(memory_bound_bytes_per_rank(in, l, Recompute::block),
+                   2 * (per_micro + rerun) + optimizer_bytes(in, l, false));
+  // attention: ln1 and qkv's bias.
+  EXPECT_DOUBLE_EQ(memory_bound_bytes_per_rank(in, l, Recompute::attention),
+                   2 * (per_micro + (4 * 64 + 2 * 384) * 4.0) + optimizer_bytes(in, l, false));
+  // A sharded optimizer updates a half of the parameters on each of the data ranks.
+  const Layout data2 = parse_layout("2x2x1x1");
+  EXPECT_LT(memory_bound_bytes_per_rank(in, data2, {Recompute::none, true}),
+            memory_bound_bytes_per_rank(in, data2, {Recompute::none, false}));
+}
+
+// Inside the GEMMs where no collective sits between the pieces: at x = 2 the biases of
+// attn.proj and mlp.proj (k-axis y, size 1) and every bias gradient; GELU stays separate.
+// At x = 1 GELU moves only its pre-activation, written and read once.
+TEST(MemoryBoundBytes, EpiloguesTakeBiasAndGeluIntoTheGemmsWhereNoCollectiveIsBetween) {
+  const ChooserInput in = memory_bound_input(true);
+  const Layout l = parse_layout("1x2x1x2");
+  const double forward = 2 * 4 * 64 + 2 * (384 + 512) + 2 * 512;
+  const double backward = 2 * 4 * 64 + 3 * 512;
+  const double head = 6 * 64 + 3 * 8 * 32;
+  const double per_micro = (2 * (forward + backward) + head) * 4;
+  EXPECT_DOUBLE_EQ(memory_bound_bytes_per_rank(in, l, Recompute::none), 2 * per_micro + optimizer_bytes(in, l, false));
+
+  const Layout y2 = parse_layout("1x1x2x2");  // residual (8, 16); qkv (8, 24), mlp.fc (8, 32) over y
+  const double forward_y = 2 * 4 * 128 + 2 * (8 * 16 + 8 * 16) + 8 * 32;  // attn.proj, mlp.proj biases (k-axis y)
+  const double backward_y = 2 * 4 * 128 + 8 * 32;
+  const double head_y = 6 * 128 + 3 * 8 * 16;
+  EXPECT_DOUBLE_EQ(memory_bound_bytes_per_rank(in, y2, Recompute::none),
+                   2 * (2 * (forward_y + backward_y) + head_y) * 4 + optimizer_bytes(in, y2, false));
+}
+
+// bf16 activations halve the activation bytes and add the bf16 copy of the big weights.
+TEST(MemoryBoundBytes, Bf16HalvesActivationBytesAndCopiesTheWeights) {
+  ChooserInput in = memory_bound_input(false);
+  const Layout l = parse_layout("1x2x1x2");
+  const double f32 = memory_bound_bytes_per_rank(in, l, Recompute::none) - optimizer_bytes(in, l, false);
+  in.batch.dtype = ElementType::bfloat16;
+  const double bf16 = memory_bound_bytes_per_rank(in, l, Recompute::none) - optimizer_bytes(in, l, false);
+  const double big = static_cast<double>(parameters_per_rank(in.model, l).big);
+  EXPECT_DOUBLE_EQ(bf16, f32 / 2 + 2 * 6 * big);
+}
+
+// With a measured elementwise rate the memory-bound bytes are priced into the compute time;
+// without one nothing changes (peak x efficiency stands for everything, as before).
+TEST(MemoryBoundBytes, TheMeasuredRatePricesThemIntoComputeTime) {
+  ChooserInput in = memory_bound_input(false);
+  in.machine.gemm_flops = 2e9;
+  const Layout l = parse_layout("1x2x1x2");
+  const StepVolume v = predict_step_volume(in, l, Recompute::none);
+  const CostEstimate before = estimate_cost(in, l, v, Recompute::none);
+  EXPECT_EQ(before.memory_bound_s, 0);
+  in.machine.elementwise_bytes_per_s = 5e9;
+  const CostEstimate after = estimate_cost(in, l, v, Recompute::none);
+  const double bytes = memory_bound_bytes_per_rank(in, l, Recompute::none);
+  EXPECT_DOUBLE_EQ(after.memory_bound_s, bytes / 5e9);
+  EXPECT_NEAR(after.compute_s, before.compute_s + bytes / 5e9, 1e-12 * after.compute_s);
+  EXPECT_DOUBLE_EQ(after.step_s() - before.step_s(), after.compute_s - before.compute_s);
 }
 
 // --explain says what was measured, so a reader knows which figures are guesses.

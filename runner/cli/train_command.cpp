@@ -183,6 +183,7 @@ int command_train(const CommandArgs& argv) {
   // describe one of gpus_per_node shares of the node, and this run has local_size ranks on it.
   if (backend->device_is_host())
     scale_compute(options.plan.machine, static_cast<double>(site.gpus_per_node) / topology.local_size);
+  options.plan.machine.gemm_epilogues = !backend->device_is_host();
   options.layout_origin = run.origin;
   options.fallback = args.has("fallback");
   options.init_only = args.has("init-only");
