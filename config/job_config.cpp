@@ -168,6 +168,7 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.inter_switch = {site.inter_switch_bandwidth_GBps * 1e9, site.inter_switch_latency_us * 1e-6};
   // What calibrate measured, at the job's dtype.
   m.gemm_flops = site_gemm_tflops(site, job.training.dtype) * 1e12;
+  m.attention_flops = site_attention_tflops(site, job.training.dtype) * 1e12;
   m.elementwise_bytes_per_s = site.elementwise_GBps * 1e9;
   m.gemm_epilogues = job.training.device != "cpu";  // "cuda", or "auto" on a GPU site; the run knows for sure
   for (const SiteGemm& g : site.gemm)

@@ -151,6 +151,8 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     s.gemm_tflops_float32 = t.number("gemm_tflops_float32", 0, kMeasuredMin, 1e6);
     s.gemm_tflops_bfloat16 = t.number("gemm_tflops_bfloat16", 0, kMeasuredMin, 1e6);
     s.gemm = read_gemm(t);
+    s.attention_tflops_float32 = t.number("attention_tflops_float32", 0, kMeasuredMin, 1e6);
+    s.attention_tflops_bfloat16 = t.number("attention_tflops_bfloat16", 0, kMeasuredMin, 1e6);
     s.elementwise_GBps = t.number("elementwise_GBps", 0, kMeasuredMin, 1e6);
     t.finish();
   }
@@ -211,6 +213,10 @@ SiteConfig load_site_config_string(const std::string& text, const std::string& n
 
 double site_gemm_tflops(const SiteConfig& site, ElementType dtype) {
   return dtype == ElementType::float32 ? site.gemm_tflops_float32 : site.gemm_tflops_bfloat16;
+}
+
+double site_attention_tflops(const SiteConfig& site, ElementType dtype) {
+  return dtype == ElementType::float32 ? site.attention_tflops_float32 : site.attention_tflops_bfloat16;
 }
 
 Policy site_policy(const SiteConfig& site) {

@@ -61,6 +61,8 @@ struct SiteConfig {
   double gemm_tflops_float32 = 0;  // the measured GEMMs' FLOPs over their time
   double gemm_tflops_bfloat16 = 0;
   std::vector<SiteGemm> gemm;   // by shape
+  double attention_tflops_float32 = 0;  // causal attention forward + backward, the model's FLOPs over their time
+  double attention_tflops_bfloat16 = 0;
   double elementwise_GBps = 0;  // a large AXPY's bytes read and written per second
   // [network], bandwidth per GPU per direction
   double intra_node_bandwidth_GBps = 100;
@@ -110,6 +112,8 @@ inline constexpr std::array<SiteTier, 3> kSiteTiers = {{
 
 // The measured GEMM rate of a dtype (gemm_tflops_float32 or _bfloat16), 0 when not measured.
 double site_gemm_tflops(const SiteConfig& site, ElementType dtype);
+// The measured attention rate of a dtype (attention_tflops_float32 or _bfloat16), 0 when not measured.
+double site_attention_tflops(const SiteConfig& site, ElementType dtype);
 
 // Throws ConfigError with file:line:column for unknown keys, wrong types, bad values.
 SiteConfig load_site_config(const std::string& path);

@@ -81,6 +81,10 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
     add("compute", "gemm_tflops_float32", number(s.gemm_tflops_float32), "measured, TFLOP/s per GPU");
   if (s.gemm_tflops_bfloat16 > 0)
     add("compute", "gemm_tflops_bfloat16", number(s.gemm_tflops_bfloat16), "measured, TFLOP/s per GPU");
+  if (s.attention_tflops_float32 > 0)
+    add("compute", "attention_tflops_float32", number(s.attention_tflops_float32), "measured, TFLOP/s per GPU");
+  if (s.attention_tflops_bfloat16 > 0)
+    add("compute", "attention_tflops_bfloat16", number(s.attention_tflops_bfloat16), "measured, TFLOP/s per GPU");
   if (s.elementwise_GBps > 0)
     add("compute", "elementwise_GBps", number(s.elementwise_GBps), "measured, GB/s read and written per GPU");
   if (!s.gemm.empty()) {

@@ -29,7 +29,8 @@ const Link& link_of(const Machine& m, LinkTier tier) {
 }
 
 // compute_s on a calibrated machine: the terms of flops_per_rank and recompute_flops_per_rank,
-// each linear layer's GEMMs at the rate of its shape, attention at the measured GEMM rate.
+// each linear layer's GEMMs at the rate of its shape, attention at its measured rate (else
+// the measured GEMM rate).
 double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute mode) {
   const Machine& machine = input.machine;
   const ModelShape& model = input.model;
@@ -50,9 +51,10 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
   const double T = model.sequence;
   const double head_dim = static_cast<double>(model.hidden) / model.heads;
   const double scores = split.micro_batch * (model.heads / g.y) * T * T * head_dim;  // one block's, per FLOP factor
-  const double other_rate =
-      machine.gemm_flops > 0 ? machine.gemm_flops : machine.peak_flops * machine.compute_efficiency;
-  per_micro += (12.0 * model.layers + 4.0 * static_cast<double>(blocks)) * scores / other_rate;
+  const double attention_rate = machine.attention_flops > 0 ? machine.attention_flops
+                                : machine.gemm_flops > 0    ? machine.gemm_flops
+                                                            : machine.peak_flops * machine.compute_efficiency;
+  per_micro += (12.0 * model.layers + 4.0 * static_cast<double>(blocks)) * scores / attention_rate;
   return per_micro * split.accumulation;
 }
 

@@ -6,9 +6,10 @@
 //
 // A calibrated site (`axonn calibrate`; Machine's measured fields) replaces the guesses with
 // what was measured, and nothing else changes: each linear layer's GEMMs at the rate measured
-// for its shape (else the measured GEMM rate, which also prices attention), each collective
-// kind by the alpha-beta fitted for it on its tier, and the memory-bound ops' bytes
-// (memory_bound_bytes.hpp) at the measured elementwise rate, added to the compute time.
+// for its shape (else the measured GEMM rate), attention at its measured rate (else the
+// GEMM rate), each collective kind by the alpha-beta fitted for it on its tier, and the
+// memory-bound ops' bytes (memory_bound_bytes.hpp) at the measured elementwise rate, added to
+// the compute time.
 #include <array>
 
 #include "layout/layout.hpp"

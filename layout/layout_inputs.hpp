@@ -110,12 +110,13 @@ struct Machine {
   // priced by its tier's Link, as without them.
   double gemm_flops = 0;             // per GPU, the job's dtype: GEMMs of a shape not in gemm_rates, and attention
   std::vector<GemmRate> gemm_rates;  // per GPU, the job's dtype, by shape
+  double attention_flops = 0;          // per GPU, the job's dtype: attention, 0 unmeasured (then gemm_flops)
   double elementwise_bytes_per_s = 0;  // per GPU: the memory-bound ops (memory_bound_bytes.hpp), 0 unmeasured
   KindLinks intra_node_kinds, inter_node_kinds, inter_switch_kinds;
   // Bias and GELU inside the GEMMs where no collective sits between them (the CUDA backend's
   // cuBLASLt epilogues), else separate passes over memory (the CPU backend).
   bool gemm_epilogues = true;
-  bool calibrated_compute() const { return gemm_flops > 0 || !gemm_rates.empty(); }
+  bool calibrated_compute() const { return gemm_flops > 0 || !gemm_rates.empty() || attention_flops > 0; }
 };
 
 // Every compute rate of `machine` (peak and measured) times `factor`: a CPU node's ranks
@@ -124,6 +125,7 @@ struct Machine {
 inline void scale_compute(Machine& machine, double factor) {
   machine.peak_flops *= factor;
   machine.gemm_flops *= factor;
+  machine.attention_flops *= factor;
   machine.elementwise_bytes_per_s *= factor;
   for (GemmRate& rate : machine.gemm_rates) rate.flops_per_s *= factor;
 }

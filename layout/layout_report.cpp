@@ -47,10 +47,13 @@ std::string human_bytes(double bytes) {
 // What a calibrated site measured and the model uses instead of the guesses ("" when nothing).
 std::string describe_calibration(const Machine& m) {
   std::string s;
-  if (m.calibrated_compute())
+  if (m.calibrated_compute()) {
     s += "  measured compute: each linear layer's GEMMs at the rate measured for its shape (" +
-         std::to_string(m.gemm_rates.size()) + " shape(s)), else and for attention at " +
+         std::to_string(m.gemm_rates.size()) + " shape(s)), else" +
+         (m.attention_flops > 0 ? "" : " and for attention") + " at " +
          (m.gemm_flops > 0 ? fmt("%.3g FLOP/s (measured)", m.gemm_flops) : std::string("peak x efficiency")) + "\n";
+    if (m.attention_flops > 0) s += "  measured attention: " + fmt("%.3g FLOP/s", m.attention_flops) + "\n";
+  }
   if (m.elementwise_bytes_per_s > 0)
     s += "  measured memory-bound ops (LayerNorm, GELU, bias, cross-entropy, AdamW): their bytes at " +
          fmt("%.3g GB/s", m.elementwise_bytes_per_s / 1e9) + "\n";

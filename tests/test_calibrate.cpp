@@ -59,6 +59,8 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
   EXPECT_EQ(site.intra_node_latency_us, site.intra_node_fits[kind(CollectiveKind::all_reduce)]->latency_us);
   EXPECT_GT(site.gemm_tflops_float32, 0);
   EXPECT_EQ(site.gemm_tflops_bfloat16, 0);
+  EXPECT_GT(site.attention_tflops_float32, 0);
+  EXPECT_TRUE(contains(r.output, "  attention 1/")) << r.output;
   EXPECT_GT(site.elementwise_GBps, 0);
   EXPECT_GT(site.memory_gib, 0);
   ASSERT_FALSE(site.gemm.empty());

@@ -49,6 +49,7 @@ TEST_F(CalibrateGpu, OneRankMeasuresTheJobsGemmsInBfloat16OnTheCudaBackend) {
   const SiteConfig site = load_site_config(out);
   EXPECT_GT(site.gemm_tflops_bfloat16, 0);
   EXPECT_EQ(site.gemm_tflops_float32, 0);
+  EXPECT_GT(site.attention_tflops_bfloat16, 0);
   ASSERT_FALSE(site.gemm.empty());
   for (const SiteGemm& g : site.gemm) EXPECT_EQ(g.dtype, ElementType::bfloat16);
   EXPECT_GT(site.elementwise_GBps, 0);

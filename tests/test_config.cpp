@@ -203,14 +203,20 @@ TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
       << err;
 }
 
-// The site's measured elementwise rate reaches the model; a job on the CPU gets no GEMM
+// The site's measured elementwise and attention rates (the job's dtype) reach the model; a
+// job on the CPU gets no GEMM
 // epilogues (its backend runs bias and GELU as separate passes), any other device does.
 TEST(Config, ElementwiseRateAndEpiloguesReachTheChooser) {
   SiteConfig site;
   site.elementwise_GBps = 4.25;
+  site.attention_tflops_float32 = 0.5;
+  site.attention_tflops_bfloat16 = 7;
   const JobConfig cpu = load_job_config_string("[training]\ndevice = \"cpu\"\n", "j.toml", site);
   const ChooserInput on_cpu = chooser_input(site, cpu, 1, 4);
   EXPECT_EQ(on_cpu.machine.elementwise_bytes_per_s, 4.25e9);
+  EXPECT_EQ(on_cpu.machine.attention_flops, 0.5e12);
+  const JobConfig bf16 = load_job_config_string("[training]\ndtype = \"bfloat16\"\n", "j.toml", site);
+  EXPECT_EQ(chooser_input(site, bf16, 1, 4).machine.attention_flops, 7e12);
   EXPECT_FALSE(on_cpu.machine.gemm_epilogues);
   for (const std::string device : {"cuda", "auto"}) {
     const JobConfig job = load_job_config_string("[training]\ndevice = \"" + device + "\"\n", "j.toml", site);
@@ -435,6 +441,7 @@ SiteConfig calibrated_laptop() {
   s.memory_gib = 5.75;
   s.gemm_tflops_float32 = 0.0312;
   s.elementwise_GBps = 4.25;
+  s.attention_tflops_float32 = 0.0087;
   s.gemm = {{ElementType::float32, 256, 64, 192, 0.0211}, {ElementType::float32, 256, 32, 192, 0.0153}};
   s.intra_node_bandwidth_GBps = 1.5;
   s.intra_node_latency_us = 61.5;
@@ -501,6 +508,8 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(back.gemm_tflops_float32, 0.0312);
   EXPECT_EQ(back.gemm_tflops_bfloat16, 0);
   EXPECT_EQ(back.elementwise_GBps, 4.25);
+  EXPECT_EQ(back.attention_tflops_float32, 0.0087);
+  EXPECT_EQ(back.attention_tflops_bfloat16, 0);
   ASSERT_EQ(back.gemm.size(), 2u);
   EXPECT_EQ(back.gemm[1].k, 32);
   EXPECT_EQ(back.gemm[1].tflops, 0.0153);

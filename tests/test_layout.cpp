@@ -1001,6 +1001,31 @@ TEST(LayoutCalibrated, PricesEachGemmAtTheRateOfItsShape) {
   }
 }
 
+// A measured attention rate prices attention (forward, backward and the recomputed forward);
+// the GEMMs keep theirs.
+TEST(LayoutCalibrated, AttentionAtItsMeasuredRate) {
+  ChooserInput in = tiny_input();
+  in.model = {2, 16, 2, 32, 8};
+  in.batch = {4, 1, ElementType::float32};
+  in.machine.gemm_flops = 2e9;
+  const Layout l = parse_layout("1x2x1x2");
+  const double attention = 2 * 12.0 * 1 * 2 * 8 * 8 * 8;  // L * 12 * mb * (H/G_y) * T^2 * (C/H), per micro-batch
+  for (const Recompute mode : kRecomputeModes) {
+    const StepVolume v = predict_step_volume(in, l, mode);
+    ChooserInput measured = in;
+    measured.machine.attention_flops = 5e8;
+    const double at_gemm = estimate_cost(in, l, v, mode).compute_s;
+    const double at_own = estimate_cost(measured, l, v, mode).compute_s;
+    const double rerun = mode == Recompute::none ? 0 : attention / 2 / 3;  // one block's forward: 4 of its 12
+    // A = 2 micro-batches.
+    EXPECT_NEAR(at_own - at_gemm, 2 * (attention + rerun) * (1 / 5e8 - 1 / 2e9), 1e-12 * at_own) << recompute_name(mode);
+  }
+  ChooserInput only_attention = in;  // attention alone measured is a calibrated machine too
+  only_attention.machine.gemm_flops = 0;
+  only_attention.machine.attention_flops = 5e8;
+  EXPECT_TRUE(only_attention.machine.calibrated_compute());
+}
+
 // The calibrated path and the uncalibrated formula are the same arithmetic: at a measured
 // rate equal to peak x efficiency for every shape they give the same compute time.
 TEST(LayoutCalibrated, ComputeAtPeakTimesEfficiencyIsTheUncalibratedCompute) {
@@ -1031,7 +1056,9 @@ TEST(LayoutCalibrated, ScaleComputeScalesPeakAndMeasuredRates) {
   m.gemm_flops = 2e10;
   m.gemm_rates = {{{8, 8, 8}, 1e10}};
   m.elementwise_bytes_per_s = 3e9;
+  m.attention_flops = 5e9;
   scale_compute(m, 2.0);
+  EXPECT_EQ(m.attention_flops, 1e10);
   EXPECT_EQ(m.peak_flops, 2e12);
   EXPECT_EQ(m.gemm_flops, 4e10);
   EXPECT_EQ(m.gemm_rates[0].flops_per_s, 2e10);

@@ -4,7 +4,8 @@
 // and Gloo, or the CUDA backend and NCCL), and writes the base site with them in place of its
 // guesses (docs/site-admin.md, "Calibrating a site"):
 //   - GEMM rate per rank at the shapes the layout model prices (cli/calibrate_gemm.hpp), all
-//     ranks at once; an elementwise (AXPY) rate; memory per rank;
+//     ranks at once; attention's rate at the job's shapes; an elementwise (AXPY) rate; memory
+//     per rank;
 //   - per link tier this allocation spans (cli/calibrate_links.hpp) and per collective kind the
 //     trainer uses, alpha and beta fitted to the times of 4 KiB .. 256 MiB messages
 //     (layout/alpha_beta_fit.hpp), with each fit's residual.
@@ -96,6 +97,7 @@ std::string utc_now() {
 struct Measured {
   std::vector<SiteGemm> gemm;
   double gemm_tflops = 0;
+  double attention_tflops = 0;
   double elementwise_GBps = 0;
   double memory_gib = 0;
   std::vector<std::pair<TierProbe, CollectiveFits>> links;
@@ -120,6 +122,16 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
                   " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n) + ": " +
                   fmt("%.3g", linear_flops(s) / mine.back() / 1e9) + " GFLOP/s on rank 0");
   }
+  const std::vector<AttentionShape> attention = calibration_attention_shapes(job, topo.world, in.quick);
+  for (size_t i = 0; i < attention.size(); ++i) {
+    const AttentionShape& a = attention[i];
+    grid.world().barrier();
+    mine.push_back(time_attention(backend, dtype, a, attention_repetitions(a, in.quick)));
+    say(lead, "  attention " + std::to_string(i + 1) + "/" + std::to_string(attention.size()) +
+                  " micro-batch=" + std::to_string(a.batch) + " T=" + std::to_string(a.sequence) +
+                  " heads=" + std::to_string(a.heads) + " d=" + std::to_string(a.head_size) + ": " +
+                  fmt("%.3g", attention_flops(a) / mine.back() / 1e9) + " GFLOP/s on rank 0");
+  }
   grid.world().barrier();
   mine.push_back(elementwise_bytes_per_s(backend, kElementwiseElements, in.quick ? 3 : 10));
   say(lead, "  elementwise (y += a*x, 64 MiB): " + fmt("%.3g", mine.back() / 1e9) + " GB/s on rank 0");
@@ -135,8 +147,13 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
     flops += shape_flops, seconds += all[i];
   }
   if (seconds > 0) m.gemm_tflops = flops / seconds * share / 1e12;
-  m.elementwise_GBps = all[shapes.size()] * share / 1e9;
-  m.memory_gib = all[shapes.size() + 1] / (1024.0 * 1024.0 * 1024.0);
+  // Attention's FLOPs over its time, all shapes together, as gemm_tflops.
+  size_t at = shapes.size();
+  double attention_flop_sum = 0, attention_seconds = 0;
+  for (const AttentionShape& a : attention) attention_flop_sum += attention_flops(a), attention_seconds += all[at++];
+  if (attention_seconds > 0) m.attention_tflops = attention_flop_sum / attention_seconds * share / 1e12;
+  m.elementwise_GBps = all[at] * share / 1e9;
+  m.memory_gib = all[at + 1] / (1024.0 * 1024.0 * 1024.0);
   // A job's own shapes are what the model looks up; a square sweep only says what a GEMM
   // reaches, which gemm_tflops holds.
   if (!in.job) m.gemm.clear();
@@ -180,6 +197,7 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
   SiteConfig s = base;
   if (m.memory_gib > 0) s.memory_gib = m.memory_gib;  // 0: /proc/meminfo had no MemTotal
   (dtype == ElementType::float32 ? s.gemm_tflops_float32 : s.gemm_tflops_bfloat16) = m.gemm_tflops;
+  (dtype == ElementType::float32 ? s.attention_tflops_float32 : s.attention_tflops_bfloat16) = m.attention_tflops;
   std::erase_if(s.gemm, [&](const SiteGemm& g) { return g.dtype == dtype; });
   s.gemm.insert(s.gemm.end(), m.gemm.begin(), m.gemm.end());
   s.elementwise_GBps = m.elementwise_GBps;

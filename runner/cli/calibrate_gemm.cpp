@@ -33,6 +33,19 @@ struct Activations {
   }
 };
 
+// Median seconds of `repetitions` runs of `run` (which waits for its work), after one untimed.
+template <class Run>
+double median_seconds(Run run, int repetitions) {
+  run();
+  std::vector<double> times;
+  for (int i = 0; i < repetitions; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(times);
+}
+
 }  // namespace
 
 double linear_flops(const GemmShape& s) {
@@ -73,14 +86,53 @@ double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& s
     backend.gemm(Transpose::yes, Transpose::no, k, n, m, 1.0f, x.ptr(), k, dy.ptr(), n, 1.0f, dw.data(), n);
     backend.synchronize();
   };
-  run();
-  std::vector<double> times;
-  for (int i = 0; i < repetitions; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return median_seconds(run, repetitions);
+}
+
+std::vector<AttentionShape> calibration_attention_shapes(const std::optional<ChooserInput>& job, int world,
+                                                         bool quick) {
+  std::vector<AttentionShape> shapes;
+  if (job) {
+    const ModelShape& model = job->model;
+    for (const Layout& layout : enumerate_layouts(world)) {
+      if (!divisibility_problem(model, job->batch, layout).empty()) continue;
+      shapes.push_back({batch_split(model, job->batch, layout).micro_batch, model.sequence, model.heads / layout.y,
+                        model.hidden / model.heads});
+    }
+  } else {
+    shapes.push_back({1, quick ? 256 : 512, 4, 64});
   }
-  return median(times);
+  auto key = [](const AttentionShape& s) { return std::tuple(s.batch, s.sequence, s.heads, s.head_size); };
+  std::sort(shapes.begin(), shapes.end(),
+            [&](const AttentionShape& a, const AttentionShape& b) { return key(a) < key(b); });
+  shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+  return shapes;
+}
+
+double attention_flops(const AttentionShape& s) {
+  const double T = static_cast<double>(s.sequence);
+  return 12.0 * static_cast<double>(s.batch * s.heads) * T * T * static_cast<double>(s.head_size);
+}
+
+int attention_repetitions(const AttentionShape& shape, bool quick) {
+  const double target = quick ? 0.25e9 : 1e9;
+  return static_cast<int>(std::clamp(target / attention_flops(shape), 3.0, 100.0));
+}
+
+double time_attention(Backend& backend, ElementType dtype, const AttentionShape& s, int repetitions) {
+  const int64_t B = s.batch, T = s.sequence, h = s.heads, d = s.head_size, width = h * d;
+  // q, k, v packed as the model's qkv output (B, T, 3·h·d); their gradients likewise.
+  Activations qkv(backend, dtype, B * T * 3 * width), dqkv(backend, dtype, B * T * 3 * width),
+      out(backend, dtype, B * T * width), dout(backend, dtype, B * T * width);
+  DeviceBuffer<float> lse(backend, static_cast<size_t>(B * h * T));
+  const ActPtr q = qkv.ptr(), k = q + width, v = q + 2 * width, dq = dqkv.ptr(), dk = dq + width, dv = dq + 2 * width;
+  const int64_t ld = 3 * width;
+  auto run = [&] {
+    backend.attention_forward(out.ptr(), lse.data(), q, k, v, ld, B, T, h, d);
+    backend.attention_backward(dq, dk, dv, dout.ptr(), out.ptr(), lse.data(), q, k, v, ld, B, T, h, d);
+    backend.synchronize();
+  };
+  return median_seconds(run, repetitions);
 }
 
 double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitions) {
@@ -90,14 +142,7 @@ double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitio
     backend.axpy(y.data(), 1e-3f, x.data(), elements);
     backend.synchronize();
   };
-  run();
-  std::vector<double> times;
-  for (int i = 0; i < repetitions; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return 12.0 * static_cast<double>(elements) / median(times);
+  return 12.0 * static_cast<double>(elements) / median_seconds(run, repetitions);
 }
 
 double rank_memory_bytes(bool cuda, int gpu, int ranks_sharing) {

@@ -29,6 +29,31 @@ int gemm_repetitions(const GemmShape& shape, bool quick);
 // trainer calls them (backend.hpp): Y = X·W, dX = dY·W^T, dW += X^T·dY.
 double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& shape, int repetitions);
 
+// One block's causal attention on one rank: `batch` sequences (the micro-batch) of
+// `sequence` tokens, `heads` heads (the model's over G_y) of `head_size`.
+struct AttentionShape {
+  int64_t batch = 0, sequence = 0, heads = 0, head_size = 0;
+  bool operator==(const AttentionShape&) const = default;
+};
+
+// With a job: the attention of one block on one rank of every layout of `world` ranks that
+// divides the job. Without one: 1 sequence of 512 tokens (256 when quick), 4 heads of 64.
+// Each shape once, sorted.
+std::vector<AttentionShape> calibration_attention_shapes(const std::optional<ChooserInput>& job, int world, bool quick);
+
+// Forward and backward as the layout model counts them (flops_per_rank): 12·B·h·T²·d. The
+// kernels skip the masked half of the scores, so the rate measured with this count is the
+// model's effective one.
+double attention_flops(const AttentionShape& shape);
+
+// Timed runs (after one untimed): about 1 GFLOP of the count above (0.25 when quick), between
+// 3 and 100 runs.
+int attention_repetitions(const AttentionShape& shape, bool quick);
+
+// Median seconds of one attention forward and backward at `shape` in `dtype`, q, k and v
+// packed as the model's qkv output.
+double time_attention(Backend& backend, ElementType dtype, const AttentionShape& shape, int repetitions);
+
 // Elements of the elementwise probe: 16 Mi float32 per buffer (64 MiB), past every cache.
 inline constexpr int64_t kElementwiseElements = int64_t{1} << 24;
 
