@@ -99,6 +99,17 @@ run_job gpt2_124m 240 gpt2-124m.toml training.device=cuda run.log_interval=1
 run_job gpt2_124m_recompute 240 gpt2-124m.toml training.device=cuda \
   training.recompute=block run.log_interval=1
 
+# ---- the step-time model on this GPU: calibrate for the GPT-2 124M template (its GEMMs,
+# attention and elementwise rate on one rank), then the template with the calibrated site;
+# its summary.json has the measured and predicted step (step_time_ratio)
+mkdir -p "$logs/jobs/calibrated_gpt2_124m"
+step calibrate_gpt2_124m 180 env -C "$logs/jobs/calibrated_gpt2_124m" axonn run -n 1 calibrate \
+  --site "$root/site_configs/dgx-h100.toml" --job "$root/job_templates/gpt2-124m.toml" --output site.toml
+run_job calibrated_gpt2_124m 240 gpt2-124m.toml training.device=cuda --site "$logs/jobs/calibrated_gpt2_124m/site.toml" \
+  run.log_interval=1
+run_job uncalibrated_gpt2_124m 240 gpt2-124m.toml training.device=cuda --site "$root/site_configs/dgx-h100.toml" \
+  run.log_interval=1
+
 # ---- 3. where the step's time goes, then throughput against the GPU's peak and PyTorch
 step profile 180 bench_train_gpu --profile --steps 3
 step ops 60 bench_ops_gpu
