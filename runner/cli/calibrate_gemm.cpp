@@ -6,7 +6,6 @@
 #include <string>
 #include <tuple>
 
-#include "cli/median.hpp"
 #include "comm/bfloat16.hpp"
 #include "comm/cuda_device.hpp"
 #include "layout/layout_search.hpp"
@@ -33,17 +32,17 @@ struct Activations {
   }
 };
 
-// Median seconds of `repetitions` runs of `run` (which waits for its work), after one untimed.
+// Mean seconds of `repetitions` back-to-back runs of `run` (which waits for its work), after
+// one untimed: their total time over their count. Not a median: where a node's ranks share
+// its cores (CPU ranks, more of them than cores), time-slicing is part of what each rank gets
+// in training, and a median picks the short runs that had a core to themselves (it reported
+// twice the rate the node has for 8 ranks on 2 cores).
 template <class Run>
-double median_seconds(Run run, int repetitions) {
+double mean_seconds(Run run, int repetitions) {
   run();
-  std::vector<double> times;
-  for (int i = 0; i < repetitions; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return median(times);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repetitions; ++i) run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repetitions;
 }
 
 }  // namespace
@@ -86,7 +85,7 @@ double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& s
     backend.gemm(Transpose::yes, Transpose::no, k, n, m, 1.0f, x.ptr(), k, dy.ptr(), n, 1.0f, dw.data(), n);
     backend.synchronize();
   };
-  return median_seconds(run, repetitions);
+  return mean_seconds(run, repetitions);
 }
 
 std::vector<AttentionShape> calibration_attention_shapes(const std::optional<ChooserInput>& job, int world,
@@ -132,7 +131,7 @@ double time_attention(Backend& backend, ElementType dtype, const AttentionShape&
     backend.attention_backward(dq, dk, dv, dout.ptr(), out.ptr(), lse.data(), q, k, v, ld, B, T, h, d);
     backend.synchronize();
   };
-  return median_seconds(run, repetitions);
+  return mean_seconds(run, repetitions);
 }
 
 double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitions) {
@@ -142,7 +141,7 @@ double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitio
     backend.axpy(y.data(), 1e-3f, x.data(), elements);
     backend.synchronize();
   };
-  return 12.0 * static_cast<double>(elements) / median_seconds(run, repetitions);
+  return 12.0 * static_cast<double>(elements) / mean_seconds(run, repetitions);
 }
 
 double rank_memory_bytes(bool cuda, int gpu, int ranks_sharing) {

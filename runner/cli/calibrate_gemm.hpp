@@ -25,7 +25,7 @@ double linear_flops(const GemmShape& shape);
 // quick), between 3 and 200 runs. The same on every rank, so ranks stay in step.
 int gemm_repetitions(const GemmShape& shape, bool quick);
 
-// Median seconds of one run of the three GEMMs of a linear layer Y = X·W in `dtype`, as the
+// Mean seconds of one run of the three GEMMs of a linear layer Y = X·W in `dtype`, as the
 // trainer calls them (backend.hpp): Y = X·W, dX = dY·W^T, dW += X^T·dY.
 double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& shape, int repetitions);
 
@@ -50,7 +50,7 @@ double attention_flops(const AttentionShape& shape);
 // 3 and 100 runs.
 int attention_repetitions(const AttentionShape& shape, bool quick);
 
-// Median seconds of one attention forward and backward at `shape` in `dtype`, q, k and v
+// Mean seconds of one attention forward and backward at `shape` in `dtype`, q, k and v
 // packed as the model's qkv output.
 double time_attention(Backend& backend, ElementType dtype, const AttentionShape& shape, int repetitions);
 
@@ -58,7 +58,7 @@ double time_attention(Backend& backend, ElementType dtype, const AttentionShape&
 inline constexpr int64_t kElementwiseElements = int64_t{1} << 24;
 
 // Bytes per second of y += a·x over `elements` float32 (12 bytes an element: x and y read, y
-// written), the median of `repetitions` runs after one untimed.
+// written), the mean of `repetitions` runs after one untimed.
 double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitions);
 
 // The memory one rank may use, in bytes: its GPU's (CUDA), or this node's memory divided among
