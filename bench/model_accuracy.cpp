@@ -14,7 +14,9 @@
 //                      with site_configs/laptop-cpu.toml as written. The in-process price with
 //                      the calibrated site must equal the run's, which checks that this is how
 //                      `axonn train` prices a run.
-// Reported, before and after: per layout the prediction and measured / predicted; over all
+// Reported, before and after: per layout the prediction and measured / predicted, and the
+// prediction's communication part beside rank 0's seconds inside collectives (summary.json's
+// comm_seconds_per_step, which include waiting for the other ranks); over all
 // layouts the mean absolute percentage error and Spearman's rank correlation; per group of
 // one shape and world, the measured time of the layout the model ranks first among the tried
 // ones against the fastest measured, and `axonn layout`'s pick (the chooser over every layout)
@@ -367,7 +369,11 @@ double spearman_of(const std::vector<Result>& results, bool after) {
 }
 
 void print_table(const std::vector<Result>& results) {
-  std::printf("\n%-5s %-5s %-8s %9s | %9s %7s %9s | %9s %7s %9s | %9s\n", "shape", "ranks", "layout", "measured",
+  std::printf(
+      "\nmeas/pred.: measured / predicted step (after: summary.json's step_time_ratio); comm pred.: the "
+      "prediction's\ncollectives; comm counted: rank 0's seconds per step inside collectives, waiting for the "
+      "others included\n");
+  std::printf("%-5s %-5s %-8s %9s | %9s %7s %9s | %9s %7s %9s | %9s\n", "shape", "ranks", "layout", "measured",
               "before", "meas/", "comm", "after", "meas/", "comm", "comm");
   std::printf("%-5s %-5s %-8s %9s | %9s %7s %9s | %9s %7s %9s | %9s\n", "", "", "", "step s", "pred. s", "pred.",
               "pred. s", "pred. s", "pred.", "pred. s", "counted s");
