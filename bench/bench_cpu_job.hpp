@@ -3,11 +3,12 @@
 // (bench/recompute.cpp, bench/shard.cpp) compare two settings of one job side by side: their
 // shared options, the job TOML, one run with a setting overridden, and what the run leaves
 // in <dir>/run (metrics.jsonl per step, summary.json per run; bench/overlap.cpp reads its
-// runs' steps the same way).
+// runs' steps the same way, bench/model_accuracy.cpp trains many layouts of such jobs).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct CpuJob {
   int rounds = 3;
   int steps = 4;  // per run; the first is its warm-up
   int ranks = 1;
+  int nodes_sim = 1;  // pretend nodes the ranks are split over (axonn run --nodes-sim)
   std::string layout = "1x1x1x1";
   ModelShape model{6, 384, 6, 256, 256};  // bench_train_cpu's model, 10.84M parameters
   int batch = 8;
@@ -105,17 +107,45 @@ inline double rank0_of(const std::string& program, const std::string& summary, c
   return std::stod(m[1]);
 }
 
-// Trains the job in <dir>/job.toml at its layout with `overrides` (section.key=value words),
-// fresh checkpoint and run folders, and returns its summary.json. Exits, naming `program`,
+// The number summary.json holds under `key` (a top-level scalar such as step_s_median); exits
+// naming `program` without one.
+inline double summary_number(const std::string& program, const std::string& summary, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(summary, m, std::regex("\"" + key + R"(\": ([-0-9.eE+]+))"))) {
+    std::fprintf(stderr, "%s: no %s in summary.json:\n%s\n", program.c_str(), key.c_str(), summary.c_str());
+    std::exit(1);
+  }
+  return std::stod(m[1]);
+}
+
+// summary.json's comm_seconds_per_step: rank 0's counted seconds per step of each collective,
+// by "axis.kind" ("z.all_gather"). Exits naming `program` when the summary has none.
+inline std::map<std::string, double> comm_seconds_per_step(const std::string& program, const std::string& summary) {
+  const size_t at = summary.find("\"comm_seconds_per_step\"");
+  if (at == std::string::npos) {
+    std::fprintf(stderr, "%s: no comm_seconds_per_step in summary.json:\n%s\n", program.c_str(), summary.c_str());
+    std::exit(1);
+  }
+  const std::string object = summary.substr(at, summary.find('}', at) - at);
+  const std::regex entry(R"(\"([a-z_.]+)\": ([-0-9.eE+]+))");
+  std::map<std::string, double> seconds;
+  for (auto it = std::sregex_iterator(object.begin(), object.end(), entry); it != std::sregex_iterator(); ++it)
+    seconds[(*it)[1]] = std::stod((*it)[2]);
+  return seconds;
+}
+
+// Trains the job in <dir>/job.toml at its layout (on o.nodes_sim pretend nodes) with
+// `overrides` (section.key=value words, and axonn train options such as --site), in fresh
+// checkpoint and run folders, and returns its summary.json. Exits, naming `program`,
 // when the run fails or its counted bytes differ from the layout model's.
 inline std::string run_cpu_job(const std::string& program, const std::filesystem::path& dir, const CpuJob& o,
                                const std::string& overrides) {
   std::filesystem::remove_all(dir / "ckpt");
   std::filesystem::remove_all(dir / "run");
-  const std::string command = "cd " + dir.string() + " && AXONN_LAYOUT=" + o.layout + " " + AXONN_BINARY_DIR +
-                              "/bin/axonn run -n " + std::to_string(o.ranks) +
-                              " job.toml training.steps=" + std::to_string(o.steps) + " " + overrides +
-                              " run.dir=run 2>&1";
+  const std::string command =
+      "cd " + dir.string() + " && AXONN_LAYOUT=" + o.layout + " " + AXONN_BINARY_DIR + "/bin/axonn run -n " +
+      std::to_string(o.ranks) + (o.nodes_sim > 1 ? " --nodes-sim " + std::to_string(o.nodes_sim) : "") +
+      " job.toml training.steps=" + std::to_string(o.steps) + " " + overrides + " run.dir=run 2>&1";
   int status = 0;
   const std::string output = run_capture(command, status);
   if (status != 0) {

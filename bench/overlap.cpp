@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,19 +56,11 @@ interval = 0
 
 // summary.json's comm_seconds_per_step for the collectives overlap moves.
 double overlappable_comm_s(const fs::path& run_dir) {
-  const std::string text = read_text(run_dir / "summary.json");
-  const size_t at = text.find("\"comm_seconds_per_step\"");
-  if (at == std::string::npos) {
-    std::fprintf(stderr, "bench_overlap: no comm_seconds_per_step in %s\n", (run_dir / "summary.json").c_str());
-    std::exit(1);
-  }
-  const std::string summary = text.substr(at, text.find('}', at) - at);
+  const std::map<std::string, double> seconds =
+      axonn::bench::comm_seconds_per_step("bench_overlap", read_text(run_dir / "summary.json"));
   double total = 0;
-  for (const char* key : {"z.all_gather", "z.reduce_scatter", "data.all_reduce"}) {
-    const std::regex re(std::string("\"") + key + R"(\": ([-0-9.eE+]+))");
-    std::smatch m;
-    if (std::regex_search(summary, m, re)) total += std::stod(m[1]);
-  }
+  for (const char* key : {"z.all_gather", "z.reduce_scatter", "data.all_reduce"})
+    if (const auto it = seconds.find(key); it != seconds.end()) total += it->second;
   return total;
 }
 

@@ -1,0 +1,578 @@
+// How well the layout chooser's step-time model (layout/layout_cost.hpp) describes this
+// machine, before and after `axonn calibrate`, measured side by side in one run:
+//   build/bench/bench_model_accuracy [--steps 12] [--quick] [--max-residual 1] [--keep DIR]
+// Two small GPTs, the tiny job's shape and a wider, deeper one, are trained at many layouts
+// (every axis alone and mixed) of 1, 2, 4 and 8 ranks under `axonn run`: 4 ranks on one node
+// and on 2 pretend nodes (--nodes-sim 2), 8 ranks on 2 pretend nodes. Before a world's runs,
+// `axonn calibrate --quick` measures the machine with that many ranks sharing its cores, over
+// the laptop-cpu site and with the wider job's GEMM shapes (the tiny job's GEMMs are then
+// priced at the measured average rate, as every job but the one calibrated for is).
+//   measured:          the run's summary.json step_s_median (the run trained with the
+//                      calibrated site, --steps steps);
+//   predicted after:   the run's summary.json predicted_step_s;
+//   predicted before:  the same model in this process, for the same job, layout and ranks,
+//                      with site_configs/laptop-cpu.toml as written. The in-process price with
+//                      the calibrated site must equal the run's, which checks that this is how
+//                      `axonn train` prices a run.
+// Reported, before and after: per layout the prediction and measured / predicted, and the
+// prediction's communication part beside rank 0's seconds inside collectives (summary.json's
+// comm_seconds_per_step, which include waiting for the other ranks); over all
+// layouts the mean absolute percentage error and Spearman's rank correlation; per group of
+// one shape and world, the measured time of the layout the model ranks first among the tried
+// ones against the fastest measured, and `axonn layout`'s pick (the chooser over every layout)
+// when it was tried. Goals: MAPE <= 10%, Spearman >= 0.9, each pick within 5% of the fastest;
+// printed as met or MISSED, never asserted (the exit status says only whether everything ran).
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_args.hpp"
+#include "bench_cpu_job.hpp"
+#include "bench_stats.hpp"
+#include "config/job_config.hpp"
+#include "config/site_config.hpp"
+#include "layout/layout_cost.hpp"
+#include "layout/layout_search.hpp"
+#include "layout/layout_volume.hpp"
+#include "subprocess.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace axonn;
+using axonn::bench::Clock;
+using axonn::bench::CpuJob;
+using axonn::bench::seconds_since;
+
+const std::string kProgram = "bench_model_accuracy";
+const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
+const std::string kLaptopSite = std::string(AXONN_SOURCE_DIR) + "/site_configs/laptop-cpu.toml";
+
+constexpr double kMapeGoal = 0.10, kSpearmanGoal = 0.9, kPickGoal = 1.05;
+
+// The ranks of one `axonn run` and the pretend nodes they are split over.
+struct World {
+  int ranks = 1;
+  int nodes = 1;
+  int ranks_per_node() const { return ranks / nodes; }
+  std::string label() const {  // "4" on one node, "4/2n" on two pretend nodes
+    return std::to_string(ranks) + (nodes > 1 ? "/" + std::to_string(nodes) + "n" : "");
+  }
+  std::string words() const {
+    return std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") +
+           (nodes > 1 ? " on " + std::to_string(nodes) + " pretend nodes" : "");
+  }
+  bool operator==(const World&) const = default;
+};
+
+struct Shape {
+  const char* name;
+  ModelShape model;
+  int batch;  // global batch in sequences
+  int micro_batch;
+};
+
+// Both well under a second per step on 2 cores. The tiny job's batch 12 divides by data*z up
+// to 4 (so 8 ranks need x or y); the wide one's 16 lets 8 ranks be all data.
+const Shape kTiny{"tiny", {2, 64, 4, 256, 64}, 12, 4};
+const Shape kWide{"wide", {4, 128, 8, 256, 64}, 16, 4};
+// The job whose GEMM shapes calibrate measures: the one where the GEMMs are most of a step.
+const Shape& kCalibrationShape = kWide;
+
+struct Case {
+  const Shape* shape;
+  World world;
+  const char* layout;  // default rank order (x fastest, data slowest)
+  bool quick;          // also in a --quick run
+};
+
+const std::vector<Case> kCases = {
+    {&kTiny, {1, 1}, "1x1x1x1", true},  {&kTiny, {2, 1}, "2x1x1x1", true},  {&kTiny, {2, 1}, "1x2x1x1", false},
+    {&kTiny, {2, 1}, "1x1x2x1", false}, {&kTiny, {2, 1}, "1x1x1x2", true},  {&kTiny, {4, 1}, "4x1x1x1", false},
+    {&kTiny, {4, 1}, "2x2x1x1", false}, {&kTiny, {4, 1}, "1x2x2x1", false}, {&kTiny, {4, 1}, "2x1x1x2", false},
+    {&kTiny, {4, 1}, "1x1x1x4", false}, {&kTiny, {4, 2}, "4x1x1x1", true},  {&kTiny, {4, 2}, "2x2x1x1", false},
+    {&kTiny, {4, 2}, "2x1x1x2", true},  {&kTiny, {8, 2}, "4x2x1x1", false}, {&kTiny, {8, 2}, "2x2x2x1", false},
+    {&kTiny, {8, 2}, "2x1x2x2", false}, {&kTiny, {8, 2}, "1x2x2x2", false},
+
+    {&kWide, {1, 1}, "1x1x1x1", true},  {&kWide, {2, 1}, "2x1x1x1", true},  {&kWide, {2, 1}, "1x2x1x1", true},
+    {&kWide, {2, 1}, "1x1x2x1", false}, {&kWide, {2, 1}, "1x1x1x2", false}, {&kWide, {4, 1}, "4x1x1x1", false},
+    {&kWide, {4, 1}, "2x2x1x1", false}, {&kWide, {4, 1}, "2x1x2x1", false}, {&kWide, {4, 1}, "1x2x1x2", false},
+    {&kWide, {4, 1}, "1x1x1x4", false}, {&kWide, {4, 2}, "4x1x1x1", false}, {&kWide, {4, 2}, "2x2x1x1", false},
+    {&kWide, {4, 2}, "1x1x2x2", false}, {&kWide, {8, 2}, "8x1x1x1", false}, {&kWide, {8, 2}, "4x2x1x1", false},
+    {&kWide, {8, 2}, "2x2x1x2", false}, {&kWide, {8, 2}, "2x1x2x2", false},
+};
+
+struct Options {
+  int steps = 12;
+  bool quick = false;
+  double max_residual = 1.0;
+  std::optional<std::string> keep;
+};
+
+const std::vector<OptionSpec> kOptions = {
+    {"steps", true, "training steps of every run (default 12; 4 with --quick)"},
+    {"quick", false, "a smoke run: 8 layouts of 1, 2 and 4 ranks, 3 calibrations"},
+    {"max-residual", true,
+     "axonn calibrate --max-residual (default 1: collectives on shared, busy cores are noisy, and the model "
+     "takes each fit's best line whatever its residual, which is printed)"},
+    {"keep", true, "work in DIR and keep it (job TOMLs, calibrated sites, every run's folder)"},
+    {"help", false, "this help"},
+};
+
+Options read_options(const Args& args) {
+  axonn::bench::no_positionals(args);
+  Options o;
+  o.quick = args.has("quick");
+  o.steps = axonn::bench::count_option(args, "steps", o.quick ? 4 : 12);
+  if (o.steps < 2) throw UsageError("--steps " + std::to_string(o.steps) + ": at least 2");
+  if (const auto r = args.value("max-residual")) {
+    char* end = nullptr;
+    o.max_residual = std::strtod(r->c_str(), &end);
+    if (end == r->c_str() || *end != '\0' || !(o.max_residual > 0))
+      throw UsageError("--max-residual " + *r + ": a positive number");
+  }
+  o.keep = args.value("keep");
+  return o;
+}
+
+std::vector<Case> selected_cases(bool quick) {
+  std::vector<Case> out;
+  std::copy_if(kCases.begin(), kCases.end(), std::back_inserter(out), [&](const Case& c) { return !quick || c.quick; });
+  return out;
+}
+
+// The worlds of `cases`, in their first-appearance order.
+std::vector<World> worlds_of(const std::vector<Case>& cases) {
+  std::vector<World> out;
+  for (const Case& c : cases)
+    if (std::find(out.begin(), out.end(), c.world) == out.end()) out.push_back(c.world);
+  return out;
+}
+
+CpuJob cpu_job(const Shape& shape) {
+  CpuJob job;
+  job.model = shape.model;
+  job.batch = shape.batch;
+  job.micro_batch = shape.micro_batch;
+  return job;
+}
+
+fs::path job_path(const fs::path& dir, const Shape& shape) { return dir / (std::string(shape.name) + ".toml"); }
+
+// What `axonn train` prices a run of `world` with: the chooser's input for the site and job at
+// the world's nodes and ranks per node, its compute rates scaled to the ranks sharing a node's
+// cores (train_command.cpp does the same for CPU ranks: a CPU site's per-"GPU" figures are one
+// of gpus_per_node shares of a node).
+ChooserInput run_plan(const SiteConfig& site, const JobConfig& job, const World& world) {
+  ChooserInput plan = chooser_input(site, job, world.nodes, world.ranks_per_node());
+  scale_compute(plan.machine, static_cast<double>(site.gpus_per_node) / world.ranks_per_node());
+  return plan;
+}
+
+CostEstimate model_cost(const ChooserInput& plan, const Layout& layout) {
+  return estimate_cost(plan, layout, predict_step_volume(plan, layout));
+}
+
+// `axonn layout --site S --job J --nodes K --gpus-per-node P`'s pick: the chooser over every
+// layout of the world, priced as the chooser prices (the site's per-GPU figures, unscaled).
+std::optional<Layout> chooser_pick(const SiteConfig& site, const JobConfig& job, const World& world) {
+  const ChooserResult result = choose_layout(chooser_input(site, job, world.nodes, world.ranks_per_node()));
+  if (!result.fits()) return std::nullopt;
+  return result.best().layout;
+}
+
+std::string fits_text(const CollectiveFits& fits) {
+  std::string s;
+  for (CollectiveKind kind : kCalibratedKinds) {
+    const std::optional<CollectiveFit>& f = fits[static_cast<size_t>(kind)];
+    if (!f) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %s %.3g us + %.3g GB/s", collective_name(kind), f->latency_us, f->bandwidth_GBps);
+    s += buf;
+    if (f->residual) {
+      std::snprintf(buf, sizeof buf, " (residual %.2f)", *f->residual);
+      s += buf;
+    }
+  }
+  return s;
+}
+
+// `axonn calibrate --quick` with the world's ranks sharing this machine's cores, over the
+// laptop site, measuring the calibration job's GEMM shapes; returns the site it wrote. A fit
+// that does not converge (other work on the cores bends the times) is measured again, up to
+// three tries in all.
+fs::path calibrate(const fs::path& dir, const World& world, double max_residual) {
+  const fs::path site = dir / ("site-" + std::to_string(world.ranks) + "r" + std::to_string(world.nodes) + "n.toml");
+  char residual[32];
+  std::snprintf(residual, sizeof residual, "%g", max_residual);
+  const std::string command = kAxonn + " run -n " + std::to_string(world.ranks) +
+                              (world.nodes > 1 ? " --nodes-sim " + std::to_string(world.nodes) : "") +
+                              " calibrate --quick --site " + kLaptopSite + " --job " +
+                              job_path(dir, kCalibrationShape).string() + " --output " + site.string() +
+                              " --max-residual " + residual + " 2>&1";
+  std::string output;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    const Clock::time_point start = Clock::now();
+    int status = 0;
+    output = axonn::bench::run_capture(command, status);
+    if (status == 0) {
+      std::printf("calibrated %s in %.1f s%s\n", world.words().c_str(), seconds_since(start),
+                  attempt > 1 ? (" (try " + std::to_string(attempt) + ")").c_str() : "");
+      return site;
+    }
+    std::fprintf(stderr, "%s: calibrate failed (try %d of 3): %s\n%s\n", kProgram.c_str(), attempt, command.c_str(),
+                 output.c_str());
+  }
+  std::exit(1);
+}
+
+// What a calibration changed, per rank of a run of `world`: the GEMM rate and the fitted links.
+void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, const JobConfig& job,
+                       const World& world) {
+  const Machine before = run_plan(laptop, job, world).machine;
+  const Machine after = run_plan(calibrated, job, world).machine;
+  std::printf("  GEMM %.1f GFLOP/s per rank over the %s job's shapes (laptop site: %.1f = peak x efficiency)\n",
+              after.gemm_flops / 1e9, kCalibrationShape.name, before.peak_flops * before.compute_efficiency / 1e9);
+  // A tier the world does not span keeps the base site's figures, which have no fits.
+  if (const std::string intra = fits_text(calibrated.intra_node_fits); !intra.empty())
+    std::printf("  intra-node%s\n", intra.c_str());
+  if (const std::string inter = fits_text(calibrated.inter_node_fits); !inter.empty())
+    std::printf("  inter-node%s\n", inter.c_str());
+}
+
+struct Result {
+  Case c;
+  double measured_s = 0;
+  double before_s = 0, after_s = 0;
+  double measured_comm_s = 0;  // summary.json's comm_seconds_per_step, all collectives
+  double before_comm_s = 0, after_comm_s = 0;
+};
+
+double sum_of(const std::map<std::string, double>& seconds) {
+  double total = 0;
+  for (const auto& [key, s] : seconds) total += s;
+  return total;
+}
+
+// Trains one case with the calibrated site and prices it with both sites.
+Result run_case(const fs::path& dir, const Case& c, int steps, const fs::path& calibrated_site,
+                const SiteConfig& laptop, const SiteConfig& calibrated) {
+  const Layout layout = parse_layout(c.layout);
+  const JobConfig job_before = load_job_config(job_path(dir, *c.shape).string(), laptop);
+  const JobConfig job_after = load_job_config(job_path(dir, *c.shape).string(), calibrated);
+  const ChooserInput plan_before = run_plan(laptop, job_before, c.world);
+  const ChooserInput plan_after = run_plan(calibrated, job_after, c.world);
+  CpuJob job = cpu_job(*c.shape);
+  job.steps = steps;
+  job.ranks = c.world.ranks;
+  job.nodes_sim = c.world.nodes;
+  job.layout = c.layout;
+  const fs::path run_dir = dir / (std::string(c.shape->name) + "-" + std::to_string(c.world.ranks) + "r" +
+                                  std::to_string(c.world.nodes) + "n-" + c.layout);
+  fs::create_directories(run_dir);
+  std::ofstream(run_dir / "job.toml") << axonn::bench::cpu_job_toml(job);
+  const std::string summary = axonn::bench::run_cpu_job(kProgram, run_dir, job, "--site " + calibrated_site.string());
+
+  Result r;
+  r.c = c;
+  r.measured_s = axonn::bench::summary_number(kProgram, summary, "step_s_median");
+  r.after_s = axonn::bench::summary_number(kProgram, summary, "predicted_step_s");
+  r.measured_comm_s = sum_of(axonn::bench::comm_seconds_per_step(kProgram, summary));
+  const CostEstimate before = model_cost(plan_before, layout), after = model_cost(plan_after, layout);
+  r.before_s = before.step_s();
+  r.before_comm_s = before.comm_total_s();
+  r.after_comm_s = after.comm_total_s();
+  // The "before" column is only comparable if this process prices as `axonn train` does.
+  if (std::abs(after.step_s() - r.after_s) > 1e-4 * r.after_s) {
+    std::fprintf(stderr,
+                 "%s: %s %s at %s: this process prices %.6g s, axonn train %.6g s; run_plan no longer "
+                 "matches train_command.cpp\n",
+                 kProgram.c_str(), c.shape->name, c.world.label().c_str(), c.layout, after.step_s(), r.after_s);
+    std::exit(1);
+  }
+  return r;
+}
+
+// Exits naming the first case whose layout cannot run its job (divisibility, memory), before
+// anything is measured.
+void check_cases(const fs::path& dir, const std::vector<Case>& cases, const SiteConfig& laptop) {
+  for (const Case& c : cases) {
+    const ChooserInput plan = run_plan(laptop, load_job_config(job_path(dir, *c.shape).string(), laptop), c.world);
+    const Layout layout = parse_layout(c.layout);
+    if (layout.world() == c.world.ranks && layout_runs(plan, layout)) continue;
+    std::fprintf(stderr, "%s: %s does not run the %s job on %s: %s\n", kProgram.c_str(), c.layout, c.shape->name,
+                 c.world.words().c_str(), rejection_reason(plan, layout).c_str());
+    std::exit(1);
+  }
+}
+
+// Ranks 1..n of `v`, tied values sharing the mean of their ranks.
+std::vector<double> ranks_of(const std::vector<double>& v) {
+  std::vector<size_t> order(v.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> rank(v.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+    for (size_t k = i; k <= j; ++k) rank[order[k]] = static_cast<double>(i + j) / 2.0 + 1.0;
+    i = j + 1;
+  }
+  return rank;
+}
+
+// NaN for fewer than two values or when either side is constant.
+double pearson(const std::vector<double>& a, const std::vector<double>& b) {
+  const double n = static_cast<double>(a.size());
+  const double mean_a = std::accumulate(a.begin(), a.end(), 0.0) / n;
+  const double mean_b = std::accumulate(b.begin(), b.end(), 0.0) / n;
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += (a[i] - mean_a) * (b[i] - mean_b);
+    aa += (a[i] - mean_a) * (a[i] - mean_a);
+    bb += (b[i] - mean_b) * (b[i] - mean_b);
+  }
+  return a.size() < 2 || aa == 0 || bb == 0 ? std::nan("") : ab / std::sqrt(aa * bb);
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  return pearson(ranks_of(a), ranks_of(b));
+}
+
+double predicted(const Result& r, bool after) { return after ? r.after_s : r.before_s; }
+
+double mape(const std::vector<Result>& results, bool after) {
+  double sum = 0;
+  for (const Result& r : results) sum += std::abs(predicted(r, after) - r.measured_s) / r.measured_s;
+  return sum / static_cast<double>(results.size());
+}
+
+double spearman_of(const std::vector<Result>& results, bool after) {
+  std::vector<double> p, m;
+  for (const Result& r : results) {
+    p.push_back(predicted(r, after));
+    m.push_back(r.measured_s);
+  }
+  return spearman(p, m);
+}
+
+void print_table(const std::vector<Result>& results) {
+  std::printf(
+      "\nmeas/pred.: measured / predicted step (after: summary.json's step_time_ratio); comm pred.: the "
+      "prediction's\ncollectives; comm counted: rank 0's seconds per step inside collectives, waiting for the "
+      "others included\n");
+  std::printf("%-5s %-5s %-8s %9s | %9s %7s %9s | %9s %7s %9s | %9s\n", "shape", "ranks", "layout", "measured",
+              "before", "meas/", "comm", "after", "meas/", "comm", "comm");
+  std::printf("%-5s %-5s %-8s %9s | %9s %7s %9s | %9s %7s %9s | %9s\n", "", "", "", "step s", "pred. s", "pred.",
+              "pred. s", "pred. s", "pred.", "pred. s", "counted s");
+  for (const Result& r : results)
+    std::printf("%-5s %-5s %-8s %9.4f | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f\n", r.c.shape->name,
+                r.c.world.label().c_str(), r.c.layout, r.measured_s, r.before_s, r.measured_s / r.before_s,
+                r.before_comm_s, r.after_s, r.measured_s / r.after_s, r.after_comm_s, r.measured_comm_s);
+}
+
+// One shape at one world: the layouts tried there.
+struct Group {
+  const Shape* shape;
+  World world;
+  std::vector<const Result*> results;
+};
+
+std::vector<Group> groups_of(const std::vector<Result>& results) {
+  std::vector<Group> groups;
+  for (const Result& r : results) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group& g) { return g.shape == r.c.shape && g.world == r.c.world; });
+    if (it == groups.end()) it = groups.insert(groups.end(), Group{r.c.shape, r.c.world, {}});
+    it->results.push_back(&r);
+  }
+  return groups;
+}
+
+double measured_of(const Result& r) { return r.measured_s; }
+double before_of(const Result& r) { return r.before_s; }
+double after_of(const Result& r) { return r.after_s; }
+
+const Result* lowest(const Group& g, double (*key)(const Result&)) {
+  return *std::min_element(g.results.begin(), g.results.end(),
+                           [&](const Result* a, const Result* b) { return key(*a) < key(*b); });
+}
+
+// The tried layout that is priced as `pick` is: the same axis sizes and the same link tier
+// on every axis (the chooser keeps one order of those that span the same links).
+const Result* tried_as(const Group& g, const Layout& pick, const Machine& machine) {
+  for (const Result* r : g.results) {
+    const Layout tried = parse_layout(r->c.layout);
+    bool same = tried.data == pick.data && tried.x == pick.x && tried.y == pick.y && tried.z == pick.z;
+    for (int a = 0; same && a < kCommAxisCount; ++a)
+      same = axis_link(machine, tried, static_cast<CommAxis>(a)) == axis_link(machine, pick, static_cast<CommAxis>(a));
+    if (same) return r;
+  }
+  return nullptr;
+}
+
+// "2x1x1x2 1.08x": a layout and its measured step against the fastest's.
+std::string pick_text(const std::string& layout, const Result* tried, const Result& fastest) {
+  char buf[64];
+  if (tried == nullptr)
+    std::snprintf(buf, sizeof buf, "%-13s %6s", layout.c_str(), "untried");
+  else
+    std::snprintf(buf, sizeof buf, "%-13s %5.2fx", layout.c_str(), tried->measured_s / fastest.measured_s);
+  return buf;
+}
+
+struct PickCount {
+  int within = 0, groups = 0;
+};
+
+// Per group: the fastest measured, and what the model picks before and after calibration.
+// Returns how many groups' lowest-predicted pick is within the goal, before and after.
+std::array<PickCount, 2> print_picks(const std::vector<Group>& groups, const fs::path& dir, const SiteConfig& laptop,
+                                     const std::vector<SiteConfig>& calibrated, const std::vector<World>& worlds) {
+  std::printf("\nper shape and world: measured step of the model's pick / fastest measured\n");
+  std::printf("%-5s %-5s %-8s %9s | %-21s %-21s | %-21s %-21s\n", "shape", "ranks", "fastest", "step s",
+              "lowest pred. before", "axonn layout before", "lowest pred. after", "axonn layout after");
+  std::array<PickCount, 2> count{};
+  for (const Group& g : groups) {
+    if (g.results.size() < 2) continue;  // one layout: nothing to pick
+    const Result& fastest = *lowest(g, measured_of);
+    const SiteConfig& after_site =
+        calibrated[static_cast<size_t>(std::find(worlds.begin(), worlds.end(), g.world) - worlds.begin())];
+    std::string columns;
+    for (int after = 0; after < 2; ++after) {
+      const SiteConfig& site = after ? after_site : laptop;
+      const JobConfig job = load_job_config(job_path(dir, *g.shape).string(), site);
+      const Result* pick = lowest(g, after ? after_of : before_of);
+      const bool within = pick->measured_s <= kPickGoal * fastest.measured_s;
+      count[static_cast<size_t>(after)].within += within ? 1 : 0;
+      count[static_cast<size_t>(after)].groups += 1;
+      const std::optional<Layout> chosen = chooser_pick(site, job, g.world);
+      const std::string chosen_text =
+          chosen ? pick_text(format_layout_with_order(*chosen),
+                             tried_as(g, *chosen, run_plan(site, job, g.world).machine), fastest)
+                 : pick_text("none fits", nullptr, fastest);
+      columns += " | " + pick_text(pick->c.layout, pick, fastest) + " " + chosen_text;
+    }
+    std::printf("%-5s %-5s %-8s %9.4f%s\n", g.shape->name, g.world.label().c_str(), fastest.c.layout,
+                fastest.measured_s, columns.c_str());
+  }
+  return count;
+}
+
+// The mean over groups of three or more layouts of Spearman's correlation within the group:
+// whether the model orders the layouts of one job and world, which is what the chooser needs
+// (over all layouts, bigger jobs and worlds being slower helps any model).
+double spearman_within_groups(const std::vector<Group>& groups, bool after) {
+  double sum = 0;
+  int counted = 0;
+  for (const Group& g : groups) {
+    if (g.results.size() < 3) continue;
+    std::vector<Result> members;
+    for (const Result* r : g.results) members.push_back(*r);
+    const double rho = spearman_of(members, after);
+    if (std::isnan(rho)) continue;
+    sum += rho;
+    ++counted;
+  }
+  return counted > 0 ? sum / counted : std::nan("");
+}
+
+const char* verdict(bool met) { return met ? "met" : "MISSED"; }
+
+// "0.912", or "-" where there was nothing to correlate (NaN).
+std::string correlation_text(double rho) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", rho);
+  return std::isnan(rho) ? "-" : buf;
+}
+
+void print_goals(const std::vector<Result>& results, const std::vector<Group>& groups,
+                 const std::array<PickCount, 2>& picks) {
+  std::printf("\n%-44s %-20s %-20s\n", "over all layouts", "before calibration", "after calibration");
+  char cell[2][64];
+  for (int after = 0; after < 2; ++after) {
+    const double e = mape(results, after != 0);
+    std::snprintf(cell[after], sizeof cell[after], "%.1f%% %s", 100.0 * e, verdict(e <= kMapeGoal));
+  }
+  std::printf("%-44s %-20s %-20s\n", "MAPE, goal <= 10%", cell[0], cell[1]);
+  for (int after = 0; after < 2; ++after) {
+    const double rho = spearman_of(results, after != 0);
+    std::snprintf(cell[after], sizeof cell[after], "%s %s", correlation_text(rho).c_str(),
+                  verdict(rho >= kSpearmanGoal));
+  }
+  std::printf("%-44s %-20s %-20s\n", "Spearman, goal >= 0.9", cell[0], cell[1]);
+  for (int after = 0; after < 2; ++after) {
+    const PickCount& p = picks[static_cast<size_t>(after)];
+    std::snprintf(cell[after], sizeof cell[after], "%d of %d %s", p.within, p.groups, verdict(p.within == p.groups));
+  }
+  std::printf("%-44s %-20s %-20s\n", "groups whose pick is within 5% of fastest", cell[0], cell[1]);
+  for (int after = 0; after < 2; ++after)
+    std::snprintf(cell[after], sizeof cell[after], "%s",
+                  correlation_text(spearman_within_groups(groups, after != 0)).c_str());
+  std::printf("%-44s %-20s %-20s\n", "Spearman within a group, mean (no goal)", cell[0], cell[1]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = axonn::bench::parse_bench_args(argc, argv, kOptions, kProgram + " [options]", read_options);
+  const fs::path dir = o.keep ? fs::absolute(*o.keep)
+                              : fs::temp_directory_path() / ("axonn-bench-model-accuracy-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (const Shape* shape : {&kTiny, &kWide})
+    std::ofstream(job_path(dir, *shape)) << axonn::bench::cpu_job_toml(cpu_job(*shape));
+
+  const std::vector<Case> cases = selected_cases(o.quick);
+  const std::vector<World> worlds = worlds_of(cases);
+  const SiteConfig laptop = load_site_config(kLaptopSite);
+  check_cases(dir, cases, laptop);
+  std::printf("step-time model against measured steps: %zu layouts, %d steps each (axonn run, CPU backend, Gloo)\n",
+              cases.size(), o.steps);
+  for (const Shape* s : {&kTiny, &kWide})
+    std::printf("  %-4s layers %d, hidden %d, heads %d, vocab %d, sequence %d, global batch %d, micro-batch %d\n",
+                s->name, s->model.layers, s->model.hidden, s->model.heads, s->model.vocab, s->model.sequence, s->batch,
+                s->micro_batch);
+  std::printf("before: site laptop-cpu as written (links: intra-node %g us + %g GB/s, inter-node %g us + %g GB/s)\n",
+              laptop.intra_node_latency_us, laptop.intra_node_bandwidth_GBps, laptop.inter_node_latency_us,
+              laptop.inter_node_bandwidth_GBps);
+  std::printf("after: axonn calibrate --quick --max-residual %g over it, per world, with the %s job's GEMMs\n\n",
+              o.max_residual, kCalibrationShape.name);
+  std::fflush(stdout);
+
+  std::vector<Result> results;
+  std::vector<SiteConfig> calibrated;
+  const JobConfig calibration_job = load_job_config(job_path(dir, kCalibrationShape).string(), laptop);
+  for (const World& world : worlds) {
+    const fs::path site_path = calibrate(dir, world, o.max_residual);
+    calibrated.push_back(load_site_config(site_path.string()));
+    print_calibration(laptop, calibrated.back(), calibration_job, world);
+    std::fflush(stdout);
+    for (const Case& c : cases) {
+      if (!(c.world == world)) continue;
+      std::fprintf(stderr, "%s: %s, %s, %s\n", kProgram.c_str(), c.shape->name, world.words().c_str(), c.layout);
+      results.push_back(run_case(dir, c, o.steps, site_path, laptop, calibrated.back()));
+    }
+  }
+  // Worlds ran in order; the table lists one shape's layouts together.
+  std::stable_sort(results.begin(), results.end(),
+                   [](const Result& a, const Result& b) { return a.c.shape == &kTiny && b.c.shape != &kTiny; });
+
+  print_table(results);
+  const std::vector<Group> groups = groups_of(results);
+  const std::array<PickCount, 2> picks = print_picks(groups, dir, laptop, calibrated, worlds);
+  print_goals(results, groups, picks);
+  if (!o.keep) fs::remove_all(dir);
+  return 0;
+}
