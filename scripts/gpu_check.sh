@@ -73,7 +73,7 @@ for b in "$root"/gpu-bundle/bin/*; do ldd "$b"; done >"$logs/ldd.log" 2>&1
 step axonn_starts 30 axonn --help || basic_failure "axonn does not start"
 
 # ---- 1. the tests labelled gpu (ctest's time limits), then NCCL as a user meets it
-for t in test_cuda_backend test_cuda_bf16_storage test_comm_nccl; do
+for t in test_cuda_backend test_cuda_bf16_storage test_comm_nccl test_calibrate_gpu; do
   step "$t" 180 "$t" --gtest_brief=0 --gtest_color=no
 done
 step selftest_nccl 120 axonn run -n 1 selftest --backend nccl
