@@ -97,6 +97,7 @@ std::string utc_now() {
 struct Measured {
   std::vector<SiteGemm> gemm;
   double gemm_tflops = 0;
+  GemmShape typical_gemm;  // the compute each timed collective follows
   double attention_tflops = 0;
   double elementwise_GBps = 0;
   double memory_gib = 0;
@@ -147,6 +148,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
     flops += shape_flops, seconds += all[i];
   }
   if (seconds > 0) m.gemm_tflops = flops / seconds * share / 1e12;
+  m.typical_gemm = typical_gemm_shape(shapes);
   // Attention's FLOPs over its time, all shapes together, as gemm_tflops.
   size_t at = shapes.size();
   double attention_flop_sum = 0, attention_seconds = 0;
@@ -160,9 +162,13 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   return m;
 }
 
-void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const LinkPlan& plan, bool lead,
-                   Measured& m) {
+void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const LinkPlan& plan, ElementType dtype,
+                   bool lead, Measured& m) {
   CollectiveBuffers buffers(backend);
+  ForwardGemm compute(backend, dtype, m.typical_gemm);
+  say(lead, "each timed collective follows one forward GEMM m=" + std::to_string(m.typical_gemm.m) +
+                " k=" + std::to_string(m.typical_gemm.k) + " n=" + std::to_string(m.typical_gemm.n) +
+                " on every rank, as in training");
   const auto over_ranks = [&](const std::vector<double>& mine) {
     return median_over_ranks(gather_all(grid.world(), backend, mine));
   };
@@ -172,7 +178,7 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
       say(lead, std::string(link_tier_name(probe.tier)) + " " + collective_name(kind) + ", groups of " +
                     std::to_string(probe.group_size));
       grid.world().barrier();
-      const CollectiveSweep sweep = sweep_collective(grid.axis(probe.axis), kind, in.quick, buffers, over_ranks);
+      const CollectiveSweep sweep = sweep_collective(grid.axis(probe.axis), kind, in.quick, buffers, [&] { compute.run(); }, over_ranks);
       std::vector<CollectiveSample> samples;
       std::string times;
       for (size_t i = 0; i < sweep.bytes.size(); ++i) {
@@ -279,7 +285,7 @@ int command_calibrate(const CommandArgs& argv) {
   const auto start = std::chrono::steady_clock::now();
   Measured measured = measure_compute(grid, *backend, in, topo, device, dtype, share, lead);
   try {
-    measure_links(grid, *backend, in, plan, lead, measured);
+    measure_links(grid, *backend, in, plan, dtype, lead, measured);
   } catch (const CalibrationError& e) {
     // Every rank fitted the same samples and failed alike: rank 0 says why, then all stop
     // together (a rank that left first would make the launcher stop rank 0 before it spoke).

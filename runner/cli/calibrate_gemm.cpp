@@ -134,6 +134,33 @@ double time_attention(Backend& backend, ElementType dtype, const AttentionShape&
   return mean_seconds(run, repetitions);
 }
 
+struct ForwardGemm::Buffers {
+  Activations x, w, y;
+};
+
+ForwardGemm::ForwardGemm(Backend& backend, ElementType dtype, const GemmShape& shape)
+    : backend_(backend),
+      shape_(shape),
+      buffers_(std::make_unique<Buffers>(Buffers{Activations(backend, dtype, shape.m * shape.k),
+                                                 Activations(backend, dtype, shape.k * shape.n),
+                                                 Activations(backend, dtype, shape.m * shape.n)})) {}
+
+ForwardGemm::~ForwardGemm() = default;
+
+void ForwardGemm::run() {
+  const int64_t m = shape_.m, k = shape_.k, n = shape_.n;
+  backend_.gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, buffers_->x.ptr(), k, buffers_->w.ptr(), n, 0.0f,
+                buffers_->y.ptr(), n);
+  backend_.synchronize();
+}
+
+GemmShape typical_gemm_shape(const std::vector<GemmShape>& shapes) {
+  std::vector<GemmShape> by_flops = shapes;
+  std::sort(by_flops.begin(), by_flops.end(),
+            [](const GemmShape& a, const GemmShape& b) { return linear_flops(a) < linear_flops(b); });
+  return by_flops.empty() ? GemmShape{256, 256, 256} : by_flops[by_flops.size() / 2];
+}
+
 double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitions) {
   const auto n = static_cast<size_t>(elements);
   DeviceBuffer<float> x(backend, std::vector<float>(n, 1.0f)), y(backend, std::vector<float>(n, 0.0f));

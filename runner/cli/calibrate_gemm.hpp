@@ -5,6 +5,7 @@
 // the same time (a barrier before each shape), so the rates are what a rank gets while its
 // neighbours compute too, as in training.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -53,6 +54,26 @@ int attention_repetitions(const AttentionShape& shape, bool quick);
 // Mean seconds of one attention forward and backward at `shape` in `dtype`, q, k and v
 // packed as the model's qkv output.
 double time_attention(Backend& backend, ElementType dtype, const AttentionShape& shape, int repetitions);
+
+// The forward GEMM of one linear layer, Y = X·W at `shape` in `dtype`, on buffers it keeps:
+// the compute a collective follows in training (calibrate_links.hpp, time_collective).
+class ForwardGemm {
+ public:
+  ForwardGemm(Backend& backend, ElementType dtype, const GemmShape& shape);
+  ~ForwardGemm();
+  ForwardGemm(const ForwardGemm&) = delete;
+  ForwardGemm& operator=(const ForwardGemm&) = delete;
+  void run();  // one GEMM, waited for
+
+ private:
+  struct Buffers;
+  Backend& backend_;
+  GemmShape shape_;
+  std::unique_ptr<Buffers> buffers_;
+};
+
+// The shape of calibration_gemm_shapes' median FLOPs: a typical layer's GEMM of the job.
+GemmShape typical_gemm_shape(const std::vector<GemmShape>& shapes);
 
 // Elements of the elementwise probe: 16 Mi float32 per buffer (64 MiB), past every cache.
 inline constexpr int64_t kElementwiseElements = int64_t{1} << 24;

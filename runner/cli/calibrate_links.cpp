@@ -125,7 +125,7 @@ double collective_bytes(CollectiveKind kind, double bytes, int n) {
 }
 
 std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
-                                    CollectiveBuffers& buffers) {
+                                    CollectiveBuffers& buffers, const std::function<void()>& compute) {
   const int n = c.size();
   buffers.reserve(*std::max_element(sizes.begin(), sizes.end()));
   std::vector<double> medians;
@@ -150,6 +150,7 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
     call();  // untimed: connections, the communicator's first use of this size
     std::vector<double> times;
     for (int i = 0; i < message_repetitions(bytes, quick); ++i) {
+      compute();
       const auto start = std::chrono::steady_clock::now();
       call();
       times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -160,11 +161,12 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
 }
 
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
+                                 const std::function<void()>& compute,
                                  const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks) {
   CollectiveSweep sweep;
   std::vector<double> sizes = message_sizes(quick);
   for (;;) {
-    const std::vector<double> seconds = over_ranks(time_collective(c, kind, sizes, quick, buffers));
+    const std::vector<double> seconds = over_ranks(time_collective(c, kind, sizes, quick, buffers, compute));
     for (size_t i = 0; i < sizes.size(); ++i) {
       sweep.bytes.push_back(collective_bytes(kind, sizes[i], c.size()));
       sweep.seconds.push_back(seconds[i]);

@@ -73,8 +73,12 @@ double collective_bytes(CollectiveKind kind, double bytes, int n);
 // This rank's median seconds of `kind` on `c` at each size. Every rank of the grid calls it
 // for the same axis at the same time. On NCCL each call is waited for (synchronize) before
 // the clock stops: a time is what the host sees, as the trainer does when it waits.
+// `compute` runs, untimed, before every call: in training a collective follows compute on
+// every rank, and a rank's time in it includes waiting for peers whose compute ended later
+// (noise, or ranks that share cores losing theirs to time-slicing); back-to-back calls keep
+// the ranks in step and would not show that wait.
 std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
-                                    CollectiveBuffers& buffers);
+                                    CollectiveBuffers& buffers, const std::function<void()>& compute);
 
 // The times a fit needs: message_sizes(quick), then doubled sizes while the largest takes
 // less than twice the smallest (up to kLargestMessage), since below that the bandwidth term
@@ -86,6 +90,7 @@ struct CollectiveSweep {
   std::vector<double> seconds;  // median over ranks
 };
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
+                                 const std::function<void()>& compute,
                                  const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks);
 
 }  // namespace axonn
