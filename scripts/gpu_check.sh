@@ -102,7 +102,9 @@ run_job gpt2_124m_recompute 240 gpt2-124m.toml training.device=cuda \
 # ---- the step-time model on this GPU: calibrate for the GPT-2 124M template (its GEMMs,
 # attention and elementwise rate on one rank), then the template with the calibrated site;
 # its summary.json has the measured and predicted step (step_time_ratio)
-mkdir -p "$logs/jobs/calibrated_gpt2_124m"
+mkdir -p "$logs/jobs/calibrated_gpt2_124m" "$logs/jobs/calibrate_square"
+step calibrate_square 120 env -C "$logs/jobs/calibrate_square" axonn run -n 1 calibrate \
+  --site "$root/site_configs/dgx-h100.toml" --output site.toml
 step calibrate_gpt2_124m 180 env -C "$logs/jobs/calibrated_gpt2_124m" axonn run -n 1 calibrate \
   --site "$root/site_configs/dgx-h100.toml" --job "$root/job_templates/gpt2-124m.toml" --output site.toml
 run_job calibrated_gpt2_124m 240 gpt2-124m.toml training.device=cuda --site "$logs/jobs/calibrated_gpt2_124m/site.toml" \
