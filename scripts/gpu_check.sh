@@ -99,9 +99,10 @@ run_job gpt2_124m 240 gpt2-124m.toml training.device=cuda run.log_interval=1
 run_job gpt2_124m_recompute 240 gpt2-124m.toml training.device=cuda \
   training.recompute=block run.log_interval=1
 
-# ---- the step-time model on this GPU: calibrate for the GPT-2 124M template (its GEMMs,
-# attention and elementwise rate on one rank), then the template with the calibrated site;
-# its summary.json has the measured and predicted step (step_time_ratio)
+# ---- the step-time model on this GPU: calibrate without a job (square GEMMs: what the GPU
+# reaches) and for the GPT-2 124M template (its GEMMs, attention and elementwise rate on one
+# rank), then the template with the calibrated site and with the shipped one; each
+# summary.json has the measured and predicted step (step_time_ratio)
 mkdir -p "$logs/jobs/calibrated_gpt2_124m" "$logs/jobs/calibrate_square"
 step calibrate_square 120 env -C "$logs/jobs/calibrate_square" axonn run -n 1 calibrate \
   --site "$root/site_configs/dgx-h100.toml" --output site.toml
