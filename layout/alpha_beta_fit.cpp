@@ -2,19 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <set>
 
+#include "core/number_text.hpp"
+
 namespace axonn {
-namespace {
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
-}  // namespace
 
 AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const std::vector<CollectiveSample>& samples,
                             double max_residual) {
@@ -32,8 +24,9 @@ AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const
   std::set<double> sizes;
   for (const CollectiveSample& s : samples) {
     if (!(s.seconds > 0) || !std::isfinite(s.seconds) || !(s.bytes > 0))
-      throw CalibrationError(what + " got a sample of " + fmt("%.0f", s.bytes) + " bytes in " + fmt("%g", s.seconds) +
-                             " s; every sample needs a positive size and time" + advice);
+      throw CalibrationError(what + " got a sample of " + format_number("%.0f", s.bytes) + " bytes in " +
+                             format_number("%g", s.seconds) + " s; every sample needs a positive size and time" +
+                             advice);
     sizes.insert(s.bytes);
   }
   if (sizes.size() < 2)
@@ -70,9 +63,9 @@ AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const
   }
   fit.residual = std::sqrt(squares / static_cast<double>(samples.size()));
 
-  const std::string found = " (alpha " + fmt("%.3g", fit.latency_s * 1e6) + " us, beta " +
-                            fmt("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " +
-                            fmt("%.3f", fit.residual) + ")";
+  const std::string found = " (alpha " + format_number("%.3g", fit.latency_s * 1e6) + " us, beta " +
+                            format_number("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " +
+                            format_number("%.3f", fit.residual) + ")";
   if (!std::isfinite(det) || det <= 0 || !std::isfinite(u) || !std::isfinite(b))
     throw CalibrationError(what + " did not converge: its least-squares system is singular" + advice);
   if (!(b > 0))
@@ -80,8 +73,8 @@ AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const
                            (b < 0 ? std::string("negative") : std::string("infinite")) + found +
                            ": the times do not grow with the message size" + advice);
   if (!(fit.residual <= max_residual))
-    throw CalibrationError(what + " did not converge: its residual " + fmt("%.3f", fit.residual) +
-                           " is above the bound " + fmt("%.3f", max_residual) + found +
+    throw CalibrationError(what + " did not converge: its residual " + format_number("%.3f", fit.residual) +
+                           " is above the bound " + format_number("%.3f", max_residual) + found +
                            ": one alpha and one beta do not describe these times" + advice);
   return fit;
 }

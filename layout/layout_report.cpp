@@ -2,25 +2,14 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "core/number_text.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
 namespace {
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.insert(0, width - s.size(), ' ');
-  return s;
-}
 
 // Right-aligned columns: column c is widths[c] wide, or one wider than its widest cell where
 // that is more, so a cell never runs into its neighbour however large the numbers get.
@@ -29,19 +18,19 @@ std::string format_columns(std::vector<size_t> widths, const std::vector<std::ve
     for (size_t c = 0; c < row.size() && c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size() + 1);
   std::string s;
   for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) s.append(pad(row[c], widths[c]));
+    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) s.append(pad_left(row[c], widths[c]));
     s.push_back('\n');
   }
   return s;
 }
 
-std::string mib(int64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
+std::string mib(int64_t bytes) { return format_number("%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0)); }
 
 // "812 KiB", "3.4 MiB", "71.20 GiB"
 std::string human_bytes(double bytes) {
-  if (bytes < 1024.0 * 1024.0) return fmt("%.0f KiB", bytes / 1024.0);
-  if (bytes < 1024.0 * 1024.0 * 1024.0) return fmt("%.1f MiB", bytes / (1024.0 * 1024.0));
-  return fmt("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  if (bytes < 1024.0 * 1024.0) return format_number("%.0f KiB", bytes / 1024.0);
+  if (bytes < 1024.0 * 1024.0 * 1024.0) return format_number("%.1f MiB", bytes / (1024.0 * 1024.0));
+  return format_number("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
 // What a calibrated site measured and the model uses instead of the guesses ("" when nothing).
@@ -51,12 +40,13 @@ std::string describe_calibration(const Machine& m) {
     s += "  measured compute: each linear layer's GEMMs at the rate measured for its shape (" +
          std::to_string(m.gemm_rates.size()) + " shape(s)), else" +
          (m.attention_flops > 0 ? "" : " and for attention") + " at " +
-         (m.gemm_flops > 0 ? fmt("%.3g FLOP/s (measured)", m.gemm_flops) : std::string("peak x efficiency")) + "\n";
-    if (m.attention_flops > 0) s += "  measured attention: " + fmt("%.3g FLOP/s", m.attention_flops) + "\n";
+         (m.gemm_flops > 0 ? format_number("%.3g FLOP/s (measured)", m.gemm_flops) : std::string("peak x efficiency")) +
+         "\n";
+    if (m.attention_flops > 0) s += "  measured attention: " + format_number("%.3g FLOP/s", m.attention_flops) + "\n";
   }
   if (m.elementwise_bytes_per_s > 0)
     s += "  measured memory-bound ops (LayerNorm, GELU, bias, cross-entropy, AdamW): their bytes at " +
-         fmt("%.3g GB/s", m.elementwise_bytes_per_s / 1e9) + "\n";
+         format_number("%.3g GB/s", m.elementwise_bytes_per_s / 1e9) + "\n";
   const std::array<std::pair<LinkTier, const KindLinks*>, 3> tiers = {
       {{LinkTier::intra_node, &m.intra_node_kinds},
        {LinkTier::inter_node, &m.inter_node_kinds},
@@ -65,8 +55,8 @@ std::string describe_calibration(const Machine& m) {
     for (int k = 0; k < kCollectiveKindCount; ++k)
       if (const auto& fit = (*kinds)[static_cast<size_t>(k)])
         s += std::string("  measured ") + link_tier_name(tier) + " " + collective_name(static_cast<CollectiveKind>(k)) +
-             ": alpha " + fmt("%.3g", fit->latency_s * 1e6) + " us, beta " +
-             fmt("%.3g", fit->bandwidth_bytes_per_s / 1e9) + " GB/s\n";
+             ": alpha " + format_number("%.3g", fit->latency_s * 1e6) + " us, beta " +
+             format_number("%.3g", fit->bandwidth_bytes_per_s / 1e9) + " GB/s\n";
   return s;
 }
 
@@ -87,20 +77,21 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = r.ranked[i];
     auto& row = rows.emplace_back();
-    row = {std::to_string(i + 1), format_layout(c.layout), format_order(c.layout), fmt("%.3f", c.cost.step_s() * 1e3),
-           fmt("%.3f", c.cost.compute_s * 1e3)};
+    row = {std::to_string(i + 1), format_layout(c.layout), format_order(c.layout),
+           format_number("%.3f", c.cost.step_s() * 1e3), format_number("%.3f", c.cost.compute_s * 1e3)};
     for (int a = 0; a < kCommAxisCount; ++a) {
       const auto axis = static_cast<CommAxis>(a);
-      row.push_back(
-          c.volume.group_size[static_cast<size_t>(a)] > 1
-              ? fmt("%.3f", c.cost.comm_s[static_cast<size_t>(a)] * 1e3).append("/").append(mib(c.volume.bytes(axis)))
-              : "-");
+      row.push_back(c.volume.group_size[static_cast<size_t>(a)] > 1
+                        ? format_number("%.3f", c.cost.comm_s[static_cast<size_t>(a)] * 1e3)
+                              .append("/")
+                              .append(mib(c.volume.bytes(axis)))
+                        : "-");
     }
     const double used = static_cast<double>(c.memory.total());
     row.push_back(recompute_name(c.recompute));
     row.push_back(c.shard_optimizer ? "sharded" : "whole");
     row.push_back(human_bytes(used));
-    row.push_back(fmt("%.0f%%", 100.0 * (1.0 - used / usable)));
+    row.push_back(format_number("%.0f%%", 100.0 * (1.0 - used / usable)));
   }
   std::string s = format_columns(widths, rows);
   if (r.ranked.size() > n) s.append("   ... ").append(std::to_string(r.ranked.size() - n)).append(" more (--top K)\n");
@@ -112,14 +103,15 @@ std::string format_explain(const ChooserResult& r, int top_k) {
   const ChooserInput& in = r.input;
   s += "job: " + std::to_string(in.model.layers) + " layers, hidden " + std::to_string(in.model.hidden) + ", " +
        std::to_string(in.model.heads) + " heads, vocab " + std::to_string(in.model.vocab) + ", sequence " +
-       std::to_string(in.model.sequence) + " (" + fmt("%.1f", static_cast<double>(parameters_total(in.model)) / 1e6) +
-       "M parameters); global batch " + std::to_string(in.batch.global_batch) + ", micro-batch <= " +
-       std::to_string(in.batch.micro_batch) + ", " + element_type_name(in.batch.dtype) + "\n";
+       std::to_string(in.model.sequence) + " (" +
+       format_number("%.1f", static_cast<double>(parameters_total(in.model)) / 1e6) + "M parameters); global batch " +
+       std::to_string(in.batch.global_batch) + ", micro-batch <= " + std::to_string(in.batch.micro_batch) + ", " +
+       element_type_name(in.batch.dtype) + "\n";
   s += "machine: " + std::to_string(in.machine.nodes) + " nodes x " + std::to_string(in.machine.tasks_per_node) +
-       " GPUs; peak " + fmt("%.3g", in.machine.peak_flops) + " FLOP/s x efficiency " +
-       fmt("%.2f", in.machine.compute_efficiency) + "; links intra " +
-       fmt("%.3g", in.machine.intra_node.bandwidth_bytes_per_s) + " B/s, inter " +
-       fmt("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
+       " GPUs; peak " + format_number("%.3g", in.machine.peak_flops) + " FLOP/s x efficiency " +
+       format_number("%.2f", in.machine.compute_efficiency) + "; links intra " +
+       format_number("%.3g", in.machine.intra_node.bandwidth_bytes_per_s) + " B/s, inter " +
+       format_number("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta,\n"
        "  beta and alpha of the slowest link the group spans; no overlap assumed\n";
   s += describe_calibration(in.machine);
@@ -147,14 +139,14 @@ std::string format_explain(const ChooserResult& r, int top_k) {
          "\n";
     for (int a = 0; a < kCommAxisCount; ++a) {
       if (best.volume.group_size[static_cast<size_t>(a)] <= 1) continue;
-      s += "  " + pad(comm_axis_name(static_cast<CommAxis>(a)), 5) + " groups of " +
+      s += "  " + pad_left(comm_axis_name(static_cast<CommAxis>(a)), 5) + " groups of " +
            std::to_string(best.volume.group_size[static_cast<size_t>(a)]) + " over " +
            link_tier_name(best.cost.link[static_cast<size_t>(a)]) + " links\n";
     }
     if (best.cost.recompute_flops > 0) {
-      s += "  recomputation adds " + fmt("%.3g", best.cost.recompute_flops) + " FLOP per rank per step (" +
-           fmt("%.1f", 100.0 * best.cost.recompute_flops / best.cost.flops) + "% of the model's " +
-           fmt("%.3g", best.cost.flops) + ")\n";
+      s += "  recomputation adds " + format_number("%.3g", best.cost.recompute_flops) + " FLOP per rank per step (" +
+           format_number("%.1f", 100.0 * best.cost.recompute_flops / best.cost.flops) + "% of the model's " +
+           format_number("%.3g", best.cost.flops) + ")\n";
       // Recomputation only adds time, so "auto" recomputes only where a layout must to fit;
       // the fastest layout that keeps everything is what this one beat.
       const auto kept = std::find_if(r.ranked.begin(), r.ranked.end(),
@@ -162,7 +154,7 @@ std::string format_explain(const ChooserResult& r, int top_k) {
       if (!in.recompute && kept == r.ranked.end()) s += "  no layout fits without recomputation\n";
       if (!in.recompute && kept != r.ranked.end())
         s += "  fastest without recomputation: " + format_layout_with_order(kept->layout) + ", " +
-             fmt("%.3f", kept->cost.step_s() * 1e3) + " ms\n";
+             format_number("%.3f", kept->cost.step_s() * 1e3) + " ms\n";
     }
     // Sharding is priced at the all-reduce's time, so "auto" shards only where a layout must
     // (or may recompute less for it); say what the best layout beat that keeps the state whole
@@ -175,7 +167,8 @@ std::string format_explain(const ChooserResult& r, int top_k) {
         s += "  no layout here keeps the optimizer unsharded\n";
       else
         s += "  fastest that keeps the optimizer unsharded here: " + format_layout_with_order(whole->layout) + ", " +
-             fmt("%.3f", whole->cost.step_s() * 1e3) + " ms, recompute " + recompute_name(whole->recompute) + "\n";
+             format_number("%.3f", whole->cost.step_s() * 1e3) + " ms, recompute " + recompute_name(whole->recompute) +
+             "\n";
     }
     s += '\n';
     s += memory_formula(in, best.layout);

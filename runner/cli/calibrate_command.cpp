@@ -34,6 +34,7 @@
 #include "comm/comm_grid.hpp"
 #include "config/site_writer.hpp"
 #include "core/exit_codes.hpp"
+#include "core/number_text.hpp"
 #include "layout/alpha_beta_fit.hpp"
 #include "pmix/topology.hpp"
 #include "version.hpp"
@@ -48,14 +49,9 @@ void say(bool lead, const std::string& line) {
   std::fflush(stderr);
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 std::string size_text(double bytes) {
-  return bytes >= 1024.0 * 1024 ? fmt("%.0f MiB", bytes / (1024.0 * 1024)) : fmt("%.0f KiB", bytes / 1024.0);
+  return bytes >= 1024.0 * 1024 ? format_number("%.0f MiB", bytes / (1024.0 * 1024))
+                                : format_number("%.0f KiB", bytes / 1024.0);
 }
 
 // Every rank's `mine` (the same length on every rank), as [rank][i]: one all-gather over the
@@ -121,7 +117,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
     mine.push_back(time_linear_gemms(backend, dtype, s, gemm_repetitions(s, in.quick)));
     say(lead, "  GEMM " + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + " m=" + std::to_string(s.m) +
                   " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n) + ": " +
-                  fmt("%.3g", linear_flops(s) / mine.back() / 1e9) + " GFLOP/s on rank 0");
+                  format_number("%.3g", linear_flops(s) / mine.back() / 1e9) + " GFLOP/s on rank 0");
   }
   const std::vector<AttentionShape> attention = calibration_attention_shapes(job, topo.world, in.quick);
   for (size_t i = 0; i < attention.size(); ++i) {
@@ -131,11 +127,11 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
     say(lead, "  attention " + std::to_string(i + 1) + "/" + std::to_string(attention.size()) +
                   " micro-batch=" + std::to_string(a.batch) + " T=" + std::to_string(a.sequence) +
                   " heads=" + std::to_string(a.heads) + " d=" + std::to_string(a.head_size) + ": " +
-                  fmt("%.3g", attention_flops(a) / mine.back() / 1e9) + " GFLOP/s on rank 0");
+                  format_number("%.3g", attention_flops(a) / mine.back() / 1e9) + " GFLOP/s on rank 0");
   }
   grid.world().barrier();
   mine.push_back(elementwise_bytes_per_s(backend, kElementwiseElements, in.quick ? 3 : 10));
-  say(lead, "  elementwise (y += a*x, 64 MiB): " + fmt("%.3g", mine.back() / 1e9) + " GB/s on rank 0");
+  say(lead, "  elementwise (y += a*x, 64 MiB): " + format_number("%.3g", mine.back() / 1e9) + " GB/s on rank 0");
   mine.push_back(rank_memory_bytes(device.cuda, device.gpu, in.site.config.gpus_per_node));
   const std::vector<double> all = median_over_ranks(gather_all(grid.world(), backend, mine));
 
@@ -178,20 +174,23 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
       say(lead, std::string(link_tier_name(probe.tier)) + " " + collective_name(kind) + ", groups of " +
                     std::to_string(probe.group_size));
       grid.world().barrier();
-      const CollectiveSweep sweep = sweep_collective(grid.axis(probe.axis), kind, in.quick, buffers, [&] { compute.run(); }, over_ranks);
+      const CollectiveSweep sweep = sweep_collective(
+          grid.axis(probe.axis), kind, in.quick, buffers, [&] { compute.run(); }, over_ranks);
       std::vector<CollectiveSample> samples;
       std::string times;
       for (size_t i = 0; i < sweep.bytes.size(); ++i) {
         samples.push_back({sweep.bytes[i], sweep.seconds[i]});
-        times += (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + fmt("%.3g", sweep.seconds[i] * 1e6) + " us";
+        times +=
+            (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us";
       }
       say(lead, "  median times: " + times);
       // The same samples on every rank: every rank fits, and fails, alike.
       const AlphaBetaFit fit = fit_alpha_beta(kind, probe.tier, probe.group_size, samples, in.max_residual);
       fits[static_cast<size_t>(kind)] =
           CollectiveFit{fit.latency_s * 1e6, fit.bandwidth_bytes_per_s / 1e9, fit.residual};
-      say(lead, "  alpha " + fmt("%.3g", fit.latency_s * 1e6) + " us, beta " +
-                    fmt("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " + fmt("%.3f", fit.residual));
+      say(lead, "  alpha " + format_number("%.3g", fit.latency_s * 1e6) + " us, beta " +
+                    format_number("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " +
+                    format_number("%.3f", fit.residual));
     }
     m.links.emplace_back(probe, fits);
   }
@@ -272,8 +271,9 @@ int command_calibrate(const CommandArgs& argv) {
       backend->device_is_host() ? static_cast<double>(topo.local_size) / in.site.config.gpus_per_node : 1.0;
   if (share != 1.0)
     say(lead,
-        "note: " + std::to_string(topo.local_size) + " ranks per node but the site has gpus_per_node = " +
-            std::to_string(in.site.config.gpus_per_node) + ": per-rank rates are scaled by " + fmt("%.3g", share) +
+        "note: " + std::to_string(topo.local_size) +
+            " ranks per node but the site has gpus_per_node = " + std::to_string(in.site.config.gpus_per_node) +
+            ": per-rank rates are scaled by " + format_number("%.3g", share) +
             " to one of its shares; calibrate with as many ranks per node as the site has GPUs for measured figures");
 
   const auto timeout =
@@ -302,7 +302,8 @@ int command_calibrate(const CommandArgs& argv) {
                                                   "replaced, every other key is the base site's.\n"
                                                   "docs/site-admin.md, \"Calibrating a site\", says what each means."));
   say(lead, "measured in " +
-                fmt("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) + " s");
+                format_number("%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) +
+                " s");
   std::printf("calibrate: wrote %s; changes against %s (site %s):\n", in.output.c_str(), base.source.c_str(),
               base.name.c_str());
   for (const std::string& line : site_differences(base, out)) std::printf("  %s\n", line.c_str());

@@ -1,0 +1,24 @@
+#pragma once
+// Numbers in reports and messages: one double as a printf format writes it, and a cell
+// right-aligned in a column of a text table.
+#include <cstddef>
+#include <cstdio>
+#include <string>
+
+namespace axonn {
+
+// `value` as `format` (one conversion of a double, e.g. "%.3g GB/s") writes it; at most 63
+// characters, which every format used for a number fits.
+inline std::string format_number(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+// `text` right-aligned in a column `width` wide; as is when it is wider.
+inline std::string pad_left(std::string text, size_t width) {
+  if (text.size() < width) text.insert(0, width - text.size(), ' ');
+  return text;
+}
+
+}  // namespace axonn
