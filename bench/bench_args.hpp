@@ -10,6 +10,7 @@
 
 #include "cli/args.hpp"
 #include "core/exit_codes.hpp"
+#include "layout/layout_inputs.hpp"
 
 namespace axonn::bench {
 
@@ -44,6 +45,18 @@ inline std::optional<std::string> optional_dir(const Args& args) {
 // A count option (at least 1) as an int, `fallback` when it is not given.
 inline int count_option(const Args& args, const std::string& name, int fallback) {
   return static_cast<int>(args.integer(name, 1, 1 << 30).value_or(fallback));
+}
+
+// The GPT a training benchmark runs and its batch, over the defaults given: the options
+// "layers", "hidden", "heads", "vocab", "sequence", "batch" and "micro-batch", each a count.
+inline void read_model_options(const Args& args, ModelShape& model, int& batch, int& micro_batch) {
+  model.layers = count_option(args, "layers", model.layers);
+  model.hidden = count_option(args, "hidden", model.hidden);
+  model.heads = count_option(args, "heads", model.heads);
+  model.vocab = count_option(args, "vocab", model.vocab);
+  model.sequence = count_option(args, "sequence", model.sequence);
+  batch = count_option(args, "batch", batch);
+  micro_batch = count_option(args, "micro-batch", micro_batch);
 }
 
 // UsageError for the first positional, when a benchmark takes none.

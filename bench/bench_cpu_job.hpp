@@ -57,13 +57,7 @@ inline CpuJob read_cpu_job(const Args& args, CpuJob defaults) {
   o.steps = count_option(args, "steps", o.steps);
   o.ranks = count_option(args, "ranks", o.ranks);
   o.layout = args.value("layout").value_or(o.layout);
-  o.model.layers = count_option(args, "layers", o.model.layers);
-  o.model.hidden = count_option(args, "hidden", o.model.hidden);
-  o.model.heads = count_option(args, "heads", o.model.heads);
-  o.model.vocab = count_option(args, "vocab", o.model.vocab);
-  o.model.sequence = count_option(args, "sequence", o.model.sequence);
-  o.batch = count_option(args, "batch", o.batch);
-  o.micro_batch = count_option(args, "micro-batch", o.micro_batch);
+  read_model_options(args, o.model, o.batch, o.micro_batch);
   if (o.steps < 2) throw UsageError("--steps " + std::to_string(o.steps) + ": at least 2 (the first is not timed)");
   if (parse_layout(o.layout).world() != o.ranks)
     throw UsageError("--layout " + o.layout + " has " + std::to_string(parse_layout(o.layout).world()) +

@@ -147,13 +147,7 @@ Options read_options(const Args& args) {
   o.threads = count_option(args, "threads", o.threads);
   o.rounds = count_option(args, "rounds", o.rounds);
   o.steps = count_option(args, "steps", o.steps);
-  o.model.layers = count_option(args, "layers", o.model.layers);
-  o.model.hidden = count_option(args, "hidden", o.model.hidden);
-  o.model.heads = count_option(args, "heads", o.model.heads);
-  o.model.vocab = count_option(args, "vocab", o.model.vocab);
-  o.model.sequence = count_option(args, "sequence", o.model.sequence);
-  o.batch = count_option(args, "batch", o.batch);
-  o.micro_batch = count_option(args, "micro-batch", o.micro_batch);
+  read_model_options(args, o.model, o.batch, o.micro_batch);
   o.python = args.value("python").value_or(o.python);
   return o;
 }
