@@ -28,6 +28,11 @@ const Link& link_of(const Machine& m, LinkTier tier) {
   }
 }
 
+// The GEMM rate where a shape has none of its own: the measured one, else peak x efficiency.
+double default_gemm_rate(const Machine& m) {
+  return m.gemm_flops > 0 ? m.gemm_flops : m.peak_flops * m.compute_efficiency;
+}
+
 // compute_s on a calibrated machine: the terms of flops_per_rank and recompute_flops_per_rank,
 // each linear layer's GEMMs at the rate of its shape, attention at its measured rate (else
 // the measured GEMM rate).
@@ -51,9 +56,7 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
   const double T = model.sequence;
   const double head_dim = static_cast<double>(model.hidden) / model.heads;
   const double scores = split.micro_batch * (model.heads / g.y) * T * T * head_dim;  // one block's, per FLOP factor
-  const double attention_rate = machine.attention_flops > 0 ? machine.attention_flops
-                                : machine.gemm_flops > 0    ? machine.gemm_flops
-                                                            : machine.peak_flops * machine.compute_efficiency;
+  const double attention_rate = machine.attention_flops > 0 ? machine.attention_flops : default_gemm_rate(machine);
   per_micro += (12.0 * model.layers + 4.0 * static_cast<double>(blocks)) * scores / attention_rate;
   return per_micro * split.accumulation;
 }
@@ -81,7 +84,7 @@ std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layo
 double gemm_rate(const Machine& m, const GemmShape& shape) {
   for (const GemmRate& r : m.gemm_rates)
     if (r.shape == shape) return r.flops_per_s;
-  return m.gemm_flops > 0 ? m.gemm_flops : m.peak_flops * m.compute_efficiency;
+  return default_gemm_rate(m);
 }
 
 LinkTier axis_link(const Machine& machine, const Layout& g, CommAxis axis) {
