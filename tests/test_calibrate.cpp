@@ -61,6 +61,8 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
   EXPECT_EQ(site.gemm_tflops_bfloat16, 0);
   EXPECT_GT(site.attention_tflops_float32, 0);
   EXPECT_TRUE(contains(r.output, "  attention 1/")) << r.output;
+  // Collectives are timed as training meets them: each after a GEMM of the job on every rank.
+  EXPECT_TRUE(contains(r.output, "each timed collective follows one forward GEMM m=")) << r.output;
   EXPECT_GT(site.elementwise_GBps, 0);
   EXPECT_GT(site.memory_gib, 0);
   ASSERT_FALSE(site.gemm.empty());
