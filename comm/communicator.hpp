@@ -61,6 +61,13 @@ class Communicator {
   // their records (CollectiveRecord) are in; throws CommError on a timeout. Nothing to
   // wait for on a blocking backend.
   virtual void synchronize() {}
+  // The largest message of `kind` (nccl-tests size, bytes) that this communicator sends by
+  // another path than larger ones, so that calibrate fits the two apart; 0: one path for
+  // every size.
+  virtual size_t small_path_bytes(CollectiveKind kind) const {
+    (void)kind;
+    return 0;
+  }
 
   // Overlap with compute. A started collective returns a ticket at once and runs beside the
   // caller's later work (Gloo: on the communicator's thread; NCCL: on its stream, after the

@@ -40,6 +40,10 @@ class GlooCommunicator final : public Communicator {
   int size() const override { return static_cast<int>(members_.size()); }
   const std::vector<int>& members() const override { return members_; }
   const std::string& name() const override { return name_; }
+  // All-reduce: the latency path's capacity (comm/gloo_small.hpp), when it has one.
+  size_t small_path_bytes(CollectiveKind kind) const override {
+    return kind == CollectiveKind::all_reduce && small_ ? small_->capacity() : 0;
+  }
 
   void all_reduce(void* buf, size_t count, ElementType type) override;
   void all_gather(const void* in, void* out, size_t count, ElementType type) override;

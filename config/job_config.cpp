@@ -140,6 +140,16 @@ KindLinks kind_links(const CollectiveFits& fits) {
   return links;
 }
 
+// The same for the kinds' small-message lines.
+SmallMessageLinks small_message_links(const CollectiveFits& fits) {
+  SmallMessageLinks links;
+  for (size_t k = 0; k < fits.size(); ++k)
+    if (fits[k] && fits[k]->small_max_bytes > 0)
+      links[k] = SmallMessageLink{fits[k]->small_max_bytes,
+                                  Link{fits[k]->small_bandwidth_GBps * 1e9, fits[k]->small_latency_us * 1e-6}};
+  return links;
+}
+
 }  // namespace
 
 ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node,
@@ -176,6 +186,12 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.intra_node_kinds = kind_links(site.intra_node_fits);
   m.inter_node_kinds = kind_links(site.inter_node_fits);
   m.inter_switch_kinds = kind_links(site.inter_switch_fits);
+  m.intra_node_small = small_message_links(site.intra_node_fits);
+  m.inter_node_small = small_message_links(site.inter_node_fits);
+  m.inter_switch_small = small_message_links(site.inter_switch_fits);
+  m.intra_node_overlap = site.intra_node_overlap;
+  m.inter_node_overlap = site.inter_node_overlap;
+  m.inter_switch_overlap = site.inter_switch_overlap;
   in.policy = site_policy(site);
   return in;
 }

@@ -1,5 +1,7 @@
 #include "config/site_config.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 
 #include "config/config_error.hpp"
@@ -64,10 +66,12 @@ std::vector<SiteGemm> read_gemm(TomlReader& t) {
   return out;
 }
 
-// [network.<tier>]: per collective kind { latency_us, bandwidth_GBps }, both required.
-CollectiveFits read_fits(TomlReader& network, const char* tier) {
+// [network.<tier>]: per collective kind { latency_us, bandwidth_GBps }, both required, and
+// the small-message line's three keys all or none; overlap, a fraction.
+CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap) {
   CollectiveFits fits;
   auto t = network.table(tier);
+  overlap = t.number("overlap", 0, 0, 1);
   for (const CollectiveKind kind : kCalibratedKinds) {
     const char* name = collective_name(kind);
     auto k = t.table(name);
@@ -77,6 +81,17 @@ CollectiveFits read_fits(TomlReader& network, const char* tier) {
     CollectiveFit fit;
     fit.latency_us = k.number("latency_us", 0, 0, 1e6);
     fit.bandwidth_GBps = k.number("bandwidth_GBps", 0, kMeasuredMin, 1e6);
+    const char* small_keys[] = {"small_max_bytes", "small_latency_us", "small_bandwidth_GBps"};
+    const int small_given = static_cast<int>(
+        std::count_if(std::begin(small_keys), std::end(small_keys), [&](const char* key) { return k.has(key); }));
+    if (small_given != 0 && small_given != 3)
+      for (const char* key : small_keys)
+        if (!k.has(key))
+          k.fail(key, "is missing; a small-message line has small_max_bytes, small_latency_us and "
+                      "small_bandwidth_GBps, or none of them");
+    fit.small_max_bytes = k.integer("small_max_bytes", 0, 1, int64_t{1} << 40);
+    fit.small_latency_us = k.number("small_latency_us", 0, 0, 1e6);
+    fit.small_bandwidth_GBps = k.number("small_bandwidth_GBps", 0, kMeasuredMin, 1e6);
     k.finish();
     fits[static_cast<size_t>(kind)] = fit;
   }
@@ -169,7 +184,7 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     if (!s.switches.empty() && s.nodes_per_switch > 0)
       t.fail("switches", "and network.nodes_per_switch = " + std::to_string(s.nodes_per_switch) +
                              " both describe the switches; keep one of them");
-    for (const SiteTier& tier : kSiteTiers) s.*tier.fits = read_fits(t, tier.key);
+    for (const SiteTier& tier : kSiteTiers) s.*tier.fits = read_fits(t, tier.key, s.*tier.overlap);
     t.finish();
   }
   {

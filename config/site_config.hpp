@@ -15,10 +15,17 @@ namespace axonn {
 // One collective kind on one link tier as `axonn calibrate` fitted it: the site's
 // [network.<tier>] <kind> = { latency_us, bandwidth_GBps } (alpha and beta of collective.hpp's
 // formulas), and the fit's residual from [calibration.residual] when the file has one.
+// With `small_max_bytes` > 0 a second line prices the kind's messages of up to that many
+// bytes (nccl-tests size), where the implementation takes another path for them
+// (layout_inputs.hpp, SmallMessageLink): { small_max_bytes, small_latency_us,
+// small_bandwidth_GBps } in the same inline table.
 struct CollectiveFit {
   double latency_us = 0;
   double bandwidth_GBps = 0;
-  std::optional<double> residual;  // RMS of (measured - fit) / measured over the sizes
+  std::optional<double> residual;  // RMS of (measured - fit) / measured over the sizes, both lines together
+  int64_t small_max_bytes = 0;     // 0: one line for every size
+  double small_latency_us = 0;
+  double small_bandwidth_GBps = 0;
 };
 // Per CollectiveKind (as index); calibrate fits the kinds the trainer uses, kCalibratedKinds.
 using CollectiveFits = std::array<std::optional<CollectiveFit>, kCollectiveKindCount>;
@@ -71,8 +78,11 @@ struct SiteConfig {
   double inter_node_latency_us = 5;
   double inter_switch_bandwidth_GBps = 12.5;
   double inter_switch_latency_us = 10;
-  // [network.intra_node], [network.inter_node], [network.inter_switch]: measured per kind
+  // [network.intra_node], [network.inter_node], [network.inter_switch]: measured per kind,
+  // and overlap = the fraction of a collective's time hidden when it runs beside compute
+  // (0: none, as without the key)
   CollectiveFits intra_node_fits, inter_node_fits, inter_switch_fits;
+  double intra_node_overlap = 0, inter_node_overlap = 0, inter_switch_overlap = 0;
   int nodes_per_switch = 0;  // 0: one switch for all nodes
   // Or the hosts under each switch, host lists expanded ("nid[001-016]" -> 16 names);
   // empty: use nodes_per_switch. At most one of the two is set.
@@ -100,14 +110,15 @@ struct SiteTier {
   double SiteConfig::*bandwidth_GBps;
   double SiteConfig::*latency_us;
   CollectiveFits SiteConfig::*fits;
+  double SiteConfig::*overlap;
 };
 inline constexpr std::array<SiteTier, 3> kSiteTiers = {{
     {LinkTier::intra_node, "intra_node", &SiteConfig::intra_node_bandwidth_GBps, &SiteConfig::intra_node_latency_us,
-     &SiteConfig::intra_node_fits},
+     &SiteConfig::intra_node_fits, &SiteConfig::intra_node_overlap},
     {LinkTier::inter_node, "inter_node", &SiteConfig::inter_node_bandwidth_GBps, &SiteConfig::inter_node_latency_us,
-     &SiteConfig::inter_node_fits},
+     &SiteConfig::inter_node_fits, &SiteConfig::inter_node_overlap},
     {LinkTier::inter_switch, "inter_switch", &SiteConfig::inter_switch_bandwidth_GBps,
-     &SiteConfig::inter_switch_latency_us, &SiteConfig::inter_switch_fits},
+     &SiteConfig::inter_switch_latency_us, &SiteConfig::inter_switch_fits, &SiteConfig::inter_switch_overlap},
 }};
 
 // The measured GEMM rate of a dtype (gemm_tflops_float32 or _bfloat16), 0 when not measured.

@@ -60,7 +60,16 @@ std::string gemm_value(const std::vector<SiteGemm>& gemm) {
 }
 
 std::string fit_value(const CollectiveFit& fit) {
-  return "{ latency_us = " + number(fit.latency_us) + ", bandwidth_GBps = " + number(fit.bandwidth_GBps) + " }";
+  std::string out = "{ latency_us = ";
+  out.append(number(fit.latency_us)).append(", bandwidth_GBps = ").append(number(fit.bandwidth_GBps));
+  if (fit.small_max_bytes > 0)
+    out.append(", small_max_bytes = ")
+        .append(std::to_string(fit.small_max_bytes))
+        .append(", small_latency_us = ")
+        .append(number(fit.small_latency_us))
+        .append(", small_bandwidth_GBps = ")
+        .append(number(fit.small_bandwidth_GBps));
+  return out + " }";
 }
 
 }  // namespace
@@ -97,10 +106,14 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
   }
   add("network", "nodes_per_switch", std::to_string(s.nodes_per_switch), "0 = one switch for all");
   add("network", "switches", switches_value(s.switches));
-  for (const SiteTier& tier : kSiteTiers)
+  for (const SiteTier& tier : kSiteTiers) {
+    if (s.*tier.overlap > 0)
+      add(std::string("network.") + tier.key, "overlap", number(s.*tier.overlap),
+          "measured: fraction of a collective hidden beside compute");
     for (const CollectiveKind kind : kCalibratedKinds)
       if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)])
         add(std::string("network.") + tier.key, collective_name(kind), fit_value(*fit), "measured");
+  }
   add("policy", "allowed_axis_sizes", integer_list(s.allowed_axis_sizes));
   add("policy", "max_tensor_parallel", std::to_string(s.max_tensor_parallel));
   add("policy", "default_dtype", quoted(element_type_name(s.default_dtype)));

@@ -79,4 +79,29 @@ AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const
   return fit;
 }
 
+PiecewiseFit fit_piecewise(CollectiveKind kind, LinkTier tier, int ranks, const std::vector<CollectiveSample>& samples,
+                           double small_max_bytes, double max_residual) {
+  std::vector<CollectiveSample> small, large;
+  for (const CollectiveSample& s : samples) (s.bytes <= small_max_bytes ? small : large).push_back(s);
+  auto distinct_sizes = [](const std::vector<CollectiveSample>& side) {
+    std::set<double> sizes;
+    for (const CollectiveSample& s : side) sizes.insert(s.bytes);
+    return sizes.size();
+  };
+  PiecewiseFit out;
+  if (small_max_bytes <= 0 || distinct_sizes(small) < 2 || distinct_sizes(large) < 2) {
+    out.fit = fit_alpha_beta(kind, tier, ranks, samples, max_residual);
+    out.residual = out.fit.residual;
+    return out;
+  }
+  out.fit = fit_alpha_beta(kind, tier, ranks, large, max_residual);
+  out.small = fit_alpha_beta(kind, tier, ranks, small, max_residual);
+  out.small_max_bytes = small_max_bytes;
+  const double n_small = static_cast<double>(small.size()), n_large = static_cast<double>(large.size());
+  out.residual = std::sqrt((out.small->residual * out.small->residual * n_small +
+                            out.fit.residual * out.fit.residual * n_large) /
+                           (n_small + n_large));
+  return out;
+}
+
 }  // namespace axonn

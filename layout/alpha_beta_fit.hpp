@@ -11,6 +11,7 @@
 // constrained to >= 0 (a free fit that goes negative becomes the line through the origin).
 // The residual reported is the quantity minimized: RMS over the sizes of (measured - fit) /
 // measured.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,18 @@ inline constexpr double kDefaultMaxResidual = 0.5;
 // positive or not finite (time not growing with size), or a residual above max_residual.
 AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const std::vector<CollectiveSample>& samples,
                             double max_residual = kDefaultMaxResidual);
+
+// Where the communicator sends messages of up to small_max_bytes by another path
+// (Communicator::small_path_bytes): the samples on each side fitted apart, each as
+// fit_alpha_beta does (its residual within max_residual), when each side has two sizes or
+// more; else one line over all of them.
+struct PiecewiseFit {
+  AlphaBetaFit fit;                   // the sizes above small_max_bytes, or every size
+  std::optional<AlphaBetaFit> small;  // the sizes up to small_max_bytes
+  double small_max_bytes = 0;         // 0 without `small`
+  double residual = 0;                // RMS over every sample of its own line's relative error
+};
+PiecewiseFit fit_piecewise(CollectiveKind kind, LinkTier tier, int ranks, const std::vector<CollectiveSample>& samples,
+                           double small_max_bytes, double max_residual = kDefaultMaxResidual);
 
 }  // namespace axonn

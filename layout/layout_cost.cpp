@@ -1,5 +1,7 @@
 #include "layout/layout_cost.hpp"
 
+#include <algorithm>
+
 #include "layout/memory_bound_bytes.hpp"
 #include "layout/model_plan.hpp"
 
@@ -70,6 +72,29 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
                                                              : nullptr;
   if (fitted != nullptr && (*fitted)[static_cast<size_t>(kind)]) return *(*fitted)[static_cast<size_t>(kind)];
   return link_of(m, tier);
+}
+
+const SmallMessageLink* small_message_link(const Machine& m, LinkTier tier, CollectiveKind kind) {
+  const SmallMessageLinks* small = tier == LinkTier::intra_node     ? &m.intra_node_small
+                                   : tier == LinkTier::inter_node   ? &m.inter_node_small
+                                   : tier == LinkTier::inter_switch ? &m.inter_switch_small
+                                                                    : nullptr;
+  if (small == nullptr || !(*small)[static_cast<size_t>(kind)]) return nullptr;
+  return &*(*small)[static_cast<size_t>(kind)];
+}
+
+const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind, int64_t bytes) {
+  const SmallMessageLink* small = small_message_link(m, tier, kind);
+  return small != nullptr && bytes <= small->max_bytes ? small->link : collective_link(m, tier, kind);
+}
+
+double overlap_efficiency(const Machine& m, LinkTier tier) {
+  switch (tier) {
+    case LinkTier::intra_node: return m.intra_node_overlap;
+    case LinkTier::inter_node: return m.inter_node_overlap;
+    case LinkTier::inter_switch: return m.inter_switch_overlap;
+    default: return 0;
+  }
 }
 
 std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& g) {
@@ -159,22 +184,25 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
     c.memory_bound_s = memory_bound_bytes_per_rank(input, g, modes) / input.machine.elementwise_bytes_per_s;
     c.compute_s += c.memory_bound_s;
   }
-  for (int ai = 0; ai < kCommAxisCount; ++ai) {
-    const auto axis = static_cast<CommAxis>(ai);
-    const int n = volume.group_size[static_cast<size_t>(ai)];
-    c.link[static_cast<size_t>(ai)] = axis_link(input.machine, g, axis);
-    if (n <= 1) continue;
-    double t = 0;
-    for (int k = 0; k < kCollectiveKindCount; ++k) {
-      const auto kind = static_cast<CollectiveKind>(k);
-      const CollectiveVolume& v = volume.at(axis, kind);
-      if (v.calls == 0) continue;
-      const Link& link = collective_link(input.machine, c.link[static_cast<size_t>(ai)], kind);
-      t += static_cast<double>(v.calls) * ring_steps(kind, n) * link.latency_s +
-           bus_factor(kind, n) * static_cast<double>(v.bytes) / link.bandwidth_bytes_per_s;
-    }
-    c.comm_s[static_cast<size_t>(ai)] = t;
+  for (int ai = 0; ai < kCommAxisCount; ++ai)
+    c.link[static_cast<size_t>(ai)] = axis_link(input.machine, g, static_cast<CommAxis>(ai));
+  // Hidden: the overlapped calls' time at their tier's efficiency, the data axis's at most one
+  // micro-batch's compute (they run beside the last backward), all of it at most the step's.
+  double hidden_data = 0, hidden_other = 0;
+  for (const CollectiveCalls& calls : volume.calls) {
+    const auto ai = static_cast<size_t>(calls.axis);
+    const int n = volume.group_size[ai];
+    const Link& link = collective_link(input.machine, c.link[ai], calls.kind, calls.bytes);
+    const double t = static_cast<double>(calls.calls) *
+                     (ring_steps(calls.kind, n) * link.latency_s +
+                      bus_factor(calls.kind, n) * static_cast<double>(calls.bytes) / link.bandwidth_bytes_per_s);
+    c.comm_s[ai] += t;
+    if (!calls.overlapped) continue;
+    c.overlapped_s += t;
+    (calls.axis == CommAxis::data ? hidden_data : hidden_other) += t * overlap_efficiency(input.machine, c.link[ai]);
   }
+  const double accumulation = static_cast<double>(batch_split(input.model, input.batch, g).accumulation);
+  c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other);
   return c;
 }
 

@@ -1,8 +1,12 @@
 #pragma once
 // Predicted step time of a layout: compute from peak FLOP/s x efficiency, plus every
 // collective of layout_volume.hpp priced by the ring formulas (collective.hpp) over the
-// slowest link its group spans. No overlap of communication with compute is assumed, so
-// the prediction is an upper bound for overlapping backends.
+// slowest link its group spans. The collectives the trainer runs beside compute
+// (CollectiveCalls::overlapped, with training.overlap_comm) are hidden by the fraction the
+// site measured for their tier (Machine::*_overlap; calibrate's overlap probe), at most the
+// compute they run beside: the data axis's beside one micro-batch's compute (they start in
+// the last backward), the z axis's beside the whole step's. Without a measured fraction
+// nothing is hidden, and the prediction is an upper bound for overlapping backends.
 //
 // A calibrated site (`axonn calibrate`; Machine's measured fields) replaces the guesses with
 // what was measured, and nothing else changes: each linear layer's GEMMs at the rate measured
@@ -36,6 +40,14 @@ LinkTier axis_link(const Machine& machine, const Layout& layout, CommAxis axis);
 // The alpha-beta that prices `kind` on `tier`: the one fitted for that kind, else the tier's
 // Link (none: the intra-node one, never used, as a group of one makes no collective).
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind);
+// The small-message fit of `kind` on `tier`, nullptr where the site has none.
+const SmallMessageLink* small_message_link(const Machine& machine, LinkTier tier, CollectiveKind kind);
+// The Link for one call of `bytes` (nccl-tests size): the small-message fit where the site
+// has one for the kind and the call is within its max_bytes, else collective_link's.
+const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes);
+
+// The fraction of an overlapped collective's time hidden behind compute on `tier` (0 to 1).
+double overlap_efficiency(const Machine& machine, LinkTier tier);
 
 // The GEMM of each layer of linear_shapes on one rank of `layout`, in the same order.
 std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& layout);
@@ -52,8 +64,10 @@ struct CostEstimate {
   double memory_bound_s = 0;              // of compute_s: the memory-bound ops at the measured elementwise rate
   std::array<double, kCommAxisCount> comm_s{};
   std::array<LinkTier, kCommAxisCount> link{};
+  double overlapped_s = 0;  // of the comm_s: the collectives the trainer runs beside compute
+  double hidden_s = 0;      // of overlapped_s: the time hidden behind compute, not in the step
   double comm_total_s() const;
-  double step_s() const { return compute_s + comm_total_s(); }
+  double step_s() const { return compute_s + comm_total_s() - hidden_s; }
 };
 
 // FLOPs per rank per step: per micro-batch 6*m*k*n/(G_a*G_b) per linear (forward and both

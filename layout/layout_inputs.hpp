@@ -77,6 +77,16 @@ struct Link {
 // (collective.hpp). A kind left unset is priced by the tier's Link.
 using KindLinks = std::array<std::optional<Link>, kCollectiveKindCount>;
 
+// A second alpha-beta for a kind's messages of up to max_bytes (nccl-tests size), where the
+// implementation takes another path for them and one line does not describe both: Gloo's
+// all-reduce exchanges messages up to 64 KiB in one step on the caller's thread
+// (comm/gloo_small.hpp) and runs a ring through Gloo's event loop above that.
+struct SmallMessageLink {
+  int64_t max_bytes = 0;
+  Link link;
+};
+using SmallMessageLinks = std::array<std::optional<SmallMessageLink>, kCollectiveKindCount>;
+
 // One linear layer's GEMM on one rank, Y (m, n) = X (m, k)·W (k, n): m the micro-batch's
 // tokens, k and n the rank's shard of the layer (W gathered over z). Its forward and both
 // backward GEMMs (dX = dY·W^T, dW = X^T·dY) are 6·m·k·n FLOPs.
@@ -113,6 +123,11 @@ struct Machine {
   double attention_flops = 0;          // per GPU, the job's dtype: attention, 0 unmeasured (then gemm_flops)
   double elementwise_bytes_per_s = 0;  // per GPU: the memory-bound ops (memory_bound_bytes.hpp), 0 unmeasured
   KindLinks intra_node_kinds, inter_node_kinds, inter_switch_kinds;
+  SmallMessageLinks intra_node_small, inter_node_small, inter_switch_small;
+  // The fraction of a collective's time that running it beside compute hides, per tier
+  // (calibrate's overlap probe: a collective started, a GEMM, the collective finished; 0 to 1).
+  // 0: nothing is hidden, every collective's time is added to the step.
+  double intra_node_overlap = 0, inter_node_overlap = 0, inter_switch_overlap = 0;
   // Bias and GELU inside the GEMMs where no collective sits between them (the CUDA backend's
   // cuBLASLt epilogues), else separate passes over memory (the CPU backend).
   bool gemm_epilogues = true;

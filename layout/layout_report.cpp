@@ -51,12 +51,25 @@ std::string describe_calibration(const Machine& m) {
       {{LinkTier::intra_node, &m.intra_node_kinds},
        {LinkTier::inter_node, &m.inter_node_kinds},
        {LinkTier::inter_switch, &m.inter_switch_kinds}}};
-  for (const auto& [tier, kinds] : tiers)
-    for (int k = 0; k < kCollectiveKindCount; ++k)
-      if (const auto& fit = (*kinds)[static_cast<size_t>(k)])
-        s += std::string("  measured ") + link_tier_name(tier) + " " + collective_name(static_cast<CollectiveKind>(k)) +
-             ": alpha " + format_number("%.3g", fit->latency_s * 1e6) + " us, beta " +
-             format_number("%.3g", fit->bandwidth_bytes_per_s / 1e9) + " GB/s\n";
+  for (const auto& [tier, kinds] : tiers) {
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const auto kind = static_cast<CollectiveKind>(k);
+      const auto& fit = (*kinds)[static_cast<size_t>(k)];
+      if (!fit) continue;
+      s += std::string("  measured ") + link_tier_name(tier) + " " + collective_name(kind) + ": alpha " +
+           format_number("%.3g", fit->latency_s * 1e6) + " us, beta " +
+           format_number("%.3g", fit->bandwidth_bytes_per_s / 1e9) + " GB/s";
+      if (const SmallMessageLink* small = small_message_link(m, tier, kind))
+        s += "; up to " + std::to_string(small->max_bytes) + " bytes alpha " +
+             format_number("%.3g", small->link.latency_s * 1e6) + " us, beta " +
+             format_number("%.3g", small->link.bandwidth_bytes_per_s / 1e9) + " GB/s";
+      s += "\n";
+    }
+    if (overlap_efficiency(m, tier) > 0)
+      s += std::string("  measured ") + link_tier_name(tier) + " overlap: " +
+           format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +
+           " of an overlapped collective's time hidden behind compute\n";
+  }
   return s;
 }
 
@@ -112,8 +125,10 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        format_number("%.2f", in.machine.compute_efficiency) + "; links intra " +
        format_number("%.3g", in.machine.intra_node.bandwidth_bytes_per_s) + " B/s, inter " +
        format_number("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
-  s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta,\n"
-       "  beta and alpha of the slowest link the group spans; no overlap assumed\n";
+  s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta\n"
+       "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
+       "  time (z gathers and reduce-scatters, data buckets but block 0's) times the tier's overlap\n"
+       "  fraction (site network.<tier>.overlap, 0 where not set), at most the compute beside them\n";
   s += describe_calibration(in.machine);
   s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");
   s += std::string("  recompute: ") +

@@ -9,11 +9,12 @@
 
 namespace axonn {
 
-void StepVolume::add(CommAxis a, CollectiveKind k, int64_t calls, int64_t bytes_each) {
-  if (group_size[static_cast<size_t>(a)] <= 1 || calls == 0) return;
+void StepVolume::add(CommAxis a, CollectiveKind k, int64_t count, int64_t bytes_each, bool overlapped) {
+  if (group_size[static_cast<size_t>(a)] <= 1 || count == 0) return;
   auto& v = table[static_cast<size_t>(a)][static_cast<size_t>(k)];
-  v.calls += calls;
-  v.bytes += calls * bytes_each;
+  v.calls += count;
+  v.bytes += count * bytes_each;
+  calls.push_back({a, k, count, bytes_each, overlapped});
 }
 
 int64_t StepVolume::bytes(CommAxis a) const {
@@ -87,14 +88,15 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   v.group_size[static_cast<size_t>(CommAxis::world)] = g.world();
 
   using K = CollectiveKind;
+  const bool overlap = input.overlap_comm;  // CollectiveCalls::overlapped
   for (const auto& lin : linear_shapes(model)) {
     const int64_t k_local = lin.k / g.size(lin.k_axis);
     const int64_t n_local = lin.n / g.size(lin.n_axis());
     const int64_t calls = A * lin.count;
-    v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w);
+    v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w, overlap);
     v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
     v.add(comm_axis(lin.n_axis()), K::all_reduce, calls, m * k_local * e);
-    v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * grad);
+    v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * grad, overlap);
   }
   v.add(CommAxis::y, K::all_reduce, A, m * (C / g.x) * e);  // token embedding
   const int64_t layer_norms = 2 * int64_t{model.layers} + 1;
@@ -117,7 +119,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
       const LinearShape& lin = shapes[i];
       const int64_t k_local = lin.k / g.size(lin.k_axis);
       const int64_t n_local = lin.n / g.size(lin.n_axis());
-      v.add(CommAxis::z, K::all_gather, rerun, k_local * n_local * w);
+      v.add(CommAxis::z, K::all_gather, rerun, k_local * n_local * w, overlap);
       if (i < rerun_gemms) v.add(comm_axis(lin.k_axis), K::all_reduce, rerun, m * n_local * e);
     }
     v.add(CommAxis::x, K::all_reduce, rerun * 2 * 2, m * stat);  // ln1 and ln2, two stages each
@@ -134,17 +136,21 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   // 2(n-1)/n); in a bfloat16 job the weight buckets' all-gathers move the GEMMs' bf16 copy
   // (their float32 master weights are sharded too), half of that.
   if (shards_optimizer(g, modes.shard_optimizer)) {
+    // Blocks L-1..1 overlapped, then block 0's, the wte's and the small tensors'.
     const struct {
       int64_t calls, count, weight_bytes;
-    } sharded[] = {{model.layers, buckets.block, updated},
-                   {1, buckets.wte, updated},
-                   {1, buckets.small, static_cast<int64_t>(element_size(types.updated_small))}};
+      bool overlapped;
+    } sharded[] = {{model.layers - 1, buckets.block, updated, overlap},
+                   {1, buckets.block, updated, false},
+                   {1, buckets.wte, updated, false},
+                   {1, buckets.small, static_cast<int64_t>(element_size(types.updated_small)), false}};
     for (const auto& b : sharded) {
-      v.add(CommAxis::data, K::reduce_scatter, b.calls, padded_bucket(b.count, g.data) * grad);
-      v.add(CommAxis::data, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes);
+      v.add(CommAxis::data, K::reduce_scatter, b.calls, padded_bucket(b.count, g.data) * grad, b.overlapped);
+      v.add(CommAxis::data, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes, b.overlapped);
     }
   } else {
-    v.add(CommAxis::data, K::all_reduce, model.layers, buckets.block * grad);
+    v.add(CommAxis::data, K::all_reduce, model.layers - 1, buckets.block * grad, overlap);
+    v.add(CommAxis::data, K::all_reduce, 1, buckets.block * grad);
     v.add(CommAxis::data, K::all_reduce, 1, buckets.wte * grad);
     v.add(CommAxis::data, K::all_reduce, 1, buckets.small * grad);
   }

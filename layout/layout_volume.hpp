@@ -38,6 +38,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "layout/collective.hpp"
 #include "layout/layout.hpp"
@@ -49,16 +50,35 @@ struct CollectiveVolume {
   int64_t bytes = 0;  // nccl-tests size, summed over the calls
 };
 
+// `calls` collectives of `bytes` each, as the step makes them: what the cost model prices call
+// by call (a size picks the piece of a piecewise fit). overlapped: with training.overlap_comm
+// the trainer starts them ahead of the compute that needs them, or beside the compute after
+// the one that produced them, so part of their time can hide behind it:
+//   z all-gathers of the weights (prefetched: the forward's all at its start, with block
+//     recomputation the next block's beside the current one),
+//   z reduce-scatters of dW (beside the layers below),
+//   data all-reduces (or reduce-scatters) of blocks L-1..1's buckets (beside the backward
+//     below them; block 0's, the wte's and the small tensors' start when it is done),
+//   data all-gathers of blocks L-1..1's updated weights (beside the next bucket's AdamW).
+struct CollectiveCalls {
+  CommAxis axis;
+  CollectiveKind kind;
+  int64_t calls = 0;
+  int64_t bytes = 0;  // each
+  bool overlapped = false;
+};
+
 struct StepVolume {
   // [axis][kind]
   std::array<std::array<CollectiveVolume, kCollectiveKindCount>, kCommAxisCount> table{};
   std::array<int, kCommAxisCount> group_size{};  // members of this axis' groups
+  std::vector<CollectiveCalls> calls;            // the same collectives, by size
 
   const CollectiveVolume& at(CommAxis a, CollectiveKind k) const {
     return table[static_cast<size_t>(a)][static_cast<size_t>(k)];
   }
   // Adds `calls` collectives of `bytes` each; ignored on groups of one.
-  void add(CommAxis a, CollectiveKind k, int64_t calls, int64_t bytes);
+  void add(CommAxis a, CollectiveKind k, int64_t calls, int64_t bytes, bool overlapped = false);
   int64_t bytes(CommAxis a) const;         // all kinds
   double wire_bytes(CommAxis a) const;     // sum of bus_factor * size: what one rank sends
 };

@@ -445,7 +445,8 @@ SiteConfig calibrated_laptop() {
   s.gemm = {{ElementType::float32, 256, 64, 192, 0.0211}, {ElementType::float32, 256, 32, 192, 0.0153}};
   s.intra_node_bandwidth_GBps = 1.5;
   s.intra_node_latency_us = 61.5;
-  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{61.5, 1.5, 0.083};
+  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{61.5, 1.5, 0.083, 65536, 12.5, 0.75};
+  s.intra_node_overlap = 0.375;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
   s.calibration = {"2026-11-27T10:31:02Z", {"laptop"}, "", "0.1.0", 4, 4, "backend cpu, collectives gloo"};
@@ -519,6 +520,13 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(ag->bandwidth_GBps, 2.125);
   EXPECT_EQ(ag->residual, 0.05);
   EXPECT_FALSE(back.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)]->residual);
+  const auto& ar = back.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)];
+  EXPECT_EQ(ar->small_max_bytes, 65536);
+  EXPECT_EQ(ar->small_latency_us, 12.5);
+  EXPECT_EQ(ar->small_bandwidth_GBps, 0.75);
+  EXPECT_EQ(ag->small_max_bytes, 0);
+  EXPECT_EQ(back.intra_node_overlap, 0.375);
+  EXPECT_EQ(back.inter_node_overlap, 0);
   EXPECT_FALSE(back.inter_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)]);
   EXPECT_TRUE(back.calibration.present());
   EXPECT_EQ(back.calibration.date, "2026-11-27T10:31:02Z");
@@ -542,7 +550,8 @@ TEST(SiteWriter, DifferencesNameEachChangedKeyOldAndNew) {
   EXPECT_NE(all.find("[node] memory_gib: 4 -> 5.75\n"), std::string::npos) << all;
   EXPECT_NE(all.find("[network] intra_node_latency_us: 30 -> 61.5\n"), std::string::npos) << all;
   EXPECT_NE(all.find("[compute] gemm: (absent) -> 2 shapes\n"), std::string::npos) << all;
-  EXPECT_NE(all.find("[network.intra_node] all_reduce: (absent) -> { latency_us = 61.5, bandwidth_GBps = 1.5 }\n"),
+  EXPECT_NE(all.find("[network.intra_node] all_reduce: (absent) -> { latency_us = 61.5, bandwidth_GBps = 1.5, "
+                     "small_max_bytes = 65536, small_latency_us = 12.5, small_bandwidth_GBps = 0.75 }\n"),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("[calibration] date: (absent) -> \"2026-11-27T10:31:02Z\"\n"), std::string::npos) << all;
@@ -560,8 +569,14 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
                 .find("network.inter_node.all_gather.latency_us is missing"),
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nall_to_all = { latency_us = 3, bandwidth_GBps = 1 }\n")
-                .find("unknown key 'network.intra_node.all_to_all'; valid keys in [network.intra_node]: all_reduce, "
+                .find("unknown key 'network.intra_node.all_to_all'; valid keys in [network.intra_node]: overlap, all_reduce, "
                       "all_gather, reduce_scatter"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, small_max_bytes = 4096 }\n")
+                .find("network.intra_node.all_reduce.small_latency_us is missing; a small-message line has "
+                      "small_max_bytes, small_latency_us and small_bandwidth_GBps, or none of them"),
+            std::string::npos);
+  EXPECT_NE(err("[network.inter_node]\noverlap = 1.5\n").find("network.inter_node.overlap = 1.5 is out of range"),
             std::string::npos);
   EXPECT_NE(err("[network]\nintra_nodes = 3\n").find("did you mean 'network.intra_node'"), std::string::npos);
   EXPECT_NE(err("[calibration]\ndate = \"yesterday\"\n").find("calibration.date = \"yesterday\" is not a UTC time"),
@@ -607,6 +622,14 @@ TEST(Config, ChooserInputTakesTheCalibratedFiguresOfTheJobsDtype) {
   EXPECT_DOUBLE_EQ(m.inter_node_kinds[static_cast<size_t>(CollectiveKind::all_gather)]->bandwidth_bytes_per_s, 0.25e9);
   EXPECT_FALSE(m.inter_node_kinds[static_cast<size_t>(CollectiveKind::all_reduce)]);
   EXPECT_FALSE(m.inter_switch_kinds[static_cast<size_t>(CollectiveKind::all_gather)]);
+  const auto& small = m.intra_node_small[static_cast<size_t>(CollectiveKind::all_reduce)];
+  ASSERT_TRUE(small.has_value());
+  EXPECT_EQ(small->max_bytes, 65536);
+  EXPECT_DOUBLE_EQ(small->link.latency_s, 12.5e-6);
+  EXPECT_DOUBLE_EQ(small->link.bandwidth_bytes_per_s, 0.75e9);
+  EXPECT_FALSE(m.intra_node_small[static_cast<size_t>(CollectiveKind::all_gather)]);
+  EXPECT_EQ(m.intra_node_overlap, 0.375);
+  EXPECT_EQ(m.inter_node_overlap, 0);
   job.training.dtype = ElementType::bfloat16;
   const Machine bf16 = chooser_input(site, job, 2, 4).machine;
   EXPECT_DOUBLE_EQ(bf16.gemm_flops, 6e12);

@@ -966,6 +966,118 @@ TEST(LayoutCalibrated, UnfittedKindsAndTiersKeepTheirLink) {
   EXPECT_EQ(&collective_link(m, LinkTier::intra_node, CollectiveKind::all_gather), &m.intra_node);
 }
 
+// A small-message line prices the calls up to its max_bytes, and the kind's line the larger
+// ones, call by call: the step's x all-reduces of LayerNorm statistics (a few KiB) and of
+// activations (larger) on the two lines.
+TEST(LayoutCalibrated, SmallMessageLinePricesTheCallsUpToItsSize) {
+  Machine m;
+  m.intra_node = {1e10, 1e-6};
+  m.intra_node_kinds[static_cast<size_t>(CollectiveKind::all_reduce)] = Link{2e9, 500e-6};
+  m.intra_node_small[static_cast<size_t>(CollectiveKind::all_reduce)] = SmallMessageLink{65536, Link{1e9, 20e-6}};
+  EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 65536).latency_s, 20e-6);
+  EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 65537).latency_s, 500e-6);
+  EXPECT_EQ(&collective_link(m, LinkTier::intra_node, CollectiveKind::all_gather, 10), &m.intra_node);
+  EXPECT_EQ(small_message_link(m, LinkTier::inter_node, CollectiveKind::all_reduce), nullptr);
+
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 4;
+  in.machine.intra_node_kinds = m.intra_node_kinds;
+  in.machine.intra_node_small = m.intra_node_small;
+  const Layout l = parse_layout("1x4x1x1");
+  const StepVolume v = predict_step_volume(in, l);
+  double want = 0;
+  int small_calls = 0, large_calls = 0;
+  for (const CollectiveCalls& calls : v.calls) {
+    if (calls.axis != CommAxis::x) continue;
+    ASSERT_EQ(calls.kind, CollectiveKind::all_reduce);
+    const bool small = calls.bytes <= 65536;
+    (small ? small_calls : large_calls) += static_cast<int>(calls.calls);
+    const Link link = small ? Link{1e9, 20e-6} : Link{2e9, 500e-6};
+    want += static_cast<double>(calls.calls) *
+            (ring_steps(calls.kind, 4) * link.latency_s +
+             bus_factor(calls.kind, 4) * static_cast<double>(calls.bytes) / link.bandwidth_bytes_per_s);
+  }
+  EXPECT_GT(small_calls, 0);
+  EXPECT_DOUBLE_EQ(estimate_cost(in, l, v).comm_s[static_cast<size_t>(CommAxis::x)], want);
+}
+
+// The calls of the step, by size, add up to the table the trainer's counters are checked
+// against, and the overlapped ones are the z gathers and reduce-scatters and the data
+// buckets of blocks L-1..1, only with training.overlap_comm.
+TEST(LayoutVolume, CallsBySizeAddUpToTheTableAndMarkTheOverlappedOnes) {
+  for (const bool shard : {false, true}) {
+    ChooserInput in = tiny_input();
+    in.machine.tasks_per_node = 8;
+    const Layout l = parse_layout("2x2x1x2");
+    const StepVolume v = predict_step_volume(in, l, MemoryModes(Recompute::none, shard));
+    std::array<std::array<CollectiveVolume, kCollectiveKindCount>, kCommAxisCount> sums{};
+    int64_t data_overlapped = 0, data_calls = 0;
+    for (const CollectiveCalls& c : v.calls) {
+      auto& s = sums[static_cast<size_t>(c.axis)][static_cast<size_t>(c.kind)];
+      s.calls += c.calls;
+      s.bytes += c.calls * c.bytes;
+      const bool z_moved = c.axis == CommAxis::z && c.kind != CollectiveKind::all_reduce;
+      if (c.axis == CommAxis::data) (c.overlapped ? data_overlapped : data_calls) += c.calls;
+      if (c.axis != CommAxis::data) {
+        EXPECT_EQ(c.overlapped, z_moved) << comm_axis_name(c.axis);
+      }
+    }
+    for (int a = 0; a < kCommAxisCount; ++a)
+      for (int k = 0; k < kCollectiveKindCount; ++k) {
+        EXPECT_EQ(sums[a][k].calls, v.table[a][k].calls) << a << " " << k;
+        EXPECT_EQ(sums[a][k].bytes, v.table[a][k].bytes) << a << " " << k;
+      }
+    const int64_t kinds = shard ? 2 : 1;  // reduce-scatter and all-gather, or all-reduce
+    EXPECT_EQ(data_overlapped, kinds * (in.model.layers - 1)) << shard;
+    EXPECT_EQ(data_calls, kinds * 3) << shard;  // block 0's, the wte's, the small tensors'
+    in.overlap_comm = false;
+    for (const CollectiveCalls& c : predict_step_volume(in, l, MemoryModes(Recompute::none, shard)).calls)
+      EXPECT_FALSE(c.overlapped);
+  }
+}
+
+// The overlapped collectives' time, at the tier's overlap fraction, comes off the step, at
+// most the compute beside it; without a fraction (or with overlap off) nothing does.
+TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  const Layout l = parse_layout("2x1x1x2");
+  const StepVolume v = predict_step_volume(in, l);
+  const CostEstimate none = estimate_cost(in, l, v);
+  EXPECT_EQ(none.hidden_s, 0);
+  EXPECT_GT(none.overlapped_s, 0);
+  EXPECT_LT(none.overlapped_s, none.comm_total_s());
+  EXPECT_DOUBLE_EQ(none.step_s(), none.compute_s + none.comm_total_s());
+  in.machine.intra_node_overlap = 0.5;
+  const CostEstimate half = estimate_cost(in, l, v);
+  EXPECT_EQ(half.comm_s, none.comm_s);
+  EXPECT_EQ(half.overlapped_s, none.overlapped_s);
+  // The data buckets are capped by one micro-batch's compute, the z ones by the step's.
+  double data = 0, other = 0;
+  for (const CollectiveCalls& c : v.calls) {
+    if (!c.overlapped) continue;
+    const Link& link = collective_link(in.machine, LinkTier::intra_node, c.kind, c.bytes);
+    const int n = v.group_size[static_cast<size_t>(c.axis)];
+    const double t = static_cast<double>(c.calls) * (ring_steps(c.kind, n) * link.latency_s +
+                                                     bus_factor(c.kind, n) * static_cast<double>(c.bytes) /
+                                                         link.bandwidth_bytes_per_s);
+    (c.axis == CommAxis::data ? data : other) += 0.5 * t;
+  }
+  const double micro_batches = static_cast<double>(batch_split(in.model, in.batch, l).accumulation);
+  const double want = std::min(half.compute_s, std::min(data, half.compute_s / micro_batches) + other);
+  EXPECT_GT(want, 0);
+  EXPECT_DOUBLE_EQ(half.hidden_s, want);
+  EXPECT_DOUBLE_EQ(half.step_s(), half.compute_s + half.comm_total_s() - want);
+  // All of it hidden, at most the compute: the step is never shorter than its compute.
+  in.machine.intra_node_overlap = 1;
+  in.machine.intra_node = {1e3, 1e-3};  // slow: the overlapped collectives outlast the compute
+  const CostEstimate slow = estimate_cost(in, l, predict_step_volume(in, l));
+  EXPECT_DOUBLE_EQ(slow.hidden_s, slow.compute_s);
+  EXPECT_GE(slow.step_s(), slow.comm_total_s());
+  in.overlap_comm = false;
+  EXPECT_EQ(estimate_cost(in, l, predict_step_volume(in, l)).hidden_s, 0);
+}
+
 // Each linear layer's forward, dX and dW GEMMs (6 m k n per micro-batch and layer) run at the
 // rate measured for their shape; attention, and any shape without a rate, at the measured
 // GEMM rate. By hand for 1x2x1x2 of the model below: A = 2 micro-batches of m = 8 tokens.
@@ -1194,6 +1306,35 @@ TEST(AlphaBetaFit, RecoversAlphaAndBetaOfEveryKindFromExactTimes) {
       EXPECT_EQ(fit.link().latency_s, fit.latency_s);
       EXPECT_EQ(fit.link().bandwidth_bytes_per_s, fit.bandwidth_bytes_per_s);
     }
+}
+
+// Two paths (Gloo's one-step exchange up to 64 KiB, its ring above): each side gets its own
+// line back, and the residual is that of the two lines together (0 for exact times).
+TEST(AlphaBetaFit, PiecewiseFitsEachPathApartAtTheCommunicatorsSwitch) {
+  const double split = 64 * 1024;
+  std::vector<CollectiveSample> samples;
+  for (const CollectiveSample& s : ring_times(CollectiveKind::all_reduce, 2, 20e-6, 1e9))
+    if (s.bytes <= split) samples.push_back(s);
+  for (const CollectiveSample& s : ring_times(CollectiveKind::all_reduce, 2, 500e-6, 2e9))
+    if (s.bytes > split) samples.push_back(s);
+  const PiecewiseFit fit = fit_piecewise(CollectiveKind::all_reduce, LinkTier::intra_node, 2, samples, split);
+  ASSERT_TRUE(fit.small.has_value());
+  EXPECT_EQ(fit.small_max_bytes, split);
+  EXPECT_NEAR(fit.small->latency_s, 20e-6, 1e-9 * 20e-6);
+  EXPECT_NEAR(fit.small->bandwidth_bytes_per_s, 1e9, 1e-9 * 1e9);
+  EXPECT_NEAR(fit.fit.latency_s, 500e-6, 1e-9 * 500e-6);
+  EXPECT_NEAR(fit.fit.bandwidth_bytes_per_s, 2e9, 1e-9 * 2e9);
+  EXPECT_LT(fit.residual, 1e-9);
+  // One line cannot follow both: fitted as one, the same times leave a large residual.
+  EXPECT_GT(fit_alpha_beta(CollectiveKind::all_reduce, LinkTier::intra_node, 2, samples, 10).residual, 0.3);
+  // No switch, or a side with fewer than two sizes: one line over every sample.
+  for (const double none : {0.0, 4096.0, 128.0 * 1024 * 1024}) {
+    const PiecewiseFit one =
+        fit_piecewise(CollectiveKind::all_reduce, LinkTier::intra_node, 2, ring_times(CollectiveKind::all_reduce, 2, 30e-6, 2e9), none);
+    EXPECT_FALSE(one.small.has_value()) << none;
+    EXPECT_EQ(one.small_max_bytes, 0) << none;
+    EXPECT_NEAR(one.fit.latency_s, 30e-6, 1e-9 * 30e-6) << none;
+  }
 }
 
 // Relative noise of a few percent moves the fit by about as much, and shows in the residual.

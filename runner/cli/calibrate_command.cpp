@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -97,7 +98,12 @@ struct Measured {
   double attention_tflops = 0;
   double elementwise_GBps = 0;
   double memory_gib = 0;
-  std::vector<std::pair<TierProbe, CollectiveFits>> links;
+  struct TierLinks {
+    TierProbe probe;
+    CollectiveFits fits;
+    double overlap = 0;  // overlap_fraction of the tier's probe
+  };
+  std::vector<TierLinks> links;
 };
 
 Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const Topology& topo,
@@ -158,6 +164,37 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   return m;
 }
 
+// The overlap probe on one tier's groups (time_overlap), with the all-reduce size of the
+// sweep whose time is nearest the GEMM's: the fraction a collective there hides is measured
+// where neither side dwarfs the other. The times are medians over ranks, so every rank gets
+// the same fraction.
+double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
+                       ForwardGemm& compute, const CollectiveSweep& all_reduce, bool lead) {
+  const int repetitions = quick ? 5 : 20;
+  grid.world().barrier();
+  compute.run();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < repetitions; ++i) compute.run();
+  const double mine_gemm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repetitions;
+  const double gemm_s = median_over_ranks(gather_all(grid.world(), backend, {mine_gemm_s})).front();
+  size_t nearest = 0;
+  for (size_t i = 1; i < all_reduce.bytes.size(); ++i)
+    if (std::abs(std::log(all_reduce.seconds[i] / gemm_s)) < std::abs(std::log(all_reduce.seconds[nearest] / gemm_s)))
+      nearest = i;
+  grid.world().barrier();
+  const OverlapTimes mine =
+      time_overlap(group, all_reduce.bytes[nearest], repetitions, buffers, [&] { compute.run(); });
+  const std::vector<double> times =
+      median_over_ranks(gather_all(grid.world(), backend, {mine.compute_s, mine.collective_s, mine.both_s}));
+  const OverlapTimes t{times[0], times[1], times[2]};
+  const double fraction = overlap_fraction(t);
+  say(lead, "  overlap: GEMM " + format_number("%.3g", t.compute_s * 1e6) + " us, all_reduce of " +
+                size_text(all_reduce.bytes[nearest]) + " " + format_number("%.3g", t.collective_s * 1e6) +
+                " us, started + GEMM + finished " + format_number("%.3g", t.both_s * 1e6) + " us: " +
+                format_number("%.0f%%", 100 * fraction) + " of the shorter hidden");
+  return fraction;
+}
+
 void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const LinkPlan& plan, ElementType dtype,
                    bool lead, Measured& m) {
   CollectiveBuffers buffers(backend);
@@ -170,6 +207,7 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
   };
   for (const TierProbe& probe : plan.probes) {
     CollectiveFits fits;
+    CollectiveSweep all_reduce_sweep;
     for (const CollectiveKind kind : kCalibratedKinds) {
       say(lead, std::string(link_tier_name(probe.tier)) + " " + collective_name(kind) + ", groups of " +
                     std::to_string(probe.group_size));
@@ -183,16 +221,31 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
         times +=
             (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us";
       }
-      say(lead, "  median times: " + times);
+      say(lead, "  mean times: " + times);
+      if (kind == CollectiveKind::all_reduce) all_reduce_sweep = sweep;
       // The same samples on every rank: every rank fits, and fails, alike.
-      const AlphaBetaFit fit = fit_alpha_beta(kind, probe.tier, probe.group_size, samples, in.max_residual);
-      fits[static_cast<size_t>(kind)] =
-          CollectiveFit{fit.latency_s * 1e6, fit.bandwidth_bytes_per_s / 1e9, fit.residual};
-      say(lead, "  alpha " + format_number("%.3g", fit.latency_s * 1e6) + " us, beta " +
-                    format_number("%.3g", fit.bandwidth_bytes_per_s / 1e9) + " GB/s, residual " +
-                    format_number("%.3f", fit.residual));
+      const auto small_max = static_cast<double>(grid.axis(probe.axis).small_path_bytes(kind));
+      const PiecewiseFit fit =
+          fit_piecewise(kind, probe.tier, probe.group_size, samples, small_max, in.max_residual);
+      CollectiveFit& site_fit = fits[static_cast<size_t>(kind)].emplace();
+      site_fit.latency_us = fit.fit.latency_s * 1e6;
+      site_fit.bandwidth_GBps = fit.fit.bandwidth_bytes_per_s / 1e9;
+      site_fit.residual = fit.residual;
+      std::string said = "  alpha " + format_number("%.3g", site_fit.latency_us) + " us, beta " +
+                         format_number("%.3g", site_fit.bandwidth_GBps) + " GB/s";
+      if (fit.small) {
+        site_fit.small_max_bytes = static_cast<int64_t>(fit.small_max_bytes);
+        site_fit.small_latency_us = fit.small->latency_s * 1e6;
+        site_fit.small_bandwidth_GBps = fit.small->bandwidth_bytes_per_s / 1e9;
+        said += " above " + size_text(fit.small_max_bytes) + " (the communicator's other path up to there: alpha " +
+                format_number("%.3g", site_fit.small_latency_us) + " us, beta " +
+                format_number("%.3g", site_fit.small_bandwidth_GBps) + " GB/s)";
+      }
+      say(lead, said + ", residual " + format_number("%.3f", fit.residual));
     }
-    m.links.emplace_back(probe, fits);
+    const double overlap = measure_overlap(grid.axis(probe.axis), grid, backend, in.quick, buffers, compute,
+                                           all_reduce_sweep, lead);
+    m.links.push_back({probe, fits, overlap});
   }
 }
 
@@ -206,10 +259,11 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
   std::erase_if(s.gemm, [&](const SiteGemm& g) { return g.dtype == dtype; });
   s.gemm.insert(s.gemm.end(), m.gemm.begin(), m.gemm.end());
   s.elementwise_GBps = m.elementwise_GBps;
-  for (const auto& [probe, fits] : m.links) {
+  for (const auto& [probe, fits, overlap] : m.links) {
     for (const SiteTier& tier : kSiteTiers) {
       if (tier.tier != probe.tier) continue;
       s.*tier.fits = fits;
+      s.*tier.overlap = overlap;
       // The tier's own figures, which tools reading one figure per tier show, take the
       // all-reduce fit; the model prices every fitted kind by its own.
       const CollectiveFit& all_reduce = *fits[static_cast<size_t>(CollectiveKind::all_reduce)];

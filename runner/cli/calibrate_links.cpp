@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "cli/args.hpp"
-#include "cli/median.hpp"
 #include "config/switch_map.hpp"
 
 namespace axonn {
@@ -128,7 +127,7 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
                                     CollectiveBuffers& buffers, const std::function<void()>& compute) {
   const int n = c.size();
   buffers.reserve(*std::max_element(sizes.begin(), sizes.end()));
-  std::vector<double> medians;
+  std::vector<double> means;
   for (const double bytes : sizes) {
     const size_t count = block_count(kind, bytes, n);
     auto call = [&] {
@@ -148,16 +147,55 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
       c.synchronize();
     };
     call();  // untimed: connections, the communicator's first use of this size
-    std::vector<double> times;
-    for (int i = 0; i < message_repetitions(bytes, quick); ++i) {
+    const int repetitions = message_repetitions(bytes, quick);
+    double total = 0;
+    for (int i = 0; i < repetitions; ++i) {
       compute();
       const auto start = std::chrono::steady_clock::now();
       call();
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    medians.push_back(median(times));
+    means.push_back(total / repetitions);
   }
-  return medians;
+  return means;
+}
+
+OverlapTimes time_overlap(Communicator& c, double bytes, int repetitions, CollectiveBuffers& buffers,
+                          const std::function<void()>& compute) {
+  buffers.reserve(bytes);
+  const size_t count = block_count(CollectiveKind::all_reduce, bytes, c.size());
+  const auto all_reduce = [&] {
+    c.all_reduce(buffers.in(), count, ElementType::float32);
+    c.synchronize();
+  };
+  const auto both = [&] {
+    const Communicator::Ticket ticket = c.start_all_reduce(buffers.in(), count, ElementType::float32);
+    compute();
+    c.finish(ticket);
+    c.synchronize();
+  };
+  const auto mean_seconds = [&](const std::function<void()>& run) {
+    c.barrier();
+    run();  // untimed
+    double total = 0;
+    for (int i = 0; i < repetitions; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      run();
+      total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    return total / repetitions;
+  };
+  OverlapTimes t;
+  t.compute_s = mean_seconds(compute);
+  t.collective_s = mean_seconds(all_reduce);
+  t.both_s = mean_seconds(both);
+  return t;
+}
+
+double overlap_fraction(const OverlapTimes& t) {
+  const double shorter = std::min(t.compute_s, t.collective_s);
+  if (!(shorter > 0)) return 0;
+  return std::clamp((t.compute_s + t.collective_s - t.both_s) / shorter, 0.0, 1.0);
 }
 
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,

@@ -49,7 +49,7 @@ LinkPlan plan_links(const Topology& topology, const SiteConfig& site, const std:
 // Message sizes in bytes: 4 KiB doubling up to 256 MiB, or to 4 MiB when quick.
 std::vector<double> message_sizes(bool quick);
 inline constexpr double kLargestMessage = 256.0 * 1024 * 1024;
-// Timed calls per size (after one untimed): enough for a stable median where calls are
+// Timed calls per size (after one untimed): enough for a stable mean where calls are
 // short, few where one call takes a large part of a second.
 int message_repetitions(double bytes, bool quick);
 
@@ -70,7 +70,9 @@ class CollectiveBuffers {
 // the nccl-tests size rounded down to a multiple of 4 * n (all-reduce: of 4).
 double collective_bytes(CollectiveKind kind, double bytes, int n);
 
-// This rank's median seconds of `kind` on `c` at each size. Every rank of the grid calls it
+// This rank's mean seconds of `kind` on `c` at each size: a step's time is the sum of its
+// calls', so the model needs their mean, the rare call that waits out a peer's lost time
+// slice included (a median leaves those out, and training then runs slower than priced). Every rank of the grid calls it
 // for the same axis at the same time. On NCCL each call is waited for (synchronize) before
 // the clock stops: a time is what the host sees, as the trainer does when it waits.
 // `compute` runs, untimed, before every call: in training a collective follows compute on
@@ -83,14 +85,32 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
 // The times a fit needs: message_sizes(quick), then doubled sizes while the largest takes
 // less than twice the smallest (up to kLargestMessage), since below that the bandwidth term
 // is lost in the latency's noise (a quick sweep on slow links). `over_ranks` turns this
-// rank's medians into the medians over every rank (a collective: the same answer on every
+// rank's means into the medians over every rank (a collective: the same answer on every
 // rank, so every rank extends alike).
 struct CollectiveSweep {
   std::vector<double> bytes;    // collective_bytes of each size
-  std::vector<double> seconds;  // median over ranks
+  std::vector<double> seconds;  // the median over ranks of their mean
 };
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
                                  const std::function<void()>& compute,
                                  const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks);
+
+// The overlap probe: how much of a collective's time running it beside compute hides. This
+// rank's mean seconds, over `repetitions` after one untimed, of `compute` alone, of an
+// all-reduce of `bytes` (nccl-tests size) alone, and of the all-reduce started
+// (Communicator::start_all_reduce), `compute`, the all-reduce finished: what the trainer does
+// with its overlapped collectives. Every rank of the group calls it at the same time.
+struct OverlapTimes {
+  double compute_s = 0;
+  double collective_s = 0;
+  double both_s = 0;
+};
+OverlapTimes time_overlap(Communicator& c, double bytes, int repetitions, CollectiveBuffers& buffers,
+                          const std::function<void()>& compute);
+
+// The fraction of the shorter of the two that running them together hid,
+// (compute + collective - both) / min(compute, collective), within [0, 1]: 1 when the pair
+// took as long as the longer alone, 0 when as long as both in turn (or longer).
+double overlap_fraction(const OverlapTimes& t);
 
 }  // namespace axonn

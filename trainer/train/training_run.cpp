@@ -277,9 +277,11 @@ class TrainingRun {
     spdlog::info("train: {} steps of {} sequences x {} tokens; per rank {} micro-batch(es) of {}; data: {}", t.steps,
                  t.global_batch, job_.model.sequence, trainer_.split().accumulation, trainer_.split().micro_batch,
                  data_.description());
-    spdlog::info("train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s), memory {:.3f} MiB/rank",
-                 prediction.cost.step_s(), prediction.cost.compute_s, prediction.cost.comm_total_s(),
-                 static_cast<double>(prediction.memory.total()) / 1048576.0);
+    spdlog::info(
+        "train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s, of it hidden behind compute "
+        "{:.4f} s), memory {:.3f} MiB/rank",
+        prediction.cost.step_s(), prediction.cost.compute_s, prediction.cost.comm_total_s(), prediction.cost.hidden_s,
+        static_cast<double>(prediction.memory.total()) / 1048576.0);
     const Recompute mode = *decided_.plan.recompute;
     spdlog::info("train: recompute {} ({}){}", recompute_name(mode), decided_.recompute_why,
                  prediction.cost.recompute_flops > 0
