@@ -89,13 +89,22 @@ PiecewiseFit fit_piecewise(CollectiveKind kind, LinkTier tier, int ranks, const 
     return sizes.size();
   };
   PiecewiseFit out;
-  if (small_max_bytes <= 0 || distinct_sizes(small) < 2 || distinct_sizes(large) < 2) {
+  const auto one_line = [&] {
     out.fit = fit_alpha_beta(kind, tier, ranks, samples, max_residual);
     out.residual = out.fit.residual;
     return out;
+  };
+  if (small_max_bytes <= 0 || distinct_sizes(small) < 2 || distinct_sizes(large) < 2) return one_line();
+  try {
+    out.fit = fit_alpha_beta(kind, tier, ranks, large, max_residual);
+    out.small = fit_alpha_beta(kind, tier, ranks, small, max_residual);
+  } catch (const CalibrationError&) {
+    // A side too few or too noisy for a line of its own (its times not growing with the
+    // size, as a side whose time is all latency can come out): one line over all, which
+    // has the most sizes to find the slope, and which may refuse in turn.
+    out.small.reset();
+    return one_line();
   }
-  out.fit = fit_alpha_beta(kind, tier, ranks, large, max_residual);
-  out.small = fit_alpha_beta(kind, tier, ranks, small, max_residual);
   out.small_max_bytes = small_max_bytes;
   const double n_small = static_cast<double>(small.size()), n_large = static_cast<double>(large.size());
   out.residual = std::sqrt((out.small->residual * out.small->residual * n_small +

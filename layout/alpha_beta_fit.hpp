@@ -57,7 +57,8 @@ AlphaBetaFit fit_alpha_beta(CollectiveKind kind, LinkTier tier, int ranks, const
 // Where the communicator sends messages of up to small_max_bytes by another path
 // (Communicator::small_path_bytes): the samples on each side fitted apart, each as
 // fit_alpha_beta does (its residual within max_residual), when each side has two sizes or
-// more; else one line over all of them.
+// more and both lines converge; else one line over all of them (fit_alpha_beta, which may
+// refuse).
 struct PiecewiseFit {
   AlphaBetaFit fit;                   // the sizes above small_max_bytes, or every size
   std::optional<AlphaBetaFit> small;  // the sizes up to small_max_bytes

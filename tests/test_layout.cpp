@@ -1327,6 +1327,15 @@ TEST(AlphaBetaFit, PiecewiseFitsEachPathApartAtTheCommunicatorsSwitch) {
   EXPECT_LT(fit.residual, 1e-9);
   // One line cannot follow both: fitted as one, the same times leave a large residual.
   EXPECT_GT(fit_alpha_beta(CollectiveKind::all_reduce, LinkTier::intra_node, 2, samples, 10).residual, 0.3);
+  // A side whose times do not grow with the size (all latency, and noise): one line over all.
+  std::vector<CollectiveSample> flat_small = samples;
+  for (CollectiveSample& s : flat_small)
+    if (s.bytes <= split) s.seconds = 30e-6 - s.bytes * 1e-12;
+  const PiecewiseFit flat =
+      fit_piecewise(CollectiveKind::all_reduce, LinkTier::intra_node, 2, flat_small, split, 10);
+  EXPECT_FALSE(flat.small.has_value());
+  EXPECT_EQ(flat.small_max_bytes, 0);
+  EXPECT_EQ(flat.residual, flat.fit.residual);
   // No switch, or a side with fewer than two sizes: one line over every sample.
   for (const double none : {0.0, 4096.0, 128.0 * 1024 * 1024}) {
     const PiecewiseFit one =
