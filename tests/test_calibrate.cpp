@@ -113,9 +113,9 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
     const bool small = calls.bytes <= fit.small_max_bytes;
     const double latency_us = small ? fit.small_latency_us : fit.latency_us;
     const double bandwidth_GBps = small ? fit.small_bandwidth_GBps : fit.bandwidth_GBps;
-    const bool all_reduce = calls.kind == CollectiveKind::all_reduce;
-    want += static_cast<double>(calls.calls) * ((all_reduce ? 2 : 1) * latency_us * 1e-6 +
-                                                (all_reduce ? 1 : 0.5) * static_cast<double>(calls.bytes) /
+    const bool reduce = calls.kind == CollectiveKind::all_reduce;
+    want += static_cast<double>(calls.calls) * ((reduce ? 2 : 1) * latency_us * 1e-6 +
+                                                (reduce ? 1 : 0.5) * static_cast<double>(calls.bytes) /
                                                     (bandwidth_GBps * 1e9));
   }
   EXPECT_GT(v.at(CommAxis::z, CollectiveKind::all_gather).calls, 0);
