@@ -29,6 +29,7 @@
 #include "cli/calibrate_links.hpp"
 #include "cli/commands.hpp"
 #include "cli/environment.hpp"
+#include "cli/mean_seconds.hpp"
 #include "cli/median.hpp"
 #include "cli/report_error.hpp"
 #include "cli/train_device.hpp"
@@ -172,10 +173,7 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
                        ForwardGemm& compute, const CollectiveSweep& all_reduce, bool lead) {
   const int repetitions = quick ? 5 : 20;
   grid.world().barrier();
-  compute.run();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < repetitions; ++i) compute.run();
-  const double mine_gemm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repetitions;
+  const double mine_gemm_s = mean_seconds([&] { compute.run(); }, repetitions);
   const double gemm_s = median_over_ranks(gather_all(grid.world(), backend, {mine_gemm_s})).front();
   size_t nearest = 0;
   for (size_t i = 1; i < all_reduce.bytes.size(); ++i)

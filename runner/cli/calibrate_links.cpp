@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "cli/args.hpp"
+#include "cli/mean_seconds.hpp"
 #include "config/switch_map.hpp"
 
 namespace axonn {
@@ -174,21 +175,14 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int repetitions, Collec
     c.finish(ticket);
     c.synchronize();
   };
-  const auto mean_seconds = [&](const std::function<void()>& run) {
-    c.barrier();
-    run();  // untimed
-    double total = 0;
-    for (int i = 0; i < repetitions; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      run();
-      total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    return total / repetitions;
+  const auto together = [&](const std::function<void()>& run) {
+    c.barrier();  // the group's ranks start each together
+    return mean_seconds(run, repetitions);
   };
   OverlapTimes t;
-  t.compute_s = mean_seconds(compute);
-  t.collective_s = mean_seconds(all_reduce);
-  t.both_s = mean_seconds(both);
+  t.compute_s = together(compute);
+  t.collective_s = together(all_reduce);
+  t.both_s = together(both);
   return t;
 }
 
