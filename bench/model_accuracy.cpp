@@ -193,14 +193,24 @@ std::optional<Layout> chooser_pick(const SiteConfig& site, const JobConfig& job,
   return result.best().layout;
 }
 
-std::string fits_text(const CollectiveFits& fits) {
+std::string fits_text(const CollectiveFits& fits, double overlap) {
   std::string s;
+  if (overlap > 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "  overlap %.0f%%", 100 * overlap);
+    s += buf;
+  }
   for (CollectiveKind kind : kCalibratedKinds) {
     const std::optional<CollectiveFit>& f = fits[static_cast<size_t>(kind)];
     if (!f) continue;
     char buf[160];
     std::snprintf(buf, sizeof buf, "  %s %.3g us + %.3g GB/s", collective_name(kind), f->latency_us, f->bandwidth_GBps);
     s += buf;
+    if (f->small_max_bytes > 0) {
+      std::snprintf(buf, sizeof buf, " (up to %lld B: %.3g us + %.3g GB/s)", static_cast<long long>(f->small_max_bytes),
+                    f->small_latency_us, f->small_bandwidth_GBps);
+      s += buf;
+    }
     if (f->residual) {
       std::snprintf(buf, sizeof buf, " (residual %.2f)", *f->residual);
       s += buf;
@@ -246,9 +256,9 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
   std::printf("  GEMM %.1f GFLOP/s per rank over the %s job's shapes (laptop site: %.1f = peak x efficiency)\n",
               after.gemm_flops / 1e9, kCalibrationShape.name, before.peak_flops * before.compute_efficiency / 1e9);
   // A tier the world does not span keeps the base site's figures, which have no fits.
-  if (const std::string intra = fits_text(calibrated.intra_node_fits); !intra.empty())
+  if (const std::string intra = fits_text(calibrated.intra_node_fits, calibrated.intra_node_overlap); !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
-  if (const std::string inter = fits_text(calibrated.inter_node_fits); !inter.empty())
+  if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap); !inter.empty())
     std::printf("  inter-node%s\n", inter.c_str());
 }
 
