@@ -107,7 +107,7 @@ std::string format_layout_scan(const LayoutScan& scan) {
     s += '\n';
   }
   if (!scan.rows.empty()) s += knee_line(scan);
-  s += "step times are the layout model's predictions (no overlap of communication with compute assumed)";
+  s += "step times are the layout model's predictions (overlapped collectives hidden by the fraction the site measured, none where it has none)";
   if (energy)
     s += "; energy: to train, GPUs only (" + format_number("%g", p.gpu_power_watts) +
          " W each; no CPUs, network or cooling)";
