@@ -10,6 +10,10 @@
 // (1: all of it disappeared from the step; 0: none; below 0: overlap made the step slower).
 // CPU ranks on loopback: the "network" is the same cores the compute uses, so this bounds
 // what a rank gains where the NIC does the moving; the mechanism is the one GPUs use.
+// Beside it, what the layout model predicts: first `axonn calibrate --quick` with the same
+// ranks and job (its overlap probe gives each tier's hidden fraction), then every run trains
+// with that site, and the model's hidden time is the run's predicted step with overlap off
+// minus the one with it on (summary.json's predicted_step_s).
 #include <unistd.h>
 
 #include <cstdio>
@@ -22,6 +26,7 @@
 
 #include "bench_args.hpp"
 #include "bench_cpu_job.hpp"
+#include "config/site_config.hpp"
 #include "subprocess.hpp"
 
 namespace {
@@ -67,21 +72,36 @@ double overlappable_comm_s(const fs::path& run_dir) {
 struct Run {
   double step_s = 0;
   double overlappable_s = 0;
+  double predicted_step_s = 0;
 };
+
+// Fails the benchmark, with the command and its output, when `command` does not exit 0.
+std::string run_or_fail(const std::string& command) {
+  int status = 0;
+  std::string output = run_capture(command, status);
+  if (status != 0) {
+    std::fprintf(stderr, "bench_overlap: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
+    std::exit(1);
+  }
+  return output;
+}
+
+// `axonn calibrate --quick` on `ranks` ranks with the job's shapes, writing dir/site.toml.
+void calibrate(const fs::path& dir, int ranks) {
+  run_or_fail("cd " + dir.string() + " && " + kAxonn + " run -n " + std::to_string(ranks) +
+              " calibrate --quick --max-residual 1 --job job.toml --output site.toml 2>&1");
+}
 
 Run run_job(const fs::path& dir, int ranks, const std::string& layout, int steps, bool overlap) {
   fs::remove_all(dir / "ckpt");
   fs::remove_all(dir / "run");
   const std::string command = "cd " + dir.string() + " && AXONN_LAYOUT=" + layout + " " + kAxonn + " run -n " +
-                              std::to_string(ranks) + " job.toml training.steps=" + std::to_string(steps) +
-                              " training.overlap_comm=" + (overlap ? "true" : "false") + " run.dir=run 2>&1";
-  int status = 0;
-  const std::string output = run_capture(command, status);
-  if (status != 0) {
-    std::fprintf(stderr, "bench_overlap: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
-    std::exit(1);
-  }
-  return {median(axonn::bench::per_step_after_first(dir / "run", "step_s")), overlappable_comm_s(dir / "run")};
+                              std::to_string(ranks) + " job.toml --site site.toml training.steps=" +
+                              std::to_string(steps) + " training.overlap_comm=" + (overlap ? "true" : "false") +
+                              " run.dir=run 2>&1";
+  run_or_fail(command);
+  return {median(axonn::bench::per_step_after_first(dir / "run", "step_s")), overlappable_comm_s(dir / "run"),
+          axonn::bench::summary_number("bench_overlap", read_text(dir / "run" / "summary.json"), "predicted_step_s")};
 }
 
 struct Options {
@@ -120,20 +140,26 @@ int main(int argc, char** argv) {
   const std::vector<std::string> layouts = {std::to_string(ranks) + "x1x1x1", "1x1x1x" + std::to_string(ranks)};
   std::printf("overlap of communication with compute: %d ranks (axonn run, Gloo on loopback), %d steps, %d reps\n",
               ranks, steps, reps);
-  std::printf("%-10s %12s %12s %16s %8s %8s\n", "layout", "step off s", "step on s", "overlappable s", "hidden",
-              "speedup");
+  calibrate(dir, ranks);
+  const axonn::SiteConfig site = axonn::load_site_config((dir / "site.toml").string());
+  std::printf("calibrated with the same ranks and job: overlap intra-node %.0f%%, inter-node %.0f%% (the probe's "
+              "hidden fraction; the model hides that much of the overlapped collectives)\n",
+              100 * site.intra_node_overlap, 100 * site.inter_node_overlap);
+  std::printf("%-10s %12s %12s %16s %8s %8s %18s %18s\n", "layout", "step off s", "step on s", "overlappable s",
+              "hidden", "speedup", "hidden measured s", "hidden predicted s");
   for (const std::string& layout : layouts) {
-    std::vector<double> off, on, comm;
+    std::vector<double> off, on, comm, predicted_hidden;
     for (int r = 0; r < reps; ++r) {
       const Run a = run_job(dir, ranks, layout, steps, false);
       const Run b = run_job(dir, ranks, layout, steps, true);
       off.push_back(a.step_s);
       comm.push_back(a.overlappable_s);
       on.push_back(b.step_s);
+      predicted_hidden.push_back(a.predicted_step_s - b.predicted_step_s);
     }
     const double t_off = median(off), t_on = median(on), t_comm = median(comm);
-    std::printf("%-10s %12.4f %12.4f %16.4f %7.0f%% %7.2fx\n", layout.c_str(), t_off, t_on, t_comm,
-                100.0 * (t_off - t_on) / t_comm, t_off / t_on);
+    std::printf("%-10s %12.4f %12.4f %16.4f %7.0f%% %7.2fx %18.4f %18.4f\n", layout.c_str(), t_off, t_on, t_comm,
+                100.0 * (t_off - t_on) / t_comm, t_off / t_on, t_off - t_on, median(predicted_hidden));
   }
   fs::remove_all(dir);
   return 0;
