@@ -132,22 +132,20 @@ JobConfig load_job_config_string(const std::string& text, const std::string& nam
 
 namespace {
 
-// A tier's fitted kinds in the chooser's units (us -> s, GB/s -> bytes/s).
-KindLinks kind_links(const CollectiveFits& fits) {
-  KindLinks links;
-  for (size_t k = 0; k < fits.size(); ++k)
-    if (fits[k]) links[k] = Link{fits[k]->bandwidth_GBps * 1e9, fits[k]->latency_us * 1e-6};
-  return links;
-}
-
-// The same for the kinds' small-message lines.
-SmallMessageLinks small_message_links(const CollectiveFits& fits) {
-  SmallMessageLinks links;
-  for (size_t k = 0; k < fits.size(); ++k)
-    if (fits[k] && fits[k]->small_max_bytes > 0)
-      links[k] = SmallMessageLink{fits[k]->small_max_bytes,
-                                  Link{fits[k]->small_bandwidth_GBps * 1e9, fits[k]->small_latency_us * 1e-6}};
-  return links;
+// A tier's fitted kinds (and their small-message lines) and overlap in the chooser's units
+// (us -> s, GB/s -> bytes/s).
+MeasuredTier measured_tier(const CollectiveFits& fits, double overlap) {
+  MeasuredTier measured;
+  for (size_t k = 0; k < fits.size(); ++k) {
+    if (!fits[k]) continue;
+    const CollectiveFit& fit = *fits[k];
+    measured.kinds[k] = Link{fit.bandwidth_GBps * 1e9, fit.latency_us * 1e-6};
+    if (fit.small_max_bytes > 0)
+      measured.small[k] =
+          SmallMessageLink{fit.small_max_bytes, Link{fit.small_bandwidth_GBps * 1e9, fit.small_latency_us * 1e-6}};
+  }
+  measured.overlap = overlap;
+  return measured;
 }
 
 }  // namespace
@@ -183,15 +181,9 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.gemm_epilogues = job.training.device != "cpu";  // "cuda", or "auto" on a GPU site; the run knows for sure
   for (const SiteGemm& g : site.gemm)
     if (g.dtype == job.training.dtype) m.gemm_rates.push_back({{g.m, g.k, g.n}, g.tflops * 1e12});
-  m.intra_node_kinds = kind_links(site.intra_node_fits);
-  m.inter_node_kinds = kind_links(site.inter_node_fits);
-  m.inter_switch_kinds = kind_links(site.inter_switch_fits);
-  m.intra_node_small = small_message_links(site.intra_node_fits);
-  m.inter_node_small = small_message_links(site.inter_node_fits);
-  m.inter_switch_small = small_message_links(site.inter_switch_fits);
-  m.intra_node_overlap = site.intra_node_overlap;
-  m.inter_node_overlap = site.inter_node_overlap;
-  m.inter_switch_overlap = site.inter_switch_overlap;
+  m.intra_node_measured = measured_tier(site.intra_node_fits, site.intra_node_overlap);
+  m.inter_node_measured = measured_tier(site.inter_node_fits, site.inter_node_overlap);
+  m.inter_switch_measured = measured_tier(site.inter_switch_fits, site.inter_switch_overlap);
   in.policy = site_policy(site);
   return in;
 }

@@ -30,6 +30,16 @@ const Link& link_of(const Machine& m, LinkTier tier) {
   }
 }
 
+// What calibrate measured of `tier`; nullptr for none (a group of one spans no link).
+const MeasuredTier* measured_tier(const Machine& m, LinkTier tier) {
+  switch (tier) {
+    case LinkTier::intra_node: return &m.intra_node_measured;
+    case LinkTier::inter_node: return &m.inter_node_measured;
+    case LinkTier::inter_switch: return &m.inter_switch_measured;
+    default: return nullptr;
+  }
+}
+
 // The GEMM rate where a shape has none of its own: the measured one, else peak x efficiency.
 double default_gemm_rate(const Machine& m) {
   return m.gemm_flops > 0 ? m.gemm_flops : m.peak_flops * m.compute_efficiency;
@@ -66,21 +76,16 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
 }  // namespace
 
 const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind) {
-  const KindLinks* fitted = tier == LinkTier::intra_node     ? &m.intra_node_kinds
-                            : tier == LinkTier::inter_node   ? &m.inter_node_kinds
-                            : tier == LinkTier::inter_switch ? &m.inter_switch_kinds
-                                                             : nullptr;
-  if (fitted != nullptr && (*fitted)[static_cast<size_t>(kind)]) return *(*fitted)[static_cast<size_t>(kind)];
+  const MeasuredTier* measured = measured_tier(m, tier);
+  if (measured != nullptr && measured->kinds[static_cast<size_t>(kind)])
+    return *measured->kinds[static_cast<size_t>(kind)];
   return link_of(m, tier);
 }
 
 const SmallMessageLink* small_message_link(const Machine& m, LinkTier tier, CollectiveKind kind) {
-  const SmallMessageLinks* small = tier == LinkTier::intra_node     ? &m.intra_node_small
-                                   : tier == LinkTier::inter_node   ? &m.inter_node_small
-                                   : tier == LinkTier::inter_switch ? &m.inter_switch_small
-                                                                    : nullptr;
-  if (small == nullptr || !(*small)[static_cast<size_t>(kind)]) return nullptr;
-  return &*(*small)[static_cast<size_t>(kind)];
+  const MeasuredTier* measured = measured_tier(m, tier);
+  if (measured == nullptr || !measured->small[static_cast<size_t>(kind)]) return nullptr;
+  return &*measured->small[static_cast<size_t>(kind)];
 }
 
 const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind, int64_t bytes) {
@@ -89,12 +94,8 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
 }
 
 double overlap_efficiency(const Machine& m, LinkTier tier) {
-  switch (tier) {
-    case LinkTier::intra_node: return m.intra_node_overlap;
-    case LinkTier::inter_node: return m.inter_node_overlap;
-    case LinkTier::inter_switch: return m.inter_switch_overlap;
-    default: return 0;
-  }
+  const MeasuredTier* measured = measured_tier(m, tier);
+  return measured != nullptr ? measured->overlap : 0;
 }
 
 std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& g) {

@@ -3,7 +3,7 @@
 // collective of layout_volume.hpp priced by the ring formulas (collective.hpp) over the
 // slowest link its group spans. The collectives the trainer runs beside compute
 // (CollectiveCalls::overlapped, with training.overlap_comm) are hidden by the fraction the
-// site measured for their tier (Machine::*_overlap; calibrate's overlap probe), at most the
+// site measured for their tier (MeasuredTier::overlap; calibrate's overlap probe), at most the
 // compute they run beside: the data axis's beside one micro-batch's compute (they start in
 // the last backward), the z axis's beside the whole step's. Without a measured fraction
 // nothing is hidden, and the prediction is an upper bound for overlapping backends.

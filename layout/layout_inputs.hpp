@@ -87,6 +87,17 @@ struct SmallMessageLink {
 };
 using SmallMessageLinks = std::array<std::optional<SmallMessageLink>, kCollectiveKindCount>;
 
+// What `axonn calibrate` measured of one link tier; empty (and overlap 0) where it measured
+// nothing, and the tier's Link prices every collective on it.
+struct MeasuredTier {
+  KindLinks kinds;
+  SmallMessageLinks small;
+  // The fraction of a collective's time that running it beside compute hides (calibrate's
+  // overlap probe: a collective started, a GEMM, the collective finished; 0 to 1). 0: nothing
+  // is hidden, every collective's time is added to the step.
+  double overlap = 0;
+};
+
 // One linear layer's GEMM on one rank, Y (m, n) = X (m, k)·W (k, n): m the micro-batch's
 // tokens, k and n the rank's shard of the layer (W gathered over z). Its forward and both
 // backward GEMMs (dX = dY·W^T, dW = X^T·dY) are 6·m·k·n FLOPs.
@@ -122,12 +133,7 @@ struct Machine {
   std::vector<GemmRate> gemm_rates;  // per GPU, the job's dtype, by shape
   double attention_flops = 0;          // per GPU, the job's dtype: attention, 0 unmeasured (then gemm_flops)
   double elementwise_bytes_per_s = 0;  // per GPU: the memory-bound ops (memory_bound_bytes.hpp), 0 unmeasured
-  KindLinks intra_node_kinds, inter_node_kinds, inter_switch_kinds;
-  SmallMessageLinks intra_node_small, inter_node_small, inter_switch_small;
-  // The fraction of a collective's time that running it beside compute hides, per tier
-  // (calibrate's overlap probe: a collective started, a GEMM, the collective finished; 0 to 1).
-  // 0: nothing is hidden, every collective's time is added to the step.
-  double intra_node_overlap = 0, inter_node_overlap = 0, inter_switch_overlap = 0;
+  MeasuredTier intra_node_measured, inter_node_measured, inter_switch_measured;
   // Bias and GELU inside the GEMMs where no collective sits between them (the CUDA backend's
   // cuBLASLt epilogues), else separate passes over memory (the CPU backend).
   bool gemm_epilogues = true;

@@ -47,14 +47,14 @@ std::string describe_calibration(const Machine& m) {
   if (m.elementwise_bytes_per_s > 0)
     s += "  measured memory-bound ops (LayerNorm, GELU, bias, cross-entropy, AdamW): their bytes at " +
          format_number("%.3g GB/s", m.elementwise_bytes_per_s / 1e9) + "\n";
-  const std::array<std::pair<LinkTier, const KindLinks*>, 3> tiers = {
-      {{LinkTier::intra_node, &m.intra_node_kinds},
-       {LinkTier::inter_node, &m.inter_node_kinds},
-       {LinkTier::inter_switch, &m.inter_switch_kinds}}};
-  for (const auto& [tier, kinds] : tiers) {
+  const std::array<std::pair<LinkTier, const MeasuredTier*>, 3> tiers = {
+      {{LinkTier::intra_node, &m.intra_node_measured},
+       {LinkTier::inter_node, &m.inter_node_measured},
+       {LinkTier::inter_switch, &m.inter_switch_measured}}};
+  for (const auto& [tier, measured] : tiers) {
     for (int k = 0; k < kCollectiveKindCount; ++k) {
       const auto kind = static_cast<CollectiveKind>(k);
-      const auto& fit = (*kinds)[static_cast<size_t>(k)];
+      const auto& fit = measured->kinds[static_cast<size_t>(k)];
       if (!fit) continue;
       s += std::string("  measured ") + link_tier_name(tier) + " " + collective_name(kind) + ": alpha " +
            format_number("%.3g", fit->latency_s * 1e6) + " us, beta " +

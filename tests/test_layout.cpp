@@ -932,7 +932,7 @@ TEST(LayoutCalibrated, PricesEachCollectiveKindByItsFit) {
   fits[static_cast<size_t>(CollectiveKind::all_reduce)] = Link{3e8, 70e-6};
   fits[static_cast<size_t>(CollectiveKind::all_gather)] = Link{5e8, 40e-6};
   fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = Link{4e8, 55e-6};
-  in.machine.intra_node_kinds = fits;
+  in.machine.intra_node_measured.kinds = fits;
   const StepVolume v = predict_step_volume(in, l);
   const CostEstimate c = estimate_cost(in, l, v);
   for (int a = 0; a < kCommAxisCount; ++a) {
@@ -960,7 +960,7 @@ TEST(LayoutCalibrated, UnfittedKindsAndTiersKeepTheirLink) {
   Machine m;
   m.intra_node = {1e10, 1e-6};
   m.inter_node = {1e9, 1e-5};
-  m.inter_node_kinds[static_cast<size_t>(CollectiveKind::all_gather)] = Link{2e9, 3e-5};
+  m.inter_node_measured.kinds[static_cast<size_t>(CollectiveKind::all_gather)] = Link{2e9, 3e-5};
   EXPECT_EQ(&collective_link(m, LinkTier::inter_node, CollectiveKind::all_reduce), &m.inter_node);
   EXPECT_EQ(collective_link(m, LinkTier::inter_node, CollectiveKind::all_gather).latency_s, 3e-5);
   EXPECT_EQ(&collective_link(m, LinkTier::intra_node, CollectiveKind::all_gather), &m.intra_node);
@@ -972,8 +972,8 @@ TEST(LayoutCalibrated, UnfittedKindsAndTiersKeepTheirLink) {
 TEST(LayoutCalibrated, SmallMessageLinePricesTheCallsUpToItsSize) {
   Machine m;
   m.intra_node = {1e10, 1e-6};
-  m.intra_node_kinds[static_cast<size_t>(CollectiveKind::all_reduce)] = Link{2e9, 500e-6};
-  m.intra_node_small[static_cast<size_t>(CollectiveKind::all_reduce)] = SmallMessageLink{65536, Link{1e9, 20e-6}};
+  m.intra_node_measured.kinds[static_cast<size_t>(CollectiveKind::all_reduce)] = Link{2e9, 500e-6};
+  m.intra_node_measured.small[static_cast<size_t>(CollectiveKind::all_reduce)] = SmallMessageLink{65536, Link{1e9, 20e-6}};
   EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 65536).latency_s, 20e-6);
   EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 65537).latency_s, 500e-6);
   EXPECT_EQ(&collective_link(m, LinkTier::intra_node, CollectiveKind::all_gather, 10), &m.intra_node);
@@ -981,8 +981,7 @@ TEST(LayoutCalibrated, SmallMessageLinePricesTheCallsUpToItsSize) {
 
   ChooserInput in = tiny_input();
   in.machine.tasks_per_node = 4;
-  in.machine.intra_node_kinds = m.intra_node_kinds;
-  in.machine.intra_node_small = m.intra_node_small;
+  in.machine.intra_node_measured = m.intra_node_measured;
   const Layout l = parse_layout("1x4x1x1");
   const StepVolume v = predict_step_volume(in, l);
   double want = 0;
@@ -1048,7 +1047,7 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_GT(none.overlapped_s, 0);
   EXPECT_LT(none.overlapped_s, none.comm_total_s());
   EXPECT_DOUBLE_EQ(none.step_s(), none.compute_s + none.comm_total_s());
-  in.machine.intra_node_overlap = 0.5;
+  in.machine.intra_node_measured.overlap = 0.5;
   const CostEstimate half = estimate_cost(in, l, v);
   EXPECT_EQ(half.comm_s, none.comm_s);
   EXPECT_EQ(half.overlapped_s, none.overlapped_s);
@@ -1069,7 +1068,7 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_DOUBLE_EQ(half.hidden_s, want);
   EXPECT_DOUBLE_EQ(half.step_s(), half.compute_s + half.comm_total_s() - want);
   // All of it hidden, at most the compute: the step is never shorter than its compute.
-  in.machine.intra_node_overlap = 1;
+  in.machine.intra_node_measured.overlap = 1;
   in.machine.intra_node = {1e3, 1e-3};  // slow: the overlapped collectives outlast the compute
   const CostEstimate slow = estimate_cost(in, l, predict_step_volume(in, l));
   EXPECT_DOUBLE_EQ(slow.hidden_s, slow.compute_s);
@@ -1273,7 +1272,7 @@ TEST(LayoutCalibrated, ExplainSaysWhatWasMeasured) {
   EXPECT_EQ(format_explain(choose_layout(in), 3).find("measured"), std::string::npos);
   in.machine.gemm_flops = 3e10;
   in.machine.gemm_rates = {{{4, 4, 12}, 1e10}};
-  in.machine.intra_node_kinds[static_cast<size_t>(CollectiveKind::all_gather)] = Link{2e9, 40e-6};
+  in.machine.intra_node_measured.kinds[static_cast<size_t>(CollectiveKind::all_gather)] = Link{2e9, 40e-6};
   const std::string text = format_explain(choose_layout(in), 3);
   EXPECT_NE(text.find("measured compute: each linear layer's GEMMs at the rate measured for its shape (1 shape(s)), "
                       "else and for attention at 3e+10 FLOP/s (measured)"),
