@@ -60,9 +60,8 @@ interval = 0
 )";
 
 // summary.json's comm_seconds_per_step for the collectives overlap moves.
-double overlappable_comm_s(const fs::path& run_dir) {
-  const std::map<std::string, double> seconds =
-      axonn::bench::comm_seconds_per_step("bench_overlap", read_text(run_dir / "summary.json"));
+double overlappable_comm_s(const std::string& summary) {
+  const std::map<std::string, double> seconds = axonn::bench::comm_seconds_per_step("bench_overlap", summary);
   double total = 0;
   for (const char* key : {"z.all_gather", "z.reduce_scatter", "data.all_reduce"})
     if (const auto it = seconds.find(key); it != seconds.end()) total += it->second;
@@ -75,33 +74,30 @@ struct Run {
   double predicted_step_s = 0;
 };
 
-// Fails the benchmark, with the command and its output, when `command` does not exit 0.
-std::string run_or_fail(const std::string& command) {
+// `axonn calibrate --quick` on `ranks` ranks with the job's shapes, writing dir/site.toml.
+void calibrate(const fs::path& dir, int ranks) {
+  const std::string command = "cd " + dir.string() + " && " + kAxonn + " run -n " + std::to_string(ranks) +
+                              " calibrate --quick --max-residual 1 --job job.toml --output site.toml 2>&1";
   int status = 0;
-  std::string output = run_capture(command, status);
+  const std::string output = run_capture(command, status);
   if (status != 0) {
     std::fprintf(stderr, "bench_overlap: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
     std::exit(1);
   }
-  return output;
 }
 
-// `axonn calibrate --quick` on `ranks` ranks with the job's shapes, writing dir/site.toml.
-void calibrate(const fs::path& dir, int ranks) {
-  run_or_fail("cd " + dir.string() + " && " + kAxonn + " run -n " + std::to_string(ranks) +
-              " calibrate --quick --max-residual 1 --job job.toml --output site.toml 2>&1");
-}
-
+// One run of job.toml at `layout` with the calibrated site (run_cpu_job: exits when it fails
+// or its counted bytes differ from the model's).
 Run run_job(const fs::path& dir, int ranks, const std::string& layout, int steps, bool overlap) {
-  fs::remove_all(dir / "ckpt");
-  fs::remove_all(dir / "run");
-  const std::string command = "cd " + dir.string() + " && AXONN_LAYOUT=" + layout + " " + kAxonn + " run -n " +
-                              std::to_string(ranks) + " job.toml --site site.toml training.steps=" +
-                              std::to_string(steps) + " training.overlap_comm=" + (overlap ? "true" : "false") +
-                              " run.dir=run 2>&1";
-  run_or_fail(command);
-  return {median(axonn::bench::per_step_after_first(dir / "run", "step_s")), overlappable_comm_s(dir / "run"),
-          axonn::bench::summary_number("bench_overlap", read_text(dir / "run" / "summary.json"), "predicted_step_s")};
+  axonn::bench::CpuJob job;
+  job.ranks = ranks;
+  job.layout = layout;
+  job.steps = steps;
+  std::string overrides = "--site site.toml training.overlap_comm=";
+  overrides.append(overlap ? "true" : "false");
+  const std::string summary = axonn::bench::run_cpu_job("bench_overlap", dir, job, overrides);
+  return {median(axonn::bench::per_step_after_first(dir / "run", "step_s")), overlappable_comm_s(summary),
+          axonn::bench::summary_number("bench_overlap", summary, "predicted_step_s")};
 }
 
 struct Options {
