@@ -32,11 +32,7 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
     const auto axis = static_cast<CommAxis>(a);
     GroupSpec& g = groups[static_cast<size_t>(a)];
     g.name = comm_axis_name(axis);
-    if (axis == CommAxis::world) {
-      for (int r = 0; r < layout.world(); ++r) g.members.push_back(r);
-    } else {
-      g.members = layout.group(static_cast<Axis>(a), exchange.rank());
-    }
+    g.members = layout.comm_group(axis, exchange.rank());
   }
 
   if (backend == CommBackend::nccl) {

@@ -9,6 +9,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
     case CollectiveKind::broadcast: return "broadcast";
     case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::all_to_all: return "all_to_all";
   }
   return "unknown";
 }
@@ -19,7 +20,8 @@ double bus_factor(CollectiveKind kind, int n) {
   switch (kind) {
     case CollectiveKind::all_reduce: return 2.0 * ring;
     case CollectiveKind::all_gather:
-    case CollectiveKind::reduce_scatter: return ring;
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all: return ring;
     case CollectiveKind::broadcast: return 1.0;
     case CollectiveKind::barrier: return 0.0;
   }

@@ -9,11 +9,19 @@
 
 namespace axonn {
 
-enum class CollectiveKind { all_reduce = 0, all_gather = 1, reduce_scatter = 2, broadcast = 3, barrier = 4 };
-inline constexpr int kCollectiveKindCount = 5;
+enum class CollectiveKind {
+  all_reduce = 0,
+  all_gather = 1,
+  reduce_scatter = 2,
+  broadcast = 3,
+  barrier = 4,
+  all_to_all = 5
+};
+inline constexpr int kCollectiveKindCount = 6;
 const char* collective_name(CollectiveKind kind);  // "all_reduce", ...
 
-// 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter, 1 for broadcast
+// 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all (each rank
+// keeps its own block and sends the other n-1), 1 for broadcast
 // (nccl-tests' busbw factors), 0 for a barrier or a group of one.
 double bus_factor(CollectiveKind kind, int n);
 // Latency terms: 2(n-1) for all-reduce, n-1 for the others, 0 for a group of one.

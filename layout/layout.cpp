@@ -13,7 +13,7 @@ char axis_letter(Axis axis) { return "xyzd"[static_cast<int>(axis)]; }
 std::string axis_name(Axis axis) { return comm_axis_name(comm_axis(axis)); }
 
 std::string comm_axis_name(CommAxis axis) {
-  static const char* const names[] = {"x", "y", "z", "data", "world"};
+  static const char* const names[] = {"x", "y", "z", "data", "world", "expert", "expert_data"};
   return names[static_cast<int>(axis)];
 }
 
@@ -92,6 +92,51 @@ std::vector<std::vector<int>> Layout::groups(Axis a) const {
   return all;
 }
 
+std::vector<int> Layout::comm_group(CommAxis a, int rank_in_group) const {
+  switch (a) {
+    case CommAxis::world: {
+      std::vector<int> all(static_cast<size_t>(world()));
+      for (int r = 0; r < world(); ++r) all[static_cast<size_t>(r)] = r;
+      return all;
+    }
+    case CommAxis::expert:
+    case CommAxis::expert_data: {
+      // Data coordinate d = group·E_p + expert rank: the expert axis varies the expert rank,
+      // expert_data the group.
+      if (comm_size(a) == 1) return {rank_in_group};
+      Coords c = coords(rank_in_group);
+      const int first = a == CommAxis::expert ? c.data - c.data % experts : c.data % experts;
+      const int step = a == CommAxis::expert ? 1 : experts;
+      std::vector<int> members;
+      for (int i = 0; i < comm_size(a); ++i) {
+        c.data = first + i * step;
+        members.push_back(rank(c));
+      }
+      return members;
+    }
+    default:
+      return group(static_cast<Axis>(a), rank_in_group);
+  }
+}
+
+int Layout::comm_size(CommAxis a) const {
+  switch (a) {
+    case CommAxis::world: return world();
+    case CommAxis::expert: return experts;
+    case CommAxis::expert_data: return experts == 1 ? 1 : data / experts;
+    default: return size(static_cast<Axis>(a));
+  }
+}
+
+int Layout::comm_stride(CommAxis a) const {
+  switch (a) {
+    case CommAxis::world: return 1;
+    case CommAxis::expert: return stride(Axis::data);
+    case CommAxis::expert_data: return stride(Axis::data) * experts;
+    default: return stride(static_cast<Axis>(a));
+  }
+}
+
 namespace {
 
 int parse_size(const std::string& part, const std::string& text) {
@@ -107,7 +152,19 @@ int parse_size(const std::string& part, const std::string& text) {
 
 Layout parse_layout(const std::string& text) {
   const auto colon = text.find(':');
-  const std::string sizes = text.substr(0, colon);
+  std::string sizes = text.substr(0, colon);
+  // "...eN": expert parallelism.
+  int experts = 1;
+  if (const auto e = sizes.find('e'); e != std::string::npos) {
+    const std::string part = sizes.substr(e + 1);
+    int v = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v < 1)
+      throw LayoutError("layout '" + text + "': expert parallelism 'e" + part +
+                        "' is not a positive integer; expected DxXxYxZeN, e.g. 4x2x1x1e2");
+    experts = v;
+    sizes.resize(e);
+  }
   std::vector<std::string> parts;
   size_t start = 0;
   for (size_t i = 0; i <= sizes.size(); ++i) {
@@ -124,6 +181,12 @@ Layout parse_layout(const std::string& text) {
   l.x = parse_size(parts[1], text);
   l.y = parse_size(parts[2], text);
   l.z = parse_size(parts[3], text);
+  l.experts = experts;
+  if (l.data % l.experts != 0)
+    throw LayoutError("layout '" + text + "': expert parallelism " + std::to_string(l.experts) +
+                      " does not divide the data axis " + std::to_string(l.data) +
+                      "; expert groups cut the data axis, so use an E_p that divides D, e.g. " +
+                      std::to_string(l.data) + "x" + parts[1] + "x" + parts[2] + "x" + parts[3] + "e1");
   // world() and every rank number are ints: refuse a product past INT_MAX before anything
   // multiplies the sizes (each is below 2^31, so the running product fits in int64_t).
   int64_t world = 1;
@@ -150,7 +213,16 @@ Layout parse_layout(const std::string& text) {
 }
 
 std::string format_layout(const Layout& l) {
-  return std::to_string(l.data) + "x" + std::to_string(l.x) + "x" + std::to_string(l.y) + "x" + std::to_string(l.z);
+  std::string text = std::to_string(l.data);
+  for (int size : {l.x, l.y, l.z}) {
+    text += 'x';
+    text += std::to_string(size);
+  }
+  if (l.experts != 1) {
+    text += 'e';
+    text += std::to_string(l.experts);
+  }
+  return text;
 }
 
 std::string format_order(const Layout& l) {

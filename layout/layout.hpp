@@ -17,11 +17,16 @@ inline constexpr std::array<Axis, 4> kAllAxes = {Axis::x, Axis::y, Axis::z, Axis
 char axis_letter(Axis axis);        // 'x', 'y', 'z', 'd'
 std::string axis_name(Axis axis);   // "x", "y", "z", "data"
 
-// The groups communication is counted on: the four grid axes plus the whole job
-// (the per-step loss all-reduce).
-enum class CommAxis { x = 0, y = 1, z = 2, data = 3, world = 4 };
-inline constexpr int kCommAxisCount = 5;
-std::string comm_axis_name(CommAxis axis);  // "x", "y", "z", "data", "world"
+// The groups communication is counted on: the four grid axes, the whole job (the per-step
+// loss all-reduce), and in MoE jobs the two cuts of the data axis by expert parallelism:
+// `expert` (the token all-to-all among the E_p ranks that share a batch's experts) and
+// `expert_data` (the G_data/E_p ranks holding the same experts, which all-reduce their
+// gradients). Without expert parallelism (E_p = 1) there is no cut: both have groups of one
+// rank, and expert weights are reduced over data like every other weight.
+enum class CommAxis { x = 0, y = 1, z = 2, data = 3, world = 4, expert = 5, expert_data = 6 };
+inline constexpr int kCommAxisCount = 7;
+// "x", "y", "z", "data", "world", "expert", "expert_data"
+std::string comm_axis_name(CommAxis axis);
 inline CommAxis comm_axis(Axis axis) { return static_cast<CommAxis>(static_cast<int>(axis)); }
 
 // Bad layout text or a layout that does not match the job; the message names the
@@ -44,6 +49,10 @@ struct Layout {
   // order[0] varies fastest in rank numbering. The default gives
   // rank = ((d*G_z + z)*G_y + y)*G_x + x, so x groups are node-local first.
   std::array<Axis, 4> order = {Axis::x, Axis::y, Axis::z, Axis::data};
+  // Expert parallelism E_p (MoE jobs): divides data. Data coordinate d is expert rank
+  // d mod E_p of expert group d / E_p, so an expert group is E_p consecutive data
+  // coordinates (the nearest in rank numbering). 1: every rank holds every expert.
+  int experts = 1;
 
   int size(Axis a) const;
   int world() const { return data * x * y * z; }
@@ -57,14 +66,22 @@ struct Layout {
   std::vector<int> group(Axis a, int rank) const;
   // Every group along `a`, each in group-rank order; together they cover the world once.
   std::vector<std::vector<int>> groups(Axis a) const;
+  // World ranks of the communication group `a` containing `rank` (a grid axis, the world,
+  // or an expert cut of the data axis), in group-rank order.
+  std::vector<int> comm_group(CommAxis a, int rank) const;
+  int comm_size(CommAxis a) const;  // members of every group of `a`
+  // Distance in rank numbers between neighbours of a group of `a` (1 for the world): a
+  // group of `a` lies inside an aligned block of comm_stride(a)·comm_size(a) ranks.
+  int comm_stride(CommAxis a) const;
 
   bool operator==(const Layout&) const = default;
 };
 
-// "DxXxYxZ" (e.g. "2x2x1x2": data 2, x 2, y 1, z 2), optionally ":ORDER" with ORDER the
-// four letters x, y, z, d fastest first (e.g. "2x2x1x2:yxzd").
+// "DxXxYxZ" (e.g. "2x2x1x2": data 2, x 2, y 1, z 2), optionally "eN" for expert
+// parallelism N (a divisor of D; e.g. "4x2x1x1e2"), optionally ":ORDER" with ORDER the four
+// letters x, y, z, d fastest first (e.g. "2x2x1x2:yxzd", "4x2x1x1e2:yxzd").
 Layout parse_layout(const std::string& text);
-std::string format_layout(const Layout& layout);  // "2x2x1x2"
+std::string format_layout(const Layout& layout);  // "2x2x1x2", "4x2x1x1e2" (no "e1")
 std::string format_order(const Layout& layout);   // "xyzd"
 std::string format_layout_with_order(const Layout& layout);  // "2x2x1x2:xyzd"
 

@@ -115,12 +115,7 @@ double gemm_rate(const Machine& m, const GemmShape& shape) {
 
 LinkTier axis_link(const Machine& machine, const Layout& g, CommAxis axis) {
   const int64_t world = g.world();
-  int64_t n = world, s = 1;
-  if (axis != CommAxis::world) {
-    const Axis a = static_cast<Axis>(static_cast<int>(axis));
-    n = g.size(a);
-    s = g.stride(a);
-  }
+  const int64_t n = g.comm_size(axis), s = g.comm_stride(axis);
   if (n <= 1) return LinkTier::none;
   const int64_t per_node = machine.tasks_per_node;
   if (contained(world, per_node, s * n)) return LinkTier::intra_node;

@@ -20,6 +20,19 @@ struct ModelShape {
   int heads = 4;          // H, head size C/H
   int vocab = 256;        // V
   int sequence = 64;      // T, also the number of learned position embeddings
+  // Mixture of experts (docs/moe.md). experts = E, 0: every block's MLP is dense. Else the
+  // MLP of every moe_every-th block (blocks moe_every-1, 2·moe_every-1, ...) is E expert
+  // MLPs behind a float32 router [C, E] that sends each token to its top_k (1 or 2) experts.
+  int experts = 0;
+  int top_k = 2;
+  int moe_every = 1;
+  // Expert capacity = ceil(capacity_factor · tokens · top_k / E) token slots per expert,
+  // tokens counted over a set that no layout changes; 0: dropless (every routed token is kept).
+  double capacity_factor = 0.0;
+  double aux_loss_weight = 0.01;  // the Switch/GShard balance loss E·Σ f_i·P_i, scaled
+
+  bool moe() const { return experts > 0; }
+  bool is_moe_block(int layer) const { return moe() && (layer + 1) % moe_every == 0; }
 };
 
 // The batch in sequences. Every (data, z) coordinate processes

@@ -84,8 +84,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   const int64_t C = model.hidden;
 
   StepVolume v;
-  for (Axis a : kAllAxes) v.group_size[static_cast<size_t>(comm_axis(a))] = g.size(a);
-  v.group_size[static_cast<size_t>(CommAxis::world)] = g.world();
+  for (int a = 0; a < kCommAxisCount; ++a) v.group_size[static_cast<size_t>(a)] = g.comm_size(static_cast<CommAxis>(a));
 
   using K = CollectiveKind;
   const bool overlap = input.overlap_comm;  // CollectiveCalls::overlapped

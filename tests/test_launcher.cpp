@@ -44,7 +44,7 @@ TEST(LocalLauncher, EightRanksOnTwoPretendNodesOverSeveralLayouts) {
     const auto r =
         run_command("AXONN_LAYOUT=" + std::string(layout) + " " + kAxonn + " run -n 8 --nodes-sim 2 selftest");
     ASSERT_EQ(r.code, 0) << layout << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "[0] selftest: 200 passed, 0 failed")) << layout << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "[0] selftest: 280 passed, 0 failed")) << layout << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, "[5] selftest: rank 5/8 node 1/2 (" + host() + "-n1) local 1/4 peers 4,5,6,7"))
         << r.output;
     EXPECT_TRUE(contains(r.output, "[2] selftest: rank 2/8 node 0/2 (" + host() + "-n0) local 2/4 peers 0,1,2,3"))

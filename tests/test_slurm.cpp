@@ -39,7 +39,7 @@ TEST_F(Slurm, SrunSelftestAcrossTwoSlurmds) {
                                  " selftest",
                              90);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "selftest: 200 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "selftest: 280 passed, 0 failed")) << r.output;
   EXPECT_TRUE(contains(r.output, "node 0/2 (n0)")) << r.output;
   EXPECT_TRUE(contains(r.output, "node 1/2 (n1)")) << r.output;
 }
