@@ -40,6 +40,18 @@ const MeasuredTier* measured_tier(const Machine& m, LinkTier tier) {
   }
 }
 
+// The MoE blocks' GEMMs on one rank per micro-batch: each expert row through fc and proj
+// (forward, dX, dW), and the router's logits and their two gradients. With a capacity the
+// experts' rows are an upper bound: empty slots are not computed.
+double moe_flops_per_micro_batch(const ModelShape& model, const Layout& g, const BatchSplit& split) {
+  const MoeShape moe = moe_shape(model, split);
+  if (moe.layers == 0) return 0;
+  const double c_local = static_cast<double>(model.hidden / g.x), hidden_local = 4.0 * model.hidden / g.y;
+  const double experts = 2 * 6.0 * static_cast<double>(moe.rows) * c_local * hidden_local;
+  const double router = 6.0 * static_cast<double>(split.tokens) * c_local * static_cast<double>(moe.experts);
+  return static_cast<double>(moe.layers) * (experts + router);
+}
+
 // The GEMM rate where a shape has none of its own: the measured one, else peak x efficiency.
 double default_gemm_rate(const Machine& m) {
   return m.gemm_flops > 0 ? m.gemm_flops : m.peak_flops * m.compute_efficiency;
@@ -70,6 +82,7 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
   const double scores = split.micro_batch * (model.heads / g.y) * T * T * head_dim;  // one block's, per FLOP factor
   const double attention_rate = machine.attention_flops > 0 ? machine.attention_flops : default_gemm_rate(machine);
   per_micro += (12.0 * model.layers + 4.0 * static_cast<double>(blocks)) * scores / attention_rate;
+  per_micro += moe_flops_per_micro_batch(model, g, split) / default_gemm_rate(machine);
   return per_micro * split.accumulation;
 }
 
@@ -142,6 +155,7 @@ double flops_per_rank(const ChooserInput& input, const Layout& g) {
   const double head_dim = static_cast<double>(model.hidden) / model.heads;
   // Model FLOPs: backward's recompute of the scores (flash-style attention) is not counted.
   per_micro += model.layers * 12.0 * split.micro_batch * (model.heads / g.y) * T * T * head_dim;
+  per_micro += moe_flops_per_micro_batch(model, g, split);
   return per_micro * split.accumulation;
 }
 

@@ -33,6 +33,9 @@ struct ModelShape {
 
   bool moe() const { return experts > 0; }
   bool is_moe_block(int layer) const { return moe() && (layer + 1) % moe_every == 0; }
+  int moe_layers() const { return moe_blocks_before(layers); }
+  // MoE blocks among blocks 0 .. count-1.
+  int moe_blocks_before(int count) const { return moe() ? count / moe_every : 0; }
 };
 
 // The batch in sequences. Every (data, z) coordinate processes

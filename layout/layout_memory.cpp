@@ -56,6 +56,23 @@ int64_t workspace_elements(const ModelShape& model, const Layout& g, int64_t m) 
   return 2 * m * C / g.x + 8 * m * C / g.y;
 }
 
+// The MoE blocks' own buffers (trainer/model/moe_layer.hpp), each block's, under every
+// recomputation mode: the expert rows' input and output [R, c] and fc output and GELU
+// [R, 4cy] in the activations' type; float32 router logits and probabilities [m, E], gates
+// [m, k], int32 choices and slots [m, k], each row's token and gate [R]; backward's row
+// gradients (2 [R, c] and [R, 4cy]) and the gates' and logits' gradients; with G_z > 1 every
+// expert's fc and proj gathered, [c, 4cy] each.
+void add_moe_layers(MemoryEstimate& mem, const ModelShape& model, const Layout& g, const BatchSplit& split,
+                    int64_t e) {
+  const MoeShape moe = moe_shape(model, split);
+  if (moe.layers == 0) return;
+  const int64_t m = split.tokens, R = moe.rows, E = moe.experts, k = moe.top_k;
+  const int64_t c = model.hidden / g.x, h = 4 * model.hidden / g.y;
+  mem.activations += moe.layers * ((2 * R * c + 2 * R * h) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
+  mem.workspace += moe.layers * ((2 * R * c + R * h) * e + 4 * (m * k + m * E));
+  if (g.z > 1) mem.gathered_weights += moe.layers * 2 * E * c * h * e;
+}
+
 std::string gib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -100,6 +117,7 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g, Memor
   const ActivationParts parts = activation_parts(input.model, g, split.tokens, split.micro_batch);
   mem.activations = activation_elements(parts, input.model.layers, mode) * e;
   mem.workspace = workspace_elements(input.model, g, split.tokens) * e;
+  add_moe_layers(mem, input.model, g, split, e);
   return mem;
 }
 

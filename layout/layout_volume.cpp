@@ -104,6 +104,26 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   v.add(CommAxis::y, K::all_gather, A, m * g.y * stat);
   v.add(CommAxis::y, K::all_reduce, A, m * 2 * stat);
 
+  // The MoE blocks (trainer/model/moe_layer.hpp), per micro-batch: forward, the router's
+  // logits summed over x, the routing statistics summed over z and data, each expert's fc
+  // and proj gathered over z, the experts' rows summed over x after fc and over y after proj;
+  // backward, the gates' gradient summed over x, the rows' gradients over x and y, each
+  // expert's dW reduce-scattered over z. Block recomputation does not rerun them.
+  const MoeShape moe = moe_shape(model, split);
+  if (moe.layers > 0) {
+    const int64_t calls = A * moe.layers, E = moe.experts;
+    const int64_t hidden_local = 4 * C / g.y, c_local = C / g.x;
+    const int64_t expert_block = c_local * hidden_local;  // fc [C/G_x, 4C/G_y], proj [4C/G_y, C/G_x]
+    v.add(CommAxis::x, K::all_reduce, calls, m * E * stat);
+    v.add(CommAxis::z, K::all_reduce, calls, moe_statistics(model) * stat);
+    v.add(CommAxis::data, K::all_reduce, calls, moe_statistics(model) * stat);
+    v.add(CommAxis::z, K::all_gather, calls * 2 * E, expert_block * w);
+    v.add(CommAxis::x, K::all_reduce, calls * 2, moe.rows * hidden_local * e);
+    v.add(CommAxis::y, K::all_reduce, calls * 2, moe.rows * c_local * e);
+    v.add(CommAxis::x, K::all_reduce, calls, m * moe.top_k * stat);
+    v.add(CommAxis::z, K::reduce_scatter, calls * 2 * E, expert_block * grad);
+  }
+
   // The recomputed forwards (trainer/model/gpt.cpp, Gpt::recompute).
   const auto shapes = linear_shapes(model);  // qkv, attn.proj, mlp.fc, mlp.proj, then the head
   const int64_t rerun = A * recomputed_blocks(model, mode);
@@ -113,19 +133,28 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   } else if (mode == Recompute::block) {
     // Every block layer gathers its weight again; qkv, attn.proj and mlp.fc rerun their GEMMs
     // (mlp.proj's output is the next block's input, which is kept).
-    const size_t rerun_gemms = 3;
+    // An MoE block's MLP is not rerun: of the recomputed blocks 0..L-2, the MLP layers rerun
+    // in the dense ones.
+    const size_t rerun_gemms = 3, first_mlp = 2;
+    const int64_t dense_rerun = A * (recomputed_blocks(model, mode) - model.moe_blocks_before(model.layers - 1));
     for (size_t i = 0; i + 1 < shapes.size(); ++i) {
       const LinearShape& lin = shapes[i];
       const int64_t k_local = lin.k / g.size(lin.k_axis);
       const int64_t n_local = lin.n / g.size(lin.n_axis());
-      v.add(CommAxis::z, K::all_gather, rerun, k_local * n_local * w, overlap);
-      if (i < rerun_gemms) v.add(comm_axis(lin.k_axis), K::all_reduce, rerun, m * n_local * e);
+      const int64_t calls = i >= first_mlp ? dense_rerun : rerun;
+      v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w, overlap);
+      if (i < rerun_gemms) v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
     }
     v.add(CommAxis::x, K::all_reduce, rerun * 2 * 2, m * stat);  // ln1 and ln2, two stages each
   }
 
   const GradientBuckets buckets = gradient_buckets(model, g);
   v.add(CommAxis::z, K::all_reduce, 1, buckets.small * grad);
+  // Blocks 1..L-1, whose buckets go beside the backward, dense and MoE.
+  const int64_t later_moe = model.moe_layers() - (model.is_moe_block(0) ? 1 : 0);
+  const struct {
+    int64_t dense, moe;
+  } later{model.layers - 1 - later_moe, later_moe};
   // Over data in buckets (trainer/optim/gradient_sync.hpp): each block's four weight shards,
   // then the wte shard, then the small tensors; together every gradient once. All-reduced;
   // or, with the optimizer sharded, reduce-scattered (each bucket padded to G_data equal
@@ -139,8 +168,9 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
     const struct {
       int64_t calls, count, weight_bytes;
       bool overlapped;
-    } sharded[] = {{model.layers - 1, buckets.block, updated, overlap},
-                   {1, buckets.block, updated, false},
+    } sharded[] = {{later.dense, buckets.block, updated, overlap},
+                   {later.moe, buckets.moe_block, updated, overlap},
+                   {1, buckets.of_block(model, 0), updated, false},
                    {1, buckets.wte, updated, false},
                    {1, buckets.small, static_cast<int64_t>(element_size(types.updated_small)), false}};
     for (const auto& b : sharded) {
@@ -148,8 +178,9 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
       v.add(CommAxis::data, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes, b.overlapped);
     }
   } else {
-    v.add(CommAxis::data, K::all_reduce, model.layers - 1, buckets.block * grad, overlap);
-    v.add(CommAxis::data, K::all_reduce, 1, buckets.block * grad);
+    v.add(CommAxis::data, K::all_reduce, later.dense, buckets.block * grad, overlap);
+    v.add(CommAxis::data, K::all_reduce, later.moe, buckets.moe_block * grad, overlap);
+    v.add(CommAxis::data, K::all_reduce, 1, buckets.of_block(model, 0) * grad);
     v.add(CommAxis::data, K::all_reduce, 1, buckets.wte * grad);
     v.add(CommAxis::data, K::all_reduce, 1, buckets.small * grad);
   }

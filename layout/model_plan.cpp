@@ -1,11 +1,31 @@
 #include "layout/model_plan.hpp"
 
+#include <cmath>
+
 namespace axonn {
 
 std::array<LinearShape, 5> linear_shapes(const ModelShape& m) {
-  const int64_t C = m.hidden, L = m.layers;
-  return {{{C, 3 * C, Axis::x, L}, {C, C, Axis::y, L}, {C, 4 * C, Axis::x, L}, {4 * C, C, Axis::y, L},
+  const int64_t C = m.hidden, L = m.layers, dense = L - m.moe_layers();
+  return {{{C, 3 * C, Axis::x, L}, {C, C, Axis::y, L}, {C, 4 * C, Axis::x, dense}, {4 * C, C, Axis::y, dense},
            {C, m.vocab, Axis::x, 1}}};
+}
+
+int64_t expert_capacity_per_sequence(const ModelShape& m) {
+  if (!m.moe() || m.capacity_factor <= 0) return 0;
+  const double slots = m.capacity_factor * m.sequence * m.top_k / m.experts;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(slots - 1e-9)));
+}
+
+MoeShape moe_shape(const ModelShape& m, const BatchSplit& split) {
+  MoeShape s;
+  if (!m.moe()) return s;
+  s.layers = m.moe_layers();
+  s.experts = m.experts;
+  s.top_k = m.top_k;
+  s.capacity_per_sequence = expert_capacity_per_sequence(m);
+  s.rows = s.capacity_per_sequence > 0 ? s.experts * split.micro_batch * s.capacity_per_sequence
+                                       : split.tokens * s.top_k;
+  return s;
 }
 
 BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const Layout& layout) {
@@ -30,6 +50,11 @@ ParameterCount parameters_per_rank(const ModelShape& m, const Layout& g) {
   // Per block: ln1, ln2 (gamma, beta: C/G_x each), qkv bias 3C/G_y, attn.proj bias C/G_x,
   // mlp.fc bias 4C/G_y, mlp.proj bias C/G_x. Then ln_f (2 C/G_x) and wpe (T x C/G_x).
   p.small = m.layers * (6 * C / g.x + 7 * C / g.y) + 2 * C / g.x + int64_t{m.sequence} * C / g.x;
+  // An MoE block: E experts' fc and proj instead of one MLP's (biases 4C/G_y and C/G_x
+  // each), and the router [C/G_x, E].
+  const int64_t moe = m.moe_layers(), E = m.experts;
+  p.big += moe * E * (8 * C * C / (int64_t{g.x} * g.y * g.z));
+  p.small += moe * ((E - 1) * (4 * C / g.y + C / g.x) + C / g.x * E);
   return p;
 }
 
@@ -38,9 +63,12 @@ GradientBuckets gradient_buckets(const ModelShape& m, const Layout& g) {
   const int64_t tensor = int64_t{g.x} * g.y * g.z;
   GradientBuckets b;
   for (size_t i = 0; i + 1 < shapes.size(); ++i) b.block += shapes[i].k * shapes[i].n / tensor;
+  const int64_t C = m.hidden, attention = 4 * C * C / tensor;
+  b.moe_block = attention + m.experts * 8 * C * C / tensor;
   b.wte = shapes.back().k * shapes.back().n / tensor;
   b.small = parameters_per_rank(m, g).small;
   b.layers = m.layers;
+  b.moe_layers = m.moe_layers();
   return b;
 }
 
@@ -48,9 +76,11 @@ ShardedCount sharded_count(const ModelShape& m, const Layout& g, bool shard) {
   const GradientBuckets b = gradient_buckets(m, g);
   const int ways = shards_optimizer(g, shard) ? g.data : 1;
   ShardedCount c;
-  c.stored_big = b.layers * padded_bucket(b.block, ways) + padded_bucket(b.wte, ways);
+  c.stored_big = b.dense_layers() * padded_bucket(b.block, ways) + b.moe_layers * padded_bucket(b.moe_block, ways) +
+                 padded_bucket(b.wte, ways);
   c.stored = c.stored_big + padded_bucket(b.small, ways);
-  c.owned_big = b.layers * shard_piece(b.block, ways) + shard_piece(b.wte, ways);
+  c.owned_big = b.dense_layers() * shard_piece(b.block, ways) + b.moe_layers * shard_piece(b.moe_block, ways) +
+                shard_piece(b.wte, ways);
   c.owned = c.owned_big + shard_piece(b.small, ways);
   return c;
 }

@@ -14,7 +14,8 @@ namespace axonn {
 // The linear layers as (shape, how many). Y = X*W, W: [k, n]. k_axis splits k (x for role
 // "xy", y for role "yx"); the other tensor axis splits n; z splits the rows of each block
 // again. Per block: attn.qkv (C -> 3C, xy), attn.proj (C -> C, yx), mlp.fc (C -> 4C, xy),
-// mlp.proj (4C -> C, yx), each `layers` times; then lm_head (C -> V, xy, the tied wte).
+// mlp.proj (4C -> C, yx), each `layers` times (the MLPs: once per dense block, MoeShape has
+// the experts'); then lm_head (C -> V, xy, the tied wte).
 // The cost model iterates these, so pricing a layout allocates nothing per layer.
 struct LinearShape {
   int64_t k = 0, n = 0;
@@ -33,6 +34,26 @@ struct BatchSplit {
 };
 // Throws LayoutError naming the batch and the axes when global_batch % (G_data*G_z) != 0.
 BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const Layout& layout);
+
+// The MoE blocks' work per micro-batch on one rank (docs/moe.md). The experts' rows are the
+// routed tokens in one buffer of `rows` rows, expert by expert: dropless, every routed token
+// (m·k rows, however the router splits them); with a capacity, E segments of
+// mb·capacity_per_sequence rows each, zero where a segment is not full. Each expert is a GPT-2
+// MLP sharded as mlp.fc and mlp.proj are; every rank holds every expert.
+struct MoeShape {
+  int64_t layers = 0;                 // MoE blocks
+  int64_t experts = 0;                // E
+  int64_t top_k = 0;                  // k
+  int64_t capacity_per_sequence = 0;  // ceil(capacity_factor·T·k / E) token slots per expert; 0: dropless
+  int64_t rows = 0;                   // the experts' rows per micro-batch
+};
+MoeShape moe_shape(const ModelShape& model, const BatchSplit& split);
+// The routing statistics an MoE block sums over the job per micro-batch (float32): each
+// expert's routed tokens and router probability sum, and the tokens dropped: 2E + 1.
+inline int64_t moe_statistics(const ModelShape& model) { return 2 * int64_t{model.experts} + 1; }
+// Slots per expert per sequence: the same token set at every layout, so the same tokens are
+// dropped at every layout. 0 for a dropless model.
+int64_t expert_capacity_per_sequence(const ModelShape& model);
 
 // Blocks whose forward the backward reruns per micro-batch under `mode` (layout_inputs.hpp):
 // every block but the last, whose activations are still in place; 0 for none.
@@ -62,10 +83,15 @@ int64_t parameters_total(const ModelShape& model);  // the whole model, for repo
 // gradient_sync.hpp), in elements: one per block (its four weight shards, `layers` of them),
 // the wte shard, the small tensors. Together they are every parameter of the rank once.
 struct GradientBuckets {
-  int64_t block = 0;
+  int64_t block = 0;      // a dense block's
+  int64_t moe_block = 0;  // an MoE block's: its attention weights and every expert's fc and proj
   int64_t wte = 0;
   int64_t small = 0;
-  int64_t layers = 0;
+  int64_t layers = 0;      // blocks, dense and MoE
+  int64_t moe_layers = 0;  // of which MoE
+  int64_t dense_layers() const { return layers - moe_layers; }
+  // Block l's bucket (ModelShape::is_moe_block).
+  int64_t of_block(const ModelShape& model, int l) const { return model.is_moe_block(l) ? moe_block : block; }
 };
 GradientBuckets gradient_buckets(const ModelShape& model, const Layout& layout);
 

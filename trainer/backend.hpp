@@ -258,6 +258,21 @@ class Backend {
     cross_entropy_backward(logits, logits, partials, targets, m, V, 0, scale);
   }
 
+  // ---- mixture of experts (docs/moe.md): E experts, each token routed to k = top_k (1 or 2).
+  virtual void router_logits(float* logits, ConstActPtr x, const float* w, int64_t m, int64_t c, int64_t E) = 0;
+  virtual void router_backward(ActPtr dx, float* dw, const float* dlogits, ConstActPtr x, const float* w, int64_t m,
+                               int64_t c, int64_t E) = 0;
+  virtual void router_top_k(float* probs, int32_t* experts, float* gates, const float* logits, int64_t m, int64_t E,
+                            int64_t k) = 0;
+  virtual void router_logits_grad(float* dlogits, const float* probs, const int32_t* experts, const float* dgates,
+                                  const float* coef, int64_t m, int64_t E, int64_t k) = 0;
+  virtual void gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n, int64_t m,
+                           int64_t c) = 0;
+  virtual void combine_rows(ActPtr out, ConstActPtr in, const int32_t* slots, const float* gates, int64_t m, int64_t k,
+                            int64_t n, int64_t c) = 0;
+  virtual void combine_gates_grad(float* dgates, ConstActPtr dout, ConstActPtr in, const int32_t* slots, int64_t m,
+                                  int64_t k, int64_t n, int64_t c) = 0;
+
   // ---- AdamW on one buffer of n params (see AdamWStep), m and v (n) updated in place;
   // decay = false skips the weight decay (GPT-2 decays the 2-D weights only: not biases,
   // LayerNorm gamma/beta).

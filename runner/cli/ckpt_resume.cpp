@@ -1,6 +1,8 @@
 #include "cli/ckpt_resume.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <map>
 
 #include "checkpoint/checkpoint_error.hpp"
@@ -22,7 +24,12 @@ ModelShape parse_model_config(const std::string& text, const std::string& file) 
                                         {"hidden", &model.hidden},
                                         {"heads", &model.heads},
                                         {"vocab", &model.vocab},
-                                        {"sequence", &model.sequence}};
+                                        {"sequence", &model.sequence},
+                                        {"experts", &model.experts},
+                                        {"top_k", &model.top_k},
+                                        {"moe_every", &model.moe_every}};
+  // An MoE model's keys come all three or not at all (a dense model's text has none).
+  const char* const moe_keys[] = {"experts", "top_k", "moe_every"};
   std::map<std::string, bool> seen;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -37,7 +44,9 @@ ModelShape parse_model_config(const std::string& text, const std::string& file) 
     const auto field = fields.find(key);
     if (field == fields.end())
       throw FormatError(file, "parse model config",
-                        where + ": unknown key '" + key + "'; this axonn knows layers, hidden, heads, vocab, sequence");
+                        where + ": unknown key '" + key +
+                            "'; this axonn knows layers, hidden, heads, vocab, sequence, and for an MoE model experts, "
+                            "top_k, moe_every");
     if (seen[key]) throw FormatError(file, "parse model config", where + ": key '" + key + "' appears twice");
     seen[key] = true;
     int parsed = 0;
@@ -48,8 +57,12 @@ ModelShape parse_model_config(const std::string& text, const std::string& file) 
     *field->second = parsed;
     pos = end + 1;
   }
-  for (const auto& [key, unused] : fields)
-    if (!seen[key]) throw FormatError(file, "parse model config", where + ": key '" + key + "' is missing");
+  const bool moe = seen["experts"] || seen["top_k"] || seen["moe_every"];
+  for (const auto& [key, unused] : fields) {
+    const bool moe_key = std::find(std::begin(moe_keys), std::end(moe_keys), key) != std::end(moe_keys);
+    if (!seen[key] && (!moe_key || moe))
+      throw FormatError(file, "parse model config", where + ": key '" + key + "' is missing");
+  }
   // Same keys and values, but spelled otherwise ("hidden=064", another order, two spaces):
   // not written by this trainer, and the trainer compares the text itself on resume.
   if (model_config_text(model) != text)

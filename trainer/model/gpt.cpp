@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
 
 #include "layout/model_plan.hpp"
@@ -11,7 +12,9 @@ namespace axonn {
 
 // One transformer block's layers, LayerNorm parameters and saved activations.
 struct Gpt::Block {
-  ShardedLinear qkv, proj, fc, mlp_proj;
+  ShardedLinear qkv, proj;
+  std::optional<ShardedLinear> fc, mlp_proj;  // a dense block's MLP
+  std::unique_ptr<MoeLayer> moe;              // an MoE block's
   const float *ln1_gamma, *ln1_beta, *ln2_gamma, *ln2_beta;
   float *d_ln1_gamma, *d_ln1_beta, *d_ln2_gamma, *d_ln2_beta;
   // Saved for backward (the block's input is residual_[l]); set after construction. Under
@@ -83,11 +86,15 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
       return ShardedLinear(backend, grid, k, n, k_axis, weight(p + name + ".weight"), params.grad(p + name + ".weight"),
                            params.param(p + name + ".bias"), params.grad(p + name + ".bias"), set[slot]);
     };
+    const bool moe = model.is_moe_block(l);
     auto b = std::unique_ptr<Block>(new Block{
         linear("attn.qkv", C, 3 * C, Axis::x, 0),
         linear("attn.proj", C, C, Axis::y, 1),
-        linear("mlp.fc", C, 4 * C, Axis::x, 2),
-        linear("mlp.proj", 4 * C, C, Axis::y, 3),
+        moe ? std::nullopt : std::optional(linear("mlp.fc", C, 4 * C, Axis::x, 2)),
+        moe ? std::nullopt : std::optional(linear("mlp.proj", 4 * C, C, Axis::y, 3)),
+        moe ? std::make_unique<MoeLayer>(backend, grid, model, l, micro_batch, params,
+                                         weight(p + "mlp.experts.fc.weight"), weight(p + "mlp.experts.proj.weight"))
+            : nullptr,
         params.param(p + "ln1.weight"),
         params.param(p + "ln1.bias"),
         params.param(p + "ln2.weight"),
@@ -130,8 +137,10 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
       b->fc_out = first->fc_out;
       b->gelu_out = first->gelu_out;
     }
+    if (b->moe) largest_block_layer = std::max(largest_block_layer, b->moe->expert_block());
     blocks_.push_back(std::move(b));
   }
+  largest_block = std::max(largest_block, largest_block_layer);
   for (int l = 0; l <= model.layers; ++l) residual_.push_back(make_act(m * c));
   lnf_out_ = make_act(m * c);
   lnf_mean_ = make(m);
@@ -156,7 +165,11 @@ Gpt::~Gpt() = default;
 
 void Gpt::prefetch_block(size_t l) {
   Block& b = *blocks_[l];
-  for (ShardedLinear* linear : {&b.qkv, &b.proj, &b.fc, &b.mlp_proj}) linear->prefetch_weight();
+  b.qkv.prefetch_weight();
+  b.proj.prefetch_weight();
+  if (b.moe) return;  // an MoE layer gathers its experts where it runs them
+  b.fc->prefetch_weight();
+  b.mlp_proj->prefetch_weight();
 }
 
 // The forward's ops for block l, on the same inputs: the block's input residual_[l] (which the
@@ -181,10 +194,11 @@ void Gpt::recompute(size_t l) {
   b.proj.forward(b.attention_out, b.residual_mid, m);
   residual_layernorm_forward(backend_, x_group, b.residual_mid, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid, in,
                              b.ln2_gamma, b.ln2_beta, m, c, C);
-  b.fc.gather_weight();
-  b.fc.forward_gelu(b.ln2_out, b.fc_out, b.gelu_out, m);
+  if (b.moe) return;  // an MoE layer keeps its own activations and gathered weights
+  b.fc->gather_weight();
+  b.fc->forward_gelu(b.ln2_out, b.fc_out, b.gelu_out, m);
   // mlp.proj's output, the next block's input, is kept; its backward needs the gathered weight.
-  b.mlp_proj.gather_weight();
+  b.mlp_proj->gather_weight();
 }
 
 void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
@@ -233,10 +247,14 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scal
     // residual_mid = attention branch + in, and ln2 of it
     residual_layernorm_forward(backend_, x_group, b.residual_mid, b.ln2_out, b.ln2_mean, b.ln2_rstd, b.residual_mid, in,
                                b.ln2_gamma, b.ln2_beta, m, c, C);
-    b.fc.gather_weight();
-    b.fc.forward_gelu(b.ln2_out, b.fc_out, b.gelu_out, m);
-    b.mlp_proj.gather_weight();
-    b.mlp_proj.forward(b.gelu_out, out, m);
+    if (b.moe) {
+      b.moe->forward(b.ln2_out, out, loss_scale);
+    } else {
+      b.fc->gather_weight();
+      b.fc->forward_gelu(b.ln2_out, b.fc_out, b.gelu_out, m);
+      b.mlp_proj->gather_weight();
+      b.mlp_proj->forward(b.gelu_out, out, m);
+    }
     if (l + 1 < blocks_.size()) {  // out = MLP branch + residual_mid, and the next block's ln1 of it
       Block& next = *blocks_[l + 1];
       residual_layernorm_forward(backend_, x_group, out, next.ln1_out, next.ln1_mean, next.ln1_rstd, out,
@@ -276,8 +294,12 @@ void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
     // beside this block's backward (and its rerun).
     if (overlap_comm_ && recompute_ == Recompute::block && l >= 1) prefetch_block(l - 1);
     if (l + 1 < blocks_.size()) recompute(l);
-    b.mlp_proj.backward(d_residual_, b.gelu_out, d_mlp_, m, scatter_, b.fc_out);
-    b.fc.backward(d_mlp_, b.ln2_out, d_normed_, m, scatter_);
+    if (b.moe) {
+      b.moe->backward(d_residual_, b.ln2_out, d_normed_, scatter_);
+    } else {
+      b.mlp_proj->backward(d_residual_, b.gelu_out, d_mlp_, m, scatter_, b.fc_out);
+      b.fc->backward(d_mlp_, b.ln2_out, d_normed_, m, scatter_);
+    }
     layernorm_backward(backend_, x_group, d_residual_, b.d_ln2_gamma, b.d_ln2_beta, ln_partials_, d_normed_,
                        b.residual_mid, b.ln2_mean, b.ln2_rstd, b.ln2_gamma, m, c, C);
 
@@ -297,6 +319,25 @@ void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
   backend_.position_backward(params_.grad("wpe"), d_residual_, mb_, T, c);
   embedding_->weight_backward(logits_, lnf_out_, d_residual_, tokens, m, scatter_);
   scatter_.flush();  // every gradient is in when forward_backward returns
+}
+
+MoeStatistics Gpt::moe_statistics() const {
+  MoeStatistics sum;
+  for (const auto& b : blocks_) {
+    if (!b->moe) continue;
+    const MoeStatistics& s = b->moe->statistics();
+    sum.balance_loss += s.balance_loss;
+    sum.routed_pairs += s.routed_pairs;
+    sum.dropped_pairs += s.dropped_pairs;
+    sum.max_expert_load += s.max_expert_load;
+    sum.micro_batches += s.micro_batches;
+  }
+  return sum;
+}
+
+void Gpt::reset_moe_statistics() {
+  for (auto& b : blocks_)
+    if (b->moe) b->moe->reset_statistics();
 }
 
 }  // namespace axonn

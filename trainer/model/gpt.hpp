@@ -25,6 +25,7 @@
 #include "layout/layout_inputs.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/model/dist_ops.hpp"
+#include "trainer/model/moe_layer.hpp"
 #include "trainer/model/parameter_store.hpp"
 #include "trainer/model/sharded_linear.hpp"
 #include "trainer/model/tied_embedding.hpp"
@@ -57,6 +58,11 @@ class Gpt {
   // final (GradientSync::block_done, blocks L-1 down to 0); else null.
   void forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
                         GradientSync* sync = nullptr);
+
+  // The MoE blocks' routing since the last reset, summed over the blocks (micro_batches
+  // counts each block's); all zero for a dense model.
+  MoeStatistics moe_statistics() const;
+  void reset_moe_statistics();
 
  private:
   struct Block;

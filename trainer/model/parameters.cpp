@@ -39,10 +39,36 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
                        std_weight});
     sharded.push_back(
         {p + "attn.proj.weight", {C, C}, {{y, z}, {x}}, ParamGroup::sharded, true, ParamInit::normal, std_residual});
-    sharded.push_back(
-        {p + "mlp.fc.weight", {C, 4 * C}, {{x, z}, {y}}, ParamGroup::sharded, true, ParamInit::normal, std_weight});
-    sharded.push_back(
-        {p + "mlp.proj.weight", {4 * C, C}, {{y, z}, {x}}, ParamGroup::sharded, true, ParamInit::normal, std_residual});
+    const bool moe = m.is_moe_block(l);
+    const int64_t E = m.experts;
+    if (moe) {  // each expert's fc and proj sharded as the dense MLP's, one [E, ...] tensor each
+      sharded.push_back({p + "mlp.experts.fc.weight",
+                         {E, C, 4 * C},
+                         {{}, {x, z}, {y}},
+                         ParamGroup::sharded,
+                         true,
+                         ParamInit::normal,
+                         std_weight});
+      sharded.push_back({p + "mlp.experts.proj.weight",
+                         {E, 4 * C, C},
+                         {{}, {y, z}, {x}},
+                         ParamGroup::sharded,
+                         true,
+                         ParamInit::normal,
+                         std_residual});
+      small_decayed.push_back(
+          {p + "mlp.router.weight", {C, E}, {{x}, {}}, ParamGroup::small, true, ParamInit::normal, std_weight});
+    } else {
+      sharded.push_back(
+          {p + "mlp.fc.weight", {C, 4 * C}, {{x, z}, {y}}, ParamGroup::sharded, true, ParamInit::normal, std_weight});
+      sharded.push_back({p + "mlp.proj.weight",
+                         {4 * C, C},
+                         {{y, z}, {x}},
+                         ParamGroup::sharded,
+                         true,
+                         ParamInit::normal,
+                         std_residual});
+    }
 
     auto ln = [&](const std::string& name) {
       small.push_back({p + name + ".weight", {C}, {{x}}, ParamGroup::small, false, ParamInit::ones, 0.0f});
@@ -52,8 +78,15 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
     small.push_back({p + "attn.qkv.bias", {3, C}, {{}, {y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
     small.push_back({p + "attn.proj.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
     ln("ln2");
-    small.push_back({p + "mlp.fc.bias", {4 * C}, {{y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-    small.push_back({p + "mlp.proj.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+    if (moe) {
+      small.push_back(
+          {p + "mlp.experts.fc.bias", {E, 4 * C}, {{}, {y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+      small.push_back(
+          {p + "mlp.experts.proj.bias", {E, C}, {{}, {x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+    } else {
+      small.push_back({p + "mlp.fc.bias", {4 * C}, {{y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+      small.push_back({p + "mlp.proj.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+    }
   }
   small_decayed.push_back({"wpe", {T, C}, {{}, {x}}, ParamGroup::small, true, ParamInit::normal, std_weight});
   small.push_back({"ln_f.weight", {C}, {{x}}, ParamGroup::small, false, ParamInit::ones, 0.0f});

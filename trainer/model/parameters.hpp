@@ -19,6 +19,12 @@
 //   h.l.ln1.weight/bias, h.l.ln2.weight/bias, ln_f.weight/bias  [C] split {x}
 //   h.l.attn.qkv.bias [3, C] cols {y}; h.l.mlp.fc.bias [4C] {y};
 //   h.l.attn.proj.bias, h.l.mlp.proj.bias [C] {x}
+// In an MoE block (ModelShape::is_moe_block) the MLP is E experts and a router instead:
+//   h.l.mlp.experts.fc.weight   [E, C, 4C]  -, rows {x, z}, cols {y}                 (xy per expert)
+//   h.l.mlp.experts.proj.weight [E, 4C, C]  -, rows {y, z}, cols {x}                 (yx per expert)
+//   h.l.mlp.experts.fc.bias [E, 4C] {-, y}; h.l.mlp.experts.proj.bias [E, C] {-, x}
+//   h.l.mlp.router.weight   [C, E]      rows {x}  (float32 logits; decayed, beside wpe)
+// Each rank holds every expert (expert e's shard is the contiguous [e] slab of its rectangle).
 // qkv as [C, 3, C] makes a rank's q, k and v columns one rectangle whose row-major storage
 // is the packed [rows, q|k|v] layout attention reads; reshaped to [C, 3C] it is GPT-2's c_attn.
 #include <cstdint>

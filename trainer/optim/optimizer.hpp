@@ -31,6 +31,10 @@ struct StepReport {
   double grad_norm = 0;   // global L2 norm before clipping
   double clip_scale = 1;  // min(1, grad_clip / (grad_norm + 1e-6)); 1 when clipping is off
   bool stop = false;      // some rank asked to stop at this step boundary
+  // An MoE model's routing (trainer/model/moe_layer.hpp), the same on every rank; 0 when dense.
+  double balance_loss = 0;      // Σ over MoE blocks of the micro-batches' mean balance loss
+  double dropped_fraction = 0;  // routed (token, choice) pairs dropped by the capacity
+  double expert_load = 0;       // max over mean tokens per expert, averaged over blocks and micro-batches
 };
 
 class Optimizer {

@@ -20,6 +20,11 @@ struct StepMetrics {
   double predicted_step_s = 0;
   double elapsed_s = 0;     // since this process started training
   int64_t data_cursor = 0;  // next global sample after the step
+  // An MoE model's routing (StepReport's), written only when `moe`.
+  bool moe = false;
+  double balance_loss = 0;
+  double dropped_fraction = 0;
+  double expert_load = 0;
 };
 
 class MetricsLog {

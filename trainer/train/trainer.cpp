@@ -65,6 +65,7 @@ StepReport Trainer::train_step(bool stop_requested) {
   const float loss_scale = 1.0f / static_cast<float>(global_tokens);
 
   params_.zero_grads();
+  model_.reset_moe_statistics();
   backend_.memset_zero(loss_sum_.data(), sizeof(float));
   for (int i = 0; i < split_.accumulation; ++i) {
     const int64_t first = cursor_ + coordinate * split_.sequences_per_rank + int64_t{i} * split_.micro_batch;
@@ -78,6 +79,11 @@ StepReport Trainer::train_step(bool stop_requested) {
   }
   const double local_tokens = static_cast<double>(split_.accumulation * split_.tokens);
   StepReport report = optimizer_.step(step_, learning_rate_of(step_), loss_sum_.data(), local_tokens, stop_requested);
+  if (const MoeStatistics moe = model_.moe_statistics(); moe.micro_batches > 0) {
+    report.balance_loss = moe.balance_loss / split_.accumulation;
+    report.dropped_fraction = moe.routed_pairs > 0 ? moe.dropped_pairs / moe.routed_pairs : 0;
+    report.expert_load = moe.max_expert_load / static_cast<double>(moe.micro_batches);
+  }
   ++step_;
   cursor_ += job_.training.global_batch;
   return report;

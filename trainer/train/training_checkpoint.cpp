@@ -29,9 +29,18 @@ uint64_t seed_from_bytes(const std::vector<uint8_t>& bytes, uint64_t fallback) {
 }  // namespace
 
 std::string model_config_text(const ModelShape& m) {
-  return "layers=" + std::to_string(m.layers) + " hidden=" + std::to_string(m.hidden) +
-         " heads=" + std::to_string(m.heads) + " vocab=" + std::to_string(m.vocab) +
-         " sequence=" + std::to_string(m.sequence);
+  std::string text = "layers=" + std::to_string(m.layers) + " hidden=" + std::to_string(m.hidden) +
+                     " heads=" + std::to_string(m.heads) + " vocab=" + std::to_string(m.vocab) +
+                     " sequence=" + std::to_string(m.sequence);
+  if (m.moe()) {  // a dense model's text is what it always was
+    text += " experts=";
+    text += std::to_string(m.experts);
+    text += " top_k=";
+    text += std::to_string(m.top_k);
+    text += " moe_every=";
+    text += std::to_string(m.moe_every);
+  }
+  return text;
 }
 
 int64_t checkpoint_payload_bytes(const ModelShape& model) {

@@ -344,6 +344,10 @@ class TrainingRun {
       m.predicted_step_s = prediction.cost.step_s();
       m.elapsed_s = seconds_since(start);
       m.data_cursor = trainer_.data_cursor();
+      m.moe = job_.model.moe();
+      m.balance_loss = report.balance_loss;
+      m.dropped_fraction = report.dropped_fraction;
+      m.expert_load = report.expert_load;
       totals.tokens_per_s_sum += m.tokens_per_s;
       totals.mfu_sum += m.mfu;
       totals.step_time.add(step_s);
@@ -382,6 +386,10 @@ class TrainingRun {
           "{:.1f}%) | step {:.3f} s (predicted {:.3f}) | ETA {}",
           m.step, t.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.flops_per_s / 1e9, 100.0 * m.mfu, m.step_s,
           m.predicted_step_s, duration_text(eta));
+      if (m.moe)
+        spdlog::info("step {}/{} | moe: balance loss {:.4f} | dropped {:.1f}% of routed tokens | expert load {:.2f} "
+                     "(max/mean tokens per expert)",
+                     m.step, t.steps, m.balance_loss, 100.0 * m.dropped_fraction, m.expert_load);
     }
   }
 

@@ -1,0 +1,272 @@
+#include "trainer/model/moe_layer.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "layout/model_plan.hpp"
+
+namespace axonn {
+
+MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, int layer, int micro_batch,
+                   ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight)
+    : backend_(backend), grid_(grid) {
+  const Layout& g = grid.layout();
+  const int64_t C = model.hidden;
+  experts_ = model.experts;
+  top_k_ = model.top_k;
+  sequence_ = model.sequence;
+  capacity_ = expert_capacity_per_sequence(model);
+  m_ = int64_t{micro_batch} * model.sequence;
+  BatchSplit split;
+  split.micro_batch = micro_batch;
+  split.tokens = m_;
+  rows_ = moe_shape(model, split).rows;
+  c_ = C / g.x;
+  hidden_ = 4 * C / g.y;
+  aux_weight_ = static_cast<float>(model.aux_loss_weight);
+  z_split_ = g.z > 1;
+
+  const std::string p = "h." + std::to_string(layer) + ".mlp.";
+  router_ = params.param(p + "router.weight");
+  d_router_ = params.grad(p + "router.weight");
+  fc_ = fc_weight;
+  proj_ = proj_weight;
+  d_fc_ = params.grad(p + "experts.fc.weight");
+  d_proj_ = params.grad(p + "experts.proj.weight");
+  fc_bias_ = params.param(p + "experts.fc.bias");
+  proj_bias_ = params.param(p + "experts.proj.bias");
+  d_fc_bias_ = params.grad(p + "experts.fc.bias");
+  d_proj_bias_ = params.grad(p + "experts.proj.bias");
+  if (z_split_) {
+    const int64_t block = expert_block(), shard = block / g.z;
+    fc_gathered_ = act(experts_ * block);
+    proj_gathered_ = act(experts_ * block);
+    for (int64_t e = 0; e < experts_; ++e) {
+      fc_gather_.emplace_back(grid.axis(CommAxis::z), fc_ + e * shard, fc_gathered_ + e * block, shard);
+      proj_gather_.emplace_back(grid.axis(CommAxis::z), proj_ + e * shard, proj_gathered_ + e * block, shard);
+    }
+  }
+
+  const int64_t m = m_, E = experts_, k = top_k_, R = rows_;
+  logits_ = floats(m * E);
+  probs_ = floats(m * E);
+  gates_ = floats(m * k);
+  choices_ = ints(m * k);
+  slots_ = ints(m * k);
+  token_of_row_ = ints(R);
+  row_gates_ = floats(R);
+  rows_in_ = act(R * c_);
+  fc_out_ = act(R * hidden_);
+  gelu_out_ = act(R * hidden_);
+  rows_out_ = act(R * c_);
+  coef_ = floats(E);
+  statistics_ = floats(moe_statistics(model));
+  d_rows_out_ = act(R * c_);
+  d_gelu_ = act(R * hidden_);
+  d_rows_in_ = act(R * c_);
+  d_gates_ = floats(m * k);
+  d_logits_ = floats(m * E);
+}
+
+ActPtr MoeLayer::act(int64_t elements) {
+  const ElementType type = backend_.activation_type();
+  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * element_size(type));
+  return ActPtr(buffers_.back().data(), type);
+}
+
+float* MoeLayer::floats(int64_t elements) {
+  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * sizeof(float));
+  return reinterpret_cast<float*>(buffers_.back().data());
+}
+
+int32_t* MoeLayer::ints(int64_t elements) {
+  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * sizeof(int32_t));
+  return reinterpret_cast<int32_t*>(buffers_.back().data());
+}
+
+void MoeLayer::upload(int32_t* device, const std::vector<int32_t>& host) {
+  if (!host.empty()) backend_.copy_to_device(device, host.data(), host.size() * sizeof(int32_t));
+}
+
+void MoeLayer::upload(float* device, const std::vector<float>& host) {
+  if (!host.empty()) backend_.copy_to_device(device, host.data(), host.size() * sizeof(float));
+}
+
+void MoeLayer::zero(ActPtr buffer, int64_t elements) {
+  backend_.memset_zero(buffer.raw(), static_cast<size_t>(elements) * buffer.element_bytes());
+}
+
+void MoeLayer::plan(int64_t m) {
+  const int64_t k = top_k_;
+  std::vector<int32_t> choices(static_cast<size_t>(m * k));
+  std::vector<float> gates(choices.size());
+  backend_.copy_to_host(choices.data(), choices_, choices.size() * sizeof(int32_t));
+  backend_.copy_to_host(gates.data(), gates_, gates.size() * sizeof(float));
+  plan_ = plan_routing(choices, k, experts_, sequence_, capacity_);
+  std::vector<float> row_gates(plan_.token_of_row.size());
+  for (size_t j = 0; j < row_gates.size(); ++j)
+    row_gates[j] = gates[static_cast<size_t>(plan_.token_of_row[j] * k + plan_.choice_of_row[j])];
+  upload(slots_, plan_.slots);
+  upload(token_of_row_, plan_.token_of_row);
+  upload(row_gates_, row_gates);
+}
+
+void MoeLayer::reduce_statistics(float loss_scale) {
+  const int64_t E = experts_;
+  // [routed per expert | probability sums | dropped]: the sums on the device, then the host's counts.
+  backend_.memset_zero(statistics_, static_cast<size_t>(2 * E + 1) * sizeof(float));
+  backend_.bias_backward(statistics_ + E, probs_, m_, E, E);
+  std::vector<float> host(static_cast<size_t>(2 * E + 1));
+  backend_.copy_to_host(host.data(), statistics_, host.size() * sizeof(float));
+  for (int64_t e = 0; e < E; ++e) host[static_cast<size_t>(e)] = static_cast<float>(plan_.routed[static_cast<size_t>(e)]);
+  host.back() = static_cast<float>(plan_.dropped);
+  upload(statistics_, host);
+  for (CommAxis axis : {CommAxis::z, CommAxis::data})
+    grid_.axis(axis).all_reduce(statistics_, host.size(), ElementType::float32);
+  backend_.copy_to_host(host.data(), statistics_, host.size() * sizeof(float));
+
+  double pairs = 0, max_routed = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    pairs += host[static_cast<size_t>(e)];
+    max_routed = std::max<double>(max_routed, host[static_cast<size_t>(e)]);
+  }
+  const double tokens = pairs / static_cast<double>(top_k_);
+  // f_i = routed_i / pairs, P_i = probability sum_i / tokens; the gradient at each token's
+  // probability of expert i is w·E·f_i / tokens, here times the micro-batch's share of the
+  // step (tokens·loss_scale), as the language-model loss is.
+  double loss = 0;
+  coef_host_.assign(static_cast<size_t>(E), 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    const double f = pairs > 0 ? host[static_cast<size_t>(e)] / pairs : 0;
+    const double P = tokens > 0 ? host[static_cast<size_t>(E + e)] / tokens : 0;
+    loss += aux_weight_ * static_cast<double>(E) * f * P;
+    coef_host_[static_cast<size_t>(e)] = static_cast<float>(aux_weight_ * static_cast<double>(E) * f * loss_scale);
+  }
+  upload(coef_, coef_host_);
+  stats_.balance_loss += loss;
+  stats_.routed_pairs += pairs;
+  stats_.dropped_pairs += host.back();
+  stats_.max_expert_load += pairs > 0 ? max_routed / (pairs / static_cast<double>(E)) : 0;
+  ++stats_.micro_batches;
+}
+
+void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
+  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, R = rows_;
+  backend_.router_logits(logits_, in, router_, m, c, E);
+  grid_.axis(CommAxis::x).all_reduce(logits_, static_cast<size_t>(m * E), ElementType::float32);
+  backend_.router_top_k(probs_, choices_, gates_, logits_, m, E, k);
+  plan(m);
+  reduce_statistics(loss_scale);
+
+  const bool padded = capacity_ > 0;  // rows no token uses stay zero through every collective
+  if (padded) {
+    zero(fc_out_, R * h);
+    zero(rows_out_, R * c);
+  }
+  const int64_t block = expert_block();
+  for (int64_t e = 0; e < E; ++e) {
+    const auto ei = static_cast<size_t>(e);
+    if (z_split_) {
+      fc_gather_[ei].complete();
+      proj_gather_[ei].complete();
+    }
+    const int64_t n = plan_.used[ei];
+    if (n == 0) continue;
+    backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[ei], nullptr, n, m, c);
+    const ConstActPtr w = z_split_ ? ConstActPtr(fc_gathered_ + e * block) : fc_ + e * block;
+    backend_.gemm(Transpose::no, Transpose::no, n, h, c, 1.0f, rows_of(rows_in_, e, c), c, w, h, 0.0f,
+                  rows_of(fc_out_, e, h), h);
+  }
+  grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(R * h), fc_out_.type());
+  for (int64_t e = 0; e < E; ++e)
+    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
+      backend_.bias_forward(rows_of(fc_out_, e, h), fc_bias_ + e * h, n, h, h);
+  backend_.gelu_forward(gelu_out_, fc_out_, R * h);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = plan_.used[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    const ConstActPtr w = z_split_ ? ConstActPtr(proj_gathered_ + e * block) : proj_ + e * block;
+    backend_.gemm(Transpose::no, Transpose::no, n, c, h, 1.0f, rows_of(gelu_out_, e, h), h, w, c, 0.0f,
+                  rows_of(rows_out_, e, c), c);
+  }
+  grid_.axis(CommAxis::y).all_reduce(rows_out_.raw(), static_cast<size_t>(R * c), rows_out_.type());
+  for (int64_t e = 0; e < E; ++e)
+    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
+      backend_.bias_forward(rows_of(rows_out_, e, c), proj_bias_ + e * c, n, c, c);
+  zero(out, m * c);
+  backend_.combine_rows(out, rows_out_, slots_, gates_, m, k, R, c);
+}
+
+void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatter& scatter) {
+  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, R = rows_;
+  const int64_t block = expert_block();
+  const bool padded = capacity_ > 0;
+  // The combine's gradients: each used row's (its gate times its token's), each gate's.
+  if (padded) {
+    zero(d_rows_out_, R * c);
+    zero(d_gelu_, R * h);
+    zero(d_rows_in_, R * c);
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const auto ei = static_cast<size_t>(e);
+    if (const int64_t n = plan_.used[ei]; n > 0)
+      backend_.gather_rows(rows_of(d_rows_out_, e, c), dout, token_of_row_ + plan_.listed[ei],
+                           row_gates_ + plan_.listed[ei], n, m, c);
+  }
+  backend_.combine_gates_grad(d_gates_, dout, rows_out_, slots_, m, k, R, c);
+  grid_.axis(CommAxis::x).all_reduce(d_gates_, static_cast<size_t>(m * k), ElementType::float32);
+
+  // proj: d(gelu out) = d(rows out)·W^T summed over x, then through the GELU; dW, dbias.
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = plan_.used[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    const ConstActPtr w = z_split_ ? ConstActPtr(proj_gathered_ + e * block) : proj_ + e * block;
+    backend_.gemm(Transpose::no, Transpose::yes, n, h, c, 1.0f, rows_of(d_rows_out_, e, c), c, w, c, 0.0f,
+                  rows_of(d_gelu_, e, h), h);
+  }
+  grid_.axis(CommAxis::x).all_reduce(d_gelu_.raw(), static_cast<size_t>(R * h), d_gelu_.type());
+  backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, R * h);
+  weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_rows_out_, h, c, scatter);
+
+  // fc: d(rows in) = d(fc out)·W^T summed over y; dW, dbias.
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = plan_.used[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    const ConstActPtr w = z_split_ ? ConstActPtr(fc_gathered_ + e * block) : fc_ + e * block;
+    backend_.gemm(Transpose::no, Transpose::yes, n, c, h, 1.0f, rows_of(d_gelu_, e, h), h, w, h, 0.0f,
+                  rows_of(d_rows_in_, e, c), c);
+  }
+  grid_.axis(CommAxis::y).all_reduce(d_rows_in_.raw(), static_cast<size_t>(R * c), d_rows_in_.type());
+  weight_grads(d_fc_, d_fc_bias_, h, rows_in_, d_gelu_, c, h, scatter);
+
+  // Back to the tokens: each token's rows summed, then the router's path added.
+  zero(d_in, m * c);
+  backend_.combine_rows(d_in, d_rows_in_, slots_, nullptr, m, k, R, c);
+  backend_.router_logits_grad(d_logits_, probs_, choices_, d_gates_, coef_, m, E, k);
+  backend_.router_backward(d_in, d_router_, d_logits_, in, router_, m, c, E);
+}
+
+void MoeLayer::weight_grads(float* grad, float* bias_grad, int64_t bias_width, ConstActPtr x, ConstActPtr dy,
+                            int64_t k_local, int64_t n_local, GradScatter& scatter) {
+  const int64_t block = k_local * n_local;
+  const int64_t shard = z_split_ ? block / grid_.layout().z : block;
+  for (int64_t e = 0; e < experts_; ++e) {
+    const auto ei = static_cast<size_t>(e);
+    const int64_t n = plan_.used[ei];
+    float* dbias = n > 0 ? bias_grad + e * bias_width : nullptr;
+    const ConstActPtr xe = rows_of(x, e, k_local), dye = rows_of(dy, e, n_local);
+    if (!z_split_) {
+      if (n > 0) backend_.linear_weight_grad(grad + e * shard, 1.0f, dbias, xe, dye, n, n_local, k_local);
+      continue;
+    }
+    // Every expert's dW is reduce-scattered, also an expert no row chose here (others' may have).
+    float* dw = scatter.block(block);
+    if (n > 0)
+      backend_.linear_weight_grad(dw, 0.0f, dbias, xe, dye, n, n_local, k_local);
+    else
+      backend_.memset_zero(dw, static_cast<size_t>(block) * sizeof(float));
+    scatter.add_to(grad + e * shard, dw, shard);
+  }
+}
+
+}  // namespace axonn

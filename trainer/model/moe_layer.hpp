@@ -1,0 +1,122 @@
+#pragma once
+// An MoE block's MLP on one rank (docs/moe.md): a float32 router [C, E] picks each token's
+// top-k experts, the tokens are copied into the experts' row buffer (routing_plan.hpp), each
+// expert (a GPT-2 MLP, fc and proj sharded over x, y and z exactly as the dense MLP's) runs
+// on its rows, and each token's output is the gate-weighted sum of its experts' rows. Every
+// rank holds every expert.
+//
+// Shapes on this rank (m = mb·T tokens, c = C/G_x, cy = C/G_y, R = MoeShape::rows):
+//   input and output [m, c] (the residual stream's columns), router shard [c, E],
+//   logits and probabilities [m, E] float32, choices and gates [m, k],
+//   expert rows: input [R, c], fc output and its GELU [R, 4cy], output [R, c].
+// Collectives per micro-batch (layout_volume.cpp counts the same): logits all-reduced over x;
+// the routing statistics over z and data; each expert's two weights gathered over z; the fc
+// output summed over x and the proj output over y, once for all experts' rows; backward, the
+// gates' gradient over x, the rows' gradients over x and y, each expert's dW reduce-scattered
+// over z.
+//
+// The balance loss (Switch/GShard) w·E·Σ_i f_i·P_i, f_i the fraction of the routed (token,
+// choice) pairs that chose expert i, P_i the mean router probability of expert i, both over
+// the tokens of this micro-batch on every rank (the routing statistics' sums), so with one
+// micro-batch per rank and step its value and gradient are the global batch's at any layout.
+#include <cstdint>
+#include <vector>
+
+#include "comm/comm_grid.hpp"
+#include "layout/layout_inputs.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/model/grad_scatter.hpp"
+#include "trainer/model/parameter_store.hpp"
+#include "trainer/model/routing_plan.hpp"
+#include "trainer/model/z_gather.hpp"
+
+namespace axonn {
+
+// What the router did in the micro-batches since the last reset, summed over the job.
+struct MoeStatistics {
+  double balance_loss = 0;    // Σ over micro-batches of w·E·Σ f_i·P_i
+  double routed_pairs = 0;    // (token, choice) pairs
+  double dropped_pairs = 0;   // of which dropped by the capacity
+  double max_expert_load = 0; // Σ over micro-batches of max_i routed_i / mean_i routed_i
+  int64_t micro_batches = 0;
+};
+
+class MoeLayer {
+ public:
+  // layer: the block's index (parameter names h.<layer>.mlp.*); fc_weight, proj_weight: the
+  // GEMMs' copy of the experts' shards (every expert's, expert by expert); micro_batch: mb
+  // sequences.
+  MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, int layer, int micro_batch,
+           ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight);
+  MoeLayer(const MoeLayer&) = delete;
+  MoeLayer& operator=(const MoeLayer&) = delete;
+
+  // Rows of the largest dW block an expert reduce-scatters over z (GradScatter's pairs fit it).
+  int64_t expert_block() const { return c_ * hidden_; }
+
+  // out (m, c) = Σ_s gate·expert_s(in) per token; keeps what backward reads. loss_scale: the
+  // language-model loss's weight per token (1 / the step's tokens), which the balance loss's
+  // gradient is scaled by too.
+  void forward(ConstActPtr in, ActPtr out, float loss_scale);
+  // d_in (m, c) = the gradient at `in` (overwritten) from dout (m, c); parameter gradients +=,
+  // the experts' dW through `scatter` (G_z > 1).
+  void backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatter& scatter);
+
+  const MoeStatistics& statistics() const { return stats_; }
+  void reset_statistics() { stats_ = {}; }
+
+ private:
+  ActPtr act(int64_t elements);
+  float* floats(int64_t elements);
+  int32_t* ints(int64_t elements);
+  void upload(int32_t* device, const std::vector<int32_t>& host);
+  void upload(float* device, const std::vector<float>& host);
+  // Copies the router's choices to the host, plans the rows and uploads the plan.
+  void plan(int64_t m);
+  // Sums the routing statistics over z and data; sets the balance loss's gradient coef_.
+  void reduce_statistics(float loss_scale);
+  // Expert e's part of a row buffer of `width` columns.
+  template <class Ptr>
+  Ptr rows_of(Ptr buffer, int64_t e, int64_t width) const {
+    return buffer + plan_.start[static_cast<size_t>(e)] * width;
+  }
+  void zero(ActPtr buffer, int64_t elements);
+  // Every expert's dW (k_local, n_local) += x^T·dy over its rows, dbias (bias_width) += Σ dy,
+  // through the z reduce-scatter when the weights are split over z.
+  void weight_grads(float* grad, float* bias_grad, int64_t bias_width, ConstActPtr x, ConstActPtr dy,
+                    int64_t k_local, int64_t n_local, GradScatter& scatter);
+
+  Backend& backend_;
+  CommGrid& grid_;
+  int64_t experts_, top_k_, sequence_, capacity_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y
+  float aux_weight_;
+  bool z_split_;
+  std::vector<DeviceBuffer<std::byte>> buffers_;
+
+  // Parameters, per expert e at e·(their shard).
+  float* router_;
+  float* d_router_;
+  ConstActPtr fc_, proj_;  // shards [c/G_z, hidden] and [hidden/G_z, c] (GEMM copy)
+  float *d_fc_, *d_proj_;
+  const float *fc_bias_, *proj_bias_;  // [hidden], [c]
+  float *d_fc_bias_, *d_proj_bias_;
+  ActPtr fc_gathered_, proj_gathered_;  // [E][c, hidden], [E][hidden, c] when G_z > 1
+  std::vector<ZGather> fc_gather_, proj_gather_;
+
+  // Kept from forward to backward.
+  float *logits_, *probs_, *gates_;  // [m, E], [m, E], [m, k]
+  int32_t *choices_, *slots_;         // [m, k]
+  int32_t* token_of_row_;             // [R]
+  float* row_gates_;                  // [R]
+  ActPtr rows_in_, fc_out_, gelu_out_, rows_out_;
+  RoutingPlan plan_;
+  std::vector<float> coef_host_;
+  float* coef_;        // [E]: d(balance loss)/d(probability of expert i), every token
+  float* statistics_;  // [2E + 1]: routed per expert, probability sums, dropped
+  // Backward scratch.
+  ActPtr d_rows_out_, d_gelu_, d_rows_in_;
+  float *d_gates_, *d_logits_;
+  MoeStatistics stats_;
+};
+
+}  // namespace axonn
