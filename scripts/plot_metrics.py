@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Plots loss, tokens/s and MFU over steps from one or more metrics.jsonl files into a PNG.
+"""Plots loss, tokens/s and MFU (and, for MoE runs, expert load and balance loss) over steps into a PNG.
 
     /usr/bin/python3 scripts/plot_metrics.py runs/tiny/metrics.jsonl [more.jsonl ...] -o out.png
         [--label NAME ...] [--title TEXT]
 
 Each file is one run (`axonn train` writes <run.dir>/metrics.jsonl, one JSON object per step);
-its label defaults to the run directory's name. A resumed run appends to the same file, so a
+its label defaults to the run directory's name. When a run is an MoE model (its lines carry
+expert_load and balance_loss, docs/moe.md), two more panels show the expert load (max over mean
+tokens per expert: 1 is balanced) and the balance loss. A resumed run appends to the same file, so a
 step may appear twice: the later line wins. Uses Debian's python3-matplotlib (Agg backend, no
 display needed); run it with /usr/bin/python3.
 """
@@ -53,9 +55,12 @@ def main():
         runs.append((label, read_metrics(path)))
 
     panels = [("loss", "loss (mean per token)", 1.0), ("tokens_per_s", "tokens/s", 1.0), ("mfu", "MFU (%)", 100.0)]
+    if any("expert_load" in rows[0] for _, rows in runs):
+        panels += [("expert_load", "expert load (max/mean tokens)", 1.0), ("balance_loss", "balance loss", 1.0)]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), constrained_layout=True)
     for ax, (key, name, unit) in zip(axes, panels):
         for label, rows in runs:
+            rows = [r for r in rows if key in r]  # a dense run has no MoE panels' keys
             steps = [r["step"] for r in rows]
             ax.plot(steps, [r[key] * unit for r in rows], marker="." if len(rows) <= 60 else None, label=label)
         ax.set_xlabel("step")

@@ -1,0 +1,168 @@
+// `axonn train` of an MoE model, as users run it (real processes, real Gloo, real
+// checkpoints): every layout of 1, 2, 4 and 8 ranks, pretend nodes included, trains the
+// serial run's losses and weights with every rank's counted bytes equal to the layout model's,
+// dropless and with a capacity that drops tokens; a run resumes at other layouts and world
+// sizes and continues exactly; a dense job refuses an MoE checkpoint.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "layout/layout.hpp"
+#include "train_helpers.hpp"
+
+namespace axonn::test {
+namespace {
+
+// As test_train.cpp: float32 sums in other orders, five AdamW steps.
+constexpr double kLossTolerance = 2e-5;
+constexpr float kWeightTolerance = 2e-5f;
+
+// The tiny GPT of train_helpers.hpp with 4 experts, top-2, in both blocks. One micro-batch per
+// rank at every layout (micro_batch = global_batch), so the balance loss's statistics are the
+// global batch's whatever the layout (trainer/model/moe_layer.hpp).
+std::string moe_job(int steps, int interval, const std::string& moe_keys = "") {
+  std::string job = tiny_job(steps, interval);
+  job.replace(job.find("sequence = 16\n"), 14, "sequence = 16\nexperts = 4\ntop_k = 2\n" + moe_keys);
+  job.replace(job.find("micro_batch = 2"), 15, "micro_batch = 24");
+  return job;
+}
+
+struct MoeRun {
+  std::vector<StepLine> steps;
+  std::map<std::string, std::vector<float>> tensors;
+  std::string summary;
+  std::vector<double> dropped;  // per step, metrics.jsonl's dropped_fraction
+  std::string output;
+};
+
+MoeRun train_moe(const std::filesystem::path& dir, const std::string& layout, int steps, int interval,
+                 const std::string& moe_keys = "", int nodes_sim = 1) {
+  std::filesystem::create_directories(dir);
+  write_file(dir / "job.toml", moe_job(steps, interval, moe_keys));
+  const CommandResult r = run_train(dir, parse_layout(layout).world(), layout, "", nodes_sim);
+  EXPECT_EQ(r.code, 0) << layout << ":\n" << r.output;
+  MoeRun run;
+  run.output = r.output;
+  run.steps = read_metrics(dir / "run");
+  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
+  run.summary = read_text(dir / "run" / "summary.json");
+  std::ifstream in(dir / "run" / "metrics.jsonl");
+  const std::regex re(R"("dropped_fraction": ([-0-9.eE+]+))");
+  for (std::string line; std::getline(in, line);)
+    if (std::smatch m; std::regex_search(line, m, re)) run.dropped.push_back(std::stod(m[1]));
+  return run;
+}
+
+void expect_same_moe_run(const MoeRun& got, const MoeRun& want, const std::string& what) {
+  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
+  for (size_t i = 0; i < want.steps.size(); ++i) {
+    EXPECT_EQ(got.steps[i].step, want.steps[i].step) << what;
+    EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, kLossTolerance) << what << " step " << want.steps[i].step;
+  }
+  expect_same_tensors(got.tensors, want.tensors, kWeightTolerance, what);
+}
+
+class MoeLayouts : public ::testing::TestWithParam<std::string> {
+ protected:
+  void TearDown() override {
+    if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path dir_;
+};
+
+const MoeRun& serial_moe(const std::filesystem::path& dir) {
+  static const MoeRun run = train_moe(dir / "serial", "1x1x1x1", 5, 0);
+  return run;
+}
+
+TEST_P(MoeLayouts, DroplessFiveStepsEqualTheSerialRun) {
+  const Layout layout = parse_layout(GetParam());
+  dir_ = fresh_dir("moe-" + format_layout(layout));
+  const MoeRun& serial = serial_moe(dir_);
+  ASSERT_EQ(serial.steps.size(), 5u);
+  EXPECT_LT(serial.steps.back().loss, serial.steps.front().loss) << "the tiny MoE model should learn in 5 steps";
+  ASSERT_TRUE(serial.tensors.count("h.0.mlp.experts.fc.weight")) << "the checkpoint holds the experts";
+  const MoeRun run = train_moe(dir_ / "run", GetParam(), 5, 0, "", layout.world() % 2 == 0 ? 2 : 1);
+  expect_same_moe_run(run, serial, GetParam());
+  EXPECT_TRUE(contains(run.summary, "\"comm_bytes_match\": true")) << run.summary;
+}
+
+std::vector<std::string> moe_layouts() {
+  std::vector<std::string> out;
+  for (int world : {2, 4, 8})
+    for (int d = 1; d <= world; d *= 2)
+      for (int x = 1; d * x <= world; x *= 2)
+        for (int y = 1; d * x * y <= world; y *= 2)
+          out.push_back(std::to_string(d) + "x" + std::to_string(x) + "x" + std::to_string(y) + "x" +
+                        std::to_string(world / (d * x * y)));
+  out.push_back("2x2x1x2:zyxd");
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOfWorlds248, MoeLayouts, ::testing::ValuesIn(moe_layouts()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == ':') c = '_';
+                           return name;
+                         });
+
+class MoeTrain : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = fresh_dir("moe"); }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path dir_;
+};
+
+// capacity_factor 1.0 gives each expert T·k/E = 8 slots per sequence: a router that prefers
+// some experts drops tokens. The dropped set depends on the sequences only, so every layout
+// drops the same tokens and trains the same weights.
+TEST_F(MoeTrain, CapacityDropsTheSameTokensAtEveryLayout) {
+  const std::string keys = "capacity_factor = 1.0\naux_loss_weight = 0.0\n";
+  const MoeRun serial = train_moe(dir_ / "serial", "1x1x1x1", 5, 0, keys);
+  ASSERT_EQ(serial.dropped.size(), 5u) << "metrics.jsonl has the dropped fraction of every step";
+  double dropped = 0;
+  for (double d : serial.dropped) dropped += d;
+  EXPECT_GT(dropped, 0) << "the capacity should drop tokens in 5 steps";
+  for (const char* layout : {"2x1x1x2", "1x2x2x1", "4x1x1x2"}) {
+    const MoeRun run = train_moe(dir_ / layout, layout, 5, 0, keys, 2);
+    expect_same_moe_run(run, serial, layout);
+    ASSERT_EQ(run.dropped.size(), serial.dropped.size()) << layout;
+    for (size_t i = 0; i < run.dropped.size(); ++i) EXPECT_EQ(run.dropped[i], serial.dropped[i]) << layout;
+    EXPECT_TRUE(contains(run.summary, "\"comm_bytes_match\": true")) << run.summary;
+  }
+}
+
+TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
+  const MoeRun full = train_moe(dir_ / "full", "2x2x1x2", 6, 3);
+  ASSERT_EQ(full.steps.size(), 6u);
+  for (const char* layout : {"1x1x1x1", "3x1x1x1", "1x2x2x2"}) {
+    const auto dir = copy_checkpoint_step(dir_ / "full", 3, dir_ / (std::string("resume-") + layout));
+    const MoeRun resumed = train_moe(dir, layout, 6, 3);
+    MoeRun want = full;
+    want.steps.erase(want.steps.begin(), want.steps.begin() + 3);
+    expect_same_moe_run(resumed, want, std::string("resumed at ") + layout);
+  }
+}
+
+TEST_F(MoeTrain, ADenseJobRefusesAnMoeCheckpointNamingBothModels) {
+  train_moe(dir_ / "a", "1x1x1x1", 2, 0);
+  write_file(dir_ / "a" / "job.toml", tiny_job(4, 0));
+  const CommandResult r = run_train(dir_ / "a", 1, "1x1x1x1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.output, "experts=4")) << r.output;
+  EXPECT_TRUE(contains(r.output, "of another model")) << r.output;
+}
+
+TEST_F(MoeTrain, TheLogAndMetricsShowTheRouting) {
+  const MoeRun run = train_moe(dir_ / "log", "1x1x1x1", 2, 0);
+  EXPECT_TRUE(contains(run.output, "moe: balance loss")) << run.output;
+  const std::string metrics = read_text(dir_ / "log" / "run" / "metrics.jsonl");
+  for (const char* key : {"\"balance_loss\": ", "\"dropped_fraction\": 0, ", "\"expert_load\": "})
+    EXPECT_TRUE(contains(metrics, key)) << key << " in " << metrics;
+}
+
+}  // namespace
+}  // namespace axonn::test
