@@ -197,6 +197,34 @@ class TimedBackend final : public Backend {
     timed("cross_entropy", [&] { inner_.cross_entropy_rows(loss, logits, targets, m, V, scale, max, partials); });
   }
 
+  void router_logits(float* logits, ConstActPtr x, const float* w, int64_t m, int64_t c, int64_t E) override {
+    timed("router", [&] { inner_.router_logits(logits, x, w, m, c, E); });
+  }
+  void router_backward(ActPtr dx, float* dw, const float* dlogits, ConstActPtr x, const float* w, int64_t m, int64_t c,
+                       int64_t E) override {
+    timed("router", [&] { inner_.router_backward(dx, dw, dlogits, x, w, m, c, E); });
+  }
+  void router_top_k(float* probs, int32_t* experts, float* gates, const float* logits, int64_t m, int64_t E,
+                    int64_t k) override {
+    timed("router", [&] { inner_.router_top_k(probs, experts, gates, logits, m, E, k); });
+  }
+  void router_logits_grad(float* dlogits, const float* probs, const int32_t* experts, const float* dgates,
+                          const float* coef, int64_t m, int64_t E, int64_t k) override {
+    timed("router", [&] { inner_.router_logits_grad(dlogits, probs, experts, dgates, coef, m, E, k); });
+  }
+  void gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n, int64_t m,
+                   int64_t c) override {
+    timed("moe_dispatch", [&] { inner_.gather_rows(out, in, rows, scale, n, m, c); });
+  }
+  void combine_rows(ActPtr out, ConstActPtr in, const int32_t* slots, const float* gates, int64_t m, int64_t k,
+                    int64_t n, int64_t c) override {
+    timed("moe_combine", [&] { inner_.combine_rows(out, in, slots, gates, m, k, n, c); });
+  }
+  void combine_gates_grad(float* dgates, ConstActPtr dout, ConstActPtr in, const int32_t* slots, int64_t m, int64_t k,
+                          int64_t n, int64_t c) override {
+    timed("moe_combine", [&] { inner_.combine_gates_grad(dgates, dout, in, slots, m, k, n, c); });
+  }
+
   void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
              bool decay) override {
     timed("adamw", [&] { inner_.adamw(param, grad, m, v, n, step, decay); });

@@ -13,11 +13,15 @@
 //   of random sign add up to ~sqrt(k) times one. Bounds 2^-8·sqrt(k) and 2^-11·sqrt(k),
 //   relative to max(1, max|C|).
 // - Bitwise equality where both backends add the same floats in the same order (embedding
-//   scatter-add, position sums, bias forward, add, scale, copies).
+//   scatter-add, position sums, bias forward, add, scale, copies, the MoE row gathers).
+// - The MoE ops also run on bf16 activations: an output stored in bf16 is within one bf16
+//   rounding (2^-8, normalized) of the CPU's float32 result on the same (bf16) inputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "backend_errors.hpp"
+#include "comm/bfloat16.hpp"
 #include "cuda_skip.hpp"
 #include "normalized_error.hpp"
 #include "random_floats.hpp"
@@ -787,6 +792,176 @@ TEST_F(CudaBackendOps, AdamWOverThreeStepsWithAndWithoutDecay) {
   }
 }
 
+// ---------------------------------------------------------------- mixture of experts
+
+// The MoE ops on both activation types: the inputs are bf16 values, so the CPU (float32) and
+// the GPU read the same numbers either way. The router's and the gate gradient's outputs are
+// float32 (kTol); an activation output stored in bf16 is the CPU's float32 result rounded
+// once: normalized error at most one rounding, 2^-8.
+constexpr ElementType kActivationTypes[] = {ElementType::float32, ElementType::bfloat16};
+constexpr double kOneBf16Rounding = 1.0 / 256;
+
+Floats rounded_to_bf16(Floats v) {
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+  return v;
+}
+
+// Activations of `type` on a backend, written from and read back as floats.
+class Activations {
+ public:
+  Activations(Backend& be, ElementType type, const Floats& values)
+      : be_(&be), type_(type), bytes_(be, values.size() * element_size(type)) {
+    if (type == ElementType::float32) {
+      be.copy_to_device(bytes_.data(), values.data(), bytes_.bytes());
+      return;
+    }
+    std::vector<uint16_t> bits(values.size());
+    std::transform(values.begin(), values.end(), bits.begin(), float_to_bf16);
+    be.copy_to_device(bytes_.data(), bits.data(), bytes_.bytes());
+  }
+  ActPtr ptr() { return ActPtr(bytes_.data(), type_); }
+  Floats values() const {
+    const size_t n = bytes_.size() / element_size(type_);
+    Floats out(n);
+    if (type_ == ElementType::float32) {
+      be_->copy_to_host(out.data(), bytes_.data(), bytes_.bytes());
+      return out;
+    }
+    std::vector<uint16_t> bits(n);
+    be_->copy_to_host(bits.data(), bytes_.data(), bytes_.bytes());
+    std::transform(bits.begin(), bits.end(), out.begin(), bf16_to_float);
+    return out;
+  }
+
+ private:
+  Backend* be_;
+  ElementType type_;
+  DeviceBuffer<std::byte> bytes_;
+};
+
+class CudaMixtureOfExperts : public CudaBackendOps {
+ protected:
+  // The same values as activations on the CPU (float32) and the GPU (`type`).
+  struct ActTwin {
+    Activations side[2];
+    ActPtr operator[](int s) { return side[s].ptr(); }
+  };
+  ActTwin act_twin(ElementType type, const Floats& values) {
+    return ActTwin{{Activations(*cpu_, ElementType::float32, values), Activations(*gpu_, type, values)}};
+  }
+  // The GPU's activation output against the CPU's: bitwise in float32 where `bitwise`, else
+  // within kTol; in bf16 within one rounding.
+  static void expect_act_close(ActTwin& t, ElementType type, bool bitwise, const std::string& what) {
+    const Floats cpu = t.side[0].values(), gpu = t.side[1].values();
+    if (type == ElementType::bfloat16) {
+      EXPECT_LE(normalized_error(gpu, cpu), kOneBf16Rounding) << what << " in bf16";
+    } else if (bitwise) {
+      const int64_t at = first_bit_difference(gpu, cpu);
+      EXPECT_EQ(at, -1) << what << ": CUDA and CPU differ at element " << at;
+    } else {
+      EXPECT_LE(normalized_error(gpu, cpu), kTol) << what;
+    }
+  }
+};
+
+TEST_F(CudaMixtureOfExperts, RouterLogitsAndBackwardOnBothActivationTypes) {
+  const int64_t m = 300, c = 70, E = 8;
+  for (ElementType type : kActivationTypes) {
+    SCOPED_TRACE(element_type_name(type));
+    ActTwin x = act_twin(type, rounded_to_bf16(random_floats(rng_, m * c)));
+    Twin<float> w = twin(random_floats(rng_, c * E)), logits = poisoned(m * E);
+    both([&](Backend& be, int s) { be.router_logits(logits[s], x[s], w[s], m, c, E); });
+    expect_close(logits, kTol, "router_logits");
+
+    Twin<float> dlogits = twin(random_floats(rng_, m * E)), dw = twin(random_floats(rng_, c * E));
+    ActTwin dx = act_twin(type, rounded_to_bf16(random_floats(rng_, m * c)));
+    both([&](Backend& be, int s) { be.router_backward(dx[s], dw[s], dlogits[s], x[s], w[s], m, c, E); });
+    expect_close(dw, kTol, "router_backward dw");
+    expect_act_close(dx, type, false, "router_backward dx");
+  }
+}
+
+TEST_F(CudaMixtureOfExperts, RouterTopKAndItsGradientMatchTheCpu) {
+  const int64_t m = 300, E = 8;  // more rows than a block's threads
+  Floats logits = random_floats(rng_, m * E, -3.0f, 3.0f);
+  std::fill(logits.begin(), logits.begin() + E, 1.0f);  // row 0: all equal, experts 0 then 1
+  logits[E + 5] = logits[E + 3] = 4.0f;                 // row 1: two equal largest, 3 then 5
+  for (int64_t k : {1, 2}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    Twin<float> tl = twin(logits), probs = poisoned(m * E), gates = poisoned(m * k);
+    Twin<int32_t> experts = twin(Tokens(static_cast<size_t>(m * k), -1));
+    both([&](Backend& be, int s) { be.router_top_k(probs[s], experts[s], gates[s], tl[s], m, E, k); });
+    expect_close(probs, kTol, "router_top_k probs");
+    expect_close(gates, kTol, "router_top_k gates");
+    const Tokens chosen = experts.gpu();
+    EXPECT_EQ(chosen, experts.cpu()) << "router_top_k experts";
+    EXPECT_EQ(chosen[0], 0);
+    EXPECT_EQ(chosen[static_cast<size_t>(k)], 3);
+    if (k == 2) {
+      EXPECT_EQ((Tokens{chosen[1], chosen[3]}), (Tokens{1, 5}));
+    }
+
+    // probs over the logits on the GPU: its own separate result, bitwise.
+    Twin<float> in_place = twin(logits), gates2 = poisoned(m * k);
+    Twin<int32_t> experts2 = twin(Tokens(static_cast<size_t>(m * k), -1));
+    gpu_->router_top_k(in_place[1], experts2[1], gates2[1], in_place[1], m, E, k);
+    EXPECT_EQ(first_bit_difference(in_place.gpu(), probs.gpu()), -1) << "probs written over the logits";
+    EXPECT_EQ(experts2.gpu(), chosen);
+    EXPECT_EQ(first_bit_difference(gates2.gpu(), gates.gpu()), -1);
+
+    // The gradient from the CPU's probabilities and choices on both.
+    const Twin<float> p = twin(probs.cpu()), coef = twin(random_floats(rng_, E));
+    const Twin<int32_t> ex = twin(experts.cpu());
+    const Twin<float> dgates = twin(random_floats(rng_, m * k));
+    for (bool with_coef : {true, false}) {
+      Twin<float> dlogits = poisoned(m * E);
+      both([&](Backend& be, int s) {
+        be.router_logits_grad(dlogits[s], p[s], ex[s], dgates[s], with_coef ? coef[s] : nullptr, m, E, k);
+      });
+      expect_close(dlogits, kTol, with_coef ? "router_logits_grad with coef" : "router_logits_grad");
+    }
+  }
+}
+
+TEST_F(CudaMixtureOfExperts, DispatchAndCombineOnBothActivationTypes) {
+  const int64_t m = 300, k = 2, n = m * k, c = 45;
+  // rows: each token twice, then a padded slot (-1) and one past m; slots: a permutation of
+  // the permuted rows with every seventh dropped (-1) and one past n.
+  Tokens rows(static_cast<size_t>(n)), slots(static_cast<size_t>(m * k));
+  for (int64_t j = 0; j < n; ++j) rows[j] = static_cast<int32_t>((j * 7) % m);
+  rows[5] = -1;
+  rows[9] = static_cast<int32_t>(m);
+  for (int64_t p = 0; p < m * k; ++p) slots[p] = p % 7 == 3 ? -1 : static_cast<int32_t>((p * 11) % n);
+  slots[8] = static_cast<int32_t>(n);
+  Twin<int32_t> trows = twin(rows), tslots = twin(slots);
+  Twin<float> scale = twin(random_floats(rng_, n)), gates = twin(random_floats(rng_, m * k));
+  for (ElementType type : kActivationTypes) {
+    SCOPED_TRACE(element_type_name(type));
+    ActTwin x = act_twin(type, rounded_to_bf16(random_floats(rng_, m * c)));
+    for (bool scaled : {false, true}) {
+      ActTwin out = act_twin(type, Floats(static_cast<size_t>(n * c), kNaN));
+      both([&](Backend& be, int s) {
+        be.gather_rows(out[s], x[s], trows[s], scaled ? scale[s] : nullptr, n, m, c);
+      });
+      expect_act_close(out, type, true, scaled ? "gather_rows scaled" : "gather_rows");
+    }
+    ActTwin in = act_twin(type, rounded_to_bf16(random_floats(rng_, n * c)));
+    for (bool gated : {true, false})
+      for (int64_t kk : {int64_t{1}, k}) {
+        ActTwin out = act_twin(type, rounded_to_bf16(random_floats(rng_, m * c)));
+        both([&](Backend& be, int s) {
+          be.combine_rows(out[s], in[s], tslots[s], gated ? gates[s] : nullptr, m, kk, n, c);
+        });
+        expect_act_close(out, type, true,
+                         std::string("combine_rows k = ") + std::to_string(kk) + (gated ? " gated" : " ungated"));
+      }
+    ActTwin dout = act_twin(type, rounded_to_bf16(random_floats(rng_, m * c)));
+    Twin<float> dgates = poisoned(m * k);
+    both([&](Backend& be, int s) { be.combine_gates_grad(dgates[s], dout[s], in[s], tslots[s], m, k, n, c); });
+    expect_close(dgates, kTol, "combine_gates_grad");
+  }
+}
+
 // ---------------------------------------------------------------- errors
 
 TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
@@ -806,6 +981,15 @@ TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
   expect_backend_error([&] { g.embedding_backward(p, p, tokens.data(), -1, 4, 0, 4); }, "embedding_backward: m = -1");
   expect_backend_error([&] { g.cross_entropy_row_max(p, p, 4, 0); }, "cross_entropy_row_max: v_local = 0");
   expect_backend_error([&] { g.sum(p, p, -3); }, "sum: n = -3");
+  int32_t* i = tokens.data();
+  expect_backend_error([&] { g.router_logits(p, p, p, 4, 3, 0); }, "router_logits: E = 0 must be positive");
+  expect_backend_error([&] { g.router_backward(p, p, p, p, p, 4, -1, 2); }, "router_backward: c = -1");
+  expect_backend_error([&] { g.router_top_k(p, i, p, p, 4, 8, 3); }, "router_top_k: k = 3 must be 1 or 2");
+  expect_backend_error([&] { g.router_top_k(p, i, p, p, 4, 1, 2); }, "router_top_k: k = 2 exceeds experts E = 1");
+  expect_backend_error([&] { g.router_logits_grad(p, p, i, p, nullptr, -1, 4, 1); }, "router_logits_grad: m = -1");
+  expect_backend_error([&] { g.gather_rows(p, p, i, nullptr, -2, 4, 4); }, "gather_rows: n = -2");
+  expect_backend_error([&] { g.combine_rows(p, p, i, p, 4, 0, 4, 4); }, "combine_rows: k = 0 must be 1 or 2");
+  expect_backend_error([&] { g.combine_gates_grad(p, p, p, i, 4, 1, 4, -3); }, "combine_gates_grad: c = -3");
   AdamWStep s;
   s.t = 0;
   expect_backend_error([&] { g.adamw(p, p, p, p, 4, s, true); }, "adamw: step t = 0");

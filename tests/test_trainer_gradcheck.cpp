@@ -1,3 +1,6 @@
+// Also a mixture-of-experts router with its dispatch and combine (the last test): the
+// gradients from the backend's backward ops against central finite differences.
+//
 // A tiny GPT-2 (2 layers, C = 16, H = 2, V = 11, T = 5, B = 2) composed from the backend's
 // ops, forward and backward by hand as llm.c does, on one rank: every collective of the
 // 4D plan (docs/parallel-plan.md) is marked where it goes and is the identity here. The
@@ -12,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -315,6 +319,163 @@ TEST(TrainerGradcheck, TinyGpt2GradientsMatchCentralFiniteDifferences) {
   model.set_params(params);
   EXPECT_EQ(model.forward(), loss) << "the forward is deterministic";
   EXPECT_GT(checked, 100);
+}
+
+
+// A mixture-of-experts layer around fixed experts, on one rank (its all-reduces over x are
+// the identity): the router picks k of E experts per token, dispatch gathers each token's
+// row into its slots (grouped by expert), an "expert" adds a fixed row `in` to it, and
+// combine adds the slots back weighted by the gates:
+//   logits = x·w;  probs, experts, gates = top_k(softmax(logits))
+//   h (n, c) = dispatch(x) + in;  out (m, c) = Σ_s gate_s·h[slot_s]
+//   loss = Σ wl ⊙ out + Σ_rows coef·probs   (coef: a balance loss's d/dprobs)
+// so the gradients reach x through both the router and dispatch, w through the router and
+// in through combine: every backward op of the section.
+class MoeLayer {
+ public:
+  MoeLayer(Backend& be, int64_t m, int64_t c, int64_t E, int64_t k, const Floats& wl, const Floats& coef)
+      : be_(be), m_(m), c_(c), E_(E), k_(k), n_(m * k), wl_(wl), coef_(be, coef) {}
+
+  // The loss at (x, w, in), in double. The first call fixes the routing plan from its top k;
+  // later calls expect the same choices.
+  double forward(const Floats& x, const Floats& w, const Floats& in) {
+    x_ = DeviceBuffer<float>(be_, x);
+    w_ = DeviceBuffer<float>(be_, w);
+    in_ = DeviceBuffer<float>(be_, in);
+    probs_ = DeviceBuffer<float>(be_, static_cast<size_t>(m_ * E_));
+    gates_ = DeviceBuffer<float>(be_, static_cast<size_t>(n_));
+    experts_ = DeviceBuffer<int32_t>(be_, static_cast<size_t>(n_));
+    be_.router_logits(probs_.data(), x_.data(), w_.data(), m_, c_, E_);
+    be_.router_top_k(probs_.data(), experts_.data(), gates_.data(), probs_.data(), m_, E_, k_);  // in place
+    const std::vector<int32_t> experts = experts_.download();
+    if (plan_.empty()) plan(experts);
+    EXPECT_EQ(experts, plan_) << "a perturbation changed the routing: the margins are too small";
+    h_ = DeviceBuffer<float>(be_, static_cast<size_t>(n_ * c_));
+    be_.gather_rows(h_.data(), x_.data(), rows_.data(), nullptr, n_, m_, c_);
+    be_.add(h_.data(), h_.data(), in_.data(), n_ * c_);
+    DeviceBuffer<float> out(be_, Floats(static_cast<size_t>(m_ * c_), 0.0f));
+    be_.combine_rows(out.data(), h_.data(), slots_.data(), gates_.data(), m_, k_, n_, c_);
+    const Floats o = out.download(), p = probs_.download(), coef = coef_.download();
+    double loss = 0.0;
+    for (size_t i = 0; i < o.size(); ++i) loss += static_cast<double>(wl_[i]) * o[i];
+    for (size_t i = 0; i < p.size(); ++i) loss += static_cast<double>(coef[i % coef.size()]) * p[i];
+    return loss;
+  }
+
+  // dx, dw, din of the last forward's loss, by the backend's backward ops.
+  void backward(Floats& dx, Floats& dw, Floats& din) {
+    DeviceBuffer<float> dout(be_, wl_);
+    DeviceBuffer<float> dh(be_, static_cast<size_t>(n_ * c_)), dgates(be_, static_cast<size_t>(n_));
+    DeviceBuffer<float> dlogits(be_, static_cast<size_t>(m_ * E_));
+    DeviceBuffer<float> ddx(be_, Floats(static_cast<size_t>(m_ * c_), 0.0f));
+    DeviceBuffer<float> ddw(be_, Floats(static_cast<size_t>(c_ * E_), 0.0f));
+    // Combine's backward to h is a gather of dout rows scaled by each slot's gate.
+    const Floats gates = gates_.download();
+    Floats slot_gates(static_cast<size_t>(n_));
+    for (int64_t p = 0; p < n_; ++p) slot_gates[static_cast<size_t>(slots_host_[p])] = gates[p];
+    DeviceBuffer<float> dslot_gates(be_, slot_gates);
+    be_.gather_rows(dh.data(), dout.data(), rows_.data(), dslot_gates.data(), n_, m_, c_);  // dh = din
+    be_.combine_gates_grad(dgates.data(), dout.data(), h_.data(), slots_.data(), m_, k_, n_, c_);
+    be_.router_logits_grad(dlogits.data(), probs_.data(), experts_.data(), dgates.data(), coef_.data(), m_, E_, k_);
+    be_.combine_rows(ddx.data(), dh.data(), slots_.data(), nullptr, m_, k_, n_, c_);  // dispatch's backward
+    be_.router_backward(ddx.data(), ddw.data(), dlogits.data(), x_.data(), w_.data(), m_, c_, E_);
+    dx = ddx.download();
+    dw = ddw.download();
+    din = dh.download();
+  }
+
+ private:
+  // The routing plan of experts (m, k), as the host makes it: slots grouped by expert,
+  // tokens in order inside each; rows (n) = the token of each slot.
+  void plan(const std::vector<int32_t>& experts) {
+    plan_ = experts;
+    std::vector<int32_t> rows;
+    slots_host_.assign(static_cast<size_t>(n_), -1);
+    for (int64_t e = 0; e < E_; ++e)
+      for (int64_t p = 0; p < n_; ++p)
+        if (experts[p] == e) {
+          slots_host_[p] = static_cast<int32_t>(rows.size());
+          rows.push_back(static_cast<int32_t>(p / k_));
+        }
+    rows_ = DeviceBuffer<int32_t>(be_, rows);
+    slots_ = DeviceBuffer<int32_t>(be_, slots_host_);
+  }
+
+  Backend& be_;
+  int64_t m_, c_, E_, k_, n_;
+  Floats wl_;
+  DeviceBuffer<float> coef_;
+  std::vector<int32_t> plan_, slots_host_;
+  DeviceBuffer<int32_t> rows_, slots_, experts_;
+  DeviceBuffer<float> x_, w_, in_, probs_, gates_, h_;
+};
+
+// Each row's logits, in descending order, are at least `margin` apart down to the (k+1)-th,
+// so perturbations that move every gap by less than the margin keep the top k and its order.
+bool clear_margins(const Floats& x, const Floats& w, int64_t m, int64_t c, int64_t E, int64_t k, double margin) {
+  for (int64_t t = 0; t < m; ++t) {
+    std::vector<double> l(static_cast<size_t>(E), 0.0);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t j = 0; j < c; ++j) l[e] += static_cast<double>(x[t * c + j]) * w[j * E + e];
+    std::sort(l.begin(), l.end(), std::greater<>());
+    for (int64_t s = 0; s < k && s + 1 < E; ++s)
+      if (l[s] - l[s + 1] < margin) return false;
+  }
+  return true;
+}
+
+TEST(TrainerGradcheck, MixtureOfExpertsRouterDispatchAndCombineMatchCentralFiniteDifferences) {
+  const int64_t m = 6, c = 8, E = 4;
+  auto be = make_cpu_backend();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  auto draw = [&](int64_t n) {
+    Floats v(static_cast<size_t>(n));
+    for (float& f : v) f = uniform(rng);
+    return v;
+  };
+  // ε = 1e-2 moves a logit by at most ε·max|x or w| <= 1e-2 and a gap by twice that: a
+  // margin of 0.1 keeps every routing decision. The loss (a sum of ~100 terms of ~0.3) is
+  // rounded to ~1e-6, so the differences carry ~1e-4 of noise at worst; the truncation
+  // ε²·f'''/6 of these smooth terms is ~1e-5·|f'''|. Tolerance 3e-4 + 3e-3·|numeric|; a
+  // missing or wrong term is off by a good part of the gradient (entries 1e-2 to 1).
+  const float eps = 1e-2f;
+  for (int64_t k : {1, 2}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    Floats x, w;
+    do {
+      x = draw(m * c);
+      w = draw(c * E);
+    } while (!clear_margins(x, w, m, c, E, k, 0.1));
+    Floats in = draw(m * k * c);
+    const Floats wl = draw(m * c), coef = draw(E);
+    MoeLayer layer(*be, m, c, E, k, wl, coef);
+    const double loss = layer.forward(x, w, in);
+    Floats dx, dw, din;
+    layer.backward(dx, dw, din);
+
+    // Every entry of `values` (x, w or in, which forward reads), perturbed by ±ε.
+    auto check = [&](const char* name, Floats& values, const Floats& analytic) {
+      ASSERT_EQ(values.size(), analytic.size()) << name;
+      double max_grad = 0.0;
+      for (float g : analytic) max_grad = std::max(max_grad, std::fabs(static_cast<double>(g)));
+      EXPECT_GT(max_grad, 1e-2) << name << " has no gradient: the check would prove nothing";
+      for (size_t i = 0; i < values.size(); ++i) {
+        const float saved = values[i];
+        values[i] = saved + eps;
+        const double up = layer.forward(x, w, in);
+        values[i] = saved - eps;
+        const double down = layer.forward(x, w, in);
+        values[i] = saved;
+        const double numeric = (up - down) / (2.0 * static_cast<double>(eps));
+        EXPECT_NEAR(analytic[i], numeric, 3e-4 + 3e-3 * std::fabs(numeric)) << name << "[" << i << "]";
+      }
+    };
+    check("x", x, dx);
+    check("w", w, dw);
+    check("in", in, din);
+    EXPECT_EQ(layer.forward(x, w, in), loss) << "the forward is deterministic";
+  }
 }
 
 }  // namespace

@@ -862,6 +862,230 @@ TEST_F(TrainerOps, AdamWMatchesTheReferenceFormulaOverThreeSteps) {
   }
 }
 
+// ---------------------------------------------------------------- mixture of experts
+
+using Ints = std::vector<int32_t>;
+
+// Row-wise softmax of logits (m, E) in double.
+Doubles softmax_rows(const Floats& logits, int64_t m, int64_t E) {
+  Doubles p(static_cast<size_t>(m * E));
+  for (int64_t i = 0; i < m; ++i) {
+    double mx = -std::numeric_limits<double>::infinity(), total = 0.0;
+    for (int64_t j = 0; j < E; ++j) mx = std::max(mx, static_cast<double>(logits[i * E + j]));
+    for (int64_t j = 0; j < E; ++j) total += p[i * E + j] = std::exp(logits[i * E + j] - mx);
+    for (int64_t j = 0; j < E; ++j) p[i * E + j] /= total;
+  }
+  return p;
+}
+
+TEST_F(TrainerOps, RouterLogitsAndBackwardMatchTripleLoopWithinRoundingBound) {
+  const int64_t m = 13, c = 37, E = 5;
+  const Floats x = random_floats(rng_, m * c), w = random_floats(rng_, c * E), dl = random_floats(rng_, m * E);
+  const Floats dx0 = random_floats(rng_, m * c), dw0 = random_floats(rng_, c * E);
+  auto dx_in = upload(x), dw_in = upload(w), dlogits = upload(dl), logits = poisoned(m * E);
+  be_->router_logits(logits.data(), dx_in.data(), dw_in.data(), m, c, E);
+  auto dx = upload(dx0), dw = upload(dw0);
+  be_->router_backward(dx.data(), dw.data(), dlogits.data(), dx_in.data(), dw_in.data(), m, c, E);
+  const Floats got = logits.download(), gdx = dx.download(), gdw = dw.download();
+  // Each output is a sum of (terms + the accumulated value): within 2·(terms + 2)·u·Σ|terms|.
+  auto expect_sum = [&](float value, double ref, double mag, int64_t terms, const std::string& what) {
+    EXPECT_NEAR(value, ref, 2.0 * static_cast<double>(terms + 2) * kU * mag) << what;
+  };
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t e = 0; e < E; ++e) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t j = 0; j < c; ++j) {
+        ref += static_cast<double>(x[t * c + j]) * w[j * E + e];
+        mag += std::fabs(static_cast<double>(x[t * c + j]) * w[j * E + e]);
+      }
+      expect_sum(got[t * E + e], ref, mag, c, "logits[" + std::to_string(t) + "," + std::to_string(e) + "]");
+    }
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t j = 0; j < c; ++j) {
+      double ref = dx0[t * c + j], mag = std::fabs(ref);
+      for (int64_t e = 0; e < E; ++e) {
+        ref += static_cast<double>(dl[t * E + e]) * w[j * E + e];
+        mag += std::fabs(static_cast<double>(dl[t * E + e]) * w[j * E + e]);
+      }
+      expect_sum(gdx[t * c + j], ref, mag, E, "dx[" + std::to_string(t) + "," + std::to_string(j) + "]");
+    }
+  for (int64_t j = 0; j < c; ++j)
+    for (int64_t e = 0; e < E; ++e) {
+      double ref = dw0[j * E + e], mag = std::fabs(ref);
+      for (int64_t t = 0; t < m; ++t) {
+        ref += static_cast<double>(x[t * c + j]) * dl[t * E + e];
+        mag += std::fabs(static_cast<double>(x[t * c + j]) * dl[t * E + e]);
+      }
+      expect_sum(gdw[j * E + e], ref, mag, m, "dw[" + std::to_string(j) + "," + std::to_string(e) + "]");
+    }
+}
+
+TEST_F(TrainerOps, RouterTopKPicksTheLargestProbabilitiesTiesToTheLowerIndex) {
+  const int64_t m = 19, E = 7;
+  Floats logits = random_floats(rng_, m * E, -3.0f, 3.0f);
+  std::fill(logits.begin(), logits.begin() + E, 0.5f);  // row 0: all equal, experts 0 then 1
+  logits[1 * E + 2] = logits[1 * E + 4] = 5.0f;         // row 1: two equal largest, 2 then 4
+  logits[2 * E + 6] = 6.0f;                             // row 2: the largest last,
+  logits[2 * E + 1] = logits[2 * E + 3] = 4.0f;         //        then the lower of two equal
+  const Doubles p = softmax_rows(logits, m, E);
+  for (int64_t k : {1, 2}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    auto dl = upload(logits), probs = poisoned(m * E), gates = poisoned(m * k);
+    auto experts = upload(Ints(static_cast<size_t>(m * k), -7));
+    be_->router_top_k(probs.data(), experts.data(), gates.data(), dl.data(), m, E, k);
+    const Floats gp = probs.download(), gg = gates.download();
+    const Ints ge = experts.download();
+    EXPECT_LE(normalized_error(gp, p), kNormalizedTol) << "probs";
+    for (int64_t i = 0; i < m; ++i) {
+      // Reference top-k: stable order by probability, largest first.
+      Ints order(static_cast<size_t>(E));
+      for (int64_t j = 0; j < E; ++j) order[j] = static_cast<int32_t>(j);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[i * E + a] > p[i * E + b]; });
+      double sum = 0.0;
+      for (int64_t s = 0; s < k; ++s) sum += p[i * E + order[s]];
+      for (int64_t s = 0; s < k; ++s) {
+        ASSERT_EQ(ge[i * k + s], order[s]) << "row " << i << " slot " << s;
+        const double gate = k == 1 ? p[i * E + order[s]] : p[i * E + order[s]] / sum;
+        EXPECT_NEAR(gg[i * k + s], gate, 1e-6) << "row " << i << " slot " << s;
+      }
+    }
+    EXPECT_EQ((Ints{ge[0], ge[static_cast<size_t>(k) - 1]}), (Ints{0, k == 1 ? 0 : 1})) << "all equal";
+    EXPECT_EQ(ge[static_cast<size_t>(k)], 2) << "the lower of the two largest first";
+    if (k == 2) {
+      EXPECT_EQ(ge[3], 4);
+      EXPECT_EQ((Ints{ge[4], ge[5]}), (Ints{6, 1}));
+      EXPECT_EQ(gg[0], 0.5f) << "equal probabilities split the gate evenly";
+    }
+
+    // probs written over the logits: the same bits as separate buffers.
+    auto in_place = upload(logits), gates2 = poisoned(m * k);
+    auto experts2 = upload(Ints(static_cast<size_t>(m * k), -7));
+    be_->router_top_k(in_place.data(), experts2.data(), gates2.data(), in_place.data(), m, E, k);
+    EXPECT_EQ(in_place.download(), gp);
+    EXPECT_EQ(experts2.download(), ge);
+    EXPECT_EQ(gates2.download(), gg);
+  }
+}
+
+TEST_F(TrainerOps, RouterLogitsGradTakesGatesAndCoefBackThroughTheSoftmax) {
+  const int64_t m = 11, E = 6;
+  const Floats logits = random_floats(rng_, m * E, -2.0f, 2.0f), coef = random_floats(rng_, E);
+  for (int64_t k : {1, 2})
+    for (bool with_coef : {true, false}) {
+      SCOPED_TRACE("k = " + std::to_string(k) + (with_coef ? " with coef" : " without coef"));
+      auto dl = upload(logits), probs = poisoned(m * E), gates = poisoned(m * k), dcoef = upload(coef);
+      auto experts = upload(Ints(static_cast<size_t>(m * k), 0));
+      be_->router_top_k(probs.data(), experts.data(), gates.data(), dl.data(), m, E, k);
+      const Floats p = probs.download();
+      const Ints ex = experts.download();
+      const Floats dg = random_floats(rng_, m * k);
+      auto ddg = upload(dg), dlogits = poisoned(m * E);
+      be_->router_logits_grad(dlogits.data(), probs.data(), experts.data(), ddg.data(),
+                              with_coef ? dcoef.data() : nullptr, m, E, k);
+      Doubles ref(static_cast<size_t>(m * E));
+      for (int64_t i = 0; i < m; ++i) {
+        Doubles dp(static_cast<size_t>(E), 0.0);
+        for (int64_t j = 0; j < E; ++j) dp[j] = with_coef ? coef[j] : 0.0;
+        const int32_t e0 = ex[i * k];
+        if (k == 1) {
+          dp[e0] += dg[i];
+        } else {
+          const int32_t e1 = ex[i * k + 1];
+          const double p0 = p[i * E + e0], p1 = p[i * E + e1], sum = p0 + p1;
+          // g0 = p0/sum, g1 = p1/sum
+          dp[e0] += dg[i * k] * p1 / (sum * sum) - dg[i * k + 1] * p1 / (sum * sum);
+          dp[e1] += dg[i * k + 1] * p0 / (sum * sum) - dg[i * k] * p0 / (sum * sum);
+        }
+        double dot = 0.0;
+        for (int64_t j = 0; j < E; ++j) dot += p[i * E + j] * dp[j];
+        for (int64_t j = 0; j < E; ++j) ref[i * E + j] = p[i * E + j] * (dp[j] - dot);
+      }
+      EXPECT_LE(normalized_error(dlogits.download(), ref), kNormalizedTol);
+    }
+}
+
+TEST_F(TrainerOps, GatherRowsCopiesOrScalesRowsAndZerosOutOfRangeIndices) {
+  const int64_t m = 6, n = 9, c = 11;
+  const Floats in = random_floats(rng_, m * c), scale = random_floats(rng_, n);
+  const Ints rows = {3, 0, 5, 3, -1, 1, 6, 2, 4};  // a repeat, a padded slot (-1) and one past m
+  auto din = upload(in), dscale = upload(scale);
+  auto drows = upload(rows);
+  for (bool scaled : {false, true}) {
+    SCOPED_TRACE(scaled ? "scaled" : "plain");
+    auto out = poisoned(n * c);
+    be_->gather_rows(out.data(), din.data(), drows.data(), scaled ? dscale.data() : nullptr, n, m, c);
+    const Floats got = out.download();
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t col = 0; col < c; ++col) {
+        const bool valid = rows[j] >= 0 && rows[j] < m;
+        const float v = valid ? in[rows[j] * c + col] : 0.0f;
+        ASSERT_EQ(got[j * c + col], scaled ? v * scale[j] : v) << j << "," << col;
+      }
+  }
+}
+
+TEST_F(TrainerOps, CombineRowsAddsGatedExpertRowsAndSkipsDroppedSlots) {
+  const int64_t m = 7, k = 2, n = 9, c = 13;
+  const Floats in = random_floats(rng_, n * c), out0 = random_floats(rng_, m * c), gates = random_floats(rng_, m * k);
+  // Token 2 has one dropped slot, token 4 both; token 6's second slot is past n (dropped too).
+  const Ints slots = {0, 5, 1, 2, 3, -1, 4, 8, -1, -1, 6, 7, 5, 9};
+  auto din = upload(in), dgates = upload(gates);
+  auto dslots = upload(slots);
+  for (bool gated : {true, false}) {
+    SCOPED_TRACE(gated ? "gated" : "ungated (dispatch's backward)");
+    auto out = upload(out0);
+    be_->combine_rows(out.data(), din.data(), dslots.data(), gated ? dgates.data() : nullptr, m, k, n, c);
+    const Floats got = out.download();
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t col = 0; col < c; ++col) {
+        double ref = out0[t * c + col], mag = std::fabs(ref);
+        for (int64_t s = 0; s < k; ++s) {
+          const int32_t slot = slots[t * k + s];
+          if (slot < 0 || slot >= n) continue;
+          const double term = (gated ? static_cast<double>(gates[t * k + s]) : 1.0) * in[slot * c + col];
+          ref += term;
+          mag += std::fabs(term);
+        }
+        EXPECT_NEAR(got[t * c + col], ref, 2.0 * (k + 1) * kU * mag) << t << "," << col;
+      }
+    const Floats untouched(out0.begin() + 4 * c, out0.begin() + 5 * c);
+    EXPECT_EQ(Floats(got.begin() + 4 * c, got.begin() + 5 * c), untouched) << "a token with no slots is left as is";
+  }
+  // k = 1: one slot per token.
+  auto out = upload(out0);
+  const Ints one = {2, -1, 0, 8, 1, 3, 4};
+  auto done = upload(one);
+  be_->combine_rows(out.data(), din.data(), done.data(), dgates.data(), m, 1, n, c);
+  const Floats got = out.download();
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t col = 0; col < c; ++col)
+      ASSERT_EQ(got[t * c + col], one[t] < 0 ? out0[t * c + col] : out0[t * c + col] + gates[t] * in[one[t] * c + col]);
+}
+
+TEST_F(TrainerOps, CombineGatesGradIsTheDotOfDoutWithEachExpertRow) {
+  const int64_t m = 5, k = 2, n = 6, c = 300;  // c spans several vector lanes and a tail
+  const Floats dout = random_floats(rng_, m * c), in = random_floats(rng_, n * c);
+  const Ints slots = {1, 4, -1, 0, 5, 5, 2, -1, 3, 1};
+  auto ddout = upload(dout), din = upload(in), dg = poisoned(m * k);
+  auto dslots = upload(slots);
+  be_->combine_gates_grad(dg.data(), ddout.data(), din.data(), dslots.data(), m, k, n, c);
+  const Floats got = dg.download();
+  for (int64_t p = 0; p < m * k; ++p) {
+    const int32_t slot = slots[p];
+    if (slot < 0) {
+      EXPECT_EQ(got[p], 0.0f) << "a dropped slot has no gate gradient";
+      continue;
+    }
+    double ref = 0.0, mag = 0.0;
+    for (int64_t col = 0; col < c; ++col) {
+      const double term = static_cast<double>(dout[(p / k) * c + col]) * in[slot * c + col];
+      ref += term;
+      mag += std::fabs(term);
+    }
+    EXPECT_NEAR(got[p], ref, static_cast<double>(c) * kU * mag) << "pair " << p;
+  }
+}
+
 // ---------------------------------------------------------------- exp and argument errors
 
 TEST(TrainerVecMath, ExpWithinTwoUlpOfDoubleExpOverTheFloatRange) {
@@ -890,6 +1114,16 @@ TEST_F(TrainerOps, BadSizesThrowBackendErrorNamingTheOp) {
                        "local width c = 8 exceeds full width C = 4");
   expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward");
   expect_backend_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
+  DeviceBuffer<int32_t> ints(*be_, 8);
+  int32_t* i = ints.data();
+  expect_backend_error([&] { be_->router_logits(p, p, p, 4, 3, 0); }, "router_logits: E = 0 must be positive");
+  expect_backend_error([&] { be_->router_backward(p, p, p, p, p, 4, -1, 2); }, "router_backward: c = -1");
+  expect_backend_error([&] { be_->router_top_k(p, i, p, p, 4, 8, 3); }, "router_top_k: k = 3 must be 1 or 2");
+  expect_backend_error([&] { be_->router_top_k(p, i, p, p, 4, 1, 2); }, "router_top_k: k = 2 exceeds experts E = 1");
+  expect_backend_error([&] { be_->router_logits_grad(p, p, i, p, nullptr, -1, 4, 1); }, "router_logits_grad: m = -1");
+  expect_backend_error([&] { be_->gather_rows(p, p, i, nullptr, -2, 4, 4); }, "gather_rows: n = -2");
+  expect_backend_error([&] { be_->combine_rows(p, p, i, p, 4, 0, 4, 4); }, "combine_rows: k = 0 must be 1 or 2");
+  expect_backend_error([&] { be_->combine_gates_grad(p, p, p, i, 4, 1, 4, -3); }, "combine_gates_grad: c = -3");
   AdamWStep s;
   s.t = 0;
   expect_backend_error([&] { be_->adamw(p, p, p, p, 4, s, true); }, "step t = 0");

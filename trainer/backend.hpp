@@ -259,17 +259,39 @@ class Backend {
   }
 
   // ---- mixture of experts (docs/moe.md): E experts, each token routed to k = top_k (1 or 2).
+  // The host computes the routing plan (which permuted row holds which token); these ops do
+  // the per-row device work around the experts' GEMMs. rows, slots and experts are int32
+  // device arrays.
+  // Router logits in float32 whatever the activations' type: logits (m, E) = x (m, c)·w (c, E),
+  // over this rank's c columns of x (rows of w); the caller all-reduces logits over x.
   virtual void router_logits(float* logits, ConstActPtr x, const float* w, int64_t m, int64_t c, int64_t E) = 0;
+  // Router backward, from float32 dlogits (m, E): dw (c, E) += x^T·dlogits;
+  // dx (m, c) += dlogits·w^T (accumulates: the experts' path adds into the same gradient).
   virtual void router_backward(ActPtr dx, float* dw, const float* dlogits, ConstActPtr x, const float* w, int64_t m,
                                int64_t c, int64_t E) = 0;
+  // probs (m, E) = softmax of each row of logits (probs may alias logits); experts (m, k) =
+  // the indices of the k largest probabilities, largest first, ties to the lower index;
+  // gates (m, k) = their probabilities, divided by their sum when k = 2 (k = 1: the
+  // probability itself, as Switch).
   virtual void router_top_k(float* probs, int32_t* experts, float* gates, const float* logits, int64_t m, int64_t E,
                             int64_t k) = 0;
+  // Router backward to the logits: dprobs (m, E) = coef (E) on every row (the balance loss's
+  // d/dprobs; null: zero) plus dgates (m, k) taken back through the gates (k = 2: through the
+  // renormalization g_s = p_s / (p_0 + p_1)); then dlogits (m, E) = p ⊙ (dprobs − Σ_j p_j·dprobs_j).
   virtual void router_logits_grad(float* dlogits, const float* probs, const int32_t* experts, const float* dgates,
                                   const float* coef, int64_t m, int64_t E, int64_t k) = 0;
+  // Dispatch: out (n, c) row j = in (m, c) row rows[j], times scale[j] when scale is not null;
+  // a row index outside [0, m) gives a row of zeros (a padded slot).
   virtual void gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n, int64_t m,
                            int64_t c) = 0;
+  // Combine: out (m, c) row t += Σ_{s<k, slots[t·k+s] ≥ 0} g·in (n, c) row slots[t·k+s], with
+  // g = gates[t·k+s], or 1 when gates is null (then it is also dispatch's backward). One
+  // gather per output row, no atomics, so the sum's order and bits are fixed. A slot outside
+  // [0, n) is dropped like a negative one.
   virtual void combine_rows(ActPtr out, ConstActPtr in, const int32_t* slots, const float* gates, int64_t m, int64_t k,
                             int64_t n, int64_t c) = 0;
+  // Gate gradient: dgates (m, k) = Σ over this rank's c columns of dout (m, c) row t ⊙ in (n, c)
+  // row slots[t·k+s] (0 where the slot is dropped); the caller all-reduces it over x.
   virtual void combine_gates_grad(float* dgates, ConstActPtr dout, ConstActPtr in, const int32_t* slots, int64_t m,
                                   int64_t k, int64_t n, int64_t c) = 0;
 

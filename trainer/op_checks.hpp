@@ -67,6 +67,33 @@ inline void require_bias_shape(const char* op, int64_t m, int64_t n, int64_t ld)
   require_at_most(op, "n", n, "row stride ld", ld);
 }
 
+// Mixture of experts: top-1 (Switch) or top-2 routing only.
+inline void require_top_k(const char* op, int64_t k) {
+  if (k != 1 && k != 2) fail(op, "k = " + std::to_string(k) + " must be 1 or 2 (top-1 or top-2 routing)");
+}
+
+// The router's GEMMs: x (m, c) against w (c, E), E >= 1 experts.
+inline void require_router_gemm_shape(const char* op, int64_t m, int64_t c, int64_t E) {
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "c", c);
+  require_positive(op, "E", E);
+}
+
+// The router's rows: m tokens, each choosing k of E experts.
+inline void require_router_shape(const char* op, int64_t m, int64_t E, int64_t k) {
+  require_nonnegative(op, "m", m);
+  require_positive(op, "E", E);
+  require_top_k(op, k);
+  require_at_most(op, "k", k, "experts E", E);
+}
+
+// Dispatch and combine: m token rows, n permuted rows, c columns, k slots per token.
+inline void require_permute_shape(const char* op, int64_t m, int64_t n, int64_t c) {
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "n", n);
+  require_nonnegative(op, "c", c);
+}
+
 // One AdamW step's scalars as every backend's update loop reads them.
 struct AdamWConstants {
   float b1, b2, lr, eps, gs, wd, correction1, correction2;

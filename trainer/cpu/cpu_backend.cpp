@@ -17,6 +17,7 @@
 #include "trainer/cpu/gelu.hpp"
 #include "trainer/cpu/gemm.hpp"
 #include "trainer/cpu/layernorm.hpp"
+#include "trainer/cpu/moe.hpp"
 #include "trainer/cpu/reductions.hpp"
 
 namespace axonn {
@@ -183,6 +184,40 @@ void CpuBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const 
                                         int64_t m, int64_t v_local, int64_t v0, float scale) {
   cpu::cross_entropy_backward(pool_, dlogits.f32(__func__), exps.f32(__func__), partials, targets, m, v_local, v0,
                               scale);
+}
+
+void CpuBackend::router_logits(float* logits, ConstActPtr x, const float* w, int64_t m, int64_t c, int64_t E) {
+  cpu::router_logits(logits, x.f32(__func__), w, m, c, E);
+}
+
+void CpuBackend::router_backward(ActPtr dx, float* dw, const float* dlogits, ConstActPtr x, const float* w, int64_t m,
+                                 int64_t c, int64_t E) {
+  cpu::router_backward(dx.f32(__func__), dw, dlogits, x.f32(__func__), w, m, c, E);
+}
+
+void CpuBackend::router_top_k(float* probs, int32_t* experts, float* gates, const float* logits, int64_t m, int64_t E,
+                              int64_t k) {
+  cpu::router_top_k(pool_, probs, experts, gates, logits, m, E, k);
+}
+
+void CpuBackend::router_logits_grad(float* dlogits, const float* probs, const int32_t* experts, const float* dgates,
+                                    const float* coef, int64_t m, int64_t E, int64_t k) {
+  cpu::router_logits_grad(pool_, dlogits, probs, experts, dgates, coef, m, E, k);
+}
+
+void CpuBackend::gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n, int64_t m,
+                             int64_t c) {
+  cpu::gather_rows(pool_, out.f32(__func__), in.f32(__func__), rows, scale, n, m, c);
+}
+
+void CpuBackend::combine_rows(ActPtr out, ConstActPtr in, const int32_t* slots, const float* gates, int64_t m,
+                              int64_t k, int64_t n, int64_t c) {
+  cpu::combine_rows(pool_, out.f32(__func__), in.f32(__func__), slots, gates, m, k, n, c);
+}
+
+void CpuBackend::combine_gates_grad(float* dgates, ConstActPtr dout, ConstActPtr in, const int32_t* slots, int64_t m,
+                                    int64_t k, int64_t n, int64_t c) {
+  cpu::combine_gates_grad(pool_, dgates, dout.f32(__func__), in.f32(__func__), slots, m, k, n, c);
 }
 
 void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,

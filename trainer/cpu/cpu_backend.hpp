@@ -84,6 +84,20 @@ class CpuBackend final : public Backend {
   void cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const float* partials, const int32_t* targets,
                               int64_t m, int64_t v_local, int64_t v0, float scale) override;
 
+  void router_logits(float* logits, ConstActPtr x, const float* w, int64_t m, int64_t c, int64_t E) override;
+  void router_backward(ActPtr dx, float* dw, const float* dlogits, ConstActPtr x, const float* w, int64_t m, int64_t c,
+                       int64_t E) override;
+  void router_top_k(float* probs, int32_t* experts, float* gates, const float* logits, int64_t m, int64_t E,
+                    int64_t k) override;
+  void router_logits_grad(float* dlogits, const float* probs, const int32_t* experts, const float* dgates,
+                          const float* coef, int64_t m, int64_t E, int64_t k) override;
+  void gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n, int64_t m,
+                   int64_t c) override;
+  void combine_rows(ActPtr out, ConstActPtr in, const int32_t* slots, const float* gates, int64_t m, int64_t k,
+                    int64_t n, int64_t c) override;
+  void combine_gates_grad(float* dgates, ConstActPtr dout, ConstActPtr in, const int32_t* slots, int64_t m, int64_t k,
+                          int64_t n, int64_t c) override;
+
   void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
              bool decay) override;
 

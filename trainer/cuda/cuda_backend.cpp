@@ -15,6 +15,7 @@
 #include "trainer/cuda/embedding.hpp"
 #include "trainer/cuda/gelu.hpp"
 #include "trainer/cuda/layernorm.hpp"
+#include "trainer/cuda/moe.hpp"
 #include "trainer/cuda/reductions.hpp"
 
 namespace axonn {
@@ -292,6 +293,40 @@ void CudaBackend::cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const
 void CudaBackend::cross_entropy_rows(float* loss, ActPtr logits, const int32_t* targets, int64_t m, int64_t V,
                                      float scale, float* /*max*/, float* /*partials*/) {
   cuda::cross_entropy_rows(ctx_, loss, logits, targets, m, V, scale);
+}
+
+void CudaBackend::router_logits(float* logits, ConstActPtr x, const float* w, int64_t m, int64_t c, int64_t E) {
+  cuda::router_logits(ctx_, logits, x, w, m, c, E);
+}
+
+void CudaBackend::router_backward(ActPtr dx, float* dw, const float* dlogits, ConstActPtr x, const float* w, int64_t m,
+                                  int64_t c, int64_t E) {
+  cuda::router_backward(ctx_, dx, dw, dlogits, x, w, m, c, E);
+}
+
+void CudaBackend::router_top_k(float* probs, int32_t* experts, float* gates, const float* logits, int64_t m, int64_t E,
+                               int64_t k) {
+  cuda::router_top_k(ctx_, probs, experts, gates, logits, m, E, k);
+}
+
+void CudaBackend::router_logits_grad(float* dlogits, const float* probs, const int32_t* experts, const float* dgates,
+                                     const float* coef, int64_t m, int64_t E, int64_t k) {
+  cuda::router_logits_grad(ctx_, dlogits, probs, experts, dgates, coef, m, E, k);
+}
+
+void CudaBackend::gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n,
+                              int64_t m, int64_t c) {
+  cuda::gather_rows(ctx_, out, in, rows, scale, n, m, c);
+}
+
+void CudaBackend::combine_rows(ActPtr out, ConstActPtr in, const int32_t* slots, const float* gates, int64_t m,
+                               int64_t k, int64_t n, int64_t c) {
+  cuda::combine_rows(ctx_, out, in, slots, gates, m, k, n, c);
+}
+
+void CudaBackend::combine_gates_grad(float* dgates, ConstActPtr dout, ConstActPtr in, const int32_t* slots, int64_t m,
+                                     int64_t k, int64_t n, int64_t c) {
+  cuda::combine_gates_grad(ctx_, dgates, dout, in, slots, m, k, n, c);
 }
 
 void CudaBackend::adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
