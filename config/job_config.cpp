@@ -2,6 +2,8 @@
 
 #include <csignal>
 #include <filesystem>
+#include <sstream>
+#include <utility>
 
 #include "config/config_error.hpp"
 #include "config/switch_map.hpp"
@@ -28,6 +30,45 @@ int nearest_divisor(int n, int target) {
   }
 }
 
+// A number as TOML reader messages show it ("0.5", "1e+06").
+std::string number_text(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// The keys that shape a mixture-of-experts model: only meaningful with model.experts > 0, so
+// a dense job that sets one is an error rather than a setting silently ignored.
+void reject_moe_keys_of_a_dense_model(TomlReader& t, const ModelShape& m) {
+  const std::pair<const char*, std::string> given[] = {{"top_k", std::to_string(m.top_k)},
+                                                       {"moe_every", std::to_string(m.moe_every)},
+                                                       {"capacity_factor", number_text(m.capacity_factor)},
+                                                       {"aux_loss_weight", number_text(m.aux_loss_weight)}};
+  for (const auto& [key, value] : given)
+    if (t.has(key))
+      t.fail(key, "= " + value +
+                      " applies only to a mixture-of-experts model, and this one is dense (model.experts = 0); "
+                      "set model.experts to the number of experts, or drop model." +
+                      key);
+}
+
+// model.experts and the MoE keys (layout_inputs.hpp, ModelShape). model.layers is read.
+void read_experts(TomlReader& t, ModelShape& m) {
+  m.experts = static_cast<int>(t.integer("experts", m.experts, 0, kMaxDim));
+  m.top_k = static_cast<int>(t.integer("top_k", m.top_k, 1, 2));
+  m.moe_every = static_cast<int>(t.integer("moe_every", m.moe_every, 1, m.layers));
+  m.capacity_factor = t.number("capacity_factor", m.capacity_factor, 0.0, 1e6);
+  m.aux_loss_weight = t.number("aux_loss_weight", m.aux_loss_weight, 0.0, 1e6);
+  if (!m.moe()) reject_moe_keys_of_a_dense_model(t, m);
+  if (m.moe() && m.top_k > m.experts) {
+    // A token goes to top_k distinct experts, so there must be that many (only E = 1 has too few).
+    const std::string fix = "; set model.top_k = 1 or model.experts >= 2";
+    const std::string experts = std::to_string(m.experts), top_k = std::to_string(m.top_k);
+    if (t.has("top_k")) t.fail("top_k", "= " + top_k + " is more than model.experts = " + experts + fix);
+    t.fail("experts", "= " + experts + " is fewer than model.top_k = " + top_k + " (its default)" + fix);
+  }
+}
+
 JobConfig read_job(toml::table root, const std::string& file, const fs::path& data_base, const SiteConfig& site,
                    const std::vector<std::string>& overrides) {
   apply_overrides(root, overrides, file);
@@ -49,6 +90,7 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     }
     m.vocab = static_cast<int>(t.integer("vocab", m.vocab, 2, kMaxDim));
     m.sequence = static_cast<int>(t.integer("sequence", m.sequence, 1, kMaxDim));
+    read_experts(t, m);
     t.finish();
   }
   {

@@ -1,6 +1,9 @@
 #include "layout/model_plan.hpp"
 
 #include <cmath>
+#include <numeric>
+
+#include "layout/divisors.hpp"
 
 namespace axonn {
 
@@ -92,6 +95,9 @@ int64_t parameters_total(const ModelShape& m) {
 
 namespace {
 
+// The model-dimension checks (divisibility_checks), then the expert parallelism's.
+constexpr int kExpertCheck = kDivisibilityChecks - 1;
+
 struct Check {
   const char* dim;
   int64_t value;
@@ -99,8 +105,7 @@ struct Check {
   int64_t ways;
 };
 
-std::array<Check, kDivisibilityChecks> divisibility_checks(const ModelShape& m, const BatchShape& batch,
-                                                           const Layout& g) {
+std::array<Check, kExpertCheck> divisibility_checks(const ModelShape& m, const BatchShape& batch, const Layout& g) {
   const int64_t C = m.hidden;
   return {{
       {"hidden", C, "G_x*G_z", int64_t{g.x} * g.z},  // xy layers: k = C over x then z
@@ -112,18 +117,48 @@ std::array<Check, kDivisibilityChecks> divisibility_checks(const ModelShape& m, 
   }};
 }
 
+// The expert parallelisms above 1 that would suit the model: divisors of both E and G_data
+// (the layout's rule), as "e2, e4"; empty when there is none.
+std::string expert_parallelisms_that_divide(int experts, int data) {
+  std::string list;
+  for (int64_t d : divisors(std::gcd(experts, data))) {
+    if (d == 1) continue;
+    list += list.empty() ? "e" : ", e";
+    list += std::to_string(d);
+  }
+  return list;
+}
+
 }  // namespace
+
+std::string expert_problem(const ModelShape& m, const Layout& g) {
+  if (expert_parallelism_fits(m, g)) return "";
+  const std::string ep = std::to_string(g.experts);
+  std::string why = "e" + ep;
+  why += " asks for expert parallelism " + ep;
+  if (!m.moe()) return why + " but the model is dense; set model.experts or drop 'e" + ep + "'";
+  const std::string experts = std::to_string(m.experts);
+  why += ", which does not divide model.experts = " + experts + "; ";
+  const std::string fits = expert_parallelisms_that_divide(m.experts, g.data);
+  if (fits.empty())
+    return why + "no expert parallelism above 1 divides both " + experts + " and G_data = " + std::to_string(g.data) +
+           ": drop 'e" + ep + "'";
+  return why + "use one that divides both " + experts + " and G_data = " + std::to_string(g.data) + " (" + fits +
+         "), or drop 'e" + ep + "'";
+}
 
 Indivisible first_indivisible(const ModelShape& m, const BatchShape& batch, const Layout& g) {
   const auto checks = divisibility_checks(m, batch, g);
   for (size_t i = 0; i < checks.size(); ++i)
     if (checks[i].value % checks[i].ways != 0) return {static_cast<int>(i), checks[i].ways};
+  if (!expert_parallelism_fits(m, g)) return {kExpertCheck, g.experts};
   return {};
 }
 
 std::string divisibility_problem(const ModelShape& m, const BatchShape& batch, const Layout& g) {
   const Indivisible bad = first_indivisible(m, batch, g);
   if (bad.check < 0) return "";
+  if (bad.check == kExpertCheck) return expert_problem(m, g);
   const auto checks = divisibility_checks(m, batch, g);
   const Check& c = checks[static_cast<size_t>(bad.check)];
   return std::string(c.dim) + "=" + std::to_string(c.value) + " is not divisible by " + c.by + "=" +

@@ -115,14 +115,25 @@ struct ShardedCount {
 };
 ShardedCount sharded_count(const ModelShape& model, const Layout& layout, bool shard);
 
+// Whether the layout's expert parallelism E_p (its "eN") suits the model: E_p = 1 always does;
+// E_p > 1 needs a mixture-of-experts model whose experts it divides, E / E_p per expert rank.
+// (That E_p divides G_data is the layout's own rule, parse_layout's.)
+inline bool expert_parallelism_fits(const ModelShape& model, const Layout& layout) {
+  return layout.experts == 1 || (model.moe() && model.experts % layout.experts == 0);
+}
+// Why it does not, naming E_p, E and the fix ("e4 asks for expert parallelism 4 but the model
+// is dense ..."); empty when it fits.
+std::string expert_problem(const ModelShape& model, const Layout& layout);
+
 // The first model dimension that `layout` does not divide, as "hidden=64 is not divisible
-// by G_x*G_z=3"; empty when every dimension divides.
+// by G_x*G_z=3", or last its expert_problem; empty when everything divides.
 std::string divisibility_problem(const ModelShape& model, const BatchShape& batch, const Layout& layout);
 
 // The same test without building a message, for the chooser's loops over many layouts:
 // which check fails first (its position in divisibility_problem's list, 0 .. kDivisibilityChecks-1,
-// or -1 when every dimension divides) and the product of axis sizes it failed on.
-inline constexpr int kDivisibilityChecks = 6;
+// or -1 when every dimension divides) and the product of axis sizes it failed on (E_p for the
+// last check, the experts').
+inline constexpr int kDivisibilityChecks = 7;
 struct Indivisible {
   int check = -1;
   int64_t ways = 0;

@@ -142,6 +142,101 @@ TEST(Config, HeadsThatDoNotDivideHiddenPointAtTheKeyAndSuggestADivisor) {
       << hidden;
 }
 
+// model.experts and the MoE keys reach ModelShape as given, from the file and from overrides;
+// a job that names none is dense with ModelShape's defaults.
+TEST(Config, MoeKeysRoundTripIntoTheModelShape) {
+  const ModelShape dense = load_job_config_string("", "j.toml", SiteConfig{}).model;
+  EXPECT_EQ(dense.experts, 0);
+  EXPECT_FALSE(dense.moe());
+  EXPECT_EQ(dense.top_k, 2);
+  EXPECT_EQ(dense.moe_every, 1);
+  EXPECT_EQ(dense.capacity_factor, 0.0);
+  EXPECT_EQ(dense.aux_loss_weight, 0.01);
+  const ModelShape moe = load_job_config_string(
+                             "[model]\nlayers = 4\nexperts = 8\ntop_k = 1\nmoe_every = 2\ncapacity_factor = 1.25\n"
+                             "aux_loss_weight = 0.02\n",
+                             "j.toml", SiteConfig{})
+                             .model;
+  EXPECT_EQ(moe.experts, 8);
+  EXPECT_EQ(moe.top_k, 1);
+  EXPECT_EQ(moe.moe_every, 2);
+  EXPECT_EQ(moe.capacity_factor, 1.25);
+  EXPECT_EQ(moe.aux_loss_weight, 0.02);
+  EXPECT_FALSE(moe.is_moe_block(0));
+  EXPECT_TRUE(moe.is_moe_block(1));
+  // Integers are numbers too; the bounds are allowed; top_k = 1 allows a single expert.
+  const ModelShape edges = load_job_config_string(
+                               "[model]\nlayers = 3\nexperts = 1\ntop_k = 1\nmoe_every = 3\ncapacity_factor = 2\n"
+                               "aux_loss_weight = 0\n",
+                               "j.toml", SiteConfig{})
+                               .model;
+  EXPECT_EQ(edges.experts, 1);
+  EXPECT_EQ(edges.moe_every, 3);
+  EXPECT_EQ(edges.capacity_factor, 2.0);
+  EXPECT_EQ(edges.aux_loss_weight, 0.0);
+  const ModelShape overridden =
+      load_job_config_string("", "j.toml", SiteConfig{},
+                             {"model.experts=4", "model.top_k=2", "model.capacity_factor=0", "model.layers=2",
+                              "model.moe_every=2", "model.aux_loss_weight=1e-3"})
+          .model;
+  EXPECT_EQ(overridden.experts, 4);
+  EXPECT_EQ(overridden.top_k, 2);
+  EXPECT_EQ(overridden.moe_every, 2);
+  EXPECT_EQ(overridden.capacity_factor, 0.0);
+  EXPECT_EQ(overridden.aux_loss_weight, 1e-3);
+  // The chooser sees the model as loaded.
+  EXPECT_EQ(chooser_input(SiteConfig{}, load_job_config_string("[model]\nexperts = 4\n", "j.toml", SiteConfig{}), 1, 4)
+                .model.experts,
+            4);
+}
+
+// Each bad MoE value is refused naming the key, its position, the value and the fix.
+TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
+  struct Case {
+    std::string toml, expect;
+  };
+  const std::vector<Case> cases = {
+      {"experts = -1", "j.toml:2:11: model.experts = -1 is out of range; allowed [0, "},
+      {"experts = 2.5", "j.toml:2:11: model.experts must be an integer, got a float"},
+      {"experts = 8\ntop_k = 3", "j.toml:3:9: model.top_k = 3 is out of range; allowed [1, 2]"},
+      {"experts = 8\ntop_k = 0", "j.toml:3:9: model.top_k = 0 is out of range; allowed [1, 2]"},
+      {"experts = 8\nmoe_every = 0", "j.toml:3:13: model.moe_every = 0 is out of range; allowed [1, 2]"},
+      {"layers = 4\nexperts = 8\nmoe_every = 5", "j.toml:4:13: model.moe_every = 5 is out of range; allowed [1, 4]"},
+      {"experts = 8\ncapacity_factor = -0.5",
+       "j.toml:3:19: model.capacity_factor = -0.5 is out of range; allowed [0, 1e+06]"},
+      {"experts = 8\ncapacity_factor = \"1.0\"", "j.toml:3:19: model.capacity_factor must be a number, got a string"},
+      {"experts = 8\naux_loss_weight = -1", "j.toml:3:19: model.aux_loss_weight = -1 is out of range; allowed [0, "},
+      {"experts = 8\naux_loss_weight = nan", "j.toml:3:19: model.aux_loss_weight = nan is out of range"},
+      // More experts per token than there are experts.
+      {"experts = 1\ntop_k = 2",
+       "j.toml:3:9: model.top_k = 2 is more than model.experts = 1; set model.top_k = 1 or model.experts >= 2"},
+      {"experts = 1",
+       "j.toml:2:11: model.experts = 1 is fewer than model.top_k = 2 (its default); set model.top_k = 1 or "
+       "model.experts >= 2"},
+      // The MoE keys of a dense model.
+      {"top_k = 1",
+       "j.toml:2:9: model.top_k = 1 applies only to a mixture-of-experts model, and this one is dense "
+       "(model.experts = 0); set model.experts to the number of experts, or drop model.top_k"},
+      {"experts = 0\nmoe_every = 2", "j.toml:3:13: model.moe_every = 2 applies only to a mixture-of-experts model"},
+      {"capacity_factor = 1.5", "j.toml:2:19: model.capacity_factor = 1.5 applies only to a mixture-of-experts model"},
+      {"aux_loss_weight = 0.01",
+       "j.toml:2:19: model.aux_loss_weight = 0.01 applies only to a mixture-of-experts model, and this one is dense "
+       "(model.experts = 0); set model.experts"},
+  };
+  for (const Case& c : cases) {
+    const std::string err =
+        error_of([&] { load_job_config_string("[model]\n" + c.toml + "\n", "j.toml", SiteConfig{}); });
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.toml << "\n" << err;
+  }
+  // An override that makes the model dense leaves the file's MoE keys in error.
+  const std::string dense = error_of(
+      [] { load_job_config_string("[model]\nexperts = 4\ntop_k = 1\n", "j.toml", SiteConfig{}, {"model.experts=0"}); });
+  EXPECT_NE(dense.find("j.toml:3:9: model.top_k = 1 applies only to a mixture-of-experts model"), std::string::npos)
+      << dense;
+  const std::string typo = error_of([] { load_job_config_string("[model]\nexpert = 4\n", "j.toml", SiteConfig{}); });
+  EXPECT_NE(typo.find("did you mean 'model.experts'?"), std::string::npos) << typo;
+}
+
 TEST(Config, SyntaxErrorHasPosition) {
   const std::string err = error_of([] { load_job_config_string("[model\nlayers = 2\n", "bad.toml", SiteConfig{}); });
   EXPECT_EQ(err.rfind("bad.toml:1:", 0), 0u) << err;

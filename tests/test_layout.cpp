@@ -97,6 +97,151 @@ TEST(Layout, ParsesAndPrints) {
   }
 }
 
+// "eN" after the four sizes is the expert parallelism; the order still follows ':'. E_p = 1
+// prints as no "e" at all, so every spelling without one keeps its meaning.
+TEST(Layout, ParsesAndPrintsTheExpertPart) {
+  struct Case {
+    const char* text;
+    int experts;
+    const char* plain;
+    const char* with_order;
+  };
+  for (const Case& c :
+       {Case{"4x2x1x1e2", 2, "4x2x1x1e2", "4x2x1x1e2:xyzd"}, Case{"8x2x1x1e4:xyzd", 4, "8x2x1x1e4", "8x2x1x1e4:xyzd"},
+        Case{"8x1x2x1e8:dzyx", 8, "8x1x2x1e8", "8x1x2x1e8:dzyx"},
+        Case{"6x1x1x2e3:yxzd", 3, "6x1x1x2e3", "6x1x1x2e3:yxzd"}, Case{"4x1x1x1e1", 1, "4x1x1x1", "4x1x1x1:xyzd"}}) {
+    const Layout l = parse_layout(c.text);
+    EXPECT_EQ(l.experts, c.experts) << c.text;
+    EXPECT_EQ(format_layout(l), c.plain) << c.text;
+    EXPECT_EQ(format_layout_with_order(l), c.with_order) << c.text;
+    EXPECT_EQ(parse_layout(format_layout_with_order(l)), l) << c.text;
+    Layout same_sizes = l;
+    same_sizes.experts = 1;
+    EXPECT_EQ(parse_layout(format_layout_with_order(same_sizes)), same_sizes) << c.text;
+  }
+  EXPECT_EQ(parse_layout("4x2x1x1").experts, 1);
+  struct Bad {
+    const char* text;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"4x1x1x1e0", "expert parallelism 'e0' is not a positive integer"},
+                       Bad{"4x1x1x1e", "expert parallelism 'e' is not a positive integer"},
+                       Bad{"4x1x1x1ex", "expert parallelism 'ex' is not a positive integer"},
+                       Bad{"4x1x1x1e-2", "expert parallelism 'e-2' is not a positive integer"},
+                       Bad{"4x1x1x1e2e2", "expert parallelism 'e2e2' is not a positive integer"},
+                       Bad{"4x1x1x1e3", "expert parallelism 3 does not divide the data axis 4"},
+                       Bad{"2x2x1x1e4:yxzd", "expert parallelism 4 does not divide the data axis 2"}}) {
+    try {
+      const Layout l = parse_layout(b.text);
+      ADD_FAILURE() << "accepted '" << b.text << "' as " << format_layout_with_order(l);
+    } catch (const LayoutError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("layout '") + b.text + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(b.says), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The expert axis groups E_p consecutive data coordinates (the other coordinates fixed); the
+// expert_data axis the G_data / E_p ranks with the same data coordinate mod E_p. Each axis's
+// groups partition the world, lie E_p (or G_data / E_p) neighbours along data apart by
+// comm_stride, inside an aligned block of comm_stride·comm_size ranks, in any axis order.
+TEST(Layout, ExpertGroupsAreConsecutiveDataCoordinatesAndPartitionTheWorld) {
+  for (const char* text : {"8x2x1x1e4", "8x2x1x1e4:dzyx", "8x1x2x1e2:yxzd", "6x2x1x2e3:zdxy", "4x2x1x1e4:xdyz"}) {
+    const Layout l = parse_layout(text);
+    const int stride = l.stride(Axis::data);
+    EXPECT_EQ(l.comm_size(CommAxis::expert), l.experts) << text;
+    EXPECT_EQ(l.comm_size(CommAxis::expert_data), l.data / l.experts) << text;
+    EXPECT_EQ(l.comm_stride(CommAxis::expert), stride) << text;
+    EXPECT_EQ(l.comm_stride(CommAxis::expert_data), stride * l.experts) << text;
+    for (CommAxis axis : {CommAxis::expert, CommAxis::expert_data}) {
+      const bool expert = axis == CommAxis::expert;
+      const int size = l.comm_size(axis), step = l.comm_stride(axis);
+      std::set<std::vector<int>> groups;
+      for (int r = 0; r < l.world(); ++r) {
+        const std::vector<int> g = l.comm_group(axis, r);
+        ASSERT_EQ(static_cast<int>(g.size()), size) << text << " " << comm_axis_name(axis) << " rank " << r;
+        EXPECT_NE(std::find(g.begin(), g.end(), r), g.end()) << text << " rank " << r;
+        const Coords mine = l.coords(r);
+        const int first = expert ? mine.data - mine.data % l.experts : mine.data % l.experts;
+        for (size_t i = 0; i < g.size(); ++i) {
+          Coords expect = mine;
+          expect.data = first + static_cast<int>(i) * (expert ? 1 : l.experts);
+          EXPECT_EQ(l.coords(g[i]), expect) << text << " " << comm_axis_name(axis) << " rank " << r;
+          EXPECT_EQ(l.comm_group(axis, g[i]), g) << text << " rank " << g[i];
+          if (i > 0) {
+            EXPECT_EQ(g[i] - g[i - 1], step) << text << " " << comm_axis_name(axis);
+          }
+        }
+        const int block = step * size;
+        EXPECT_EQ(g.front() / block, g.back() / block) << text << " " << comm_axis_name(axis) << " rank " << r;
+        groups.insert(g);
+      }
+      EXPECT_EQ(static_cast<int>(groups.size()), l.world() / size) << text << " " << comm_axis_name(axis);
+      std::multiset<int> covered;
+      for (const auto& g : groups) covered.insert(g.begin(), g.end());
+      EXPECT_EQ(covered.size(), static_cast<size_t>(l.world())) << text;
+      EXPECT_EQ(std::set<int>(covered.begin(), covered.end()).size(), static_cast<size_t>(l.world())) << text;
+    }
+  }
+  // E_p = G_data: the expert groups are the data groups, and expert_data has nothing to cut.
+  const Layout whole = parse_layout("4x2x1x1e4:dxyz");
+  for (int r = 0; r < whole.world(); ++r) {
+    EXPECT_EQ(whole.comm_group(CommAxis::expert, r), whole.group(Axis::data, r));
+    EXPECT_EQ(whole.comm_group(CommAxis::expert_data, r), std::vector<int>{r});
+  }
+}
+
+// Without expert parallelism there is no cut of the data axis: both expert axes are single
+// ranks, whatever the sizes and the order.
+TEST(Layout, WithoutExpertParallelismBothExpertAxesAreSingleRanks) {
+  for (const char* text : {"1x1x1x1", "8x1x1x1", "4x2x1x1:dzyx", "2x2x3x2:yxzd"}) {
+    const Layout l = parse_layout(text);
+    ASSERT_EQ(l.experts, 1) << text;
+    for (CommAxis axis : {CommAxis::expert, CommAxis::expert_data}) {
+      EXPECT_EQ(l.comm_size(axis), 1) << text << " " << comm_axis_name(axis);
+      for (int r = 0; r < l.world(); ++r) EXPECT_EQ(l.comm_group(axis, r), std::vector<int>{r}) << text;
+    }
+  }
+}
+
+// A layout's expert parallelism against the model: E_p > 1 needs experts, and E_p must divide
+// them. divisibility_problem reports it after the model dimensions, naming the fix.
+TEST(Layout, ExpertParallelismMustSuitTheModel) {
+  ModelShape dense;
+  BatchShape batch;  // global batch 8: divisible by every G_data*G_z below
+  const Layout e4 = parse_layout("8x1x1x1e4");
+  EXPECT_FALSE(expert_parallelism_fits(dense, e4));
+  EXPECT_EQ(expert_problem(dense, e4),
+            "e4 asks for expert parallelism 4 but the model is dense; set model.experts or drop 'e4'");
+  EXPECT_EQ(divisibility_problem(dense, batch, e4), expert_problem(dense, e4));
+  const Indivisible bad = first_indivisible(dense, batch, e4);
+  EXPECT_EQ(bad.check, kDivisibilityChecks - 1);
+  EXPECT_EQ(bad.ways, 4);
+  EXPECT_EQ(divisibility_problem(dense, batch, parse_layout("8x1x1x1")), "");
+
+  ModelShape moe;
+  moe.experts = 6;
+  EXPECT_EQ(expert_problem(moe, e4),
+            "e4 asks for expert parallelism 4, which does not divide model.experts = 6; use one that divides both 6 "
+            "and G_data = 8 (e2), or drop 'e4'");
+  moe.experts = 12;
+  EXPECT_EQ(expert_problem(moe, parse_layout("8x1x1x1e8")),
+            "e8 asks for expert parallelism 8, which does not divide model.experts = 12; use one that divides both "
+            "12 and G_data = 8 (e2, e4), or drop 'e8'");
+  moe.experts = 3;
+  EXPECT_EQ(expert_problem(moe, parse_layout("4x2x1x1e4:yxzd")),
+            "e4 asks for expert parallelism 4, which does not divide model.experts = 3; no expert parallelism above 1 "
+            "divides both 3 and G_data = 4: drop 'e4'");
+  moe.experts = 8;
+  for (const char* fits : {"8x1x1x1e4", "8x1x1x1e8", "8x1x1x1e2:dzyx", "8x1x1x1"}) {
+    EXPECT_TRUE(expert_parallelism_fits(moe, parse_layout(fits))) << fits;
+    EXPECT_EQ(divisibility_problem(moe, batch, parse_layout(fits)), "") << fits;
+    EXPECT_EQ(first_indivisible(moe, batch, parse_layout(fits)).check, -1) << fits;
+  }
+  // A model dimension that does not divide is named first.
+  EXPECT_EQ(divisibility_problem(dense, batch, parse_layout("2x3x1x1e2")), "hidden=64 is not divisible by G_x*G_z=3");
+}
+
 TEST(Layout, AProductPastIntMaxIsRefusedNotWrapped) {
   // 46340^2 fits an int; 46341^2 does not, nor does the product of four 2^31-1 (not even an int64_t).
   EXPECT_EQ(parse_layout("46340x46340x1x1").world(), 2147395600);
@@ -601,6 +746,19 @@ TEST(LayoutSearch, RejectsIndivisibleLayoutsNamingDimAndAxis) {
   for (const auto& rej : r.rejected)
     if (rej.reason.find("hidden=8 is not divisible by G_y*G_z=3") != std::string::npos) named = true;
   EXPECT_TRUE(named);
+}
+
+// The search does not consider expert parallelism yet: for an MoE model it ranks the same
+// layouts as for the dense one, every one with E_p = 1.
+TEST(LayoutSearch, RanksOnlyLayoutsWithoutExpertParallelism) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  in.batch.global_batch = 8;
+  in.model.experts = 4;
+  const ChooserResult r = choose_layout(in);
+  ASSERT_TRUE(r.fits());
+  for (const Candidate& c : r.ranked) EXPECT_EQ(c.layout.experts, 1) << format_layout_with_order(c.layout);
+  for (const Rejection& rej : r.rejected) EXPECT_EQ(rej.layout.experts, 1) << format_layout_with_order(rej.layout);
 }
 
 TEST(LayoutCost, AxisLinkRuleMatchesListingEveryGroup) {

@@ -53,6 +53,14 @@ TEST(SpankOptions, ModesAndLayouts) {
   EXPECT_EQ(format_layout_with_order(parse_layout_option("2x2x1x1:yxzd").layout), "2x2x1x1:yxzd");
   // The largest step the plugin handles, exactly.
   EXPECT_EQ(parse_layout_option("1024x1024x1x1").layout.world(), kMaxTasks);
+  // Expert parallelism, with and without an order.
+  const LayoutRequest experts = parse_layout_option("8x1x1x1e4");
+  EXPECT_EQ(experts.mode, Mode::explicit_layout);
+  EXPECT_EQ(experts.text, "8x1x1x1e4");
+  EXPECT_EQ(experts.layout.experts, 4);
+  EXPECT_EQ(format_layout_with_order(experts.layout), "8x1x1x1e4:xyzd");
+  EXPECT_EQ(format_layout_with_order(parse_layout_option("4x2x1x1e2:yxzd").layout), "4x2x1x1e2:yxzd");
+  EXPECT_EQ(parse_layout_text("1024x1024x1x1e1024", "t").experts, 1024);
 }
 
 TEST(SpankOptions, BadValuesNameTheValueAndTheForm) {
@@ -78,6 +86,14 @@ TEST(SpankOptions, BadValuesNameTheValueAndTheForm) {
       {"1048577x1x1x1", "'1048577' is not a size"},
       {"1024x1024x2x1", "more than 1048576 ranks"},
       {std::string(65, '1'), "longer than 64 characters"},
+      {"4x1x1x1e3", "expert parallelism 3 does not divide the data axis 4"},
+      {"4x1x1x1e0", "'0' after 'e' is not an expert parallelism in [1, 1048576]"},
+      {"4x1x1x1e", "'' after 'e' is not an expert parallelism"},
+      {"4x1x1x1ex", "'x' after 'e' is not an expert parallelism"},
+      {"4e2x1x1x1", "'2x1x1x1' after 'e' is not an expert parallelism"},
+      {"4x1x1x1e2e2", "'2e2' after 'e' is not an expert parallelism"},
+      {"4x1x1x1e12345678", "'12345678' after 'e' is not an expert parallelism"},
+      {"4x1x1x1e2:xyz", "axis order 'xyz'"},
   };
   for (const Case& c : cases) {
     const std::string e = error_of([&] { parse_layout_option(c.value); });
@@ -85,7 +101,7 @@ TEST(SpankOptions, BadValuesNameTheValueAndTheForm) {
     EXPECT_TRUE(printable(e)) << e;
   }
   // Every layout error shows the expected form.
-  EXPECT_TRUE(contains(error_of([] { parse_layout_option("2x2"); }), "DxXxYxZ[:ORDER]"));
+  EXPECT_TRUE(contains(error_of([] { parse_layout_option("2x2"); }), "DxXxYxZ[eN][:ORDER]"));
 }
 
 TEST(SpankOptions, LayoutTextNamesItsSource) {
@@ -211,16 +227,9 @@ TEST(SpankOptions, SanitizeLine) {
 TEST(SpankOptions, RandomInputStaysInBounds) {
   std::mt19937 rng(20240611);
   const std::string alphabet = "0123456789xyzd:(),.=/ aotuvlidefTOML\t\n\x01\xff";
-  const std::vector<std::string> seeds = {"2x2x1x1",
-                                          "2x2x1x1:yxzd",
-                                          "auto",
-                                          "validate",
-                                          "2(x3),1",
-                                          "1024x1024x1x1",
-                                          "site_config=/s.toml",
-                                          "allowed=auto,explicit",
-                                          "job.toml",
-                                          "a.b=c"};
+  const std::vector<std::string> seeds = {
+      "2x2x1x1",       "2x2x1x1:yxzd",        "4x2x1x1e2:yxzd",        "auto",     "validate", "2(x3),1",
+      "1024x1024x1x1", "site_config=/s.toml", "allowed=auto,explicit", "job.toml", "a.b=c"};
   int accepted_layouts = 0, accepted_tpn = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string s;
@@ -335,6 +344,56 @@ TEST_F(SpankDecision, ExplicitLayoutCheckedAgainstTheModel) {
   EXPECT_EQ(format_layout_with_order(d.layout), "2x2x1x1:yxzd");
   EXPECT_TRUE(contains(d.summary, "--axonn-layout=2x2x1x1:yxzd gives 2x2x1x1:yxzd for 4 tasks on 1 node")) << d.summary;
   EXPECT_TRUE(contains(d.summary, "job tiny.toml")) << d.summary;
+}
+
+// The expert part of a layout is checked against the job's model in every mode that takes a
+// layout: explicit, validate, and the user's AXONN_LAYOUT beside auto.
+TEST_F(SpankDecision, ExpertParallelismCheckedAgainstTheModelInEveryMode) {
+  const std::string dense_fix =
+      "e4 asks for expert parallelism 4 but the model is dense; set model.experts or drop 'e4'";
+  const std::string explicit_dense =
+      error_of([&] { decide_layout(request("4x1x1x1e4"), step(4, 1), site_, &job_, std::nullopt); });
+  EXPECT_TRUE(contains(explicit_dense, "--axonn-layout=4x1x1x1e4 cannot run job tiny.toml with 4 tasks: " + dense_fix))
+      << explicit_dense;
+  // The alternative offered runs the job: the chooser's, without expert parallelism.
+  EXPECT_TRUE(contains(explicit_dense, "; use --axonn-layout=")) << explicit_dense;
+  EXPECT_FALSE(contains(explicit_dense.substr(explicit_dense.find("; use")), "e4")) << explicit_dense;
+  const std::string validate_dense =
+      error_of([&] { decide_layout(request("validate"), step(4, 1), site_, &job_, std::string("4x1x1x1e4")); });
+  EXPECT_TRUE(contains(validate_dense, "AXONN_LAYOUT=4x1x1x1e4 cannot run job tiny.toml with 4 tasks: " + dense_fix))
+      << validate_dense;
+  const std::string env_dense =
+      error_of([&] { decide_layout(request("auto"), step(4, 1), site_, &job_, std::string("4x1x1x1e4:yxzd")); });
+  EXPECT_TRUE(contains(env_dense, "AXONN_LAYOUT=4x1x1x1e4:yxzd (from your environment) cannot run job tiny.toml"))
+      << env_dense;
+  EXPECT_TRUE(contains(env_dense, dense_fix)) << env_dense;
+
+  const JobInput moe{"moe.toml", load_job_config(test::kSourceDir + "/job_templates/tiny.toml", site_,
+                                                 {"model.experts=6", "training.global_batch=16"})};
+  const std::string indivisible =
+      error_of([&] { decide_layout(request("4x1x1x1e4"), step(4, 1), site_, &moe, std::nullopt); });
+  EXPECT_TRUE(contains(indivisible,
+                       "--axonn-layout=4x1x1x1e4 cannot run job moe.toml with 4 tasks: e4 asks for "
+                       "expert parallelism 4, which does not divide model.experts = 6; use one that "
+                       "divides both 6 and G_data = 4 (e2), or drop 'e4'"))
+      << indivisible;
+  const Decision explicit_moe = decide_layout(request("4x1x1x1e2"), step(4, 1), site_, &moe, std::nullopt);
+  EXPECT_EQ(format_layout_with_order(explicit_moe.layout), "4x1x1x1e2:xyzd");
+  EXPECT_TRUE(contains(explicit_moe.summary, "--axonn-layout=4x1x1x1e2 gives 4x1x1x1e2:xyzd for 4 tasks on 1 node"))
+      << explicit_moe.summary;
+  const Decision validated = decide_layout(request("validate"), step(4, 1), site_, &moe, std::string("4x1x1x1e2:yxzd"));
+  EXPECT_EQ(format_layout_with_order(validated.layout), "4x1x1x1e2:yxzd");
+  // auto still chooses among layouts without expert parallelism.
+  EXPECT_EQ(decide_layout(request("auto"), step(4, 1), site_, &moe, std::nullopt).layout.experts, 1);
+  // A wrong task count: the alternative keeps the expert parallelism where it divides the data axis.
+  const std::string product =
+      error_of([&] { decide_layout(request("2x1x1x1e2"), step(8, 2), site_, &moe, std::nullopt); });
+  EXPECT_TRUE(contains(product, "the step has 8 tasks; use --axonn-layout=8x1x1x1e2 or")) << product;
+  // Without a job TOML there is no model to check against: the task count and policy only.
+  const Decision no_job = decide_layout(request("4x1x1x1e4"), step(4, 1), site_, nullptr, std::nullopt);
+  EXPECT_EQ(no_job.layout.experts, 4);
+  // srun's decision reaches slurmstepd with its expert part.
+  EXPECT_EQ(format_layout_with_order(check_handoff("4x1x1x1e2:yxzd", 4, site_)), "4x1x1x1e2:yxzd");
 }
 
 TEST_F(SpankDecision, SitePolicyAppliesToExplicitLayouts) {

@@ -1,4 +1,4 @@
-// The axonn SPANK plugin: `--axonn-layout=auto|validate|off|DxXxYxZ[:ORDER]` on srun, sbatch and
+// The axonn SPANK plugin: `--axonn-layout=auto|validate|off|DxXxYxZ[eN][:ORDER]` on srun, sbatch and
 // salloc. This file holds every exported symbol (axonn_spank.map exports nothing else) and
 // switches on spank_context() into one file per context:
 //   srun (local)               local_context.cpp   decide the layout before any task starts
@@ -53,7 +53,8 @@ char option_name[] = "axonn-layout";
 char option_arginfo[] = "auto|validate|off|DxXxYxZ";
 char option_usage[] =
     "4D parallel layout (data x X x Y x Z) for axonn: auto = chosen by the site's cost model for the job TOML on the "
-    "command line; validate = check AXONN_LAYOUT; DxXxYxZ[:ORDER] = this layout, checked; off = leave it alone";
+    "command line; validate = check AXONN_LAYOUT; DxXxYxZ[eN][:ORDER] = this layout (eN: expert parallelism N), "
+    "checked; off = leave it alone";
 struct spank_option option = {option_name, option_arginfo, option_usage, 1, 0, option_callback};
 
 }  // namespace

@@ -48,11 +48,12 @@ std::optional<Layout> auto_choice(const StepShape& step, const SiteConfig& site,
   return result.best().layout;
 }
 
-// A layout of the step's task count that runs: the wanted tensor-parallel sizes with the
-// data-parallel size scaled to the tasks, else auto's choice.
+// A layout of the step's task count that runs: the wanted tensor-parallel sizes and expert
+// parallelism with the data-parallel size scaled to the tasks (when the expert parallelism
+// still divides it), else auto's choice.
 std::optional<Layout> alternative(const Layout& wanted, const StepShape& step, const SiteConfig& site,
                                   const ChooserInput* input) {
-  if (step.tasks % wanted.tensor_parallel() == 0) {
+  if (step.tasks % wanted.tensor_parallel() == 0 && (step.tasks / wanted.tensor_parallel()) % wanted.experts == 0) {
     Layout l = wanted;
     l.data = step.tasks / wanted.tensor_parallel();
     const std::string why = input ? rejection_reason(*input, l) : policy_problem(site, l);
@@ -81,8 +82,9 @@ std::string fix_for(Source source, const std::optional<Layout>& alt, const StepS
   return "; unset AXONN_LAYOUT to use the plugin's choice, or set AXONN_LAYOUT=" + a;
 }
 
-// Throws unless `l` runs on the step: product = tasks, then (with a model) divisibility, site
-// policy and memory, or (without) the site policy alone. `shown` is how the user gave it.
+// Throws unless `l` runs on the step: product = tasks, then (with a model) divisibility (the
+// expert parallelism's too), site policy and memory, or (without) the site policy alone.
+// `shown` is how the user gave it.
 void check_layout(const Layout& l, const std::string& shown, Source source, const StepShape& step,
                   const SiteConfig& site, const JobInput* job, const ChooserInput* input) {
   if (l.world() != step.tasks)

@@ -82,18 +82,25 @@ std::string sanitize_line(std::string_view text) {
 
 Layout parse_layout_text(std::string_view text, std::string_view what) {
   const std::string form =
-      "; expected DxXxYxZ[:ORDER] (data x X x Y x Z, ORDER the letters x, y, z, d fastest first), "
-      "e.g. 2x2x1x1 or 2x2x1x1:yxzd";
+      "; expected DxXxYxZ[eN][:ORDER] (data x X x Y x Z, N the expert parallelism, a divisor of D; ORDER the "
+      "letters x, y, z, d fastest first), e.g. 2x2x1x1, 4x2x1x1e2 or 2x2x1x1:yxzd";
   if (text.empty()) throw SpankError(std::string(what) + " is empty" + form);
   if (text.size() > kMaxOptionLength)
     throw SpankError(std::string(what) + " " + shown(text) + " is longer than " + std::to_string(kMaxOptionLength) +
                      " characters" + form);
   if (!std::all_of(text.begin(), text.end(),
-                   [](char c) { return is_digit(c) || std::string_view("xyzd:").find(c) != std::string_view::npos; }))
-    throw SpankError(std::string(what) + " " + shown(text) + " has a character other than digits, x, y, z, d and ':'" +
-                     form);
+                   [](char c) { return is_digit(c) || std::string_view("xyzde:").find(c) != std::string_view::npos; }))
+    throw SpankError(std::string(what) + " " + shown(text) +
+                     " has a character other than digits, x, y, z, d, e and ':'" + form);
   const size_t colon = text.find(':');
-  const std::string_view sizes = text.substr(0, colon);
+  std::string_view sizes = text.substr(0, colon);
+  if (const size_t e = sizes.find('e'); e != std::string_view::npos) {
+    const std::string_view experts = sizes.substr(e + 1);
+    if (!small_positive(experts, kMaxTasks))
+      throw SpankError(std::string(what) + " " + shown(text) + ": " + shown(experts) +
+                       " after 'e' is not an expert parallelism in [1, " + std::to_string(kMaxTasks) + "]" + form);
+    sizes = sizes.substr(0, e);
+  }
   int64_t product = 1;
   int count = 0;
   size_t start = 0;
@@ -114,7 +121,8 @@ Layout parse_layout_text(std::string_view text, std::string_view what) {
   if (count != 4)
     throw SpankError(std::string(what) + " " + shown(text) + " has " + std::to_string(count) + " sizes, not four" +
                      form);
-  // Bounded and well-formed sizes: the layout library parses the rest (the axis order).
+  // Bounded and well-formed sizes: the layout library parses the rest (that the expert
+  // parallelism divides D, the axis order).
   try {
     return parse_layout(std::string(text));
   } catch (const LayoutError& e) {
@@ -131,7 +139,7 @@ LayoutRequest parse_layout_option(std::string_view value) {
   }
   if (value.empty() || !is_digit(value[0]))
     throw SpankError("--axonn-layout=" + sanitize_line(value.substr(0, 80)) +
-                     " is not a mode or a layout; expected auto, validate, off or DxXxYxZ[:ORDER] (e.g. 2x2x1x1)");
+                     " is not a mode or a layout; expected auto, validate, off or DxXxYxZ[eN][:ORDER] (e.g. 2x2x1x1)");
   r.mode = Mode::explicit_layout;
   r.layout = parse_layout_text(value, "--axonn-layout");
   return r;

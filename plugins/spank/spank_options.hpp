@@ -43,13 +43,13 @@ struct LayoutRequest {
   std::string text;  // the option value as given (printable, at most kMaxOptionLength)
 };
 
-// "auto" | "validate" | "off" | "DxXxYxZ[:ORDER]".
+// "auto" | "validate" | "off" | "DxXxYxZ[eN][:ORDER]".
 LayoutRequest parse_layout_option(std::string_view value);
 
-// A layout "DxXxYxZ[:ORDER]" from any untrusted source, bounded: at most kMaxOptionLength
-// characters from [0-9xyzd:], every size in [1, kMaxTasks] and their product too (so nothing
-// downstream overflows an int). `what` names the source in messages ("--axonn-layout",
-// "AXONN_LAYOUT").
+// A layout "DxXxYxZ[eN][:ORDER]" (eN: expert parallelism N, a divisor of D) from any untrusted
+// source, bounded: at most kMaxOptionLength characters from [0-9xyzde:], every size and N in
+// [1, kMaxTasks] and the sizes' product too (so nothing downstream overflows an int). `what`
+// names the source in messages ("--axonn-layout", "AXONN_LAYOUT").
 Layout parse_layout_text(std::string_view text, std::string_view what);
 
 // The arguments on the plugin's plugstack.conf line, e.g.

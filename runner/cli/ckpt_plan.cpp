@@ -1,4 +1,4 @@
-// axonn ckpt plan DIR --layout DxXxYxZ[:order] [--step N] [--fallback] [--global-batch B] [--json]
+// axonn ckpt plan DIR --layout DxXxYxZ[eN][:order] [--step N] [--fallback] [--global-batch B] [--json]
 // A dry run of `axonn train` resuming DIR at another layout: is the layout valid for the
 // checkpoint's model (and batch), which shard files each new rank opens, and how many bytes
 // it reads (plan_reads: exactly what CheckpointReader::bytes_read() counts on a verified
@@ -59,6 +59,19 @@ std::optional<std::pair<Layout, ReadPlan>> same_layout_plan(const CheckpointRead
 
 std::string written_mode(const Metadata& m, const Layout& written) {
   return shards_optimizer(written, written_sharded(m)) ? ", optimizer sharded" : "";
+}
+
+// Why `layout` cannot resume the checkpoint's model at `batch`; empty when it can. The model is
+// the checkpoint's, so a layout's expert parallelism that does not suit it is fixed in the
+// layout alone.
+std::string resume_problem(const ModelShape& model, const BatchShape& batch, const Layout& layout) {
+  if (!model.moe() && layout.experts > 1) {
+    const std::string ep = std::to_string(layout.experts);
+    std::string why = "e" + ep;
+    why += " asks for expert parallelism " + ep + " but the checkpoint's model is dense; drop 'e" + ep + "'";
+    return why;
+  }
+  return divisibility_problem(model, batch, layout);
 }
 
 std::string with_bytes(int64_t bytes) { return human_bytes(bytes) + " (" + std::to_string(bytes) + " B)"; }
@@ -174,7 +187,8 @@ std::string plan_json(const CheckpointReader& reader, const BatchSource& batch, 
 
 int ckpt_plan(const CommandArgs& argv) {
   const std::vector<OptionSpec> specs = {
-      {"layout", true, "the new layout DxXxYxZ[:order] (data x X x Y x Z, order fastest axis first)"},
+      {"layout", true,
+       "the new layout DxXxYxZ[eN][:order] (data x X x Y x Z, N the expert parallelism, order fastest axis first)"},
       {"step", true, "plan another committed step than `latest` (DIR is then the checkpoint directory)"},
       {"fallback", false, "when the step does not open, plan the newest older one that does (and say so)"},
       {"global-batch", true, "check this global batch instead of the one the checkpoint records"},
@@ -198,7 +212,7 @@ int ckpt_plan(const CommandArgs& argv) {
   BatchShape batch_shape;
   // Without a known batch only the model is checked: a batch of G_data*G_z always divides.
   batch_shape.global_batch = batch.global_batch.value_or(layout.data * layout.z);
-  const std::string problem = divisibility_problem(model, batch_shape, layout);
+  const std::string problem = resume_problem(model, batch_shape, layout);
   if (!problem.empty()) {
     if (args.has("json"))
       std::fputs(plan_json(reader, batch, layout, problem, nullptr, std::nullopt, std::nullopt).c_str(), stdout);

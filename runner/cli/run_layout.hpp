@@ -5,7 +5,8 @@
 //   2. else --layout;
 //   3. else the chooser (`axonn layout`'s) over this job's topology and site.
 // Whatever the source, the layout must have the job's rank count and divide the model and
-// the batch; otherwise LayoutError names the layout, the dimension and the axes.
+// the batch, and its expert parallelism ("eN") the model's experts; otherwise LayoutError
+// names the layout, the dimension and the axes.
 #include <optional>
 #include <string>
 
