@@ -379,6 +379,17 @@ TEST_F(CkptCli, PlanRefusesALayoutThatDoesNotDivideTheModelOrBatch) {
   const CommandResult json = ckpt_cli("plan ckpt --layout 1x3x1x1 --json");
   EXPECT_EQ(json.code, 2) << json.output;
   EXPECT_TRUE(contains(json.output, "\"valid\" : false")) << json.output;
+  // The checkpoint's model is dense: expert parallelism is the layout's to drop.
+  const CommandResult experts = ckpt_cli("plan ckpt --layout 2x1x1x1e2");
+  EXPECT_EQ(experts.code, 2) << experts.output;
+  EXPECT_TRUE(contains(experts.output,
+                       "layout 2x1x1x1e2:xyzd cannot resume ckpt/step-000000004: e2 asks for expert parallelism 2 but "
+                       "the checkpoint's model is dense; drop 'e2'"))
+      << experts.output;
+  const CommandResult experts_json = ckpt_cli("plan ckpt --layout 2x1x1x1e2:yxzd --json");
+  EXPECT_EQ(experts_json.code, 2) << experts_json.output;
+  EXPECT_TRUE(contains(experts_json.output, "\"layout\" : \"2x1x1x1e2:yxzd\"")) << experts_json.output;
+  EXPECT_TRUE(contains(experts_json.output, "\"valid\" : false")) << experts_json.output;
 
   for (const char* bad : {"--layout 2x2", "--layout 0x1x1x1", "", "--layout 1x1x1x1 extra"}) {
     const CommandResult r = ckpt_cli(std::string("plan ckpt ") + bad);

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -97,6 +99,59 @@ TEST(CliLayout, NoFitExitsThreeWithTheSmallestChange) {
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("no layout of 4 ranks fits this job: needs >= "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("or micro_batch <= "), std::string::npos) << r.output;
+}
+
+// The tiny job with the MoE keys its template documents (commented out) set as shown there.
+fs::path tiny_moe_job() {
+  const fs::path job = fs::path(AXONN_BINARY_DIR) / "test_cli_moe.toml";
+  std::ifstream in(kSource + "/job_templates/tiny.toml");
+  std::ofstream out(job);
+  for (std::string line; std::getline(in, line);) {
+    for (const char* key : {"experts", "top_k", "moe_every", "capacity_factor", "aux_loss_weight"})
+      if (line.rfind(std::string("# ") + key + " = ", 0) == 0) line.erase(0, 2);
+    out << line << "\n";
+  }
+  return job;
+}
+
+// The chooser does not search expert parallelism: for a mixture-of-experts job it ranks the
+// layouts without an "eN", as for the dense one.
+TEST(CliLayout, RanksAnMoeJobAmongLayoutsWithoutExpertParallelism) {
+  const fs::path job = tiny_moe_job();
+  const Result r =
+      run("layout --site " + kSource + "/site_configs/laptop-cpu.toml --job " + job.string() + " --nodes 1 --explain");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("best layout: 4x1x1x1:xyzd"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::regex_search(r.output, std::regex("[0-9]+x[0-9]+x[0-9]+x[0-9]+e[0-9]"))) << r.output;
+}
+
+// A layout's expert part is checked against the job's model before any rank starts, from
+// --layout and from AXONN_LAYOUT alike, naming the fix.
+TEST(CliRun, ExpertParallelismIsCheckedAgainstTheModelBeforeAnyRankStarts) {
+  const std::string tiny = kSource + "/job_templates/tiny.toml";
+  const std::string run_4 = "env -u AXONN_LAYOUT -u AXONN_LAYOUT_ORIGIN ";
+  struct Case {
+    std::string command, says;
+  };
+  const std::vector<Case> cases = {
+      {run_4 + kAxonn + " run -n 4 " + tiny + " --layout 4x1x1x1e4",
+       "layout 4x1x1x1e4 (--layout) does not fit the job: e4 asks for expert parallelism 4 but the model is dense; "
+       "set model.experts or drop 'e4'"},
+      {run_4 + "AXONN_LAYOUT=4x1x1x1e4:yxzd " + kAxonn + " run -n 4 " + tiny,
+       "layout 4x1x1x1e4 (AXONN_LAYOUT) does not fit the job: e4 asks for expert parallelism 4 but the model is "
+       "dense"},
+      {run_4 + kAxonn + " run -n 4 " + tiny_moe_job().string() + " model.experts=6 --layout 4x1x1x1e4",
+       "layout 4x1x1x1e4 (--layout) does not fit the job: e4 asks for expert parallelism 4, which does not divide "
+       "model.experts = 6; use one that divides both 6 and G_data = 4 (e2), or drop 'e4'"},
+      {run_4 + kAxonn + " run -n 4 " + tiny + " --layout 4x1x1x1e3",
+       "layout '4x1x1x1e3': expert parallelism 3 does not divide the data axis 4"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run_command(c.command);
+    EXPECT_EQ(r.code, 2) << c.command << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.command << "\n" << r.output;
+    EXPECT_EQ(r.output.find("[0] "), std::string::npos) << "a rank started: " << c.command << "\n" << r.output;
+  }
 }
 
 TEST(CliLayout, BadInputExitsTwoWithThePosition) {

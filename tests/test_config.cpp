@@ -190,6 +190,28 @@ TEST(Config, MoeKeysRoundTripIntoTheModelShape) {
             4);
 }
 
+// tiny.toml documents the MoE keys commented out; uncommented as they stand, they load.
+TEST(Config, TheTemplatesCommentedMoeKeysLoadWhenUncommented) {
+  std::ifstream in(kSource / "job_templates/tiny.toml");
+  std::string text;
+  int uncommented = 0;
+  for (std::string line; std::getline(in, line);) {
+    for (const char* key : {"experts", "top_k", "moe_every", "capacity_factor", "aux_loss_weight"})
+      if (line.rfind(std::string("# ") + key + " = ", 0) == 0) {
+        line.erase(0, 2);
+        ++uncommented;
+      }
+    text += line + "\n";
+  }
+  EXPECT_EQ(uncommented, 5);
+  const ModelShape m = load_job_config_string(text, "tiny.toml", SiteConfig{}).model;
+  EXPECT_EQ(m.experts, 8);
+  EXPECT_EQ(m.top_k, 2);
+  EXPECT_EQ(m.moe_every, 1);
+  EXPECT_EQ(m.capacity_factor, 0.0);
+  EXPECT_EQ(m.aux_loss_weight, 0.01);
+}
+
 // Each bad MoE value is refused naming the key, its position, the value and the fix.
 TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
   struct Case {

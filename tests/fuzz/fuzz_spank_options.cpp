@@ -45,6 +45,7 @@ void fuzz_layout(std::string_view text) {
     const axonn::Layout l = parse_layout_text(text, "fuzz");
     require(text.size() <= kMaxOptionLength);
     require(l.data >= 1 && l.x >= 1 && l.y >= 1 && l.z >= 1);
+    require(l.experts >= 1 && l.data % l.experts == 0);
     require(static_cast<int64_t>(l.data) * l.x * l.y * l.z <= kMaxTasks);
     require(parse_layout_text(axonn::format_layout_with_order(l), "again") == l);
   } catch (const SpankError& e) {

@@ -7,7 +7,8 @@
 //   1: a job TOML on the default site;
 //   2: a job TOML, then '\0'-separated command-line overrides.
 // Beyond ASan and UBSan: each returns or throws ConfigError (anything else escapes and
-// aborts); a config it returns keeps the invariants the validation promises; every message
+// aborts); a config it returns keeps the invariants the validation promises (the MoE keys'
+// included); every message
 // starts with the file name and holds no control character (a NUL would cut it short).
 #include <cstddef>
 #include <cstdint>
@@ -58,12 +59,29 @@ void fuzz_site(const std::string& text) {
   }
 }
 
+// A mixture-of-experts model routes each token to top_k of its experts, in every moe_every-th
+// block; a dense model carries the MoE keys' defaults, since setting one is an error.
+void check_experts(const axonn::ModelShape& m) {
+  require(m.experts >= 0);
+  if (!m.moe()) {
+    const axonn::ModelShape defaults;
+    require(m.top_k == defaults.top_k && m.moe_every == defaults.moe_every &&
+            m.capacity_factor == defaults.capacity_factor && m.aux_loss_weight == defaults.aux_loss_weight);
+    return;
+  }
+  require(m.top_k >= 1 && m.top_k <= 2 && m.top_k <= m.experts);
+  require(m.moe_every >= 1 && m.moe_every <= m.layers && m.is_moe_block(m.moe_every - 1));
+  require(m.capacity_factor >= 0 && m.capacity_factor <= 1e6);
+  require(m.aux_loss_weight >= 0 && m.aux_loss_weight <= 1e6);
+}
+
 void fuzz_job(const std::string& text, const std::vector<std::string>& overrides) {
   static const axonn::SiteConfig site = axonn::load_site_config_string("", "default-site");
   try {
     const axonn::JobConfig job = axonn::load_job_config_string(text, "job.toml", site, overrides);
     const axonn::ModelShape& m = job.model;
     require(m.layers >= 1 && m.hidden >= 1 && m.heads >= 1 && m.hidden % m.heads == 0 && m.vocab >= 2);
+    check_experts(m);
     const axonn::TrainingConfig& t = job.training;
     require(t.micro_batch >= 1 && t.micro_batch <= t.global_batch);
     require(t.min_lr <= t.lr && t.warmup_steps <= t.steps);
