@@ -421,6 +421,27 @@ TEST(GlooCommunicator, StartedAllToAllsInterleaveWithAllReduces) {
   });
 }
 
+// An all-to-all whose peer never comes times out like the other collectives, naming the
+// group, the collective, its bytes and the ranks.
+TEST(GlooCommunicator, AllToAllTimesOutNamingTheGroupAndTheCollective) {
+  std::atomic<int> gave_up{0};
+  run_ranks(2, [&](int rank, Exchange& exchange) {
+    auto comms = connect(exchange, {{"expert", {0, 1}}}, nullptr, false, std::chrono::milliseconds(300));
+    if (rank == 1) {
+      while (gave_up < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    std::vector<float> in(4, 1.0f), out(4);
+    try {
+      comms[0]->all_to_all(in.data(), out.data(), 2, ElementType::float32);
+      ADD_FAILURE() << "all_to_all returned without rank 1";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("all_to_all on axis 'expert' (world ranks 0,1, 16 bytes) timed out after 300 ms"));
+    }
+    ++gave_up;
+  });
+}
+
 // A started collective that times out: finish rethrows its CommError, naming the group and
 // the collective, and so does every later call (the group is out of step for good).
 TEST(GlooCommunicator, StartedCollectiveTimeoutSurfacesAtFinish) {
