@@ -105,9 +105,9 @@ int allreduce_worker() {
     const double busbw = static_cast<double>(bytes) / t_fast * factor / 1e9;
     const double memcpy_bw = static_cast<double>(bytes) / t_copy / 1e9;
     if (topo.rank == 0)
-      std::printf("%10zu %6d %11.1f %11.1f %7.2fx %11.3f %11.3f %8.3fx %11.1f %11.3f %7.2fx\n", bytes,
-                  iters * kRounds, t_ring * 1e6, t_fast * 1e6, t_ring / t_fast, busbw, memcpy_bw, busbw / memcpy_bw,
-                  t_a2a * 1e6, a2a_busbw, t_a2a / t_reduce);
+      std::printf("%10zu %6d %11.1f %11.1f %7.2fx %11.3f %11.3f %8.3fx %11.1f %11.3f %7.2fx\n", bytes, iters * kRounds,
+                  t_ring * 1e6, t_fast * 1e6, t_ring / t_fast, busbw, memcpy_bw, busbw / memcpy_bw, t_a2a * 1e6,
+                  a2a_busbw, t_a2a / t_reduce);
   }
   return 0;
 }

@@ -403,8 +403,7 @@ Communicator::Ticket NcclCommunicator::start_all_to_allv(const void* in, const s
 }
 
 void NcclCommunicator::queue_all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
-                                         const std::vector<size_t>& recv_counts, ElementType type,
-                                         ComputeWaits waits) {
+                                         const std::vector<size_t>& recv_counts, ElementType type, ComputeWaits waits) {
   throw_if_aborted(CollectiveKind::all_to_all);
   const size_t bytes = all_to_allv_bytes(send_counts, recv_counts, type);
   if (solo_) return copy(in, out, bytes, waits);
@@ -425,8 +424,8 @@ ncclResult_t NcclCommunicator::send_and_receive_blocks(const void* in, const std
   for (size_t peer = 0; peer < members_.size() && first == ncclSuccess; ++peer) {
     const int p = static_cast<int>(peer);
     if (send_counts[peer] > 0)
-      first = ncclSend(static_cast<const char*>(in) + send_offset, send_counts[peer], nccl_type(type), p, comm_,
-                       stream_);
+      first =
+          ncclSend(static_cast<const char*>(in) + send_offset, send_counts[peer], nccl_type(type), p, comm_, stream_);
     if (first == ncclSuccess && recv_counts[peer] > 0)
       first = ncclRecv(static_cast<char*>(out) + recv_offset, recv_counts[peer], nccl_type(type), p, comm_, stream_);
     send_offset += send_counts[peer] * element;

@@ -277,9 +277,7 @@ float block_value(int from, int to, size_t i) { return static_cast<float>(64 * f
 
 // Uneven counts with empty blocks: what `from` sends `to` (0 to 2 elements), and the last
 // rank sends nothing at all (so the first receives nothing on 2 ranks).
-size_t uneven_count(int from, int to, int n) {
-  return from == n - 1 ? 0 : static_cast<size_t>((from + 2 * to) % 3);
-}
+size_t uneven_count(int from, int to, int n) { return from == n - 1 ? 0 : static_cast<size_t>((from + 2 * to) % 3); }
 
 // Host buffers of either element type, written and read as floats.
 struct TypedBuffer {
@@ -354,8 +352,8 @@ TEST(GlooCommunicator, AllToAllAndAllToAllvMoveEveryBlockToItsRank) {
   for (int n : {2, 3, 4}) {
     run_ranks(n, [&](int rank, Exchange& exchange) {
       std::vector<CollectiveRecord> records;
-      auto comms = connect(exchange, {{"expert", first_ranks(n)}},
-                           [&](const CollectiveRecord& r) { records.push_back(r); });
+      auto comms =
+          connect(exchange, {{"expert", first_ranks(n)}}, [&](const CollectiveRecord& r) { records.push_back(r); });
       GlooCommunicator& comm = *comms[0];
       std::vector<size_t> want_bytes;
       for (ElementType type : {ElementType::float32, ElementType::bfloat16}) {
@@ -436,7 +434,8 @@ TEST(GlooCommunicator, AllToAllTimesOutNamingTheGroupAndTheCollective) {
       comms[0]->all_to_all(in.data(), out.data(), 2, ElementType::float32);
       ADD_FAILURE() << "all_to_all returned without rank 1";
     } catch (const CommError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("all_to_all on axis 'expert' (world ranks 0,1, 16 bytes) timed out after 300 ms"));
+      EXPECT_THAT(e.what(),
+                  HasSubstr("all_to_all on axis 'expert' (world ranks 0,1, 16 bytes) timed out after 300 ms"));
     }
     ++gave_up;
   });

@@ -191,10 +191,10 @@ TEST(NcclCommunicator, OneRankRunsEveryCollectiveThroughNcclAndRecordsNcclTestsS
     SoloComm solo(exchange, kTimeout);
     check_collectives(*solo.comm, rank);
     ASSERT_EQ(solo.records.size(), 8u);
-    const CollectiveKind kinds[] = {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+    const CollectiveKind kinds[] = {CollectiveKind::all_reduce,     CollectiveKind::all_gather,
                                     CollectiveKind::reduce_scatter, CollectiveKind::broadcast,
-                                    CollectiveKind::all_reduce, CollectiveKind::all_to_all,
-                                    CollectiveKind::all_to_all, CollectiveKind::barrier};
+                                    CollectiveKind::all_reduce,     CollectiveKind::all_to_all,
+                                    CollectiveKind::all_to_all,     CollectiveKind::barrier};
     // Buffer, gathered output, scattered input, buffer, buffer, the bytes sent (to itself).
     const size_t bytes[] = {4000, 12, 20, 28, 128, 8, 4, 0};
     for (size_t i = 0; i < solo.records.size(); ++i) {
@@ -451,7 +451,8 @@ size_t exchange_and_check(Communicator& c, const std::vector<size_t>& send_count
     in.upload(bf.data(), bf.size() * element);
   }
   out.fill_bytes(0xff);
-  const bool equal = std::equal(send_counts.begin() + 1, send_counts.end(), send_counts.begin()) && send_counts == recv_counts;
+  const bool equal =
+      std::equal(send_counts.begin() + 1, send_counts.end(), send_counts.begin()) && send_counts == recv_counts;
   Communicator::Ticket ticket = 0;
   if (equal && started)
     ticket = c.start_all_to_all(in.data(), out.data(), send_counts[0], type);

@@ -64,7 +64,7 @@ struct Transfer {
   void* to = nullptr;
   size_t count = 0;
   ncclDataType_t type = ncclFloat32;
-  bool sent = false, received = false;                     // the side has issued its call
+  bool sent = false, received = false;                    // the side has issued its call
   bool sender_reached = false, receiver_reached = false;  // its stream has reached the call
   bool done = false;
 };
@@ -76,7 +76,7 @@ struct Clique {
   std::string name;
   std::vector<uint64_t> issued;                         // collectives issued, per rank
   std::map<uint64_t, std::shared_ptr<Collective>> open;  // by sequence number
-  std::map<std::pair<int, int>, uint64_t> sends, receives;  // issued, per (sender, receiver)
+  std::map<std::pair<int, int>, uint64_t> sends, receives;     // issued, per (sender, receiver)
   std::map<TransferKey, std::shared_ptr<Transfer>> transfers;  // not moved yet
 };
 
