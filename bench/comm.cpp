@@ -9,7 +9,10 @@
 //    the latency path, gloo_small.hpp), in one job, in alternating rounds; medians of the
 //    rounds. Printed with the speedup, bus bandwidth (nccl-tests' definition: busbw =
 //    size/time * 2(n-1)/n) and a single-process memcpy of the same size measured in the same
-//    job (the ceiling every loopback byte pays at least once).
+//    job (the ceiling every loopback byte pays at least once). Beside it, the all-to-all of
+//    the same bytes (each rank's whole send buffer, nccl-tests' size; busbw factor (n-1)/n)
+//    on the default communicator, alternating with its all-reduce: its time and bus bandwidth
+//    and its time over the all-reduce's.
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,11 +77,12 @@ int allreduce_worker() {
     std::printf("Gloo all-reduce, %d ranks on loopback (float32): ring alone vs default (latency path <= %zu B);\n", n,
                 axonn::gloo_small_message_bytes());
     std::printf("medians of %d alternating rounds\n", kRounds);
-    std::printf("%10s %6s %11s %11s %8s %11s %11s %9s\n", "size (B)", "iters", "ring us", "default us", "speedup",
-                "busbw GB/s", "memcpy GB/s", "vs memcpy");
+    std::printf("%10s %6s %11s %11s %8s %11s %11s %9s %11s %11s %8s\n", "size (B)", "iters", "ring us", "default us",
+                "speedup", "busbw GB/s", "memcpy GB/s", "vs memcpy", "a2a us", "a2a busbw", "a2a/ar");
   }
   for (size_t bytes = 64; bytes <= (size_t{64} << 20); bytes *= 4) {
-    std::vector<float> buf(bytes / 4, 1.0f), copy(bytes / 4);
+    std::vector<float> buf(bytes / 4, 1.0f), copy(bytes / 4), received(bytes / 4);
+    const size_t block = bytes / 4 / static_cast<size_t>(n);  // all-to-all elements per peer
     const int iters = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / bytes / kRounds, 1, 200));
     ring.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);  // warm-up (and sync-mode switch)
     fast.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);
@@ -92,11 +96,18 @@ int allreduce_worker() {
       asm volatile("" : : "r"(copy.data()) : "memory");
     }
     const double t_copy = seconds_since(c0) / (iters * kRounds);
+    fast.all_to_all(buf.data(), received.data(), block, axonn::ElementType::float32);  // warm-up
+    const auto [t_a2a, t_reduce] = alternate(
+        iters, [&] { fast.all_to_all(buf.data(), received.data(), block, axonn::ElementType::float32); },
+        [&] { fast.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32); });
+    const double a2a_bytes = static_cast<double>(block * static_cast<size_t>(n) * sizeof(float));
+    const double a2a_busbw = a2a_bytes / t_a2a * axonn::bus_factor(axonn::CollectiveKind::all_to_all, n) / 1e9;
     const double busbw = static_cast<double>(bytes) / t_fast * factor / 1e9;
     const double memcpy_bw = static_cast<double>(bytes) / t_copy / 1e9;
     if (topo.rank == 0)
-      std::printf("%10zu %6d %11.1f %11.1f %7.2fx %11.3f %11.3f %8.3fx\n", bytes, iters * kRounds, t_ring * 1e6,
-                  t_fast * 1e6, t_ring / t_fast, busbw, memcpy_bw, busbw / memcpy_bw);
+      std::printf("%10zu %6d %11.1f %11.1f %7.2fx %11.3f %11.3f %8.3fx %11.1f %11.3f %7.2fx\n", bytes, iters * kRounds,
+                  t_ring * 1e6, t_fast * 1e6, t_ring / t_fast, busbw, memcpy_bw, busbw / memcpy_bw, t_a2a * 1e6,
+                  a2a_busbw, t_a2a / t_reduce);
   }
   return 0;
 }

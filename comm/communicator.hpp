@@ -26,7 +26,9 @@ class CommError : public Error {
 
 // Called after every collective with its size in bytes (nccl-tests' "size": the
 // all-reduce buffer, the all-gather output, the reduce-scatter input, the broadcast
-// buffer; 0 for a barrier) and its duration. The grid uses it to count bytes per axis.
+// buffer, this rank's whole all-to-all send buffer, its own block included (the sum of its
+// send counts for all_to_allv); 0 for a barrier) and its duration. The grid uses it to count
+// bytes per axis.
 struct CollectiveRecord {
   CollectiveKind kind;
   size_t bytes;
@@ -54,6 +56,18 @@ class Communicator {
   virtual void reduce_scatter(const void* in, void* out, size_t count, ElementType type) = 0;
   // buf (count) <- root's buf.
   virtual void broadcast(void* buf, size_t count, int root, ElementType type) = 0;
+  // in (count * size) -> out (count * size): block j of `in` goes to group rank j, which
+  // stores it as block r of its `out` (r = this rank); this rank's own block is copied. Not in
+  // place: `in` and `out` must not overlap. Expert parallelism's token exchange.
+  virtual void all_to_all(const void* in, void* out, size_t count, ElementType type) = 0;
+  // all_to_all with a count (elements) per peer: `in` holds send_counts[j] elements for group
+  // rank j, `out` receives recv_counts[j] from group rank j, each buffer's blocks back to back
+  // in group-rank order (block j at the sum of the counts before j). send_counts[j] on rank r
+  // must equal recv_counts[r] on rank j: the caller exchanges the counts first (e.g. an
+  // all_to_all of one count per peer), since a mismatch is undefined on NCCL. Both vectors
+  // have size() entries (else CommError); zero counts are allowed. Not in place.
+  virtual void all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                           const std::vector<size_t>& recv_counts, ElementType type) = 0;
   // Blocks the host until every rank of the group has called barrier (and, on the GPU,
   // this communicator's queued collectives are done).
   virtual void barrier() = 0;
@@ -91,7 +105,41 @@ class Communicator {
     reduce_scatter(in, out, count, type);
     return 0;
   }
+  virtual Ticket start_all_to_all(const void* in, void* out, size_t count, ElementType type) {
+    all_to_all(in, out, count, type);
+    return 0;
+  }
+  // The counts are copied: the caller's vectors may go before finish.
+  virtual Ticket start_all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                   const std::vector<size_t>& recv_counts, ElementType type) {
+    all_to_allv(in, send_counts, out, recv_counts, type);
+    return 0;
+  }
   virtual void finish(Ticket ticket) { (void)ticket; }
+
+ protected:
+  // all_to_allv's checks, shared by the backends, before anything is sent: both count
+  // vectors have one entry per group rank, and this rank's block to itself has the same count
+  // both ways (CommError naming the values otherwise). Returns the bytes this rank sends, its
+  // record's size.
+  size_t all_to_allv_bytes(const std::vector<size_t>& send_counts, const std::vector<size_t>& recv_counts,
+                           ElementType type) const {
+    const auto n = static_cast<size_t>(size());
+    if (send_counts.size() != n || recv_counts.size() != n)
+      throw CommError("all_to_allv on group '" + name() + "' (" + std::to_string(n) + " ranks): send_counts has " +
+                      std::to_string(send_counts.size()) + " entries and recv_counts " +
+                      std::to_string(recv_counts.size()) + "; give one count per group rank, " + std::to_string(n) +
+                      " each");
+    const auto self = static_cast<size_t>(rank());
+    if (send_counts[self] != recv_counts[self])
+      throw CommError("all_to_allv on group '" + name() + "': group rank " + std::to_string(rank()) + " sends " +
+                      std::to_string(send_counts[self]) + " elements to itself but expects " +
+                      std::to_string(recv_counts[self]) +
+                      "; send_counts[j] on rank r must equal recv_counts[r] on rank j");
+    size_t elements = 0;
+    for (const size_t c : send_counts) elements += c;
+    return elements * element_size(type);
+  }
 };
 
 }  // namespace axonn

@@ -2,6 +2,8 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -131,6 +133,19 @@ Communicator::Ticket GlooCommunicator::start_reduce_scatter(const void* in, void
   return thread().submit([=, this] { reduce_scatter_now(in, out, count, type); });
 }
 
+Communicator::Ticket GlooCommunicator::start_all_to_all(const void* in, void* out, size_t count, ElementType type) {
+  return thread().submit([=, this] { all_to_all_now(in, out, count, type); });
+}
+
+// The lambda holds its own copies of the counts: the caller's may be gone when it runs. The
+// checks run now, so a bad call throws here rather than at finish.
+Communicator::Ticket GlooCommunicator::start_all_to_allv(const void* in, const std::vector<size_t>& send_counts,
+                                                         void* out, const std::vector<size_t>& recv_counts,
+                                                         ElementType type) {
+  (void)all_to_allv_bytes(send_counts, recv_counts, type);
+  return thread().submit([=, this] { all_to_allv_now(in, send_counts, out, recv_counts, type); });
+}
+
 void GlooCommunicator::finish(Ticket ticket) {
   if (thread_) thread_->wait(ticket);
 }
@@ -232,6 +247,59 @@ void GlooCommunicator::broadcast(void* buf, size_t count, int root, ElementType 
     opts.setTag(next_tag());
     opts.setTimeout(timeout_);
     gloo::broadcast(opts);
+  });
+}
+
+void GlooCommunicator::all_to_all(const void* in, void* out, size_t count, ElementType type) {
+  finish_started();
+  all_to_all_now(in, out, count, type);
+}
+
+void GlooCommunicator::all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                   const std::vector<size_t>& recv_counts, ElementType type) {
+  finish_started();
+  all_to_allv_now(in, send_counts, out, recv_counts, type);
+}
+
+// Gloo's all-to-all moves bytes: the buffers are given as chars, whatever the element type.
+// Every rank sends block j to rank j and receives block j from rank j at once (each pair's
+// messages under this call's tag), so no ordering can deadlock.
+void GlooCommunicator::all_to_all_now(const void* in, void* out, size_t count, ElementType type) {
+  const size_t bytes = count * element_size(type) * members_.size();
+  run(CollectiveKind::all_to_all, bytes, [&] {
+    if (bytes == 0) return;  // the same count on every rank: nobody sends anything
+    gloo::AlltoallOptions opts(context_);
+    opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
+    opts.setOutput(static_cast<char*>(out), bytes);
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    gloo::alltoall(opts);
+  });
+}
+
+// Counts in bytes per peer (Gloo's lengths are in elements of the type it is given: chars).
+// A rank with nothing to send or receive still takes part, as its peers' zero-length
+// messages to it must be matched; an empty buffer is then given a stand-in address, which
+// Gloo reads and writes nothing at.
+void GlooCommunicator::all_to_allv_now(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                       const std::vector<size_t>& recv_counts, ElementType type) {
+  const size_t bytes = all_to_allv_bytes(send_counts, recv_counts, type);
+  const size_t element = element_size(type);
+  const auto byte_lengths = [&](const std::vector<size_t>& counts) {
+    std::vector<int64_t> lengths;
+    for (const size_t c : counts) lengths.push_back(static_cast<int64_t>(c * element));
+    return lengths;
+  };
+  run(CollectiveKind::all_to_all, bytes, [&] {
+    char nothing = 0;
+    char* send = in ? const_cast<char*>(static_cast<const char*>(in)) : &nothing;
+    char* receive = out ? static_cast<char*>(out) : &nothing;
+    gloo::AlltoallvOptions opts(context_);
+    opts.setInput(send, byte_lengths(send_counts));
+    opts.setOutput(receive, byte_lengths(recv_counts));
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    gloo::alltoallv(opts);
   });
 }
 

@@ -49,10 +49,16 @@ class GlooCommunicator final : public Communicator {
   void all_gather(const void* in, void* out, size_t count, ElementType type) override;
   void reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
   void broadcast(void* buf, size_t count, int root, ElementType type) override;
+  void all_to_all(const void* in, void* out, size_t count, ElementType type) override;
+  void all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                   const std::vector<size_t>& recv_counts, ElementType type) override;
   void barrier() override;
   Ticket start_all_reduce(void* buf, size_t count, ElementType type) override;
   Ticket start_all_gather(const void* in, void* out, size_t count, ElementType type) override;
   Ticket start_reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
+  Ticket start_all_to_all(const void* in, void* out, size_t count, ElementType type) override;
+  Ticket start_all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                           const std::vector<size_t>& recv_counts, ElementType type) override;
   void finish(Ticket ticket) override;
 
  private:
@@ -60,6 +66,9 @@ class GlooCommunicator final : public Communicator {
   void all_reduce_now(void* buf, size_t count, ElementType type);
   void all_gather_now(const void* in, void* out, size_t count, ElementType type);
   void reduce_scatter_now(const void* in, void* out, size_t count, ElementType type);
+  void all_to_all_now(const void* in, void* out, size_t count, ElementType type);
+  void all_to_allv_now(const void* in, const std::vector<size_t>& send_counts, void* out,
+                       const std::vector<size_t>& recv_counts, ElementType type);
   CollectiveThread& thread();  // made at the first use
   // Before a blocking call: lets the started collectives end (and rethrows their error).
   void finish_started();

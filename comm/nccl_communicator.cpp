@@ -378,6 +378,63 @@ void NcclCommunicator::broadcast(void* buf, size_t count, int root, ElementType 
          [&] { return ncclBroadcast(buf, buf, count, nccl_type(type), root, comm_, stream_); });
 }
 
+// Every count the same: the blocks are `count` elements each way.
+void NcclCommunicator::all_to_all(const void* in, void* out, size_t count, ElementType type) {
+  const std::vector<size_t> counts(members_.size(), count);
+  queue_all_to_allv(in, counts, out, counts, type, ComputeWaits::now);
+}
+
+void NcclCommunicator::all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                   const std::vector<size_t>& recv_counts, ElementType type) {
+  queue_all_to_allv(in, send_counts, out, recv_counts, type, ComputeWaits::now);
+}
+
+Communicator::Ticket NcclCommunicator::start_all_to_all(const void* in, void* out, size_t count, ElementType type) {
+  const std::vector<size_t> counts(members_.size(), count);
+  queue_all_to_allv(in, counts, out, counts, type, ComputeWaits::at_finish);
+  return mark_started();
+}
+
+Communicator::Ticket NcclCommunicator::start_all_to_allv(const void* in, const std::vector<size_t>& send_counts,
+                                                         void* out, const std::vector<size_t>& recv_counts,
+                                                         ElementType type) {
+  queue_all_to_allv(in, send_counts, out, recv_counts, type, ComputeWaits::at_finish);
+  return mark_started();
+}
+
+void NcclCommunicator::queue_all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                         const std::vector<size_t>& recv_counts, ElementType type, ComputeWaits waits) {
+  throw_if_aborted(CollectiveKind::all_to_all);
+  const size_t bytes = all_to_allv_bytes(send_counts, recv_counts, type);
+  if (solo_) return copy(in, out, bytes, waits);
+  launch(
+      CollectiveKind::all_to_all, bytes,
+      [&] { return send_and_receive_blocks(in, send_counts, out, recv_counts, type); }, waits);
+}
+
+// Block j of each buffer starts after the blocks before it (counts in elements, offsets in
+// bytes). A failed ncclSend or ncclRecv still ends the group, as NCCL requires.
+ncclResult_t NcclCommunicator::send_and_receive_blocks(const void* in, const std::vector<size_t>& send_counts,
+                                                       void* out, const std::vector<size_t>& recv_counts,
+                                                       ElementType type) {
+  const size_t element = element_size(type);
+  if (const ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return r;
+  ncclResult_t first = ncclSuccess;
+  size_t send_offset = 0, recv_offset = 0;
+  for (size_t peer = 0; peer < members_.size() && first == ncclSuccess; ++peer) {
+    const int p = static_cast<int>(peer);
+    if (send_counts[peer] > 0)
+      first =
+          ncclSend(static_cast<const char*>(in) + send_offset, send_counts[peer], nccl_type(type), p, comm_, stream_);
+    if (first == ncclSuccess && recv_counts[peer] > 0)
+      first = ncclRecv(static_cast<char*>(out) + recv_offset, recv_counts[peer], nccl_type(type), p, comm_, stream_);
+    send_offset += send_counts[peer] * element;
+    recv_offset += recv_counts[peer] * element;
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  return first != ncclSuccess ? first : ended;
+}
+
 // NCCL has no barrier: an all-reduce of one float that every rank must join, then a host
 // wait for it. Recorded as a barrier of 0 bytes, as on Gloo.
 void NcclCommunicator::barrier() {

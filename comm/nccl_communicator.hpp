@@ -34,8 +34,13 @@
 // Records (CollectiveRecord: nccl-tests size, GPU time from the events) are delivered when
 // the host sees a collective finish: at a later call or at synchronize().
 //
-// A group of one holds no NCCL communicator: all-reduce and broadcast do nothing, all-gather
-// and reduce-scatter copy `in` to `out` on the stream (when they differ), nothing is
+// All-to-all: NCCL has no such collective; it is one grouped call (ncclGroupStart/End) of an
+// ncclSend and an ncclRecv per peer with a nonzero count, this rank's own block included
+// (NCCL copies it), queued and recorded as one collective. A count of zero is skipped on
+// both sides alike (send_counts[j] on rank r is recv_counts[r] on rank j).
+//
+// A group of one holds no NCCL communicator: all-reduce and broadcast do nothing, all-gather,
+// reduce-scatter and all-to-all copy `in` to `out` on the stream (when they differ), nothing is
 // recorded (layout_volume.hpp omits such groups), as SingleRankCommunicator does on the host.
 //
 // Every rank must issue the collectives of its communicators (one per axis, all on one GPU)
@@ -82,11 +87,18 @@ class NcclCommunicator final : public Communicator {
   void all_gather(const void* in, void* out, size_t count, ElementType type) override;
   void reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
   void broadcast(void* buf, size_t count, int root, ElementType type) override;
+  void all_to_all(const void* in, void* out, size_t count, ElementType type) override;
+  void all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                   const std::vector<size_t>& recv_counts, ElementType type) override;
   void barrier() override;
   void synchronize() override;
   Ticket start_all_reduce(void* buf, size_t count, ElementType type) override;
   Ticket start_all_gather(const void* in, void* out, size_t count, ElementType type) override;
   Ticket start_reduce_scatter(const void* in, void* out, size_t count, ElementType type) override;
+  // The counts are read while the call is queued, so the caller's vectors may go at once.
+  Ticket start_all_to_all(const void* in, void* out, size_t count, ElementType type) override;
+  Ticket start_all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                           const std::vector<size_t>& recv_counts, ElementType type) override;
   void finish(Ticket ticket) override;
 
   cudaStream_t stream() const { return stream_; }
@@ -124,6 +136,12 @@ class NcclCommunicator final : public Communicator {
   void queue_all_reduce(void* buf, size_t count, ElementType type, ComputeWaits waits);
   void queue_all_gather(const void* in, void* out, size_t count, ElementType type, ComputeWaits waits);
   void queue_reduce_scatter(const void* in, void* out, size_t count, ElementType type, ComputeWaits waits);
+  void queue_all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                         const std::vector<size_t>& recv_counts, ElementType type, ComputeWaits waits);
+  // The grouped sends and receives of one all-to-all; NCCL's first error, or ncclGroupEnd's
+  // result (ncclInProgress while NCCL queues it on its own threads).
+  ncclResult_t send_and_receive_blocks(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                       const std::vector<size_t>& recv_counts, ElementType type);
   Ticket mark_started();  // an event after the collective just queued, and its ticket
   // Delivers the records of finished collectives, oldest first, and waits until at most
   // `max_left` are unfinished; throws (after aborting) on an error or a timeout.

@@ -27,10 +27,11 @@ struct CollectiveFit {
   double small_latency_us = 0;
   double small_bandwidth_GBps = 0;
 };
-// Per CollectiveKind (as index); calibrate fits the kinds the trainer uses, kCalibratedKinds.
+// Per CollectiveKind (as index); calibrate fits the kinds the trainer uses, kCalibratedKinds
+// (all_to_all: the token exchange of expert parallelism), and [network.<tier>] accepts them.
 using CollectiveFits = std::array<std::optional<CollectiveFit>, kCollectiveKindCount>;
-inline constexpr std::array<CollectiveKind, 3> kCalibratedKinds = {
-    CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter};
+inline constexpr std::array<CollectiveKind, 4> kCalibratedKinds = {
+    CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_to_all};
 
 // One GEMM shape's measured rate, [compute] gemm = [{ dtype, m, k, n, tflops }, ...]: the
 // forward and both backward GEMMs of a linear layer's shard (layout_inputs.hpp, GemmShape).

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <numeric>
 #include <random>
 
 #include "comm/bfloat16.hpp"
@@ -18,6 +19,7 @@
 #include "comm/exchange_blob.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
+#include "comm/single_rank_communicator.hpp"
 #include "random_floats.hpp"
 #include "thread_exchange.hpp"
 #if AXONN_HAVE_CUDA
@@ -269,6 +271,176 @@ TEST(GlooCommunicator, StartedCollectivesOverlapTheCallerAndKeepTheirOrder) {
   });
 }
 
+// All-to-all values, exact in bfloat16 too (integers below 256): element i of the block
+// that group rank `from` sends to group rank `to`.
+float block_value(int from, int to, size_t i) { return static_cast<float>(64 * from + 8 * to + static_cast<int>(i)); }
+
+// Uneven counts with empty blocks: what `from` sends `to` (0 to 2 elements), and the last
+// rank sends nothing at all (so the first receives nothing on 2 ranks).
+size_t uneven_count(int from, int to, int n) { return from == n - 1 ? 0 : static_cast<size_t>((from + 2 * to) % 3); }
+
+// Host buffers of either element type, written and read as floats.
+struct TypedBuffer {
+  ElementType type;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  TypedBuffer(ElementType t, size_t count) : type(t) {
+    if (t == ElementType::float32)
+      f32.resize(count);
+    else
+      bf16.resize(count);
+  }
+  void* data() { return type == ElementType::float32 ? static_cast<void*>(f32.data()) : bf16.data(); }
+  size_t size() const { return type == ElementType::float32 ? f32.size() : bf16.size(); }
+  void set(size_t i, float v) {
+    if (type == ElementType::float32)
+      f32[i] = v;
+    else
+      bf16[i] = float_to_bf16(v);
+  }
+  float get(size_t i) const { return type == ElementType::float32 ? f32[i] : bf16_to_float(bf16[i]); }
+};
+
+// This rank's all_to_allv send buffer for uneven_count, and the counts both ways.
+struct UnevenExchange {
+  std::vector<size_t> send_counts, recv_counts;
+  TypedBuffer in, out;
+  UnevenExchange(int me, int n, ElementType type) : in(type, 0), out(type, 0) {
+    for (int j = 0; j < n; ++j) {
+      send_counts.push_back(uneven_count(me, j, n));
+      recv_counts.push_back(uneven_count(j, me, n));
+    }
+    in = TypedBuffer(type, std::accumulate(send_counts.begin(), send_counts.end(), size_t{0}));
+    out = TypedBuffer(type, std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0}));
+    size_t at = 0;
+    for (int j = 0; j < n; ++j)
+      for (size_t i = 0; i < send_counts[static_cast<size_t>(j)]; ++i) in.set(at++, block_value(me, j, i));
+    for (size_t i = 0; i < out.size(); ++i) out.set(i, -1.0f);
+  }
+  size_t sent_bytes() const { return in.size() * element_size(in.type); }
+  // Block j of `out` holds what rank j sent this rank, in group-rank order.
+  void expect_received(int me, int n) const {
+    size_t at = 0;
+    for (int j = 0; j < n; ++j)
+      for (size_t i = 0; i < recv_counts[static_cast<size_t>(j)]; ++i)
+        ASSERT_EQ(out.get(at++), block_value(j, me, i)) << "from rank " << j << " element " << i;
+    ASSERT_EQ(at, out.size());
+  }
+};
+
+// all_to_all's buffers: `count` elements per block, block j of `in` for rank j.
+void fill_blocks(TypedBuffer& in, int me, int n, size_t count) {
+  for (int j = 0; j < n; ++j)
+    for (size_t i = 0; i < count; ++i) in.set(static_cast<size_t>(j) * count + i, block_value(me, j, i));
+}
+void expect_blocks(const TypedBuffer& out, int me, int n, size_t count) {
+  for (int j = 0; j < n; ++j)
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out.get(static_cast<size_t>(j) * count + i), block_value(j, me, i)) << "from rank " << j;
+}
+
+std::vector<int> first_ranks(int n) {
+  std::vector<int> members(static_cast<size_t>(n));
+  std::iota(members.begin(), members.end(), 0);
+  return members;
+}
+
+// Every block reaches its rank on groups of 2, 3 and 4, in both element types, with equal
+// and with uneven counts (empty blocks, a rank that sends nothing), each recorded as an
+// all_to_all of the bytes this rank sends, its own block included.
+TEST(GlooCommunicator, AllToAllAndAllToAllvMoveEveryBlockToItsRank) {
+  for (int n : {2, 3, 4}) {
+    run_ranks(n, [&](int rank, Exchange& exchange) {
+      std::vector<CollectiveRecord> records;
+      auto comms =
+          connect(exchange, {{"expert", first_ranks(n)}}, [&](const CollectiveRecord& r) { records.push_back(r); });
+      GlooCommunicator& comm = *comms[0];
+      std::vector<size_t> want_bytes;
+      for (ElementType type : {ElementType::float32, ElementType::bfloat16}) {
+        SCOPED_TRACE(std::to_string(n) + " ranks, " + element_type_name(type));
+        for (size_t count : {size_t{3}, size_t{0}}) {
+          TypedBuffer in(type, count * static_cast<size_t>(n)), out(type, count * static_cast<size_t>(n));
+          fill_blocks(in, rank, n, count);
+          comm.all_to_all(in.data(), out.data(), count, type);
+          expect_blocks(out, rank, n, count);
+          want_bytes.push_back(count * static_cast<size_t>(n) * element_size(type));
+        }
+        UnevenExchange uneven(rank, n, type);
+        comm.all_to_allv(uneven.in.data(), uneven.send_counts, uneven.out.data(), uneven.recv_counts, type);
+        uneven.expect_received(rank, n);
+        want_bytes.push_back(uneven.sent_bytes());
+      }
+      ASSERT_EQ(records.size(), want_bytes.size());
+      for (size_t i = 0; i < records.size(); ++i) {
+        EXPECT_EQ(records[i].kind, CollectiveKind::all_to_all) << i;
+        EXPECT_EQ(records[i].bytes, want_bytes[i]) << i;
+      }
+    });
+  }
+}
+
+// Started all-to-alls keep their order with the all-reduces around them, on the
+// communicator's thread; the started all_to_allv works on its own copies of the counts
+// (the caller's are gone before it runs).
+TEST(GlooCommunicator, StartedAllToAllsInterleaveWithAllReduces) {
+  const int n = 3;
+  run_ranks(n, [&](int rank, Exchange& exchange) {
+    std::mutex mu;
+    std::vector<CollectiveKind> recorded;
+    auto comms = connect(exchange, {{"expert", first_ranks(n)}}, [&](const CollectiveRecord& r) {
+      std::lock_guard lock(mu);
+      recorded.push_back(r.kind);
+    });
+    GlooCommunicator& comm = *comms[0];
+    std::vector<float> big(100'000, static_cast<float>(rank + 1));  // the ring path
+    const auto reduce = comm.start_all_reduce(big.data(), big.size(), ElementType::float32);
+    UnevenExchange uneven(rank, n, ElementType::bfloat16);
+    Communicator::Ticket uneven_ticket = 0;
+    {
+      const std::vector<size_t> send = uneven.send_counts, receive = uneven.recv_counts;
+      uneven_ticket = comm.start_all_to_allv(uneven.in.data(), send, uneven.out.data(), receive, ElementType::bfloat16);
+    }
+    const size_t count = 2000;
+    TypedBuffer in(ElementType::float32, count * n), out(ElementType::float32, count * n);  // float32: exact to 2^24
+    fill_blocks(in, rank, n, count);
+    const auto blocks = comm.start_all_to_all(in.data(), out.data(), count, ElementType::float32);
+    EXPECT_LT(reduce, uneven_ticket);
+    EXPECT_LT(uneven_ticket, blocks);
+    std::vector<float> more(64, 1.0f);
+    const auto second_reduce = comm.start_all_reduce(more.data(), more.size(), ElementType::float32);
+    comm.finish(second_reduce);
+    for (float v : big) ASSERT_EQ(v, 6.0f);
+    for (float v : more) ASSERT_EQ(v, 3.0f);
+    uneven.expect_received(rank, n);
+    expect_blocks(out, rank, n, count);
+    std::lock_guard lock(mu);
+    EXPECT_EQ(recorded, (std::vector<CollectiveKind>{CollectiveKind::all_reduce, CollectiveKind::all_to_all,
+                                                     CollectiveKind::all_to_all, CollectiveKind::all_reduce}));
+  });
+}
+
+// An all-to-all whose peer never comes times out like the other collectives, naming the
+// group, the collective, its bytes and the ranks.
+TEST(GlooCommunicator, AllToAllTimesOutNamingTheGroupAndTheCollective) {
+  std::atomic<int> gave_up{0};
+  run_ranks(2, [&](int rank, Exchange& exchange) {
+    auto comms = connect(exchange, {{"expert", {0, 1}}}, nullptr, false, std::chrono::milliseconds(300));
+    if (rank == 1) {
+      while (gave_up < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    std::vector<float> in(4, 1.0f), out(4);
+    try {
+      comms[0]->all_to_all(in.data(), out.data(), 2, ElementType::float32);
+      ADD_FAILURE() << "all_to_all returned without rank 1";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(),
+                  HasSubstr("all_to_all on axis 'expert' (world ranks 0,1, 16 bytes) timed out after 300 ms"));
+    }
+    ++gave_up;
+  });
+}
+
 // A started collective that times out: finish rethrows its CommError, naming the group and
 // the collective, and so does every later call (the group is out of step for good).
 TEST(GlooCommunicator, StartedCollectiveTimeoutSurfacesAtFinish) {
@@ -372,6 +544,82 @@ TEST(CommGridWatch, APeerThatIsGoneFailsAtOnceSayingSo) {
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the 10 s timeout was waited for";
   });
+}
+
+// Count vectors that do not fit the group are refused before anything is sent, naming the
+// sizes (or the counts) and the rule, started or not; a group of one checks the same.
+TEST(GlooCommunicator, AllToAllvRefusesCountsThatDoNotFitTheGroup) {
+  run_ranks(2, [&](int, Exchange& exchange) {
+    auto comms = connect(exchange, {{"expert", {0, 1}}});
+    GlooCommunicator& comm = *comms[0];
+    std::vector<float> in(4, 1.0f), out(4, 0.0f);
+    try {
+      comm.all_to_allv(in.data(), {1, 1, 1}, out.data(), {1, 1}, ElementType::float32);
+      ADD_FAILURE() << "three send counts accepted on two ranks";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("all_to_allv on group 'expert' (2 ranks): send_counts has 3 entries and "
+                                      "recv_counts 2; give one count per group rank, 2 each"));
+    }
+    EXPECT_THROW(comm.start_all_to_allv(in.data(), {1, 1}, out.data(), {1}, ElementType::float32), CommError);
+    try {
+      comm.all_to_allv(in.data(), {2, 2}, out.data(), {1, 1}, ElementType::float32);
+      ADD_FAILURE() << "a block to itself of 2 elements sent and 1 expected was accepted";
+    } catch (const CommError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("sends 2 elements to itself but expects 1; send_counts[j] on rank r must "
+                                      "equal recv_counts[r] on rank j"));
+    }
+    // The group is still in step: nothing was sent.
+    comm.all_to_allv(in.data(), {2, 2}, out.data(), {2, 2}, ElementType::float32);
+    EXPECT_EQ(out, std::vector<float>(4, 1.0f));
+  });
+  SingleRankCommunicator solo("expert", 0);
+  std::vector<float> in{1.0f, 2.0f}, out(2, 0.0f);
+  EXPECT_THROW(solo.all_to_allv(in.data(), {2, 0}, out.data(), {2}, ElementType::float32), CommError);
+  EXPECT_THROW(solo.all_to_allv(in.data(), {2}, out.data(), {1}, ElementType::float32), CommError);
+  solo.start_all_to_allv(in.data(), {2}, out.data(), {2}, ElementType::float32);
+  EXPECT_EQ(out, in);
+}
+
+// The grid counts all-to-alls on the expert axis with the bytes each rank sends: E_p = 2
+// (expert groups of 2, expert_data groups of 2) and E_p = 4 (one expert group of 4; the
+// expert_data groups are single ranks, which count nothing).
+TEST(CommGrid, CountsAllToAllsOnTheExpertAxis) {
+  for (const char* text : {"4x1x1x1e2", "4x1x1x1e4"}) {
+    SCOPED_TRACE(text);
+    const Layout layout = parse_layout(text);
+    run_ranks(4, [&](int, Exchange& exchange) {
+      CommGrid grid(exchange, layout, kTimeout, true);
+      Communicator& expert = grid.axis(CommAxis::expert);
+      const int n = expert.size();
+      ASSERT_EQ(n, layout.experts);
+      const size_t count = 5;
+      TypedBuffer in(ElementType::bfloat16, count * static_cast<size_t>(n)), out = in;
+      fill_blocks(in, expert.rank(), n, count);
+      expert.all_to_all(in.data(), out.data(), count, ElementType::bfloat16);
+      expect_blocks(out, expert.rank(), n, count);
+      UnevenExchange uneven(expert.rank(), n, ElementType::float32);
+      expert.all_to_allv(uneven.in.data(), uneven.send_counts, uneven.out.data(), uneven.recv_counts,
+                         ElementType::float32);
+      uneven.expect_received(expert.rank(), n);
+      Communicator& expert_data = grid.axis(CommAxis::expert_data);
+      std::vector<float> ones(8, 1.0f), received(8);
+      expert_data.all_to_all(ones.data(), received.data(), 8 / static_cast<size_t>(expert_data.size()),
+                             ElementType::float32);
+      EXPECT_EQ(received, ones);
+      grid.synchronize();
+
+      const auto count_of = [&](CommAxis axis) {
+        return grid.counters()[static_cast<size_t>(axis)][static_cast<size_t>(CollectiveKind::all_to_all)];
+      };
+      EXPECT_EQ(count_of(CommAxis::expert).calls, 2);
+      EXPECT_EQ(count_of(CommAxis::expert).bytes,
+                static_cast<int64_t>(count * static_cast<size_t>(n) * 2 + uneven.sent_bytes()));
+      const bool expert_data_is_one_rank = expert_data.size() == 1;
+      EXPECT_EQ(count_of(CommAxis::expert_data).calls, expert_data_is_one_rank ? 0 : 1);
+      EXPECT_EQ(count_of(CommAxis::expert_data).bytes, expert_data_is_one_rank ? 0 : 32);
+      for (CommAxis axis : {CommAxis::x, CommAxis::data, CommAxis::world}) EXPECT_EQ(count_of(axis).calls, 0);
+    });
+  }
 }
 
 TEST(CommBackend, ParsesItsNamesAndRejectsOthersNamingTheChoices) {

@@ -3,6 +3,7 @@
 // its own GPU, so the tests with two ranks need two GPUs and say so when there is one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <thread>
@@ -77,6 +78,27 @@ void check_collectives(Communicator& c, int me) {
 
   auto d_bf = to_device(std::vector<uint16_t>(64, float_to_bf16(static_cast<float>(me + 1))));
   c.all_reduce(d_bf->data(), 64, ElementType::bfloat16);
+
+  // all-to-all: element i of the block world rank m sends group rank t is m*100 + t*10 + i.
+  std::vector<float> blocks(static_cast<size_t>(2 * n));
+  for (size_t j = 0; j < blocks.size(); ++j)
+    blocks[j] = static_cast<float>(me * 100 + static_cast<int>(j / 2) * 10 + static_cast<int>(j % 2));
+  auto d_blocks = to_device(blocks);
+  auto d_swapped = to_device(std::vector<float>(blocks.size(), -1.0f));
+  c.all_to_all(d_blocks->data(), d_swapped->data(), 2, ElementType::float32);
+  // all_to_allv: one element to the group ranks of the other parity than this one's plus one
+  // (on one rank: to itself), none to the others.
+  std::vector<size_t> one_or_none;
+  for (int j = 0; j < n; ++j) one_or_none.push_back(static_cast<size_t>((g + j + 1) % 2));
+  std::vector<float> ones_in, ones_want;
+  for (int j = 0; j < n; ++j)
+    if (one_or_none[static_cast<size_t>(j)]) {
+      ones_in.push_back(static_cast<float>(me * 100 + j * 10));
+      ones_want.push_back(static_cast<float>(M[static_cast<size_t>(j)] * 100 + g * 10));
+    }
+  auto d_ones_in = to_device(ones_in);
+  auto d_ones_out = to_device(std::vector<float>(ones_want.size(), -1.0f));
+  c.all_to_allv(d_ones_in->data(), one_or_none, d_ones_out->data(), one_or_none, ElementType::float32);
   c.barrier();
   c.synchronize();
 
@@ -94,6 +116,12 @@ void check_collectives(Communicator& c, int me) {
   }
   for (float v : to_host<float>(*d_b, 7)) ASSERT_EQ(v, static_cast<float>(M.back()));
   for (uint16_t v : to_host<uint16_t>(*d_bf, 64)) ASSERT_EQ(bf16_to_float(v), static_cast<float>(members_sum));
+  const auto r_swapped = to_host<float>(*d_swapped, blocks.size());
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < 2; ++i)
+      ASSERT_EQ(r_swapped[static_cast<size_t>(2 * j + i)],
+                static_cast<float>(M[static_cast<size_t>(j)] * 100 + g * 10 + i));
+  ASSERT_EQ(to_host<float>(*d_ones_out, ones_want.size()), ones_want);
 }
 
 TEST(NcclGrid, SingleRankEveryCollectiveOnEveryAxisCountsNothing) {
@@ -118,7 +146,7 @@ TEST(NcclSelftest, TwoRanksNeedTwoGpusAndSaySoOnOne) {
   const auto r = run_command(kAxonn + " run -n 2 selftest --backend nccl --layout 1x2x1x1");
   if (device_count() >= 2) {
     ASSERT_EQ(r.code, 0) << r.output;
-    EXPECT_TRUE(contains(r.output, "[0] selftest: 50 passed, 0 failed")) << r.output;
+    EXPECT_TRUE(contains(r.output, "[0] selftest: 98 passed, 0 failed")) << r.output;
   } else {
     EXPECT_NE(r.code, 0) << r.output;
     EXPECT_TRUE(contains(r.output, "2 ranks on this node but only 1 CUDA device(s)")) << r.output;
@@ -162,11 +190,13 @@ TEST(NcclCommunicator, OneRankRunsEveryCollectiveThroughNcclAndRecordsNcclTestsS
     select_cuda_device(0, 1);  // current device is per thread
     SoloComm solo(exchange, kTimeout);
     check_collectives(*solo.comm, rank);
-    ASSERT_EQ(solo.records.size(), 6u);
+    ASSERT_EQ(solo.records.size(), 8u);
     const CollectiveKind kinds[] = {CollectiveKind::all_reduce,     CollectiveKind::all_gather,
                                     CollectiveKind::reduce_scatter, CollectiveKind::broadcast,
-                                    CollectiveKind::all_reduce,     CollectiveKind::barrier};
-    const size_t bytes[] = {4000, 12, 20, 28, 128, 0};  // buffer, gathered output, scattered input, buffer
+                                    CollectiveKind::all_reduce,     CollectiveKind::all_to_all,
+                                    CollectiveKind::all_to_all,     CollectiveKind::barrier};
+    // Buffer, gathered output, scattered input, buffer, buffer, the bytes sent (to itself).
+    const size_t bytes[] = {4000, 12, 20, 28, 128, 8, 4, 0};
     for (size_t i = 0; i < solo.records.size(); ++i) {
       EXPECT_EQ(solo.records[i].kind, kinds[i]) << i;
       EXPECT_EQ(solo.records[i].bytes, bytes[i]) << i;
@@ -176,6 +206,8 @@ TEST(NcclCommunicator, OneRankRunsEveryCollectiveThroughNcclAndRecordsNcclTestsS
   });
 }
 
+// Host functions on a stream (cudaLaunchHostFunc) stand in for compute here; the emulator has none.
+#ifndef AXONN_CUDA_EMULATOR
 // Blocks a stream in a host function until released (or its hold time passed), standing in for
 // compute that has not finished.
 struct StreamGate {
@@ -320,6 +352,8 @@ TEST(NcclCommunicator, CollectiveBehindWorkThatNeverEndsTimesOutAndAborts) {
   });
 }
 
+#endif  // AXONN_CUDA_EMULATOR
+
 TEST(NcclCommunicator, TwoRanksOnTwoGpusStalledPeerTimesOutNamingGroupAndRanks) {
   REQUIRE_CUDA_DEVICES(2);
   std::atomic<bool> rank0_done{false};
@@ -365,10 +399,151 @@ TEST(NcclGrid, TwoRanksCountBytesPerAxisAndKind) {
       EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::reduce_scatter)].bytes, 40);
       EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::broadcast)].bytes, 28);
       EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::barrier)].calls, 1);
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::all_to_all)].calls, 2);
+      EXPECT_EQ(c[static_cast<size_t>(CollectiveKind::all_to_all)].bytes, 16 + 4);  // 2 blocks of 2; one float
     }
-    for (CommAxis axis : {CommAxis::y, CommAxis::z, CommAxis::data})
+    for (CommAxis axis : {CommAxis::y, CommAxis::z, CommAxis::data, CommAxis::expert, CommAxis::expert_data})
       for (const auto& kind : grid.counters()[static_cast<size_t>(axis)]) EXPECT_EQ(kind.calls, 0);
   });
+}
+
+// The emulated NCCL (test_comm_nccl_emulated, AXONN_CUDA_EMULATOR) runs the ranks of a test
+// as threads on its one device; on GPUs NCCL needs one device per rank.
+#ifdef AXONN_CUDA_EMULATOR
+constexpr bool kRanksShareADevice = true;
+#else
+constexpr bool kRanksShareADevice = false;
+#endif
+#define REQUIRE_A_DEVICE_PER_RANK(n) REQUIRE_CUDA_DEVICES(kRanksShareADevice ? 1 : (n))
+void use_device_of(int rank) { AXONN_CUDA_CHECK(cudaSetDevice(kRanksShareADevice ? 0 : rank)); }
+
+// All-to-all values, exact in bfloat16 too (integers below 256): element i of the block that
+// group rank `from` sends to group rank `to`.
+float block_value(int from, int to, size_t i) { return static_cast<float>(64 * from + 8 * to + static_cast<int>(i)); }
+
+// Uneven counts with empty blocks (0 to 2 elements); the last rank sends nothing at all.
+size_t uneven_count(int from, int to, int n) { return from == n - 1 ? 0 : static_cast<size_t>((from + 2 * to) % 3); }
+
+// The blocks `me` sends (block_value(me, j, .) for each j), or expects to receive
+// (block_value(j, me, .)), packed in group-rank order.
+std::vector<float> packed_blocks(int me, const std::vector<size_t>& counts, bool received) {
+  std::vector<float> v;
+  for (size_t j = 0; j < counts.size(); ++j)
+    for (size_t i = 0; i < counts[j]; ++i)
+      v.push_back(received ? block_value(static_cast<int>(j), me, i) : block_value(me, static_cast<int>(j), i));
+  return v;
+}
+
+// One all-to-all on device buffers, blocking or started (then finished); returns the bytes
+// it should have been recorded with. Equal counts go through all_to_all, others through
+// all_to_allv.
+size_t exchange_and_check(Communicator& c, const std::vector<size_t>& send_counts,
+                          const std::vector<size_t>& recv_counts, ElementType type, bool started) {
+  const int g = c.rank();
+  const std::vector<float> send = packed_blocks(g, send_counts, false), want = packed_blocks(g, recv_counts, true);
+  const size_t element = element_size(type);
+  DeviceBytes in(send.size() * element), out(want.size() * element);
+  if (type == ElementType::float32) {
+    in.upload(send.data(), send.size() * element);
+  } else {
+    std::vector<uint16_t> bf;
+    for (float v : send) bf.push_back(float_to_bf16(v));
+    in.upload(bf.data(), bf.size() * element);
+  }
+  out.fill_bytes(0xff);
+  const bool equal =
+      std::equal(send_counts.begin() + 1, send_counts.end(), send_counts.begin()) && send_counts == recv_counts;
+  Communicator::Ticket ticket = 0;
+  if (equal && started)
+    ticket = c.start_all_to_all(in.data(), out.data(), send_counts[0], type);
+  else if (equal)
+    c.all_to_all(in.data(), out.data(), send_counts[0], type);
+  else if (started)
+    ticket = c.start_all_to_allv(in.data(), std::vector<size_t>(send_counts), out.data(),
+                                 std::vector<size_t>(recv_counts), type);  // temporaries: gone at once
+  else
+    c.all_to_allv(in.data(), send_counts, out.data(), recv_counts, type);
+  if (started) c.finish(ticket);
+  c.synchronize();
+  std::vector<float> got(want.size());
+  if (type == ElementType::float32) {
+    out.download(got.data(), got.size() * element);
+  } else {
+    std::vector<uint16_t> bf(want.size());
+    out.download(bf.data(), bf.size() * element);
+    for (size_t i = 0; i < bf.size(); ++i) got[i] = bf16_to_float(bf[i]);
+  }
+  EXPECT_EQ(got, want) << "group rank " << g << " of " << c.size() << ", " << element_type_name(type)
+                       << (started ? ", started" : "");
+  return send.size() * element;
+}
+
+// On the expert axis of "<n>x1x1x1e<n>" (one group of all n ranks): equal and uneven counts
+// (empty blocks, a rank that sends nothing), float32 and bfloat16, blocking and started,
+// started ones interleaved with an all-reduce on the same communicator; each counted as an
+// all_to_all of the bytes the rank sends. Counts that do not fit the group throw.
+void check_all_to_alls_on_the_expert_axis(int n) {
+  run_ranks(n, [&](int rank, Exchange& exchange) {
+    use_device_of(rank);
+    const std::string layout = std::to_string(n) + "x1x1x1e" + std::to_string(n);
+    CommGrid grid(exchange, parse_layout(layout), kTimeout, true, CommBackend::nccl);
+    Communicator& c = grid.axis(CommAxis::expert);
+    ASSERT_EQ(c.size(), n);
+    const int g = c.rank();
+    std::vector<size_t> equal(static_cast<size_t>(n), 3), empty(static_cast<size_t>(n), 0), send, receive;
+    for (int j = 0; j < n; ++j) {
+      send.push_back(uneven_count(g, j, n));
+      receive.push_back(uneven_count(j, g, n));
+    }
+    size_t bytes = 0;
+    int calls = 0;
+    for (ElementType type : {ElementType::float32, ElementType::bfloat16})
+      for (bool started : {false, true}) {
+        bytes += exchange_and_check(c, equal, equal, type, started);
+        bytes += exchange_and_check(c, send, receive, type, started);
+        calls += 2;
+      }
+    bytes += exchange_and_check(c, empty, empty, ElementType::float32, false);
+    ++calls;
+
+    // Started all-to-alls around a started all-reduce: each result as if run alone.
+    const std::vector<float> blocks = packed_blocks(g, equal, false);
+    auto d_in = to_device(blocks);
+    auto d_out = to_device(std::vector<float>(blocks.size(), -1.0f));
+    auto d_sum = to_device(std::vector<float>(100, static_cast<float>(g + 1)));
+    const auto first = c.start_all_to_all(d_in->data(), d_out->data(), 3, ElementType::float32);
+    const auto reduce = c.start_all_reduce(d_sum->data(), 100, ElementType::float32);
+    const auto second = c.start_all_to_all(d_out->data(), d_in->data(), 3, ElementType::float32);  // and back
+    EXPECT_LT(first, reduce);
+    EXPECT_LT(reduce, second);
+    c.finish(second);
+    c.synchronize();
+    EXPECT_EQ(to_host<float>(*d_out, blocks.size()), packed_blocks(g, equal, true));
+    EXPECT_EQ(to_host<float>(*d_in, blocks.size()), blocks);
+    for (float v : to_host<float>(*d_sum, 100)) ASSERT_EQ(v, static_cast<float>(n * (n + 1) / 2));
+    bytes += 2 * blocks.size() * sizeof(float);
+    calls += 2;
+
+    EXPECT_THROW(c.all_to_allv(d_in->data(), {1}, d_out->data(), receive, ElementType::float32), CommError);
+    grid.synchronize();
+    const auto& counted = grid.counters()[static_cast<size_t>(CommAxis::expert)];
+    EXPECT_EQ(counted[static_cast<size_t>(CollectiveKind::all_to_all)].calls, calls);
+    EXPECT_EQ(counted[static_cast<size_t>(CollectiveKind::all_to_all)].bytes, static_cast<int64_t>(bytes));
+    EXPECT_EQ(counted[static_cast<size_t>(CollectiveKind::all_reduce)].calls, 1);
+  });
+}
+
+TEST(NcclGrid, AllToAllOnTwoRanks) {
+  REQUIRE_A_DEVICE_PER_RANK(2);
+  check_all_to_alls_on_the_expert_axis(2);
+}
+TEST(NcclGrid, AllToAllOnThreeRanks) {
+  REQUIRE_A_DEVICE_PER_RANK(3);
+  check_all_to_alls_on_the_expert_axis(3);
+}
+TEST(NcclGrid, AllToAllOnFourRanks) {
+  REQUIRE_A_DEVICE_PER_RANK(4);
+  check_all_to_alls_on_the_expert_axis(4);
 }
 
 #endif  // AXONN_HAVE_CUDA

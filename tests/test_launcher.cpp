@@ -36,7 +36,7 @@ TEST(LocalLauncher, FourRanksOnOneNode) {
                                        "/4 peers 0,1,2,3 layout 4x1x1x1"))
         << r.output;
   }
-  EXPECT_TRUE(contains(r.output, "[0] selftest: 100 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] selftest: 196 passed, 0 failed")) << r.output;
 }
 
 TEST(LocalLauncher, EightRanksOnTwoPretendNodesOverSeveralLayouts) {
@@ -44,7 +44,7 @@ TEST(LocalLauncher, EightRanksOnTwoPretendNodesOverSeveralLayouts) {
     const auto r =
         run_command("AXONN_LAYOUT=" + std::string(layout) + " " + kAxonn + " run -n 8 --nodes-sim 2 selftest");
     ASSERT_EQ(r.code, 0) << layout << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, "[0] selftest: 280 passed, 0 failed")) << layout << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "[0] selftest: 392 passed, 0 failed")) << layout << "\n" << r.output;
     EXPECT_TRUE(contains(r.output, "[5] selftest: rank 5/8 node 1/2 (" + host() + "-n1) local 1/4 peers 4,5,6,7"))
         << r.output;
     EXPECT_TRUE(contains(r.output, "[2] selftest: rank 2/8 node 0/2 (" + host() + "-n0) local 2/4 peers 0,1,2,3"))
@@ -55,7 +55,7 @@ TEST(LocalLauncher, EightRanksOnTwoPretendNodesOverSeveralLayouts) {
 TEST(LocalLauncher, SingleRank) {
   const auto r = run_command(kAxonn + " run -n 1 selftest");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "[0] selftest: 25 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] selftest: 49 passed, 0 failed")) << r.output;
 }
 
 TEST(LocalLauncher, RankKilledMidCollectiveStopsTheJobAndIsNamed) {
@@ -355,7 +355,7 @@ TEST(PmixWorker, SameChecksUnderOpenMpiMpirun) {
   const auto r =
       run_command("mpirun --allow-run-as-root --oversubscribe -n 4 " + kAxonn + " selftest --layout 2x1x2x1");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "selftest: 100 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "selftest: 196 passed, 0 failed")) << r.output;
   EXPECT_TRUE(contains(r.output, "selftest: rank 3/4 node 0/1")) << r.output;
 }
 

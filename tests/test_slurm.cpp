@@ -29,7 +29,7 @@ class Slurm : public ::testing::Test {
 TEST_F(Slurm, SrunSelftestOnOneNode) {
   const auto r = run_command("srun -N 1 -n 4 --mpi=pmix " + kAxonn + " selftest --layout 1x2x2x1", 90);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "selftest: 100 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "selftest: 196 passed, 0 failed")) << r.output;
   EXPECT_TRUE(contains(r.output, "selftest: rank 3/4 node 0/1 (n0) local 3/4 peers 0,1,2,3")) << r.output;
 }
 
@@ -39,7 +39,7 @@ TEST_F(Slurm, SrunSelftestAcrossTwoSlurmds) {
                                  " selftest",
                              90);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "selftest: 280 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "selftest: 392 passed, 0 failed")) << r.output;
   EXPECT_TRUE(contains(r.output, "node 0/2 (n0)")) << r.output;
   EXPECT_TRUE(contains(r.output, "node 1/2 (n1)")) << r.output;
 }

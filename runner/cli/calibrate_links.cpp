@@ -12,8 +12,8 @@ namespace {
 
 constexpr std::array<LinkTier, 3> kTiers = {LinkTier::intra_node, LinkTier::inter_node, LinkTier::inter_switch};
 
-// Elements per rank's block: all-reduce counts its whole buffer; all-gather's output and
-// reduce-scatter's input are n blocks.
+// Elements per rank's block: all-reduce counts its whole buffer; all-gather's output,
+// reduce-scatter's input and all-to-all's send buffer are n blocks.
 size_t block_count(CollectiveKind kind, double bytes, int n) {
   const double per_block = kind == CollectiveKind::all_reduce ? bytes : bytes / n;
   return std::max<size_t>(1, static_cast<size_t>(per_block / sizeof(float)));
@@ -141,6 +141,9 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
           break;
         case CollectiveKind::reduce_scatter:
           c.reduce_scatter(buffers.in(), buffers.out(), count, ElementType::float32);
+          break;
+        case CollectiveKind::all_to_all:
+          c.all_to_all(buffers.in(), buffers.out(), count, ElementType::float32);
           break;
         default:
           throw UsageError(std::string("calibrate does not time ") + collective_name(kind));

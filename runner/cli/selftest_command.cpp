@@ -1,8 +1,8 @@
 // axonn selftest [--backend gloo|nccl] [--layout DxXxYxZ[:order]] [--timeout-ms N] [--kill-rank R] [--stall-rank R]
 // Run under `axonn run -n N` or `srun --mpi=pmix`: reads the topology from PMIx, builds
 // the communicators of the layout (AXONN_LAYOUT, else --layout, else pure data parallel),
-// runs every collective on every axis with values whose results are exact, and prints
-// per rank what it checked. Rank 0 closes with "selftest: N passed, M failed" over all
+// runs every collective (all-to-all included) on every axis with values whose results are
+// exact, and prints per rank what it checked. Rank 0 closes with "selftest: N passed, M failed" over all
 // ranks; the exit code is non-zero on any failure anywhere. --backend nccl runs the same
 // checks on device buffers (one GPU per rank, by local rank), copied to and from the host.
 #include <signal.h>
@@ -115,6 +115,35 @@ int check_axis(Communicator& c, int me, bool on_device) {
   for (uint16_t v : bf) ok &= bf16_to_float(v) == static_cast<float>(members_sum);
   expect(ok, "all_reduce bfloat16");
 
+  // all_to_all: element i of the block world rank m sends group rank t is m*100 + t*10 + i.
+  std::vector<float> blocks(static_cast<size_t>(2 * n)), swapped(blocks.size(), -1.0f);
+  for (size_t j = 0; j < blocks.size(); ++j)
+    blocks[j] = static_cast<float>(me * 100 + static_cast<int>(j / 2) * 10 + static_cast<int>(j % 2));
+  c.all_to_all(stage.at(blocks), stage.at(swapped), 2, ElementType::float32);
+  stage.finish(c);
+  ok = true;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < 2; ++i)
+      ok &= swapped[static_cast<size_t>(2 * j + i)] == static_cast<float>(M[static_cast<size_t>(j)] * 100 + g * 10 + i);
+  expect(ok, "all_to_all");
+
+  // all_to_allv, bfloat16: j + 1 elements to group rank j, so blocks differ in size (values
+  // below 256, exact in bfloat16).
+  std::vector<size_t> send_counts, recv_counts(static_cast<size_t>(n), static_cast<size_t>(g + 1));
+  std::vector<uint16_t> uneven, received(static_cast<size_t>(n * (g + 1)), 0);
+  for (int j = 0; j < n; ++j) {
+    send_counts.push_back(static_cast<size_t>(j + 1));
+    for (int i = 0; i <= j; ++i) uneven.push_back(float_to_bf16(static_cast<float>((g * 16 + j * 4 + i) % 256)));
+  }
+  c.all_to_allv(stage.at(uneven), send_counts, stage.at(received), recv_counts, ElementType::bfloat16);
+  stage.finish(c);
+  ok = true;
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i <= g; ++i)
+      ok &= bf16_to_float(received[static_cast<size_t>(j * (g + 1) + i)]) ==
+            static_cast<float>((j * 16 + g * 4 + i) % 256);
+  expect(ok, "all_to_allv bfloat16");
+
   c.barrier();
   return failed;
 }
@@ -166,7 +195,7 @@ int command_selftest(const CommandArgs& argv) {
     for (int a = 0; a < kCommAxisCount; ++a) {
       Communicator& c = grid.axis(static_cast<CommAxis>(a));
       failed += check_axis(c, topo.rank, on_device);
-      checks += 5;
+      checks += 7;
     }
     // Failures summed over ranks before the exit code is chosen (nccl-tests).
     totals = {static_cast<float>(checks), static_cast<float>(failed)};

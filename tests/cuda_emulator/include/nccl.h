@@ -5,11 +5,18 @@
 // given stream, and runs, in rank order, when every member's stream has reached its part.
 // The k-th collective of each rank of a clique must be the same call (kind, count, type,
 // root): a mismatch, which would hang or corrupt on GPUs, stops the emulator naming both.
+// ncclSend/ncclRecv are matched as NCCL matches them: the k-th send from rank a to rank b
+// with the k-th receive on b from a (same count and type, else the emulator stops naming
+// both). Between ncclGroupStart and ncclGroupEnd they are collected, and ncclGroupEnd queues
+// them as one item on each stream: every message of the group moves once both its sender's
+// and its receiver's streams have reached their items, so a group's sends and receives wait
+// for each other in no order (as NCCL's do), and the item completes when all have moved.
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda_bf16.h"
@@ -51,12 +58,26 @@ struct Collective {
   bool done = false;
 };
 
+// One message of ncclSend/ncclRecv, filled in by whichever side issues first.
+struct Transfer {
+  const void* from = nullptr;
+  void* to = nullptr;
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  bool sent = false, received = false;                    // the side has issued its call
+  bool sender_reached = false, receiver_reached = false;  // its stream has reached the call
+  bool done = false;
+};
+using TransferKey = std::tuple<int, int, uint64_t>;  // sender, receiver, k-th between them
+
 struct Clique {
   int size = 0, joined = 0;
   bool aborted = false;
   std::string name;
   std::vector<uint64_t> issued;                         // collectives issued, per rank
   std::map<uint64_t, std::shared_ptr<Collective>> open;  // by sequence number
+  std::map<std::pair<int, int>, uint64_t> sends, receives;     // issued, per (sender, receiver)
+  std::map<TransferKey, std::shared_ptr<Transfer>> transfers;  // not moved yet
 };
 
 inline std::map<std::string, std::shared_ptr<Clique>>& cliques() {
@@ -150,8 +171,20 @@ inline ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   std::snprintf(id->internal, sizeof id->internal, "emulated-nccl-%llu", static_cast<unsigned long long>(++next));
   return ncclSuccess;
 }
-inline ncclResult_t ncclGroupStart() { return ncclSuccess; }
-inline ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+namespace cuda_emulator {
+inline int& group_depth();
+inline void end_group();
+}  // namespace cuda_emulator
+inline ncclResult_t ncclGroupStart() {
+  ++cuda_emulator::group_depth();
+  return ncclSuccess;
+}
+// The outermost end queues the group's sends and receives, one item per stream.
+inline ncclResult_t ncclGroupEnd() {
+  if (cuda_emulator::group_depth() == 0) return ncclInvalidUsage;
+  if (--cuda_emulator::group_depth() == 0) cuda_emulator::end_group();
+  return ncclSuccess;
+}
 
 inline ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
   if (nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
@@ -249,4 +282,109 @@ inline ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, n
 inline ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, ncclDataType_t type, int root,
                                   ncclComm_t comm, cudaStream_t stream) {
   return cuda_emulator::issue(cuda_emulator::CollectiveCall::broadcast, in, out, count, type, root, comm, stream);
+}
+
+namespace cuda_emulator {
+
+// This rank's side of one message, waiting in its stream.
+struct TransferSide {
+  CUstream_st* stream;
+  bool sending;
+  std::shared_ptr<Transfer> transfer;
+  std::shared_ptr<Clique> clique;
+  TransferKey key;
+};
+
+// The sides issued since the outermost ncclGroupStart of this thread (a rank).
+inline int& group_depth() {
+  thread_local int depth = 0;
+  return depth;
+}
+inline std::vector<TransferSide>& grouped_sides() {
+  thread_local std::vector<TransferSide> sides;
+  return sides;
+}
+
+inline size_t nccl_type_size(ncclDataType_t t) { return t == ncclFloat32 ? 4 : 2; }
+
+// One stream item for `sides` (all on `stream`): marks them reached, moves every message
+// whose two sides are reached, and completes once all of them have moved.
+inline void enqueue_sides(CUstream_st* stream, std::vector<TransferSide> sides) {
+  enqueue(stream, [sides] {
+    bool all_done = true;
+    for (const TransferSide& side : sides) {
+      Transfer& t = *side.transfer;
+      (side.sending ? t.sender_reached : t.receiver_reached) = true;
+      if (!t.done && t.sender_reached && t.receiver_reached) {
+        if (t.count > 0) std::memcpy(t.to, t.from, t.count * nccl_type_size(t.type));
+        t.done = true;
+        side.clique->transfers.erase(side.key);
+      }
+      all_done &= t.done;
+    }
+    return all_done;
+  });
+}
+
+// This rank's side of its next message with `peer`: queued now, or at ncclGroupEnd.
+inline ncclResult_t issue_transfer(bool sending, const void* from, void* to, size_t count, ncclDataType_t type,
+                                   int peer, ncclComm_t comm, cudaStream_t stream) {
+  if (!is_queued(stream)) die("NCCL sends and receives are emulated on the communicators' own (queued) streams only");
+  TransferSide side{stream, sending, nullptr, comm->clique, {}};
+  {
+    std::lock_guard lock(queues().mutex);
+    Clique& clique = *comm->clique;
+    if (clique.aborted) return ncclRemoteError;
+    if (clique.joined < clique.size) return ncclInvalidUsage;
+    if (peer < 0 || peer >= clique.size) return ncclInvalidArgument;
+    const int sender = sending ? comm->rank : peer, receiver = sending ? peer : comm->rank;
+    const uint64_t k = (sending ? clique.sends : clique.receives)[{sender, receiver}]++;
+    side.key = TransferKey{sender, receiver, k};
+    auto& t = clique.transfers[side.key];
+    if (!t) t = std::make_shared<Transfer>();
+    if ((sending ? t->received : t->sent) && (t->count != count || t->type != type)) {
+      std::fprintf(stderr,
+                   "cuda_emulator: NCCL %s: message #%llu from rank %d to rank %d is sent as %zu elements of type %d "
+                   "and received as %zu of type %d\n",
+                   clique.name.c_str(), static_cast<unsigned long long>(k), sender, receiver,
+                   sending ? count : t->count, static_cast<int>(sending ? type : t->type), sending ? t->count : count,
+                   static_cast<int>(sending ? t->type : type));
+      std::abort();
+    }
+    t->count = count;
+    t->type = type;
+    (sending ? t->sent : t->received) = true;
+    if (sending)
+      t->from = from;
+    else
+      t->to = to;
+    side.transfer = t;
+  }
+  if (group_depth() > 0)
+    grouped_sides().push_back(std::move(side));
+  else
+    enqueue_sides(stream, {std::move(side)});
+  return ncclSuccess;
+}
+
+inline void end_group() {
+  std::vector<std::pair<CUstream_st*, std::vector<TransferSide>>> by_stream;  // in the order first used
+  for (TransferSide& side : grouped_sides()) {
+    auto it = std::find_if(by_stream.begin(), by_stream.end(), [&](const auto& s) { return s.first == side.stream; });
+    if (it == by_stream.end()) it = by_stream.insert(by_stream.end(), {side.stream, {}});
+    it->second.push_back(std::move(side));
+  }
+  grouped_sides().clear();
+  for (auto& [stream, sides] : by_stream) enqueue_sides(stream, std::move(sides));
+}
+
+}  // namespace cuda_emulator
+
+inline ncclResult_t ncclSend(const void* in, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  return cuda_emulator::issue_transfer(true, in, nullptr, count, type, peer, comm, stream);
+}
+inline ncclResult_t ncclRecv(void* out, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  return cuda_emulator::issue_transfer(false, nullptr, out, count, type, peer, comm, stream);
 }
