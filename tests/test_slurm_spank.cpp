@@ -100,7 +100,7 @@ TEST_F(SlurmSpank, ExplicitLayoutReachesEveryTask) {
   const auto r = run_command("srun -n 4 --mpi=pmix --axonn-layout=1x2x2x1 " + kAxonn + " selftest", 90);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(count_of(r.output, "layout 1x2x2x1:xyzd"), 4) << r.output;
-  EXPECT_TRUE(contains(r.output, "selftest: 100 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "selftest: 196 passed, 0 failed")) << r.output;
   EXPECT_EQ(count_of(r.output, "srun: axonn: --axonn-layout=1x2x2x1 gives 1x2x2x1:xyzd for 4 tasks on 1 node"), 1)
       << r.output;
 
@@ -122,7 +122,7 @@ TEST_F(SlurmSpank, AutoWithoutJobTomlIsDataParallelAcrossNodes) {
       "AXONN_GLOO_HOSTNAME=127.0.0.1 srun -N 2 -n 4 --mpi=pmix --axonn-layout=auto " + kAxonn + " selftest", 90);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(count_of(r.output, "layout 4x1x1x1:xyzd"), 4) << r.output;
-  EXPECT_TRUE(contains(r.output, "selftest: 100 passed, 0 failed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "selftest: 196 passed, 0 failed")) << r.output;
   EXPECT_TRUE(contains(r.output,
                        "srun: axonn: --axonn-layout=auto chose 4x1x1x1:xyzd for 4 tasks on 2 nodes (uneven "
                        "tasks per node, priced as 1 per node) (site laptop-cpu; no job TOML on the command line"))

@@ -100,8 +100,8 @@ std::vector<std::string> moe_layouts() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOfWorlds248, MoeLayouts, ::testing::ValuesIn(moe_layouts()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string name = param_info.param;
                            for (char& c : name)
                              if (c == ':') c = '_';
                            return name;
