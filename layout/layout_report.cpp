@@ -78,7 +78,14 @@ std::string describe_calibration(const Machine& m) {
 std::string format_ranked_table(const ChooserResult& r, int top_k) {
   std::vector<size_t> widths = {3, 12, 6, 11, 10};
   std::vector<std::string> header = {"#", "layout", "order", "step ms", "compute"};
+  const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
+  // The grid axes and the world always; the expert axes where a listed layout has them.
+  std::vector<int> axes;
   for (int a = 0; a < kCommAxisCount; ++a) {
+    bool used = a <= static_cast<int>(CommAxis::world);
+    for (size_t i = 0; i < n && !used; ++i) used = r.ranked[i].volume.group_size[static_cast<size_t>(a)] > 1;
+    if (!used) continue;
+    axes.push_back(a);
     header.push_back(comm_axis_name(static_cast<CommAxis>(a)) + " ms/MiB");
     widths.push_back(17);
   }
@@ -86,13 +93,12 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
   widths.insert(widths.end(), {10, 10, 11, 6});
   std::vector<std::vector<std::string>> rows = {header};
   const double usable = usable_memory(r.input.machine);
-  const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
   for (size_t i = 0; i < n; ++i) {
     const Candidate& c = r.ranked[i];
     auto& row = rows.emplace_back();
     row = {std::to_string(i + 1), format_layout(c.layout), format_order(c.layout),
            format_number("%.3f", c.cost.step_s() * 1e3), format_number("%.3f", c.cost.compute_s * 1e3)};
-    for (int a = 0; a < kCommAxisCount; ++a) {
+    for (int a : axes) {
       const auto axis = static_cast<CommAxis>(a);
       row.push_back(c.volume.group_size[static_cast<size_t>(a)] > 1
                         ? format_number("%.3f", c.cost.comm_s[static_cast<size_t>(a)] * 1e3)

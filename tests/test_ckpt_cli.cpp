@@ -424,7 +424,8 @@ TEST_F(CkptCli, PlanRefusesAModelConfigOrTensorsItDoesNotKnow) {
     std::string config;
     std::string message;
   } cases[] = {
-      {good + " experts=4", "unknown key 'experts'; this axonn knows layers, hidden, heads, vocab, sequence"},
+      {good + " shared_experts=1", "unknown key 'shared_experts'; this axonn knows layers, hidden, heads, vocab, sequence"},
+      {good + " experts=4", "key 'moe_every' is missing"},  // an MoE model's keys come together
       {"layers=2 hidden=32 heads=8 vocab=256", "key 'sequence' is missing"},
       {"layers=2 hidden=32 heads=8 vocab=256 sequence=16 layers=2", "key 'layers' appears twice"},
       {"layers=2 hidden=-32 heads=8 vocab=256 sequence=16", "hidden = '-32' is not a positive integer"},
