@@ -163,43 +163,51 @@ void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
     zero(fc_out_, R * h);
     zero(rows_out_, R * c);
   }
-  const int64_t block = expert_block();
   for (int64_t e = 0; e < E; ++e) {
     const auto ei = static_cast<size_t>(e);
     if (z_split_) {
       fc_gather_[ei].complete();
       proj_gather_[ei].complete();
     }
-    const int64_t n = plan_.used[ei];
-    if (n == 0) continue;
-    backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[ei], nullptr, n, m, c);
-    const ConstActPtr w = z_split_ ? ConstActPtr(fc_gathered_ + e * block) : fc_ + e * block;
-    backend_.gemm(Transpose::no, Transpose::no, n, h, c, 1.0f, rows_of(rows_in_, e, c), c, w, h, 0.0f,
-                  rows_of(fc_out_, e, h), h);
+    if (const int64_t n = plan_.used[ei]; n > 0)
+      backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[ei], nullptr, n, m, c);
   }
+  expert_gemms(Weight::fc, Transpose::no, rows_in_, fc_out_);
   grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(R * h), fc_out_.type());
-  for (int64_t e = 0; e < E; ++e)
-    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
-      backend_.bias_forward(rows_of(fc_out_, e, h), fc_bias_ + e * h, n, h, h);
+  add_expert_biases(fc_out_, fc_bias_, h);
   backend_.gelu_forward(gelu_out_, fc_out_, R * h);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = plan_.used[static_cast<size_t>(e)];
-    if (n == 0) continue;
-    const ConstActPtr w = z_split_ ? ConstActPtr(proj_gathered_ + e * block) : proj_ + e * block;
-    backend_.gemm(Transpose::no, Transpose::no, n, c, h, 1.0f, rows_of(gelu_out_, e, h), h, w, c, 0.0f,
-                  rows_of(rows_out_, e, c), c);
-  }
+  expert_gemms(Weight::proj, Transpose::no, gelu_out_, rows_out_);
   grid_.axis(CommAxis::y).all_reduce(rows_out_.raw(), static_cast<size_t>(R * c), rows_out_.type());
-  for (int64_t e = 0; e < E; ++e)
-    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
-      backend_.bias_forward(rows_of(rows_out_, e, c), proj_bias_ + e * c, n, c, c);
+  add_expert_biases(rows_out_, proj_bias_, c);
   zero(out, m * c);
   backend_.combine_rows(out, rows_out_, slots_, gates_, m, k, R, c);
 }
 
+void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out) {
+  // fc's weight is [c, h], proj's [h, c]: `in` has the weight's rows (or columns, transposed)
+  // as its width, `out` the other.
+  const int64_t rows = which == Weight::fc ? c_ : hidden_, cols = which == Weight::fc ? hidden_ : c_;
+  const int64_t in_width = transpose == Transpose::no ? rows : cols, out_width = transpose == Transpose::no ? cols : rows;
+  const ConstActPtr shards = which == Weight::fc ? fc_ : proj_;
+  const ActPtr gathered = which == Weight::fc ? fc_gathered_ : proj_gathered_;
+  const int64_t block = expert_block();
+  for (int64_t e = 0; e < experts_; ++e) {
+    const int64_t n = plan_.used[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    const ConstActPtr w = z_split_ ? ConstActPtr(gathered + e * block) : shards + e * block;
+    backend_.gemm(Transpose::no, transpose, n, out_width, in_width, 1.0f, rows_of(in, e, in_width), in_width, w, cols,
+                  0.0f, rows_of(out, e, out_width), out_width);
+  }
+}
+
+void MoeLayer::add_expert_biases(ActPtr rows, const float* bias, int64_t width) {
+  for (int64_t e = 0; e < experts_; ++e)
+    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
+      backend_.bias_forward(rows_of(rows, e, width), bias + e * width, n, width, width);
+}
+
 void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatter& scatter) {
   const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, R = rows_;
-  const int64_t block = expert_block();
   const bool padded = capacity_ > 0;
   // The combine's gradients: each used row's (its gate times its token's), each gate's.
   if (padded) {
@@ -217,25 +225,13 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
   grid_.axis(CommAxis::x).all_reduce(d_gates_, static_cast<size_t>(m * k), ElementType::float32);
 
   // proj: d(gelu out) = d(rows out)·W^T summed over x, then through the GELU; dW, dbias.
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = plan_.used[static_cast<size_t>(e)];
-    if (n == 0) continue;
-    const ConstActPtr w = z_split_ ? ConstActPtr(proj_gathered_ + e * block) : proj_ + e * block;
-    backend_.gemm(Transpose::no, Transpose::yes, n, h, c, 1.0f, rows_of(d_rows_out_, e, c), c, w, c, 0.0f,
-                  rows_of(d_gelu_, e, h), h);
-  }
+  expert_gemms(Weight::proj, Transpose::yes, d_rows_out_, d_gelu_);
   grid_.axis(CommAxis::x).all_reduce(d_gelu_.raw(), static_cast<size_t>(R * h), d_gelu_.type());
   backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, R * h);
   weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_rows_out_, h, c, scatter);
 
   // fc: d(rows in) = d(fc out)·W^T summed over y; dW, dbias.
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = plan_.used[static_cast<size_t>(e)];
-    if (n == 0) continue;
-    const ConstActPtr w = z_split_ ? ConstActPtr(fc_gathered_ + e * block) : fc_ + e * block;
-    backend_.gemm(Transpose::no, Transpose::yes, n, c, h, 1.0f, rows_of(d_gelu_, e, h), h, w, h, 0.0f,
-                  rows_of(d_rows_in_, e, c), c);
-  }
+  expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_rows_in_);
   grid_.axis(CommAxis::y).all_reduce(d_rows_in_.raw(), static_cast<size_t>(R * c), d_rows_in_.type());
   weight_grads(d_fc_, d_fc_bias_, h, rows_in_, d_gelu_, c, h, scatter);
 

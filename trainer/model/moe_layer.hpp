@@ -81,6 +81,12 @@ class MoeLayer {
     return buffer + plan_.start[static_cast<size_t>(e)] * width;
   }
   void zero(ActPtr buffer, int64_t elements);
+  enum class Weight { fc, proj };
+  // For every expert with rows: its rows of `out` = its rows of `in` · W (or W^T), W the
+  // expert's fc [c, 4cy] or proj [4cy, c] as the GEMMs read it (gathered over z when split).
+  void expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out);
+  // Every expert's bias (width) added to its used rows of `rows`.
+  void add_expert_biases(ActPtr rows, const float* bias, int64_t width);
   // Every expert's dW (k_local, n_local) += x^T·dy over its rows, dbias (bias_width) += Σ dy,
   // through the z reduce-scatter when the weights are split over z.
   void weight_grads(float* grad, float* bias_grad, int64_t bias_width, ConstActPtr x, ConstActPtr dy,
