@@ -1,6 +1,6 @@
 // axonn ckpt inspect DIR [--step N] [--fallback] [--json]     what a committed step holds
 // axonn ckpt verify DIR [--step N]                            every checksum; exit 1 naming each problem
-// axonn ckpt plan DIR --layout DxXxYxZ[:order] [...]           dry run of a resume at another layout
+// axonn ckpt plan DIR --layout DxXxYxZ[eN][:order] [...]           dry run of a resume at another layout
 // axonn ckpt export DIR --to safetensors [-o FILE] [--only params] [--step N]   full tensors for other tools
 // DIR is a checkpoint directory (then the step `latest` names) or a step directory.
 // Exit codes: 0 ok; 1 the checkpoint is damaged (checksum, missing shard, unknown format,
@@ -34,7 +34,7 @@ const char* const kUsage =
     "shards\n"
     "       axonn ckpt verify DIR [--step N]                          recompute every checksum (exit 1 on a "
     "mismatch)\n"
-    "       axonn ckpt plan DIR --layout DxXxYxZ[:order]              files and bytes each rank of a resume at the "
+    "       axonn ckpt plan DIR --layout DxXxYxZ[eN][:order]              files and bytes each rank of a resume at the "
     "layout reads\n"
     "       axonn ckpt export DIR --to safetensors [-o FILE]          every full tensor in one safetensors file\n"
     "DIR: a checkpoint directory (the step `latest` names) or a step directory (step-NNNNNNNNN, holding index.h5).\n"

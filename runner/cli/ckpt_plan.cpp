@@ -196,12 +196,12 @@ int ckpt_plan(const CommandArgs& argv) {
       {"help", false, "this help"},
   };
   const std::optional<Args> parsed =
-      parse_or_usage(argv, specs, "axonn ckpt plan DIR --layout DxXxYxZ[:order] [options]");
+      parse_or_usage(argv, specs, "axonn ckpt plan DIR --layout DxXxYxZ[eN][:order] [options]");
   if (!parsed) return exit_code::ok;
   const Args& args = *parsed;
   if (args.positionals().size() != 1)
     throw UsageError("takes one DIR, got " + std::to_string(args.positionals().size()) +
-                     "; usage: axonn ckpt plan DIR --layout DxXxYxZ[:order]");
+                     "; usage: axonn ckpt plan DIR --layout DxXxYxZ[eN][:order]");
   const Layout layout = parse_layout(args.required("layout"));
   const StepChoice choice =
       choose_step(args.positionals()[0], args.integer("step", 0, std::numeric_limits<long>::max()));

@@ -1,4 +1,4 @@
-// axonn selftest [--backend gloo|nccl] [--layout DxXxYxZ[:order]] [--timeout-ms N] [--kill-rank R] [--stall-rank R]
+// axonn selftest [--backend gloo|nccl] [--layout DxXxYxZ[eN][:order]] [--timeout-ms N] [--kill-rank R] [--stall-rank R]
 // Run under `axonn run -n N` or `srun --mpi=pmix`: reads the topology from PMIx, builds
 // the communicators of the layout (AXONN_LAYOUT, else --layout, else pure data parallel),
 // runs every collective (all-to-all included) on every axis with values whose results are
@@ -153,7 +153,7 @@ int check_axis(Communicator& c, int me, bool on_device) {
 int command_selftest(const CommandArgs& argv) {
   const std::vector<OptionSpec> specs = {
       {"backend", true, "gloo (host buffers, default) or nccl (device buffers, one GPU per rank)"},
-      {"layout", true, "DxXxYxZ[:order]; default AXONN_LAYOUT, else <world>x1x1x1"},
+      {"layout", true, "DxXxYxZ[eN][:order]; default AXONN_LAYOUT, else <world>x1x1x1"},
       {"timeout-ms", true, "collective timeout (default 30000)"},
       {"kill-rank", true, "this rank kills itself with SIGKILL after connecting (tests failure handling)"},
       {"stall-rank", true, "this rank sleeps instead of joining the collectives (tests timeouts)"},

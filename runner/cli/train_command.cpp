@@ -91,7 +91,7 @@ const std::vector<OptionSpec>& train_option_specs() {
   static const std::vector<OptionSpec> specs = {
       {"site", true,
        "site config TOML; wins over AXONN_SITE_CONFIG (default: that, else the built-in laptop-cpu site)"},
-      {"layout", true, "DxXxYxZ[:order] (default: AXONN_LAYOUT, else the chooser)"},
+      {"layout", true, "DxXxYxZ[eN][:order] (default: AXONN_LAYOUT, else the chooser)"},
       {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
       {"break-lock", false,
        "take over the checkpoint directory's lock left by a run on another host that is gone (its node failed)"},
