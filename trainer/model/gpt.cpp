@@ -30,17 +30,6 @@ struct Gpt::Block {
   ActPtr fc_out = nullptr, gelu_out = nullptr;  // [m, 4cy]: the MLP's pre-activation and gelu of it
 };
 
-float* Gpt::make(int64_t elements) {
-  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * sizeof(float));
-  return reinterpret_cast<float*>(buffers_.back().data());
-}
-
-ActPtr Gpt::make_act(int64_t elements) {
-  const ElementType type = backend_.activation_type();
-  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * element_size(type));
-  return ActPtr(buffers_.back().data(), type);
-}
-
 ConstActPtr Gpt::weight(const std::string& name) const {
   const ParamSlot& slot = params_.layout().slot(name);
   if (slot.offset + slot.count > params_.layout().sharded)
@@ -51,6 +40,7 @@ ConstActPtr Gpt::weight(const std::string& name) const {
 Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
          bool overlap_comm, Recompute recompute)
     : backend_(backend),
+      arena_(backend),
       grid_(grid),
       model_(model),
       params_(params),
@@ -70,10 +60,10 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   head_dim_ = C / model.heads;
   const int64_t m = m_, c = c_, cy = cy_, v = V / g.y;
   const bool z_split = g.z > 1;
-  auto gathered = [&](int64_t elements) { return z_split ? make_act(elements) : nullptr; };
+  auto gathered = [&](int64_t elements) { return z_split ? arena_.act(elements) : nullptr; };
 
   embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, weight("wte"), params.grad("wte"), gathered(v * c),
-                                               z_split ? make(v * c) : nullptr);
+                                               z_split ? arena_.floats(v * c) : nullptr);
   // The blocks' gathered weights: a set of four per block, or one or two sets the blocks take
   // turns on (block recomputation), as the layout model counts them (model_plan.hpp).
   gathered_sets_ = static_cast<size_t>(std::max<int64_t>(1, gathered_weight_blocks(model, recompute, overlap_comm)));
@@ -111,9 +101,9 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
     // The attention's intermediates: the block's own, or the first block's under recomputation.
     const Block* first = blocks_.empty() ? nullptr : blocks_.front().get();
     if (recompute == Recompute::none || first == nullptr) {
-      b->qkv_out = make_act(m * 3 * cy);
-      b->lse = make(mb_ * heads_ * T);
-      b->attention_out = make_act(m * cy);
+      b->qkv_out = arena_.act(m * 3 * cy);
+      b->lse = arena_.floats(mb_ * heads_ * T);
+      b->attention_out = arena_.act(m * cy);
     } else {
       b->qkv_out = first->qkv_out;
       b->lse = first->lse;
@@ -121,15 +111,15 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
     }
     // The rest but the block's input: the block's own, or the first block's under block recomputation.
     if (recompute != Recompute::block || first == nullptr) {
-      b->ln1_out = make_act(m * c);
-      b->ln1_mean = make(m);
-      b->ln1_rstd = make(m);
-      b->residual_mid = make_act(m * c);
-      b->ln2_out = make_act(m * c);
-      b->ln2_mean = make(m);
-      b->ln2_rstd = make(m);
-      b->fc_out = make_act(m * 4 * cy);
-      b->gelu_out = make_act(m * 4 * cy);
+      b->ln1_out = arena_.act(m * c);
+      b->ln1_mean = arena_.floats(m);
+      b->ln1_rstd = arena_.floats(m);
+      b->residual_mid = arena_.act(m * c);
+      b->ln2_out = arena_.act(m * c);
+      b->ln2_mean = arena_.floats(m);
+      b->ln2_rstd = arena_.floats(m);
+      b->fc_out = arena_.act(m * 4 * cy);
+      b->gelu_out = arena_.act(m * 4 * cy);
     } else {
       b->ln1_out = first->ln1_out;
       b->ln1_mean = first->ln1_mean;
@@ -145,22 +135,22 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
     blocks_.push_back(std::move(b));
   }
   largest_block = std::max(largest_block, largest_block_layer);
-  for (int l = 0; l <= model.layers; ++l) residual_.push_back(make_act(m * c));
-  lnf_out_ = make_act(m * c);
-  lnf_mean_ = make(m);
-  lnf_rstd_ = make(m);
-  logits_ = make_act(m * v);
-  ce_ = {make(m), make(g.y * m), make(m), make(2 * m), make(m)};
+  for (int l = 0; l <= model.layers; ++l) residual_.push_back(arena_.act(m * c));
+  lnf_out_ = arena_.act(m * c);
+  lnf_mean_ = arena_.floats(m);
+  lnf_rstd_ = arena_.floats(m);
+  logits_ = arena_.act(m * v);
+  ce_ = {arena_.floats(m), arena_.floats(g.y * m), arena_.floats(m), arena_.floats(2 * m), arena_.floats(m)};
 
-  d_residual_ = make_act(m * c);
-  d_normed_ = make_act(m * c);
-  d_mlp_ = make_act(m * 4 * cy);
-  d_attention_ = make_act(m * cy);
-  d_qkv_ = make_act(m * 3 * cy);
-  ln_partials_ = make(2 * m);
+  d_residual_ = arena_.act(m * c);
+  d_normed_ = arena_.act(m * c);
+  d_mlp_ = arena_.act(m * 4 * cy);
+  d_attention_ = arena_.act(m * cy);
+  d_qkv_ = arena_.act(m * 3 * cy);
+  ln_partials_ = arena_.floats(2 * m);
   if (z_split) {
-    const GradScatter::Pair large{make(largest_block), make(largest_block / g.z), largest_block};
-    const GradScatter::Pair small{make(largest_block_layer), make(largest_block_layer / g.z), largest_block_layer};
+    const GradScatter::Pair large{arena_.floats(largest_block), arena_.floats(largest_block / g.z), largest_block};
+    const GradScatter::Pair small{arena_.floats(largest_block_layer), arena_.floats(largest_block_layer / g.z), largest_block_layer};
     scatter_ = GradScatter(backend, grid.axis(CommAxis::z), large, small, overlap_comm);
   }
 }

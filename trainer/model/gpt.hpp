@@ -24,6 +24,7 @@
 #include "comm/comm_grid.hpp"
 #include "layout/layout_inputs.hpp"
 #include "trainer/backend.hpp"
+#include "trainer/model/device_arena.hpp"
 #include "trainer/model/dist_ops.hpp"
 #include "trainer/model/moe_layer.hpp"
 #include "trainer/model/parameter_store.hpp"
@@ -66,8 +67,6 @@ class Gpt {
 
  private:
   struct Block;
-  float* make(int64_t elements);      // a float32 buffer (statistics, scratch), owned by the model
-  ActPtr make_act(int64_t elements);  // activations of the backend's activation_type(), owned by the model
   // The GEMMs' copy of the sharded weight `name` (wte, a block's linear weight).
   ConstActPtr weight(const std::string& name) const;
   // Through the loss and its gradient at the logits (the classifier's softmax backward runs
@@ -82,6 +81,7 @@ class Gpt {
   void recompute(size_t l);
 
   Backend& backend_;
+  DeviceArena arena_;  // every activation and scratch buffer, allocated in the constructor
   CommGrid& grid_;
   ModelShape model_;
   ParameterStore& params_;
@@ -90,7 +90,6 @@ class Gpt {
   Recompute recompute_;
   size_t gathered_sets_ = 0;  // blocks whose gathered weights are held at once (block l uses set l mod this)
 
-  std::vector<DeviceBuffer<std::byte>> buffers_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<TiedEmbedding> embedding_;
   GradScatter scatter_;           // the dW reduce-scatters over z (G_z > 1)

@@ -9,7 +9,7 @@ namespace axonn {
 
 MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, int layer, int micro_batch,
                    ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight)
-    : backend_(backend), grid_(grid) {
+    : backend_(backend), arena_(backend), grid_(grid) {
   const Layout& g = grid.layout();
   const int64_t C = model.hidden;
   experts_ = model.experts;
@@ -39,8 +39,8 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   d_proj_bias_ = params.grad(p + "experts.proj.bias");
   if (z_split_) {
     const int64_t block = expert_block(), shard = block / g.z;
-    fc_gathered_ = act(experts_ * block);
-    proj_gathered_ = act(experts_ * block);
+    fc_gathered_ = arena_.act(experts_ * block);
+    proj_gathered_ = arena_.act(experts_ * block);
     for (int64_t e = 0; e < experts_; ++e) {
       fc_gather_.emplace_back(grid.axis(CommAxis::z), fc_ + e * shard, fc_gathered_ + e * block, shard);
       proj_gather_.emplace_back(grid.axis(CommAxis::z), proj_ + e * shard, proj_gathered_ + e * block, shard);
@@ -48,40 +48,24 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   }
 
   const int64_t m = m_, E = experts_, k = top_k_, R = rows_;
-  logits_ = floats(m * E);
-  probs_ = floats(m * E);
-  gates_ = floats(m * k);
-  choices_ = ints(m * k);
-  slots_ = ints(m * k);
-  token_of_row_ = ints(R);
-  row_gates_ = floats(R);
-  rows_in_ = act(R * c_);
-  fc_out_ = act(R * hidden_);
-  gelu_out_ = act(R * hidden_);
-  rows_out_ = act(R * c_);
-  coef_ = floats(E);
-  statistics_ = floats(moe_statistics(model));
-  d_rows_out_ = act(R * c_);
-  d_gelu_ = act(R * hidden_);
-  d_rows_in_ = act(R * c_);
-  d_gates_ = floats(m * k);
-  d_logits_ = floats(m * E);
-}
-
-ActPtr MoeLayer::act(int64_t elements) {
-  const ElementType type = backend_.activation_type();
-  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * element_size(type));
-  return ActPtr(buffers_.back().data(), type);
-}
-
-float* MoeLayer::floats(int64_t elements) {
-  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * sizeof(float));
-  return reinterpret_cast<float*>(buffers_.back().data());
-}
-
-int32_t* MoeLayer::ints(int64_t elements) {
-  buffers_.emplace_back(backend_, static_cast<size_t>(elements) * sizeof(int32_t));
-  return reinterpret_cast<int32_t*>(buffers_.back().data());
+  logits_ = arena_.floats(m * E);
+  probs_ = arena_.floats(m * E);
+  gates_ = arena_.floats(m * k);
+  choices_ = arena_.ints(m * k);
+  slots_ = arena_.ints(m * k);
+  token_of_row_ = arena_.ints(R);
+  row_gates_ = arena_.floats(R);
+  rows_in_ = arena_.act(R * c_);
+  fc_out_ = arena_.act(R * hidden_);
+  gelu_out_ = arena_.act(R * hidden_);
+  rows_out_ = arena_.act(R * c_);
+  coef_ = arena_.floats(E);
+  statistics_ = arena_.floats(moe_statistics(model));
+  d_rows_out_ = arena_.act(R * c_);
+  d_gelu_ = arena_.act(R * hidden_);
+  d_rows_in_ = arena_.act(R * c_);
+  d_gates_ = arena_.floats(m * k);
+  d_logits_ = arena_.floats(m * E);
 }
 
 void MoeLayer::upload(int32_t* device, const std::vector<int32_t>& host) {
@@ -135,14 +119,14 @@ void MoeLayer::reduce_statistics(float loss_scale) {
   // probability of expert i is w·E·f_i / tokens, here times the micro-batch's share of the
   // step (tokens·loss_scale), as the language-model loss is.
   double loss = 0;
-  coef_host_.assign(static_cast<size_t>(E), 0.0f);
+  std::vector<float> coef(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e) {
     const double f = pairs > 0 ? host[static_cast<size_t>(e)] / pairs : 0;
     const double P = tokens > 0 ? host[static_cast<size_t>(E + e)] / tokens : 0;
     loss += aux_weight_ * static_cast<double>(E) * f * P;
-    coef_host_[static_cast<size_t>(e)] = static_cast<float>(aux_weight_ * static_cast<double>(E) * f * loss_scale);
+    coef[static_cast<size_t>(e)] = static_cast<float>(aux_weight_ * static_cast<double>(E) * f * loss_scale);
   }
-  upload(coef_, coef_host_);
+  upload(coef_, coef);
   stats_.balance_loss += loss;
   stats_.routed_pairs += pairs;
   stats_.dropped_pairs += host.back();

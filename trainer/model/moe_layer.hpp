@@ -25,6 +25,7 @@
 #include "comm/comm_grid.hpp"
 #include "layout/layout_inputs.hpp"
 #include "trainer/backend.hpp"
+#include "trainer/model/device_arena.hpp"
 #include "trainer/model/grad_scatter.hpp"
 #include "trainer/model/parameter_store.hpp"
 #include "trainer/model/routing_plan.hpp"
@@ -66,9 +67,6 @@ class MoeLayer {
   void reset_statistics() { stats_ = {}; }
 
  private:
-  ActPtr act(int64_t elements);
-  float* floats(int64_t elements);
-  int32_t* ints(int64_t elements);
   void upload(int32_t* device, const std::vector<int32_t>& host);
   void upload(float* device, const std::vector<float>& host);
   // Copies the router's choices to the host, plans the rows and uploads the plan.
@@ -93,11 +91,11 @@ class MoeLayer {
                     int64_t k_local, int64_t n_local, GradScatter& scatter);
 
   Backend& backend_;
+  DeviceArena arena_;  // every buffer below, allocated in the constructor
   CommGrid& grid_;
   int64_t experts_, top_k_, sequence_, capacity_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y
   float aux_weight_;
   bool z_split_;
-  std::vector<DeviceBuffer<std::byte>> buffers_;
 
   // Parameters, per expert e at e·(their shard).
   float* router_;
@@ -116,7 +114,6 @@ class MoeLayer {
   float* row_gates_;                  // [R]
   ActPtr rows_in_, fc_out_, gelu_out_, rows_out_;
   RoutingPlan plan_;
-  std::vector<float> coef_host_;
   float* coef_;        // [E]: d(balance loss)/d(probability of expert i), every token
   float* statistics_;  // [2E + 1]: routed per expert, probability sums, dropped
   // Backward scratch.
