@@ -8,7 +8,11 @@
 
 namespace axonn {
 
-char axis_letter(Axis axis) { return "xyzd"[static_cast<int>(axis)]; }
+char axis_letter(Axis axis) {
+  if (axis == Axis::expert || axis == Axis::expert_data)
+    throw LayoutError("axis " + axis_name(axis) + " is a cut of the data axis, not a grid axis with a letter");
+  return "xyzd"[static_cast<int>(axis)];
+}
 
 std::string axis_name(Axis axis) { return comm_axis_name(comm_axis(axis)); }
 
@@ -31,6 +35,9 @@ const int& along(const PerAxis& s, Axis a) {
       return s.z;
     case Axis::data:
       break;
+    case Axis::expert:
+    case Axis::expert_data:
+      throw LayoutError("axis " + axis_name(a) + " is a cut of the data axis: use Layout::coordinate and Layout::size");
   }
   return s.data;
 }
@@ -41,7 +48,17 @@ const int& Coords::operator[](Axis a) const { return along(*this, a); }
 
 int& Coords::operator[](Axis a) { return const_cast<int&>(std::as_const(*this)[a]); }
 
-int Layout::size(Axis a) const { return along(*this, a); }
+int Layout::size(Axis a) const {
+  if (a == Axis::expert) return experts;
+  if (a == Axis::expert_data) return data / experts;
+  return along(*this, a);
+}
+
+int Layout::coordinate(const Coords& c, Axis a) const {
+  if (a == Axis::expert) return c.data % experts;
+  if (a == Axis::expert_data) return c.data / experts;
+  return c[a];
+}
 
 int Layout::stride(Axis a) const {
   int s = 1;

@@ -11,11 +11,17 @@
 
 namespace axonn {
 
-// A grid axis. Tensor-parallel axes x, y, z, then data parallel.
-enum class Axis { x = 0, y = 1, z = 2, data = 3 };
+// A grid axis. Tensor-parallel axes x, y, z, then data parallel; then the two cuts of the
+// data axis by expert parallelism E_p, which split and replicate expert parameters
+// (trainer/model/parameters.hpp) but are not axes of the rank numbering: `expert`, the expert
+// rank d mod E_p (size E_p), and `expert_data`, d / E_p (size G_data/E_p: the data
+// coordinates holding the same experts, the whole data axis at E_p = 1). Their values are
+// the CommAxis values of the same names.
+enum class Axis { x = 0, y = 1, z = 2, data = 3, expert = 5, expert_data = 6 };
+// The grid axes (the rank numbering's), without the data axis' cuts.
 inline constexpr std::array<Axis, 4> kAllAxes = {Axis::x, Axis::y, Axis::z, Axis::data};
-char axis_letter(Axis axis);        // 'x', 'y', 'z', 'd'
-std::string axis_name(Axis axis);   // "x", "y", "z", "data"
+char axis_letter(Axis axis);        // 'x', 'y', 'z', 'd' (grid axes only)
+std::string axis_name(Axis axis);   // "x", "y", "z", "data", "expert", "expert_data"
 
 // The groups communication is counted on: the four grid axes, the whole job (the per-step
 // loss all-reduce), and in MoE jobs the two cuts of the data axis by expert parallelism:
@@ -37,8 +43,10 @@ class LayoutError : public Error {
   explicit LayoutError(const std::string& message, int exit_code = exit_code::bad_input) : Error(message, exit_code) {}
 };
 
+// A rank's coordinates on the grid axes (Layout::coordinate also gives the data axis' cuts).
 struct Coords {
   int x = 0, y = 0, z = 0, data = 0;
+  // A grid axis' coordinate; throws LayoutError for the cuts `expert` and `expert_data`.
   const int& operator[](Axis a) const;
   int& operator[](Axis a);
   bool operator==(const Coords&) const = default;
@@ -54,7 +62,9 @@ struct Layout {
   // coordinates (the nearest in rank numbering). 1: every rank holds every expert.
   int experts = 1;
 
-  int size(Axis a) const;
+  int size(Axis a) const;  // every Axis, the data axis' cuts included
+  // The coordinate of `c` along `a`, the data axis' cuts included.
+  int coordinate(const Coords& c, Axis a) const;
   int world() const { return data * x * y * z; }
   int tensor_parallel() const { return x * y * z; }
   // Distance in rank numbers between neighbours along `a`: product of the faster axes.

@@ -47,10 +47,6 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
       overlap_comm_(overlap_comm),
       recompute_(recompute) {
   const Layout& g = grid.layout();
-  if (g.experts > 1)
-    throw LayoutError("layout " + format_layout(g) + " asks for expert parallelism " + std::to_string(g.experts) +
-                      ", but this trainer keeps every expert of an MoE model on every rank (expert parallelism 1): " +
-                      "drop 'e" + std::to_string(g.experts) + "' from the layout");
   const int64_t C = model.hidden, T = model.sequence, V = model.vocab;
   mb_ = micro_batch;
   m_ = mb_ * T;

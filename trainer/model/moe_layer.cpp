@@ -13,14 +13,20 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   const Layout& g = grid.layout();
   const int64_t C = model.hidden;
   experts_ = model.experts;
+  expert_ranks_ = g.experts;
+  local_experts_ = experts_ / expert_ranks_;
   top_k_ = model.top_k;
   sequence_ = model.sequence;
   capacity_ = expert_capacity_per_sequence(model);
+  segment_ = int64_t{micro_batch} * capacity_;
   m_ = int64_t{micro_batch} * model.sequence;
   BatchSplit split;
   split.micro_batch = micro_batch;
   split.tokens = m_;
   rows_ = moe_shape(model, split).rows;
+  // The received rows: this rank's own at E_p = 1; with a capacity the same count (each
+  // source's fixed segments); dropless at most every source's every row.
+  const int64_t received_max = expert_ranks_ > 1 && capacity_ == 0 ? expert_ranks_ * rows_ : rows_;
   c_ = C / g.x;
   hidden_ = 4 * C / g.y;
   aux_weight_ = static_cast<float>(model.aux_loss_weight);
@@ -39,15 +45,16 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   d_proj_bias_ = params.grad(p + "experts.proj.bias");
   if (z_split_) {
     const int64_t block = expert_block(), shard = block / g.z;
-    fc_gathered_ = arena_.act(experts_ * block);
-    proj_gathered_ = arena_.act(experts_ * block);
-    for (int64_t e = 0; e < experts_; ++e) {
+    fc_gathered_ = arena_.act(local_experts_ * block);
+    proj_gathered_ = arena_.act(local_experts_ * block);
+    for (int64_t e = 0; e < local_experts_; ++e) {
       fc_gather_.emplace_back(grid.axis(CommAxis::z), fc_ + e * shard, fc_gathered_ + e * block, shard);
       proj_gather_.emplace_back(grid.axis(CommAxis::z), proj_ + e * shard, proj_gathered_ + e * block, shard);
     }
   }
 
-  const int64_t m = m_, E = experts_, k = top_k_, R = rows_;
+  const int64_t m = m_, E = experts_, k = top_k_, R = rows_, Rr = received_max;
+  const bool exchanges = expert_ranks_ > 1;  // else the received rows are this rank's own
   logits_ = arena_.floats(m * E);
   probs_ = arena_.floats(m * E);
   gates_ = arena_.floats(m * k);
@@ -56,14 +63,20 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   token_of_row_ = arena_.ints(R);
   row_gates_ = arena_.floats(R);
   rows_in_ = arena_.act(R * c_);
-  fc_out_ = arena_.act(R * hidden_);
-  gelu_out_ = arena_.act(R * hidden_);
   rows_out_ = arena_.act(R * c_);
+  expert_in_ = exchanges ? arena_.act(Rr * c_) : rows_in_;
+  fc_out_ = arena_.act(Rr * hidden_);
+  gelu_out_ = arena_.act(Rr * hidden_);
+  expert_out_ = exchanges ? arena_.act(Rr * c_) : rows_out_;
+  counts_sent_ = exchanges ? arena_.floats(E) : nullptr;
+  counts_received_ = exchanges ? arena_.floats(E) : nullptr;
   coef_ = arena_.floats(E);
   statistics_ = arena_.floats(moe_statistics(model));
   d_rows_out_ = arena_.act(R * c_);
-  d_gelu_ = arena_.act(R * hidden_);
   d_rows_in_ = arena_.act(R * c_);
+  d_expert_out_ = exchanges ? arena_.act(Rr * c_) : d_rows_out_;
+  d_gelu_ = arena_.act(Rr * hidden_);
+  d_expert_in_ = exchanges ? arena_.act(Rr * c_) : d_rows_in_;
   d_gates_ = arena_.floats(m * k);
   d_logits_ = arena_.floats(m * E);
 }
@@ -93,6 +106,42 @@ void MoeLayer::plan(int64_t m) {
   upload(slots_, plan_.slots);
   upload(token_of_row_, plan_.token_of_row);
   upload(row_gates_, row_gates);
+}
+
+void MoeLayer::plan_exchange() {
+  if (expert_ranks_ == 1) {
+    exchange_ = plan_expert_exchange(plan_.used, plan_.used, 1, segment_);
+    return;
+  }
+  // Each rank's plan lists its rows expert by expert, so the counts for expert rank j's
+  // experts are the j-th E_l of them: one all-to-all of E_l counts per peer (float32, exact
+  // below 2^24 rows).
+  const auto E = static_cast<size_t>(experts_);
+  std::vector<float> counts(E);
+  for (size_t e = 0; e < E; ++e) counts[e] = static_cast<float>(plan_.used[e]);
+  upload(counts_sent_, counts);
+  grid_.axis(CommAxis::expert)
+      .all_to_all(counts_sent_, counts_received_, static_cast<size_t>(local_experts_), ElementType::float32);
+  backend_.copy_to_host(counts.data(), counts_received_, E * sizeof(float));
+  std::vector<int64_t> received(E);
+  for (size_t i = 0; i < E; ++i) received[i] = static_cast<int64_t>(counts[i]);
+  exchange_ = plan_expert_exchange(plan_.used, received, expert_ranks_, segment_);
+}
+
+void MoeLayer::to_experts(ConstActPtr rows, ActPtr received) {
+  if (expert_ranks_ == 1) return;  // the same buffer
+  std::vector<size_t> sent = exchange_.send_rows, got = exchange_.receive_rows;
+  for (size_t& n : sent) n *= static_cast<size_t>(c_);
+  for (size_t& n : got) n *= static_cast<size_t>(c_);
+  grid_.axis(CommAxis::expert).all_to_allv(rows.raw(), sent, received.raw(), got, rows.type());
+}
+
+void MoeLayer::from_experts(ConstActPtr received, ActPtr rows) {
+  if (expert_ranks_ == 1) return;
+  std::vector<size_t> sent = exchange_.receive_rows, got = exchange_.send_rows;
+  for (size_t& n : sent) n *= static_cast<size_t>(c_);
+  for (size_t& n : got) n *= static_cast<size_t>(c_);
+  grid_.axis(CommAxis::expert).all_to_allv(received.raw(), sent, rows.raw(), got, received.type());
 }
 
 void MoeLayer::reduce_statistics(float loss_scale) {
@@ -135,36 +184,38 @@ void MoeLayer::reduce_statistics(float loss_scale) {
 }
 
 void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
-  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, R = rows_;
+  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_;
   backend_.router_logits(logits_, in, router_, m, c, E);
   grid_.axis(CommAxis::x).all_reduce(logits_, static_cast<size_t>(m * E), ElementType::float32);
   backend_.router_top_k(probs_, choices_, gates_, logits_, m, E, k);
   plan(m);
   reduce_statistics(loss_scale);
+  plan_exchange();
 
-  const bool padded = capacity_ > 0;  // rows no token uses stay zero through every collective
-  if (padded) {
-    zero(fc_out_, R * h);
-    zero(rows_out_, R * c);
+  for (int64_t e = 0; e < E; ++e)
+    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
+      backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[static_cast<size_t>(e)], nullptr,
+                           n, m, c);
+  to_experts(rows_in_, expert_in_);
+  const int64_t Rr = exchange_.received;
+  if (capacity_ > 0) {  // rows no token uses stay zero through every collective
+    zero(fc_out_, Rr * h);
+    zero(expert_out_, Rr * c);
   }
-  for (int64_t e = 0; e < E; ++e) {
-    const auto ei = static_cast<size_t>(e);
-    if (z_split_) {
-      fc_gather_[ei].complete();
-      proj_gather_[ei].complete();
-    }
-    if (const int64_t n = plan_.used[ei]; n > 0)
-      backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[ei], nullptr, n, m, c);
+  for (size_t e = 0; e < fc_gather_.size(); ++e) {
+    fc_gather_[e].complete();
+    proj_gather_[e].complete();
   }
-  expert_gemms(Weight::fc, Transpose::no, rows_in_, fc_out_);
-  grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(R * h), fc_out_.type());
+  expert_gemms(Weight::fc, Transpose::no, expert_in_, fc_out_);
+  grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(Rr * h), fc_out_.type());
   add_expert_biases(fc_out_, fc_bias_, h);
-  backend_.gelu_forward(gelu_out_, fc_out_, R * h);
-  expert_gemms(Weight::proj, Transpose::no, gelu_out_, rows_out_);
-  grid_.axis(CommAxis::y).all_reduce(rows_out_.raw(), static_cast<size_t>(R * c), rows_out_.type());
-  add_expert_biases(rows_out_, proj_bias_, c);
+  backend_.gelu_forward(gelu_out_, fc_out_, Rr * h);
+  expert_gemms(Weight::proj, Transpose::no, gelu_out_, expert_out_);
+  grid_.axis(CommAxis::y).all_reduce(expert_out_.raw(), static_cast<size_t>(Rr * c), expert_out_.type());
+  add_expert_biases(expert_out_, proj_bias_, c);
+  from_experts(expert_out_, rows_out_);
   zero(out, m * c);
-  backend_.combine_rows(out, rows_out_, slots_, gates_, m, k, R, c);
+  backend_.combine_rows(out, rows_out_, slots_, gates_, m, k, rows_, c);
 }
 
 void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out) {
@@ -175,29 +226,29 @@ void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, A
   const ConstActPtr shards = which == Weight::fc ? fc_ : proj_;
   const ActPtr gathered = which == Weight::fc ? fc_gathered_ : proj_gathered_;
   const int64_t block = expert_block();
-  for (int64_t e = 0; e < experts_; ++e) {
-    const int64_t n = plan_.used[static_cast<size_t>(e)];
-    if (n == 0) continue;
+  for (const ExpertChunk& chunk : exchange_.chunks) {
+    if (chunk.rows == 0) continue;
+    const int64_t e = chunk.expert;
     const ConstActPtr w = z_split_ ? ConstActPtr(gathered + e * block) : shards + e * block;
-    backend_.gemm(Transpose::no, transpose, n, out_width, in_width, 1.0f, rows_of(in, e, in_width), in_width, w, cols,
-                  0.0f, rows_of(out, e, out_width), out_width);
+    backend_.gemm(Transpose::no, transpose, chunk.rows, out_width, in_width, 1.0f, in + chunk.start * in_width,
+                  in_width, w, cols, 0.0f, out + chunk.start * out_width, out_width);
   }
 }
 
 void MoeLayer::add_expert_biases(ActPtr rows, const float* bias, int64_t width) {
-  for (int64_t e = 0; e < experts_; ++e)
-    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
-      backend_.bias_forward(rows_of(rows, e, width), bias + e * width, n, width, width);
+  for (const ExpertChunk& chunk : exchange_.chunks)
+    if (chunk.rows > 0)
+      backend_.bias_forward(rows + chunk.start * width, bias + chunk.expert * width, chunk.rows, width, width);
 }
 
 void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatter& scatter) {
-  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, R = rows_;
+  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, R = rows_, Rr = exchange_.received;
   const bool padded = capacity_ > 0;
   // The combine's gradients: each used row's (its gate times its token's), each gate's.
   if (padded) {
     zero(d_rows_out_, R * c);
-    zero(d_gelu_, R * h);
-    zero(d_rows_in_, R * c);
+    zero(d_gelu_, Rr * h);
+    zero(d_expert_in_, Rr * c);
   }
   for (int64_t e = 0; e < E; ++e) {
     const auto ei = static_cast<size_t>(e);
@@ -205,19 +256,21 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
       backend_.gather_rows(rows_of(d_rows_out_, e, c), dout, token_of_row_ + plan_.listed[ei],
                            row_gates_ + plan_.listed[ei], n, m, c);
   }
+  to_experts(d_rows_out_, d_expert_out_);
   backend_.combine_gates_grad(d_gates_, dout, rows_out_, slots_, m, k, R, c);
   grid_.axis(CommAxis::x).all_reduce(d_gates_, static_cast<size_t>(m * k), ElementType::float32);
 
-  // proj: d(gelu out) = d(rows out)·W^T summed over x, then through the GELU; dW, dbias.
-  expert_gemms(Weight::proj, Transpose::yes, d_rows_out_, d_gelu_);
-  grid_.axis(CommAxis::x).all_reduce(d_gelu_.raw(), static_cast<size_t>(R * h), d_gelu_.type());
-  backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, R * h);
-  weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_rows_out_, h, c, scatter);
+  // proj: d(gelu out) = d(expert out)·W^T summed over x, then through the GELU; dW, dbias.
+  expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_gelu_);
+  grid_.axis(CommAxis::x).all_reduce(d_gelu_.raw(), static_cast<size_t>(Rr * h), d_gelu_.type());
+  backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, Rr * h);
+  weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_expert_out_, h, c, scatter);
 
-  // fc: d(rows in) = d(fc out)·W^T summed over y; dW, dbias.
-  expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_rows_in_);
-  grid_.axis(CommAxis::y).all_reduce(d_rows_in_.raw(), static_cast<size_t>(R * c), d_rows_in_.type());
-  weight_grads(d_fc_, d_fc_bias_, h, rows_in_, d_gelu_, c, h, scatter);
+  // fc: d(expert in) = d(fc out)·W^T summed over y; dW, dbias.
+  expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_);
+  grid_.axis(CommAxis::y).all_reduce(d_expert_in_.raw(), static_cast<size_t>(Rr * c), d_expert_in_.type());
+  weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
+  from_experts(d_expert_in_, d_rows_in_);
 
   // Back to the tokens: each token's rows summed, then the router's path added.
   zero(d_in, m * c);
@@ -230,21 +283,20 @@ void MoeLayer::weight_grads(float* grad, float* bias_grad, int64_t bias_width, C
                             int64_t k_local, int64_t n_local, GradScatter& scatter) {
   const int64_t block = k_local * n_local;
   const int64_t shard = z_split_ ? block / grid_.layout().z : block;
-  for (int64_t e = 0; e < experts_; ++e) {
-    const auto ei = static_cast<size_t>(e);
-    const int64_t n = plan_.used[ei];
-    float* dbias = n > 0 ? bias_grad + e * bias_width : nullptr;
-    const ConstActPtr xe = rows_of(x, e, k_local), dye = rows_of(dy, e, n_local);
-    if (!z_split_) {
-      if (n > 0) backend_.linear_weight_grad(grad + e * shard, 1.0f, dbias, xe, dye, n, n_local, k_local);
-      continue;
+  for (int64_t e = 0; e < local_experts_; ++e) {
+    float* dbias = bias_grad + e * bias_width;
+    // Without a z split the chunks add to the gradient; with one, to a block that is then
+    // reduce-scattered: every expert's, also an expert no row reached here (others' may have).
+    float* dw = z_split_ ? scatter.block(block) : grad + e * shard;
+    float beta = z_split_ ? 0.0f : 1.0f;
+    for (const ExpertChunk& chunk : exchange_.chunks) {
+      if (chunk.expert != e || chunk.rows == 0) continue;
+      backend_.linear_weight_grad(dw, beta, dbias, x + chunk.start * k_local, dy + chunk.start * n_local, chunk.rows,
+                                  n_local, k_local);
+      beta = 1.0f;
     }
-    // Every expert's dW is reduce-scattered, also an expert no row chose here (others' may have).
-    float* dw = scatter.block(block);
-    if (n > 0)
-      backend_.linear_weight_grad(dw, 0.0f, dbias, xe, dye, n, n_local, k_local);
-    else
-      backend_.memset_zero(dw, static_cast<size_t>(block) * sizeof(float));
+    if (!z_split_) continue;
+    if (beta == 0.0f) backend_.memset_zero(dw, static_cast<size_t>(block) * sizeof(float));
     scatter.add_to(grad + e * shard, dw, shard);
   }
 }

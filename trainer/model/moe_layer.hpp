@@ -1,19 +1,25 @@
 #pragma once
 // An MoE block's MLP on one rank (docs/moe.md): a float32 router [C, E] picks each token's
-// top-k experts, the tokens are copied into the experts' row buffer (routing_plan.hpp), each
-// expert (a GPT-2 MLP, fc and proj sharded over x, y and z exactly as the dense MLP's) runs
-// on its rows, and each token's output is the gate-weighted sum of its experts' rows. Every
-// rank holds every expert.
+// top-k experts, the tokens are copied into a row buffer expert by expert (routing_plan.hpp),
+// the rows go to the rank holding their expert (expert_exchange.hpp), each expert (a GPT-2
+// MLP, fc and proj sharded over x, y and z exactly as the dense MLP's) runs on the rows it
+// received, the outputs go back, and each token's output is the gate-weighted sum of its
+// experts' rows. Expert rank r (of E_p) holds the E_l = E/E_p experts [r·E_l, (r+1)·E_l); at
+// E_p = 1 every rank holds every expert and nothing is exchanged.
 //
-// Shapes on this rank (m = mb·T tokens, c = C/G_x, cy = C/G_y, R = MoeShape::rows):
+// Shapes on this rank (m = mb·T tokens, c = C/G_x, h = 4C/G_y, R = MoeShape::rows, R_r the
+// received rows: R at E_p = 1 or with a capacity; dropless with E_p > 1 up to E_p·m·k):
 //   input and output [m, c] (the residual stream's columns), router shard [c, E],
 //   logits and probabilities [m, E] float32, choices and gates [m, k],
-//   expert rows: input [R, c], fc output and its GELU [R, 4cy], output [R, c].
+//   this rank's rows (sent and returned) [R, c]; the received rows [R_r, c], their fc output
+//   and its GELU [R_r, h], their output [R_r, c].
 // Collectives per micro-batch (layout_volume.cpp counts the same): logits all-reduced over x;
-// the routing statistics over z and data; each expert's two weights gathered over z; the fc
-// output summed over x and the proj output over y, once for all experts' rows; backward, the
-// gates' gradient over x, the rows' gradients over x and y, each expert's dW reduce-scattered
-// over z.
+// the routing statistics over z and data; each local expert's two weights gathered over z;
+// with E_p > 1 the rows' counts, the rows and the outputs exchanged over the expert group
+// (all-to-all); the fc output summed over x and the proj output over y, once for all
+// received rows; backward, the gates' gradient over x, the outputs' gradients to the experts
+// and the inputs' gradients back (E_p > 1), the rows' gradients over x and y, each local
+// expert's dW reduce-scattered over z.
 //
 // The balance loss (Switch/GShard) w·E·Σ_i f_i·P_i, f_i the fraction of the routed (token,
 // choice) pairs that chose expert i, P_i the mean router probability of expert i, both over
@@ -26,6 +32,7 @@
 #include "layout/layout_inputs.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/model/device_arena.hpp"
+#include "trainer/model/expert_exchange.hpp"
 #include "trainer/model/grad_scatter.hpp"
 #include "trainer/model/parameter_store.hpp"
 #include "trainer/model/routing_plan.hpp"
@@ -45,14 +52,13 @@ struct MoeStatistics {
 class MoeLayer {
  public:
   // layer: the block's index (parameter names h.<layer>.mlp.*); fc_weight, proj_weight: the
-  // GEMMs' copy of the experts' shards (every expert's, expert by expert); micro_batch: mb
-  // sequences.
+  // GEMMs' copy of the local experts' shards, expert by expert; micro_batch: mb sequences.
   MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, int layer, int micro_batch,
            ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight);
   MoeLayer(const MoeLayer&) = delete;
   MoeLayer& operator=(const MoeLayer&) = delete;
 
-  // Rows of the largest dW block an expert reduce-scatters over z (GradScatter's pairs fit it).
+  // Elements of the largest dW block an expert reduce-scatters over z (GradScatter's pairs fit it).
   int64_t expert_block() const { return c_ * hidden_; }
 
   // out (m, c) = Σ_s gate·expert_s(in) per token; keeps what backward reads. loss_scale: the
@@ -71,40 +77,46 @@ class MoeLayer {
   void upload(float* device, const std::vector<float>& host);
   // Copies the router's choices to the host, plans the rows and uploads the plan.
   void plan(int64_t m);
+  // The rows' counts to the expert ranks (E_p > 1) and where the received rows lie.
+  void plan_exchange();
   // Sums the routing statistics over z and data; sets the balance loss's gradient coef_.
   void reduce_statistics(float loss_scale);
-  // Expert e's part of a row buffer of `width` columns.
+  // This rank's rows [R, c] to their experts' ranks [R_r, c], and the experts' rows back.
+  void to_experts(ConstActPtr rows, ActPtr received);
+  void from_experts(ConstActPtr received, ActPtr rows);
+  // Expert e's part of this rank's row buffer of `width` columns.
   template <class Ptr>
   Ptr rows_of(Ptr buffer, int64_t e, int64_t width) const {
     return buffer + plan_.start[static_cast<size_t>(e)] * width;
   }
   void zero(ActPtr buffer, int64_t elements);
   enum class Weight { fc, proj };
-  // For every expert with rows: its rows of `out` = its rows of `in` · W (or W^T), W the
-  // expert's fc [c, 4cy] or proj [4cy, c] as the GEMMs read it (gathered over z when split).
+  // For every received chunk: its rows of `out` = its rows of `in` · W (or W^T), W its
+  // expert's fc [c, h] or proj [h, c] as the GEMMs read it (gathered over z when split).
   void expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out);
-  // Every expert's bias (width) added to its used rows of `rows`.
+  // Every chunk's expert's bias (width) added to its used rows of `rows`.
   void add_expert_biases(ActPtr rows, const float* bias, int64_t width);
-  // Every expert's dW (k_local, n_local) += x^T·dy over its rows, dbias (bias_width) += Σ dy,
-  // through the z reduce-scatter when the weights are split over z.
+  // Every local expert's dW (k_local, n_local) += x^T·dy over its chunks' rows, dbias
+  // (bias_width) += Σ dy, through the z reduce-scatter when the weights are split over z.
   void weight_grads(float* grad, float* bias_grad, int64_t bias_width, ConstActPtr x, ConstActPtr dy,
                     int64_t k_local, int64_t n_local, GradScatter& scatter);
 
   Backend& backend_;
   DeviceArena arena_;  // every buffer below, allocated in the constructor
   CommGrid& grid_;
-  int64_t experts_, top_k_, sequence_, capacity_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y
+  int64_t experts_, local_experts_, expert_ranks_;  // E, E_l, E_p
+  int64_t top_k_, sequence_, capacity_, segment_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y, segment_ = mb·cap
   float aux_weight_;
   bool z_split_;
 
-  // Parameters, per expert e at e·(their shard).
+  // Parameters, per local expert e at e·(their shard).
   float* router_;
   float* d_router_;
   ConstActPtr fc_, proj_;  // shards [c/G_z, hidden] and [hidden/G_z, c] (GEMM copy)
   float *d_fc_, *d_proj_;
   const float *fc_bias_, *proj_bias_;  // [hidden], [c]
   float *d_fc_bias_, *d_proj_bias_;
-  ActPtr fc_gathered_, proj_gathered_;  // [E][c, hidden], [E][hidden, c] when G_z > 1
+  ActPtr fc_gathered_, proj_gathered_;  // [E_l][c, hidden], [E_l][hidden, c] when G_z > 1
   std::vector<ZGather> fc_gather_, proj_gather_;
 
   // Kept from forward to backward.
@@ -112,12 +124,15 @@ class MoeLayer {
   int32_t *choices_, *slots_;         // [m, k]
   int32_t* token_of_row_;             // [R]
   float* row_gates_;                  // [R]
-  ActPtr rows_in_, fc_out_, gelu_out_, rows_out_;
+  ActPtr rows_in_, rows_out_;         // this rank's rows [R, c]: sent, and returned with the experts' outputs
+  ActPtr expert_in_, fc_out_, gelu_out_, expert_out_;  // received [R_r, c], [R_r, h] twice, [R_r, c]
   RoutingPlan plan_;
+  ExpertExchange exchange_;
+  float *counts_sent_, *counts_received_;  // [E]: the rows' counts exchange (E_p > 1)
   float* coef_;        // [E]: d(balance loss)/d(probability of expert i), every token
   float* statistics_;  // [2E + 1]: routed per expert, probability sums, dropped
-  // Backward scratch.
-  ActPtr d_rows_out_, d_gelu_, d_rows_in_;
+  // Backward scratch: this rank's rows' gradients [R, c] (sent, returned), the received ones.
+  ActPtr d_rows_out_, d_rows_in_, d_expert_out_, d_gelu_, d_expert_in_;
   float *d_gates_, *d_logits_;
   MoeStatistics stats_;
 };

@@ -20,13 +20,13 @@ std::string axes_text(const std::vector<Axis>& axes) {
 
 std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
   const int64_t C = m.hidden, V = m.vocab, T = m.sequence;
-  const Axis x = Axis::x, y = Axis::y, z = Axis::z;
+  const Axis x = Axis::x, y = Axis::y, z = Axis::z, expert = Axis::expert;
   // GPT-2 / nanoGPT initialization: N(0, 0.02), the residual projections scaled by
   // 1/sqrt(2L), biases 0, LayerNorm gain 1.
   const float std_weight = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
 
-  std::vector<ParamSpec> sharded, small_decayed, small;
+  std::vector<ParamSpec> sharded, small_decayed, small, expert_small;
   sharded.push_back({"wte", {V, C}, {{y}, {x, z}}, ParamGroup::sharded, true, ParamInit::normal, std_weight});
   for (int l = 0; l < m.layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
@@ -44,14 +44,14 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
     if (moe) {  // each expert's fc and proj sharded as the dense MLP's, one [E, ...] tensor each
       sharded.push_back({p + "mlp.experts.fc.weight",
                          {E, C, 4 * C},
-                         {{}, {x, z}, {y}},
+                         {{expert}, {x, z}, {y}},
                          ParamGroup::sharded,
                          true,
                          ParamInit::normal,
                          std_weight});
       sharded.push_back({p + "mlp.experts.proj.weight",
                          {E, 4 * C, C},
-                         {{}, {y, z}, {x}},
+                         {{expert}, {y, z}, {x}},
                          ParamGroup::sharded,
                          true,
                          ParamInit::normal,
@@ -79,10 +79,10 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
     small.push_back({p + "attn.proj.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
     ln("ln2");
     if (moe) {
-      small.push_back(
-          {p + "mlp.experts.fc.bias", {E, 4 * C}, {{}, {y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-      small.push_back(
-          {p + "mlp.experts.proj.bias", {E, C}, {{}, {x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+      expert_small.push_back(
+          {p + "mlp.experts.fc.bias", {E, 4 * C}, {{expert}, {y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+      expert_small.push_back(
+          {p + "mlp.experts.proj.bias", {E, C}, {{expert}, {x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
     } else {
       small.push_back({p + "mlp.fc.bias", {4 * C}, {{y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
       small.push_back({p + "mlp.proj.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
@@ -95,6 +95,7 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
   std::vector<ParamSpec> all = std::move(sharded);
   all.insert(all.end(), small_decayed.begin(), small_decayed.end());
   all.insert(all.end(), small.begin(), small.end());
+  all.insert(all.end(), expert_small.begin(), expert_small.end());
   return all;
 }
 
@@ -104,7 +105,7 @@ Rect shard_rect(const ParamSpec& spec, const Layout& layout, const Coords& coord
     int64_t ways = 1, block = 0;
     for (Axis a : spec.split[d]) {
       ways *= layout.size(a);
-      block = block * layout.size(a) + coords[a];
+      block = block * layout.size(a) + layout.coordinate(coords, a);
     }
     if (spec.shape[d] % ways != 0)
       throw LayoutError(spec.name + ": dimension " + std::to_string(d) + " (" + std::to_string(spec.shape[d]) +
@@ -117,13 +118,20 @@ Rect shard_rect(const ParamSpec& spec, const Layout& layout, const Coords& coord
   return r;
 }
 
+bool splits_over(const ParamSpec& spec, Axis axis) {
+  for (const auto& dim : spec.split)
+    for (Axis a : dim)
+      if (a == axis) return true;
+  return false;
+}
+
 std::vector<Axis> replica_axes(const ParamSpec& spec) {
   std::vector<Axis> out;
   for (Axis a : kAllAxes) {
-    bool used = false;
-    for (const auto& dim : spec.split)
-      for (Axis s : dim) used |= s == a;
-    if (!used) out.push_back(a);
+    if (splits_over(spec, a)) continue;
+    // Split over the expert ranks, a tensor is copied only among the data coordinates that
+    // hold the same experts.
+    out.push_back(a == Axis::data && splits_over(spec, Axis::expert) ? Axis::expert_data : a);
   }
   return out;
 }
@@ -137,11 +145,14 @@ const ParamSlot& ParameterLayout::slot(const std::string& name) const {
 namespace {
 
 // The bucket a tensor's gradient is synchronized in: "wte", "h.<l>" for a block's weights,
-// "small" for the rest (gradient_sync.hpp).
+// "h.<l>.experts" for an MoE block's experts' weights, "small.experts" for the experts'
+// biases, "small" for the rest (gradient_sync.hpp).
 std::string bucket_of(const ParamSpec& spec) {
-  if (spec.group == ParamGroup::small) return "small";
+  const bool expert = splits_over(spec, Axis::expert);
+  if (spec.group == ParamGroup::small) return expert ? "small.experts" : "small";
   if (spec.name == "wte") return "wte";
-  return spec.name.substr(0, spec.name.find('.', 2));  // "h.12.attn.qkv.weight" -> "h.12"
+  const std::string block = spec.name.substr(0, spec.name.find('.', 2));  // "h.12.attn.qkv.weight" -> "h.12"
+  return expert ? block + ".experts" : block;
 }
 
 }  // namespace

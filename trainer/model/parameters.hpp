@@ -20,11 +20,13 @@
 //   h.l.attn.qkv.bias [3, C] cols {y}; h.l.mlp.fc.bias [4C] {y};
 //   h.l.attn.proj.bias, h.l.mlp.proj.bias [C] {x}
 // In an MoE block (ModelShape::is_moe_block) the MLP is E experts and a router instead:
-//   h.l.mlp.experts.fc.weight   [E, C, 4C]  -, rows {x, z}, cols {y}                 (xy per expert)
-//   h.l.mlp.experts.proj.weight [E, 4C, C]  -, rows {y, z}, cols {x}                 (yx per expert)
-//   h.l.mlp.experts.fc.bias [E, 4C] {-, y}; h.l.mlp.experts.proj.bias [E, C] {-, x}
+//   h.l.mlp.experts.fc.weight   [E, C, 4C]  {expert}, rows {x, z}, cols {y}          (xy per expert)
+//   h.l.mlp.experts.proj.weight [E, 4C, C]  {expert}, rows {y, z}, cols {x}          (yx per expert)
+//   h.l.mlp.experts.fc.bias [E, 4C] {expert, y}; h.l.mlp.experts.proj.bias [E, C] {expert, x}
 //   h.l.mlp.router.weight   [C, E]      rows {x}  (float32 logits; decayed, beside wpe)
-// Each rank holds every expert (expert e's shard is the contiguous [e] slab of its rectangle).
+// Expert rank r (Axis::expert, data coordinate mod E_p) holds experts [r·E/E_p, (r+1)·E/E_p),
+// local expert e's shard the contiguous [e] slab of its rectangle; the copies of a rank's
+// experts are the ranks of its expert_data cut (replica_axes).
 // qkv as [C, 3, C] makes a rank's q, k and v columns one rectangle whose row-major storage
 // is the packed [rows, q|k|v] layout attention reads; reshaped to [C, 3C] it is GPT-2's c_attn.
 #include <cstdint>
@@ -37,7 +39,7 @@
 namespace axonn {
 
 enum class ParamGroup {
-  sharded,  // linear weights and wte: split over x, y and z, replicated over data only
+  sharded,  // linear weights and wte: split over x, y and z, replicated over data (experts' over expert_data)
   small,    // LayerNorm, biases, wpe: split over one tensor axis, gradients summed over z
 };
 
@@ -53,15 +55,20 @@ struct ParamSpec {
   float init_std = 0.0f;  // for ParamInit::normal
 };
 
-// In flat-buffer order: sharded weights, then small decayed (wpe), then small undecayed, so
-// that the decayed parameters are one prefix and the small ones one suffix of every buffer.
+// In flat-buffer order: sharded weights, then small decayed (routers, wpe), then small
+// undecayed, then the experts' biases, so that the decayed parameters are one prefix and the
+// small ones one suffix of every buffer.
 std::vector<ParamSpec> gpt_parameters(const ModelShape& model);
 
 // The rectangle of `spec` that the rank at `coords` holds. Throws LayoutError naming the
 // tensor, dimension and axes when the layout does not divide it.
 Rect shard_rect(const ParamSpec& spec, const Layout& layout, const Coords& coords);
 
-// Grid axes over which ranks hold identical copies of the shard (those not in any split).
+// Whether some dimension of `spec` is split over `axis`.
+bool splits_over(const ParamSpec& spec, Axis axis);
+
+// Axes over which ranks hold identical copies of the shard: the grid axes in no split, with
+// expert_data for data when the tensor is split over the expert ranks.
 std::vector<Axis> replica_axes(const ParamSpec& spec);
 
 // Where each tensor's shard lives in a rank's flat parameter (and gradient, Adam) buffers.
@@ -76,7 +83,7 @@ struct ParamSlot {
 // slots, followed by zeros up to `padded` elements (layout/model_plan.hpp, padded_bucket)
 // when the optimizer is sharded over data, so that it splits into `pieces` equal pieces.
 struct ParamBucket {
-  std::string name;    // "wte", "h.0", ..., "h.<L-1>", "small"
+  std::string name;    // "wte", "h.0", "h.0.experts" (MoE), ..., "small", "small.experts" (MoE)
   int64_t offset = 0;  // of its first slot
   int64_t count = 0;   // its slots' elements
   int64_t padded = 0;  // elements it occupies, count plus padding
@@ -85,14 +92,17 @@ struct ParamBucket {
 
 struct ParameterLayout {
   std::vector<ParamSlot> slots;      // gpt_parameters order
-  std::vector<ParamBucket> buckets;  // flat order: wte, h.0 ... h.<L-1>, small
+  std::vector<ParamBucket> buckets;  // flat order: wte, h.0 [h.0.experts] ... h.<L-1>, small [small.experts]
   int pieces = 1;                    // G_data when the optimizer is sharded, else 1
   int64_t total = 0;                 // elements per rank, padding included
   int64_t sharded = 0;               // the prefix holding ParamGroup::sharded tensors (the weight buckets)
   int64_t decayed = 0;               // the prefix with weight decay (sharded + wpe)
   const ParamSlot& slot(const std::string& name) const;      // throws std::out_of_range naming it
   const ParamBucket& bucket(const std::string& name) const;  // throws std::out_of_range naming it
-  const ParamBucket& small_bucket() const { return buckets.back(); }
+  const ParamBucket& small_bucket() const { return bucket("small"); }
+  // Whether `b` is an experts' bucket, "h.<l>.experts" or "small.experts", whose gradients
+  // are summed over the ranks holding the same experts (gradient_sync.hpp).
+  static bool holds_experts(const ParamBucket& b) { return b.name.ends_with(".experts"); }
 };
 
 // shard_optimizer: pad every bucket to G_data equal pieces (shards_optimizer(layout, it)).

@@ -84,7 +84,7 @@ bool TrainingCheckpoint::writes(size_t index, const StateSlice& slice) const {
   int64_t copies = 1, replica = 0;
   for (Axis a : replica_axes(slice.slot->spec)) {
     if (a == Axis::data && slice.split_over_data) continue;
-    replica = replica * layout.size(a) + at[a];
+    replica = replica * layout.size(a) + layout.coordinate(at, a);
     copies *= layout.size(a);
   }
   return static_cast<int64_t>(index) % copies == replica;
