@@ -5,6 +5,7 @@
 // sizes and continues exactly; a dense job refuses an MoE checkpoint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "layout/layout.hpp"
@@ -87,15 +88,19 @@ TEST_P(MoeLayouts, DroplessFiveStepsEqualTheSerialRun) {
   EXPECT_TRUE(contains(run.summary, "\"comm_bytes_match\": true")) << run.summary;
 }
 
+// Every layout of 2, 4 and 8 ranks, each with every expert parallelism E_p that divides both
+// G_data and E = 4 (1, 2, 4).
 std::vector<std::string> moe_layouts() {
   std::vector<std::string> out;
   for (int world : {2, 4, 8})
     for (int d = 1; d <= world; d *= 2)
       for (int x = 1; d * x <= world; x *= 2)
         for (int y = 1; d * x * y <= world; y *= 2)
-          out.push_back(std::to_string(d) + "x" + std::to_string(x) + "x" + std::to_string(y) + "x" +
-                        std::to_string(world / (d * x * y)));
+          for (int ep = 1; ep <= std::min(d, 4); ep *= 2)
+            out.push_back(std::to_string(d) + "x" + std::to_string(x) + "x" + std::to_string(y) + "x" +
+                          std::to_string(world / (d * x * y)) + (ep > 1 ? "e" + std::to_string(ep) : ""));
   out.push_back("2x2x1x2:zyxd");
+  out.push_back("4x1x2x1e2:zyxd");
   return out;
 }
 
@@ -126,7 +131,7 @@ TEST_F(MoeTrain, CapacityDropsTheSameTokensAtEveryLayout) {
   double dropped = 0;
   for (double d : serial.dropped) dropped += d;
   EXPECT_GT(dropped, 0) << "the capacity should drop tokens in 5 steps";
-  for (const char* layout : {"2x1x1x2", "1x2x2x1", "4x1x1x2"}) {
+  for (const char* layout : {"2x1x1x2", "1x2x2x1", "4x1x1x2", "2x1x1x2e2", "4x2x1x1e2", "4x1x1x2e4"}) {
     const MoeRun run = train_moe(dir_ / layout, layout, 5, 0, keys, 2);
     expect_same_moe_run(run, serial, layout);
     ASSERT_EQ(run.dropped.size(), serial.dropped.size()) << layout;
@@ -144,6 +149,22 @@ TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
     MoeRun want = full;
     want.steps.erase(want.steps.begin(), want.steps.begin() + 3);
     expect_same_moe_run(resumed, want, std::string("resumed at ") + layout);
+  }
+}
+
+// Saved at E_p = 4 on 8 ranks, where each rank holds one expert, the run continues at E_p = 1
+// and 2 and at worlds 3 and 6 (E_p 1 and 2): the same losses, and the same weights at its
+// end, as the uninterrupted run.
+TEST_F(MoeTrain, SavedAtExpertParallelism4ContinuesAtOtherExpertParallelisms) {
+  const MoeRun full = train_moe(dir_ / "full", "4x1x1x2e4", 6, 3, "", 2);
+  ASSERT_EQ(full.steps.size(), 6u);
+  for (const char* layout : {"1x1x1x1", "2x2x1x1e2", "3x1x1x1", "6x1x1x1e2"}) {
+    const auto dir = copy_checkpoint_step(dir_ / "full", 3, dir_ / (std::string("resume-") + layout));
+    const MoeRun resumed = train_moe(dir, layout, 6, 3);
+    MoeRun want = full;
+    want.steps.erase(want.steps.begin(), want.steps.begin() + 3);
+    expect_same_moe_run(resumed, want, std::string("resumed at ") + layout);
+    EXPECT_TRUE(contains(resumed.summary, "\"comm_bytes_match\": true")) << resumed.summary;
   }
 }
 

@@ -24,6 +24,7 @@ struct ExpertChunk {
   int64_t expert = 0;  // local expert index, [0, E_l)
   int64_t start = 0;   // first row in the received buffer
   int64_t rows = 0;    // rows in use (the padding after them, capacity mode, is not computed)
+  bool operator==(const ExpertChunk&) const = default;
 };
 
 struct ExpertExchange {
