@@ -42,9 +42,11 @@ const MeasuredTier* measured_tier(const Machine& m, LinkTier tier) {
 
 // The MoE blocks' GEMMs on one rank per micro-batch: each expert row through fc and proj
 // (forward, dX, dW), and the router's logits and their two gradients. With a capacity the
-// experts' rows are an upper bound: empty slots are not computed.
+// experts' rows are an upper bound: empty slots are not computed. With expert parallelism a
+// rank's E_l experts run on the R_r rows they receive, `rows` exactly with a capacity and on
+// average dropless (MoeShape), so the FLOPs are the same at every E_p.
 double moe_flops_per_micro_batch(const ModelShape& model, const Layout& g, const BatchSplit& split) {
-  const MoeShape moe = moe_shape(model, split);
+  const MoeShape moe = moe_shape(model, split, g);
   if (moe.layers == 0) return 0;
   const double c_local = static_cast<double>(model.hidden / g.x), hidden_local = 4.0 * model.hidden / g.y;
   const double experts = 2 * 6.0 * static_cast<double>(moe.rows) * c_local * hidden_local;

@@ -37,6 +37,15 @@ bool for_each_dividing_split(const ChooserInput& in, int64_t max_world, int64_t 
   return true;
 }
 
+// Whether `l`'s sizes run the job at one of the expert parallelisms the chooser tries.
+bool runs(const ChooserInput& input, Layout l) {
+  for (int experts : expert_parallelisms(input, l.data)) {
+    l.experts = experts;
+    if (layout_runs(input, l)) return true;
+  }
+  return false;
+}
+
 // Where a layout runs near the job's rank count, in whole nodes: the largest count below it
 // and the smallest above it.
 struct Nearest {
@@ -54,7 +63,7 @@ Nearest nearest_running_counts(const ChooserInput& input) {
     std::optional<int>& side = w < world ? n.below : n.above;
     if (side && (w < world ? *side >= w : *side <= w)) return;  // not nearer
     at.machine.nodes = w / per_node;
-    if (layout_runs(at, l)) side = w;
+    if (runs(at, l)) side = w;
   });
   return n;
 }
@@ -98,7 +107,7 @@ std::string smallest_fitting_change(const ChooserInput& input) {
     if (first_indivisible(input.model, input.batch, l).check >= 0) continue;
     if (!dividing) dividing = l;
     if (!policy_problem(input.policy, l).empty()) continue;
-    if (layout_runs(input, l)) return "";
+    if (runs(input, l)) return "";
     allowed.push_back(l);
   }
   if (!dividing) {
@@ -122,7 +131,7 @@ std::string smallest_fitting_change(const ChooserInput& input) {
   for (auto mb = sizes.rbegin(); mb != sizes.rend(); ++mb) {
     if (*mb >= input.batch.micro_batch) continue;
     smaller.batch.micro_batch = static_cast<int>(*mb);
-    if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return layout_runs(smaller, l); })) {
+    if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return runs(smaller, l); })) {
       options.push_back("micro_batch <= " + std::to_string(*mb));
       break;
     }
@@ -133,7 +142,7 @@ std::string smallest_fitting_change(const ChooserInput& input) {
     for (Recompute mode : kRecomputeModes) {
       if (static_cast<int>(mode) <= static_cast<int>(*input.recompute)) continue;
       recomputing.recompute = mode;
-      if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return layout_runs(recomputing, l); })) {
+      if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return runs(recomputing, l); })) {
         options.push_back(std::string("training.recompute = \"") + recompute_name(mode) + "\"");
         break;
       }
@@ -143,7 +152,7 @@ std::string smallest_fitting_change(const ChooserInput& input) {
   if (input.shard_optimizer && !*input.shard_optimizer) {
     ChooserInput sharding = input;
     sharding.shard_optimizer = true;
-    if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return layout_runs(sharding, l); }))
+    if (std::any_of(allowed.begin(), allowed.end(), [&](const Layout& l) { return runs(sharding, l); }))
       options.push_back("training.shard_optimizer = true");
   }
   if (options.empty())

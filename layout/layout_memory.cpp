@@ -57,20 +57,29 @@ int64_t workspace_elements(const ModelShape& model, const Layout& g, int64_t m) 
 }
 
 // The MoE blocks' own buffers (trainer/model/moe_layer.hpp), each block's, under every
-// recomputation mode: the expert rows' input and output [R, c] and fc output and GELU
-// [R, 4cy] in the activations' type; float32 router logits and probabilities [m, E], gates
-// [m, k], int32 choices and slots [m, k], each row's token and gate [R]; backward's row
-// gradients (2 [R, c] and [R, 4cy]) and the gates' and logits' gradients; with G_z > 1 every
-// expert's fc and proj gathered, [c, 4cy] each.
+// recomputation mode (R = MoeShape::rows, c = C/G_x, h = 4C/G_y, E_l local experts):
+//   kept: float32 router logits and probabilities [m, E], gates [m, k], int32 choices and
+//   slots [m, k], each row's token and gate [R]; the experts' rows: input [R, c], fc output
+//   and GELU [R, h], output [R, c];
+//   backward scratch: the rows' gradients d_out [R, c], d_gelu [R, h], d_in [R, c], and the
+//   gates' and logits' gradients [m, k], [m, E] float32;
+//   with G_z > 1 every local expert's fc and proj gathered, [c, h] each.
+// With expert parallelism (P > 1) the experts' rows live on two sides: the send side keeps R
+// rows (the rows sent [R, c] and the outputs returned [R, c]; in backward the outputs'
+// gradients sent and the rows' gradients returned, [R, c] each), and the expert side is
+// allocated for the most rows its experts can receive, R_max = MoeShape::expert_rows (the
+// expert rows above with R_max for R).
 void add_moe_layers(MemoryEstimate& mem, const ModelShape& model, const Layout& g, const BatchSplit& split,
                     int64_t e) {
-  const MoeShape moe = moe_shape(model, split);
+  const MoeShape moe = moe_shape(model, split, g);
   if (moe.layers == 0) return;
   const int64_t m = split.tokens, R = moe.rows, E = moe.experts, k = moe.top_k;
+  const int64_t R_max = moe.expert_rows, send_side = moe.expert_ranks > 1 ? 2 * R : 0;
   const int64_t c = model.hidden / g.x, h = 4 * model.hidden / g.y;
-  mem.activations += moe.layers * ((2 * R * c + 2 * R * h) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
-  mem.workspace += moe.layers * ((2 * R * c + R * h) * e + 4 * (m * k + m * E));
-  if (g.z > 1) mem.gathered_weights += moe.layers * 2 * E * c * h * e;
+  mem.activations +=
+      moe.layers * ((send_side * c + 2 * R_max * c + 2 * R_max * h) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
+  mem.workspace += moe.layers * ((send_side * c + 2 * R_max * c + R_max * h) * e + 4 * (m * k + m * E));
+  if (g.z > 1) mem.gathered_weights += moe.layers * 2 * moe.local_experts * c * h * e;
 }
 
 std::string gib(double bytes) {
@@ -129,16 +138,23 @@ double usable_memory(const Machine& machine) { return machine.memory_bytes * (1.
 
 namespace {
 
-// The modes "auto" tries at `g`, in order (resolved_modes).
+// Whether "auto" tries the optimizer sharded at `g`: when it can be (shards_optimizer).
+bool auto_tries_sharding(const ChooserInput& input, const Layout& g) {
+  return !input.shard_optimizer && shards_optimizer(g, true);
+}
+
+// The modes "auto" tries at `g`, in order (resolved_modes). Throws LayoutError when the job
+// forces a mode the layout cannot run (sharding_problem).
 std::vector<MemoryModes> modes_to_try(const ChooserInput& input, const Layout& g) {
+  if (const std::string problem = sharding_problem(input, g); !problem.empty()) throw LayoutError(problem);
   std::vector<Recompute> recomputes(kRecomputeModes.begin(), kRecomputeModes.end());
   if (input.recompute) recomputes = {*input.recompute};
-  std::vector<bool> shards = {false, true};
+  std::vector<bool> shards = {false};
   if (input.shard_optimizer) shards = {*input.shard_optimizer};
+  if (auto_tries_sharding(input, g)) shards.push_back(true);
   std::vector<MemoryModes> out;
   for (Recompute r : recomputes)
-    for (bool shard : shards)
-      if (!shard || g.data > 1 || shards.size() == 1) out.push_back({r, shards_optimizer(g, shard)});
+    for (bool shard : shards) out.push_back({r, shards_optimizer(g, shard)});
   return out;
 }
 
@@ -147,6 +163,15 @@ double need_at(const ChooserInput& input, const Layout& g, MemoryModes modes) {
 }
 
 }  // namespace
+
+std::string sharding_problem(const ChooserInput& input, const Layout& g) {
+  if (!input.shard_optimizer || !*input.shard_optimizer || g.experts == 1) return "";
+  const std::string ep = std::to_string(g.experts);
+  return "training.shard_optimizer = true and expert parallelism e" + ep + " (layout " + format_layout(g) +
+         ") do not go together: the experts' gradients are reduced over the expert_data axis, which the sharded "
+         "optimizer does not support; set training.shard_optimizer = false or \"auto\", or use a layout without "
+         "'e" + ep + "' (E_p = 1)";
+}
 
 MemoryModes resolved_modes(const ChooserInput& input, const Layout& g) {
   const std::vector<MemoryModes> tries = modes_to_try(input, g);
@@ -166,7 +191,7 @@ std::string recompute_reason(const ChooserInput& input, const Layout& g) {
   bool first = true;
   for (const MemoryModes& m : modes_to_try(input, g)) {
     const double need = need_at(input, g, m);
-    const bool both = !input.shard_optimizer && g.data > 1;  // each mode tried unsharded, then sharded
+    const bool both = auto_tries_sharding(input, g);  // each mode tried unsharded, then sharded
     if (need <= usable)
       return "auto: " + (tried.empty() ? "" : tried + ", more than usable; ") + recompute_name(m.recompute) +
              (both && m.shard_optimizer ? " fits sharded: " : " fits: ") + gib(need) + " of " + gib(usable) + " usable";
@@ -185,6 +210,9 @@ std::string shard_reason(const ChooserInput& input, const Layout& g) {
       input.shard_optimizer ? std::string("training.shard_optimizer = ") + (*input.shard_optimizer ? "true" : "false")
                             : "";
   if (g.data == 1) return (setting.empty() ? "" : setting + ", but ") + "G_data = 1: nothing to shard";
+  if (g.experts > 1 && setting.empty())
+    return "auto: off: expert parallelism e" + std::to_string(g.experts) +
+           " reduces the experts' gradients over expert_data, which the sharded optimizer does not support";
   if (!setting.empty()) return setting;
   const MemoryModes chosen = resolved_modes(input, g);
   const double usable = usable_memory(input.machine);

@@ -30,7 +30,14 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& layout);
 // Usable bytes per GPU: memory_bytes * (1 - memory_headroom).
 double usable_memory(const Machine& machine);
 
-// The modes `layout` runs with. What the job names, it gets; for what it leaves "auto" the
+// Why the job's memory modes cannot run at `layout`, naming both settings and the fix; empty
+// when they can. training.shard_optimizer = true with expert parallelism E_p > 1: the experts'
+// gradient buckets are reduced over expert_data, and the sharded optimizer cuts buckets over
+// data only (shards_optimizer, model_plan.hpp).
+std::string sharding_problem(const ChooserInput& input, const Layout& layout);
+
+// The modes `layout` runs with (throws LayoutError with sharding_problem's message when
+// there is one). What the job names, it gets; for what it leaves "auto" the
 // first that fits of: recompute none unsharded, none sharded, attention unsharded, attention
 // sharded, block unsharded, block sharded (sharding costs no time in the model, recomputation
 // does; sharding is tried only with G_data > 1). When none fits, the least memory: block,
@@ -49,7 +56,8 @@ std::string recompute_reason(const ChooserInput& input, const Layout& layout);
 // Why resolved_modes picked its optimizer sharding, one line: "training.shard_optimizer =
 // true", "G_data = 1: nothing to shard", "auto: off: unsharded fits at recompute none (12.300 GiB
 // of 72.000 GiB usable)...", "auto: on: at recompute none unsharded needs 90.100 GiB, more than
-// the 72.000 GiB usable; sharded 60.200 GiB fits".
+// the 72.000 GiB usable; sharded 60.200 GiB fits", "auto: off: expert parallelism e2 reduces the
+// experts' gradients over expert_data, ...".
 std::string shard_reason(const ChooserInput& input, const Layout& layout);
 
 // The formula above with this job's numbers at `layout`'s modes, for `axonn layout --explain`.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -32,6 +33,12 @@ std::string placement_key(const Candidate& c) {
   return key;
 }
 
+// `l` at expert parallelism E_p = experts.
+Layout with_experts(Layout l, int experts) {
+  l.experts = experts;
+  return l;
+}
+
 int order_index(const Layout& l) {
   static const auto orders = all_orders();
   return static_cast<int>(std::find(orders.begin(), orders.end(), l.order) - orders.begin());
@@ -43,14 +50,14 @@ std::string gib(double bytes) {
   return buf;
 }
 
-// Strict weak order: faster first; ties to fewer tensor-parallel ranks, then the default
-// axis order, then the sizes.
+// Strict weak order: faster first; ties to fewer tensor-parallel ranks, then less expert
+// parallelism, then the default axis order, then the sizes.
 bool ranks_before(const Candidate& a, const Candidate& b) {
   const double ta = a.cost.step_s(), tb = b.cost.step_s();
   if (ta != tb) return ta < tb;
   const auto key = [](const Candidate& c) {
     const Layout& l = c.layout;
-    return std::make_tuple(l.tensor_parallel(), order_index(l), l.x, l.y, l.z, l.data);
+    return std::make_tuple(l.tensor_parallel(), l.experts, order_index(l), l.x, l.y, l.z, l.data);
   };
   return key(a) < key(b);
 }
@@ -92,8 +99,15 @@ struct Failure {
   double amount = 0;
 };
 constexpr int kWorldCheck = -1;                            // another world size (choose_among)
-constexpr int kTensorParallelCheck = kDivisibilityChecks;  // then one per axis, then memory
-constexpr int kMemoryCheck = kTensorParallelCheck + 1 + static_cast<int>(kAllAxes.size());
+constexpr int kExpertCheck = kDivisibilityChecks - 1;      // E_p does not divide E (first_indivisible)
+constexpr int kTensorParallelCheck = kDivisibilityChecks;  // then one per axis, then the modes, then memory
+constexpr int kShardingCheck = kTensorParallelCheck + 1 + static_cast<int>(kAllAxes.size());
+constexpr int kMemoryCheck = kShardingCheck + 1;
+
+// Whether another E_p of the same sizes could pass the check that failed.
+bool depends_on_expert_parallelism(const Failure& f) {
+  return f.check == kExpertCheck || f.check == kShardingCheck || f.check == kMemoryCheck;
+}
 
 std::optional<Failure> policy_failure(const Policy& policy, const Layout& l) {
   if (policy.max_tensor_parallel > 0 && l.tensor_parallel() > policy.max_tensor_parallel)
@@ -111,6 +125,7 @@ std::optional<Failure> failure(const ChooserInput& input, const Layout& l) {
   const Indivisible bad = first_indivisible(input.model, input.batch, l);
   if (bad.check >= 0) return Failure{bad.check, static_cast<double>(bad.ways)};
   if (auto f = policy_failure(input.policy, l)) return f;
+  if (!sharding_problem(input, l).empty()) return Failure{kShardingCheck, static_cast<double>(l.experts)};
   const double need = static_cast<double>(estimate_memory(input, l).total());
   if (need > usable_memory(input.machine)) return Failure{kMemoryCheck, need};
   return std::nullopt;
@@ -123,7 +138,7 @@ Rejection rejection(const ChooserInput& input, const Layout& l, const Failure& f
 bool rejected_before(const Rejection& a, const Rejection& b) {
   const auto key = [](const Rejection& r) {
     const Layout& l = r.layout;
-    return std::make_tuple(r.check, r.amount, l.data, l.x, l.y, l.z);
+    return std::make_tuple(r.check, r.amount, l.data, l.x, l.y, l.z, l.experts);
   };
   return key(a) < key(b);
 }
@@ -191,6 +206,23 @@ std::vector<Layout> enumerate_layouts(int world) {
   return out;
 }
 
+std::vector<int> expert_parallelisms(const ChooserInput& input, int data) {
+  const bool sharding_forced = input.shard_optimizer && *input.shard_optimizer;
+  if (!input.model.moe() || sharding_forced) return {1};
+  std::vector<int> out;
+  for (int64_t p : divisors(std::gcd(input.model.experts, data))) out.push_back(static_cast<int>(p));
+  return out;
+}
+
+std::vector<Layout> enumerate_layouts(const ChooserInput& input) {
+  std::vector<Layout> out;
+  const auto orders = all_orders();
+  for (const auto& [d, x, y, z] : size_tuples(input.world()))
+    for (int experts : expert_parallelisms(input, d))
+      for (const auto& order : orders) out.push_back(with_experts(Layout{d, x, y, z, order}, experts));
+  return out;
+}
+
 std::string policy_problem(const Policy& policy, const Layout& l) {
   if (policy.max_tensor_parallel > 0 && l.tensor_parallel() > policy.max_tensor_parallel)
     return "site policy: G_x*G_y*G_z=" + std::to_string(l.tensor_parallel()) +
@@ -210,6 +242,8 @@ std::string rejection_reason(const ChooserInput& input, const Layout& l) {
   std::string why = divisibility_problem(input.model, input.batch, l);
   if (!why.empty()) return why;
   why = policy_problem(input.policy, l);
+  if (!why.empty()) return why;
+  why = sharding_problem(input, l);
   if (!why.empty()) return why;
   const MemoryEstimate mem = estimate_memory(input, l);
   const double need = static_cast<double>(mem.total());
@@ -243,47 +277,59 @@ Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {
 
 ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates) {
   check_world(input);
-  // Rejection depends on the sizes only, so each size tuple is checked once. It is recorded
-  // once, keyed by (data, x, y, z) and carrying its smallest axis order, so the rejected list
-  // is the same whatever order the candidates come in.
-  // The modes, like memory, depend on the sizes only.
-  std::map<std::array<int, 4>, std::optional<Failure>> checked;
-  std::map<std::array<int, 4>, MemoryModes> modes;
-  std::map<std::array<int, 4>, Layout> rejected;
+  // Rejection depends on the sizes and E_p only, so each (data, x, y, z, E_p) is checked once.
+  // It is recorded once, keyed by the sizes and, where the check depends on it, E_p, and
+  // carrying its smallest E_p and then axis order, so the rejected list is the same whatever
+  // order the candidates come in.
+  // The modes, like memory, depend on the sizes and E_p only.
+  using Key = std::array<int, 5>;
+  std::map<Key, std::optional<Failure>> checked;
+  std::map<Key, MemoryModes> modes;
+  std::map<Key, Layout> rejected;
   std::vector<Candidate> ranked;
   for (const Layout& l : candidates) {
-    const std::array<int, 4> sizes = {l.data, l.x, l.y, l.z};
-    auto [it, fresh] = checked.try_emplace(sizes);
+    const Key key = {l.data, l.x, l.y, l.z, l.experts};
+    auto [it, fresh] = checked.try_emplace(key);
     if (fresh) it->second = failure(input, l);
     if (!it->second) {
-      auto [mode, first_time] = modes.try_emplace(sizes);
+      auto [mode, first_time] = modes.try_emplace(key);
       if (first_time) mode->second = resolved_modes(input, l);
       ranked.push_back(evaluate_at(input, l, mode->second));
       continue;
     }
-    auto [rej, first] = rejected.try_emplace(sizes, l);
-    if (!first && order_index(l) < order_index(rej->second)) rej->second = l;
+    const Key rejection_key = {l.data, l.x, l.y, l.z, depends_on_expert_parallelism(*it->second) ? l.experts : 0};
+    auto [rej, first] = rejected.try_emplace(rejection_key, l);
+    const auto reported_before = [](const Layout& a, const Layout& b) {
+      return std::make_pair(a.experts, order_index(a)) < std::make_pair(b.experts, order_index(b));
+    };
+    if (!first && reported_before(l, rej->second)) rej->second = l;
   }
   std::vector<Rejection> rejections;
-  for (const auto& [sizes, l] : rejected) rejections.push_back(rejection(input, l, *checked.at(sizes)));
+  for (const auto& [key, l] : rejected)
+    rejections.push_back(rejection(input, l, *checked.at({l.data, l.x, l.y, l.z, l.experts})));
   return finish(input, std::move(ranked), std::move(rejections));
 }
 
 ChooserResult choose_layout(const ChooserInput& input) {
   check_world(input);
-  // The same result as choose_among over enumerate_layouts: a size tuple is checked once,
-  // and a rejected one is reported with its smallest axis order, the default.
+  // The same result as choose_among over enumerate_layouts(input): a (size tuple, E_p) is
+  // checked once, and a rejected one is reported with its smallest axis order, the default;
+  // a size tuple whose E_p = 1 fails a check that no E_p changes is reported once, at E_p = 1.
   const auto orders = all_orders();
   std::vector<Candidate> ranked;
   std::vector<Rejection> rejections;
   for (const auto& [d, x, y, z] : size_tuples(input.world())) {
-    const Layout l{d, x, y, z, orders.front()};
-    if (const auto f = failure(input, l)) {
-      rejections.push_back(rejection(input, l, *f));
-      continue;
+    for (int experts : expert_parallelisms(input, d)) {
+      const Layout l = with_experts(Layout{d, x, y, z, orders.front()}, experts);
+      if (const auto f = failure(input, l)) {
+        rejections.push_back(rejection(input, l, *f));
+        if (!depends_on_expert_parallelism(*f)) break;
+        continue;
+      }
+      const MemoryModes mode = resolved_modes(input, l);
+      for (const auto& order : orders)
+        ranked.push_back(evaluate_at(input, with_experts(Layout{d, x, y, z, order}, experts), mode));
     }
-    const MemoryModes mode = resolved_modes(input, l);
-    for (const auto& order : orders) ranked.push_back(evaluate_at(input, Layout{d, x, y, z, order}, mode));
   }
   return finish(input, std::move(ranked), std::move(rejections));
 }

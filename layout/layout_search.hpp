@@ -4,7 +4,9 @@
 // price the rest, rank. Deterministic: the same input gives the same ranking, whatever
 // the enumeration order. The sizes come from world's divisors and a size tuple is checked
 // before its 24 orders are priced, so the work grows with the number of factorizations
-// (at most 125,440 size tuples below 10^6, at 997920), not with world.
+// (at most 125,440 size tuples below 10^6, at 997920), not with world. An MoE job's size
+// tuples are tried at each expert parallelism E_p that divides both E and G_data
+// (expert_parallelisms), which multiplies the work by at most the divisors of E.
 #include <array>
 #include <string>
 #include <vector>
@@ -21,8 +23,18 @@ namespace axonn {
 std::vector<std::array<int, 4>> size_tuples(int world);
 
 // Every ordered 4-factorization of world x all 24 axis orders (world's count: the number of
-// ordered factorizations times 24).
+// ordered factorizations times 24), each without expert parallelism (E_p = 1).
 std::vector<Layout> enumerate_layouts(int world);
+
+// The expert parallelisms E_p the chooser tries for this job at G_data = data, ascending: for
+// an MoE model every E_p that divides both E and G_data (1 included); for a dense model, or
+// when the job forces training.shard_optimizer = true (which E_p > 1 cannot run,
+// sharding_problem), 1 alone.
+std::vector<int> expert_parallelisms(const ChooserInput& input, int data);
+
+// The layouts the chooser considers for this job: enumerate_layouts(world) with each size
+// tuple at every one of its expert_parallelisms.
+std::vector<Layout> enumerate_layouts(const ChooserInput& input);
 
 struct Candidate {
   Layout layout;
@@ -56,8 +68,10 @@ struct ChooserResult {
 // when it allows it. Needs no model.
 std::string policy_problem(const Policy& policy, const Layout& layout);
 
-// Why `layout` cannot run this job ("" when it can): divisibility, policy, then memory (at
-// the job's modes; for "auto" at the least memory: recompute block, the optimizer sharded).
+// Why `layout` cannot run this job ("" when it can): divisibility (expert parallelism
+// included), policy, the job's forced memory modes (sharding_problem), then memory (at the
+// job's modes; for "auto" at the least memory: recompute block, the optimizer sharded where
+// it can be).
 std::string rejection_reason(const ChooserInput& input, const Layout& layout);
 
 // rejection_reason(input, layout).empty(), without building the message.
@@ -71,7 +85,10 @@ ChooserResult choose_layout(const ChooserInput& input);
 
 // The chooser over the given candidates only (any order, repeats allowed; a layout of another
 // world size is rejected with its product named). The result depends on the set of candidates,
-// not on their order: choose_layout(input) is choose_among(input, enumerate_layouts(world)).
+// not on their order: choose_layout(input) is choose_among(input, enumerate_layouts(input)).
+// A size tuple rejected for what does not depend on E_p (the model's dimensions, site policy)
+// is listed once, at its smallest E_p; a rejection that does (the experts' divisibility,
+// forced sharding, memory) once per E_p.
 ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>& candidates);
 
 }  // namespace axonn

@@ -17,6 +17,11 @@ void StepVolume::add(CommAxis a, CollectiveKind k, int64_t count, int64_t bytes_
   calls.push_back({a, k, count, bytes_each, overlapped});
 }
 
+void StepVolume::mark_varies(CommAxis a, CollectiveKind k) {
+  if (group_size[static_cast<size_t>(a)] <= 1) return;
+  varies_with_routing[static_cast<size_t>(a)][static_cast<size_t>(k)] = true;
+}
+
 int64_t StepVolume::bytes(CommAxis a) const {
   int64_t total = 0;
   for (const auto& v : table[static_cast<size_t>(a)]) total += v.bytes;
@@ -65,8 +70,72 @@ std::string describe_collective_types(ElementType dtype) {
   return s;
 }
 
+namespace {
+
+// An MoE block's collectives on the expert axis per micro-batch (P > 1; none at P = 1, where
+// the group has one rank): forward, the routed row counts (E_l float32 per peer), the rows
+// out (the whole send buffer, R rows) and the experts' outputs back (R_r rows); backward, the
+// outputs' gradients out and the rows' gradients back. `returned` is R_r's prediction.
+struct ExpertExchange {
+  int64_t counts = 0, sent = 0, returned = 0;  // bytes of one call each
+};
+ExpertExchange expert_exchange(const MoeShape& moe, int64_t c_local, int64_t e, int64_t returned_rows) {
+  return {moe.experts * 4, moe.rows * c_local * e, returned_rows * c_local * e};
+}
+
+// The MoE blocks (trainer/model/moe_layer.hpp), per micro-batch: forward, the router's
+// logits summed over x, the routing statistics summed over z and data, each local expert's fc
+// and proj gathered over z, the rows exchanged over the expert axis (P > 1), the experts' rows
+// summed over x after fc and over y after proj, the outputs returned; backward, the gates'
+// gradient summed over x, the outputs' gradients exchanged, the rows' gradients summed over
+// x and y and returned, each local expert's dW reduce-scattered over z. Block recomputation
+// does not rerun them. The sums over x and y run once over all the rows this rank's experts
+// received, R_r (MoeShape): predicted as `rows`, exact except dropless at P > 1, where those
+// entries are marked as varying with the routing.
+void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, const BatchSplit& split) {
+  const MoeShape moe = moe_shape(input.model, split, g);
+  if (moe.layers == 0) return;
+  using K = CollectiveKind;
+  const CollectiveTypes types = collective_types(input.batch.dtype);
+  const int64_t w = element_size(types.weights), e = element_size(types.activations);
+  const int64_t grad = element_size(types.gradients), stat = element_size(types.statistics);
+  const int64_t m = split.tokens, C = input.model.hidden;
+  const int64_t calls = split.accumulation * moe.layers, E = moe.experts, local = moe.local_experts;
+  const int64_t hidden_local = 4 * C / g.y, c_local = C / g.x;
+  const int64_t expert_block = c_local * hidden_local;  // fc [C/G_x, 4C/G_y], proj [4C/G_y, C/G_x]
+  const int64_t received = moe.rows;                    // R_r, exact or its mean
+  const ExpertExchange exchange = expert_exchange(moe, c_local, e, received);
+  v.add(CommAxis::x, K::all_reduce, calls, m * E * stat);
+  v.add(CommAxis::z, K::all_reduce, calls, moe_statistics(input.model) * stat);
+  v.add(CommAxis::data, K::all_reduce, calls, moe_statistics(input.model) * stat);
+  v.add(CommAxis::z, K::all_gather, calls * 2 * local, expert_block * w);
+  v.add(CommAxis::expert, K::all_to_all, calls, exchange.counts);
+  v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.sent);      // rows, then their gradients
+  v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.returned);  // outputs, then the rows' gradients
+  v.add(CommAxis::x, K::all_reduce, calls * 2, received * hidden_local * e);
+  v.add(CommAxis::y, K::all_reduce, calls * 2, received * c_local * e);
+  v.add(CommAxis::x, K::all_reduce, calls, m * moe.top_k * stat);
+  v.add(CommAxis::z, K::reduce_scatter, calls * 2 * local, expert_block * grad);
+  if (moe.rows_vary())
+    for (const auto& [axis, kind] : {std::pair{CommAxis::x, K::all_reduce}, std::pair{CommAxis::y, K::all_reduce},
+                                     std::pair{CommAxis::expert, K::all_to_all}})
+      v.mark_varies(axis, kind);
+}
+
+}  // namespace
+
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
   return predict_step_volume(input, g, resolved_modes(input, g));
+}
+
+int64_t expert_all_to_all_bound(const ChooserInput& input, const Layout& g) {
+  const BatchSplit split = batch_split(input.model, input.batch, g);
+  const MoeShape moe = moe_shape(input.model, split, g);
+  if (moe.layers == 0 || moe.expert_ranks <= 1) return 0;
+  const int64_t c_local = input.model.hidden / g.x;
+  const ExpertExchange worst =
+      expert_exchange(moe, c_local, element_size(collective_types(input.batch.dtype).activations), moe.expert_rows);
+  return split.accumulation * moe.layers * (worst.counts + 2 * worst.sent + 2 * worst.returned);
 }
 
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, MemoryModes modes) {
@@ -104,25 +173,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   v.add(CommAxis::y, K::all_gather, A, m * g.y * stat);
   v.add(CommAxis::y, K::all_reduce, A, m * 2 * stat);
 
-  // The MoE blocks (trainer/model/moe_layer.hpp), per micro-batch: forward, the router's
-  // logits summed over x, the routing statistics summed over z and data, each expert's fc
-  // and proj gathered over z, the experts' rows summed over x after fc and over y after proj;
-  // backward, the gates' gradient summed over x, the rows' gradients over x and y, each
-  // expert's dW reduce-scattered over z. Block recomputation does not rerun them.
-  const MoeShape moe = moe_shape(model, split);
-  if (moe.layers > 0) {
-    const int64_t calls = A * moe.layers, E = moe.experts;
-    const int64_t hidden_local = 4 * C / g.y, c_local = C / g.x;
-    const int64_t expert_block = c_local * hidden_local;  // fc [C/G_x, 4C/G_y], proj [4C/G_y, C/G_x]
-    v.add(CommAxis::x, K::all_reduce, calls, m * E * stat);
-    v.add(CommAxis::z, K::all_reduce, calls, moe_statistics(model) * stat);
-    v.add(CommAxis::data, K::all_reduce, calls, moe_statistics(model) * stat);
-    v.add(CommAxis::z, K::all_gather, calls * 2 * E, expert_block * w);
-    v.add(CommAxis::x, K::all_reduce, calls * 2, moe.rows * hidden_local * e);
-    v.add(CommAxis::y, K::all_reduce, calls * 2, moe.rows * c_local * e);
-    v.add(CommAxis::x, K::all_reduce, calls, m * moe.top_k * stat);
-    v.add(CommAxis::z, K::reduce_scatter, calls * 2 * E, expert_block * grad);
-  }
+  add_moe_blocks(v, input, g, split);
 
   // The recomputed forwards (trainer/model/gpt.cpp, Gpt::recompute).
   const auto shapes = linear_shapes(model);  // qkv, attn.proj, mlp.fc, mlp.proj, then the head
@@ -149,40 +200,49 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   }
 
   const GradientBuckets buckets = gradient_buckets(model, g);
+  // The small tensors' gradients summed over z: the experts' biases in a bucket of their own.
   v.add(CommAxis::z, K::all_reduce, 1, buckets.small * grad);
+  if (buckets.moe_layers > 0) v.add(CommAxis::z, K::all_reduce, 1, buckets.small_experts * grad);
   // Blocks 1..L-1, whose buckets go beside the backward, dense and MoE.
-  const int64_t later_moe = model.moe_layers() - (model.is_moe_block(0) ? 1 : 0);
+  const int64_t first_moe = model.is_moe_block(0) ? 1 : 0, later_moe = model.moe_layers() - first_moe;
   const struct {
     int64_t dense, moe;
   } later{model.layers - 1 - later_moe, later_moe};
-  // Over data in buckets (trainer/optim/gradient_sync.hpp): each block's four weight shards,
-  // then the wte shard, then the small tensors; together every gradient once. All-reduced;
-  // or, with the optimizer sharded, reduce-scattered (each bucket padded to G_data equal
-  // pieces) and, after AdamW, the updated weights all-gathered. In a float32 job that is the
-  // all-reduce's bytes in two halves (nccl-tests sizes: the reduce-scatter's input and the
-  // all-gather's output are the bucket) and its time (the ring's (n-1)/n twice for its
-  // 2(n-1)/n); in a bfloat16 job the weight buckets' all-gathers move the GEMMs' bf16 copy
-  // (their float32 master weights are sharded too), half of that.
-  if (shards_optimizer(g, modes.shard_optimizer)) {
-    // Blocks L-1..1 overlapped, then block 0's, the wte's and the small tensors'.
-    const struct {
-      int64_t calls, count, weight_bytes;
-      bool overlapped;
-    } sharded[] = {{later.dense, buckets.block, updated, overlap},
-                   {later.moe, buckets.moe_block, updated, overlap},
-                   {1, buckets.of_block(model, 0), updated, false},
-                   {1, buckets.wte, updated, false},
-                   {1, buckets.small, static_cast<int64_t>(element_size(types.updated_small)), false}};
-    for (const auto& b : sharded) {
-      v.add(CommAxis::data, K::reduce_scatter, b.calls, padded_bucket(b.count, g.data) * grad, b.overlapped);
-      v.add(CommAxis::data, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes, b.overlapped);
+  // In buckets (model_plan.hpp, GradientBuckets; trainer/optim/gradient_sync.hpp): each
+  // block's weight shards (an MoE block's attention weights, then its local experts' in a
+  // bucket of their own), then the wte shard, then the small tensors, then the experts'
+  // biases; together every gradient once. The experts' buckets over the ranks holding the same
+  // experts (expert_reduce_axis: expert_data with E_p > 1, else data), the others over data.
+  // All-reduced; or, with the optimizer sharded (E_p = 1 only, shards_optimizer), reduce-
+  // scattered (each bucket padded to G_data equal pieces) and, after AdamW, the updated weights
+  // all-gathered. In a float32 job that is the all-reduce's bytes in two halves (nccl-tests
+  // sizes: the reduce-scatter's input and the all-gather's output are the bucket) and its time
+  // (the ring's (n-1)/n twice for its 2(n-1)/n); in a bfloat16 job the weight buckets'
+  // all-gathers move the GEMMs' bf16 copy (their float32 master weights are sharded too), half
+  // of that.
+  const CommAxis experts_axis = expert_reduce_axis(g);
+  const int64_t small_bytes = element_size(types.updated_small);
+  // Blocks L-1..1 overlapped, then block 0's, the wte's and the small tensors'.
+  const struct {
+    CommAxis axis;
+    int64_t calls, count, weight_bytes;
+    bool overlapped;
+  } bucket_calls[] = {{CommAxis::data, later.dense, buckets.block, updated, overlap},
+                      {CommAxis::data, later.moe, buckets.moe_attention, updated, overlap},
+                      {experts_axis, later.moe, buckets.moe_experts, updated, overlap},
+                      {CommAxis::data, 1, buckets.of_block(model, 0), updated, false},
+                      {experts_axis, first_moe, buckets.moe_experts, updated, false},
+                      {CommAxis::data, 1, buckets.wte, updated, false},
+                      {CommAxis::data, 1, buckets.small, small_bytes, false},
+                      {experts_axis, buckets.moe_layers > 0 ? 1 : 0, buckets.small_experts, small_bytes, false}};
+  const bool shard = shards_optimizer(g, modes.shard_optimizer);
+  for (const auto& b : bucket_calls) {
+    if (!shard) {
+      v.add(b.axis, K::all_reduce, b.calls, b.count * grad, b.overlapped);
+      continue;
     }
-  } else {
-    v.add(CommAxis::data, K::all_reduce, later.dense, buckets.block * grad, overlap);
-    v.add(CommAxis::data, K::all_reduce, later.moe, buckets.moe_block * grad, overlap);
-    v.add(CommAxis::data, K::all_reduce, 1, buckets.of_block(model, 0) * grad);
-    v.add(CommAxis::data, K::all_reduce, 1, buckets.wte * grad);
-    v.add(CommAxis::data, K::all_reduce, 1, buckets.small * grad);
+    v.add(b.axis, K::reduce_scatter, b.calls, padded_bucket(b.count, g.data) * grad, b.overlapped);
+    v.add(b.axis, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes, b.overlapped);
   }
   v.add(CommAxis::world, K::all_reduce, 1, 4 * stat);
   return v;

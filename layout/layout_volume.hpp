@@ -23,12 +23,32 @@
 //              all_reduce a : m * n/G_b * e for qkv, attn.proj and mlp.fc (mlp.proj's output
 //                             is the next block's input, kept: its GEMM is not rerun),
 //              all_reduce x : 4 calls of m * 4 (ln1 and ln2 forward)
+// MoE blocks, per block and micro-batch (docs/moe.md; P = E_p, E_l = E/P local experts,
+// k = top_k, c = C/G_x, h = 4C/G_y, R = MoeShape::rows, R_r = the rows this rank's experts
+// receive: R at P = 1, and with a capacity; dropless at P > 1 its mean over the expert group R):
+//   all_reduce     x : m * E * 4              router logits
+//   all_reduce   z, data : (2E + 1) * 4       routing statistics
+//   all_gather     z : 2 E_l calls of c * h * e   each local expert's fc and proj
+//   all_to_all expert : E * 4                 (P > 1) the routed row counts, E_l per peer
+//   all_to_all expert : R * c * e             (P > 1) the rows to the experts' ranks
+//   all_to_all expert : R_r * c * e           (P > 1) the experts' outputs back
+//   all_reduce     x : 2 calls of R_r * h * e fc output, proj's input gradient
+//   all_reduce     y : 2 calls of R_r * c * e proj output, fc's input gradient
+//   all_reduce     x : m * k * 4              the gates' gradient
+//   all_to_all expert : R * c * e, R_r * c * e  (P > 1) the rows' gradients out and back
+//   reduce_scatter z : 2 E_l calls of c * h * 4   each local expert's dW
+// An all-to-all's bytes are the rank's whole send buffer, its own block included.
 // Per step:
-//   all_reduce     z : small * 4              gradients of LayerNorm, biases, wpe
-//   all_reduce  data : L calls of one block's weight shards * 4, then the wte shard * 4
-//                      and small * 4: every gradient once, in L + 2 buckets (gradient_sync.hpp);
-//                      with the optimizer sharded (MemoryModes) instead, per bucket padded to
-//                      G_data pieces (model_plan.hpp, padded_bucket):
+//   all_reduce     z : small * 4              gradients of LayerNorm, biases, wpe, routers
+//   all_reduce     z : small.experts * 4      (MoE) the local experts' biases
+//   all_reduce  data : L calls of one block's weight shards * 4 (an MoE block's attention
+//                      weights), then the wte shard * 4 and small * 4;
+//   all_reduce    RA : (MoE) per MoE block its local experts' weights * 4, then
+//                      small.experts * 4, RA = expert_data with P > 1, else data: every
+//                      gradient once, in L + 2 (+ MoE blocks + 1) buckets (model_plan.hpp,
+//                      GradientBuckets; gradient_sync.hpp);
+//                      with the optimizer sharded (MemoryModes, P = 1 only) instead, per bucket
+//                      padded to G_data pieces (model_plan.hpp, padded_bucket):
 //   reduce_scatter data : padded bucket * 4    the gradients, each rank summing its piece
 //   all_gather     data : padded bucket * 4    the updated float32 weights, after AdamW (in a
 //                         bfloat16 job * e for the weight buckets: their bf16 copy, the
@@ -73,10 +93,20 @@ struct StepVolume {
   std::array<std::array<CollectiveVolume, kCollectiveKindCount>, kCommAxisCount> table{};
   std::array<int, kCommAxisCount> group_size{};  // members of this axis' groups
   std::vector<CollectiveCalls> calls;            // the same collectives, by size
+  // [axis][kind]: whether a rank's bytes there depend on the routing (a dropless MoE model
+  // with E_p > 1: the rows R_r a rank's experts receive, MoeShape::rows_vary). The entry
+  // predicts R_r's mean, so its calls are exact on every rank and its bytes summed over the
+  // world are exactly world * the predicted bytes; a single rank's are not.
+  std::array<std::array<bool, kCollectiveKindCount>, kCommAxisCount> varies_with_routing{};
 
   const CollectiveVolume& at(CommAxis a, CollectiveKind k) const {
     return table[static_cast<size_t>(a)][static_cast<size_t>(k)];
   }
+  bool varies(CommAxis a, CollectiveKind k) const {
+    return varies_with_routing[static_cast<size_t>(a)][static_cast<size_t>(k)];
+  }
+  // Marks (a, k) as varying with the routing; ignored on groups of one, as add is.
+  void mark_varies(CommAxis a, CollectiveKind k);
   // Adds `calls` collectives of `bytes` each; ignored on groups of one.
   void add(CommAxis a, CollectiveKind k, int64_t calls, int64_t bytes, bool overlapped = false);
   int64_t bytes(CommAxis a) const;         // all kinds
@@ -103,5 +133,11 @@ std::string describe_collective_types(ElementType dtype);
 // at this layout (resolved_modes, layout_memory.hpp).
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout, MemoryModes modes);
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout);
+
+// A dropless MoE model's expert all-to-all bytes per step when every return call carries
+// its worst case, the P·R rows a rank's experts can receive (MoeShape::expert_rows): an upper
+// bound on any rank's, for checking one rank's count where predict_step_volume gives the
+// world's mean. Equal to the prediction with a capacity; 0 without an expert axis.
+int64_t expert_all_to_all_bound(const ChooserInput& input, const Layout& layout);
 
 }  // namespace axonn

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "layout/divisors.hpp"
 
@@ -19,7 +21,19 @@ int64_t expert_capacity_per_sequence(const ModelShape& m) {
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(slots - 1e-9)));
 }
 
-MoeShape moe_shape(const ModelShape& m, const BatchSplit& split) {
+namespace {
+
+// The experts `layout` leaves each rank: E / E_p. Throws expert_problem's message when E_p
+// does not divide E (a dense model has none to split).
+int64_t local_experts(const ModelShape& m, const Layout& g) {
+  if (!m.moe()) return 0;
+  if (!expert_parallelism_fits(m, g)) throw LayoutError(expert_problem(m, g));
+  return m.experts / g.experts;
+}
+
+}  // namespace
+
+MoeShape moe_shape(const ModelShape& m, const BatchSplit& split, const Layout& g) {
   MoeShape s;
   if (!m.moe()) return s;
   s.layers = m.moe_layers();
@@ -28,8 +42,15 @@ MoeShape moe_shape(const ModelShape& m, const BatchSplit& split) {
   s.capacity_per_sequence = expert_capacity_per_sequence(m);
   s.rows = s.capacity_per_sequence > 0 ? s.experts * split.micro_batch * s.capacity_per_sequence
                                        : split.tokens * s.top_k;
+  s.expert_ranks = g.experts;
+  s.local_experts = local_experts(m, g);
+  // Capacity: every sender's E_l segments for this rank, P·E_l·mb·cap = rows. Dropless: at
+  // most every row of every rank of the expert group.
+  s.expert_rows = s.dropless() ? s.expert_ranks * s.rows : s.rows;
   return s;
 }
+
+MoeShape moe_shape(const ModelShape& m, const BatchSplit& split) { return moe_shape(m, split, Layout{}); }
 
 BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const Layout& layout) {
   const int ways = layout.data * layout.z;
@@ -53,11 +74,11 @@ ParameterCount parameters_per_rank(const ModelShape& m, const Layout& g) {
   // Per block: ln1, ln2 (gamma, beta: C/G_x each), qkv bias 3C/G_y, attn.proj bias C/G_x,
   // mlp.fc bias 4C/G_y, mlp.proj bias C/G_x. Then ln_f (2 C/G_x) and wpe (T x C/G_x).
   p.small = m.layers * (6 * C / g.x + 7 * C / g.y) + 2 * C / g.x + int64_t{m.sequence} * C / g.x;
-  // An MoE block: E experts' fc and proj instead of one MLP's (biases 4C/G_y and C/G_x
-  // each), and the router [C/G_x, E].
-  const int64_t moe = m.moe_layers(), E = m.experts;
-  p.big += moe * E * (8 * C * C / (int64_t{g.x} * g.y * g.z));
-  p.small += moe * ((E - 1) * (4 * C / g.y + C / g.x) + C / g.x * E);
+  // An MoE block: its E_l local experts' fc and proj instead of one MLP's (biases 4C/G_y
+  // and C/G_x each), and the router [C/G_x, E] (every rank routes to every expert).
+  const int64_t moe = m.moe_layers(), local = local_experts(m, g), E = m.experts;
+  p.big += moe * local * (8 * C * C / (int64_t{g.x} * g.y * g.z));
+  p.small += moe * ((local - 1) * (4 * C / g.y + C / g.x) + C / g.x * E);
   return p;
 }
 
@@ -66,25 +87,30 @@ GradientBuckets gradient_buckets(const ModelShape& m, const Layout& g) {
   const int64_t tensor = int64_t{g.x} * g.y * g.z;
   GradientBuckets b;
   for (size_t i = 0; i + 1 < shapes.size(); ++i) b.block += shapes[i].k * shapes[i].n / tensor;
-  const int64_t C = m.hidden, attention = 4 * C * C / tensor;
-  b.moe_block = attention + m.experts * 8 * C * C / tensor;
+  const int64_t C = m.hidden, local = local_experts(m, g);
+  b.moe_attention = 4 * C * C / tensor;
+  b.moe_experts = local * (8 * C * C / tensor);
   b.wte = shapes.back().k * shapes.back().n / tensor;
-  b.small = parameters_per_rank(m, g).small;
   b.layers = m.layers;
   b.moe_layers = m.moe_layers();
+  b.small_experts = b.moe_layers * local * (4 * C / g.y + C / g.x);
+  b.small = parameters_per_rank(m, g).small - b.small_experts;
   return b;
 }
 
 ShardedCount sharded_count(const ModelShape& m, const Layout& g, bool shard) {
   const GradientBuckets b = gradient_buckets(m, g);
   const int ways = shards_optimizer(g, shard) ? g.data : 1;
+  // Each bucket padded to `ways` pieces: the weight buckets (blocks, experts, wte), then the
+  // small tensors' ("small.experts" is empty, and pads to nothing, in a dense model).
+  const auto sum = [&](auto piece) {
+    const int64_t weights = b.dense_layers() * piece(b.block) +
+                            b.moe_layers * (piece(b.moe_attention) + piece(b.moe_experts)) + piece(b.wte);
+    return std::pair{weights, weights + piece(b.small) + piece(b.small_experts)};
+  };
   ShardedCount c;
-  c.stored_big = b.dense_layers() * padded_bucket(b.block, ways) + b.moe_layers * padded_bucket(b.moe_block, ways) +
-                 padded_bucket(b.wte, ways);
-  c.stored = c.stored_big + padded_bucket(b.small, ways);
-  c.owned_big = b.dense_layers() * shard_piece(b.block, ways) + b.moe_layers * shard_piece(b.moe_block, ways) +
-                shard_piece(b.wte, ways);
-  c.owned = c.owned_big + shard_piece(b.small, ways);
+  std::tie(c.stored_big, c.stored) = sum([&](int64_t n) { return padded_bucket(n, ways); });
+  std::tie(c.owned_big, c.owned) = sum([&](int64_t n) { return shard_piece(n, ways); });
   return c;
 }
 

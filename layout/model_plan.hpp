@@ -35,18 +35,38 @@ struct BatchSplit {
 // Throws LayoutError naming the batch and the axes when global_batch % (G_data*G_z) != 0.
 BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const Layout& layout);
 
-// The MoE blocks' work per micro-batch on one rank (docs/moe.md). The experts' rows are the
-// routed tokens in one buffer of `rows` rows, expert by expert: dropless, every routed token
+// The MoE blocks' work per micro-batch on one rank (docs/moe.md). The routed tokens leave
+// this rank in one send buffer of `rows` rows, expert by expert: dropless, every routed token
 // (m·k rows, however the router splits them); with a capacity, E segments of
 // mb·capacity_per_sequence rows each, zero where a segment is not full. Each expert is a GPT-2
-// MLP sharded as mlp.fc and mlp.proj are; every rank holds every expert.
+// MLP sharded as mlp.fc and mlp.proj are.
+//
+// Expert parallelism P = E_p (Layout::experts): a rank holds E_l = E/P experts, the ones of
+// its expert rank, and its send buffer goes all-to-all over the expert axis; its experts then
+// run on the rows every rank of its expert group routed to them, R_r rows. With a capacity
+// R_r = P·E_l·mb·cap = `rows` exactly (each sender's padding travels with its segments);
+// dropless R_r depends on the routing, and its mean over the expert group is `rows`, which is
+// what the volume and FLOPs predict. The expert-side buffers are allocated for the most R_r
+// can be, `expert_rows`: P·m·k dropless (every peer's every row to this rank's experts), the
+// capacity's `rows` otherwise; at P = 1 there is no exchange and expert_rows = rows.
 struct MoeShape {
   int64_t layers = 0;                 // MoE blocks
   int64_t experts = 0;                // E
   int64_t top_k = 0;                  // k
   int64_t capacity_per_sequence = 0;  // ceil(capacity_factor·T·k / E) token slots per expert; 0: dropless
-  int64_t rows = 0;                   // the experts' rows per micro-batch
+  int64_t rows = 0;                   // the send buffer's rows per micro-batch (and R_r's mean)
+  int64_t expert_ranks = 1;           // P = E_p
+  int64_t local_experts = 0;          // E_l = E / P: the experts this rank holds
+  int64_t expert_rows = 0;            // the most rows this rank's experts can receive, R_max
+  bool dropless() const { return capacity_per_sequence == 0; }
+  // Whether R_r, and with it the bytes of the collectives sized by it, depends on the routing:
+  // dropless with P > 1.
+  bool rows_vary() const { return layers > 0 && dropless() && expert_ranks > 1; }
 };
+// At the layout's E_p. Throws LayoutError (expert_problem's message) when E_p does not divide
+// the model's experts.
+MoeShape moe_shape(const ModelShape& model, const BatchSplit& split, const Layout& layout);
+// Without expert parallelism (P = 1): every rank holds every expert.
 MoeShape moe_shape(const ModelShape& model, const BatchSplit& split);
 // The routing statistics an MoE block sums over the job per micro-batch (float32): each
 // expert's routed tokens and router probability sum, and the tokens dropped: 2E + 1.
@@ -70,7 +90,8 @@ inline int64_t gathered_weight_blocks(const ModelShape& model, Recompute mode, b
   return std::min<int64_t>(model.layers, overlap_comm ? 2 : 1);
 }
 
-// Elements this rank holds (one shard of every parameter tensor).
+// Elements this rank holds (one shard of every parameter tensor). An MoE block's expert
+// tensors ([E, ...]) are split over the expert ranks on dimension 0 as well: E_l experts' each.
 struct ParameterCount {
   int64_t big = 0;    // linear weights incl. wte: sum of k*n / (G_x*G_y*G_z)
   int64_t small = 0;  // LayerNorm gamma/beta, biases, wpe: split over one tensor axis only
@@ -80,20 +101,36 @@ ParameterCount parameters_per_rank(const ModelShape& model, const Layout& layout
 int64_t parameters_total(const ModelShape& model);  // the whole model, for reports
 
 // The gradient buckets of one rank's data-parallel synchronization (trainer/optim/
-// gradient_sync.hpp), in elements: one per block (its four weight shards, `layers` of them),
-// the wte shard, the small tensors. Together they are every parameter of the rank once.
+// gradient_sync.hpp), in elements, in the trainer's names:
+//   "h.<l>"          a dense block's four weight shards (`block`), or an MoE block's attention
+//                    weights, qkv and attn.proj (`moe_attention`);
+//   "h.<l>.experts"  an MoE block's E_l local experts' fc and proj (`moe_experts`);
+//   "wte"            the wte shard;
+//   "small"          every small tensor but the experts' biases: LayerNorms, dense biases,
+//                    routers, wpe, ln_f;
+//   "small.experts"  every MoE block's local experts' biases (only in an MoE model).
+// Together they are every parameter of the rank once. The experts' buckets are summed over
+// expert_reduce_axis (the ranks that hold the same experts), the others over data.
 struct GradientBuckets {
-  int64_t block = 0;      // a dense block's
-  int64_t moe_block = 0;  // an MoE block's: its attention weights and every expert's fc and proj
+  int64_t block = 0;          // a dense block's
+  int64_t moe_attention = 0;  // an MoE block's "h.l": 4C·C/(G_x G_y G_z)
+  int64_t moe_experts = 0;    // an MoE block's "h.l.experts": E_l·8C·C/(G_x G_y G_z)
   int64_t wte = 0;
   int64_t small = 0;
-  int64_t layers = 0;      // blocks, dense and MoE
-  int64_t moe_layers = 0;  // of which MoE
+  int64_t small_experts = 0;  // MoE blocks × E_l·(4C/G_y + C/G_x); 0 for a dense model
+  int64_t layers = 0;         // blocks, dense and MoE
+  int64_t moe_layers = 0;     // of which MoE
   int64_t dense_layers() const { return layers - moe_layers; }
-  // Block l's bucket (ModelShape::is_moe_block).
-  int64_t of_block(const ModelShape& model, int l) const { return model.is_moe_block(l) ? moe_block : block; }
+  // Block l's "h.l" bucket (ModelShape::is_moe_block).
+  int64_t of_block(const ModelShape& model, int l) const { return model.is_moe_block(l) ? moe_attention : block; }
 };
 GradientBuckets gradient_buckets(const ModelShape& model, const Layout& layout);
+
+// The axis the experts' gradient buckets are all-reduced over: with expert parallelism the
+// ranks holding the same experts (CommAxis::expert_data, G_data/E_p of them), else data.
+inline CommAxis expert_reduce_axis(const Layout& layout) {
+  return layout.experts > 1 ? CommAxis::expert_data : CommAxis::data;
+}
 
 // With the optimizer sharded over data (MemoryModes::shard_optimizer, G_data > 1), a bucket
 // of `count` elements is stored padded with zeros to G_data equal pieces of
@@ -102,8 +139,14 @@ GradientBuckets gradient_buckets(const ModelShape& model, const Layout& layout);
 // most G_data - 1 elements per bucket, and moves with the bucket's collectives.
 inline int64_t shard_piece(int64_t count, int data) { return (count + data - 1) / data; }
 inline int64_t padded_bucket(int64_t count, int data) { return shard_piece(count, data) * data; }
-// Whether the optimizer state is sharded at all: asked for, and G_data > 1.
-inline bool shards_optimizer(const Layout& layout, bool requested) { return requested && layout.data > 1; }
+// Whether the optimizer state is sharded at all: asked for, G_data > 1, and no expert
+// parallelism. With E_p > 1 the experts' buckets are reduced over expert_data, not data, so
+// their pieces would have to be cut over expert_data while the other buckets' are over data;
+// the trainer does not do that, so E_p > 1 trains unsharded (sharding_problem in
+// layout_memory.hpp names the conflict when a job forces sharding).
+inline bool shards_optimizer(const Layout& layout, bool requested) {
+  return requested && layout.data > 1 && layout.experts == 1;
+}
 
 // One rank's parameter elements under optimizer sharding (with `shard` false or G_data = 1,
 // stored = owned = parameters_per_rank's total).

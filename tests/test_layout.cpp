@@ -750,15 +750,22 @@ TEST(LayoutSearch, RejectsIndivisibleLayoutsNamingDimAndAxis) {
 
 // The search does not consider expert parallelism yet: for an MoE model it ranks the same
 // layouts as for the dense one, every one with E_p = 1.
-TEST(LayoutSearch, RanksOnlyLayoutsWithoutExpertParallelism) {
+// An MoE model's layouts are ranked at every expert parallelism that divides both E and
+// G_data (test_layout_moe.cpp has the rest).
+TEST(LayoutSearch, RanksExpertParallelLayoutsOfAnMoeModel) {
   ChooserInput in = tiny_input();
   in.machine.tasks_per_node = 8;
   in.batch.global_batch = 8;
   in.model.experts = 4;
   const ChooserResult r = choose_layout(in);
   ASSERT_TRUE(r.fits());
-  for (const Candidate& c : r.ranked) EXPECT_EQ(c.layout.experts, 1) << format_layout_with_order(c.layout);
-  for (const Rejection& rej : r.rejected) EXPECT_EQ(rej.layout.experts, 1) << format_layout_with_order(rej.layout);
+  bool expert_parallel = false;
+  for (const Candidate& c : r.ranked) {
+    EXPECT_EQ(in.model.experts % c.layout.experts, 0) << format_layout_with_order(c.layout);
+    EXPECT_EQ(c.layout.data % c.layout.experts, 0) << format_layout_with_order(c.layout);
+    expert_parallel |= c.layout.experts > 1;
+  }
+  EXPECT_TRUE(expert_parallel);
 }
 
 TEST(LayoutCost, AxisLinkRuleMatchesListingEveryGroup) {

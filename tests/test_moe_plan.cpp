@@ -129,9 +129,10 @@ TEST(MoePlan, VolumeCountsTheMoeBlocksCollectives) {
   EXPECT_EQ(delta(CommAxis::y, K::all_reduce), (std::pair<int64_t, int64_t>{2 - 2, 512 - 256}));
   EXPECT_EQ(delta(CommAxis::z, K::all_gather), (std::pair<int64_t, int64_t>{8 - 2, (8 - 2) * 256}));
   EXPECT_EQ(delta(CommAxis::z, K::reduce_scatter), (std::pair<int64_t, int64_t>{8 - 2, (8 - 2) * 256}));
-  // z all-reduces: the statistics, and the small tensors' one call grows by the MoE block's.
+  // z all-reduces: the statistics, and the experts' biases' bucket ("small.experts"), one call
+  // each; the small tensors' buckets together grow by the MoE block's.
   const int64_t small_growth = parameters_per_rank(in.model, l).small - parameters_per_rank(dense_in.model, l).small;
-  EXPECT_EQ(delta(CommAxis::z, K::all_reduce), (std::pair<int64_t, int64_t>{1, 36 + small_growth * 4}));
+  EXPECT_EQ(delta(CommAxis::z, K::all_reduce), (std::pair<int64_t, int64_t>{2, 36 + small_growth * 4}));
   EXPECT_EQ(v.at(CommAxis::data, K::all_reduce).calls, 0);  // G_data = 1
 }
 
@@ -142,10 +143,12 @@ TEST(MoePlan, DataBucketsOfMoeAndDenseBlocksDiffer) {
   in.machine.tasks_per_node = 8;
   const Layout l = parse_layout("2x1x1x1");
   const GradientBuckets b = gradient_buckets(in.model, l);
-  EXPECT_EQ(b.moe_block - b.block, 3 * 8 * 64);  // three more experts' fc and proj
+  EXPECT_EQ(b.moe_attention + b.moe_experts - b.block, 3 * 8 * 64);  // three more experts' fc and proj
+  EXPECT_EQ(b.moe_experts, 4 * 8 * 64);
   const StepVolume v = predict_step_volume(in, l);
-  // Block 1 (MoE), block 0 (dense), wte, small: every gradient once.
-  EXPECT_EQ(v.at(CommAxis::data, CollectiveKind::all_reduce).calls, 4 + 1);  // and the statistics' one
+  // Block 1's attention and its experts, block 0 (dense), wte, small, small.experts: every
+  // gradient once (E_p = 1: the experts' buckets over data too).
+  EXPECT_EQ(v.at(CommAxis::data, CollectiveKind::all_reduce).calls, 6 + 1);  // and the statistics' one
   EXPECT_EQ(v.at(CommAxis::data, CollectiveKind::all_reduce).bytes,
             (parameters_per_rank(in.model, l).total() + moe_statistics(in.model)) * 4);
 }
