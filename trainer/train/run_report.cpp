@@ -62,12 +62,31 @@ std::vector<std::string> comm_mismatches(const CommCounters& counted, const Step
       if (kind == CollectiveKind::barrier) continue;  // synchronisation, not part of the plan
       const CollectiveCount& c = counted[static_cast<size_t>(a)][static_cast<size_t>(k)];
       const CollectiveVolume& p = per_step.at(static_cast<CommAxis>(a), kind);
-      if (c.bytes == p.bytes * steps && c.calls == p.calls * steps) continue;
+      const bool bytes_match = per_step.varies(static_cast<CommAxis>(a), kind) || c.bytes == p.bytes * steps;
+      if (bytes_match && c.calls == p.calls * steps) continue;
       out.push_back(comm_axis_name(static_cast<CommAxis>(a)) + " " + collective_name(kind) + ": counted " +
                     std::to_string(c.bytes) + " bytes in " + std::to_string(c.calls) + " calls, predicted " +
                     std::to_string(p.bytes * steps) + " in " + std::to_string(p.calls * steps));
     }
   return out;
+}
+
+std::vector<std::pair<CommAxis, CollectiveKind>> routing_entries(const StepVolume& per_step) {
+  std::vector<std::pair<CommAxis, CollectiveKind>> out;
+  for (int a = 0; a < kCommAxisCount; ++a)
+    for (int k = 0; k < kCollectiveKindCount; ++k)
+      if (per_step.varies(static_cast<CommAxis>(a), static_cast<CollectiveKind>(k)))
+        out.emplace_back(static_cast<CommAxis>(a), static_cast<CollectiveKind>(k));
+  return out;
+}
+
+std::string routing_mismatch(CommAxis axis, CollectiveKind kind, int64_t world_bytes, const StepVolume& per_step,
+                             int64_t steps, int world) {
+  const int64_t predicted = per_step.at(axis, kind).bytes * steps;
+  if (world_bytes == predicted * world) return "";
+  return comm_axis_name(axis) + " " + collective_name(kind) + ": counted " + std::to_string(world_bytes) +
+         " bytes over the " + std::to_string(world) + " ranks, predicted " + std::to_string(predicted * world) + " (" +
+         std::to_string(world) + " x " + std::to_string(predicted) + ")";
 }
 
 std::string comm_summary(const StepVolume& v) {

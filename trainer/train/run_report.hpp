@@ -15,7 +15,18 @@ namespace axonn {
 
 // Every (axis, kind) whose counted bytes or calls differ from `steps` x the prediction, as
 // "x all_reduce: counted 1024 bytes in 4 calls, predicted 2048 in 8"; empty when all equal.
+// An entry whose bytes vary with the routing (StepVolume::varies: a dropless MoE model under
+// expert parallelism) is compared by its calls only: its bytes are checked summed over the
+// world (routing_mismatch).
 std::vector<std::string> comm_mismatches(const CommCounters& counted, const StepVolume& per_step, int64_t steps);
+
+// The (axis, kind) entries whose bytes vary with the routing, in table order.
+std::vector<std::pair<CommAxis, CollectiveKind>> routing_entries(const StepVolume& per_step);
+// One such entry's bytes counted on every rank, summed, against world x steps x the
+// prediction: "x all_reduce: counted 1024 bytes over the 4 ranks, predicted 2048 (4 x 512)";
+// empty when equal.
+std::string routing_mismatch(CommAxis axis, CollectiveKind kind, int64_t world_bytes, const StepVolume& per_step,
+                             int64_t steps, int world);
 
 // Counted time per step of each (axis, kind) with calls, "z.all_gather" -> s; empty when
 // steps is 0.

@@ -443,8 +443,18 @@ class TrainingRun {
   void report_end(const Prediction& prediction, const LoopTotals& totals, TrainingRunResult& result) {
     const int64_t steps_run = totals.steps_run;
     // Bytes moved against the layout model, on every rank; failures summed over ranks.
-    const auto mismatches = comm_mismatches(totals.counted, prediction.volume, steps_run);
+    auto mismatches = comm_mismatches(totals.counted, prediction.volume, steps_run);
     for (const auto& m : mismatches) spdlog::error("communication: {} (layout model mismatch)", m);
+    // The bytes that vary with the routing, summed over the world (every rank gets the sums).
+    for (const auto& [axis, kind] : routing_entries(prediction.volume)) {
+      const auto& counted = totals.counted[static_cast<size_t>(axis)][static_cast<size_t>(kind)];
+      int64_t world_bytes = 0;
+      for (const int64_t b : all_gather_steps(backend_, world_, counted.bytes)) world_bytes += b;
+      const std::string m = routing_mismatch(axis, kind, world_bytes, prediction.volume, steps_run, world_.size());
+      if (m.empty()) continue;
+      if (lead_) spdlog::error("communication: {} (layout model mismatch)", m);
+      mismatches.push_back(m);
+    }
     const MemoryUse use = report_memory(prediction.memory);
     // Each rank's prediction: the checkpoint staging in it differs between ranks that write
     // different shares of the replicated tensors.
@@ -464,8 +474,11 @@ class TrainingRun {
     if (result.comm_bytes_match && steps_run > 0)
       spdlog::info(
           "communication: counted bytes equal the layout model's prediction on every rank, axis and "
-          "collective ({} steps)",
-          steps_run);
+          "collective ({} steps){}",
+          steps_run,
+          routing_entries(prediction.volume).empty()
+              ? ""
+              : "; those that vary with the routing (dropless experts' rows) in their sum over the ranks");
     summary.layout = format_layout_with_order(grid_.layout());
     summary.layout_origin = options_.layout_origin;
     summary.recompute = recompute_name(*decided_.plan.recompute);
