@@ -198,8 +198,9 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   }
   for (int ai = 0; ai < kCommAxisCount; ++ai)
     c.link[static_cast<size_t>(ai)] = axis_link(input.machine, g, static_cast<CommAxis>(ai));
-  // Hidden: the overlapped calls' time at their tier's efficiency, the data axis's at most one
-  // micro-batch's compute (they run beside the last backward), all of it at most the step's.
+  // Hidden: the overlapped calls' time at their tier's efficiency, the gradient buckets' (over
+  // data, and the experts' over expert_data) at most one micro-batch's compute (they run beside
+  // the last backward), all of it at most the step's.
   double hidden_data = 0, hidden_other = 0;
   for (const CollectiveCalls& calls : volume.calls) {
     const auto ai = static_cast<size_t>(calls.axis);
@@ -211,7 +212,8 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
     c.comm_s[ai] += t;
     if (!calls.overlapped) continue;
     c.overlapped_s += t;
-    (calls.axis == CommAxis::data ? hidden_data : hidden_other) += t * overlap_efficiency(input.machine, c.link[ai]);
+    const bool bucket = calls.axis == CommAxis::data || calls.axis == CommAxis::expert_data;
+    (bucket ? hidden_data : hidden_other) += t * overlap_efficiency(input.machine, c.link[ai]);
   }
   const double accumulation = static_cast<double>(batch_split(input.model, input.batch, g).accumulation);
   c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other);

@@ -133,8 +133,9 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        format_number("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta\n"
        "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
-       "  time (z gathers and reduce-scatters, data buckets but block 0's) times the tier's overlap\n"
-       "  fraction (site network.<tier>.overlap, 0 where not set), at most the compute beside them\n";
+       "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
+       "  tier's overlap fraction (site network.<tier>.overlap, 0 where not set), at most the compute beside\n"
+       "  them\n";
   s += describe_calibration(in.machine);
   s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");
   s += std::string("  recompute: ") +

@@ -11,6 +11,7 @@
 
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
+#include "layout/layout_report.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
@@ -263,6 +264,11 @@ TEST(LayoutMoe, ChooserListsExpertParallelLayouts) {
   EXPECT_EQ(listed.count("2x1x1x4e4"), 0u);  // E_p must divide G_data
   for (const Candidate& c : moe.ranked)
     EXPECT_EQ(c.volume.group_size[static_cast<size_t>(CommAxis::expert)], c.layout.experts);
+  // The table shows the expert axes' columns when a listed layout has them.
+  const std::string table = format_ranked_table(moe, static_cast<int>(moe.ranked.size()));
+  EXPECT_NE(table.find("expert ms/MiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("expert_data ms/MiB"), std::string::npos);
+  EXPECT_NE(table.find("8x1x1x1e4"), std::string::npos);
 
   ChooserInput dense = in;
   dense.model.experts = 0;
