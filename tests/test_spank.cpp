@@ -383,8 +383,10 @@ TEST_F(SpankDecision, ExpertParallelismCheckedAgainstTheModelInEveryMode) {
       << explicit_moe.summary;
   const Decision validated = decide_layout(request("validate"), step(4, 1), site_, &moe, std::string("4x1x1x1e2:yxzd"));
   EXPECT_EQ(format_layout_with_order(validated.layout), "4x1x1x1e2:yxzd");
-  // auto still chooses among layouts without expert parallelism.
-  EXPECT_EQ(decide_layout(request("auto"), step(4, 1), site_, &moe, std::nullopt).layout.experts, 1);
+  // auto chooses among the layouts at every expert parallelism that divides E and G_data.
+  const Layout chosen = decide_layout(request("auto"), step(4, 1), site_, &moe, std::nullopt).layout;
+  EXPECT_EQ(chosen.data % chosen.experts, 0) << format_layout(chosen);
+  EXPECT_EQ(6 % chosen.experts, 0) << format_layout(chosen);
   // A wrong task count: the alternative keeps the expert parallelism where it divides the data axis.
   const std::string product =
       error_of([&] { decide_layout(request("2x1x1x1e2"), step(8, 2), site_, &moe, std::nullopt); });

@@ -12,8 +12,8 @@ void check_layout(const Layout& layout, const ChooserInput& plan, const std::str
                       " ranks but the job has " + std::to_string(plan.world()) + "; give a layout whose product is " +
                       std::to_string(plan.world()) + " (e.g. " + std::to_string(plan.world()) +
                       "x1x1x1) or unset it to let the chooser pick");
-  // Its own fix ("set model.experts or drop 'e4'"), not the axis sizes': the chooser that
-  // `axonn layout` runs never proposes expert parallelism.
+  // Its own fix ("set model.experts or drop 'e4'"), not the axis sizes': a dense job's
+  // layouts have no expert parallelism to suggest.
   const std::string experts = expert_problem(plan.model, layout);
   if (!experts.empty())
     throw LayoutError("layout " + format_layout(layout) + " (" + source + ") does not fit the job: " + experts);
