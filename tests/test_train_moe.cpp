@@ -96,9 +96,12 @@ std::vector<std::string> moe_layouts() {
     for (int d = 1; d <= world; d *= 2)
       for (int x = 1; d * x <= world; x *= 2)
         for (int y = 1; d * x * y <= world; y *= 2)
-          for (int ep = 1; ep <= std::min(d, 4); ep *= 2)
-            out.push_back(std::to_string(d) + "x" + std::to_string(x) + "x" + std::to_string(y) + "x" +
-                          std::to_string(world / (d * x * y)) + (ep > 1 ? "e" + std::to_string(ep) : ""));
+          for (int ep = 1; ep <= std::min(d, 4); ep *= 2) {
+            std::string layout = std::to_string(d) + "x" + std::to_string(x) + "x" + std::to_string(y) + "x" +
+                                 std::to_string(world / (d * x * y));
+            if (ep > 1) layout.append("e").append(std::to_string(ep));
+            out.push_back(layout);
+          }
   out.push_back("2x2x1x2:zyxd");
   out.push_back("4x1x2x1e2:zyxd");
   return out;
