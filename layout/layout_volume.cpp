@@ -76,10 +76,10 @@ namespace {
 // the group has one rank): forward, the routed row counts (E_l float32 per peer), the rows
 // out (the whole send buffer, R rows) and the experts' outputs back (R_r rows); backward, the
 // outputs' gradients out and the rows' gradients back. `returned` is R_r's prediction.
-struct ExpertExchange {
+struct ExpertCallBytes {
   int64_t counts = 0, sent = 0, returned = 0;  // bytes of one call each
 };
-ExpertExchange expert_exchange(const MoeShape& moe, int64_t c_local, int64_t e, int64_t returned_rows) {
+ExpertCallBytes expert_call_bytes(const MoeShape& moe, int64_t c_local, int64_t e, int64_t returned_rows) {
   return {moe.experts * 4, moe.rows * c_local * e, returned_rows * c_local * e};
 }
 
@@ -104,7 +104,7 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
   const int64_t hidden_local = 4 * C / g.y, c_local = C / g.x;
   const int64_t expert_block = c_local * hidden_local;  // fc [C/G_x, 4C/G_y], proj [4C/G_y, C/G_x]
   const int64_t received = moe.rows;                    // R_r, exact or its mean
-  const ExpertExchange exchange = expert_exchange(moe, c_local, e, received);
+  const ExpertCallBytes exchange = expert_call_bytes(moe, c_local, e, received);
   v.add(CommAxis::x, K::all_reduce, calls, m * E * stat);
   v.add(CommAxis::z, K::all_reduce, calls, moe_statistics(input.model) * stat);
   v.add(CommAxis::data, K::all_reduce, calls, moe_statistics(input.model) * stat);
@@ -133,8 +133,8 @@ int64_t expert_all_to_all_bound(const ChooserInput& input, const Layout& g) {
   const MoeShape moe = moe_shape(input.model, split, g);
   if (moe.layers == 0 || moe.expert_ranks <= 1) return 0;
   const int64_t c_local = input.model.hidden / g.x;
-  const ExpertExchange worst =
-      expert_exchange(moe, c_local, element_size(collective_types(input.batch.dtype).activations), moe.expert_rows);
+  const ExpertCallBytes worst =
+      expert_call_bytes(moe, c_local, element_size(collective_types(input.batch.dtype).activations), moe.expert_rows);
   return split.accumulation * moe.layers * (worst.counts + 2 * worst.sent + 2 * worst.returned);
 }
 

@@ -150,6 +150,7 @@ struct Prediction {
   StepVolume volume;
   CostEstimate cost;
   MemoryEstimate memory;
+  int64_t expert_bytes_bound = 0;  // a dropless MoE model's most expert all-to-all bytes per step and rank
 };
 
 Prediction predict(const ChooserInput& plan, const Layout& layout) {
@@ -157,6 +158,7 @@ Prediction predict(const ChooserInput& plan, const Layout& layout) {
   p.volume = predict_step_volume(plan, layout);
   p.cost = estimate_cost(plan, layout, p.volume);
   p.memory = estimate_memory(plan, layout);
+  p.expert_bytes_bound = expert_all_to_all_bound(plan, layout);
   return p;
 }
 
@@ -445,11 +447,23 @@ class TrainingRun {
     // Bytes moved against the layout model, on every rank; failures summed over ranks.
     auto mismatches = comm_mismatches(totals.counted, prediction.volume, steps_run);
     for (const auto& m : mismatches) spdlog::error("communication: {} (layout model mismatch)", m);
-    // The bytes that vary with the routing, summed over the world (every rank gets the sums).
+    // The bytes that vary with the routing, summed over the world (every rank gets the sums);
+    // the busiest rank's expert all-to-all against the bound of every row reaching one rank.
     for (const auto& [axis, kind] : routing_entries(prediction.volume)) {
       const auto& counted = totals.counted[static_cast<size_t>(axis)][static_cast<size_t>(kind)];
-      int64_t world_bytes = 0;
-      for (const int64_t b : all_gather_steps(backend_, world_, counted.bytes)) world_bytes += b;
+      int64_t world_bytes = 0, most = 0;
+      for (const int64_t b : all_gather_steps(backend_, world_, counted.bytes)) {
+        world_bytes += b;
+        most = std::max(most, b);
+      }
+      if (lead_ && axis == CommAxis::expert && steps_run > 0)
+        spdlog::info(
+            "communication: the dropless expert all-to-all moved {:.3f} MiB per step on the busiest rank, {:.3f} "
+            "MiB on the average (the layout model's prediction), at most {:.3f} MiB if one rank's experts "
+            "received every routed row",
+            static_cast<double>(most) / static_cast<double>(steps_run) / 1048576.0,
+            static_cast<double>(prediction.volume.at(axis, kind).bytes) / 1048576.0,
+            static_cast<double>(prediction.expert_bytes_bound) / 1048576.0);
       const std::string m = routing_mismatch(axis, kind, world_bytes, prediction.volume, steps_run, world_.size());
       if (m.empty()) continue;
       if (lead_) spdlog::error("communication: {} (layout model mismatch)", m);
