@@ -123,7 +123,12 @@ std::string plan_text(const CheckpointReader& reader, const ModelShape& model, c
     out += "vs written  the layout that wrote the checkpoint ('" + m.layout + "') is unknown here: no comparison\n";
   }
   if (!sharded) {
-    out += "\noptimizer sharded: G_data = 1 at this layout, nothing to shard: the reads above\n";
+    if (layout.experts > 1)
+      out.append("\noptimizer sharded: not available with expert parallelism (e")
+          .append(std::to_string(layout.experts))
+          .append("): the reads above\n");
+    else
+      out += "\noptimizer sharded: G_data = 1 at this layout, nothing to shard: the reads above\n";
     return out;
   }
   out += "\noptimizer sharded (training.shard_optimizer = true) over the " + std::to_string(layout.data) +
