@@ -12,7 +12,8 @@ run it with /usr/bin/python3, where those packages live.
 The reference runs in float64. The same PyTorch code in float32 is the yardstick: its distance
 from the reference is what float32 rounding alone does to this run (a loss spike amplifies it
 by orders of magnitude within a few steps). Exit code 0 when our losses and final weights are
-within --slack times the yardstick's distance of the reference, 1 otherwise, 2 for bad arguments.
+within --slack times the yardstick's distance of the reference (an MoE model's balance losses
+too, or within 1e-6 relative), 1 otherwise, 2 for bad arguments.
 
 The route, chosen so that the reference shares nothing with our code but the initial weights:
 - Data: a plain text file (default: Debian's GPL-3 text), trained with `data.format = "text"`:
@@ -29,6 +30,23 @@ The route, chosen so that the reference shares nothing with our code but the ini
   of the job's micro_batch; torch.nn.utils.clip_grad_norm_; torch.optim.AdamW with decoupled
   weight decay on wte, wpe and the linear weights only; warmup + cosine learning rate as
   trainer/optim/lr_schedule.cpp defines it.
+- Mixture of experts (`model.experts` E > 0), from docs/moe.md's description: the MLP of blocks
+  moe_every-1, 2*moe_every-1, ... is a router h.<l>.mlp.router.weight [C, E] (logits = x @ W_r,
+  softmax, the top_k largest with ties to the lower index, renormalized to sum to 1 when
+  top_k = 2; these are the gates) and E GELU MLPs h.<l>.mlp.experts.{fc,proj}.{weight,bias}
+  ([E, C, 4C], [E, 4C], [E, 4C, C], [E, C]); a token's output is the gate-weighted sum of its
+  experts' outputs. With capacity_factor c > 0 each expert takes at most max(1, ceil(c*T*k/E))
+  (token, choice) pairs of each sequence, all first choices before second choices, earlier
+  tokens first; a dropped pair contributes nothing. The balance loss w*E*sum_i f_i*P_i (f_i:
+  the fraction of all routed pairs, before the capacity, that chose i, a count without
+  gradient; P_i: the mean router probability of i) is taken over the global batch's tokens,
+  which is what the trainer computes when every rank runs one micro-batch per step
+  (micro_batch >= global_batch / (D*Z)); a layout that does not is refused. Its gradient is
+  added to the language-model loss's; the reported loss is the language-model loss alone, and
+  the balance loss (summed over the MoE blocks) is compared with metrics.jsonl's balance_loss.
+  AdamW decays the router and the expert weights, not the expert biases (the trainer's decay
+  flags, trainer/model/parameters.cpp). Routing is discrete: the reference prints its smallest
+  margin between a chosen and a passed-over expert, below which rounding could flip a choice.
 """
 import argparse
 import json
@@ -53,7 +71,8 @@ TRAINING_DEFAULTS = {
     "schedule": "cosine", "weight_decay": 0.1, "grad_clip": 1.0, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8,
     "seed": 1337,
 }
-MODEL_DEFAULTS = {"layers": 2, "hidden": 64, "heads": 4, "vocab": 256, "sequence": 64}
+MODEL_DEFAULTS = {"layers": 2, "hidden": 64, "heads": 4, "vocab": 256, "sequence": 64,
+                  "experts": 0, "top_k": 2, "moe_every": 1, "capacity_factor": 0.0, "aux_loss_weight": 0.01}
 
 
 # ---- the sample order (trainer/data/sample_order.cpp, reimplemented from its comments)
@@ -122,8 +141,60 @@ def decayed(name, shape):
     return name in ("wte", "wpe") or (name.endswith(".weight") and len(shape) >= 2)
 
 
-def gpt_loss_sum(P, m, idx, targets):
-    """Sum of the token losses of idx (b, T) -> targets (b, T)."""
+def capacity_per_sequence(m):
+    """Pairs an expert takes from one sequence (layout/model_plan.cpp); 0: dropless."""
+    if m["experts"] <= 0 or m["capacity_factor"] <= 0:
+        return 0
+    return max(1, math.ceil(m["capacity_factor"] * m["sequence"] * m["top_k"] / m["experts"] - 1e-9))
+
+
+def moe_mlp(P, m, p, x, margins):
+    """The MoE layer of block prefix p on the LayerNorm output x (b, T, C): its output and its
+    balance loss. Appends the routing's smallest margin (the k-th largest probability minus the
+    next one, where a rounding difference could flip a choice) to `margins`."""
+    b, T, C = x.shape
+    E, k = m["experts"], m["top_k"]
+    rows = x.reshape(b * T, C)
+    probs = torch.softmax(rows @ P[p + "mlp.router.weight"], dim=-1)  # (n, E)
+    # Top-k with ties to the lower index: argmax returns the first maximum; mask it, again.
+    masked = probs.detach().clone()
+    chosen = []
+    for _ in range(k):
+        e = masked.argmax(dim=-1)
+        chosen.append(e)
+        masked[torch.arange(b * T), e] = float("-inf")
+    choice = torch.stack(chosen, dim=1)  # (n, k)
+    if E > k:
+        kth = probs.detach().gather(1, choice[:, -1:]).squeeze(1)
+        margins.append(float((kth - masked.max(dim=-1).values).min()))
+    top = probs.gather(1, choice)
+    gates = top / top.sum(dim=1, keepdim=True) if k == 2 else top
+    keep = torch.ones(b * T, k, dtype=torch.bool)
+    cap = capacity_per_sequence(m)
+    if cap:
+        # Per sequence, pairs in priority order (choice s, then token t); a pair's place in its
+        # expert's queue is the count of earlier pairs to that expert.
+        order = choice.reshape(b, T, k).transpose(1, 2).reshape(b, k * T)
+        onehot = F.one_hot(order, E)
+        place = (onehot.cumsum(dim=1) * onehot).sum(dim=-1) - 1  # (b, k*T)
+        keep = (place < cap).reshape(b, k, T).transpose(1, 2).reshape(b * T, k)
+    out = torch.zeros_like(rows)
+    for e in range(E):
+        token, slot = ((choice == e) & keep).nonzero(as_tuple=True)
+        if token.numel() == 0:
+            continue
+        hidden = F.gelu(rows[token] @ P[p + "mlp.experts.fc.weight"][e] + P[p + "mlp.experts.fc.bias"][e],
+                        approximate="tanh")
+        y = hidden @ P[p + "mlp.experts.proj.weight"][e] + P[p + "mlp.experts.proj.bias"][e]
+        out = out.index_add(0, token, gates[token, slot].unsqueeze(1) * y)
+    f = torch.bincount(choice.reshape(-1), minlength=E).to(probs.dtype) / (b * T * k)
+    balance = m["aux_loss_weight"] * E * (f * probs.mean(dim=0)).sum()
+    return out.reshape(b, T, C), balance
+
+
+def gpt_loss_sum(P, m, idx, targets, margins=None):
+    """Sum of the token losses of idx (b, T) -> targets (b, T), and the MoE blocks' balance
+    losses summed (0.0 for a dense model)."""
     C, H, V = m["hidden"], m["heads"], m["vocab"]
     b, T = idx.shape
     d = C // H
@@ -133,6 +204,7 @@ def gpt_loss_sum(P, m, idx, targets):
         return F.layer_norm(x, (C,), P[name + ".weight"], P[name + ".bias"], eps=1e-5)
 
     x = P["wte"][idx] + P["wpe"][:T]
+    balance = 0.0
     for layer in range(m["layers"]):
         p = f"h.{layer}."
         qkv = ln(x, p + "ln1") @ P[p + "attn.qkv.weight"].reshape(C, 3 * C) + P[p + "attn.qkv.bias"].reshape(3 * C)
@@ -140,10 +212,14 @@ def gpt_loss_sum(P, m, idx, targets):
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)
         att = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1) @ v
         x = x + att.transpose(1, 2).reshape(b, T, C) @ P[p + "attn.proj.weight"] + P[p + "attn.proj.bias"]
+        if m["experts"] > 0 and (layer + 1) % m["moe_every"] == 0:
+            out, layer_balance = moe_mlp(P, m, p, ln(x, p + "ln2"), margins if margins is not None else [])
+            x, balance = x + out, balance + layer_balance
+            continue
         hidden = F.gelu(ln(x, p + "ln2") @ P[p + "mlp.fc.weight"] + P[p + "mlp.fc.bias"], approximate="tanh")
         x = x + hidden @ P[p + "mlp.proj.weight"] + P[p + "mlp.proj.bias"]
     logits = ln(x, "ln_f") @ P["wte"].t()  # tied head
-    return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), reduction="sum")
+    return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), reduction="sum"), balance
 
 
 def read_checkpoint(step_dir, dtype):
@@ -159,11 +235,13 @@ def latest_step_dir(ckpt_dir):
 
 
 def torch_run(init, job, tokens, steps):
-    """Trains from `init` (in its dtype) for `steps` steps; returns per-step (loss, grad norm, lr)
-    and the final weights."""
+    """Trains from `init` (in its dtype) for `steps` steps; returns per-step (loss, grad norm, lr,
+    balance loss, smallest routing margin) and the final weights."""
     m, t = job["model"], job["training"]
     T, B = m["sequence"], t["global_batch"]
-    mb = max(d for d in range(1, min(t["micro_batch"], B) + 1) if B % d == 0)
+    moe = m["experts"] > 0
+    # An MoE model's balance loss is over the global batch (one micro-batch per rank): one pass.
+    mb = B if moe else max(d for d in range(1, min(t["micro_batch"], B) + 1) if B % d == 0)
     P = {n: v.clone().requires_grad_(True) for n, v in init.items()}
     groups = [
         {"params": [P[n] for n in P if decayed(n, P[n].shape)], "weight_decay": t["weight_decay"]},
@@ -176,17 +254,22 @@ def torch_run(init, job, tokens, steps):
         windows = np.stack([tokens[order.start(step * B + i):][:T + 1] for i in range(B)])
         inputs, targets = torch.from_numpy(windows[:, :T]), torch.from_numpy(windows[:, 1:])
         opt.zero_grad(set_to_none=True)
-        loss_sum = 0.0
+        loss_sum, balance_sum, margins = 0.0, 0.0, []
         for i in range(0, B, mb):
-            loss = gpt_loss_sum(P, m, inputs[i:i + mb], targets[i:i + mb])
-            (loss / (B * T)).backward()
+            loss, balance = gpt_loss_sum(P, m, inputs[i:i + mb], targets[i:i + mb], margins)
+            total = loss / (B * T)
+            if moe:
+                total = total + balance
+                balance_sum += float(balance)
+            total.backward()
             loss_sum += loss.item()
         norm = torch.nn.utils.clip_grad_norm_(list(P.values()), t["grad_clip"]) if t["grad_clip"] > 0 else None
         lr = learning_rate(t, step)
         for g in opt.param_groups:
             g["lr"] = lr
         opt.step()
-        history.append((loss_sum / (B * T), float(norm) if norm is not None else float("nan"), lr))
+        history.append((loss_sum / (B * T), float(norm) if norm is not None else float("nan"), lr, balance_sum,
+                        min(margins, default=float("inf"))))
     return history, {n: v.detach() for n, v in P.items()}
 
 
@@ -238,7 +321,9 @@ def main():
     ap.add_argument("--job", default=os.path.join(REPO, "job_templates", "tiny.toml"))
     ap.add_argument("--text", default="/usr/share/common-licenses/GPL-3", help="training text, one token per byte")
     ap.add_argument("--steps", type=int, default=0, help="default: the job's training.steps")
-    ap.add_argument("--layout", action="append", help="DxXxYxZ; repeatable (default: 1x1x1x1 and 2x1x2x1)")
+    ap.add_argument("--layout", action="append",
+                    help="DxXxYxZ, or DxXxYxZeN with N-way expert parallelism; repeatable "
+                         "(default: 1x1x1x1 and 2x1x2x1)")
     ap.add_argument("--work", help="directory for the runs (default: a temporary one, removed)")
     ap.add_argument("--slack", type=float, default=2.0,
                     help="pass when ours is within SLACK x PyTorch float32's distance from the float64 reference")
@@ -249,6 +334,22 @@ def main():
     job = load_job(args.job)
     steps = args.steps or job["training"]["steps"]
     job["training"]["steps"] = steps
+    moe = job["model"]["experts"] > 0
+    sizes = {}
+    for layout in layouts:
+        dims, _, experts = layout.split(":")[0].partition("e")
+        try:
+            sizes[layout] = [int(v) for v in dims.split("x")]
+            int(experts or 1)
+        except ValueError:
+            ap.error(f"--layout {layout}: expected DxXxYxZ or DxXxYxZeN")
+        if len(sizes[layout]) != 4:
+            ap.error(f"--layout {layout}: expected DxXxYxZ or DxXxYxZeN")
+        share = job["training"]["global_batch"] // max(1, sizes[layout][0] * sizes[layout][3])
+        if moe and job["training"]["micro_batch"] < share:
+            ap.error(f"--layout {layout}: each rank would run several micro-batches of its {share} sequences "
+                     f"(micro_batch {job['training']['micro_batch']}), so the balance loss would be taken per "
+                     f"micro-batch, which the reference does not model; set training.micro_batch >= {share}")
     torch.set_num_threads(1)
     with open(args.text, "rb") as f:
         tokens = np.frombuffer(f.read(), dtype=np.uint8).astype(np.int64)
@@ -262,6 +363,11 @@ def main():
     print(f"job {args.job}: {m['layers']} layers, hidden {m['hidden']}, {m['heads']} heads, vocab {m['vocab']}, "
           f"sequence {m['sequence']}; batch {t['global_batch']} (micro {t['micro_batch']}), {steps} steps, "
           f"lr {t['lr']:g} -> {t['min_lr']:g}, clip {t['grad_clip']:g}, wd {t['weight_decay']:g}")
+    if moe:
+        print(f"mixture of experts: {m['experts']} experts, top {m['top_k']}, every {m['moe_every']} block(s), "
+              f"capacity factor {m['capacity_factor']:g} ("
+              f"{f'{capacity_per_sequence(m)} pairs per expert and sequence' if capacity_per_sequence(m) else 'dropless'}"
+              f"), balance loss weight {m['aux_loss_weight']:g}")
     print(f"data: {args.text} ({len(tokens)} bytes = tokens, {(len(tokens) - 1) // m['sequence']} samples)")
 
     cmd = run_axonn(args.axonn, job_path, os.path.join(work, "init"), 1, "1x1x1x1", overrides, ["--init-only"])
@@ -272,10 +378,14 @@ def main():
     ref, ref_final = torch_run(read_checkpoint(init_dir, torch.float64), job, tokens, steps)
     f32, f32_final = torch_run(read_checkpoint(init_dir, torch.float32), job, tokens, steps)
     print(f"reference: PyTorch {torch.__version__} in float64; yardstick: the same in float32 (t32)")
+    if moe:
+        margin = min(row[4] for row in ref)
+        print(f"routing: the reference's smallest margin between a kept and a passed-over expert's probability "
+              f"is {margin:.1e} (a rounding difference that large would flip a choice)")
 
     ok = True
     for layout in layouts:
-        ranks = math.prod(int(v) for v in layout.split(":")[0].split("x"))
+        ranks = math.prod(sizes[layout])
         run_dir = os.path.join(work, layout)
         cmd = run_axonn(args.axonn, job_path, run_dir, ranks, layout, overrides)
         ours = read_metrics(os.path.join(run_dir, "run", "metrics.jsonl"))
@@ -283,16 +393,23 @@ def main():
             sys.exit(f"reference_check: {layout}: metrics.jsonl has {len(ours)} steps, expected {steps}")
         print(f"\nAXONN_LAYOUT={layout} axonn {' '.join(cmd[1:])}")
         print(f"{'step':>5} {'loss ref':>10} {'ours abs':>9} {'ours rel':>9} {'t32 rel':>9}   "
-              f"{'gnorm ref':>10} {'ours rel':>9} {'t32 rel':>9}")
-        worst = {"abs": 0.0, "rel": 0.0, "t32_abs": 0.0, "t32_rel": 0.0, "vs32": 0.0, "lr": 0.0}
-        for row, (loss, gnorm, lr), (loss32, gnorm32, _) in zip(ours, ref, f32):
+              f"{'gnorm ref':>10} {'ours rel':>9} {'t32 rel':>9}" +
+              (f"   {'balance ref':>11} {'ours rel':>9} {'t32 rel':>9}" if moe else ""))
+        worst = {"abs": 0.0, "rel": 0.0, "t32_abs": 0.0, "t32_rel": 0.0, "vs32": 0.0, "lr": 0.0,
+                 "bal_rel": 0.0, "bal_t32_rel": 0.0}
+        for row, (loss, gnorm, lr, balance, _), (loss32, gnorm32, _, balance32, _) in zip(ours, ref, f32):
             d, d32 = abs(row["loss"] - loss), abs(loss32 - loss)
             worst["abs"], worst["rel"] = max(worst["abs"], d), max(worst["rel"], d / loss)
             worst["t32_abs"], worst["t32_rel"] = max(worst["t32_abs"], d32), max(worst["t32_rel"], d32 / loss)
             worst["vs32"] = max(worst["vs32"], abs(row["loss"] - loss32))
             worst["lr"] = max(worst["lr"], abs(row["lr"] - lr) / lr)
-            print(f"{row['step']:>5} {loss:>10.6f} {d:>9.1e} {d / loss:>9.1e} {d32 / loss:>9.1e}   {gnorm:>10.6f} "
-                  f"{abs(row['grad_norm'] - gnorm) / gnorm:>9.1e} {abs(gnorm32 - gnorm) / gnorm:>9.1e}")
+            line = (f"{row['step']:>5} {loss:>10.6f} {d:>9.1e} {d / loss:>9.1e} {d32 / loss:>9.1e}   {gnorm:>10.6f} "
+                    f"{abs(row['grad_norm'] - gnorm) / gnorm:>9.1e} {abs(gnorm32 - gnorm) / gnorm:>9.1e}")
+            if moe:
+                b_rel, b32_rel = abs(row["balance_loss"] - balance) / balance, abs(balance32 - balance) / balance
+                worst["bal_rel"], worst["bal_t32_rel"] = max(worst["bal_rel"], b_rel), max(worst["bal_t32_rel"], b32_rel)
+                line += f"   {balance:>11.8f} {b_rel:>9.1e} {b32_rel:>9.1e}"
+            print(line)
         mine = read_checkpoint(latest_step_dir(os.path.join(run_dir, "ckpt")), torch.float64)
         w_abs, w_rel, w_name = weight_diff(mine, ref_final)
         w32_abs, w32_rel, _ = weight_diff(f32_final, ref_final)
@@ -303,9 +420,13 @@ def main():
         print(f"final weights, max abs diff: ours {w_abs:.2e} (relative to the tensor's largest magnitude "
               f"{w_rel:.2e}, {w_name}); PyTorch float32 {w32_abs:.2e} ({w32_rel:.2e})")
         print(f"ours vs PyTorch float32 directly: loss max abs diff {worst['vs32']:.2e}, final weights {vs32_abs:.2e}")
+        if moe:
+            print(f"balance loss, max rel diff: ours {worst['bal_rel']:.2e}; PyTorch float32 {worst['bal_t32_rel']:.2e}")
         ok &= worst["rel"] <= args.slack * worst["t32_rel"] + 1e-6 and w_abs <= args.slack * w32_abs + 1e-6
+        # The balance loss is a few float32 sums: a few ulp (1e-6 relative) is its resolution.
+        ok &= not moe or worst["bal_rel"] <= args.slack * worst["bal_t32_rel"] + 1e-6
     print(f"\n{'ok' if ok else 'FAILED'}: ours within {args.slack:g}x PyTorch float32's distance from the float64 "
-          f"reference (losses and final weights)")
+          f"reference (losses{', balance losses' if moe else ''} and final weights)")
     if tmp:
         tmp.cleanup()
     return 0 if ok else 1
