@@ -68,7 +68,10 @@ int64_t workspace_elements(const ModelShape& model, const Layout& g, int64_t m) 
 // rows (the rows sent [R, c] and the outputs returned [R, c]; in backward the outputs'
 // gradients sent and the rows' gradients returned, [R, c] each), and the expert side is
 // allocated for the most rows its experts can receive, R_max = MoeShape::expert_rows (the
-// expert rows above with R_max for R).
+// expert rows above with R_max for R). Split over the y group (MoeShape::y_shares = G_y > 1),
+// three more scratch buffers: the share packed to send [R_max, c], the share received in G_y
+// copies [R_max + G_y·P, c] (each block's share is at most one row over its 1/G_y), and the
+// y group's shares gathered [R_max, c].
 void add_moe_layers(MemoryEstimate& mem, const ModelShape& model, const Layout& g, const BatchSplit& split,
                     int64_t e) {
   const MoeShape moe = moe_shape(model, split, g);
@@ -79,6 +82,7 @@ void add_moe_layers(MemoryEstimate& mem, const ModelShape& model, const Layout& 
   mem.activations +=
       moe.layers * ((send_side * c + 2 * R_max * c + 2 * R_max * h) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
   mem.workspace += moe.layers * ((send_side * c + 2 * R_max * c + R_max * h) * e + 4 * (m * k + m * E));
+  if (moe.y_shares > 1) mem.workspace += moe.layers * (3 * R_max + moe.y_shares * moe.expert_ranks) * c * e;
   if (g.z > 1) mem.gathered_weights += moe.layers * 2 * moe.local_experts * c * h * e;
 }
 

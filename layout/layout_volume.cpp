@@ -75,12 +75,22 @@ namespace {
 // An MoE block's collectives on the expert axis per micro-batch (P > 1; none at P = 1, where
 // the group has one rank): forward, the routed row counts (E_l float32 per peer), the rows
 // out (the whole send buffer, R rows) and the experts' outputs back (R_r rows); backward, the
-// outputs' gradients out and the rows' gradients back. `returned` is R_r's prediction.
+// outputs' gradients out and the rows' gradients back. `returned` is R_r's prediction. Split
+// over the y group (MoeShape::y_shares), a rank sends 1/G_y of each, and each y all-gather
+// (an all-to-all over y) sends G_y copies of the share received: R_r rows after the rows go
+// out, R after they come back.
 struct ExpertCallBytes {
   int64_t counts = 0, sent = 0, returned = 0;  // bytes of one call each
+  int64_t gathered_sent = 0, gathered_returned = 0;  // the y all-to-alls after each (y_shares > 1)
 };
 ExpertCallBytes expert_call_bytes(const MoeShape& moe, int64_t c_local, int64_t e, int64_t returned_rows) {
-  return {moe.experts * 4, moe.rows * c_local * e, returned_rows * c_local * e};
+  const int64_t shares = moe.y_shares, row = c_local * e;
+  ExpertCallBytes b{moe.experts * 4, moe.rows / shares * row, returned_rows / shares * row, 0, 0};
+  if (shares > 1) {
+    b.gathered_sent = returned_rows * row;
+    b.gathered_returned = moe.rows * row;
+  }
+  return b;
 }
 
 // The MoE blocks (trainer/model/moe_layer.hpp), per micro-batch: forward, the router's
@@ -112,6 +122,10 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
   v.add(CommAxis::expert, K::all_to_all, calls, exchange.counts);
   v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.sent);      // rows, then their gradients
   v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.returned);  // outputs, then the rows' gradients
+  if (moe.y_shares > 1) {
+    v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_sent);
+    v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_returned);
+  }
   v.add(CommAxis::x, K::all_reduce, calls * 2, received * hidden_local * e);
   v.add(CommAxis::y, K::all_reduce, calls * 2, received * c_local * e);
   v.add(CommAxis::x, K::all_reduce, calls, m * moe.top_k * stat);
@@ -120,6 +134,10 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
     for (const auto& [axis, kind] : {std::pair{CommAxis::x, K::all_reduce}, std::pair{CommAxis::y, K::all_reduce},
                                      std::pair{CommAxis::expert, K::all_to_all}})
       v.mark_varies(axis, kind);
+  if (moe.rows_vary() || moe.shares_vary()) {
+    v.mark_varies(CommAxis::expert, K::all_to_all);
+    if (moe.y_shares > 1) v.mark_varies(CommAxis::y, K::all_to_all);
+  }
 }
 
 }  // namespace

@@ -49,6 +49,16 @@ BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const L
 // what the volume and FLOPs predict. The expert-side buffers are allocated for the most R_r
 // can be, `expert_rows`: P·m·k dropless (every peer's every row to this rank's experts), the
 // capacity's `rows` otherwise; at P = 1 there is no exchange and expert_rows = rows.
+//
+// The G_y ranks of a y group hold the same tokens (the same rows). With P > 1 and G_y > 1
+// they do not send them twice (DeepSpeed-TED's order): y rank j sends the j-th of G_y shares
+// of each peer's block, [⌊j·n/G_y⌋, ⌊(j+1)·n/G_y⌋) of its n rows, and the y group then
+// all-gathers what it received (an all-to-all over y in which each rank sends its share to
+// every y peer); the outputs return the same way. `y_shares` is G_y then (when G_y divides
+// `rows`, so the shares' mean is whole), else 1. A rank's share depends on its y coordinate
+// unless G_y divides every block: dropless (the blocks follow the routing), or a capacity
+// whose per-peer block of E_l·mb·cap rows G_y does not divide; those bytes are exact summed
+// over the y group.
 struct MoeShape {
   int64_t layers = 0;                 // MoE blocks
   int64_t experts = 0;                // E
@@ -58,10 +68,14 @@ struct MoeShape {
   int64_t expert_ranks = 1;           // P = E_p
   int64_t local_experts = 0;          // E_l = E / P: the experts this rank holds
   int64_t expert_rows = 0;            // the most rows this rank's experts can receive, R_max
+  int64_t peer_rows = 0;              // with a capacity, the rows of one block to or from a peer, E_l·mb·cap
+  int64_t y_shares = 1;               // G_y when the y group splits the exchange (above), else 1
   bool dropless() const { return capacity_per_sequence == 0; }
   // Whether R_r, and with it the bytes of the collectives sized by it, depends on the routing:
   // dropless with P > 1.
   bool rows_vary() const { return layers > 0 && dropless() && expert_ranks > 1; }
+  // Whether a rank's share of the exchange depends on its y coordinate or the routing.
+  bool shares_vary() const { return y_shares > 1 && (dropless() || peer_rows % y_shares != 0); }
 };
 // At the layout's E_p. Throws LayoutError (expert_problem's message) when E_p does not divide
 // the model's experts.

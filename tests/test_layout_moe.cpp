@@ -102,10 +102,15 @@ TEST(LayoutMoe, VolumeAtTwoExpertRanksDropless) {
   const StepVolume one = predict_step_volume(in, p1), two = predict_step_volume(in, p2);
   EXPECT_EQ(two.group_size[static_cast<size_t>(CommAxis::expert)], 2);
   EXPECT_EQ(two.group_size[static_cast<size_t>(CommAxis::expert_data)], 2);
-  // Expert axis: the counts E·4 = 16; the rows out R·c·4 = 256 and their gradients out,
-  // the outputs back and the rows' gradients back, R_r·c·4 = 256 each (R_r predicted as R).
-  EXPECT_EQ(at(two, CommAxis::expert, K::all_to_all), (Volume{5, 16 + 4 * 256}));
+  // Expert axis, split over the G_y = 2 ranks holding the same rows: the counts E·4 = 16; this
+  // rank's half of the rows out, R/2·c·4 = 128, and of their gradients out, of the outputs
+  // back and of the rows' gradients back, R_r/2·c·4 = 128 each (R_r predicted as R).
+  EXPECT_EQ(at(two, CommAxis::expert, K::all_to_all), (Volume{5, 16 + 4 * 128}));
   EXPECT_EQ(at(one, CommAxis::expert, K::all_to_all), (Volume{0, 0}));
+  // y: each exchange's halves gathered, two copies of this rank's half: R_r·c·4 = 256 after
+  // the rows go out (forward and backward), R·c·4 = 256 after they come back.
+  EXPECT_EQ(at(two, CommAxis::y, K::all_to_all), (Volume{4, 4 * 256}));
+  EXPECT_EQ(at(one, CommAxis::y, K::all_to_all), (Volume{0, 0}));
   // x and y: the sums over all received rows, R_r = R: the same as at P = 1.
   EXPECT_EQ(at(two, CommAxis::x, K::all_reduce), at(one, CommAxis::x, K::all_reduce));
   EXPECT_EQ(at(two, CommAxis::y, K::all_reduce), at(one, CommAxis::y, K::all_reduce));
@@ -128,16 +133,42 @@ TEST(LayoutMoe, VolumeAtTwoExpertRanksDropless) {
   EXPECT_EQ(at(one, CommAxis::expert_data, K::all_reduce), (Volume{0, 0}));
   // What varies with the routing: the received rows' collectives, dropless at P > 1 only.
   for (const auto& [axis, kind] : {std::pair{CommAxis::x, K::all_reduce}, std::pair{CommAxis::y, K::all_reduce},
-                                   std::pair{CommAxis::expert, K::all_to_all}}) {
+                                   std::pair{CommAxis::expert, K::all_to_all}, std::pair{CommAxis::y, K::all_to_all}}) {
     EXPECT_TRUE(two.varies(axis, kind)) << comm_axis_name(axis);
     EXPECT_FALSE(one.varies(axis, kind)) << comm_axis_name(axis);
   }
   EXPECT_FALSE(two.varies(CommAxis::z, K::all_gather));
   EXPECT_FALSE(two.varies(CommAxis::data, K::all_reduce));
   EXPECT_FALSE(two.varies(CommAxis::expert_data, K::all_reduce));
-  // The bound: the two return calls at R_max = 2R = 32 rows, 512 bytes each.
-  EXPECT_EQ(expert_all_to_all_bound(in, p2), 16 + 2 * 256 + 2 * 512);
+  // The bound: the two return calls at R_max = 2R = 32 rows, half of them this rank's, 256
+  // bytes each.
+  EXPECT_EQ(expert_all_to_all_bound(in, p2), 16 + 2 * 128 + 2 * 256);
   EXPECT_EQ(expert_all_to_all_bound(in, p1), 0);
+}
+
+// The y ranks split the exchange when there is one (P > 1) and G_y divides the send rows; a
+// rank's share is exact unless the routing or an uneven per-peer block makes it vary.
+TEST(LayoutMoe, TheYGroupSplitsTheExchangeWhenItDividesTheRows) {
+  ChooserInput in = moe_input();
+  BatchSplit split;
+  split.micro_batch = 2;
+  split.tokens = 2 * in.model.sequence;  // m = 8, R = m·k = 16 dropless
+  EXPECT_EQ(moe_shape(in.model, split, parse_layout("4x2x2x2e2")).y_shares, 2);
+  EXPECT_TRUE(moe_shape(in.model, split, parse_layout("4x2x2x2e2")).shares_vary());  // dropless
+  EXPECT_EQ(moe_shape(in.model, split, parse_layout("4x2x2x2")).y_shares, 1);        // no exchange
+  EXPECT_EQ(moe_shape(in.model, split, parse_layout("4x2x1x2e2")).y_shares, 1);      // G_y = 1
+  in.model.capacity_factor = 1.0;  // cap = ceil(4·2/4) = 2: per-peer blocks E_l·mb·cap = 2·2·2 = 8, R = 16
+  const MoeShape even = moe_shape(in.model, split, parse_layout("4x1x2x2e2"));
+  EXPECT_EQ(even.y_shares, 2);
+  EXPECT_FALSE(even.shares_vary());
+  const MoeShape four = moe_shape(in.model, split, parse_layout("2x1x4x2e2"));  // 8 % 4 == 0: exact
+  EXPECT_EQ(four.y_shares, 4);
+  EXPECT_FALSE(four.shares_vary());
+  split.micro_batch = 1;
+  split.tokens = in.model.sequence;  // R = E·mb·cap = 8 rows: G_y = 16 does not divide them
+  EXPECT_EQ(moe_shape(in.model, split, parse_layout("2x1x16x1e2")).y_shares, 1);
+  EXPECT_EQ(moe_shape(in.model, split, parse_layout("2x1x8x1e2")).y_shares, 8);
+  EXPECT_TRUE(moe_shape(in.model, split, parse_layout("2x1x8x1e2")).shares_vary());  // blocks of 2·1·2 = 4 rows
 }
 
 // 8x2x1x1e4 (world 16): E_l = 1, c = 4, h = 32, no z; expert_data groups of 2; m = 8.
@@ -242,8 +273,10 @@ TEST(LayoutMoe, MemoryHoldsBothSidesOfTheExchange) {
   const MemoryEstimate one = estimate_memory(in, p1, Recompute::none), two = estimate_memory(in, p2, Recompute::none);
   // Kept: P = 1 (2·16·4 + 2·16·16)·4 = 2560; P = 2 (2·16·4 + 2·32·4 + 2·32·16)·4 = 5632.
   EXPECT_EQ(two.activations - one.activations, 5632 - 2560);
-  // Scratch: P = 1 (2·16·4 + 16·16)·4 = 1536; P = 2 (2·16·4 + 2·32·4 + 32·16)·4 = 3584.
-  EXPECT_EQ(two.workspace - one.workspace, 3584 - 1536);
+  // Scratch: P = 1 (2·16·4 + 16·16)·4 = 1536; P = 2 (2·16·4 + 2·32·4 + 32·16)·4 = 3584, and
+  // for the exchange split over G_y = 2 the packed share, the received shares in two copies
+  // and the gathered ones, (3·32 + G_y·P)·4·4 = 1600.
+  EXPECT_EQ(two.workspace - one.workspace, 3584 + 1600 - 1536);
   // G_z = 2: each local expert's fc and proj gathered, 2·E_l·c·h·4: 2048 at P = 1, 1024 at P = 2.
   EXPECT_EQ(one.gathered_weights - two.gathered_weights, 1024);
 }

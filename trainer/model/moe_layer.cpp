@@ -23,10 +23,13 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   BatchSplit split;
   split.micro_batch = micro_batch;
   split.tokens = m_;
-  rows_ = moe_shape(model, split).rows;
+  const MoeShape shape = moe_shape(model, split, g);
+  rows_ = shape.rows;
   // The received rows: this rank's own at E_p = 1; with a capacity the same count (each
   // source's fixed segments); dropless at most every source's every row.
-  const int64_t received_max = expert_ranks_ > 1 && capacity_ == 0 ? expert_ranks_ * rows_ : rows_;
+  const int64_t received_max = shape.expert_rows;
+  y_shares_ = shape.y_shares;
+  y_rank_ = grid.coords().y;
   c_ = C / g.x;
   hidden_ = 4 * C / g.y;
   aux_weight_ = static_cast<float>(model.aux_loss_weight);
@@ -68,6 +71,11 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   fc_out_ = arena_.act(Rr * hidden_);
   gelu_out_ = arena_.act(Rr * hidden_);
   expert_out_ = exchanges ? arena_.act(Rr * c_) : rows_out_;
+  if (y_shares_ > 1) {  // sizes: layout_memory.cpp, add_moe_layers
+    pack_ = arena_.act(Rr * c_);
+    shares_ = arena_.act((Rr + y_shares_ * expert_ranks_) * c_);
+    gathered_ = arena_.act(Rr * c_);
+  }
   counts_sent_ = exchanges ? arena_.floats(E) : nullptr;
   counts_received_ = exchanges ? arena_.floats(E) : nullptr;
   coef_ = arena_.floats(E);
@@ -129,19 +137,81 @@ void MoeLayer::plan_exchange() {
 }
 
 void MoeLayer::to_experts(ConstActPtr rows, ActPtr received) {
-  if (expert_ranks_ == 1) return;  // the same buffer
-  std::vector<size_t> sent = exchange_.send_rows, got = exchange_.receive_rows;
-  for (size_t& n : sent) n *= static_cast<size_t>(c_);
-  for (size_t& n : got) n *= static_cast<size_t>(c_);
-  grid_.axis(CommAxis::expert).all_to_allv(rows.raw(), sent, received.raw(), got, rows.type());
+  if (expert_ranks_ > 1) exchange(rows, exchange_.send_rows, received, exchange_.receive_rows);
 }
 
 void MoeLayer::from_experts(ConstActPtr received, ActPtr rows) {
-  if (expert_ranks_ == 1) return;
-  std::vector<size_t> sent = exchange_.receive_rows, got = exchange_.send_rows;
-  for (size_t& n : sent) n *= static_cast<size_t>(c_);
-  for (size_t& n : got) n *= static_cast<size_t>(c_);
-  grid_.axis(CommAxis::expert).all_to_allv(received.raw(), sent, rows.raw(), got, received.type());
+  if (expert_ranks_ > 1) exchange(received, exchange_.receive_rows, rows, exchange_.send_rows);
+}
+
+namespace {
+
+// Rows [first, end) of y rank j's share of a block of n rows split over `shares` y ranks.
+std::pair<int64_t, int64_t> share_of(size_t n, int64_t j, int64_t shares) {
+  const auto rows = static_cast<int64_t>(n);
+  return {rows * j / shares, rows * (j + 1) / shares};
+}
+
+std::vector<size_t> times(std::vector<size_t> counts, int64_t width) {
+  for (size_t& n : counts) n *= static_cast<size_t>(width);
+  return counts;
+}
+
+}  // namespace
+
+void MoeLayer::exchange(ConstActPtr from, const std::vector<size_t>& from_rows, ActPtr to,
+                        const std::vector<size_t>& to_rows) {
+  Communicator& expert = grid_.axis(CommAxis::expert);
+  const ElementType type = from.type();
+  if (y_shares_ == 1) return expert.all_to_allv(from.raw(), times(from_rows, c_), to.raw(), times(to_rows, c_), type);
+
+  // Split over the y group (model_plan.hpp, MoeShape::y_shares): this rank sends its share of
+  // each peer's block and receives its share of each peer's block to it.
+  const int64_t Y = y_shares_, j = y_rank_, c = c_;
+  const auto row_bytes = static_cast<size_t>(c) * from.element_bytes();
+  const size_t P = from_rows.size();
+  std::vector<size_t> sent(P), received(P);
+  int64_t packed = 0, block = 0;
+  for (size_t p = 0; p < P; ++p) {
+    const auto [first, end] = share_of(from_rows[p], j, Y);
+    backend_.copy((pack_ + packed * c).raw(), (from + (block + first) * c).raw(),
+                  static_cast<size_t>(end - first) * row_bytes);
+    sent[p] = static_cast<size_t>(end - first);
+    packed += end - first;
+    block += static_cast<int64_t>(from_rows[p]);
+    const auto [to_first, to_end] = share_of(to_rows[p], j, Y);
+    received[p] = static_cast<size_t>(to_end - to_first);
+  }
+  expert.all_to_allv(pack_.raw(), times(sent, c), shares_.raw(), times(received, c), type);
+
+  // The y group's shares, each y rank's to every y rank: Y copies of this rank's share, back
+  // to back, as all_to_allv sends them; y rank k's share is block by block, as received.
+  int64_t mine = 0;
+  for (const size_t n : received) mine += static_cast<int64_t>(n);
+  for (int64_t k = 1; k < Y; ++k)
+    backend_.copy((shares_ + k * mine * c).raw(), shares_.raw(), static_cast<size_t>(mine) * row_bytes);
+  std::vector<size_t> share_rows(static_cast<size_t>(Y));
+  for (int64_t k = 0; k < Y; ++k)
+    for (const size_t n : to_rows) {
+      const auto [first, end] = share_of(n, k, Y);
+      share_rows[static_cast<size_t>(k)] += static_cast<size_t>(end - first);
+    }
+  grid_.axis(CommAxis::y)
+      .all_to_allv(shares_.raw(), std::vector<size_t>(static_cast<size_t>(Y), static_cast<size_t>(mine * c)),
+                   gathered_.raw(), times(share_rows, c), type);
+
+  // Each y rank's share of each block to its place in `to`.
+  int64_t at = 0;
+  for (int64_t k = 0; k < Y; ++k) {
+    int64_t to_block = 0;
+    for (size_t p = 0; p < P; ++p) {
+      const auto [first, end] = share_of(to_rows[p], k, Y);
+      backend_.copy((to + (to_block + first) * c).raw(), (gathered_ + at * c).raw(),
+                    static_cast<size_t>(end - first) * row_bytes);
+      at += end - first;
+      to_block += static_cast<int64_t>(to_rows[p]);
+    }
+  }
 }
 
 void MoeLayer::reduce_statistics(float loss_scale) {

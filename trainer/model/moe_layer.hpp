@@ -5,7 +5,9 @@
 // MLP, fc and proj sharded over x, y and z exactly as the dense MLP's) runs on the rows it
 // received, the outputs go back, and each token's output is the gate-weighted sum of its
 // experts' rows. Expert rank r (of E_p) holds the E_l = E/E_p experts [r·E_l, (r+1)·E_l); at
-// E_p = 1 every rank holds every expert and nothing is exchanged.
+// E_p = 1 every rank holds every expert and nothing is exchanged. The y ranks, which hold the
+// same rows, split each exchange: each sends its share and the y group all-gathers what it
+// received (MoeShape::y_shares, DeepSpeed-TED's order).
 //
 // Shapes on this rank (m = mb·T tokens, c = C/G_x, h = 4C/G_y, R = MoeShape::rows, R_r the
 // received rows: R at E_p = 1 or with a capacity; dropless with E_p > 1 up to E_p·m·k):
@@ -84,6 +86,9 @@ class MoeLayer {
   // This rank's rows [R, c] to their experts' ranks [R_r, c], and the experts' rows back.
   void to_experts(ConstActPtr rows, ActPtr received);
   void from_experts(ConstActPtr received, ActPtr rows);
+  // The all-to-all over the expert group: `from` holds from_rows[p] rows for peer p, block by
+  // block; `to` receives to_rows[p] from peer p. Split over the y group when y_shares_ > 1.
+  void exchange(ConstActPtr from, const std::vector<size_t>& from_rows, ActPtr to, const std::vector<size_t>& to_rows);
   // Expert e's part of this rank's row buffer of `width` columns.
   template <class Ptr>
   Ptr rows_of(Ptr buffer, int64_t e, int64_t width) const {
@@ -105,6 +110,7 @@ class MoeLayer {
   DeviceArena arena_;  // every buffer below, allocated in the constructor
   CommGrid& grid_;
   int64_t experts_, local_experts_, expert_ranks_;  // E, E_l, E_p
+  int64_t y_shares_, y_rank_;  // MoeShape::y_shares (G_y or 1), this rank's y coordinate
   int64_t top_k_, sequence_, capacity_, segment_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y, segment_ = mb·cap
   float aux_weight_;
   bool z_split_;
@@ -129,6 +135,9 @@ class MoeLayer {
   RoutingPlan plan_;
   ExpertExchange exchange_;
   float *counts_sent_, *counts_received_;  // [E]: the rows' counts exchange (E_p > 1)
+  // The exchange split over the y group (y_shares_ > 1): this rank's share packed, the share
+  // received in Y copies, the group's shares gathered.
+  ActPtr pack_, shares_, gathered_;
   float* coef_;        // [E]: d(balance loss)/d(probability of expert i), every token
   float* statistics_;  // [2E + 1]: routed per expert, probability sums, dropped
   // Backward scratch: this rank's rows' gradients [R, c] (sent, returned), the received ones.
