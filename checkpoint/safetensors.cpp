@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
+#include <stdexcept>
+#include <utility>
 
 #include "checkpoint/checkpoint_error.hpp"
-#include "checkpoint/reshard.hpp"
 
 namespace fs = std::filesystem;
 
@@ -58,31 +60,91 @@ struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
 
+constexpr int64_t kGroupBytes = int64_t{64} << 20;
+
+// A RequestMismatch naming the entry, thrown before anything is written.
+[[noreturn]] void bad_entry(const CheckpointReader& reader, const ExportTensor& entry, const std::string& why) {
+  std::string message = "export entry '";
+  message.append(entry.name).append("' (from ").append(entry.source).append("): ").append(why);
+  throw RequestMismatch((reader.step_dir() / "index.h5").string(), "export", message);
+}
+
+// Messages built by appending: GCC 12 at -O3 warns falsely (-Wrestrict) on longer
+// "literal" + std::string chains.
+std::string words(std::initializer_list<std::string> parts) {
+  std::string s;
+  for (const std::string& p : parts) s.append(p);
+  return s;
+}
+
+void validate_entry(const CheckpointReader& reader, const ExportTensor& entry) {
+  if (entry.name.empty()) bad_entry(reader, entry, "the file name is empty");
+  const TensorInfo& t = reader.tensor(entry.source);  // RequestMismatch when absent
+  try {
+    validate_rect(t.global_shape, entry.slab, entry.source);
+  } catch (const std::invalid_argument& e) {
+    bad_entry(reader, entry, words({"slab: ", e.what()}));
+  }
+  const auto rank = static_cast<int64_t>(entry.slab.count.size());
+  if (entry.drop_leading < 0 || entry.drop_leading > rank)
+    bad_entry(reader, entry,
+              words({"drop_leading ", std::to_string(entry.drop_leading), " is outside [0, ", std::to_string(rank),
+                     "], the slab's rank"}));
+  for (size_t d = 0; d < static_cast<size_t>(entry.drop_leading); ++d)
+    if (entry.slab.count[d] != 1)
+      bad_entry(reader, entry,
+                words({"dropped dimension ", std::to_string(d), " of slab ", rect_string(entry.slab), " has extent ",
+                       std::to_string(entry.slab.count[d]), ", not 1"}));
+  if (!entry.transpose) return;
+  if (rank - entry.drop_leading < 2)
+    bad_entry(reader, entry,
+              words({"a transpose needs 2 dimensions left after dropping; slab ", rect_string(entry.slab),
+                     ", drop_leading ", std::to_string(entry.drop_leading)}));
+  for (size_t d = 0; d + 2 < entry.slab.count.size(); ++d)
+    if (entry.slab.count[d] != 1)
+      bad_entry(reader, entry,
+                words({"a transposed slab must be one matrix (every extent before the last two 1), got ",
+                       rect_string(entry.slab)}));
+}
+
 }  // namespace
 
-void export_safetensors(CheckpointReader& reader, const fs::path& out, const ReadOptions& options,
-                        const std::vector<std::string>& only) {
-  std::vector<const TensorInfo*> tensors;
-  if (only.empty()) {
-    for (const TensorInfo& t : reader.tensors()) tensors.push_back(&t);
-  } else {
-    for (const std::string& name : only) tensors.push_back(&reader.tensor(name));
+ExportTensor whole_tensor(const TensorInfo& t) {
+  return ExportTensor{t.name, t.name, full_rect(t.global_shape), 0, false};
+}
+
+std::vector<int64_t> export_shape(const ExportTensor& entry) {
+  std::vector<int64_t> shape(entry.slab.count.begin() + entry.drop_leading, entry.slab.count.end());
+  if (entry.transpose) std::swap(shape[shape.size() - 2], shape[shape.size() - 1]);
+  return shape;
+}
+
+void export_safetensors(CheckpointReader& reader, const fs::path& out, const std::vector<ExportTensor>& unsorted,
+                        const ReadOptions& options) {
+  std::vector<const ExportTensor*> entries;
+  for (const ExportTensor& e : unsorted) {
+    validate_entry(reader, e);
+    entries.push_back(&e);
   }
-  std::sort(tensors.begin(), tensors.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->name < b->name; });
-  tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());  // a name listed twice in `only`
+  std::sort(entries.begin(), entries.end(),
+            [](const ExportTensor* a, const ExportTensor* b) { return a->name < b->name; });
+  for (size_t i = 1; i < entries.size(); ++i)
+    if (entries[i]->name == entries[i - 1]->name)
+      bad_entry(reader, *entries[i], words({"the file name is also given to a slab of ", entries[i - 1]->source}));
 
   const Metadata& m = reader.metadata();
   std::string header = "{\"__metadata__\":{\"axonn.step\":" + json_string(std::to_string(reader.step())) +
                        ",\"axonn.layout\":" + json_string(m.layout) +
                        ",\"axonn.data_cursor\":" + json_string(std::to_string(m.data_cursor)) + "}";
   int64_t offset = 0;
-  for (const TensorInfo* t : tensors) {
+  for (const ExportTensor* e : entries) {
+    const int64_t bytes = element_count(e->slab) * 4;
     header += ',';
-    header += json_string(t->name);
+    header += json_string(e->name);
     header += ":{\"dtype\":\"F32\",\"shape\":";
-    header += json_ints(t->global_shape);
-    header += ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t->bytes()) + "]}";
-    offset += t->bytes();
+    header += json_ints(export_shape(*e));
+    header += ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+    offset += bytes;
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -98,6 +160,19 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const Rea
   {
     std::unique_ptr<FILE, FileCloser> file(std::fopen(f.c_str(), "wb"));
     if (!file) fail("create");
+    auto read = [&](const std::string& source, const Rect& rect, float* dst) {
+      try {
+        reader.read(source, rect, dst, options);
+      } catch (...) {
+        // A checksum mismatch or a missing shard: leave no half-written export behind.
+        std::error_code ec;
+        fs::remove(partial, ec);
+        throw;
+      }
+    };
+    auto write = [&](const float* data, size_t n) {
+      if (std::fwrite(data, sizeof(float), n, file.get()) != n) fail("write");
+    };
     unsigned char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
     if (std::fwrite(len, 1, 8, file.get()) != 8 ||
@@ -105,25 +180,41 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const Rea
       fail("write");
     }
     std::vector<float> buf;
-    for (const TensorInfo* t : tensors) {
-      // Row groups of about 64 MiB: full rows are contiguous in the row-major output.
-      const Rect full = full_rect(t->global_shape);
-      const int64_t row_elems = row_elements(full);
-      const int64_t group = std::max<int64_t>(1, (int64_t{64} << 20) / (row_elems * 4));
-      for (int64_t r = 0; r < full.count[0]; r += group) {
-        Rect rows = full;
-        rows.offset[0] = r;
-        rows.count[0] = std::min(group, full.count[0] - r);
-        buf.resize(static_cast<size_t>(element_count(rows)));
-        try {
-          reader.read(t->name, rows, buf.data(), options);
-        } catch (...) {
-          // A checksum mismatch or a missing shard: leave no half-written export behind.
-          std::error_code ec;
-          fs::remove(partial, ec);
-          throw;
+    std::vector<float> staged;
+    for (const ExportTensor* e : entries) {
+      const Rect& slab = e->slab;
+      if (e->transpose) {
+        // The slab is one matrix [r, c] (validate_entry); the file wants [c, r]: row j of the
+        // output is column j of the slab, staged about 64 MiB of output rows at a time.
+        const size_t n = slab.count.size();
+        const int64_t r = slab.count[n - 2], c = slab.count[n - 1];
+        buf.resize(static_cast<size_t>(r * c));
+        read(e->source, slab, buf.data());
+        const int64_t group = std::max<int64_t>(1, kGroupBytes / (r * 4));
+        for (int64_t j0 = 0; j0 < c; j0 += group) {
+          const int64_t rows = std::min(group, c - j0);
+          staged.resize(static_cast<size_t>(rows * r));
+          for (int64_t j = 0; j < rows; ++j)
+            for (int64_t i = 0; i < r; ++i)
+              staged[static_cast<size_t>(j * r + i)] = buf[static_cast<size_t>(i * c + j0 + j)];
+          write(staged.data(), staged.size());
         }
-        if (std::fwrite(buf.data(), sizeof(float), buf.size(), file.get()) != buf.size()) fail("write");
+        continue;
+      }
+      // Row groups of about 64 MiB along the slab's first dimension of extent > 1 (the ones
+      // before it are 1): such groups are contiguous in the slab's row-major order.
+      size_t d = 0;
+      while (d + 1 < slab.count.size() && slab.count[d] == 1) ++d;
+      int64_t row_elems = 1;
+      for (size_t k = d + 1; k < slab.count.size(); ++k) row_elems *= slab.count[k];
+      const int64_t group = std::max<int64_t>(1, kGroupBytes / (row_elems * 4));
+      for (int64_t i = 0; i < slab.count[d]; i += group) {
+        Rect rows = slab;
+        rows.offset[d] = slab.offset[d] + i;
+        rows.count[d] = std::min(group, slab.count[d] - i);
+        buf.resize(static_cast<size_t>(element_count(rows)));
+        read(e->source, rows, buf.data());
+        write(buf.data(), buf.size());
       }
     }
     if (std::fflush(file.get()) != 0) fail("flush");
@@ -131,6 +222,20 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const Rea
     if (std::fclose(raw) != 0) fail("close");
   }
   if (std::rename(f.c_str(), out.c_str()) != 0) fail("rename");
+}
+
+void export_safetensors(CheckpointReader& reader, const fs::path& out, const ReadOptions& options,
+                        const std::vector<std::string>& only) {
+  std::vector<ExportTensor> entries;
+  if (only.empty()) {
+    for (const TensorInfo& t : reader.tensors()) entries.push_back(whole_tensor(t));
+  } else {
+    std::vector<std::string> names = only;
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());  // a name listed twice
+    for (const std::string& name : names) entries.push_back(whole_tensor(reader.tensor(name)));
+  }
+  export_safetensors(reader, out, entries, options);
 }
 
 }  // namespace axonn

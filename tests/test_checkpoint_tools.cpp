@@ -1,8 +1,10 @@
 // The checkpoint tools on real files: inspect, verify, plan (against what the reader really
-// reads), safetensors export, and an h5py reader of index.h5 after the directory moved.
+// reads), safetensors export (whole tensors, and slabs transposed under other names), and an
+// h5py reader of index.h5 after the directory moved.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "checkpoint/checkpoint_error.hpp"
@@ -166,6 +168,75 @@ TEST(CheckpointTools, SafetensorsExportHoldsEveryFullTensor) {
   int64_t total = 0;
   for (const TensorSpec& t : model) total += element_count(t.shape) * 4;
   EXPECT_EQ(static_cast<int64_t>(fs::file_size(out)), 8 + static_cast<int64_t>(header.size()) + total);
+}
+
+TEST(CheckpointTools, SafetensorsExportWritesSlabsTransposedUnderOtherNames) {
+  const fs::path dir = test_dir();
+  save_step(dir, 4, 3, col_tiles);
+  CheckpointReader reader = CheckpointReader::open_latest(dir);
+  const auto model = small_model();  // wte [25, 16] is tensor 0, blocks/0/attn.cache [6, 5, 9] tensor 5
+  const std::vector<float> wte = global_values(model, 0, 4), cache = global_values(model, 5, 4);
+  auto slab = [](Shape offset, Shape count) { return Rect{std::move(offset), std::move(count)}; };
+  const std::vector<ExportTensor> entries = {
+      {"wte.T", "wte", full_rect({25, 16}), 0, true},                               // [16, 25]
+      {"cache.2.T", "blocks/0/attn.cache", slab({2, 0, 0}, {1, 5, 9}), 1, true},    // [9, 5]
+      {"cache.part", "blocks/0/attn.cache", slab({1, 1, 3}, {3, 2, 4}), 0, false},  // [3, 2, 4]
+  };
+  EXPECT_EQ(export_shape(entries[0]), (Shape{16, 25}));
+  EXPECT_EQ(export_shape(entries[1]), (Shape{9, 5}));
+  const fs::path out = dir / "slabs.safetensors";
+  export_safetensors(reader, out, entries);
+  const std::string bytes = read_bytes(out);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  const std::string header = bytes.substr(8, n);
+  // Sorted by file name: cache.2.T, cache.part, wte.T.
+  EXPECT_TRUE(has(header, "\"cache.2.T\":{\"dtype\":\"F32\",\"shape\":[9,5],\"data_offsets\":[0,180]}")) << header;
+  EXPECT_TRUE(has(header, "\"cache.part\":{\"dtype\":\"F32\",\"shape\":[3,2,4],\"data_offsets\":[180,276]}")) << header;
+  EXPECT_TRUE(has(header, "\"wte.T\":{\"dtype\":\"F32\",\"shape\":[16,25],\"data_offsets\":[276,1876]}")) << header;
+  ASSERT_EQ(bytes.size(), 8 + n + 1876);
+  auto file_value = [&](int64_t index) {
+    float f = 0;
+    std::memcpy(&f, bytes.data() + 8 + n + static_cast<uint64_t>(index) * 4, 4);
+    return f;
+  };
+  for (int64_t j = 0; j < 9; ++j)
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_EQ(file_value(j * 5 + i), cache[static_cast<size_t>(2 * 45 + i * 9 + j)]) << j << " " << i;
+  int64_t k = 45;
+  for (int64_t a = 1; a < 4; ++a)
+    for (int64_t b = 1; b < 3; ++b)
+      for (int64_t c = 3; c < 7; ++c) EXPECT_EQ(file_value(k++), cache[static_cast<size_t>(a * 45 + b * 9 + c)]);
+  for (int64_t j = 0; j < 16; ++j)
+    for (int64_t i = 0; i < 25; ++i) EXPECT_EQ(file_value(69 + j * 25 + i), wte[static_cast<size_t>(i * 16 + j)]);
+
+  // Each bad entry is refused before anything is written, naming it.
+  const struct {
+    ExportTensor entry;
+    std::string message;
+  } bad[] = {
+      {{"x", "nope", full_rect({2}), 0, false}, "nope"},
+      {{"", "wte", full_rect({25, 16}), 0, false}, "the file name is empty"},
+      {{"x", "wte", slab({20, 0}, {6, 16}), 0, false}, "does not lie inside global shape [25, 16]"},
+      {{"x", "wte", slab({0}, {25}), 0, false}, "does not have the rank"},
+      {{"x", "blocks/0/attn.cache", slab({0, 0, 0}, {2, 5, 9}), 1, false}, "has extent 2, not 1"},
+      {{"x", "blocks/0/attn.cache", slab({0, 0, 0}, {2, 5, 9}), 0, true}, "must be one matrix"},
+      {{"x", "blocks/0/ln1.weight", full_rect({16}), 0, true}, "a transpose needs 2 dimensions"},
+      {{"x", "wte", full_rect({25, 16}), 3, false}, "drop_leading 3 is outside [0, 2]"},
+      {{"wte.T", "wte", full_rect({25, 16}), 0, false}, "the file name is also given to a slab of wte"},
+  };
+  for (const auto& [entry, message] : bad) {
+    std::vector<ExportTensor> with = {entries[0], entry};
+    const fs::path refused = dir / "refused.safetensors";
+    try {
+      export_safetensors(reader, refused, with);
+      ADD_FAILURE() << "accepted " << message;
+    } catch (const RequestMismatch& e) {
+      EXPECT_TRUE(has(e.what(), message)) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(refused)) << message;
+    EXPECT_FALSE(fs::exists(dir / "refused.safetensors.partial")) << message;
+  }
 }
 
 TEST(CheckpointTools, H5pyReadsTheIndexAfterTheDirectoryMovedAndMatchesTheExport) {

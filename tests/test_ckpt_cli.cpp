@@ -10,15 +10,21 @@
 //   (counted by CheckpointReader::bytes_read() for the trainer's own requests), and refuses
 //   a layout that does not divide the model (exit 2, naming the dimension) and a model config
 //   it does not know;
-// - export writes the full tensors that h5py reads from index.h5.
+// - export writes the full tensors that h5py reads from index.h5; --names mixtral (on
+//   checkpoints written through the library) writes each MoE block's router and experts
+//   under Mixtral's names, transposed, and every other tensor as it is.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/commit.hpp"
@@ -486,6 +492,231 @@ TEST_F(CkptCli, ExportHoldsTheTensorsH5pyReadsFromTheIndex) {
   // The checker can fail: step 4's index against step 2's export.
   EXPECT_EQ(run_command(check + step_dir(4).string() + " " + (dir_ / "p.safetensors").string() + " --params-only").code,
             1);
+}
+
+// `axonn ckpt export --names`, on checkpoints of an MoE GPT (and a dense one) written through
+// the checkpoint library, no training: every parameter and both AdamW moments, each tensor's
+// rows split over 2 writing ranks, with exact values that say which tensor and element.
+class CkptExportNames : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        fresh_dir(std::string("ckpt-export-names-") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // C = 8, E = 3 experts in block 1 (moe_every 2), block 0 dense.
+  static ModelShape model(int experts) {
+    ModelShape m;
+    m.layers = 2;
+    m.hidden = 8;
+    m.heads = 2;
+    m.vocab = 16;
+    m.sequence = 4;
+    m.experts = experts;
+    m.moe_every = 2;
+    return m;
+  }
+
+  void write_checkpoint(const ModelShape& m) {
+    std::vector<std::string> names;
+    for (const ParamSpec& spec : gpt_parameters(m)) {
+      for (const std::string prefix : {"", "adam.m/", "adam.v/"}) {
+        std::string name = prefix;
+        name.append(spec.name);
+        shapes_[name] = spec.shape;
+        std::vector<float>& v = values_[name];
+        v.resize(static_cast<size_t>(element_count(spec.shape)));
+        const auto k = static_cast<float>(names.size());
+        for (size_t i = 0; i < v.size(); ++i) v[i] = k * 1024.0f + static_cast<float>(i % 1021) * 0.5f;
+        names.push_back(name);
+      }
+    }
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<std::vector<float>> data;
+      std::vector<TensorSlice> slices;
+      data.reserve(names.size());
+      for (const std::string& name : names) {
+        const std::vector<int64_t>& shape = shapes_[name];
+        Rect half = full_rect(shape);
+        half.count[0] = rank == 0 ? shape[0] / 2 : shape[0] - shape[0] / 2;
+        half.offset[0] = rank == 0 ? 0 : shape[0] / 2;
+        data.emplace_back(static_cast<size_t>(element_count(half)));
+        const int64_t row = element_count(shape) / shape[0];
+        const float* from = values_[name].data() + half.offset[0] * row;
+        std::copy(from, from + element_count(half), data.back().begin());
+        slices.push_back({name, shape, half, data.back().data()});
+      }
+      write_shard(ckpt(), 6, rank, slices);
+    }
+    Metadata metadata;
+    metadata.layout = "2x1x1x1";
+    metadata.model_config = model_config_text(m);
+    const int ranks[] = {0, 1};
+    commit(ckpt(), 6, ranks, metadata, 1, std::chrono::seconds(10));
+  }
+
+  fs::path ckpt() const { return dir_ / "ckpt"; }
+  CommandResult ckpt_cli(const std::string& args) const {
+    return run_command("cd " + dir_.string() + " && " + kAxonn + " ckpt " + args);
+  }
+
+  // Element [i][j] of the row-major matrix with `cols` columns that starts `offset` elements
+  // into checkpoint tensor `name` (one expert's slab of an [E, k, n] tensor: offset e·k·n).
+  float at(const std::string& name, int64_t offset, int64_t cols, int64_t i, int64_t j) {
+    return values_[name][static_cast<size_t>(offset + i * cols + j)];
+  }
+
+  fs::path dir_;
+  std::map<std::string, std::vector<int64_t>> shapes_;
+  std::map<std::string, std::vector<float>> values_;
+};
+
+// A safetensors file read back by hand: the 8-byte little-endian header length, the JSON
+// header (our writer's compact form), the data; data_offsets must tile the data exactly.
+struct SafetensorsTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+std::map<std::string, SafetensorsTensor> read_safetensors(const fs::path& path) {
+  const std::string bytes = read_text(path);
+  EXPECT_GE(bytes.size(), 8u) << path;
+  if (bytes.size() < 8) return {};
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  const std::string header = bytes.substr(8, n);
+  const std::regex entry(
+      R"re("([^"]+)":\{"dtype":"F32","shape":\[([0-9,]*)\],"data_offsets":\[([0-9]+),([0-9]+)\]\})re");
+  std::map<std::string, SafetensorsTensor> out;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (auto it = std::sregex_iterator(header.begin(), header.end(), entry); it != std::sregex_iterator(); ++it) {
+    SafetensorsTensor t;
+    std::stringstream dims((*it)[2].str());
+    for (std::string d; std::getline(dims, d, ',');) t.shape.push_back(std::stoll(d));
+    const uint64_t begin = std::stoull((*it)[3].str()), end = std::stoull((*it)[4].str());
+    spans.emplace_back(begin, end);
+    EXPECT_EQ((end - begin) / 4, static_cast<uint64_t>(element_count(t.shape))) << (*it)[1];
+    t.data.resize((end - begin) / 4);
+    if (8 + n + end <= bytes.size()) std::memcpy(t.data.data(), bytes.data() + 8 + n + begin, end - begin);
+    out[(*it)[1].str()] = std::move(t);
+  }
+  std::sort(spans.begin(), spans.end());
+  uint64_t next = 0;
+  for (const auto& [begin, end] : spans) {
+    EXPECT_EQ(begin, next) << path;
+    next = end;
+  }
+  EXPECT_EQ(8 + n + next, bytes.size()) << path;
+  return out;
+}
+
+TEST_F(CkptExportNames, MixtralNamesHoldEachExpertTransposedAndTheRestUnchanged) {
+  write_checkpoint(model(3));
+  const CommandResult r = ckpt_cli("export ckpt --to safetensors --names mixtral -o mix.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto file = read_safetensors(dir_ / "mix.safetensors");
+  const int64_t C = 8, H = 4 * C, E = 3;
+  const std::string moe = "model.layers.1.block_sparse_moe.";
+  // 4 MoE tensors become 4·E, the router stays one: 3·(parameters) - 5 + 1 + 4·E.
+  const size_t parameters = gpt_parameters(model(3)).size();
+  EXPECT_EQ(file.size(), 3 * parameters - 5 + 1 + static_cast<size_t>(4 * E));
+  EXPECT_TRUE(contains(r.output, "mix.safetensors: " + std::to_string(file.size()) + " tensors")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--names mixtral: the routers and experts of 1 MoE block under")) << r.output;
+
+  // gate.weight [E, C] = router [C, E] transposed.
+  ASSERT_TRUE(file.count(moe + "gate.weight")) << r.output;
+  const SafetensorsTensor& gate = file.at(moe + "gate.weight");
+  EXPECT_EQ(gate.shape, (std::vector<int64_t>{E, C}));
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t c = 0; c < C; ++c)
+      EXPECT_EQ(gate.data[static_cast<size_t>(e * C + c)], at("h.1.mlp.router.weight", 0, E, c, e)) << e << " " << c;
+
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string expert = moe + "experts." + std::to_string(e) + ".";
+    ASSERT_TRUE(file.count(expert + "w1.weight") && file.count(expert + "w2.weight")) << expert;
+    // w1.weight [4C, C] = fc.weight[e] [C, 4C] transposed; w2.weight [C, 4C] = proj.weight[e] [4C, C] transposed.
+    const SafetensorsTensor& w1 = file.at(expert + "w1.weight");
+    const SafetensorsTensor& w2 = file.at(expert + "w2.weight");
+    EXPECT_EQ(w1.shape, (std::vector<int64_t>{H, C}));
+    EXPECT_EQ(w2.shape, (std::vector<int64_t>{C, H}));
+    for (int64_t o = 0; o < H; ++o)
+      for (int64_t i = 0; i < C; ++i) {
+        EXPECT_EQ(w1.data[static_cast<size_t>(o * C + i)], at("h.1.mlp.experts.fc.weight", e * C * H, H, i, o));
+        EXPECT_EQ(w2.data[static_cast<size_t>(i * H + o)], at("h.1.mlp.experts.proj.weight", e * H * C, C, o, i));
+      }
+    // The biases are expert e's row, as they are.
+    const SafetensorsTensor& b1 = file.at(expert + "w1.bias");
+    const SafetensorsTensor& b2 = file.at(expert + "w2.bias");
+    EXPECT_EQ(b1.shape, (std::vector<int64_t>{H}));
+    EXPECT_EQ(b2.shape, (std::vector<int64_t>{C}));
+    const std::vector<float>& fc_bias = values_["h.1.mlp.experts.fc.bias"];
+    const std::vector<float>& proj_bias = values_["h.1.mlp.experts.proj.bias"];
+    EXPECT_EQ(b1.data, std::vector<float>(fc_bias.begin() + e * H, fc_bias.begin() + (e + 1) * H)) << expert;
+    EXPECT_EQ(b2.data, std::vector<float>(proj_bias.begin() + e * C, proj_bias.begin() + (e + 1) * C)) << expert;
+    EXPECT_FALSE(file.count(expert + "w3.weight")) << "axonn's experts are GELU MLPs";
+  }
+
+  // Every other tensor, the AdamW moments of the MoE ones included, under its axonn name, whole.
+  for (const auto& [name, values] : values_) {
+    const bool renamed = name.rfind("h.1.mlp.", 0) == 0;
+    EXPECT_EQ(file.count(name), renamed ? 0u : 1u) << name;
+    if (renamed || !file.count(name)) continue;
+    EXPECT_EQ(file.at(name).shape, shapes_[name]) << name;
+    EXPECT_EQ(file.at(name).data, values) << name;
+  }
+
+  // --only params leaves the moments out and renames the same tensors.
+  const CommandResult params = ckpt_cli("export ckpt --to safetensors --names mixtral --only params -o p.safetensors");
+  ASSERT_EQ(params.code, 0) << params.output;
+  const auto params_file = read_safetensors(dir_ / "p.safetensors");
+  EXPECT_EQ(params_file.size(), parameters - 5 + 1 + static_cast<size_t>(4 * E));
+  for (const auto& [name, t] : params_file) EXPECT_EQ(name.rfind("adam.", 0), std::string::npos) << name;
+  EXPECT_TRUE(params_file.count(moe + "experts.2.w2.bias"));
+}
+
+TEST_F(CkptExportNames, DefaultAndAxonnNamesWriteEveryTensorWholeInTheSameFile) {
+  write_checkpoint(model(3));
+  const CommandResult plain = ckpt_cli("export ckpt --to safetensors -o plain.safetensors");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  EXPECT_FALSE(contains(plain.output, "--names")) << plain.output;
+  const CommandResult axonn = ckpt_cli("export ckpt --to safetensors --names axonn -o axonn.safetensors");
+  ASSERT_EQ(axonn.code, 0) << axonn.output;
+  EXPECT_EQ(read_text(dir_ / "plain.safetensors"), read_text(dir_ / "axonn.safetensors"));
+  // The library's own export of every tensor is the same file too.
+  CheckpointReader reader = CheckpointReader::open(ckpt());
+  export_safetensors(reader, dir_ / "library.safetensors");
+  EXPECT_EQ(read_text(dir_ / "plain.safetensors"), read_text(dir_ / "library.safetensors"));
+  const auto file = read_safetensors(dir_ / "plain.safetensors");
+  EXPECT_EQ(file.size(), values_.size());
+  for (const auto& [name, values] : values_) {
+    ASSERT_TRUE(file.count(name)) << name;
+    EXPECT_EQ(file.at(name).shape, shapes_[name]) << name;
+    EXPECT_EQ(file.at(name).data, values) << name;
+  }
+}
+
+TEST_F(CkptExportNames, MixtralNamesOnADenseModelWriteItUnchangedAndSaySo) {
+  write_checkpoint(model(0));
+  const CommandResult plain = ckpt_cli("export ckpt --to safetensors -o plain.safetensors");
+  ASSERT_EQ(plain.code, 0) << plain.output;
+  const CommandResult mix = ckpt_cli("export ckpt --to safetensors --names mixtral -o mix.safetensors");
+  ASSERT_EQ(mix.code, 0) << mix.output;
+  EXPECT_TRUE(contains(mix.output, "--names mixtral: no MoE tensors to rename (a dense model)")) << mix.output;
+  EXPECT_EQ(read_text(dir_ / "plain.safetensors"), read_text(dir_ / "mix.safetensors"));
+}
+
+TEST_F(CkptExportNames, AnUnknownNamesValueIsABadInputNamingTheChoices) {
+  write_checkpoint(model(3));
+  const CommandResult r = ckpt_cli("export ckpt --to safetensors --names llama -o x.safetensors");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "unknown --names llama; use --names axonn")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--names mixtral")) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "x.safetensors"));
+  const CommandResult help = ckpt_cli("export --help");
+  EXPECT_EQ(help.code, 0) << help.output;
+  EXPECT_TRUE(contains(help.output, "mixtral")) << help.output;
 }
 
 }  // namespace

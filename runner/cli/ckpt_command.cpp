@@ -1,7 +1,8 @@
 // axonn ckpt inspect DIR [--step N] [--fallback] [--json]     what a committed step holds
 // axonn ckpt verify DIR [--step N]                            every checksum; exit 1 naming each problem
 // axonn ckpt plan DIR --layout DxXxYxZ[eN][:order] [...]           dry run of a resume at another layout
-// axonn ckpt export DIR --to safetensors [-o FILE] [--only params] [--step N]   full tensors for other tools
+// axonn ckpt export DIR --to safetensors [-o FILE] [--only params] [--names axonn|mixtral] [--step N]
+//     full tensors for other tools; --names mixtral: MoE routers and experts as Mixtral names them
 // DIR is a checkpoint directory (then the step `latest` names) or a step directory.
 // Exit codes: 0 ok; 1 the checkpoint is damaged (checksum, missing shard, unknown format,
 // inconsistent index) or cannot be written out; 2 bad input (arguments, no checkpoint at DIR,
@@ -20,6 +21,7 @@
 #include "cli/ckpt.hpp"
 #include "cli/ckpt_format.hpp"
 #include "cli/ckpt_open.hpp"
+#include "cli/export_names.hpp"
 #include "cli/report_error.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout.hpp"
@@ -37,6 +39,7 @@ const char* const kUsage =
     "       axonn ckpt plan DIR --layout DxXxYxZ[eN][:order]              files and bytes each rank of a resume at the "
     "layout reads\n"
     "       axonn ckpt export DIR --to safetensors [-o FILE]          every full tensor in one safetensors file\n"
+    "                              [--only params] [--names mixtral]  (MoE experts under Mixtral names)\n"
     "DIR: a checkpoint directory (the step `latest` names) or a step directory (step-NNNNNNNNN, holding index.h5).\n"
     "`axonn ckpt <command> --help` lists a command's options.\n";
 
@@ -71,19 +74,17 @@ int verify(const CommandArgs& argv) {
   return exit_code::failure;
 }
 
-// Parameters are the tensors outside the optimizer state ("adam.m/...", "adam.v/...").
-std::vector<std::string> parameter_names(const CheckpointReader& reader) {
-  std::vector<std::string> names;
-  for (const TensorInfo& t : reader.tensors())
-    if (t.name.rfind("adam.m/", 0) != 0 && t.name.rfind("adam.v/", 0) != 0) names.push_back(t.name);
-  return names;
-}
+// The optimizer state ("adam.m/<name>", "adam.v/<name>"); parameters are the other tensors.
+bool is_adam_moment(const std::string& name) { return name.rfind("adam.m/", 0) == 0 || name.rfind("adam.v/", 0) == 0; }
 
 int export_command(const CommandArgs& argv) {
   const std::vector<OptionSpec> specs = {
       {"to", true, "the output format: safetensors"},
       {"output", true, "the file to write (-o); default <step dir name>[.params].safetensors in the current directory"},
       {"only", true, "params: the parameters without the AdamW moments (adam.m/, adam.v/)"},
+      {"names", true,
+       "axonn (default), or mixtral: MoE routers and experts as MixtralForCausalLM loads them, [out, in], one "
+       "tensor per expert (docs/moe.md)"},
       {"step", true, "export another committed step than `latest` (DIR is then the checkpoint directory)"},
       {"help", false, "this help"},
   };
@@ -101,18 +102,29 @@ int export_command(const CommandArgs& argv) {
   const std::string only = args.value("only").value_or("");
   if (args.has("only") && only != "params")
     throw UsageError("unknown --only " + only + "; use --only params (parameters without AdamW moments)");
+  const ExportNames naming = parse_export_names(args.value("names").value_or("axonn"));
   const StepChoice choice = choose_step(one_dir(args, "export"), step_option(args));
   CheckpointReader reader = open_step_choice(choice, false, "ckpt export");
   const std::string stem = fs::absolute(reader.step_dir()).lexically_normal().filename().string();
   const fs::path out = args.value("output").value_or(stem + (only.empty() ? "" : ".params") + ".safetensors");
-  const std::vector<std::string> names = only.empty() ? std::vector<std::string>{} : parameter_names(reader);
-  if (!only.empty() && names.empty())
+  std::vector<TensorInfo> tensors;
+  for (const TensorInfo& t : reader.tensors())
+    if (only.empty() || !is_adam_moment(t.name)) tensors.push_back(t);
+  if (!only.empty() && tensors.empty())
     throw UsageError("--only params: " + reader.step_dir().string() + " holds only AdamW moments");
-  export_safetensors(reader, out, ReadOptions{}, names);
+  const NamedExport named = export_entries(tensors, naming);
+  export_safetensors(reader, out, named.entries);
   std::printf("wrote %s: %zu tensors, %s, step %lld written at %s (checksums verified while reading)\n",
-              out.string().c_str(), names.empty() ? reader.tensors().size() : names.size(),
-              human_bytes(static_cast<int64_t>(fs::file_size(out))).c_str(), static_cast<long long>(reader.step()),
-              reader.metadata().layout.c_str());
+              out.string().c_str(), named.entries.size(), human_bytes(static_cast<int64_t>(fs::file_size(out))).c_str(),
+              static_cast<long long>(reader.step()), reader.metadata().layout.c_str());
+  if (naming == ExportNames::mixtral && named.moe_blocks_renamed == 0)
+    std::printf("--names mixtral: no MoE tensors to rename (a dense model); every tensor has its axonn name\n");
+  if (naming == ExportNames::mixtral && named.moe_blocks_renamed > 0)
+    std::printf(
+        "--names mixtral: the routers and experts of %d MoE block%s under "
+        "model.layers.<l>.block_sparse_moe.{gate,experts.<e>.w1,experts.<e>.w2} ([out, in], one tensor per "
+        "expert); the other tensors under their axonn names\n",
+        named.moe_blocks_renamed, named.moe_blocks_renamed == 1 ? "" : "s");
   return exit_code::ok;
 }
 
