@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <map>
+#include <string>
+#include <utility>
 #include <cmath>
 #include <mutex>
 
@@ -33,11 +36,52 @@ int64_t global_index(const std::vector<int64_t>& shape, const Rect& rect, int64_
 
 std::unique_ptr<Backend> one_thread_cpu_backend() { return std::make_unique<CpuBackend>(1); }
 
+namespace {
+
+// Bytes of the (axis, kind) entries that vary with the routing (StepVolume::varies), summed
+// over the ranks: the check a rank cannot make alone. Guarded by the caller's mutex.
+using VariedBytes = std::map<std::pair<int, int>, int64_t>;
+
+// This rank's counted calls and bytes against `steps` times the layout model's; the bytes of
+// an entry that varies with the routing go into `varied` instead (under `mu`).
+void expect_counted(const CommCounters& counted, const StepVolume& predicted, int64_t steps, const std::string& where,
+                    VariedBytes& varied, std::mutex& mu) {
+  for (int a = 0; a < kCommAxisCount; ++a)
+    for (int k = 0; k < kCollectiveKindCount; ++k) {
+      const auto axis = static_cast<CommAxis>(a);
+      const auto kind = static_cast<CollectiveKind>(k);
+      const CollectiveCount& got = counted[static_cast<size_t>(a)][static_cast<size_t>(k)];
+      const std::string what = where + " " + comm_axis_name(axis) + " " + collective_name(kind);
+      EXPECT_EQ(got.calls, steps * predicted.at(axis, kind).calls) << what;
+      if (!predicted.varies(axis, kind)) {
+        EXPECT_EQ(got.bytes, steps * predicted.at(axis, kind).bytes) << what;
+        continue;
+      }
+      std::lock_guard lock(mu);
+      varied[{a, k}] += got.bytes;
+    }
+}
+
+// The varying entries' sums over the world against world x steps x the prediction.
+void expect_varied_sums(const VariedBytes& varied, const StepVolume& predicted, int64_t steps, const Layout& layout) {
+  for (const auto& [entry, bytes] : varied) {
+    const auto axis = static_cast<CommAxis>(entry.first);
+    const auto kind = static_cast<CollectiveKind>(entry.second);
+    EXPECT_EQ(bytes, steps * layout.world() * predicted.at(axis, kind).bytes)
+        << format_layout(layout) << " " << comm_axis_name(axis) << " " << collective_name(kind)
+        << ", summed over the ranks";
+  }
+}
+
+}  // namespace
+
 StepResult run_step(const ModelShape& model, const Layout& layout, int global_batch, int micro_batch, bool overlap,
                     const RankSetup& setup) {
   const int64_t T = model.sequence;
   StepResult result;
   std::mutex mu;
+  StepVolume predicted;  // every rank's the same
+  VariedBytes varied;
   run_ranks(layout.world(), [&](int rank, Exchange& exchange) {
     const std::unique_ptr<Backend> backend_owner = setup.make_backend();
     Backend& backend = *backend_owner;
@@ -82,17 +126,13 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     input.batch = {global_batch, micro_batch, backend.activation_type()};
     input.recompute = setup.recompute;
     input.overlap_comm = overlap;
-    const StepVolume predicted = predict_step_volume(input, layout);
-    for (int a = 0; a < kCommAxisCount; ++a)
-      for (int k = 0; k < kCollectiveKindCount; ++k) {
-        const auto axis = static_cast<CommAxis>(a);
-        const auto kind = static_cast<CollectiveKind>(k);
-        const CollectiveCount& got = grid.counters()[static_cast<size_t>(a)][static_cast<size_t>(k)];
-        EXPECT_EQ(got.bytes, predicted.at(axis, kind).bytes)
-            << format_layout(layout) << " rank " << rank << " " << comm_axis_name(axis) << " " << collective_name(kind);
-        EXPECT_EQ(got.calls, predicted.at(axis, kind).calls)
-            << format_layout(layout) << " rank " << rank << " " << comm_axis_name(axis) << " " << collective_name(kind);
-      }
+    const StepVolume step_volume = predict_step_volume(input, layout);
+    {
+      std::lock_guard lock(mu);
+      predicted = step_volume;
+    }
+    expect_counted(grid.counters(), step_volume, 1, format_layout(layout) + " rank " + std::to_string(rank), varied,
+                   mu);
 
     std::vector<float> grads(static_cast<size_t>(params.size()));
     backend.copy_to_host(grads.data(), params.grads(), grads.size() * sizeof(float));
@@ -112,6 +152,7 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
       }
     }
   });
+  expect_varied_sums(varied, predicted, 1, layout);
   return result;
 }
 
@@ -120,6 +161,8 @@ TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_
   const int64_t T = model.sequence;
   TrainResult result;
   std::mutex mu;
+  StepVolume predicted;  // every rank's the same
+  VariedBytes varied;
   std::vector<std::pair<std::vector<double>, std::vector<double>>> rank_losses(static_cast<size_t>(layout.world()));
   run_ranks(layout.world(), [&](int rank, Exchange& exchange) {
     const std::unique_ptr<Backend> backend_owner = setup.make_backend();
@@ -169,17 +212,13 @@ TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_
     input.model = model;
     input.batch = {global_batch, micro_batch, backend.activation_type()};
     input.overlap_comm = overlap;
-    const StepVolume predicted = predict_step_volume(input, layout, {setup.recompute, setup.shard_optimizer});
-    for (int a = 0; a < kCommAxisCount; ++a)
-      for (int k = 0; k < kCollectiveKindCount; ++k) {
-        const auto axis = static_cast<CommAxis>(a);
-        const auto kind = static_cast<CollectiveKind>(k);
-        const CollectiveCount& got = grid.counters()[static_cast<size_t>(a)][static_cast<size_t>(k)];
-        const std::string what = format_layout(layout) + " rank " + std::to_string(rank) + " " + comm_axis_name(axis) +
-                                 " " + collective_name(kind);
-        EXPECT_EQ(got.bytes, steps * predicted.at(axis, kind).bytes) << what;
-        EXPECT_EQ(got.calls, steps * predicted.at(axis, kind).calls) << what;
-      }
+    const StepVolume step_volume = predict_step_volume(input, layout, {setup.recompute, setup.shard_optimizer});
+    {
+      std::lock_guard lock(mu);
+      predicted = step_volume;
+    }
+    expect_counted(grid.counters(), step_volume, steps, format_layout(layout) + " rank " + std::to_string(rank), varied,
+                   mu);
 
     // The state as a save writes it: under a sharded master the weight buckets' float32
     // parameters are the master pieces (the bf16 copy is only the GEMMs').
@@ -224,6 +263,7 @@ TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_
         ADD_FAILURE() << format_layout(layout) << ": " << name << "[" << i << "] is held by no rank";
         break;
       }
+  expect_varied_sums(varied, predicted, steps, layout);
   return result;
 }
 

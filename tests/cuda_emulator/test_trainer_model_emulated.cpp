@@ -82,6 +82,25 @@ TEST(TrainerModelEmulatedCuda, NcclStepEqualsGlooAndOverlapKeepsItsBits) {
   }
 }
 
+// An MoE model (4 experts, top-2, dropless, both blocks) at expert parallelism 1, 2 and 4,
+// the y group splitting the exchange at 2x1x2x1e2: the emulated CUDA backend's step against
+// the CPU's, over Gloo and over the emulated NCCL (its all-to-alls are grouped send/recv).
+TEST(TrainerModelEmulatedCuda, MoeStepMatchesTheCpuAtEveryExpertParallelism) {
+  ModelShape model = tiny_model();
+  model.experts = 4;
+  model.top_k = 2;
+  for (const char* text : {"1x1x1x1", "2x1x1x1e2", "2x1x2x1e2", "4x1x1x1e4"}) {
+    const Layout layout = parse_layout(text);
+    const StepResult cpu = run_step(model, layout, 8, 2, false);
+    for (const CommBackend comm : {CommBackend::gloo, CommBackend::nccl}) {
+      SCOPED_TRACE(std::string(text) + (comm == CommBackend::nccl ? " nccl" : " gloo"));
+      const StepResult cuda = run_step(model, layout, 8, 2, false, emulated_cuda(GemmMath::fp32, comm));
+      EXPECT_NEAR(cuda.loss, cpu.loss, 4e-6);
+      EXPECT_LE(gradient_error(cuda, cpu), 1e-5);
+    }
+  }
+}
+
 TEST(TrainerModelEmulatedCuda, Bf16StepIsWithinBf16ErrorOfTheCpu) {
   const ModelShape model = tiny_model();
   for (const char* text : {"1x1x1x1", "2x2x1x2"}) {
