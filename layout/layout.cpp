@@ -172,8 +172,13 @@ Layout parse_layout(const std::string& text) {
   std::string sizes = text.substr(0, colon);
   // "...eN": expert parallelism.
   int experts = 1;
+  bool flat = false;
   if (const auto e = sizes.find('e'); e != std::string::npos) {
-    const std::string part = sizes.substr(e + 1);
+    std::string part = sizes.substr(e + 1);
+    if (!part.empty() && part.back() == 'f') {
+      flat = true;
+      part.pop_back();
+    }
     int v = 0;
     auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
     if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v < 1)
@@ -199,6 +204,10 @@ Layout parse_layout(const std::string& text) {
   l.y = parse_size(parts[2], text);
   l.z = parse_size(parts[3], text);
   l.experts = experts;
+  if (flat && (l.experts == 1 || l.y == 1))
+    throw LayoutError("layout '" + text + "': 'f' (the flat token exchange) needs expert parallelism above 1 and G_y " +
+                      "above 1, as only then do the y ranks have an exchange to split; drop the 'f'");
+  if (flat) l.exchange = TokenExchange::flat;
   if (l.data % l.experts != 0)
     throw LayoutError("layout '" + text + "': expert parallelism " + std::to_string(l.experts) +
                       " does not divide the data axis " + std::to_string(l.data) +
@@ -238,6 +247,7 @@ std::string format_layout(const Layout& l) {
   if (l.experts != 1) {
     text += 'e';
     text += std::to_string(l.experts);
+    if (l.exchange == TokenExchange::flat && l.y > 1) text += 'f';
   }
   return text;
 }

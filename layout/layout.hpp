@@ -52,6 +52,14 @@ struct Coords {
   bool operator==(const Coords&) const = default;
 };
 
+// How the G_y ranks of a y group, which hold the same tokens, send them over the expert axis
+// (MoE under expert parallelism, docs/moe.md "The hierarchical exchange"): `hierarchical`
+// (the default) has each send 1/G_y of the rows over the expert group and the y group
+// all-gather what arrived, so the expert axis's links carry 1/G_y of the bytes and the y
+// axis's carry the rest; `flat` has every y rank send all of its rows. The chooser prices
+// both (a y group inside a node and an expert group across nodes favour hierarchical).
+enum class TokenExchange { hierarchical, flat };
+
 struct Layout {
   int data = 1, x = 1, y = 1, z = 1;
   // order[0] varies fastest in rank numbering. The default gives
@@ -61,6 +69,8 @@ struct Layout {
   // d mod E_p of expert group d / E_p, so an expert group is E_p consecutive data
   // coordinates (the nearest in rank numbering). 1: every rank holds every expert.
   int experts = 1;
+  // With experts > 1 and y > 1; otherwise the exchange has nothing to split.
+  TokenExchange exchange = TokenExchange::hierarchical;
 
   int size(Axis a) const;  // every Axis, the data axis' cuts included
   // The coordinate of `c` along `a`, the data axis' cuts included.
@@ -88,10 +98,11 @@ struct Layout {
 };
 
 // "DxXxYxZ" (e.g. "2x2x1x2": data 2, x 2, y 1, z 2), optionally "eN" for expert
-// parallelism N (a divisor of D; e.g. "4x2x1x1e2"), optionally ":ORDER" with ORDER the four
-// letters x, y, z, d fastest first (e.g. "2x2x1x2:yxzd", "4x2x1x1e2:yxzd").
+// parallelism N (a divisor of D; e.g. "4x2x1x1e2"), then "f" for the flat token exchange
+// (N > 1 and Y > 1; e.g. "2x1x4x1e2f"), optionally ":ORDER" with ORDER the four letters x, y,
+// z, d fastest first (e.g. "2x2x1x2:yxzd", "4x2x1x1e2:yxzd").
 Layout parse_layout(const std::string& text);
-std::string format_layout(const Layout& layout);  // "2x2x1x2", "4x2x1x1e2" (no "e1")
+std::string format_layout(const Layout& layout);  // "2x2x1x2", "4x2x1x1e2" (no "e1"), "2x1x4x1e2f"
 std::string format_order(const Layout& layout);   // "xyzd"
 std::string format_layout_with_order(const Layout& layout);  // "2x2x1x2:xyzd"
 

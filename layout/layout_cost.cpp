@@ -139,6 +139,26 @@ LinkTier axis_link(const Machine& machine, const Layout& g, CommAxis axis) {
   return LinkTier::inter_switch;
 }
 
+TierBytes bytes_per_tier(const Machine& machine, const Layout& g, const std::array<int64_t, kCommAxisCount>& axis_bytes) {
+  TierBytes tiers{};
+  for (int a = 0; a < kCommAxisCount; ++a)
+    tiers[static_cast<size_t>(axis_link(machine, g, static_cast<CommAxis>(a)))] += axis_bytes[static_cast<size_t>(a)];
+  return tiers;
+}
+
+std::array<int64_t, kCommAxisCount> bytes_per_axis(const StepVolume& volume) {
+  std::array<int64_t, kCommAxisCount> bytes{};
+  for (int a = 0; a < kCommAxisCount; ++a) bytes[static_cast<size_t>(a)] = volume.bytes(static_cast<CommAxis>(a));
+  return bytes;
+}
+
+std::array<int64_t, kCommAxisCount> bytes_per_axis(const StepVolume& volume, CollectiveKind kind) {
+  std::array<int64_t, kCommAxisCount> bytes{};
+  for (int a = 0; a < kCommAxisCount; ++a)
+    bytes[static_cast<size_t>(a)] = volume.at(static_cast<CommAxis>(a), kind).bytes;
+  return bytes;
+}
+
 double CostEstimate::comm_total_s() const {
   double t = 0;
   for (double c : comm_s) t += c;

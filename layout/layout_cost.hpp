@@ -37,6 +37,16 @@ const char* link_tier_name(LinkTier tier);  // "-", "intra-node", "inter-node", 
 // uses P * nodes_per_switch.
 LinkTier axis_link(const Machine& machine, const Layout& layout, CommAxis axis);
 
+// Bytes per rank and step on each link tier, indexed by LinkTier: each axis's bytes
+// (axis_bytes, indexed by CommAxis) on the tier its groups span (axis_link). A group that
+// spans nodes counts whole on the inter-node tier, as the cost model prices it.
+using TierBytes = std::array<int64_t, 4>;
+TierBytes bytes_per_tier(const Machine& machine, const Layout& layout,
+                         const std::array<int64_t, kCommAxisCount>& axis_bytes);
+// The predicted bytes of `volume` per axis: every kind, or only `kind` (e.g. all_to_all).
+std::array<int64_t, kCommAxisCount> bytes_per_axis(const StepVolume& volume);
+std::array<int64_t, kCommAxisCount> bytes_per_axis(const StepVolume& volume, CollectiveKind kind);
+
 // The alpha-beta that prices `kind` on `tier`: the one fitted for that kind, else the tier's
 // Link (none: the intra-node one, never used, as a group of one makes no collective).
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind);

@@ -73,6 +73,73 @@ std::string describe_calibration(const Machine& m) {
   return s;
 }
 
+const char* exchange_name(const Layout& l) {
+  return l.exchange == TokenExchange::flat ? "flat" : "hierarchical";
+}
+
+// The same placement under the other token exchange, or nullptr where it was not priced.
+const Candidate* other_exchange(const ChooserResult& r, const Candidate& c) {
+  Layout other = c.layout;
+  other.exchange = c.layout.exchange == TokenExchange::flat ? TokenExchange::hierarchical : TokenExchange::flat;
+  for (const Candidate& o : r.ranked)
+    if (o.layout == other) return &o;
+  return nullptr;
+}
+
+// For an MoE job: where each listed candidate's token all-to-alls run (bytes per rank and step
+// on each link tier), which exchange the best one uses and what the other would cost, and why
+// it beat the best placement without expert parallelism.
+std::string explain_expert_placement(const ChooserResult& r, size_t listed) {
+  const Candidate& best = r.best();
+  std::string s = "MoE placement: all-to-all MiB per rank and step on each link tier (the expert exchange and,\n"
+                  "hierarchical, its y all-gather):\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"#", "layout", "order", "exchange", "intra-node", "inter-node", "inter-switch", "step ms"}};
+  for (size_t i = 0; i < listed; ++i) {
+    const Candidate& c = r.ranked[i];
+    const TierBytes tiers =
+        bytes_per_tier(r.input.machine, c.layout, bytes_per_axis(c.volume, CollectiveKind::all_to_all));
+    rows.push_back({std::to_string(i + 1), format_layout(c.layout), format_order(c.layout),
+                    c.layout.experts > 1 ? exchange_name(c.layout) : "-",
+                    mib(tiers[static_cast<size_t>(LinkTier::intra_node)]),
+                    mib(tiers[static_cast<size_t>(LinkTier::inter_node)]),
+                    mib(tiers[static_cast<size_t>(LinkTier::inter_switch)]), format_number("%.3f", c.cost.step_s() * 1e3)});
+  }
+  s += format_columns({3, 12, 6, 13, 11, 11, 13, 10}, rows);
+  if (best.layout.experts > 1 && best.layout.y > 1) {
+    const std::string y = std::to_string(best.layout.y);
+    const std::string expert_link = link_tier_name(best.cost.link[static_cast<size_t>(CommAxis::expert)]);
+    const std::string y_link = link_tier_name(best.cost.link[static_cast<size_t>(CommAxis::y)]);
+    if (best.volume.at(CommAxis::y, CollectiveKind::all_to_all).calls > 0)
+      s += "token exchange: hierarchical: each of the " + y + " y ranks sends 1/" + y +
+           " of its rows over the expert group (" + expert_link + " links) and the y group all-gathers them (" +
+           y_link + " links)";
+    else
+      s += "token exchange: flat: each of the " + y + " y ranks sends all of its rows over the expert group (" +
+           expert_link + " links), with no y all-gather (" + y_link + " links)";
+    if (const Candidate* other = other_exchange(r, best))
+      s += "; " + std::string(exchange_name(other->layout)) + " here (" + format_layout_with_order(other->layout) +
+           "): " + other->why_lost;
+    s += "\n";
+  }
+  const auto dense_style = [](const Candidate& c) { return c.layout.experts == 1; };
+  if (best.layout.experts > 1) {
+    const auto dense = std::find_if(r.ranked.begin(), r.ranked.end(), dense_style);
+    if (dense == r.ranked.end())
+      s += "no placement without expert parallelism was priced (every E_p = 1 layout was rejected)\n";
+    else
+      s += "best without expert parallelism (E_p = 1: every rank holds every expert, as a dense MLP): " +
+           format_layout_with_order(dense->layout) + ", " + dense->why_lost + "\n";
+  } else {
+    const auto expert = std::find_if_not(r.ranked.begin(), r.ranked.end(), dense_style);
+    if (expert != r.ranked.end())
+      s += "best with expert parallelism: " + format_layout_with_order(expert->layout) + ", " + expert->why_lost + "\n";
+    else
+      s += "no layout with expert parallelism was priced (every E_p > 1 was rejected; see below)\n";
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string format_ranked_table(const ChooserResult& r, int top_k) {
@@ -196,6 +263,7 @@ std::string format_explain(const ChooserResult& r, int top_k) {
     s += memory_formula(in, best.layout);
     s += '\n';
     const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
+    if (in.model.moe()) s += explain_expert_placement(r, n) + "\n";
     if (n > 1) s += "runner-ups:\n";
     for (size_t i = 1; i < n; ++i)
       s += "  " + format_layout_with_order(r.ranked[i].layout) + ": " + r.ranked[i].why_lost + "\n";

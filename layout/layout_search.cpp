@@ -33,11 +33,14 @@ std::string placement_key(const Candidate& c) {
   return key;
 }
 
-// `l` at expert parallelism E_p = experts.
-Layout with_experts(Layout l, int experts) {
+// `l` at expert parallelism E_p = experts and the token exchange `exchange`.
+Layout with_experts(Layout l, int experts, TokenExchange exchange = TokenExchange::hierarchical) {
   l.experts = experts;
+  l.exchange = exchange;
   return l;
 }
+
+int exchange_index(const Layout& l) { return static_cast<int>(l.exchange); }
 
 int order_index(const Layout& l) {
   static const auto orders = all_orders();
@@ -57,7 +60,7 @@ bool ranks_before(const Candidate& a, const Candidate& b) {
   if (ta != tb) return ta < tb;
   const auto key = [](const Candidate& c) {
     const Layout& l = c.layout;
-    return std::make_tuple(l.tensor_parallel(), l.experts, order_index(l), l.x, l.y, l.z, l.data);
+    return std::make_tuple(l.tensor_parallel(), l.experts, exchange_index(l), order_index(l), l.x, l.y, l.z, l.data);
   };
   return key(a) < key(b);
 }
@@ -138,7 +141,7 @@ Rejection rejection(const ChooserInput& input, const Layout& l, const Failure& f
 bool rejected_before(const Rejection& a, const Rejection& b) {
   const auto key = [](const Rejection& r) {
     const Layout& l = r.layout;
-    return std::make_tuple(r.check, r.amount, l.data, l.x, l.y, l.z, l.experts);
+    return std::make_tuple(r.check, r.amount, l.data, l.x, l.y, l.z, l.experts, exchange_index(l));
   };
   return key(a) < key(b);
 }
@@ -214,12 +217,24 @@ std::vector<int> expert_parallelisms(const ChooserInput& input, int data) {
   return out;
 }
 
+std::vector<TokenExchange> token_exchanges(const ChooserInput& input, const Layout& l) {
+  const std::vector<TokenExchange> hierarchical = {TokenExchange::hierarchical};
+  if (!input.model.moe() || l.experts == 1 || l.y == 1 || input.batch.global_batch % (int64_t{l.data} * l.z) != 0 ||
+      input.model.experts % l.experts != 0)
+    return hierarchical;
+  Layout split = l;
+  split.exchange = TokenExchange::hierarchical;
+  if (moe_shape(input.model, batch_split(input.model, input.batch, split), split).y_shares == 1) return hierarchical;
+  return {TokenExchange::hierarchical, TokenExchange::flat};
+}
+
 std::vector<Layout> enumerate_layouts(const ChooserInput& input) {
   std::vector<Layout> out;
   const auto orders = all_orders();
   for (const auto& [d, x, y, z] : size_tuples(input.world()))
     for (int experts : expert_parallelisms(input, d))
-      for (const auto& order : orders) out.push_back(with_experts(Layout{d, x, y, z, order}, experts));
+      for (TokenExchange exchange : token_exchanges(input, with_experts(Layout{d, x, y, z}, experts)))
+        for (const auto& order : orders) out.push_back(with_experts(Layout{d, x, y, z, order}, experts, exchange));
   return out;
 }
 
@@ -281,14 +296,14 @@ ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>&
   // It is recorded once, keyed by the sizes and, where the check depends on it, E_p, and
   // carrying its smallest E_p and then axis order, so the rejected list is the same whatever
   // order the candidates come in.
-  // The modes, like memory, depend on the sizes and E_p only.
-  using Key = std::array<int, 5>;
+  // The modes, like memory, depend on the sizes, E_p and the token exchange only.
+  using Key = std::array<int, 6>;
   std::map<Key, std::optional<Failure>> checked;
   std::map<Key, MemoryModes> modes;
   std::map<Key, Layout> rejected;
   std::vector<Candidate> ranked;
   for (const Layout& l : candidates) {
-    const Key key = {l.data, l.x, l.y, l.z, l.experts};
+    const Key key = {l.data, l.x, l.y, l.z, l.experts, exchange_index(l)};
     auto [it, fresh] = checked.try_emplace(key);
     if (fresh) it->second = failure(input, l);
     if (!it->second) {
@@ -297,38 +312,46 @@ ChooserResult choose_among(const ChooserInput& input, const std::vector<Layout>&
       ranked.push_back(evaluate_at(input, l, mode->second));
       continue;
     }
-    const Key rejection_key = {l.data, l.x, l.y, l.z, depends_on_expert_parallelism(*it->second) ? l.experts : 0};
+    // A size tuple's token exchanges share one report (the hierarchical one's, as choose_layout).
+    const Key rejection_key = {l.data, l.x, l.y, l.z, depends_on_expert_parallelism(*it->second) ? l.experts : 0, 0};
     auto [rej, first] = rejected.try_emplace(rejection_key, l);
     const auto reported_before = [](const Layout& a, const Layout& b) {
-      return std::make_pair(a.experts, order_index(a)) < std::make_pair(b.experts, order_index(b));
+      return std::make_tuple(a.experts, exchange_index(a), order_index(a)) <
+             std::make_tuple(b.experts, exchange_index(b), order_index(b));
     };
     if (!first && reported_before(l, rej->second)) rej->second = l;
   }
   std::vector<Rejection> rejections;
   for (const auto& [key, l] : rejected)
-    rejections.push_back(rejection(input, l, *checked.at({l.data, l.x, l.y, l.z, l.experts})));
+    rejections.push_back(rejection(input, l, *checked.at({l.data, l.x, l.y, l.z, l.experts, exchange_index(l)})));
   return finish(input, std::move(ranked), std::move(rejections));
 }
 
 ChooserResult choose_layout(const ChooserInput& input) {
   check_world(input);
-  // The same result as choose_among over enumerate_layouts(input): a (size tuple, E_p) is
-  // checked once, and a rejected one is reported with its smallest axis order, the default;
-  // a size tuple whose E_p = 1 fails a check that no E_p changes is reported once, at E_p = 1.
+  // The same result as choose_among over enumerate_layouts(input): a (size tuple, E_p, token
+  // exchange) is checked once, and a rejected one is reported with its smallest axis order,
+  // the default, once per (size tuple, E_p) (its hierarchical exchange's reason; the flat one
+  // needs less memory, so it is rejected only where the hierarchical one is too); a size
+  // tuple whose E_p = 1 fails a check that no E_p changes is reported once, at E_p = 1.
   const auto orders = all_orders();
   std::vector<Candidate> ranked;
   std::vector<Rejection> rejections;
   for (const auto& [d, x, y, z] : size_tuples(input.world())) {
     for (int experts : expert_parallelisms(input, d)) {
-      const Layout l = with_experts(Layout{d, x, y, z, orders.front()}, experts);
-      if (const auto f = failure(input, l)) {
-        rejections.push_back(rejection(input, l, *f));
-        if (!depends_on_expert_parallelism(*f)) break;
-        continue;
+      bool stop = false;
+      for (TokenExchange exchange : token_exchanges(input, with_experts(Layout{d, x, y, z}, experts))) {
+        const Layout l = with_experts(Layout{d, x, y, z, orders.front()}, experts, exchange);
+        if (const auto f = failure(input, l)) {
+          if (exchange == TokenExchange::hierarchical) rejections.push_back(rejection(input, l, *f));
+          stop = !depends_on_expert_parallelism(*f);
+          continue;
+        }
+        const MemoryModes mode = resolved_modes(input, l);
+        for (const auto& order : orders)
+          ranked.push_back(evaluate_at(input, with_experts(Layout{d, x, y, z, order}, experts, exchange), mode));
       }
-      const MemoryModes mode = resolved_modes(input, l);
-      for (const auto& order : orders)
-        ranked.push_back(evaluate_at(input, with_experts(Layout{d, x, y, z, order}, experts), mode));
+      if (stop) break;
     }
   }
   return finish(input, std::move(ranked), std::move(rejections));

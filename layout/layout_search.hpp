@@ -32,8 +32,13 @@ std::vector<Layout> enumerate_layouts(int world);
 // sharding_problem), 1 alone.
 std::vector<int> expert_parallelisms(const ChooserInput& input, int data);
 
+// The token exchanges the chooser prices at `layout`'s sizes and E_p: hierarchical, and flat
+// too where they differ (an MoE model with E_p > 1 whose y group splits the exchange,
+// MoeShape::y_shares > 1).
+std::vector<TokenExchange> token_exchanges(const ChooserInput& input, const Layout& layout);
+
 // The layouts the chooser considers for this job: enumerate_layouts(world) with each size
-// tuple at every one of its expert_parallelisms.
+// tuple at every one of its expert_parallelisms and, for each, its token_exchanges.
 std::vector<Layout> enumerate_layouts(const ChooserInput& input);
 
 struct Candidate {

@@ -48,7 +48,8 @@ MoeShape moe_shape(const ModelShape& m, const BatchSplit& split, const Layout& g
   // most every row of every rank of the expert group.
   s.expert_rows = s.dropless() ? s.expert_ranks * s.rows : s.rows;
   s.peer_rows = s.local_experts * split.micro_batch * s.capacity_per_sequence;
-  s.y_shares = s.expert_ranks > 1 && g.y > 1 && s.rows % g.y == 0 ? g.y : 1;
+  const bool hierarchical = g.exchange == TokenExchange::hierarchical;
+  s.y_shares = hierarchical && s.expert_ranks > 1 && g.y > 1 && s.rows % g.y == 0 ? g.y : 1;
   return s;
 }
 

@@ -50,12 +50,15 @@ BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const L
 // can be, `expert_rows`: P·m·k dropless (every peer's every row to this rank's experts), the
 // capacity's `rows` otherwise; at P = 1 there is no exchange and expert_rows = rows.
 //
-// The G_y ranks of a y group hold the same tokens (the same rows). With P > 1 and G_y > 1
-// they do not send them twice (DeepSpeed-TED's order): y rank j sends the j-th of G_y shares
+// The G_y ranks of a y group hold the same tokens (the same rows). With P > 1 and G_y > 1,
+// under the hierarchical exchange (Layout::exchange, the default) they do not send them
+// twice (DeepSpeed-TED's order, MoNTA's inter-node all-to-all plus intra-node all-gather when
+// the y group is inside a node and the expert group spans nodes): y rank j sends the j-th of G_y shares
 // of each peer's block, [⌊j·n/G_y⌋, ⌊(j+1)·n/G_y⌋) of its n rows, and the y group then
 // all-gathers what it received (an all-to-all over y in which each rank sends its share to
 // every y peer); the outputs return the same way. `y_shares` is G_y then (when G_y divides
-// `rows`, so the shares' mean is whole), else 1. A rank's share depends on its y coordinate
+// `rows`, so the shares' mean is whole), else 1 (and under the flat exchange, where every y
+// rank sends all of its rows). A rank's share depends on its y coordinate
 // unless G_y divides every block: dropless (the blocks follow the routing), or a capacity
 // whose per-peer block of E_l·mb·cap rows G_y does not divide; those bytes are exact summed
 // over the y group.

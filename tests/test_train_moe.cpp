@@ -104,6 +104,9 @@ std::vector<std::string> moe_layouts() {
           }
   out.push_back("2x2x1x2:zyxd");
   out.push_back("4x1x2x1e2:zyxd");
+  // The flat token exchange: every y rank sends all of its rows.
+  out.push_back("2x1x4x1e2f");
+  out.push_back("2x1x2x2e2f");
   return out;
 }
 
@@ -141,6 +144,57 @@ TEST_F(MoeTrain, CapacityDropsTheSameTokensAtEveryLayout) {
     for (size_t i = 0; i < run.dropped.size(); ++i) EXPECT_EQ(run.dropped[i], serial.dropped[i]) << layout;
     EXPECT_TRUE(contains(run.summary, "\"comm_bytes_match\": true")) << run.summary;
   }
+}
+
+// summary.json's bytes on one link tier per step on rank 0: {counted, predicted}.
+std::pair<double, double> tier_bytes(const std::string& summary, const std::string& tier) {
+  const std::regex re("\"" + tier + R"(": \{"counted": ([-0-9.eE+]+), "predicted": (\d+)\})");
+  std::smatch m;
+  if (!std::regex_search(summary, m, re)) return {-1, -1};
+  return {std::stod(m[1]), std::stod(m[2])};
+}
+
+// One predicted (axis, kind) of summary.json, bytes per step.
+int64_t predicted_bytes(const std::string& summary, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(summary, m, std::regex("\"" + key + R"(": (\d+))"))) return -1;
+  return std::stoll(m[1]);
+}
+
+// 8 ranks on 2 pretend nodes of 4: at 2x1x4x1e2 each y group is a node and each expert group
+// spans both. The hierarchical exchange sends a quarter of the rows between the nodes (each
+// y rank its share) and all-gathers them inside the node; the flat one sends every y rank's
+// rows. Both train the serial run's weights, bit for bit the same as each other, and every
+// tier carries the bytes the model predicts.
+TEST_F(MoeTrain, AcrossTwoPretendNodesTheHierarchicalExchangeSendsAQuarterBetweenThem) {
+  // A capacity of T slots per expert and sequence: nothing is dropped (a drop near a tie could
+  // flip with the float32 summation order), and every rank's bytes are exact.
+  const std::string keys = "capacity_factor = 2.0\n";
+  const MoeRun serial = train_moe(dir_ / "serial", "1x1x1x1", 5, 0, keys);
+  const MoeRun hierarchical = train_moe(dir_ / "hierarchical", "2x1x4x1e2", 5, 0, keys, 2);
+  const MoeRun flat = train_moe(dir_ / "flat", "2x1x4x1e2f", 5, 0, keys, 2);
+  expect_same_moe_run(hierarchical, serial, "hierarchical");
+  expect_same_moe_run(flat, serial, "flat");
+  ASSERT_EQ(flat.steps.size(), hierarchical.steps.size());
+  for (size_t i = 0; i < flat.steps.size(); ++i) EXPECT_EQ(flat.steps[i].loss, hierarchical.steps[i].loss) << i;
+  expect_same_tensors(flat.tensors, hierarchical.tensors, 0.0f, "flat vs hierarchical");
+  for (const MoeRun* run : {&hierarchical, &flat}) {
+    EXPECT_TRUE(contains(run->summary, "\"comm_bytes_match\": true")) << run->summary;
+    EXPECT_TRUE(contains(run->output, "expert groups of 2 over inter-node links")) << run->output;
+    for (const char* tier : {"intra-node", "inter-node"}) {
+      const auto [counted, predicted] = tier_bytes(run->summary, tier);
+      EXPECT_GT(predicted, 0) << tier << " in " << run->summary;
+      EXPECT_EQ(counted, predicted) << tier << " in " << run->summary;
+    }
+  }
+  // The expert all-to-alls: 2 MoE blocks x (the counts, E floats = 16 bytes, and 4 exchanges
+  // of rows) per step; a quarter of the rows' bytes in the hierarchical one.
+  const int64_t counts = 2 * 16;
+  const int64_t h = predicted_bytes(hierarchical.summary, "expert.all_to_all");
+  const int64_t f = predicted_bytes(flat.summary, "expert.all_to_all");
+  EXPECT_EQ(4 * (h - counts), f - counts) << h << " vs " << f;
+  EXPECT_GT(predicted_bytes(hierarchical.summary, "y.all_to_all"), 0);
+  EXPECT_EQ(predicted_bytes(flat.summary, "y.all_to_all"), -1) << "the flat exchange gathers nothing over y";
 }
 
 TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {

@@ -57,14 +57,15 @@ void keep_only_preempt_signal(int preempt_signal) {
 
 // Which links each axis's groups cross under this layout's placement, as the chooser priced
 // them: "x groups of 2 over intra-node links, data groups of 2 over inter-node links (2
-// nodes x 4 ranks)". Tells a user which axes stayed inside a node.
+// nodes x 4 ranks)", the expert axes included. Tells a user which axes stayed inside a node.
 std::string axis_links(const RunLayout& run) {
   std::string s;
-  for (const Axis axis : kAllAxes) {
-    const int size = run.layout.size(axis);
+  for (const CommAxis axis :
+       {CommAxis::x, CommAxis::y, CommAxis::z, CommAxis::data, CommAxis::expert, CommAxis::expert_data}) {
+    const int size = run.layout.comm_size(axis);
     if (size <= 1) continue;
-    s += std::string(s.empty() ? "" : ", ") + axis_name(axis) + " groups of " + std::to_string(size) + " over " +
-         link_tier_name(axis_link(run.plan.machine, run.layout, comm_axis(axis))) + " links";
+    s += std::string(s.empty() ? "" : ", ") + comm_axis_name(axis) + " groups of " + std::to_string(size) + " over " +
+         link_tier_name(axis_link(run.plan.machine, run.layout, axis)) + " links";
   }
   if (s.empty()) s = "none (one rank)";
   return s + " (priced as " + std::to_string(run.plan.machine.nodes) + " node(s) x " +

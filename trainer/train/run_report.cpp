@@ -104,6 +104,24 @@ std::string comm_summary(const StepVolume& v) {
   return s.empty() ? "none (one rank)" : s;
 }
 
+std::array<int64_t, kCommAxisCount> counted_bytes_per_axis(const CommCounters& counted) {
+  std::array<int64_t, kCommAxisCount> bytes{};
+  for (size_t a = 0; a < counted.size(); ++a)
+    for (const CollectiveCount& c : counted[a]) bytes[a] += c.bytes;
+  return bytes;
+}
+
+std::string tier_summary(const TierBytes& counted, const TierBytes& predicted, int64_t steps) {
+  std::string s;
+  for (size_t t = 0; t < counted.size(); ++t) {
+    if (counted[t] == 0 && predicted[t] == 0) continue;
+    const double per_step = steps > 0 ? static_cast<double>(counted[t]) / static_cast<double>(steps) : 0;
+    s += (s.empty() ? "" : ", ") + std::string(link_tier_name(static_cast<LinkTier>(t))) + " " + mib(per_step) +
+         " (predicted " + mib(static_cast<double>(predicted[t])) + ")";
+  }
+  return s.empty() ? "none (one rank)" : s;
+}
+
 void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
   std::string j = "{\n";
   j += "  \"layout\": " + json_string(r.layout) + ",\n";
@@ -131,6 +149,16 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
       j += std::string(first ? "" : ", ") + json_string(comm_key(a, k)) + ": " + std::to_string(p.bytes);
       first = false;
     }
+  // Per step: what the tiers carried on rank 0, counted and predicted.
+  j += "},\n  \"bytes_per_tier_per_step\": {";
+  first = true;
+  for (size_t t = 0; t < r.counted_per_tier.size(); ++t) {
+    if (r.counted_per_tier[t] == 0 && r.predicted_per_tier[t] == 0) continue;
+    const double counted = r.steps_run > 0 ? static_cast<double>(r.counted_per_tier[t]) / static_cast<double>(r.steps_run) : 0;
+    j += std::string(first ? "" : ", ") + json_string(link_tier_name(static_cast<LinkTier>(t))) +
+         ": {\"counted\": " + json_number(counted) + ", \"predicted\": " + std::to_string(r.predicted_per_tier[t]) + "}";
+    first = false;
+  }
   j += "},\n  \"comm_seconds_per_step\": {";
   for (size_t i = 0; i < r.comm_s_per_step.size(); ++i)
     j += (i ? ", " : "") + json_string(r.comm_s_per_step[i].first) + ": " + json_number(r.comm_s_per_step[i].second);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/comm_grid.hpp"
+#include "layout/layout_cost.hpp"
 #include "layout/layout_volume.hpp"
 
 namespace axonn {
@@ -35,6 +36,13 @@ std::vector<std::pair<std::string, double>> comm_seconds_per_step(const CommCoun
 // One line per axis with traffic: "x: all_reduce 1.2 MiB/step (12 calls), ..." for the log.
 std::string comm_summary(const StepVolume& per_step);
 
+// Counted bytes per axis, every kind summed (indexed by CommAxis).
+std::array<int64_t, kCommAxisCount> counted_bytes_per_axis(const CommCounters& counted);
+
+// One line for the log, per step and rank: "intra-node 1.500 MiB (predicted 1.500 MiB),
+// inter-node 0.375 MiB (predicted 0.375 MiB)"; the tiers with bytes counted or predicted.
+std::string tier_summary(const TierBytes& counted, const TierBytes& predicted, int64_t steps);
+
 struct RunSummary {
   std::string layout;
   std::string layout_origin;
@@ -51,6 +59,11 @@ struct RunSummary {
   bool comm_bytes_match = false;
   std::vector<std::string> comm_mismatches;               // of rank 0
   StepVolume predicted_per_step;                          // rank 0's
+  // Rank 0's bytes per link tier (indexed by LinkTier, bytes_per_tier): counted over the run,
+  // and predicted per step; the run's steps divide the first.
+  TierBytes counted_per_tier{};
+  TierBytes predicted_per_tier{};
+  int64_t steps_run = 0;
   // Rank 0's comm_seconds_per_step (a started collective's time on its communicator's
   // thread or stream, hidden or not).
   std::vector<std::pair<std::string, double>> comm_s_per_step;

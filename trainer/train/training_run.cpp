@@ -510,6 +510,12 @@ class TrainingRun {
     summary.comm_mismatches = mismatches;
     summary.predicted_per_step = prediction.volume;
     summary.comm_s_per_step = comm_seconds_per_step(totals.counted, steps_run);
+    summary.steps_run = steps_run;
+    summary.counted_per_tier =
+        bytes_per_tier(decided_.plan.machine, grid_.layout(), counted_bytes_per_axis(totals.counted));
+    summary.predicted_per_tier = bytes_per_tier(decided_.plan.machine, grid_.layout(), bytes_per_axis(prediction.volume));
+    spdlog::info("communication per link tier (rank 0, per step): {}",
+                 tier_summary(summary.counted_per_tier, summary.predicted_per_tier, steps_run));
     summary.process_start_unix_s = startup_.process_start_unix_s();
     summary.startup_s = startup_.phases();
     write_run_summary(std::filesystem::path(job_.run.dir) / "summary.json", summary);
