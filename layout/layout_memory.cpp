@@ -72,17 +72,26 @@ int64_t workspace_elements(const ModelShape& model, const Layout& g, int64_t m) 
 // three more scratch buffers: the share packed to send [R_max, c], the share received in G_y
 // copies [R_max + G_y·P, c] (each block's share is at most one row over its 1/G_y), and the
 // y group's shares gathered [R_max, c].
+// With the all-gather dispatch (MoeShape::gathers) there is no send side; instead the group's
+// tokens gathered [P·m, c] (reused for the outputs' gradients) and the outputs' partial sums
+// [P·m, c] (reused for the inputs'), the routing sent and gathered [m, 2k] and [P·m, 2k],
+// the gates' gradients [P·m, k] and every token's slot among the expert rows [P·m, k], each
+// expert row's token and gate [R_max] (4-byte values).
 void add_moe_layers(MemoryEstimate& mem, const ModelShape& model, const Layout& g, const BatchSplit& split,
                     int64_t e) {
   const MoeShape moe = moe_shape(model, split, g);
   if (moe.layers == 0) return;
   const int64_t m = split.tokens, R = moe.rows, E = moe.experts, k = moe.top_k;
-  const int64_t R_max = moe.expert_rows, send_side = moe.expert_ranks > 1 ? 2 * R : 0;
+  const int64_t R_max = moe.expert_rows, send_side = moe.expert_ranks > 1 && !moe.gathers ? 2 * R : 0;
   const int64_t c = model.hidden / g.x, h = 4 * model.hidden / g.y;
   mem.activations +=
       moe.layers * ((send_side * c + 2 * R_max * c + 2 * R_max * h) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
   mem.workspace += moe.layers * ((send_side * c + 2 * R_max * c + R_max * h) * e + 4 * (m * k + m * E));
   if (moe.y_shares > 1) mem.workspace += moe.layers * (3 * R_max + moe.y_shares * moe.expert_ranks) * c * e;
+  if (moe.gathers) {
+    const int64_t group_tokens = moe.expert_ranks * m;
+    mem.workspace += moe.layers * (2 * group_tokens * c * e + 4 * (2 * m * k + 4 * group_tokens * k + 2 * R_max));
+  }
   if (g.z > 1) mem.gathered_weights += moe.layers * 2 * moe.local_experts * c * h * e;
 }
 

@@ -77,6 +77,23 @@ const char* exchange_name(const Layout& l) {
   return l.exchange == TokenExchange::flat ? "flat" : "hierarchical";
 }
 
+// How `c` moves its tokens to the experts: "-" without expert parallelism, "all-gather"
+// (MoeShape::gathers), else the all-to-all's exchange.
+std::string dispatch_name(const ChooserInput& in, const Candidate& c) {
+  if (c.layout.experts == 1) return "-";
+  if (moe_shape(in.model, batch_split(in.model, in.batch, c.layout), c.layout).gathers) return "all-gather";
+  return exchange_name(c.layout);
+}
+
+// The token exchange's bytes per rank and step on each link tier: every collective on the
+// expert axis, and the y all-gathers (all-to-alls) of the hierarchical exchange.
+TierBytes exchange_bytes_per_tier(const Machine& machine, const Candidate& c) {
+  std::array<int64_t, kCommAxisCount> bytes{};
+  bytes[static_cast<size_t>(CommAxis::expert)] = c.volume.bytes(CommAxis::expert);
+  bytes[static_cast<size_t>(CommAxis::y)] = c.volume.at(CommAxis::y, CollectiveKind::all_to_all).bytes;
+  return bytes_per_tier(machine, c.layout, bytes);
+}
+
 // The same placement under the other token exchange, or nullptr where it was not priced.
 const Candidate* other_exchange(const ChooserResult& r, const Candidate& c) {
   Layout other = c.layout;
@@ -91,22 +108,24 @@ const Candidate* other_exchange(const ChooserResult& r, const Candidate& c) {
 // it beat the best placement without expert parallelism.
 std::string explain_expert_placement(const ChooserResult& r, size_t listed) {
   const Candidate& best = r.best();
-  std::string s = "MoE placement: all-to-all MiB per rank and step on each link tier (the expert exchange and,\n"
-                  "hierarchical, its y all-gather):\n";
+  std::string s = "MoE placement: the token exchange's MiB per rank and step on each link tier (every collective\n"
+                  "on the expert axis and, hierarchical, the y all-gathers):\n";
   std::vector<std::vector<std::string>> rows = {
       {"#", "layout", "order", "exchange", "intra-node", "inter-node", "inter-switch", "step ms"}};
   for (size_t i = 0; i < listed; ++i) {
     const Candidate& c = r.ranked[i];
-    const TierBytes tiers =
-        bytes_per_tier(r.input.machine, c.layout, bytes_per_axis(c.volume, CollectiveKind::all_to_all));
-    rows.push_back({std::to_string(i + 1), format_layout(c.layout), format_order(c.layout),
-                    c.layout.experts > 1 ? exchange_name(c.layout) : "-",
+    const TierBytes tiers = exchange_bytes_per_tier(r.input.machine, c);
+    rows.push_back({std::to_string(i + 1), format_layout(c.layout), format_order(c.layout), dispatch_name(r.input, c),
                     mib(tiers[static_cast<size_t>(LinkTier::intra_node)]),
                     mib(tiers[static_cast<size_t>(LinkTier::inter_node)]),
                     mib(tiers[static_cast<size_t>(LinkTier::inter_switch)]), format_number("%.3f", c.cost.step_s() * 1e3)});
   }
   s += format_columns({3, 12, 6, 13, 11, 11, 13, 10}, rows);
-  if (best.layout.experts > 1 && best.layout.y > 1) {
+  if (dispatch_name(r.input, best) == "all-gather") {
+    s += "token exchange: all-gather: the expert group gathers its " + std::to_string(best.layout.experts) +
+         " ranks' tokens and sums the outputs back by a reduce-scatter, fewer rows than the all-to-all's (" +
+         link_tier_name(best.cost.link[static_cast<size_t>(CommAxis::expert)]) + " links)\n";
+  } else if (best.layout.experts > 1 && best.layout.y > 1) {
     const std::string y = std::to_string(best.layout.y);
     const std::string expert_link = link_tier_name(best.cost.link[static_cast<size_t>(CommAxis::expert)]);
     const std::string y_link = link_tier_name(best.cost.link[static_cast<size_t>(CommAxis::y)]);

@@ -119,9 +119,21 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
   v.add(CommAxis::z, K::all_reduce, calls, moe_statistics(input.model) * stat);
   v.add(CommAxis::data, K::all_reduce, calls, moe_statistics(input.model) * stat);
   v.add(CommAxis::z, K::all_gather, calls * 2 * local, expert_block * w);
-  v.add(CommAxis::expert, K::all_to_all, calls, exchange.counts);
-  v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.sent);      // rows, then their gradients
-  v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.returned);  // outputs, then the rows' gradients
+  if (moe.gathers) {
+    // All-gather dispatch over the expert group (MoeShape::gathers): forward, every rank's
+    // routing (k choices and k gates per token, float32) and tokens gathered, the outputs
+    // reduce-scattered back; backward, the outputs' gradients gathered, the gates' and the
+    // inputs' gradients reduce-scattered. Sizes: the gathered whole, P·m rows.
+    const int64_t group_tokens = moe.expert_ranks * m;
+    v.add(CommAxis::expert, K::all_gather, calls, group_tokens * 2 * moe.top_k * stat);
+    v.add(CommAxis::expert, K::all_gather, calls * 2, group_tokens * c_local * e);      // tokens, outputs' gradients
+    v.add(CommAxis::expert, K::reduce_scatter, calls * 2, group_tokens * c_local * e);  // outputs, inputs' gradients
+    v.add(CommAxis::expert, K::reduce_scatter, calls, group_tokens * moe.top_k * stat);  // gates' gradients
+  } else {
+    v.add(CommAxis::expert, K::all_to_all, calls, exchange.counts);
+    v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.sent);      // rows, then their gradients
+    v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.returned);  // outputs, then the rows' gradients
+  }
   if (moe.y_shares > 1) {
     v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_sent);
     v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_returned);
@@ -130,10 +142,11 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
   v.add(CommAxis::y, K::all_reduce, calls * 2, received * c_local * e);
   v.add(CommAxis::x, K::all_reduce, calls, m * moe.top_k * stat);
   v.add(CommAxis::z, K::reduce_scatter, calls * 2 * local, expert_block * grad);
-  if (moe.rows_vary())
-    for (const auto& [axis, kind] : {std::pair{CommAxis::x, K::all_reduce}, std::pair{CommAxis::y, K::all_reduce},
-                                     std::pair{CommAxis::expert, K::all_to_all}})
-      v.mark_varies(axis, kind);
+  if (moe.rows_vary()) {
+    v.mark_varies(CommAxis::x, K::all_reduce);
+    v.mark_varies(CommAxis::y, K::all_reduce);
+    if (!moe.gathers) v.mark_varies(CommAxis::expert, K::all_to_all);
+  }
   if (moe.rows_vary() || moe.shares_vary()) {
     v.mark_varies(CommAxis::expert, K::all_to_all);
     if (moe.y_shares > 1) v.mark_varies(CommAxis::y, K::all_to_all);
@@ -149,7 +162,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g) {
 int64_t expert_all_to_all_bound(const ChooserInput& input, const Layout& g) {
   const BatchSplit split = batch_split(input.model, input.batch, g);
   const MoeShape moe = moe_shape(input.model, split, g);
-  if (moe.layers == 0 || moe.expert_ranks <= 1) return 0;
+  if (moe.layers == 0 || moe.expert_ranks <= 1 || moe.gathers) return 0;
   const int64_t c_local = input.model.hidden / g.x;
   const ExpertCallBytes worst =
       expert_call_bytes(moe, c_local, element_size(collective_types(input.batch.dtype).activations), moe.expert_rows);

@@ -50,6 +50,10 @@ MoeShape moe_shape(const ModelShape& m, const BatchSplit& split, const Layout& g
   s.peer_rows = s.local_experts * split.micro_batch * s.capacity_per_sequence;
   const bool hierarchical = g.exchange == TokenExchange::hierarchical;
   s.y_shares = hierarchical && s.expert_ranks > 1 && g.y > 1 && s.rows % g.y == 0 ? g.y : 1;
+  if (s.expert_ranks > 1 && s.expert_ranks * split.tokens * s.y_shares < s.rows) {
+    s.gathers = true;
+    s.y_shares = 1;
+  }
   return s;
 }
 

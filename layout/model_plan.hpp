@@ -62,6 +62,17 @@ BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const L
 // unless G_y divides every block: dropless (the blocks follow the routing), or a capacity
 // whose per-peer block of E_l·mb·cap rows G_y does not divide; those bytes are exact summed
 // over the y group.
+//
+// All-gather dispatch. With P > 1 the expert group may instead all-gather its tokens (and
+// their routing) so that each rank runs its experts on every routed row of the group, then
+// sum the outputs back to their tokens' ranks with a reduce-scatter (backward: the outputs'
+// gradients all-gathered, the gates' and the inputs' gradients reduce-scattered). That moves
+// P·m token rows over the expert axis per direction against the all-to-all's R/S rows (S =
+// y_shares), so `gathers` is true when P·m < R/S: fewer bytes on the expert axis, none on y
+// (the gather is not split over y, so y_shares is 1 then), no counts exchange, and bytes that
+// do not depend on the routing. Dropless (R = m·k, S = 1) that is P < k; at P = k the
+// all-to-all is kept (equal rows). The experts' side is the all-to-all's: R_r rows in the same
+// order, so the experts compute the same rows.
 struct MoeShape {
   int64_t layers = 0;                 // MoE blocks
   int64_t experts = 0;                // E
@@ -73,6 +84,7 @@ struct MoeShape {
   int64_t expert_rows = 0;            // the most rows this rank's experts can receive, R_max
   int64_t peer_rows = 0;              // with a capacity, the rows of one block to or from a peer, E_l·mb·cap
   int64_t y_shares = 1;               // G_y when the y group splits the exchange (above), else 1
+  bool gathers = false;               // all-gather dispatch (above) instead of the all-to-all
   bool dropless() const { return capacity_per_sequence == 0; }
   // Whether R_r, and with it the bytes of the collectives sized by it, depends on the routing:
   // dropless with P > 1.

@@ -108,6 +108,45 @@ TEST(LayoutMoePlacement, TheHierarchicalExchangeSendsAQuarterOfTheRowsBetweenNod
   EXPECT_EQ(sum, total);
 }
 
+// The dispatch that moves fewer rows over the expert axis: all-gathering the group's P·m
+// tokens when that is less than the all-to-all's R/S rows. Dropless, R = m·k and k <= 2, so
+// never (at P = k = 2 the rows are equal and the all-to-all is kept); with a capacity the
+// all-to-all carries every empty slot too, R = E·mb·cap.
+TEST(LayoutMoePlacement, TheExpertGroupGathersItsTokensWhenThatMovesFewerRows) {
+  ChooserInput in = tiny_moe();  // m = 8 at G_data·G_z = 8 (mb = 2, T = 4), E = 4, top-2
+  const auto shape = [&](const char* text) {
+    const Layout l = parse_layout(text);
+    return moe_shape(in.model, batch_split(in.model, in.batch, l), l);
+  };
+  EXPECT_FALSE(shape("8x1x1x1e2").gathers);  // dropless: R = 16 = P·m
+  EXPECT_FALSE(shape("8x1x1x1e4").gathers);
+  in.model.capacity_factor = 1.0;            // cap = 2: R = 4·2·2 = 16 = P·m at P = 2
+  EXPECT_FALSE(shape("8x1x1x1e2").gathers);
+  in.model.capacity_factor = 1.5;            // cap = 3: R = 24
+  EXPECT_TRUE(shape("8x1x1x1e2").gathers);   // 2·8 = 16 < 24
+  EXPECT_FALSE(shape("8x1x1x1e4").gathers);  // 4·8 = 32 > 24
+  EXPECT_FALSE(shape("4x1x2x1e2").gathers);  // hierarchical: R/S = 12 < P·m = 2·8
+  EXPECT_EQ(shape("4x1x2x1e2").y_shares, 2);
+  const MoeShape flat = shape("4x1x2x1e2f");  // flat: R = 24 > 16
+  EXPECT_TRUE(flat.gathers);
+  EXPECT_EQ(flat.y_shares, 1);
+  EXPECT_FALSE(shape("8x1x1x1").gathers);  // no expert group
+
+  // Its bytes at 8x1x1x1e2 (c = 8, float32): per micro-batch the routing P·m·2k·4 = 256 and
+  // the tokens and the outputs' gradients P·m·c·4 = 512 gathered; the outputs and the inputs'
+  // gradients (512) and the gates' gradients (P·m·k·4 = 128) reduce-scattered; no all-to-all.
+  const Layout l = parse_layout("8x1x1x1e2");
+  const StepVolume v = predict_step_volume(in, l);
+  EXPECT_EQ(v.at(CommAxis::expert, K::all_gather).calls, 3);
+  EXPECT_EQ(v.at(CommAxis::expert, K::all_gather).bytes, 256 + 2 * 512);
+  EXPECT_EQ(v.at(CommAxis::expert, K::reduce_scatter).bytes, 2 * 512 + 128);
+  EXPECT_EQ(v.at(CommAxis::expert, K::all_to_all).calls, 0);
+  EXPECT_FALSE(v.varies(CommAxis::expert, K::all_gather));
+  EXPECT_EQ(expert_all_to_all_bound(in, l), 0);
+  // Against the all-to-all it replaces (4 calls of R·c·4 = 768 bytes and the counts): fewer.
+  EXPECT_LT(v.bytes(CommAxis::expert), 4 * 768 + 16);
+}
+
 // A mid-sized MoE model on `nodes` x `per_node` ranks whose step is mostly communication,
 // so the placement matters.
 ChooserInput mid_moe(int experts, int top_k, int nodes, int per_node) {

@@ -200,6 +200,31 @@ TEST_F(MoeTrain, AcrossTwoPretendNodesTheHierarchicalExchangeSendsAQuarterBetwee
   EXPECT_EQ(predicted_bytes(flat.summary, "y.all_to_all"), -1) << "the flat exchange gathers nothing over y";
 }
 
+// capacity_factor 1.25 gives each expert 10 slots per sequence, and the all-to-all would carry
+// E·mb·10 rows per rank, empty slots included: more than the 2·m tokens an expert group of two
+// holds, so at E_p = 2 the group all-gathers its tokens instead (MoeShape::gathers); at E_p = 4
+// (4·m rows) and with the y ranks splitting the exchange (m rows each) the all-to-all stays.
+// Both dispatches train the serial run's losses and weights, with every rank's bytes the
+// model's. The weights within 1e-4: with these many empty slots some expert weights get
+// gradients near AdamW's eps, whose update magnifies float32 summation-order differences, by
+// as much under the all-to-all (4.1e-5 at 4x1x1x2e4) as under the gather (4.7e-5 at 2x1x1x2e2).
+TEST_F(MoeTrain, AtCapacityAboveOneAnExpertPairGathersItsTokens) {
+  const std::string keys = "capacity_factor = 1.25\naux_loss_weight = 0.0\n";
+  const MoeRun serial = train_moe(dir_ / "serial", "1x1x1x1", 3, 0, keys);
+  for (const auto& [layout, gathers] : {std::pair{"2x1x1x2e2", true}, std::pair{"4x2x1x1e2", true},
+                                        std::pair{"2x1x2x2e2f", true}, std::pair{"2x1x2x2e2", false},
+                                        std::pair{"4x1x1x2e4", false}}) {
+    const MoeRun run = train_moe(dir_ / layout, layout, 3, 0, keys, 2);
+    ASSERT_EQ(run.steps.size(), serial.steps.size()) << layout;
+    for (size_t i = 0; i < run.steps.size(); ++i)
+      EXPECT_NEAR(run.steps[i].loss, serial.steps[i].loss, kLossTolerance) << layout << " step " << run.steps[i].step;
+    expect_same_tensors(run.tensors, serial.tensors, 1e-4f, layout);
+    EXPECT_TRUE(contains(run.summary, "\"comm_bytes_match\": true")) << run.summary;
+    EXPECT_EQ(contains(run.summary, "\"expert.all_gather\""), gathers) << layout << ": " << run.summary;
+    EXPECT_EQ(contains(run.summary, "\"expert.all_to_all\""), !gathers) << layout << ": " << run.summary;
+  }
+}
+
 TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
   const MoeRun full = train_moe(dir_ / "full", "2x2x1x2", 6, 3);
   ASSERT_EQ(full.steps.size(), 6u);

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 
+#include "layout/model_plan.hpp"
 #include "model_step.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
 
@@ -91,6 +92,23 @@ TEST(TrainerModelEmulatedCuda, MoeStepMatchesTheCpuAtEveryExpertParallelism) {
   model.top_k = 2;
   for (const char* text : {"1x1x1x1", "2x1x1x1e2", "2x1x2x1e2", "4x1x1x1e4"}) {
     const Layout layout = parse_layout(text);
+    const StepResult cpu = run_step(model, layout, 8, 2, false);
+    for (const CommBackend comm : {CommBackend::gloo, CommBackend::nccl}) {
+      SCOPED_TRACE(std::string(text) + (comm == CommBackend::nccl ? " nccl" : " gloo"));
+      const StepResult cuda = run_step(model, layout, 8, 2, false, emulated_cuda(GemmMath::fp32, comm));
+      EXPECT_NEAR(cuda.loss, cpu.loss, 4e-6);
+      EXPECT_LE(gradient_error(cuda, cpu), 1e-5);
+    }
+  }
+  // A capacity of 1.25: at E_p = 2 the expert group all-gathers its tokens and reduce-scatters
+  // the outputs (MoeShape::gathers), with and without a y group.
+  model.capacity_factor = 1.25;
+  for (const char* text : {"2x1x1x1e2", "2x1x2x1e2f"}) {
+    const Layout layout = parse_layout(text);
+    BatchSplit split;
+    split.micro_batch = 2;
+    split.tokens = 2 * model.sequence;
+    ASSERT_TRUE(moe_shape(model, split, layout).gathers) << text;
     const StepResult cpu = run_step(model, layout, 8, 2, false);
     for (const CommBackend comm : {CommBackend::gloo, CommBackend::nccl}) {
       SCOPED_TRACE(std::string(text) + (comm == CommBackend::nccl ? " nccl" : " gloo"));

@@ -30,6 +30,7 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   const int64_t received_max = shape.expert_rows;
   y_shares_ = shape.y_shares;
   y_rank_ = grid.coords().y;
+  gathers_ = shape.gathers;
   c_ = C / g.x;
   hidden_ = 4 * C / g.y;
   aux_weight_ = static_cast<float>(model.aux_loss_weight);
@@ -58,6 +59,7 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
 
   const int64_t m = m_, E = experts_, k = top_k_, R = rows_, Rr = received_max;
   const bool exchanges = expert_ranks_ > 1;  // else the received rows are this rank's own
+  const bool sends = exchanges && !gathers_;  // the all-to-all's send side
   logits_ = arena_.floats(m * E);
   probs_ = arena_.floats(m * E);
   gates_ = arena_.floats(m * k);
@@ -65,8 +67,10 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   slots_ = arena_.ints(m * k);
   token_of_row_ = arena_.ints(R);
   row_gates_ = arena_.floats(R);
-  rows_in_ = arena_.act(R * c_);
-  rows_out_ = arena_.act(R * c_);
+  if (!gathers_) {
+    rows_in_ = arena_.act(R * c_);
+    rows_out_ = arena_.act(R * c_);
+  }
   expert_in_ = exchanges ? arena_.act(Rr * c_) : rows_in_;
   fc_out_ = arena_.act(Rr * hidden_);
   gelu_out_ = arena_.act(Rr * hidden_);
@@ -76,12 +80,25 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
     shares_ = arena_.act((Rr + y_shares_ * expert_ranks_) * c_);
     gathered_ = arena_.act(Rr * c_);
   }
-  counts_sent_ = exchanges ? arena_.floats(E) : nullptr;
-  counts_received_ = exchanges ? arena_.floats(E) : nullptr;
+  counts_sent_ = sends ? arena_.floats(E) : nullptr;
+  counts_received_ = sends ? arena_.floats(E) : nullptr;
+  if (gathers_) {  // sizes: layout_memory.cpp, add_moe_layers
+    const int64_t group = expert_ranks_ * m;
+    routing_sent_ = arena_.floats(2 * m * k);
+    routing_all_ = arena_.floats(2 * group * k);
+    group_tokens_ = arena_.act(group * c_);
+    partial_ = arena_.act(group * c_);
+    d_gates_all_ = arena_.floats(group * k);
+    slots_all_ = arena_.ints(group * k);
+    dispatch_tokens_ = arena_.ints(Rr);
+    dispatch_gates_ = arena_.floats(Rr);
+  }
   coef_ = arena_.floats(E);
   statistics_ = arena_.floats(moe_statistics(model));
-  d_rows_out_ = arena_.act(R * c_);
-  d_rows_in_ = arena_.act(R * c_);
+  if (!gathers_) {
+    d_rows_out_ = arena_.act(R * c_);
+    d_rows_in_ = arena_.act(R * c_);
+  }
   d_expert_out_ = exchanges ? arena_.act(Rr * c_) : d_rows_out_;
   d_gelu_ = arena_.act(Rr * hidden_);
   d_expert_in_ = exchanges ? arena_.act(Rr * c_) : d_rows_in_;
@@ -134,6 +151,78 @@ void MoeLayer::plan_exchange() {
   std::vector<int64_t> received(E);
   for (size_t i = 0; i < E; ++i) received[i] = static_cast<int64_t>(counts[i]);
   exchange_ = plan_expert_exchange(plan_.used, received, expert_ranks_, segment_);
+}
+
+void MoeLayer::plan_gather() {
+  const int64_t m = m_, k = top_k_, P = expert_ranks_, El = local_experts_;
+  const auto mk = static_cast<size_t>(m * k);
+  // This rank's routing, [m·k choices | m·k gates], gathered from every rank of the group.
+  std::vector<float> routing(2 * mk);
+  std::vector<int32_t> choices(mk);
+  backend_.copy_to_host(choices.data(), choices_, mk * sizeof(int32_t));
+  for (size_t i = 0; i < mk; ++i) routing[i] = static_cast<float>(choices[i]);
+  backend_.copy_to_host(routing.data() + mk, gates_, mk * sizeof(float));
+  upload(routing_sent_, routing);
+  grid_.axis(CommAxis::expert).all_gather(routing_sent_, routing_all_, 2 * mk, ElementType::float32);
+  std::vector<float> all(2 * mk * static_cast<size_t>(P));
+  backend_.copy_to_host(all.data(), routing_all_, all.size() * sizeof(float));
+
+  // Every source's plan, as that source made it (plan_routing is the same function of the
+  // same choices), and the rows it routes to this rank's experts, source by source.
+  const int64_t first = int64_t{grid_.layout().coordinate(grid_.coords(), Axis::expert)} * El;
+  std::vector<RoutingPlan> plans(static_cast<size_t>(P));
+  std::vector<int64_t> received_used(static_cast<size_t>(P * El));
+  for (int64_t s = 0; s < P; ++s) {
+    const float* source = all.data() + static_cast<size_t>(s) * 2 * mk;
+    for (size_t i = 0; i < mk; ++i) choices[i] = static_cast<int32_t>(source[i]);
+    plans[static_cast<size_t>(s)] = plan_routing(choices, k, experts_, sequence_, capacity_);
+    for (int64_t e = 0; e < El; ++e)
+      received_used[static_cast<size_t>(s * El + e)] = plans[static_cast<size_t>(s)].used[static_cast<size_t>(first + e)];
+  }
+  exchange_ = plan_expert_exchange(plan_.used, received_used, P, segment_);
+
+  // Each received row's token (in its source's m) and gate; each source token choice's row.
+  std::vector<int32_t> tokens(static_cast<size_t>(exchange_.received), -1), slots(mk * static_cast<size_t>(P), -1);
+  std::vector<float> gates(tokens.size());
+  for (int64_t s = 0; s < P; ++s) {
+    const RoutingPlan& plan = plans[static_cast<size_t>(s)];
+    const float* source_gates = all.data() + static_cast<size_t>(s) * 2 * mk + mk;
+    for (int64_t e = 0; e < El; ++e) {
+      const ExpertChunk& chunk = exchange_.chunks[static_cast<size_t>(s * El + e)];
+      const auto ge = static_cast<size_t>(first + e);
+      for (int64_t i = 0; i < chunk.rows; ++i) {
+        const auto row = static_cast<size_t>(plan.listed[ge] + i);
+        const int32_t token = plan.token_of_row[row];
+        const size_t pair = static_cast<size_t>(token) * static_cast<size_t>(k) + static_cast<size_t>(plan.choice_of_row[row]);
+        tokens[static_cast<size_t>(chunk.start + i)] = token;
+        gates[static_cast<size_t>(chunk.start + i)] = source_gates[pair];
+        slots[static_cast<size_t>(s) * mk + pair] = static_cast<int32_t>(chunk.start + i);
+      }
+    }
+  }
+  upload(dispatch_tokens_, tokens);
+  upload(dispatch_gates_, gates);
+  upload(slots_all_, slots);
+}
+
+void MoeLayer::dispatch_gathered(ConstActPtr group_rows, ActPtr received, bool scaled) {
+  const int64_t m = m_, c = c_;
+  for (size_t i = 0; i < exchange_.chunks.size(); ++i) {
+    const ExpertChunk& chunk = exchange_.chunks[i];
+    if (chunk.rows == 0) continue;
+    const auto source = static_cast<int64_t>(i) / local_experts_;
+    backend_.gather_rows(received + chunk.start * c, group_rows + source * m * c, dispatch_tokens_ + chunk.start,
+                         scaled ? dispatch_gates_ + chunk.start : nullptr, chunk.rows, m, c);
+  }
+}
+
+void MoeLayer::combine_gathered(ConstActPtr received, bool gated, ActPtr out) {
+  const int64_t m = m_, k = top_k_, c = c_, P = expert_ranks_;
+  zero(partial_, P * m * c);
+  for (int64_t s = 0; s < P; ++s)
+    backend_.combine_rows(partial_ + s * m * c, received, slots_all_ + s * m * k,
+                          gated ? routing_all_ + (2 * s + 1) * m * k : nullptr, m, k, exchange_.received, c);
+  grid_.axis(CommAxis::expert).reduce_scatter(partial_.raw(), out.raw(), static_cast<size_t>(m * c), out.type());
 }
 
 void MoeLayer::to_experts(ConstActPtr rows, ActPtr received) {
@@ -260,13 +349,18 @@ void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
   backend_.router_top_k(probs_, choices_, gates_, logits_, m, E, k);
   plan(m);
   reduce_statistics(loss_scale);
-  plan_exchange();
-
-  for (int64_t e = 0; e < E; ++e)
-    if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
-      backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[static_cast<size_t>(e)], nullptr,
-                           n, m, c);
-  to_experts(rows_in_, expert_in_);
+  if (gathers_) {
+    plan_gather();
+    grid_.axis(CommAxis::expert).all_gather(in.raw(), group_tokens_.raw(), static_cast<size_t>(m * c), in.type());
+    dispatch_gathered(group_tokens_, expert_in_, false);
+  } else {
+    plan_exchange();
+    for (int64_t e = 0; e < E; ++e)
+      if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
+        backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[static_cast<size_t>(e)],
+                             nullptr, n, m, c);
+    to_experts(rows_in_, expert_in_);
+  }
   const int64_t Rr = exchange_.received;
   if (capacity_ > 0) {  // rows no token uses stay zero through every collective
     zero(fc_out_, Rr * h);
@@ -283,6 +377,7 @@ void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
   expert_gemms(Weight::proj, Transpose::no, gelu_out_, expert_out_);
   grid_.axis(CommAxis::y).all_reduce(expert_out_.raw(), static_cast<size_t>(Rr * c), expert_out_.type());
   add_expert_biases(expert_out_, proj_bias_, c);
+  if (gathers_) return combine_gathered(expert_out_, true, out);
   from_experts(expert_out_, rows_out_);
   zero(out, m * c);
   backend_.combine_rows(out, rows_out_, slots_, gates_, m, k, rows_, c);
@@ -316,18 +411,30 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
   const bool padded = capacity_ > 0;
   // The combine's gradients: each used row's (its gate times its token's), each gate's.
   if (padded) {
-    zero(d_rows_out_, R * c);
+    zero(gathers_ ? d_expert_out_ : d_rows_out_, (gathers_ ? Rr : R) * c);
     zero(d_gelu_, Rr * h);
     zero(d_expert_in_, Rr * c);
   }
-  for (int64_t e = 0; e < E; ++e) {
-    const auto ei = static_cast<size_t>(e);
-    if (const int64_t n = plan_.used[ei]; n > 0)
-      backend_.gather_rows(rows_of(d_rows_out_, e, c), dout, token_of_row_ + plan_.listed[ei],
-                           row_gates_ + plan_.listed[ei], n, m, c);
+  if (gathers_) {
+    // The group's output gradients; each source's gates' gradients from this rank's experts'
+    // outputs, summed back to their tokens' ranks.
+    Communicator& expert = grid_.axis(CommAxis::expert);
+    expert.all_gather(dout.raw(), group_tokens_.raw(), static_cast<size_t>(m * c), dout.type());
+    dispatch_gathered(group_tokens_, d_expert_out_, true);
+    for (int64_t s = 0; s < expert_ranks_; ++s)
+      backend_.combine_gates_grad(d_gates_all_ + s * m * k, group_tokens_ + s * m * c, expert_out_,
+                                  slots_all_ + s * m * k, m, k, Rr, c);
+    expert.reduce_scatter(d_gates_all_, d_gates_, static_cast<size_t>(m * k), ElementType::float32);
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      const auto ei = static_cast<size_t>(e);
+      if (const int64_t n = plan_.used[ei]; n > 0)
+        backend_.gather_rows(rows_of(d_rows_out_, e, c), dout, token_of_row_ + plan_.listed[ei],
+                             row_gates_ + plan_.listed[ei], n, m, c);
+    }
+    to_experts(d_rows_out_, d_expert_out_);
+    backend_.combine_gates_grad(d_gates_, dout, rows_out_, slots_, m, k, R, c);
   }
-  to_experts(d_rows_out_, d_expert_out_);
-  backend_.combine_gates_grad(d_gates_, dout, rows_out_, slots_, m, k, R, c);
   grid_.axis(CommAxis::x).all_reduce(d_gates_, static_cast<size_t>(m * k), ElementType::float32);
 
   // proj: d(gelu out) = d(expert out)·W^T summed over x, then through the GELU; dW, dbias.
@@ -340,11 +447,15 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
   expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_);
   grid_.axis(CommAxis::y).all_reduce(d_expert_in_.raw(), static_cast<size_t>(Rr * c), d_expert_in_.type());
   weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
-  from_experts(d_expert_in_, d_rows_in_);
 
   // Back to the tokens: each token's rows summed, then the router's path added.
-  zero(d_in, m * c);
-  backend_.combine_rows(d_in, d_rows_in_, slots_, nullptr, m, k, R, c);
+  if (gathers_) {
+    combine_gathered(d_expert_in_, false, d_in);
+  } else {
+    from_experts(d_expert_in_, d_rows_in_);
+    zero(d_in, m * c);
+    backend_.combine_rows(d_in, d_rows_in_, slots_, nullptr, m, k, R, c);
+  }
   backend_.router_logits_grad(d_logits_, probs_, choices_, d_gates_, coef_, m, E, k);
   backend_.router_backward(d_in, d_router_, d_logits_, in, router_, m, c, E);
 }

@@ -7,7 +7,10 @@
 // experts' rows. Expert rank r (of E_p) holds the E_l = E/E_p experts [r·E_l, (r+1)·E_l); at
 // E_p = 1 every rank holds every expert and nothing is exchanged. The y ranks, which hold the
 // same rows, split each exchange: each sends its share and the y group all-gathers what it
-// received (MoeShape::y_shares, DeepSpeed-TED's order).
+// received (MoeShape::y_shares, DeepSpeed-TED's order). Where that moves fewer rows
+// (MoeShape::gathers, E_p·m < R/S), the expert group instead all-gathers its tokens and their
+// routing, each rank lays out the same received rows the all-to-all would have delivered, and
+// the outputs are summed back to their tokens by a reduce-scatter.
 //
 // Shapes on this rank (m = mb·T tokens, c = C/G_x, h = 4C/G_y, R = MoeShape::rows, R_r the
 // received rows: R at E_p = 1 or with a capacity; dropless with E_p > 1 up to E_p·m·k):
@@ -18,7 +21,8 @@
 // Collectives per micro-batch (layout_volume.cpp counts the same): logits all-reduced over x;
 // the routing statistics over z and data; each local expert's two weights gathered over z;
 // with E_p > 1 the rows' counts, the rows and the outputs exchanged over the expert group
-// (all-to-all); the fc output summed over x and the proj output over y, once for all
+// (all-to-all), or under the all-gather dispatch the routing and the tokens gathered and the
+// outputs reduce-scattered over it; the fc output summed over x and the proj output over y, once for all
 // received rows; backward, the gates' gradient over x, the outputs' gradients to the experts
 // and the inputs' gradients back (E_p > 1), the rows' gradients over x and y, each local
 // expert's dW reduce-scattered over z.
@@ -81,6 +85,16 @@ class MoeLayer {
   void plan(int64_t m);
   // The rows' counts to the expert ranks (E_p > 1) and where the received rows lie.
   void plan_exchange();
+  // All-gather dispatch: every rank's routing gathered over the expert group, each source's
+  // plan made here, and from them the received rows' layout (exchange_) and where each of
+  // them, and each source's token choices, lie (dispatch_tokens_, dispatch_gates_, slots_all_).
+  void plan_gather();
+  // Every received row from the group's gathered rows [P·m, c] (source s's at s·m), times its
+  // gate when `scaled`.
+  void dispatch_gathered(ConstActPtr group_rows, ActPtr received, bool scaled);
+  // out (m, c) = this rank's tokens' sums of `received` rows over the group: each source's
+  // partial sums (gate-weighted when `gated`) reduce-scattered over the expert axis.
+  void combine_gathered(ConstActPtr received, bool gated, ActPtr out);
   // Sums the routing statistics over z and data; sets the balance loss's gradient coef_.
   void reduce_statistics(float loss_scale);
   // This rank's rows [R, c] to their experts' ranks [R_r, c], and the experts' rows back.
@@ -111,6 +125,7 @@ class MoeLayer {
   CommGrid& grid_;
   int64_t experts_, local_experts_, expert_ranks_;  // E, E_l, E_p
   int64_t y_shares_, y_rank_;  // MoeShape::y_shares (G_y or 1), this rank's y coordinate
+  bool gathers_;               // MoeShape::gathers: all-gather dispatch
   int64_t top_k_, sequence_, capacity_, segment_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y, segment_ = mb·cap
   float aux_weight_;
   bool z_split_;
@@ -138,6 +153,16 @@ class MoeLayer {
   // The exchange split over the y group (y_shares_ > 1): this rank's share packed, the share
   // received in Y copies, the group's shares gathered.
   ActPtr pack_, shares_, gathered_;
+  // The all-gather dispatch (gathers_): each token's k choices (as float32) then its k gates,
+  // this rank's [m, 2k] and the group's [P·m, 2k]; the group's tokens gathered (then the
+  // outputs' gradients) [P·m, c]; the partial sums to reduce-scatter [P·m, c]; the gates'
+  // gradients [P·m, k]; each source token choice's received row or −1 [P·m, k]; each received
+  // row's token in its source and gate [R_max].
+  float *routing_sent_, *routing_all_;
+  ActPtr group_tokens_, partial_;
+  float* d_gates_all_;
+  int32_t *slots_all_, *dispatch_tokens_;
+  float* dispatch_gates_;
   float* coef_;        // [E]: d(balance loss)/d(probability of expert i), every token
   float* statistics_;  // [2E + 1]: routed per expert, probability sums, dropped
   // Backward scratch: this rank's rows' gradients [R, c] (sent, returned), the received ones.
