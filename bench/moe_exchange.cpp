@@ -4,7 +4,7 @@
 // to the other node; hierarchical, each sends a quarter and the node's y group all-gathers
 // them. Prints the bytes between the nodes (expert all-to-all, counted on every rank equal to
 // the layout model's, and the whole inter-node tier) and the step time of each, and their
-// ratios (goal for the all-to-all's rows: 1/G_y = 1/4 of flat).
+// ratios (goal for the all-to-all's rows: 1/G_y = 1/4 of flat). Capacity factor 1.0.
 //   build/bench/bench_moe_exchange [--rounds 3] [--steps 4] [--experts 4] [--top-k 2]
 //                                  [--layers 2] [--hidden 256] [--heads 4] [--vocab 256]
 //                                  [--sequence 128] [--batch 16] [--micro-batch 16]
@@ -98,14 +98,16 @@ int main(int argc, char** argv) {
   const fs::path dir = fs::temp_directory_path() / ("axonn-bench-moe-exchange-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "job.toml") << cpu_job_toml(o.job);
-  // A capacity, so every rank's bytes are the model's exactly (dropless, they follow the routing).
+  // A capacity, so every rank's bytes are the model's exactly (dropless, they follow the
+  // routing), of 1.0: above it the flat exchange's all-to-all, empty slots included, would
+  // carry more rows than the group's tokens, and the group would all-gather them instead.
   const std::string overrides = "model.experts=" + std::to_string(o.experts) +
-                                " model.top_k=" + std::to_string(o.top_k) + " model.capacity_factor=1.25";
+                                " model.top_k=" + std::to_string(o.top_k) + " model.capacity_factor=1.0";
   std::vector<Setting> settings = {{"flat", "2x1x4x1e2f", {}, 0, 0, {}},
                                    {"hierarchical", "2x1x4x1e2", {}, 0, 0, {}}};
   const ModelShape& m = o.job.model;
   std::printf("flat vs hierarchical token exchange: %d layers, hidden %d, %d heads, sequence %d, %d experts, top-%d, "
-              "capacity 1.25; 8 ranks on 2 pretend nodes of 4 at 2x1x4x1e2 (y groups in a node, expert groups "
+              "capacity 1.0; 8 ranks on 2 pretend nodes of 4 at 2x1x4x1e2 (y groups in a node, expert groups "
               "across); batch %d, micro-batch %d; %d rounds, %d steps per run, the first untimed; rank 0\n\n",
               m.layers, m.hidden, m.heads, m.sequence, o.experts, o.top_k, o.job.batch, o.job.micro_batch,
               o.job.rounds, o.job.steps);

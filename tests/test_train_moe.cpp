@@ -170,12 +170,13 @@ int64_t predicted_bytes(const std::string& summary, const std::string& key) {
 // rows. Both train the serial run's weights, bit for bit the same as each other, and every
 // tier carries the bytes the model predicts.
 TEST_F(MoeTrain, AcrossTwoPretendNodesTheHierarchicalExchangeSendsAQuarterBetweenThem) {
-  // A capacity of T slots per expert and sequence: nothing is dropped (a drop near a tie could
-  // flip with the float32 summation order), and every rank's bytes are exact.
-  const std::string keys = "capacity_factor = 2.0\n";
-  const MoeRun serial = train_moe(dir_ / "serial", "1x1x1x1", 5, 0, keys);
-  const MoeRun hierarchical = train_moe(dir_ / "hierarchical", "2x1x4x1e2", 5, 0, keys, 2);
-  const MoeRun flat = train_moe(dir_ / "flat", "2x1x4x1e2f", 5, 0, keys, 2);
+  // A capacity, so every rank's bytes are exact, of 1.0: the flat all-to-all's rows, E·mb·8,
+  // equal the 2·m tokens of the expert group, so the group does not gather them instead
+  // (MoeShape::gathers). Three steps, as CapacityDropsTheSameTokensAtEveryLayout.
+  const std::string keys = "capacity_factor = 1.0\naux_loss_weight = 0.0\n";
+  const MoeRun serial = train_moe(dir_ / "serial", "1x1x1x1", 3, 0, keys);
+  const MoeRun hierarchical = train_moe(dir_ / "hierarchical", "2x1x4x1e2", 3, 0, keys, 2);
+  const MoeRun flat = train_moe(dir_ / "flat", "2x1x4x1e2f", 3, 0, keys, 2);
   expect_same_moe_run(hierarchical, serial, "hierarchical");
   expect_same_moe_run(flat, serial, "flat");
   ASSERT_EQ(flat.steps.size(), hierarchical.steps.size());
