@@ -52,8 +52,11 @@ endif()
 set(AXONN_CUDA OFF)
 
 set(axonn_sanitizers -fsanitize=address,undefined)
+# -O1 -g1 whatever the build type asks (these come after its flags): the level ASan's authors
+# recommend, and line tables are all a report's stack trace needs; at -O2 -g a sanitized
+# file takes 1.6x as long to compile.
 target_compile_options(axonn_sanitize INTERFACE
-  $<$<COMPILE_LANGUAGE:C,CXX>:${axonn_sanitizers} -fno-omit-frame-pointer -fno-sanitize-recover=all>)
+  $<$<COMPILE_LANGUAGE:C,CXX>:${axonn_sanitizers} -fno-omit-frame-pointer -fno-sanitize-recover=all -O1 -g1>)
 # GCC 12 with -fsanitize=address warns "may be used uninitialized" inside every std::regex
 # constructor (std::function members of its _StateT, moved by the compiler's instrumented
 # copy), in GCC's headers and not in our code; the other builds keep the warning.

@@ -79,9 +79,10 @@ const char* exchange_name(const Layout& l) {
 
 // How `c` moves its tokens to the experts: "-" without expert parallelism, "all-gather"
 // (MoeShape::gathers), else the all-to-all's exchange.
-std::string dispatch_name(const ChooserInput& in, const Candidate& c) {
+std::string dispatch_name(const Candidate& c) {
   if (c.layout.experts == 1) return "-";
-  if (moe_shape(in.model, batch_split(in.model, in.batch, c.layout), c.layout).gathers) return "all-gather";
+  // What was priced says which dispatch it is: the all-gather dispatch has no all-to-all.
+  if (c.volume.at(CommAxis::expert, CollectiveKind::all_to_all).calls == 0) return "all-gather";
   return exchange_name(c.layout);
 }
 
@@ -115,13 +116,13 @@ std::string explain_expert_placement(const ChooserResult& r, size_t listed) {
   for (size_t i = 0; i < listed; ++i) {
     const Candidate& c = r.ranked[i];
     const TierBytes tiers = exchange_bytes_per_tier(r.input.machine, c);
-    rows.push_back({std::to_string(i + 1), format_layout(c.layout), format_order(c.layout), dispatch_name(r.input, c),
+    rows.push_back({std::to_string(i + 1), format_layout(c.layout), format_order(c.layout), dispatch_name(c),
                     mib(tiers[static_cast<size_t>(LinkTier::intra_node)]),
                     mib(tiers[static_cast<size_t>(LinkTier::inter_node)]),
                     mib(tiers[static_cast<size_t>(LinkTier::inter_switch)]), format_number("%.3f", c.cost.step_s() * 1e3)});
   }
   s += format_columns({3, 12, 6, 13, 11, 11, 13, 10}, rows);
-  if (dispatch_name(r.input, best) == "all-gather") {
+  if (dispatch_name(best) == "all-gather") {
     s += "token exchange: all-gather: the expert group gathers its " + std::to_string(best.layout.experts) +
          " ranks' tokens and sums the outputs back by a reduce-scatter, fewer rows than the all-to-all's (" +
          link_tier_name(best.cost.link[static_cast<size_t>(CommAxis::expert)]) + " links)\n";

@@ -219,8 +219,7 @@ std::vector<int> expert_parallelisms(const ChooserInput& input, int data) {
 
 std::vector<TokenExchange> token_exchanges(const ChooserInput& input, const Layout& l) {
   const std::vector<TokenExchange> hierarchical = {TokenExchange::hierarchical};
-  if (!input.model.moe() || l.experts == 1 || l.y == 1 || input.batch.global_batch % (int64_t{l.data} * l.z) != 0 ||
-      input.model.experts % l.experts != 0)
+  if (!input.model.moe() || l.experts == 1 || l.y == 1 || first_indivisible(input.model, input.batch, l).check >= 0)
     return hierarchical;
   Layout split = l;
   split.exchange = TokenExchange::hierarchical;

@@ -3,7 +3,8 @@
 # for SECONDS from a copy of its seed corpus (tests/fuzz/corpus/<target>/; the repository is
 # never written). Fails when a target crashes, hangs, leaks, trips a sanitizer or throws an
 # error type its parser does not document; the input that did it is kept under
-# BUILD_DIR/fuzz-artifacts/ with the command that replays it.
+# BUILD_DIR/fuzz-artifacts/ with the command that replays it. Targets run side by side, one
+# per core (AXONN_FUZZ_PARALLEL=N to change).
 #
 #   scripts/fuzz-smoke.sh [BUILD_DIR [SECONDS]]      # defaults: build-fuzz 60
 #
@@ -34,35 +35,56 @@ mkdir -p "$artifacts"
 work="$(mktemp -d "${TMPDIR:-/tmp}/axonn-fuzz-smoke.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-failed=()
-for source in "$root"/tests/fuzz/fuzz_*.cpp; do
-  name="$(basename "$source" .cpp)"
-  seeds="$root/tests/fuzz/corpus/$name"
-  if [ -z "$(ls -A "$seeds" 2>/dev/null)" ]; then
-    echo "fuzz-smoke: $name has no seed corpus; add inputs under tests/fuzz/corpus/$name/" >&2
-    failed+=("$name")
-    continue
-  fi
-  if [ ! -x "$build/fuzz/$name" ]; then
-    echo "fuzz-smoke: $name was not built; add it to tests/fuzz/CMakeLists.txt with axonn_fuzz_target" >&2
-    failed+=("$name")
-    continue
-  fi
-  corpus="$work/$name"
+# Each libFuzzer process is single-threaded: run as many side by side as there are cores
+# (AXONN_FUZZ_PARALLEL overrides), each for the full SECONDS.
+parallel="${AXONN_FUZZ_PARALLEL:-$(nproc)}"
+
+# Starts one target in the background; its log and exit status land in $work/<name>.{log,rc}.
+start_target() {
+  local name="$1" seeds="$root/tests/fuzz/corpus/$1" corpus="$work/$1"
   cp -r "$seeds" "$corpus"
-  options=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1
-           -artifact_prefix="$artifacts/$name-")
+  local options=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1
+                 -artifact_prefix="$artifacts/$name-")
   if [ -f "$root/tests/fuzz/$name.dict" ]; then options+=(-dict="$root/tests/fuzz/$name.dict"); fi
-  log="$work/$name.log"
   echo "fuzz-smoke: $name for ${seconds} s from $(ls "$seeds" | wc -l) seeds"
-  if "$build/fuzz/$name" "${options[@]}" "$corpus" >"$log" 2>&1; then
+  ( if "$build/fuzz/$name" "${options[@]}" "$corpus" >"$work/$name.log" 2>&1; then echo 0; else echo 1; fi \
+      >"$work/$name.rc" ) &
+}
+
+# Reports a finished target; a failure goes into `failed`.
+report_target() {
+  local name="$1" log="$work/$1.log"
+  if [ "$(cat "$work/$name.rc")" = 0 ]; then
+    local runs
     runs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")"
-    echo "fuzz-smoke: $name ok: ${runs:-?} inputs, corpus $(ls "$seeds" | wc -l) -> $(ls "$corpus" | wc -l)"
+    echo "fuzz-smoke: $name ok: ${runs:-?} inputs, corpus $(ls "$root/tests/fuzz/corpus/$name" | wc -l) -> $(ls "$work/$name" | wc -l)"
   else
     tail -n 60 "$log" >&2
     echo "fuzz-smoke: $name FAILED (log tail above); replay: $build/fuzz/$name $artifacts/$name-*" >&2
     failed+=("$name")
   fi
+}
+
+failed=()
+ready=()
+for source in "$root"/tests/fuzz/fuzz_*.cpp; do
+  name="$(basename "$source" .cpp)"
+  if [ -z "$(ls -A "$root/tests/fuzz/corpus/$name" 2>/dev/null)" ]; then
+    echo "fuzz-smoke: $name has no seed corpus; add inputs under tests/fuzz/corpus/$name/" >&2
+    failed+=("$name")
+  elif [ ! -x "$build/fuzz/$name" ]; then
+    echo "fuzz-smoke: $name was not built; add it to tests/fuzz/CMakeLists.txt with axonn_fuzz_target" >&2
+    failed+=("$name")
+  else
+    ready+=("$name")
+  fi
+done
+
+for ((first = 0; first < ${#ready[@]}; first += parallel)); do
+  batch=("${ready[@]:first:parallel}")
+  for name in "${batch[@]}"; do start_target "$name"; done
+  wait
+  for name in "${batch[@]}"; do report_target "$name"; done
 done
 
 if [ "${#failed[@]}" -ne 0 ]; then

@@ -15,6 +15,7 @@
 #include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
+#include "tiny_moe_input.hpp"
 
 namespace axonn {
 namespace {
@@ -22,22 +23,8 @@ namespace {
 using K = CollectiveKind;
 using Volume = std::pair<int64_t, int64_t>;  // calls, bytes
 
-// L = 2, C = 8, H = 2, V = 16, T = 4, E = 4 experts, top-2, block 1 is MoE (block 0 dense).
-// global batch 16, micro-batch 2: at G_data·G_z = 8 each rank runs one micro-batch of
-// mb = 2 sequences, m = 8 tokens; dropless R = m·k = 16 rows.
-ChooserInput moe_input() {
-  ChooserInput in;
-  in.model = {2, 8, 2, 16, 4};
-  in.model.experts = 4;
-  in.model.top_k = 2;
-  in.model.moe_every = 2;
-  in.batch = {16, 2, ElementType::float32};
-  in.machine.nodes = 1;
-  in.machine.tasks_per_node = 32;
-  in.machine.memory_bytes = 1e12;
-  in.overlap_comm = false;
-  return in;
-}
+// tiny_moe_input with H = 2 on one node of 32 ranks.
+ChooserInput moe_input() { return test::tiny_moe_input(2, 1, 32); }
 
 Volume at(const StepVolume& v, CommAxis a, K k) { return {v.at(a, k).calls, v.at(a, k).bytes}; }
 

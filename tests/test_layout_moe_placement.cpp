@@ -13,27 +13,15 @@
 #include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
+#include "tiny_moe_input.hpp"
 
 namespace axonn {
 namespace {
 
 using K = CollectiveKind;
 
-// L = 2, C = 8, H = 4, V = 16, T = 4, E = 4 experts, top-2, block 1 is MoE; global batch 16,
-// micro-batch 2 (test_layout_moe.cpp's model, with heads for G_y = 4).
-ChooserInput tiny_moe() {
-  ChooserInput in;
-  in.model = {2, 8, 4, 16, 4};
-  in.model.experts = 4;
-  in.model.top_k = 2;
-  in.model.moe_every = 2;
-  in.batch = {16, 2, ElementType::float32};
-  in.machine.nodes = 2;
-  in.machine.tasks_per_node = 4;
-  in.machine.memory_bytes = 1e12;
-  in.overlap_comm = false;
-  return in;
-}
+// tiny_moe_input with H = 4 (for G_y = 4) on 2 nodes of 4 ranks.
+ChooserInput tiny_moe() { return test::tiny_moe_input(4, 2, 4); }
 
 int64_t inter_node_all_to_all(const ChooserInput& in, const Layout& l, const StepVolume& v) {
   return bytes_per_tier(in.machine, l, bytes_per_axis(v, K::all_to_all))[static_cast<size_t>(LinkTier::inter_node)];

@@ -125,6 +125,7 @@ void MoeLayer::plan(int64_t m) {
   backend_.copy_to_host(choices.data(), choices_, choices.size() * sizeof(int32_t));
   backend_.copy_to_host(gates.data(), gates_, gates.size() * sizeof(float));
   plan_ = plan_routing(choices, k, experts_, sequence_, capacity_);
+  if (gathers_) return;  // plan_gather lays out the gathered rows and uploads their own tables
   std::vector<float> row_gates(plan_.token_of_row.size());
   for (size_t j = 0; j < row_gates.size(); ++j)
     row_gates[j] = gates[static_cast<size_t>(plan_.token_of_row[j] * k + plan_.choice_of_row[j])];
@@ -169,13 +170,17 @@ void MoeLayer::plan_gather() {
 
   // Every source's plan, as that source made it (plan_routing is the same function of the
   // same choices), and the rows it routes to this rank's experts, source by source.
-  const int64_t first = int64_t{grid_.layout().coordinate(grid_.coords(), Axis::expert)} * El;
+  const int64_t me = grid_.layout().coordinate(grid_.coords(), Axis::expert), first = me * El;
   std::vector<RoutingPlan> plans(static_cast<size_t>(P));
   std::vector<int64_t> received_used(static_cast<size_t>(P * El));
   for (int64_t s = 0; s < P; ++s) {
-    const float* source = all.data() + static_cast<size_t>(s) * 2 * mk;
-    for (size_t i = 0; i < mk; ++i) choices[i] = static_cast<int32_t>(source[i]);
-    plans[static_cast<size_t>(s)] = plan_routing(choices, k, experts_, sequence_, capacity_);
+    if (s == me) {
+      plans[static_cast<size_t>(s)] = plan_;
+    } else {
+      const float* source = all.data() + static_cast<size_t>(s) * 2 * mk;
+      for (size_t i = 0; i < mk; ++i) choices[i] = static_cast<int32_t>(source[i]);
+      plans[static_cast<size_t>(s)] = plan_routing(choices, k, experts_, sequence_, capacity_);
+    }
     for (int64_t e = 0; e < El; ++e)
       received_used[static_cast<size_t>(s * El + e)] = plans[static_cast<size_t>(s)].used[static_cast<size_t>(first + e)];
   }

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "cuda_bf16.h"
 #include "cuda_runtime_api.h"
@@ -290,25 +291,32 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc
   using cuda_emulator::set_element;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
   const cudaDataType_t bias_type = cuda_emulator::bias_type(*desc, *c);
+  // op(A) row by row and op(B) column by column, rounded once as the compute type reads them
+  // (float), so the inner products below run over contiguous memory; the sums keep the order
+  // l = 0, 1, ..., k-1, and so the same bits as summing straight from A and B.
+  std::vector<float> a_rows(m * k), b_cols(n * k);
   for (int32_t p = 0; p < c->batch; ++p) {
-    // Element (i, l) of op(A), (l, j) of op(B), in float as the compute type reads them.
-    auto a_at = [&](uint64_t i, uint64_t l) {
-      const int64_t at =
-          p * a->batch_stride + static_cast<int64_t>(desc->transa == CUBLAS_OP_N ? i + l * a->ld : l + i * a->ld);
-      return cuda_emulator::round_input(element(A, a->type, at), desc->compute);
-    };
-    auto b_at = [&](uint64_t l, uint64_t j) {
-      const int64_t at =
-          p * b->batch_stride + static_cast<int64_t>(desc->transb == CUBLAS_OP_N ? l + j * b->ld : j + l * b->ld);
-      return cuda_emulator::round_input(element(B, b->type, at), desc->compute);
-    };
+    for (uint64_t i = 0; i < m; ++i)
+      for (uint64_t l = 0; l < k; ++l) {
+        const int64_t at =
+            p * a->batch_stride + static_cast<int64_t>(desc->transa == CUBLAS_OP_N ? i + l * a->ld : l + i * a->ld);
+        a_rows[i * k + l] = cuda_emulator::round_input(element(A, a->type, at), desc->compute);
+      }
+    for (uint64_t j = 0; j < n; ++j)
+      for (uint64_t l = 0; l < k; ++l) {
+        const int64_t at =
+            p * b->batch_stride + static_cast<int64_t>(desc->transb == CUBLAS_OP_N ? l + j * b->ld : j + l * b->ld);
+        b_cols[j * k + l] = cuda_emulator::round_input(element(B, b->type, at), desc->compute);
+      }
     for (uint64_t j = 0; j < n; ++j)
       for (uint64_t i = 0; i < m; ++i) {
+        const float* a_row = a_rows.data() + i * k;
+        const float* b_col = b_cols.data() + j * k;
         float s = 0.0f;
-        for (uint64_t l = 0; l < k; ++l) s += a_at(i, l) * b_at(l, j);
+        for (uint64_t l = 0; l < k; ++l) s += a_row[l] * b_col[l];
         if (bias_grad && j == 0) {  // row i of op(A) summed over k: the bias gradient (overwritten)
           float g = 0.0f;
-          for (uint64_t l = 0; l < k; ++l) g += a_at(i, l);
+          for (uint64_t l = 0; l < k; ++l) g += a_row[l];
           set_element(desc->bias, bias_type, static_cast<int64_t>(i), g);
         }
         const int64_t at = p * c->batch_stride + static_cast<int64_t>(i + j * c->ld);

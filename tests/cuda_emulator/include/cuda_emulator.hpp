@@ -142,13 +142,13 @@ T& block_static(int line) {
   return *reinterpret_cast<T*>(slot.get());
 }
 
-// Every lane of the warp publishes v; each gets all 32 values, by lane: one warp barrier.
-// The slots alternate with the barrier's generation, so the next exchange writes the other
+// Every lane of the warp publishes v into the warp's slots (one per lane), then waits at one
+// warp barrier; the slots it returns hold all 32 values, by lane. The slots alternate with the barrier's generation, so the next exchange writes the other
 // set while slow lanes may still read this one; the one after that comes after another
 // barrier, which every lane reaches only after its read. Shuffles, and the warp-wide PTX the
 // emulator computes from the lanes' registers (trainer/cuda/warp_mma.cuh).
 template <typename T>
-std::array<T, 32> warp_values(T v) {
+const std::array<uint64_t, 32>& publish_to_warp(T v) {
   static_assert(sizeof(T) <= 8, "a lane publishes at most 8 bytes");
   const size_t warp = static_cast<size_t>(linear_thread() / 32);
   Barrier& barrier = block->warps[warp];
@@ -157,15 +157,30 @@ std::array<T, 32> warp_values(T v) {
   std::memcpy(&bits, &v, sizeof(T));
   slots[static_cast<size_t>(linear_thread() % 32)] = bits;
   arrive(barrier);
+  return slots;
+}
+
+template <typename T>
+T lane_value(const std::array<uint64_t, 32>& slots, size_t lane) {
+  T v;
+  std::memcpy(&v, &slots[lane], sizeof(T));
+  return v;
+}
+
+// Every lane publishes v and gets all 32 values, by lane.
+template <typename T>
+std::array<T, 32> warp_values(T v) {
+  const auto& slots = publish_to_warp(v);
   std::array<T, 32> all;
-  for (size_t lane = 0; lane < 32; ++lane) std::memcpy(&all[lane], &slots[lane], sizeof(T));
+  for (size_t lane = 0; lane < 32; ++lane) all[lane] = lane_value<T>(slots, lane);
   return all;
 }
 
-// Every lane publishes v, then reads lane src's.
+// Every lane publishes v, then reads lane src's (only that one: shuffles are most of what
+// the emulated kernels do).
 template <typename T>
 T shuffle(T v, int src) {
-  return warp_values(v)[static_cast<size_t>(src & 31)];
+  return lane_value<T>(publish_to_warp(v), static_cast<size_t>(src & 31));
 }
 
 // The runtime's last error (a cudaError_t) and the kernels' opted-in shared memory, per
