@@ -43,7 +43,8 @@ void reject_moe_keys_of_a_dense_model(TomlReader& t, const ModelShape& m) {
   const std::pair<const char*, std::string> given[] = {{"top_k", std::to_string(m.top_k)},
                                                        {"moe_every", std::to_string(m.moe_every)},
                                                        {"capacity_factor", number_text(m.capacity_factor)},
-                                                       {"aux_loss_weight", number_text(m.aux_loss_weight)}};
+                                                       {"aux_loss_weight", number_text(m.aux_loss_weight)},
+                                                       {"moe_chunks", std::to_string(m.moe_chunks)}};
   for (const auto& [key, value] : given)
     if (t.has(key))
       t.fail(key, "= " + value +
@@ -59,6 +60,7 @@ void read_experts(TomlReader& t, ModelShape& m) {
   m.moe_every = static_cast<int>(t.integer("moe_every", m.moe_every, 1, m.layers));
   m.capacity_factor = t.number("capacity_factor", m.capacity_factor, 0.0, 1e6);
   m.aux_loss_weight = t.number("aux_loss_weight", m.aux_loss_weight, 0.0, 1e6);
+  m.moe_chunks = static_cast<int>(t.integer("moe_chunks", m.moe_chunks, 1, 1024));
   if (!m.moe()) reject_moe_keys_of_a_dense_model(t, m);
   if (m.moe() && m.top_k > m.experts) {
     // A token goes to top_k distinct experts, so there must be that many (only E = 1 has too few).

@@ -220,8 +220,10 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
     c.link[static_cast<size_t>(ai)] = axis_link(input.machine, g, static_cast<CommAxis>(ai));
   // Hidden: the overlapped calls' time at their tier's efficiency, the gradient buckets' (over
   // data, and the experts' over expert_data) at most one micro-batch's compute (they run beside
-  // the last backward), all of it at most the step's.
-  double hidden_data = 0, hidden_other = 0;
+  // the last backward), the expert all-to-all's pipelined rounds at most the experts' GEMMs
+  // but one round's (n rounds: each round's GEMMs hide the next round's move), all of it at
+  // most the step's.
+  double hidden_data = 0, hidden_experts = 0, hidden_other = 0;
   for (const CollectiveCalls& calls : volume.calls) {
     const auto ai = static_cast<size_t>(calls.axis);
     const int n = volume.group_size[ai];
@@ -233,10 +235,16 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
     if (!calls.overlapped) continue;
     c.overlapped_s += t;
     const bool bucket = calls.axis == CommAxis::data || calls.axis == CommAxis::expert_data;
-    (bucket ? hidden_data : hidden_other) += t * overlap_efficiency(input.machine, c.link[ai]);
+    double& hidden = bucket ? hidden_data : calls.axis == CommAxis::expert ? hidden_experts : hidden_other;
+    hidden += t * overlap_efficiency(input.machine, c.link[ai]);
   }
-  const double accumulation = static_cast<double>(batch_split(input.model, input.batch, g).accumulation);
-  c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other);
+  const BatchSplit split = batch_split(input.model, input.batch, g);
+  const double accumulation = static_cast<double>(split.accumulation);
+  const MoeShape moe = moe_shape(input.model, split, g);
+  const double rounds = static_cast<double>(moe.rounds);
+  const double experts_s = accumulation * moe_flops_per_micro_batch(input.model, g, split) / default_gemm_rate(input.machine);
+  c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other +
+                                         std::min(hidden_experts, experts_s * (rounds - 1) / rounds));
   return c;
 }
 

@@ -30,6 +30,9 @@ struct ModelShape {
   // tokens counted over a set that no layout changes; 0: dropless (every routed token is kept).
   double capacity_factor = 0.0;
   double aux_loss_weight = 0.01;  // the Switch/GShard balance loss E·Σ f_i·P_i, scaled
+  // Rounds the expert all-to-all is pipelined in (MoeShape::rounds, docs/moe.md "Pipelined
+  // rounds"): round i's expert GEMMs run while round i+1's rows move. 1: one exchange.
+  int moe_chunks = 1;
 
   bool moe() const { return experts > 0; }
   bool is_moe_block(int layer) const { return moe() && (layer + 1) % moe_every == 0; }

@@ -93,6 +93,24 @@ ExpertCallBytes expert_call_bytes(const MoeShape& moe, int64_t c_local, int64_t 
   return b;
 }
 
+// `calls` expert all-to-alls of `bytes` each, in MoeShape::rounds rounds (expert_exchange.hpp,
+// plan_rounds): round i carries its local experts' share of the bytes, the last round what is
+// left, so the rounds sum to the unpipelined bytes exactly. Every round but one runs beside
+// the experts' GEMMs (overlapped): toward the experts all but the first (round i+1 moves while
+// round i computes), back all but the last.
+enum class Direction { to_experts, back };
+void add_in_rounds(StepVolume& v, const MoeShape& moe, int64_t calls, int64_t bytes, Direction direction) {
+  const int64_t n = moe.rounds, local = moe.local_experts;
+  const int64_t exposed = direction == Direction::to_experts ? 0 : n - 1;
+  int64_t left = bytes;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t experts = (i + 1) * local / n - i * local / n;
+    const int64_t share = i + 1 == n ? left : bytes * experts / local;
+    v.add(CommAxis::expert, CollectiveKind::all_to_all, calls, share, i != exposed);
+    left -= share;
+  }
+}
+
 // The MoE blocks (trainer/model/moe_layer.hpp), per micro-batch: forward, the router's
 // logits summed over x, the routing statistics summed over z and data, each local expert's fc
 // and proj gathered over z, the rows exchanged over the expert axis (P > 1), the experts' rows
@@ -131,8 +149,8 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
     v.add(CommAxis::expert, K::reduce_scatter, calls, group_tokens * moe.top_k * stat);  // gates' gradients
   } else {
     v.add(CommAxis::expert, K::all_to_all, calls, exchange.counts);
-    v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.sent);      // rows, then their gradients
-    v.add(CommAxis::expert, K::all_to_all, calls * 2, exchange.returned);  // outputs, then the rows' gradients
+    add_in_rounds(v, moe, calls * 2, exchange.sent, Direction::to_experts);  // rows, then their gradients
+    add_in_rounds(v, moe, calls * 2, exchange.returned, Direction::back);    // outputs, then the rows' gradients
   }
   if (moe.y_shares > 1) {
     v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_sent);

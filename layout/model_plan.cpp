@@ -1,5 +1,6 @@
 #include "layout/model_plan.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <tuple>
@@ -54,6 +55,9 @@ MoeShape moe_shape(const ModelShape& m, const BatchSplit& split, const Layout& g
     s.gathers = true;
     s.y_shares = 1;
   }
+  const bool experts_unsplit = g.x == 1 && g.y == 1;
+  if (s.expert_ranks > 1 && !s.gathers && experts_unsplit)
+    s.rounds = std::min<int64_t>(m.moe_chunks, s.local_experts);
   return s;
 }
 

@@ -73,6 +73,16 @@ BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const L
 // do not depend on the routing. Dropless (R = m·k, S = 1) that is P < k; at P = k the
 // all-to-all is kept (equal rows). The experts' side is the all-to-all's: R_r rows in the same
 // order, so the experts compute the same rows.
+//
+// Pipelined rounds (model.moe_chunks). The all-to-all may run in `rounds` rounds, round i
+// carrying the rows of the local experts [i·E_l/n, (i+1)·E_l/n) to and from every peer, so
+// that round i's expert GEMMs run while round i+1's rows move and round i's outputs go back
+// while round i+1 computes. Each round's GEMMs are the unpipelined ones (the same rows, the
+// same calls), so the bits are too. That needs experts whose GEMMs are whole on this rank
+// (G_x = G_y = 1): with an x or y split each GEMM's output is all-reduced, and summing it a
+// round at a time would change the ring's summation order. So rounds = min(moe_chunks, E_l)
+// with P > 1, the all-to-all (not the all-gather dispatch) and G_x = G_y = 1; 1 otherwise.
+// The same bytes move in `rounds` times the calls (expert_exchange.hpp, plan_rounds).
 struct MoeShape {
   int64_t layers = 0;                 // MoE blocks
   int64_t experts = 0;                // E
@@ -85,6 +95,7 @@ struct MoeShape {
   int64_t peer_rows = 0;              // with a capacity, the rows of one block to or from a peer, E_l·mb·cap
   int64_t y_shares = 1;               // G_y when the y group splits the exchange (above), else 1
   bool gathers = false;               // all-gather dispatch (above) instead of the all-to-all
+  int64_t rounds = 1;                 // pipelined rounds of the all-to-all (above)
   bool dropless() const { return capacity_per_sequence == 0; }
   // Whether R_r, and with it the bytes of the collectives sized by it, depends on the routing:
   // dropless with P > 1.

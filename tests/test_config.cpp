@@ -152,9 +152,10 @@ TEST(Config, MoeKeysRoundTripIntoTheModelShape) {
   EXPECT_EQ(dense.moe_every, 1);
   EXPECT_EQ(dense.capacity_factor, 0.0);
   EXPECT_EQ(dense.aux_loss_weight, 0.01);
+  EXPECT_EQ(dense.moe_chunks, 1);
   const ModelShape moe = load_job_config_string(
                              "[model]\nlayers = 4\nexperts = 8\ntop_k = 1\nmoe_every = 2\ncapacity_factor = 1.25\n"
-                             "aux_loss_weight = 0.02\n",
+                             "aux_loss_weight = 0.02\nmoe_chunks = 4\n",
                              "j.toml", SiteConfig{})
                              .model;
   EXPECT_EQ(moe.experts, 8);
@@ -162,6 +163,7 @@ TEST(Config, MoeKeysRoundTripIntoTheModelShape) {
   EXPECT_EQ(moe.moe_every, 2);
   EXPECT_EQ(moe.capacity_factor, 1.25);
   EXPECT_EQ(moe.aux_loss_weight, 0.02);
+  EXPECT_EQ(moe.moe_chunks, 4);
   EXPECT_FALSE(moe.is_moe_block(0));
   EXPECT_TRUE(moe.is_moe_block(1));
   // Integers are numbers too; the bounds are allowed; top_k = 1 allows a single expert.
@@ -196,20 +198,21 @@ TEST(Config, TheTemplatesCommentedMoeKeysLoadWhenUncommented) {
   std::string text;
   int uncommented = 0;
   for (std::string line; std::getline(in, line);) {
-    for (const char* key : {"experts", "top_k", "moe_every", "capacity_factor", "aux_loss_weight"})
+    for (const char* key : {"experts", "top_k", "moe_every", "capacity_factor", "aux_loss_weight", "moe_chunks"})
       if (line.rfind(std::string("# ") + key + " = ", 0) == 0) {
         line.erase(0, 2);
         ++uncommented;
       }
     text += line + "\n";
   }
-  EXPECT_EQ(uncommented, 5);
+  EXPECT_EQ(uncommented, 6);
   const ModelShape m = load_job_config_string(text, "tiny.toml", SiteConfig{}).model;
   EXPECT_EQ(m.experts, 8);
   EXPECT_EQ(m.top_k, 2);
   EXPECT_EQ(m.moe_every, 1);
   EXPECT_EQ(m.capacity_factor, 0.0);
   EXPECT_EQ(m.aux_loss_weight, 0.01);
+  EXPECT_EQ(m.moe_chunks, 1);
 }
 
 // Each bad MoE value is refused naming the key, its position, the value and the fix.
@@ -229,6 +232,7 @@ TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
       {"experts = 8\ncapacity_factor = \"1.0\"", "j.toml:3:19: model.capacity_factor must be a number, got a string"},
       {"experts = 8\naux_loss_weight = -1", "j.toml:3:19: model.aux_loss_weight = -1 is out of range; allowed [0, "},
       {"experts = 8\naux_loss_weight = nan", "j.toml:3:19: model.aux_loss_weight = nan is out of range"},
+      {"experts = 8\nmoe_chunks = 0", "j.toml:3:14: model.moe_chunks = 0 is out of range; allowed [1, 1024]"},
       // More experts per token than there are experts.
       {"experts = 1\ntop_k = 2",
        "j.toml:3:9: model.top_k = 2 is more than model.experts = 1; set model.top_k = 1 or model.experts >= 2"},
@@ -241,6 +245,7 @@ TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
        "(model.experts = 0); set model.experts to the number of experts, or drop model.top_k"},
       {"experts = 0\nmoe_every = 2", "j.toml:3:13: model.moe_every = 2 applies only to a mixture-of-experts model"},
       {"capacity_factor = 1.5", "j.toml:2:19: model.capacity_factor = 1.5 applies only to a mixture-of-experts model"},
+      {"moe_chunks = 2", "j.toml:2:14: model.moe_chunks = 2 applies only to a mixture-of-experts model"},
       {"aux_loss_weight = 0.01",
        "j.toml:2:19: model.aux_loss_weight = 0.01 applies only to a mixture-of-experts model, and this one is dense "
        "(model.experts = 0); set model.experts"},

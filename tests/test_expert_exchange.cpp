@@ -49,6 +49,52 @@ TEST(ExpertExchange, OneExpertRankKeepsThePlansBuffer) {
   EXPECT_THROW(plan_expert_exchange({1, 2}, {1, 2, 3}, 1, 0), std::invalid_argument);
 }
 
+// E = 6 over P = 2, E_l = 3, in 2 rounds: local experts {0} then {1, 2}. This rank's plan
+// uses 1, 2, 3 rows for rank 0's experts and 4, 0, 5 for rank 1's; as rank 0 it receives 6, 7,
+// 8 rows for its experts from source 0 (itself) and 1, 0, 2 from source 1. Each round's runs are one run per peer
+// of this rank's buffer and one per source of the received buffer, and the rounds tile both.
+TEST(ExpertExchange, RoundsSplitEveryPeersRunByLocalExpertAndTileBothBuffers) {
+  const ExpertExchange x = plan_expert_exchange({1, 2, 3, 4, 0, 5}, {6, 7, 8, 1, 0, 2}, 2, 0);
+  EXPECT_EQ(x.send_runs, (std::vector<int64_t>{1, 2, 3, 4, 0, 5}));
+  EXPECT_EQ(x.receive_runs, (std::vector<int64_t>{6, 7, 8, 1, 0, 2}));
+  const std::vector<ExchangeRound> rounds = plan_rounds(x, 2);
+  ASSERT_EQ(rounds.size(), 2u);
+  EXPECT_EQ(rounds[0].first_expert, 0);
+  EXPECT_EQ(rounds[0].end_expert, 1);
+  EXPECT_EQ(rounds[0].send_first, (std::vector<int64_t>{0, 6}));
+  EXPECT_EQ(rounds[0].send_rows, (std::vector<size_t>{1, 4}));
+  EXPECT_EQ(rounds[0].receive_first, (std::vector<int64_t>{0, 21}));
+  EXPECT_EQ(rounds[0].receive_rows, (std::vector<size_t>{6, 1}));
+  EXPECT_EQ(rounds[1].first_expert, 1);
+  EXPECT_EQ(rounds[1].end_expert, 3);
+  EXPECT_EQ(rounds[1].send_first, (std::vector<int64_t>{1, 10}));
+  EXPECT_EQ(rounds[1].send_rows, (std::vector<size_t>{5, 5}));
+  EXPECT_EQ(rounds[1].receive_first, (std::vector<int64_t>{6, 22}));
+  EXPECT_EQ(rounds[1].receive_rows, (std::vector<size_t>{15, 2}));
+  EXPECT_EQ(rounds[0].sent() + rounds[1].sent(), 15u);
+  EXPECT_EQ(rounds[0].received() + rounds[1].received(), static_cast<size_t>(x.received));
+
+  // One round is the whole exchange; more rounds than local experts, or none, are refused.
+  const std::vector<ExchangeRound> one = plan_rounds(x, 1);
+  EXPECT_EQ(one[0].send_rows, x.send_rows);
+  EXPECT_EQ(one[0].receive_rows, x.receive_rows);
+  EXPECT_EQ(one[0].send_first, (std::vector<int64_t>{0, 6}));
+  EXPECT_THROW(plan_rounds(x, 4), std::invalid_argument);
+  EXPECT_THROW(plan_rounds(x, 0), std::invalid_argument);
+}
+
+// With a capacity every round carries whole segments: the same rows to and from every peer.
+TEST(ExpertExchange, RoundsOfACapacityCarryWholeSegments) {
+  const ExpertExchange x = plan_expert_exchange({3, 0, 1, 4}, {3, 0, 2, 4}, 2, 4);
+  const std::vector<ExchangeRound> rounds = plan_rounds(x, 2);
+  for (const ExchangeRound& r : rounds) {
+    EXPECT_EQ(r.send_rows, (std::vector<size_t>{4, 4}));
+    EXPECT_EQ(r.receive_rows, (std::vector<size_t>{4, 4}));
+  }
+  EXPECT_EQ(rounds[1].send_first, (std::vector<int64_t>{4, 12}));
+  EXPECT_EQ(rounds[1].receive_first, (std::vector<int64_t>{4, 12}));
+}
+
 // Expert rank r = data mod E_p holds experts [r·E/E_p, (r+1)·E/E_p) of every expert tensor,
 // the copies of its shard are its expert_data cut, and the shards tile each tensor once per copy.
 TEST(ExpertParameters, ExpertRanksHoldTheirExpertsAndTileEveryTensor) {

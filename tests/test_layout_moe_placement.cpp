@@ -135,6 +135,58 @@ TEST(LayoutMoePlacement, TheExpertGroupGathersItsTokensWhenThatMovesFewerRows) {
   EXPECT_LT(v.bytes(CommAxis::expert), 4 * 768 + 16);
 }
 
+// model.moe_chunks pipelines the all-to-all in rounds by local expert where each expert GEMM is
+// whole on its rank (MoeShape::rounds): min(moe_chunks, E_l) at E_p > 1 with G_x = G_y = 1.
+TEST(LayoutMoePlacement, ChunksPipelineTheAllToAllByLocalExpertWhereEachExpertGemmIsWhole) {
+  ChooserInput in = tiny_moe();  // E = 4
+  in.model.moe_chunks = 4;
+  const auto shape = [&](const char* text) {
+    const Layout l = parse_layout(text);
+    return moe_shape(in.model, batch_split(in.model, in.batch, l), l);
+  };
+  EXPECT_EQ(shape("8x1x1x1e2").rounds, 2);   // E_l = 2 rounds at most
+  EXPECT_EQ(shape("4x1x1x2e2").rounds, 2);   // a z split leaves each GEMM's sums on its rank
+  EXPECT_EQ(shape("8x1x1x1e4").rounds, 1);   // E_l = 1
+  EXPECT_EQ(shape("4x2x1x1e2").rounds, 1);   // fc's output is summed over x
+  EXPECT_EQ(shape("4x1x2x1e2f").rounds, 1);  // proj's over y
+  EXPECT_EQ(shape("8x1x1x1").rounds, 1);     // nothing to exchange
+  in.model.capacity_factor = 1.5;
+  EXPECT_EQ(shape("8x1x1x1e2").rounds, 1);   // the all-gather dispatch
+  in.model.capacity_factor = 0;
+  in.model.moe_chunks = 1;
+  EXPECT_EQ(shape("8x1x1x1e2").rounds, 1);
+
+  // The same bytes in more calls: per micro-batch the counts (16 bytes), then the rows, the
+  // outputs and both gradients, R·c·4 = 512 bytes each, each in two rounds of 256.
+  const Layout l = parse_layout("8x1x1x1e2");
+  const StepVolume one = predict_step_volume(in, l);
+  const int64_t memory = estimate_memory(in, l).total();
+  in.model.moe_chunks = 2;
+  const StepVolume two = predict_step_volume(in, l);
+  EXPECT_EQ(one.at(CommAxis::expert, K::all_to_all).calls, 5);
+  EXPECT_EQ(one.at(CommAxis::expert, K::all_to_all).bytes, 16 + 4 * 512);
+  EXPECT_EQ(two.at(CommAxis::expert, K::all_to_all).calls, 9);
+  EXPECT_EQ(two.at(CommAxis::expert, K::all_to_all).bytes, 16 + 4 * 512);
+  // Staged in buffers the exchange has anyway: the same memory.
+  EXPECT_EQ(estimate_memory(in, l).total(), memory);
+
+  // Every round but the first toward the experts and the last back runs beside their GEMMs,
+  // hidden at the tier's measured overlap, at most the experts' GEMMs but one round's: here,
+  // links so slow that the rounds outlast them, half of the MoE block's 50688 FLOPs per
+  // micro-batch (2·6·R·c·h = 49152 for the experts, 6·m·c·E = 1536 for the router) at 1 GFLOP/s.
+  in.machine.intra_node_measured.overlap = 1;
+  in.machine.gemm_flops = 1e9;
+  in.machine.intra_node = {1e3, 1e-3};
+  in.model.moe_chunks = 1;
+  EXPECT_EQ(estimate_cost(in, l, predict_step_volume(in, l)).hidden_s, 0);
+  in.model.moe_chunks = 2;
+  const StepVolume slow = predict_step_volume(in, l);
+  int overlapped = 0;
+  for (const CollectiveCalls& c : slow.calls) overlapped += c.overlapped ? static_cast<int>(c.calls) : 0;
+  EXPECT_EQ(overlapped, 4);  // of the 8 rounds' calls: the second out and the first back, twice
+  EXPECT_DOUBLE_EQ(estimate_cost(in, l, slow).hidden_s, 50688 / 1e9 / 2);
+}
+
 // A mid-sized MoE model on `nodes` x `per_node` ranks whose step is mostly communication,
 // so the placement matters.
 ChooserInput mid_moe(int experts, int top_k, int nodes, int per_node) {

@@ -226,6 +226,25 @@ TEST_F(MoeTrain, AtCapacityAboveOneAnExpertPairGathersItsTokens) {
   }
 }
 
+// model.moe_chunks = 2 pipelines every exchange in two rounds of one local expert each (E_l = 2
+// at 4x1x1x1e2): dropless and with a capacity, the same losses and weights, bit for bit, as
+// one exchange, and every rank's collectives (twice the row exchanges, the same bytes) the
+// model's.
+TEST_F(MoeTrain, PipelinedRoundsTrainToTheBitsOfOneExchange) {
+  for (const std::string keys : {"aux_loss_weight = 0.0\n", "capacity_factor = 1.0\naux_loss_weight = 0.0\n"}) {
+    const std::string what = keys.find("capacity") == std::string::npos ? "dropless" : "capacity";
+    const MoeRun one = train_moe(dir_ / (what + "-one"), "4x1x1x1e2", 3, 3, keys);
+    const MoeRun two = train_moe(dir_ / (what + "-two"), "4x1x1x1e2", 3, 3, keys + "moe_chunks = 2\n");
+    ASSERT_EQ(two.steps.size(), one.steps.size()) << what;
+    for (size_t i = 0; i < one.steps.size(); ++i) EXPECT_EQ(two.steps[i].loss, one.steps[i].loss) << what << " " << i;
+    ASSERT_FALSE(one.tensors.empty()) << what;
+    expect_same_tensors(two.tensors, one.tensors, 0.0f, what + ": two rounds vs one");
+    for (const MoeRun* run : {&one, &two})
+      EXPECT_TRUE(contains(run->summary, "\"comm_bytes_match\": true")) << what << ": " << run->summary;
+    EXPECT_EQ(predicted_bytes(two.summary, "expert.all_to_all"), predicted_bytes(one.summary, "expert.all_to_all"));
+  }
+}
+
 TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
   const MoeRun full = train_moe(dir_ / "full", "2x2x1x2", 6, 3);
   ASSERT_EQ(full.steps.size(), 6u);

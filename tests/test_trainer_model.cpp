@@ -221,6 +221,28 @@ TEST(TrainerModel, OverlappedCollectivesGiveTheSameBits) {
   }
 }
 
+// model.moe_chunks pipelines the expert all-to-all in rounds of local experts (MoeShape::rounds):
+// each round's expert GEMMs are the unpipelined ones, so every layout where it applies gives
+// the bits of one exchange, dropless and with a capacity, with overlap off and on, counting
+// the model's calls and bytes (run_step checks them).
+TEST(TrainerModel, PipelinedExpertRoundsGiveTheBitsOfOneExchange) {
+  ModelShape model = tiny_model();
+  model.experts = 8;
+  model.top_k = 2;
+  for (const double capacity : {0.0, 1.0})
+    for (const char* text : {"2x1x1x1e2", "4x1x1x1e4", "2x1x1x2e2", "4x1x1x1e2:dzyx"})
+      for (const bool overlap : {false, true}) {
+        SCOPED_TRACE(std::string(text) + (overlap ? " overlap" : "") + (capacity > 0 ? " capacity" : " dropless"));
+        model.capacity_factor = capacity;
+        const Layout layout = parse_layout(text);
+        model.moe_chunks = 1;
+        const StepResult one = run_step(model, layout, 8, 1, overlap);
+        model.moe_chunks = 3;  // E_l = 4 or 2 local experts: rounds of 1-2 experts, or of one
+        const StepResult rounds = run_step(model, layout, 8, 1, overlap);
+        expect_same_bits(rounds, one, "rounds vs one exchange");
+      }
+}
+
 // Recomputation reruns the forward's ops on the inputs the forward had: every mode gives the
 // bits of the run that keeps everything, with overlap off and on, and each rank counts the
 // layout model's bytes at its mode, the rerun collectives included (run_step checks them).

@@ -85,7 +85,8 @@ TEST(TrainerModelEmulatedCuda, NcclStepEqualsGlooAndOverlapKeepsItsBits) {
 
 // An MoE model (4 experts, top-2, dropless, both blocks) at expert parallelism 1, 2 and 4,
 // the y group splitting the exchange at 2x1x2x1e2: the emulated CUDA backend's step against
-// the CPU's, over Gloo and over the emulated NCCL (its all-to-alls are grouped send/recv).
+// the CPU's, over Gloo and over the emulated NCCL (its all-to-alls are grouped send/recv);
+// then the gather dispatch and the pipelined rounds.
 TEST(TrainerModelEmulatedCuda, MoeStepMatchesTheCpuAtEveryExpertParallelism) {
   ModelShape model = tiny_model();
   model.experts = 4;
@@ -116,6 +117,19 @@ TEST(TrainerModelEmulatedCuda, MoeStepMatchesTheCpuAtEveryExpertParallelism) {
       EXPECT_NEAR(cuda.loss, cpu.loss, 4e-6);
       EXPECT_LE(gradient_error(cuda, cpu), 1e-5);
     }
+  }
+  // Dropless again, the exchange pipelined in two rounds of one local expert each
+  // (MoeShape::rounds): the started all-to-alls on the emulated NCCL stream and on Gloo's
+  // thread give the bits of one exchange.
+  model.capacity_factor = 0;
+  const Layout pair = parse_layout("2x1x1x1e2");
+  for (const CommBackend comm : {CommBackend::gloo, CommBackend::nccl}) {
+    SCOPED_TRACE(comm == CommBackend::nccl ? "rounds nccl" : "rounds gloo");
+    model.moe_chunks = 1;
+    const StepResult one = run_step(model, pair, 8, 2, false, emulated_cuda(GemmMath::fp32, comm));
+    model.moe_chunks = 2;
+    const StepResult two = run_step(model, pair, 8, 2, false, emulated_cuda(GemmMath::fp32, comm));
+    expect_same_bits(two, one, "two rounds vs one");
   }
 }
 

@@ -32,6 +32,9 @@ struct ExpertExchange {
   std::vector<size_t> receive_rows;  // [P]: rows it receives from rank s (padding included)
   std::vector<ExpertChunk> chunks;   // [P·E_l], source by source, each expert by expert
   int64_t received = 0;              // Σ receive_rows: the received buffer's rows
+  // [P·E_l], peer by peer, each local expert: the rows (padding included) of this rank's
+  // buffer that go to peer j's local expert e, and those it receives from source s for e.
+  std::vector<int64_t> send_runs, receive_runs;
 };
 
 // plan_used: [E] rows this rank's plan uses per expert. received_used: [P·E_l] rows each
@@ -41,5 +44,22 @@ struct ExpertExchange {
 // segment.
 ExpertExchange plan_expert_exchange(const std::vector<int64_t>& plan_used, const std::vector<int64_t>& received_used,
                                     int64_t expert_ranks, int64_t segment);
+
+// One round of an exchange pipelined by local expert (MoeShape::rounds): the rows of local
+// experts [first_expert, end_expert) to and from every peer. This rank's buffer holds the
+// rows for peer p's experts of the round as one run of send_rows[p] rows from send_first[p];
+// the received buffer holds source s's as one run of receive_rows[s] rows from
+// receive_first[s]. Packed peer by peer, a round is one all_to_allv.
+struct ExchangeRound {
+  int64_t first_expert = 0, end_expert = 0;
+  std::vector<int64_t> send_first, receive_first;  // [P]
+  std::vector<size_t> send_rows, receive_rows;     // [P]
+  size_t sent() const;                             // Σ send_rows
+  size_t received() const;                         // Σ receive_rows
+};
+
+// The exchange in `rounds` rounds (1 <= rounds <= E_l, else std::invalid_argument), round i
+// with local experts [i·E_l/rounds, (i+1)·E_l/rounds). The rounds' runs tile both buffers.
+std::vector<ExchangeRound> plan_rounds(const ExpertExchange& exchange, int64_t rounds);
 
 }  // namespace axonn

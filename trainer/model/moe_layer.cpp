@@ -1,6 +1,7 @@
 #include "trainer/model/moe_layer.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "layout/model_plan.hpp"
@@ -31,6 +32,7 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   y_shares_ = shape.y_shares;
   y_rank_ = grid.coords().y;
   gathers_ = shape.gathers;
+  rounds_ = shape.rounds;
   c_ = C / g.x;
   hidden_ = 4 * C / g.y;
   aux_weight_ = static_cast<float>(model.aux_loss_weight);
@@ -364,7 +366,7 @@ void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
       if (const int64_t n = plan_.used[static_cast<size_t>(e)]; n > 0)
         backend_.gather_rows(rows_of(rows_in_, e, c), in, token_of_row_ + plan_.listed[static_cast<size_t>(e)],
                              nullptr, n, m, c);
-    to_experts(rows_in_, expert_in_);
+    if (rounds_ == 1) to_experts(rows_in_, expert_in_);
   }
   const int64_t Rr = exchange_.received;
   if (capacity_ > 0) {  // rows no token uses stay zero through every collective
@@ -375,20 +377,115 @@ void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
     fc_gather_[e].complete();
     proj_gather_[e].complete();
   }
-  expert_gemms(Weight::fc, Transpose::no, expert_in_, fc_out_);
-  grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(Rr * h), fc_out_.type());
-  add_expert_biases(fc_out_, fc_bias_, h);
-  backend_.gelu_forward(gelu_out_, fc_out_, Rr * h);
-  expert_gemms(Weight::proj, Transpose::no, gelu_out_, expert_out_);
-  grid_.axis(CommAxis::y).all_reduce(expert_out_.raw(), static_cast<size_t>(Rr * c), expert_out_.type());
-  add_expert_biases(expert_out_, proj_bias_, c);
-  if (gathers_) return combine_gathered(expert_out_, true, out);
-  from_experts(expert_out_, rows_out_);
+  if (rounds_ > 1) {
+    forward_in_rounds();
+  } else {
+    expert_gemms(Weight::fc, Transpose::no, expert_in_, fc_out_);
+    grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(Rr * h), fc_out_.type());
+    add_expert_biases(fc_out_, fc_bias_, h);
+    backend_.gelu_forward(gelu_out_, fc_out_, Rr * h);
+    expert_gemms(Weight::proj, Transpose::no, gelu_out_, expert_out_);
+    grid_.axis(CommAxis::y).all_reduce(expert_out_.raw(), static_cast<size_t>(Rr * c), expert_out_.type());
+    add_expert_biases(expert_out_, proj_bias_, c);
+    if (gathers_) return combine_gathered(expert_out_, true, out);
+    from_experts(expert_out_, rows_out_);
+  }
   zero(out, m * c);
   backend_.combine_rows(out, rows_out_, slots_, gates_, m, k, rows_, c);
 }
 
-void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out) {
+void MoeLayer::pack_runs(ConstActPtr from, const std::vector<int64_t>& first, const std::vector<size_t>& rows,
+                         ActPtr packed) {
+  const size_t row_bytes = static_cast<size_t>(c_) * from.element_bytes();
+  for (size_t p = 0; p < rows.size(); ++p) {
+    if (rows[p] > 0) backend_.copy(packed.raw(), (from + first[p] * c_).raw(), rows[p] * row_bytes);
+    packed = packed + static_cast<int64_t>(rows[p]) * c_;
+  }
+}
+
+void MoeLayer::unpack_runs(ConstActPtr packed, const std::vector<int64_t>& first, const std::vector<size_t>& rows,
+                           ActPtr to) {
+  const size_t row_bytes = static_cast<size_t>(c_) * packed.element_bytes();
+  for (size_t p = 0; p < rows.size(); ++p) {
+    if (rows[p] > 0) backend_.copy((to + first[p] * c_).raw(), packed.raw(), rows[p] * row_bytes);
+    packed = packed + static_cast<int64_t>(rows[p]) * c_;
+  }
+}
+
+// Every round's all-to-all is started at once (a group's collectives run in the order they
+// are called), each from and into its own region of the two staging buffers; round i's
+// results go back through the same regions once its received rows are unpacked.
+void MoeLayer::exchange_in_rounds(const RoundsStaging& stage, const std::function<void(const ExchangeRound&)>& compute,
+                                  const std::function<void()>& while_returning) {
+  Communicator& expert = grid_.axis(CommAxis::expert);
+  const std::vector<ExchangeRound> rounds = plan_rounds(exchange_, rounds_);
+  const ElementType type = stage.rows.type();
+  const int64_t c = c_;
+  std::vector<ActPtr> mine, theirs;  // each round's staging regions
+  std::vector<Communicator::Ticket> dispatched;
+  ActPtr next_mine = stage.mine, next_theirs = stage.theirs;
+  for (const ExchangeRound& r : rounds) {
+    mine.push_back(next_mine);
+    theirs.push_back(next_theirs);
+    next_mine = next_mine + static_cast<int64_t>(r.sent()) * c;
+    next_theirs = next_theirs + static_cast<int64_t>(r.received()) * c;
+    pack_runs(stage.rows, r.send_first, r.send_rows, mine.back());
+    dispatched.push_back(expert.start_all_to_allv(mine.back().raw(), times(r.send_rows, c), theirs.back().raw(),
+                                                  times(r.receive_rows, c), type));
+  }
+  Communicator::Ticket returned = 0;
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    const ExchangeRound& r = rounds[i];
+    expert.finish(dispatched[i]);
+    unpack_runs(theirs[i], r.receive_first, r.receive_rows, stage.received);
+    compute(r);
+    pack_runs(stage.computed, r.receive_first, r.receive_rows, theirs[i]);
+    returned = expert.start_all_to_allv(theirs[i].raw(), times(r.receive_rows, c), mine[i].raw(),
+                                        times(r.send_rows, c), type);
+  }
+  while_returning();
+  expert.finish(returned);
+  for (size_t i = 0; i < rounds.size(); ++i)
+    unpack_runs(mine[i], rounds[i].send_first, rounds[i].send_rows, stage.returned);
+}
+
+// Staged in d_rows_in_ and d_expert_in_, which the forward does not otherwise use.
+void MoeLayer::forward_in_rounds() {
+  const int64_t c = c_, h = hidden_;
+  const auto experts = [&](const ExchangeRound& r) {
+    expert_gemms(Weight::fc, Transpose::no, expert_in_, fc_out_, r.first_expert, r.end_expert);
+    add_expert_biases(fc_out_, fc_bias_, h, r.first_expert, r.end_expert);
+    for (size_t p = 0; p < r.receive_rows.size(); ++p)
+      backend_.gelu_forward(gelu_out_ + r.receive_first[p] * h, fc_out_ + r.receive_first[p] * h,
+                            static_cast<int64_t>(r.receive_rows[p]) * h);
+    expert_gemms(Weight::proj, Transpose::no, gelu_out_, expert_out_, r.first_expert, r.end_expert);
+    add_expert_biases(expert_out_, proj_bias_, c, r.first_expert, r.end_expert);
+  };
+  exchange_in_rounds({rows_in_, expert_in_, expert_out_, rows_out_, d_rows_in_, d_expert_in_}, experts, [] {});
+}
+
+// Staged in rows_in_ and expert_out_, which the all-to-all path's backward does not read.
+// The experts' dW run while the last round's gradients go back, from the same rows in the same
+// order as without rounds.
+void MoeLayer::backward_in_rounds(GradScatter& scatter) {
+  const int64_t c = c_, h = hidden_;
+  const auto experts = [&](const ExchangeRound& r) {
+    expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_gelu_, r.first_expert, r.end_expert);
+    for (size_t p = 0; p < r.receive_rows.size(); ++p)
+      backend_.gelu_backward(d_gelu_ + r.receive_first[p] * h, fc_out_ + r.receive_first[p] * h,
+                             d_gelu_ + r.receive_first[p] * h, static_cast<int64_t>(r.receive_rows[p]) * h);
+    expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_, r.first_expert, r.end_expert);
+  };
+  const auto weight_gradients = [&] {
+    weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_expert_out_, h, c, scatter);
+    weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
+  };
+  exchange_in_rounds({d_rows_out_, d_expert_out_, d_expert_in_, d_rows_in_, rows_in_, expert_out_}, experts,
+                     weight_gradients);
+}
+
+void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out, int64_t first,
+                            int64_t end) {
   // fc's weight is [c, h], proj's [h, c]: `in` has the weight's rows (or columns, transposed)
   // as its width, `out` the other.
   const int64_t rows = which == Weight::fc ? c_ : hidden_, cols = which == Weight::fc ? hidden_ : c_;
@@ -397,7 +494,7 @@ void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, A
   const ActPtr gathered = which == Weight::fc ? fc_gathered_ : proj_gathered_;
   const int64_t block = expert_block();
   for (const ExpertChunk& chunk : exchange_.chunks) {
-    if (chunk.rows == 0) continue;
+    if (chunk.rows == 0 || chunk.expert < first || chunk.expert >= end) continue;
     const int64_t e = chunk.expert;
     const ConstActPtr w = z_split_ ? ConstActPtr(gathered + e * block) : shards + e * block;
     backend_.gemm(Transpose::no, transpose, chunk.rows, out_width, in_width, 1.0f, in + chunk.start * in_width,
@@ -405,9 +502,9 @@ void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, A
   }
 }
 
-void MoeLayer::add_expert_biases(ActPtr rows, const float* bias, int64_t width) {
+void MoeLayer::add_expert_biases(ActPtr rows, const float* bias, int64_t width, int64_t first, int64_t end) {
   for (const ExpertChunk& chunk : exchange_.chunks)
-    if (chunk.rows > 0)
+    if (chunk.rows > 0 && chunk.expert >= first && chunk.expert < end)
       backend_.bias_forward(rows + chunk.start * width, bias + chunk.expert * width, chunk.rows, width, width);
 }
 
@@ -437,27 +534,30 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
         backend_.gather_rows(rows_of(d_rows_out_, e, c), dout, token_of_row_ + plan_.listed[ei],
                              row_gates_ + plan_.listed[ei], n, m, c);
     }
-    to_experts(d_rows_out_, d_expert_out_);
+    if (rounds_ == 1) to_experts(d_rows_out_, d_expert_out_);
     backend_.combine_gates_grad(d_gates_, dout, rows_out_, slots_, m, k, R, c);
   }
   grid_.axis(CommAxis::x).all_reduce(d_gates_, static_cast<size_t>(m * k), ElementType::float32);
+  if (rounds_ > 1) {
+    backward_in_rounds(scatter);
+  } else {
+    // proj: d(gelu out) = d(expert out)·W^T summed over x, then through the GELU; dW, dbias.
+    expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_gelu_);
+    grid_.axis(CommAxis::x).all_reduce(d_gelu_.raw(), static_cast<size_t>(Rr * h), d_gelu_.type());
+    backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, Rr * h);
+    weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_expert_out_, h, c, scatter);
 
-  // proj: d(gelu out) = d(expert out)·W^T summed over x, then through the GELU; dW, dbias.
-  expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_gelu_);
-  grid_.axis(CommAxis::x).all_reduce(d_gelu_.raw(), static_cast<size_t>(Rr * h), d_gelu_.type());
-  backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, Rr * h);
-  weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_expert_out_, h, c, scatter);
-
-  // fc: d(expert in) = d(fc out)·W^T summed over y; dW, dbias.
-  expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_);
-  grid_.axis(CommAxis::y).all_reduce(d_expert_in_.raw(), static_cast<size_t>(Rr * c), d_expert_in_.type());
-  weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
+    // fc: d(expert in) = d(fc out)·W^T summed over y; dW, dbias.
+    expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_);
+    grid_.axis(CommAxis::y).all_reduce(d_expert_in_.raw(), static_cast<size_t>(Rr * c), d_expert_in_.type());
+    weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
+  }
 
   // Back to the tokens: each token's rows summed, then the router's path added.
   if (gathers_) {
     combine_gathered(d_expert_in_, false, d_in);
   } else {
-    from_experts(d_expert_in_, d_rows_in_);
+    if (rounds_ == 1) from_experts(d_expert_in_, d_rows_in_);
     zero(d_in, m * c);
     backend_.combine_rows(d_in, d_rows_in_, slots_, nullptr, m, k, R, c);
   }

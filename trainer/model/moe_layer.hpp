@@ -31,7 +31,9 @@
 // choice) pairs that chose expert i, P_i the mean router probability of expert i, both over
 // the tokens of this micro-batch on every rank (the routing statistics' sums), so with one
 // micro-batch per rank and step its value and gradient are the global batch's at any layout.
+#include <climits>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/comm_grid.hpp"
@@ -103,6 +105,27 @@ class MoeLayer {
   // The all-to-all over the expert group: `from` holds from_rows[p] rows for peer p, block by
   // block; `to` receives to_rows[p] from peer p. Split over the y group when y_shares_ > 1.
   void exchange(ConstActPtr from, const std::vector<size_t>& from_rows, ActPtr to, const std::vector<size_t>& to_rows);
+  // Pipelined rounds (MoeShape::rounds > 1): the exchange to the experts, their MLPs and the
+  // exchange back, round by round, with rounds i+1.. moving while round i computes. Forward:
+  // rows_in_ to rows_out_; backward: d_rows_out_ to d_rows_in_, then the experts' dW.
+  void forward_in_rounds();
+  void backward_in_rounds(GradScatter& scatter);
+  // The buffers of one pipelined exchange: `rows` (this rank's side, [R, c]) go to `received`
+  // (the experts' side, [R_r, c]); after compute(round) `computed` ([R_r, c]) comes back to
+  // `returned` ([R, c]). `mine` [R, c] and `theirs` [R_r, c] stage the packed rounds.
+  struct RoundsStaging {
+    ConstActPtr rows;
+    ActPtr received;
+    ConstActPtr computed;
+    ActPtr returned, mine, theirs;
+  };
+  // The rounds of exchange_ (plan_rounds): each sent, computed as it arrives, and sent back;
+  // while_returning runs before waiting for the last round to come back.
+  void exchange_in_rounds(const RoundsStaging& stage, const std::function<void(const ExchangeRound&)>& compute,
+                          const std::function<void()>& while_returning);
+  // Copies the runs (first[p], rows[p]) of `from` back to back into `packed`, or back.
+  void pack_runs(ConstActPtr from, const std::vector<int64_t>& first, const std::vector<size_t>& rows, ActPtr packed);
+  void unpack_runs(ConstActPtr packed, const std::vector<int64_t>& first, const std::vector<size_t>& rows, ActPtr to);
   // Expert e's part of this rank's row buffer of `width` columns.
   template <class Ptr>
   Ptr rows_of(Ptr buffer, int64_t e, int64_t width) const {
@@ -110,11 +133,14 @@ class MoeLayer {
   }
   void zero(ActPtr buffer, int64_t elements);
   enum class Weight { fc, proj };
-  // For every received chunk: its rows of `out` = its rows of `in` · W (or W^T), W its
-  // expert's fc [c, h] or proj [h, c] as the GEMMs read it (gathered over z when split).
-  void expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out);
-  // Every chunk's expert's bias (width) added to its used rows of `rows`.
-  void add_expert_biases(ActPtr rows, const float* bias, int64_t width);
+  // For every received chunk of a local expert in [first, end): its rows of `out` = its rows
+  // of `in` · W (or W^T), W its expert's fc [c, h] or proj [h, c] as the GEMMs read it
+  // (gathered over z when split).
+  void expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out, int64_t first = 0,
+                    int64_t end = kAllExperts);
+  // Every such chunk's expert's bias (width) added to its used rows of `rows`.
+  void add_expert_biases(ActPtr rows, const float* bias, int64_t width, int64_t first = 0, int64_t end = kAllExperts);
+  static constexpr int64_t kAllExperts = INT64_MAX;
   // Every local expert's dW (k_local, n_local) += x^T·dy over its chunks' rows, dbias
   // (bias_width) += Σ dy, through the z reduce-scatter when the weights are split over z.
   void weight_grads(float* grad, float* bias_grad, int64_t bias_width, ConstActPtr x, ConstActPtr dy,
@@ -126,6 +152,7 @@ class MoeLayer {
   int64_t experts_, local_experts_, expert_ranks_;  // E, E_l, E_p
   int64_t y_shares_, y_rank_;  // MoeShape::y_shares (G_y or 1), this rank's y coordinate
   bool gathers_;               // MoeShape::gathers: all-gather dispatch
+  int64_t rounds_;             // MoeShape::rounds: the all-to-all's pipelined rounds
   int64_t top_k_, sequence_, capacity_, segment_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y, segment_ = mb·cap
   float aux_weight_;
   bool z_split_;
