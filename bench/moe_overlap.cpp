@@ -8,7 +8,9 @@
 // hide is the expert all-to-all's counted time per step in the whole-exchange runs
 // (summary.json, comm_seconds_per_step), and
 //   hidden fraction = (step_whole - step_rounds) / that time
-// (1: all of it left the step; 0: none; below 0: the rounds cost more than they hid). CPU
+// (1: all of it left the step; 0: none; below 0: the rounds cost more than they hid). Beside
+// it, the layout model's predicted step (summary.json), which hides the overlapped rounds at
+// the site's measured overlap (none on the built-in site: it then prices only the extra calls). CPU
 // ranks on loopback: the "network" is the cores the GEMMs use, and Gloo moves the bytes on
 // the communicator's thread, so this bounds what a rank gains where a NIC or NVLink moves them.
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,7 @@ const std::string kProgram = "bench_moe_overlap";
 struct Setting {
   int chunks = 1;
   std::vector<double> step_s, a2a_s;  // per run: median step, counted expert all-to-all seconds per step
+  double predicted_step_s = 0;       // the layout model's (summary.json)
 };
 
 struct Options {
@@ -98,18 +102,23 @@ int main(int argc, char** argv) {
       const std::map<std::string, double> seconds = bench::comm_seconds_per_step(kProgram, summary);
       const auto it = seconds.find("expert.all_to_all");
       s.a2a_s.push_back(it == seconds.end() ? 0.0 : it->second);
+      std::smatch predicted;
+      if (std::regex_search(summary, predicted, std::regex(R"("predicted_step_s": ([-0-9.eE+]+))")))
+        s.predicted_step_s = std::stod(predicted[1]);
     }
 
   const Setting& whole = settings.front();
   const double step_whole = median(whole.step_s), a2a_whole = median(whole.a2a_s);
-  std::printf("%-8s %10s %22s %16s %10s\n", "rounds", "step s", "expert a2a s/step", "hidden fraction", "speedup");
+  std::printf("%-8s %10s %22s %16s %10s %13s\n", "rounds", "step s", "expert a2a s/step", "hidden fraction",
+              "speedup", "predicted s");
   for (const Setting& s : settings) {
     const double step = median(s.step_s);
     if (s.chunks == 1)
-      std::printf("%-8d %10.4f %22.4f %16s %10s\n", s.chunks, step, median(s.a2a_s), "-", "-");
+      std::printf("%-8d %10.4f %22.4f %16s %10s %13.4f\n", s.chunks, step, median(s.a2a_s), "-", "-",
+                  s.predicted_step_s);
     else
-      std::printf("%-8d %10.4f %22.4f %15.1f%% %9.3fx\n", s.chunks, step, median(s.a2a_s),
-                  100.0 * (step_whole - step) / a2a_whole, step_whole / step);
+      std::printf("%-8d %10.4f %22.4f %15.1f%% %9.3fx %13.4f\n", s.chunks, step, median(s.a2a_s),
+                  100.0 * (step_whole - step) / a2a_whole, step_whole / step, s.predicted_step_s);
   }
   std::printf("\nhidden fraction = (step with the whole exchange - step in rounds) / the whole exchange's expert "
               "all-to-all seconds per step (%.4f s, %.1f%% of its step)\n",
