@@ -65,6 +65,26 @@ inline CpuJob read_cpu_job(const Args& args, CpuJob defaults) {
   return o;
 }
 
+// A CpuJob of an MoE model: the model's experts and top-k beside the job, from --experts and
+// --top-k (added to `specs`, the job's options, which the caller may have trimmed).
+struct MoeCpuJob {
+  CpuJob job;
+  int experts = 8;
+  int top_k = 2;
+};
+inline MoeCpuJob parse_moe_cpu_job(int argc, char** argv, const std::string& program, std::vector<OptionSpec> specs,
+                                   const CpuJob& job_defaults, int default_experts) {
+  specs.push_back({"experts", true, "experts per MoE layer (default " + std::to_string(default_experts) + ")"});
+  specs.push_back({"top-k", true, "experts per token (default 2)"});
+  return parse_bench_args(argc, argv, specs, program + " [options]", [&](const Args& args) {
+    MoeCpuJob parsed;
+    parsed.experts = count_option(args, "experts", default_experts);
+    parsed.top_k = count_option(args, "top-k", parsed.top_k);
+    parsed.job = read_cpu_job(args, job_defaults);
+    return parsed;
+  });
+}
+
 inline std::string cpu_job_toml(const CpuJob& o) {
   const ModelShape& m = o.model;
   return "[model]\nlayers = " + std::to_string(m.layers) + "\nhidden = " + std::to_string(m.hidden) +

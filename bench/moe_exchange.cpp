@@ -45,11 +45,6 @@ struct Setting {
   std::string summary;
 };
 
-struct Options {
-  CpuJob job;
-  int experts = 4;
-  int top_k = 2;
-};
 
 // A predicted (axis, kind) of summary.json, bytes per step (counted equal: run_cpu_job checks).
 int64_t predicted_bytes(const std::string& summary, const std::string& key) {
@@ -79,8 +74,6 @@ int64_t inter_node_bytes(const std::string& summary) {
 int main(int argc, char** argv) {
   std::vector<OptionSpec> specs = cpu_job_options();
   std::erase_if(specs, [](const OptionSpec& s) { return s.name == "ranks" || s.name == "layout"; });
-  specs.push_back({"experts", true, "experts per MoE layer (default 4)"});
-  specs.push_back({"top-k", true, "experts per token (default 2)"});
   CpuJob defaults;
   defaults.ranks = 8;
   defaults.nodes_sim = 2;
@@ -88,13 +81,7 @@ int main(int argc, char** argv) {
   defaults.model = {2, 256, 4, 256, 128};
   defaults.batch = 16;
   defaults.micro_batch = 16;
-  const Options o = bench::parse_bench_args(argc, argv, specs, kProgram + " [options]", [&](const Args& args) {
-    Options parsed;
-    parsed.experts = bench::count_option(args, "experts", parsed.experts);
-    parsed.top_k = bench::count_option(args, "top-k", parsed.top_k);
-    parsed.job = bench::read_cpu_job(args, defaults);
-    return parsed;
-  });
+  const bench::MoeCpuJob o = bench::parse_moe_cpu_job(argc, argv, kProgram, specs, defaults, 4);
   const fs::path dir = fs::temp_directory_path() / ("axonn-bench-moe-exchange-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "job.toml") << cpu_job_toml(o.job);

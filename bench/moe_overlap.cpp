@@ -42,31 +42,17 @@ struct Setting {
   double predicted_step_s = 0;       // the layout model's (summary.json)
 };
 
-struct Options {
-  CpuJob job;
-  int experts = 8;
-  int top_k = 2;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<OptionSpec> specs = bench::cpu_job_options();
-  specs.push_back({"experts", true, "experts per MoE layer (default 8)"});
-  specs.push_back({"top-k", true, "experts per token (default 2)"});
   CpuJob defaults;
   defaults.ranks = 4;
   defaults.layout = "4x1x1x1e2";
   defaults.model = {2, 256, 4, 256, 128};
   defaults.batch = 16;
   defaults.micro_batch = 4;
-  const Options o = bench::parse_bench_args(argc, argv, specs, kProgram + " [options]", [&](const Args& args) {
-    Options parsed;
-    parsed.experts = bench::count_option(args, "experts", parsed.experts);
-    parsed.top_k = bench::count_option(args, "top-k", parsed.top_k);
-    parsed.job = bench::read_cpu_job(args, defaults);
-    return parsed;
-  });
+  const bench::MoeCpuJob o = bench::parse_moe_cpu_job(argc, argv, kProgram, specs, defaults, 8);
   ModelShape shape = o.job.model;
   shape.experts = o.experts;
   shape.top_k = o.top_k;
