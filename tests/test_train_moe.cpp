@@ -242,7 +242,13 @@ TEST_F(MoeTrain, PipelinedRoundsTrainToTheBitsOfOneExchange) {
     for (const MoeRun* run : {&one, &two})
       EXPECT_TRUE(contains(run->summary, "\"comm_bytes_match\": true")) << what << ": " << run->summary;
     EXPECT_EQ(predicted_bytes(two.summary, "expert.all_to_all"), predicted_bytes(one.summary, "expert.all_to_all"));
+    EXPECT_TRUE(contains(two.output, "model.moe_chunks = 2: the expert all-to-all runs in 2 pipelined rounds"))
+        << two.output;
   }
+  // Where rounds do not apply the run says why and exchanges once.
+  const MoeRun split = train_moe(dir_ / "split", "2x2x1x1e2", 2, 0, "moe_chunks = 2\n");
+  EXPECT_TRUE(contains(split.output, "model.moe_chunks = 2: one exchange, as the experts' GEMMs are split over x or y"))
+      << split.output;
 }
 
 TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
