@@ -154,6 +154,7 @@ void MoeLayer::plan_exchange() {
   std::vector<int64_t> received(E);
   for (size_t i = 0; i < E; ++i) received[i] = static_cast<int64_t>(counts[i]);
   exchange_ = plan_expert_exchange(plan_.used, received, expert_ranks_, segment_);
+  if (rounds_ > 1) rounds_plan_ = plan_rounds(exchange_, rounds_);
 }
 
 void MoeLayer::plan_gather() {
@@ -418,7 +419,7 @@ void MoeLayer::unpack_runs(ConstActPtr packed, const std::vector<int64_t>& first
 void MoeLayer::exchange_in_rounds(const RoundsStaging& stage, const std::function<void(const ExchangeRound&)>& compute,
                                   const std::function<void()>& while_returning) {
   Communicator& expert = grid_.axis(CommAxis::expert);
-  const std::vector<ExchangeRound> rounds = plan_rounds(exchange_, rounds_);
+  const std::vector<ExchangeRound>& rounds = rounds_plan_;
   const ElementType type = stage.rows.type();
   const int64_t c = c_;
   std::vector<ActPtr> mine, theirs;  // each round's staging regions

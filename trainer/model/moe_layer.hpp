@@ -85,7 +85,8 @@ class MoeLayer {
   void upload(float* device, const std::vector<float>& host);
   // Copies the router's choices to the host, plans the rows and uploads the plan.
   void plan(int64_t m);
-  // The rows' counts to the expert ranks (E_p > 1) and where the received rows lie.
+  // The rows' counts to the expert ranks (E_p > 1) and where the received rows lie (and,
+  // pipelined, each round's runs).
   void plan_exchange();
   // All-gather dispatch: every rank's routing gathered over the expert group, each source's
   // plan made here, and from them the received rows' layout (exchange_) and where each of
@@ -119,7 +120,7 @@ class MoeLayer {
     ConstActPtr computed;
     ActPtr returned, mine, theirs;
   };
-  // The rounds of exchange_ (plan_rounds): each sent, computed as it arrives, and sent back;
+  // The rounds of exchange_ (rounds_plan_): each sent, computed as it arrives, and sent back;
   // while_returning runs before waiting for the last round to come back.
   void exchange_in_rounds(const RoundsStaging& stage, const std::function<void(const ExchangeRound&)>& compute,
                           const std::function<void()>& while_returning);
@@ -176,6 +177,7 @@ class MoeLayer {
   ActPtr expert_in_, fc_out_, gelu_out_, expert_out_;  // received [R_r, c], [R_r, h] twice, [R_r, c]
   RoutingPlan plan_;
   ExpertExchange exchange_;
+  std::vector<ExchangeRound> rounds_plan_;  // exchange_ in rounds (rounds_ > 1), for the forward and the backward
   float *counts_sent_, *counts_received_;  // [E]: the rows' counts exchange (E_p > 1)
   // The exchange split over the y group (y_shares_ > 1): this rank's share packed, the share
   // received in Y copies, the group's shares gathered.

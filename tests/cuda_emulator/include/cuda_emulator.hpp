@@ -143,9 +143,10 @@ T& block_static(int line) {
 }
 
 // Every lane of the warp publishes v into the warp's slots (one per lane), then waits at one
-// warp barrier; the slots it returns hold all 32 values, by lane. The slots alternate with the barrier's generation, so the next exchange writes the other
-// set while slow lanes may still read this one; the one after that comes after another
-// barrier, which every lane reaches only after its read. Shuffles, and the warp-wide PTX the
+// warp barrier; the slots it returns hold all 32 values, by lane. The slots alternate with the
+// barrier's generation, so the next exchange writes the other set while slow lanes may still
+// read this one; the one after that comes after another barrier, which every lane reaches
+// only after its read. Shuffles, and the warp-wide PTX the
 // emulator computes from the lanes' registers (trainer/cuda/warp_mma.cuh).
 template <typename T>
 const std::array<uint64_t, 32>& publish_to_warp(T v) {
