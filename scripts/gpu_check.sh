@@ -92,7 +92,12 @@ run_job tiny_cuda_f32 120 tiny.toml training.device=cuda
 run_job tiny_cuda_bf16 120 tiny.toml training.device=cuda training.dtype=bfloat16
 run_job tiny_cuda_memory_features 120 tiny.toml training.device=cuda \
   training.dtype=bfloat16 training.recompute=block training.shard_optimizer=true
-# The CPU comparison run (same overrides, training.device=cpu) is made on the build machine.
+# Mixture of experts on CUDA (one GPU: every expert local, E_p = 1): dropless and with a
+# capacity, bf16, so the router, the experts' grouped GEMMs and the gradients' scatter run.
+run_job tiny_cuda_moe 120 tiny.toml training.device=cuda model.experts=8 model.top_k=2
+run_job tiny_cuda_moe_capacity_bf16 120 tiny.toml training.device=cuda training.dtype=bfloat16 \
+  model.experts=8 model.top_k=2 model.capacity_factor=1.0
+# The CPU comparison runs (same overrides, training.device=cpu) are made on the build machine.
 run_job gpt2_124m_short_f32 180 gpt2-124m.toml training.device=cuda \
   training.dtype=float32 training.global_batch=8 training.micro_batch=4 training.steps=10 training.warmup_steps=2 run.log_interval=1
 run_job gpt2_124m 240 gpt2-124m.toml training.device=cuda run.log_interval=1

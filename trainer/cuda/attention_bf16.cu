@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "trainer/cuda/act_storage.cuh"
+#include "trainer/cuda/async_copy.cuh"
 #include "trainer/cuda/attention_bf16.hpp"
 #include "trainer/cuda/attention_tiles.cuh"
 #include "trainer/cuda/device_math.cuh"
@@ -33,26 +34,47 @@ constexpr size_t tile_bytes(int rows) {
   return static_cast<size_t>(rows) * kLd<kDp> * sizeof(bf16);
 }
 
+// The loops over tiles of 64 rows are double-buffered: tile i + 1's async copies
+// (async_copy.cuh) are in flight while the warps compute on tile i, so the loads' latency
+// hides behind the tensor cores instead of stalling the block at every tile.
+constexpr int kBuffers = 2;
+
 // Byte offsets of each kernel's regions in its dynamic shared memory (every region starts on
 // a 16-byte boundary: a row is a multiple of 16 bytes).
 template <int kDp>
-struct ForwardLayout {  // qs (128, kDp) the block's queries; ks, vs (64, kDp) one key tile
-  static constexpr size_t q = 0, k = q + tile_bytes<kDp>(kBlockRows), v = k + tile_bytes<kDp>(kTile),
-                          bytes = v + tile_bytes<kDp>(kTile);
+struct ForwardLayout {  // qs (128, kDp) the block's queries; ks, vs 2 × (64, kDp) key tiles
+  static constexpr size_t q = 0, k = q + tile_bytes<kDp>(kBlockRows), v = k + kBuffers * tile_bytes<kDp>(kTile),
+                          bytes = v + kBuffers * tile_bytes<kDp>(kTile);
 };
 template <int kDp>
-struct KeyValueLayout {  // ks, vs (128, kDp) the block's keys; qs, dos (64, kDp) one query tile, its lse and D
+struct KeyValueLayout {  // ks, vs (128, kDp) the block's keys; qs, dos 2 × (64, kDp) query tiles; one tile's lse and D
   static constexpr size_t k = 0, v = k + tile_bytes<kDp>(kBlockRows), q = v + tile_bytes<kDp>(kBlockRows),
-                          dout = q + tile_bytes<kDp>(kTile), lse = dout + tile_bytes<kDp>(kTile),
-                          dsum = lse + kTile * sizeof(float), bytes = dsum + kTile * sizeof(float);
+                          dout = q + kBuffers * tile_bytes<kDp>(kTile),
+                          lse = dout + kBuffers * tile_bytes<kDp>(kTile), dsum = lse + kTile * sizeof(float),
+                          bytes = dsum + kTile * sizeof(float);
 };
 template <int kDp>
-struct QueryGradLayout {  // qs, dos (128, kDp) the block's queries; ks, vs (64, kDp) one key tile
+struct QueryGradLayout {  // qs, dos (128, kDp) the block's queries; ks, vs 2 × (64, kDp) key tiles
   static constexpr size_t q = 0, dout = q + tile_bytes<kDp>(kBlockRows), k = dout + tile_bytes<kDp>(kBlockRows),
-                          v = k + tile_bytes<kDp>(kTile), bytes = v + tile_bytes<kDp>(kTile);
+                          v = k + kBuffers * tile_bytes<kDp>(kTile), bytes = v + kBuffers * tile_bytes<kDp>(kTile);
 };
 
 __device__ bf16* tile_at(unsigned char* smem, size_t offset) { return reinterpret_cast<bf16*>(smem + offset); }
+
+// Buffer i % 2 of a double-buffered region of 64-row tiles: the one tile i uses.
+template <int kDp>
+__device__ bf16* buffer_for(bf16* tiles, int64_t i) {
+  return tiles + (i % kBuffers) * kTile * kLd<kDp>;
+}
+
+// Before tile i is used: its copies are done (tile i + 1's, when issued, are the newest
+// group and may still be in flight). The caller's barrier then makes them every thread's.
+__device__ void wait_for_tile(bool next_issued) {
+  if (next_issued)
+    wait_for_copies<1>();
+  else
+    wait_for_copies<0>();
+}
 
 // This lane's place in the mma layouts (warp_mma.cuh): group g holds rows g and g + 8 of a
 // 16-row product, and columns 2t, 2t + 1 of each of its 8-column tiles.
@@ -178,18 +200,29 @@ __device__ const bf16* pair_rows(const RowSource& src, const Shape& s, int64_t p
   return src.data + b * s.T * src.ld + head * s.d;
 }
 
-// Rows [0, rows) of dst (row stride kLd) = rows row0, row0 + 1, ... of a pair's rows
-// (row stride ld), zero for rows at or past T: 16-byte copies (8 bf16), consecutive threads
-// on consecutive chunks. Every thread of the block takes part.
+// Issues the async copies of rows [0, rows) of dst (row stride kLd) = rows row0, row0 + 1,
+// ... of a pair's rows (row stride ld), zero for rows at or past T: 16-byte copies (8 bf16),
+// consecutive threads on consecutive chunks. Every thread of the block takes part; the
+// caller commits them as a group, waits for it, then a barrier makes the rows every thread's.
 template <int kDp>
 __device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t ld, int64_t row0, int64_t T) {
   constexpr int kChunks = kDp / 8;
   for (int i = threadIdx.x; i < rows * kChunks; i += kBlockThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const int64_t at = row0 + r;
-    const uint4 chunk = at < T ? reinterpret_cast<const uint4*>(src + at * ld)[c] : make_uint4(0, 0, 0, 0);
-    reinterpret_cast<uint4*>(dst + r * kLd<kDp>)[c] = chunk;
+    const bool inside = at < T;
+    copy_16_async(dst + r * kLd<kDp> + 8 * c, src + (inside ? at : 0) * ld + 8 * c, inside);
   }
+}
+
+// One query row's lse (in base 2) and D = rowsum(dO ⊙ O) as the backward kernels read them;
+// zeros for a row at or past T.
+struct RowStats {
+  float lse2 = 0.0f, d = 0.0f;
+};
+__device__ RowStats row_stats(const float* lse, const float* dsum, const Shape& s, int64_t pair, int64_t t) {
+  if (t >= s.T) return {};
+  return {lse[pair * s.T + t] * kLog2e, dsum[pair * s.T + t]};
 }
 
 // dst (B·h, T, dp) = the (B, T, h, d) view at src (row stride ld) rounded to bf16, one pair's
@@ -238,6 +271,11 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int64_t rows[2] = {warp_row0 + lane.g, warp_row0 + lane.g + 8};
   const bf16 *pair_k = pair_rows(k, s, bt.pair), *pair_v = pair_rows(v, s, bt.pair);
   stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, bt.pair), q.ld, q0, s.T);
+  commit_copies();
+  stage_rows<kDp>(ks, kTile, pair_k, k.ld, 0, s.T);  // key tile 0 into buffer 0
+  stage_rows<kDp>(vs, kTile, pair_v, v.ld, 0, s.T);
+  commit_copies();
+  wait_for_copies<1>();  // the queries
   __syncthreads();
   uint32_t qa[kDp / 16][4];
   load_a_rows<kDp>(qa, qs + warp * kWarpRows * kLd<kDp>);
@@ -246,16 +284,22 @@ __global__ void __launch_bounds__(kBlockThreads)
   float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.0f, 0.0f};  // row_sum: this lane's columns
   const float scale2 = s.scale * kLog2e;
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;  // the block's rows see keys < keys
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads();  // every warp is done with the previous ks, vs
-    stage_rows<kDp>(ks, kTile, pair_k, k.ld, j0, s.T);
-    stage_rows<kDp>(vs, kTile, pair_v, v.ld, j0, s.T);
+  for (int64_t i = 0, j0 = 0; j0 < keys; ++i, j0 += kTile) {
+    __syncthreads();  // every warp is done with tile i - 1, whose buffer tile i + 1 takes
+    const bool next = j0 + kTile < keys;
+    if (next) {
+      stage_rows<kDp>(buffer_for<kDp>(ks, i + 1), kTile, pair_k, k.ld, j0 + kTile, s.T);
+      stage_rows<kDp>(buffer_for<kDp>(vs, i + 1), kTile, pair_v, v.ld, j0 + kTile, s.T);
+      commit_copies();
+    }
+    wait_for_tile(next);
     __syncthreads();
     // Skip a tile none of the warp's rows sees, and rows past T. Otherwise j0 <= the warp's
     // first row, so key j0 is seen by every row and the new max is finite.
     if (j0 > warp_row0 || warp_row0 >= s.T) continue;
+    const bf16 *kt = buffer_for<kDp>(ks, i), *vt = buffer_for<kDp>(vs, i);
     float p[kTile / 8][4];
-    multiply_transposed<kDp>(p, qa, ks);  // S
+    multiply_transposed<kDp>(p, qa, kt);  // S
     float tile_max[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n)
@@ -285,7 +329,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e / 2];
     uint32_t pa[kTileSteps][4];
     as_a_operand(pa, p);
-    multiply_accumulate<kDp>(o, pa, vs);  // O += P · V
+    multiply_accumulate<kDp>(o, pa, vt);  // O += P · V
   }
   float inv[2];
   for (int r = 0; r < 2; ++r) {
@@ -321,6 +365,14 @@ __global__ void __launch_bounds__(kBlockThreads)
   const bf16 *pair_q = pair_rows(q, s, bt.pair), *pair_dout = pair_rows(dout, s, bt.pair);
   stage_rows<kDp>(ks, kBlockRows, pair_rows(k, s, bt.pair), k.ld, k0, s.T);
   stage_rows<kDp>(vs, kBlockRows, pair_rows(v, s, bt.pair), v.ld, k0, s.T);
+  commit_copies();
+  stage_rows<kDp>(qs, kTile, pair_q, q.ld, k0, s.T);  // query tile 0 into buffer 0
+  stage_rows<kDp>(dos, kTile, pair_dout, dout.ld, k0, s.T);
+  commit_copies();
+  // Thread t < 64 holds query row t's lse and D of the tile after the one in shared memory,
+  // loaded an iteration ahead so that its latency hides behind the tile before.
+  RowStats next_stats = threadIdx.x < kTile ? row_stats(lse, dsum, s, bt.pair, k0 + threadIdx.x) : RowStats{};
+  wait_for_copies<1>();  // the keys and values
   __syncthreads();
   uint32_t ka[kDp / 16][4], va[kDp / 16][4];
   load_a_rows<kDp>(ka, ks + warp * kWarpRows * kLd<kDp>);
@@ -329,19 +381,25 @@ __global__ void __launch_bounds__(kBlockThreads)
   zero(dk_acc);
   zero(dv_acc);
   const float scale2 = s.scale * kLog2e;
-  for (int64_t q0 = k0; q0 < s.T; q0 += kTile) {
-    __syncthreads();  // every warp is done with the previous query tile
-    stage_rows<kDp>(qs, kTile, pair_q, q.ld, q0, s.T);
-    stage_rows<kDp>(dos, kTile, pair_dout, dout.ld, q0, s.T);
+  for (int64_t i = 0, q0 = k0; q0 < s.T; ++i, q0 += kTile) {
+    __syncthreads();  // every warp is done with tile i - 1: its lse and D, the buffer tile i + 1 takes
     if (threadIdx.x < kTile) {
-      const int64_t t = q0 + threadIdx.x;
-      lse_s[threadIdx.x] = t < s.T ? lse[bt.pair * s.T + t] * kLog2e : 0.0f;  // base 2
-      d_s[threadIdx.x] = t < s.T ? dsum[bt.pair * s.T + t] : 0.0f;
+      lse_s[threadIdx.x] = next_stats.lse2;
+      d_s[threadIdx.x] = next_stats.d;
+      next_stats = row_stats(lse, dsum, s, bt.pair, q0 + kTile + threadIdx.x);
     }
+    const bool next = q0 + kTile < s.T;
+    if (next) {
+      stage_rows<kDp>(buffer_for<kDp>(qs, i + 1), kTile, pair_q, q.ld, q0 + kTile, s.T);
+      stage_rows<kDp>(buffer_for<kDp>(dos, i + 1), kTile, pair_dout, dout.ld, q0 + kTile, s.T);
+      commit_copies();
+    }
+    wait_for_tile(next);
     __syncthreads();
     if (q0 + kTile <= warp_key0 || warp_key0 >= s.T) continue;  // no query of the tile sees the warp's keys
+    const bf16 *qt = buffer_for<kDp>(qs, i), *dot = buffer_for<kDp>(dos, i);
     float p[kTile / 8][4];
-    multiply_transposed<kDp>(p, ka, qs);  // S^T
+    multiply_transposed<kDp>(p, ka, qt);  // S^T
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
@@ -352,15 +410,15 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     uint32_t pa[kTileSteps][4];
     as_a_operand(pa, p);
-    multiply_accumulate<kDp>(dv_acc, pa, dos);  // dV += P^T · dO
+    multiply_accumulate<kDp>(dv_acc, pa, dot);  // dV += P^T · dO
     float ds[kTile / 8][4];
-    multiply_transposed<kDp>(ds, va, dos);  // dP^T = V · dO^T
+    multiply_transposed<kDp>(ds, va, dot);  // dP^T = V · dO^T
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - d_s[8 * n + lane.column(e)]);
     as_a_operand(pa, ds);
-    multiply_accumulate<kDp>(dk_acc, pa, qs);  // dK += dS^T · Q
+    multiply_accumulate<kDp>(dk_acc, pa, qt);  // dK += dS^T · Q
   }
   const PairBase base = pair_base(s, bt.pair);
   write_rows<kDp>(dk_acc, {s.scale, s.scale}, dk + base.qkv, s.ld, warp_key0, s.T, s.d);
@@ -384,11 +442,12 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource do
   const bf16 *pair_k = pair_rows(k, s, pair), *pair_v = pair_rows(v, s, pair);
   stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, pair), q.ld, q0, s.T);
   stage_rows<kDp>(dos, kBlockRows, pair_rows(dout, s, pair), dout.ld, q0, s.T);
-  float row_lse[2], row_d[2];
-  for (int r = 0; r < 2; ++r) {
-    row_lse[r] = rows[r] < s.T ? lse[pair * s.T + rows[r]] * kLog2e : 0.0f;  // base 2
-    row_d[r] = rows[r] < s.T ? dsum[pair * s.T + rows[r]] : 0.0f;
-  }
+  commit_copies();
+  stage_rows<kDp>(ks, kTile, pair_k, k.ld, 0, s.T);  // key tile 0 into buffer 0
+  stage_rows<kDp>(vs, kTile, pair_v, v.ld, 0, s.T);
+  commit_copies();
+  const RowStats stats[2] = {row_stats(lse, dsum, s, pair, rows[0]), row_stats(lse, dsum, s, pair, rows[1])};
+  wait_for_copies<1>();  // the queries and their dO
   __syncthreads();
   uint32_t qa[kDp / 16][4], doa[kDp / 16][4];
   load_a_rows<kDp>(qa, qs + warp * kWarpRows * kLd<kDp>);
@@ -397,30 +456,36 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource do
   zero(dq_acc);
   const float scale2 = s.scale * kLog2e;
   const int64_t keys = q0 + kBlockRows < s.T ? q0 + kBlockRows : s.T;
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads();  // every warp is done with the previous ks, vs
-    stage_rows<kDp>(ks, kTile, pair_k, k.ld, j0, s.T);
-    stage_rows<kDp>(vs, kTile, pair_v, v.ld, j0, s.T);
+  for (int64_t i = 0, j0 = 0; j0 < keys; ++i, j0 += kTile) {
+    __syncthreads();  // every warp is done with tile i - 1, whose buffer tile i + 1 takes
+    const bool next = j0 + kTile < keys;
+    if (next) {
+      stage_rows<kDp>(buffer_for<kDp>(ks, i + 1), kTile, pair_k, k.ld, j0 + kTile, s.T);
+      stage_rows<kDp>(buffer_for<kDp>(vs, i + 1), kTile, pair_v, v.ld, j0 + kTile, s.T);
+      commit_copies();
+    }
+    wait_for_tile(next);
     __syncthreads();
     if (j0 > warp_row0 || warp_row0 >= s.T) continue;
+    const bf16 *kt = buffer_for<kDp>(ks, i), *vt = buffer_for<kDp>(vs, i);
     float p[kTile / 8][4];
-    multiply_transposed<kDp>(p, qa, ks);  // S
+    multiply_transposed<kDp>(p, qa, kt);  // S
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t key = j0 + 8 * n + lane.column(e);
-        p[n][e] = key <= rows[e / 2] ? exp2f(p[n][e] * scale2 - row_lse[e / 2]) : 0.0f;
+        p[n][e] = key <= rows[e / 2] ? exp2f(p[n][e] * scale2 - stats[e / 2].lse2) : 0.0f;
       }
     float ds[kTile / 8][4];
-    multiply_transposed<kDp>(ds, doa, vs);  // dP = dO · V^T
+    multiply_transposed<kDp>(ds, doa, vt);  // dP = dO · V^T
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - row_d[e / 2]);
+      for (int e = 0; e < 4; ++e) ds[n][e] = p[n][e] * (ds[n][e] - stats[e / 2].d);
     uint32_t dsa[kTileSteps][4];
     as_a_operand(dsa, ds);
-    multiply_accumulate<kDp>(dq_acc, dsa, ks);  // dQ += dS · K
+    multiply_accumulate<kDp>(dq_acc, dsa, kt);  // dQ += dS · K
   }
   const PairBase base = pair_base(s, pair);
   write_rows<kDp>(dq_acc, {s.scale, s.scale}, dq + base.qkv, s.ld, warp_row0, s.T, s.d);

@@ -12,7 +12,8 @@
 // shared memory starts 0xff-filled (NaN as float, bf16 and double), device memory 0xa5.
 // What it checks: indexing, masks, barriers, launch limits (1024 threads, dynamic shared
 // memory over 48 KiB only after cudaFuncSetAttribute, at most 227 KiB), ldmatrix row
-// alignment, writes outside a device buffer (guard bytes checked at cudaFree). What it cannot: timing, the memory model beyond barriers, shuffles
+// alignment, async copies read before their wait (done only at the wait) or never waited for,
+// writes outside a device buffer (guard bytes checked at cudaFree). What it cannot: timing, the memory model beyond barriers, shuffles
 // from lanes that diverged, device math's last bits (expf here is glibc's).
 #include <algorithm>
 #include <array>
@@ -88,6 +89,14 @@ struct Barrier {
   uint64_t generation = 0;
 };
 
+// A 16-byte cp.async a thread has issued (trainer/cuda/async_copy.cuh): done at the wait that
+// covers its group, so a read before that wait sees the destination as it was.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  bool valid;  // false: zero-fill
+};
+
 struct Fiber {
   void* stack_pointer = nullptr;  // where its registers are saved while it is switched out
   std::unique_ptr<char[]> stack;
@@ -95,6 +104,8 @@ struct Fiber {
   bool done = false;
   const Barrier* waiting = nullptr;
   uint64_t waiting_generation = 0;
+  std::vector<AsyncCopy> open_copies;                // issued since the last commit
+  std::vector<std::vector<AsyncCopy>> copy_groups;  // committed, oldest first
 };
 
 // The block being run: its fibers, barriers, shuffle slots and shared memory.
@@ -126,6 +137,8 @@ inline void arrive(Barrier& b) {
   me.waiting_generation = b.generation;
   cuda_emulator_switch(&me.stack_pointer, block->scheduler);
 }
+
+inline Fiber& current_fiber() { return (*block->fibers)[block->current]; }
 
 inline Barrier& my_warp_barrier() { return block->warps[static_cast<size_t>(linear_thread() / 32)]; }
 
@@ -259,6 +272,8 @@ inline void run_block(Block& b, std::vector<Fiber>& fibers) {
       cuda_emulator_switch(&b.scheduler, f.stack_pointer);
       progress = true;
       if (!f.done) continue;
+      if (!f.open_copies.empty() || !f.copy_groups.empty())
+        die("a thread returned with async copies it never waited for (cp.async without cp.async.wait_group)");
       --live;
       // A thread that has returned no longer holds back its block's or its warp's barriers.
       for (Barrier* bar : {&b.all, &b.warps[t / 32]}) {
