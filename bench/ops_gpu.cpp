@@ -8,6 +8,14 @@
 //
 // usage: bench_ops_gpu [--rows R] [--cols C] [--calls N] [--float32-activations]
 //
+// Then the block's forward GEMMs (qkv, proj, fc, fc_proj: m = rows, n x k = 3C x C, C x C,
+// 4C x C, C x 4C) in TFLOP/s side by side: the plain GEMM with the weights stored (k, n) as
+// the trainer stores them ("NN"); the bias added by cuBLASLt's epilogue (the trainer's
+// linear_forward) and by the bias kernel after the plain GEMM; for fc the same with the
+// GELU (linear_gelu_forward, and the GEMM, bias and GELU kernels); and the plain GEMM with
+// the weights stored transposed, (n, k) ("NT", PyTorch's nn.Linear layout): what the
+// epilogues cost against the kernels they replace, and what the weights' layout does.
+//
 // Bytes are each op's least traffic (its inputs read once, its outputs written once; the
 // float32 row statistics and parameters, a few KiB, left out). Times are the median over 5
 // rounds of N back-to-back calls, after 3 untimed calls. Without a CUDA device it says so in
@@ -166,6 +174,52 @@ int main(int argc, char** argv) try {
     const double bytes = op.bytes * static_cast<double>(mC) * s;
     std::printf("%-34s %10.1f %10.1f %9.1f %11.2fx\n", op.name, seconds * 1e6, bytes / (1 << 20), bytes / seconds / 1e9,
                 bytes / seconds / copy_rate);
+  }
+
+  Activations weights(backend, 4 * C * C);
+  DeviceBuffer<float> bias(backend, std::vector<float>(static_cast<size_t>(4 * C), 0.5f));
+  std::printf("\n%-26s %8s %10s %10s %11s %11s %8s\n", "GEMM (m x n x k), TFLOP/s", "NN", "+bias epi",
+              "+bias krn", "+b+GELU epi", "+b+GELU krn", "NT");
+  struct Linear {
+    const char* name;
+    int64_t n, k;
+  };
+  for (const Linear& l : {Linear{"qkv", 3 * C, C}, Linear{"proj", C, C}, Linear{"fc", 4 * C, C},
+                          Linear{"fc_proj", C, 4 * C}}) {
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(l.n) * static_cast<double>(l.k);
+    auto rate = [&](const std::function<void()>& op) { return flops / seconds_per_call(backend, o.calls, op) / 1e12; };
+    const ActPtr w = weights.ptr(), y = wide_out.ptr();
+    const double nn = rate([&] {
+      backend.gemm(Transpose::no, Transpose::no, m, l.n, l.k, 1.0f, wide_x.ptr(), l.k, w, l.n, 0.0f, y, l.n);
+    });
+    const double nn_bias = rate([&] { backend.linear_forward(y, wide_x.ptr(), w, bias.data(), m, l.n, l.k); });
+    const double nn_bias_kernel = rate([&] {
+      backend.gemm(Transpose::no, Transpose::no, m, l.n, l.k, 1.0f, wide_x.ptr(), l.k, w, l.n, 0.0f, y, l.n);
+      backend.bias_forward(y, bias.data(), m, l.n, l.n);
+    });
+    const bool fc = l.n == 4 * C;
+    const double nn_gelu =
+        fc ? rate([&] { backend.linear_gelu_forward(wide_dout.ptr(), y, wide_x.ptr(), w, bias.data(), m, l.n, l.k); })
+           : 0.0;
+    const double nn_gelu_kernels = fc ? rate([&] {
+      backend.gemm(Transpose::no, Transpose::no, m, l.n, l.k, 1.0f, wide_x.ptr(), l.k, w, l.n, 0.0f,
+                   wide_dout.ptr(), l.n);
+      backend.bias_forward(wide_dout.ptr(), bias.data(), m, l.n, l.n);
+      backend.gelu_forward(y, wide_dout.ptr(), m * l.n);
+    })
+                                      : 0.0;
+    const double nt = rate([&] {
+      backend.gemm(Transpose::no, Transpose::yes, m, l.n, l.k, 1.0f, wide_x.ptr(), l.k, w, l.k, 0.0f, y, l.n);
+    });
+    const std::string shape = std::string(l.name) + " " + std::to_string(m) + "x" + std::to_string(l.n) + "x" +
+                              std::to_string(l.k);
+    char gelu[32] = "-", gelu_kernels[32] = "-";
+    if (fc) {
+      std::snprintf(gelu, sizeof gelu, "%.1f", nn_gelu);
+      std::snprintf(gelu_kernels, sizeof gelu_kernels, "%.1f", nn_gelu_kernels);
+    }
+    std::printf("%-26s %8.1f %10.1f %10.1f %11s %11s %8.1f\n", shape.c_str(), nn, nn_bias, nn_bias_kernel, gelu,
+                gelu_kernels, nt);
   }
   return 0;
 } catch (const std::exception& e) {

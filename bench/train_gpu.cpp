@@ -17,7 +17,8 @@
 //
 // usage: bench_train_gpu [--model 124m|350m|both|tiny] [--micro-batch mb] [--batch B] [--warmup N]
 //                        [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]
-//                        [--float32-activations]
+//                        [--float32-activations] [--gemm-candidates N]
+// --gemm-candidates N: cuBLASLt algorithms timed per GEMM shape, the fastest kept (CudaBackendOptions).
 // --profile: no references; our step's time per backend op (GEMMs per shape, attention,
 // LayerNorm, ...; op_profile.hpp), each op synchronized, for each model.
 // Each step is --batch sequences in micro-batches of --micro-batch (default 8 and 8: one
@@ -77,6 +78,7 @@ struct Options {
   int warmup = 3;
   int steps = 10;
   int gemm = 8192;
+  int gemm_candidates = 1;
   std::string python = "python3";
   bool torch = true;
   bool profile = false;
@@ -206,6 +208,7 @@ const std::vector<OptionSpec> kOptions = {
     {"warmup", true, "untimed steps before the timed ones (default 3)"},
     {"steps", true, "timed steps (default 10)"},
     {"gemm", true, "n of the n^3 GEMM rate measured on both sides (default 8192)"},
+    {"gemm-candidates", true, "cuBLASLt algorithms timed per GEMM shape, the fastest kept (default 1: the heuristic's)"},
     {"python", true, "the Python that runs bench/train_gpu_torch.py (default python3)"},
     {"no-torch", false, "skip the PyTorch side"},
     {"profile", false, "no references: our step's time per backend op"},
@@ -236,6 +239,7 @@ Options read_options(const Args& args) {
   o.warmup = static_cast<int>(args.integer("warmup", 0, 1 << 30).value_or(o.warmup));
   o.steps = count_option(args, "steps", o.steps);
   o.gemm = count_option(args, "gemm", o.gemm);
+  o.gemm_candidates = count_option(args, "gemm-candidates", o.gemm_candidates);
   o.python = args.value("python").value_or(o.python);
   return o;
 }
@@ -256,6 +260,7 @@ int main(int argc, char** argv) try {
   backend_options.device = 0;
   backend_options.gemm_math = GemmMath::bf16;
   backend_options.activations = o.activations;
+  backend_options.gemm_candidates = o.gemm_candidates;
   const std::unique_ptr<Backend> backend = make_cuda_backend(backend_options);
   const TokenData data = builtin_corpus();
   if (o.profile) {

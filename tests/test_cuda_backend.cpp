@@ -23,9 +23,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend_errors.hpp"
@@ -119,11 +121,17 @@ class CudaBackendOps : public ::testing::Test {
                       << (at >= 0 ? cpu[static_cast<size_t>(at)] : 0.0f) << " at element " << at;
   }
 
-  // body(math) for each GemmMath, with gpu_ a CUDA backend of that math (fp32_ again after).
+  // body(math) for each GemmMath, with gpu_ a CUDA backend of that math (fp32_ again after);
+  // bf16 a second time with 8 cuBLASLt algorithms timed per new shape, whose timing runs
+  // must leave every output (C accumulated with beta 1, aux, the bias gradient) as one call.
   template <typename F>
   void for_each_math(F&& body) {
-    for (GemmMath math : {GemmMath::fp32, GemmMath::tf32, GemmMath::bf16}) {
-      auto be = make_cuda_backend(CudaBackendOptions{0, math});
+    for (const auto& [math, candidates] : std::initializer_list<std::pair<GemmMath, int>>{
+             {GemmMath::fp32, 1}, {GemmMath::tf32, 1}, {GemmMath::bf16, 1}, {GemmMath::bf16, 8}}) {
+      SCOPED_TRACE("gemm_candidates " + std::to_string(candidates));
+      CudaBackendOptions options{0, math};
+      options.gemm_candidates = candidates;
+      auto be = make_cuda_backend(options);
       gpu_ = be.get();
       body(math);
       gpu_ = fp32_.get();

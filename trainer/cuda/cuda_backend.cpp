@@ -60,7 +60,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : device_(use_device(options.device)),
       activations_(options.activations),
       stream_(create_stream()),
-      gemm_(std::make_unique<cuda::Gemm>(options.gemm_math)) {
+      gemm_(std::make_unique<cuda::Gemm>(options.gemm_math, options.gemm_candidates)) {
   ctx_.stream = stream_.get();
   ctx_.scratch = &scratch_;
   ctx_.gemm = gemm_.get();

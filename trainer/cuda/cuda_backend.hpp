@@ -45,6 +45,10 @@ struct CudaBackendOptions {
   // activation_type(): bfloat16 halves the activations' memory and bytes moved, and the
   // GEMMs then read bf16 operands (a bf16 copy of the weights) whatever gemm_math says.
   ElementType activations = ElementType::float32;
+  // How many of cuBLASLt's heuristic algorithms each new GEMM shape times on its first call,
+  // keeping the fastest (1 to 16; 1: the heuristic's first, untimed). Over 1 a rerun may pick
+  // another algorithm, so its results may differ in the last bits.
+  int gemm_candidates = 1;
 };
 
 // The backend on options.device; BackendError naming the device and the CUDA error when the

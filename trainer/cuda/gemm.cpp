@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "trainer/cuda/bias.hpp"
 #include "trainer/cuda/check.hpp"
@@ -12,6 +13,8 @@ namespace axonn::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr int kMaxCandidates = 16;
+constexpr int kTimedRuns = 3;  // per candidate, after one untimed run
 
 cudaDataType_t cuda_type(ElementType type) { return type == ElementType::bfloat16 ? CUDA_R_16BF : CUDA_R_32F; }
 
@@ -51,7 +54,7 @@ cublasLtEpilogue_t cublaslt_epilogue(Epilogue e) {
 // them again (the plan serves every call of its shape).
 void set_epilogue_pointers(const char* op, cublasLtMatmulDesc_t desc, const GemmCall& call) {
   // The bias vector: read by bias and gelu_aux_bias, written by bias_grad_b.
-  const void* bias = call.bias != nullptr ? static_cast<const void*>(call.bias) : call.bias_grad;
+  const void* bias = call.bias ? call.bias.raw() : static_cast<const void*>(call.bias_grad);
   if (bias != nullptr)
     AXONN_CUDA_OP_CHECK(op,
                         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -70,16 +73,18 @@ void set_epilogue_pointers(const char* op, cublasLtMatmulDesc_t desc, const Gemm
 bool epilogue_possible(const GemmCall& call) {
   if (call.epilogue == Epilogue::none) return true;
   if (call.batch != 1) return false;
-  if (call.bias != nullptr && reinterpret_cast<uintptr_t>(call.bias) % 16 != 0) return false;
+  if (call.bias && reinterpret_cast<uintptr_t>(call.bias.raw()) % 16 != 0) return false;
   if (call.bias_grad != nullptr && reinterpret_cast<uintptr_t>(call.bias_grad) % 16 != 0) return false;
   return !call.aux || call.ldc % 8 == 0;
 }
 
-// The element type of a bf16 output's bias vector: float32 (the parameter), where cuBLASLt's
-// default would be the output's type. A float32 output's default is float32 already.
+// The element type of the bias vector where it is not the output's (cuBLASLt's default): a
+// float32 bias gradient beside a bf16 output.
 void set_bias_type(const char* op, cublasLtMatmulDesc_t desc, const GemmCall& call) {
-  if ((call.bias == nullptr && call.bias_grad == nullptr) || call.c.type() == ElementType::float32) return;
-  const int32_t type = CUDA_R_32F;
+  if (!call.bias && call.bias_grad == nullptr) return;
+  const ElementType bias = call.bias ? call.bias.type() : ElementType::float32;
+  if (bias == call.c.type()) return;
+  const int32_t type = cuda_type(bias);
   AXONN_CUDA_OP_CHECK(op,
                       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
 }
@@ -93,6 +98,9 @@ void require_types(const char* op, const GemmCall& call) {
   if (call.a.type() == ElementType::float32 && call.c.type() != ElementType::float32)
     fail(op, "float32 operands with a " + name(call.c.type()) +
                  " result; cuBLASLt writes float32 products in float32 only: pass C as float32");
+  if (call.bias && call.bias.type() != ElementType::float32 && call.bias.type() != call.c.type())
+    fail(op, "a " + name(call.bias.type()) + " bias beside a " + name(call.c.type()) +
+                 " output; pass the bias in float32 or in the output's type");
   if (call.aux && call.aux.type() != call.c.type())
     fail(op, "the GELU input is " + name(call.aux.type()) + " and the output " + name(call.c.type()) +
                  "; store both in one type");
@@ -142,8 +150,11 @@ size_t Gemm::KeyHash::operator()(const Key& key) const {
   return static_cast<size_t>(h);
 }
 
-Gemm::Gemm(GemmMath math) : math_(math) {
+Gemm::Gemm(GemmMath math, int candidates) : math_(math), candidates_(candidates) {
   const char* op = "make_cuda_backend";
+  if (candidates < 1 || candidates > kMaxCandidates)
+    fail(op, "gemm_candidates = " + std::to_string(candidates) + " is outside 1 .. " + std::to_string(kMaxCandidates) +
+                 "; 1 takes the cuBLASLt heuristic's first algorithm untimed");
   AXONN_CUDA_OP_CHECK(op, cublasLtCreate(&handle_));
   const cudaError_t e = cudaMalloc(&workspace_, kWorkspaceBytes);
   if (e != cudaSuccess) {
@@ -174,8 +185,8 @@ Gemm::~Gemm() {
 
 // Builds the plan for `compute`; false (plan released, `why` set) when the heuristic finds
 // no algorithm. A failing cuBLASLt call throws, after releasing what was created.
-bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute, Plan& plan,
-                    cublasStatus_t& why) {
+bool Gemm::try_plan(const Context& ctx, const char* op, const GemmCall& call, const Key& key,
+                    cublasComputeType_t compute, Plan& plan, cublasStatus_t& why) {
   cublasLtMatmulPreference_t pref = nullptr;
   auto release = [&] {
     if (pref != nullptr) (void)cublasLtMatmulPreferenceDestroy(pref);
@@ -217,18 +228,18 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
     set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key[14]);
     set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key[14]);
 
-    cublasLtMatmulHeuristicResult_t result{};
+    std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(candidates_));
     int found = 0;
-    const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                                 pref, candidates_, results.data(), &found);
     (void)cublasLtMatmulPreferenceDestroy(pref);
     pref = nullptr;
-    if (status != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-      why = status != CUBLAS_STATUS_SUCCESS ? status : found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : result.state;
+    if (status != CUBLAS_STATUS_SUCCESS || found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
+      why = status != CUBLAS_STATUS_SUCCESS ? status : found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : results[0].state;
       release();
       return false;
     }
-    plan.algo = result.algo;
+    plan.algo = found > 1 ? fastest(ctx, op, call, plan, results.data(), found) : results[0].algo;
     return true;
   } catch (...) {
     release();
@@ -236,7 +247,75 @@ bool Gemm::try_plan(const char* op, const GemmCall& call, const Key& key, cublas
   }
 }
 
-Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
+// Timing candidates writes C, aux (GELU_AUX_BIAS) and bias_grad into a fresh allocation, so
+// the call's own outputs are left as they were (beta != 0 accumulates into C); the inputs,
+// and a DGELU's aux, are read in place. Each candidate runs once untimed, then kTimedRuns
+// times between two events on the call's stream; one cuBLASLt refuses to run is skipped.
+// Without the memory to time in, the heuristic's first algorithm is kept.
+cublasLtMatmulAlgo_t Gemm::fastest(const Context& ctx, const char* op, const GemmCall& call, const Plan& plan,
+                                   const cublasLtMatmulHeuristicResult_t* results, int found) {
+  const auto round_up = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t c_bytes =
+      round_up(static_cast<size_t>((call.batch - 1) * call.stride_c + (call.m - 1) * call.ldc + call.n) *
+               call.c.element_bytes());
+  const bool aux_written = call.epilogue == Epilogue::gelu_aux_bias;
+  const size_t bias_grad_bytes = call.bias_grad != nullptr ? round_up(static_cast<size_t>(call.n) * sizeof(float)) : 0;
+  const size_t bytes = c_bytes * (aux_written ? 2 : 1) + bias_grad_bytes;
+  void* scratch = nullptr;
+  if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return results[0].algo;
+  }
+  auto* base = static_cast<unsigned char*>(scratch);
+  GemmCall probe = call;
+  probe.c = ActPtr(base, call.c.type());
+  if (aux_written) probe.aux = ActPtr(base + c_bytes, call.aux.type());
+  if (call.bias_grad != nullptr) probe.bias_grad = reinterpret_cast<float*>(base + c_bytes * (aux_written ? 2 : 1));
+  cudaEvent_t start = nullptr, end = nullptr;
+  cublasLtMatmulAlgo_t best = results[0].algo;
+  try {
+    AXONN_CUDA_OP_CHECK(op, cudaMemsetAsync(scratch, 0, bytes, ctx.stream));
+    AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&start));
+    AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&end));
+    set_epilogue_pointers(op, plan.desc, probe);
+    float best_ms = 0.0f;
+    bool timed = false;
+    for (int i = 0; i < found; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      const float alpha = call.alpha, beta = call.beta;
+      auto run_once = [&] {
+        return cublasLtMatmul(handle_, plan.desc, &alpha, call.b.raw(), plan.a, call.a.raw(), plan.b, &beta,
+                              probe.c.raw(), plan.c, probe.c.raw(), plan.c, &results[i].algo, workspace_,
+                              workspace_bytes_, ctx.stream);
+      };
+      if (run_once() != CUBLAS_STATUS_SUCCESS) continue;
+      AXONN_CUDA_OP_CHECK(op, cudaEventRecord(start, ctx.stream));
+      for (int r = 0; r < kTimedRuns; ++r) check_call(run_once(), op, "cublasLtMatmul (timing a candidate)");
+      AXONN_CUDA_OP_CHECK(op, cudaEventRecord(end, ctx.stream));
+      AXONN_CUDA_OP_CHECK(op, cudaEventSynchronize(end));
+      float ms = 0.0f;
+      AXONN_CUDA_OP_CHECK(op, cudaEventElapsedTime(&ms, start, end));
+      if (!timed || ms < best_ms) {
+        timed = true;
+        best_ms = ms;
+        best = results[i].algo;
+      }
+    }
+  } catch (...) {
+    if (start != nullptr) (void)cudaEventDestroy(start);
+    if (end != nullptr) (void)cudaEventDestroy(end);
+    (void)cudaStreamSynchronize(ctx.stream);
+    (void)cudaFree(scratch);
+    throw;
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(end);
+  AXONN_CUDA_OP_CHECK(op, cudaStreamSynchronize(ctx.stream));  // the scratch is no longer in use
+  AXONN_CUDA_OP_CHECK(op, cudaFree(scratch));
+  return best;
+}
+
+Gemm::Plan* Gemm::plan_for(const Context& ctx, const char* op, const GemmCall& call) {
   const Key key = {call.ta == Transpose::yes,
                    call.tb == Transpose::yes,
                    call.m,
@@ -260,7 +339,7 @@ Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
   Plan plan;
   cublasStatus_t why = CUBLAS_STATUS_SUCCESS;
   const cublasComputeType_t compute = compute_type(math_, call.a.type());
-  bool ok = try_plan(op, call, key, compute, plan, why);
+  bool ok = try_plan(ctx, op, call, key, compute, plan, why);
   // An epilogue the GEMM cannot fuse is run by the caller, at the same math: remember that.
   if (!ok && call.epilogue != Epilogue::none) {
     plans_.emplace(key, Plan{});
@@ -268,7 +347,7 @@ Gemm::Plan* Gemm::plan_for(const char* op, const GemmCall& call) {
   }
   // The tensor-core types may have no kernel for an odd alignment or stride; exact float32
   // always has one. Slower, never wrong.
-  if (!ok && compute != CUBLAS_COMPUTE_32F) ok = try_plan(op, call, key, CUBLAS_COMPUTE_32F, plan, why);
+  if (!ok && compute != CUBLAS_COMPUTE_32F) ok = try_plan(ctx, op, call, key, CUBLAS_COMPUTE_32F, plan, why);
   if (!ok)
     fail(op, "cuBLASLt found no algorithm for " + describe(call) + " (math " + gemm_math_name(math_) + ", alignments " +
                  std::to_string(key[13]) + "/" + std::to_string(key[12]) + "/" + std::to_string(key[14]) +
@@ -280,7 +359,7 @@ bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
   if (call.batch > INT32_MAX) fail(op, "batch = " + std::to_string(call.batch) + " exceeds cuBLASLt's 32-bit count");
   require_types(op, call);
   if (!epilogue_possible(call)) return false;
-  Plan* plan = plan_for(op, call);
+  Plan* plan = plan_for(ctx, op, call);
   if (plan == nullptr) return false;
   set_epilogue_pointers(op, plan->desc, call);
   const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
@@ -319,6 +398,17 @@ void gemm(const Context& ctx, Transpose ta, Transpose tb, int64_t m, int64_t n, 
   ctx.gemm->run(ctx, "gemm", call);
 }
 
+// The bias (n floats) as a bias epilogue reads it beside an output of type `out`: a bf16
+// output's rounded to bf16 in scratch, as cuBLASLt's bias epilogue with a float32 bias beside
+// a bf16 output ran the GEMM at half its plain rate (bench_ops_gpu, GPT-2 350M's shapes on an
+// H200); bf16 autocast rounds a bias the same way.
+ConstActPtr epilogue_bias(const Context& ctx, const char* op, const float* bias, ElementType out, int64_t n) {
+  if (out != ElementType::bfloat16 || bias == nullptr) return bias;
+  const ActPtr rounded(ctx.scratch->get(ctx.stream, static_cast<size_t>(n) * element_size(out), op), out);
+  convert(ctx, rounded, bias, n);
+  return rounded;
+}
+
 void linear_forward(const Context& ctx, ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m,
                     int64_t n, int64_t k) {
   const char* op = "linear_forward";
@@ -327,7 +417,7 @@ void linear_forward(const Context& ctx, ActPtr y, ConstActPtr x, ConstActPtr w, 
   require_nonnegative(op, "k", k);
   if (m == 0 || n == 0) return;
   const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = y, .ldc = n,
-                      .epilogue = Epilogue::bias, .bias = bias};
+                      .epilogue = Epilogue::bias, .bias = epilogue_bias(ctx, op, bias, y.type(), n)};
   if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
   gemm(ctx, Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
   bias_forward(ctx, y, bias, m, n, n);
@@ -341,7 +431,7 @@ void linear_gelu_forward(const Context& ctx, ActPtr pre, ActPtr out, ConstActPtr
   require_nonnegative(op, "k", k);
   if (m == 0 || n == 0) return;
   const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = out, .ldc = n,
-                      .epilogue = Epilogue::gelu_aux_bias, .bias = bias, .aux = pre};
+                      .epilogue = Epilogue::gelu_aux_bias, .bias = epilogue_bias(ctx, op, bias, out.type(), n), .aux = pre};
   if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
   linear_forward(ctx, pre, x, w, bias, m, n, k);
   gelu_forward(ctx, out, pre, m * n);

@@ -8,7 +8,8 @@
 //
 // Every distinct call shape (sizes, strides, transposes, batch, pointer alignments) gets a
 // plan once: the matmul descriptor, the matrix layouts and the algorithm cuBLASLt's
-// heuristic picks. Later calls of that shape only run cublasLtMatmul: no allocation, no
+// heuristic picks, or, with candidates > 1, the fastest of the heuristic's first
+// `candidates` algorithms, each timed on the first call of the shape. Later calls of that shape only run cublasLtMatmul: no allocation, no
 // heuristic query. The workspace (32 MiB, NVIDIA's recommendation for Hopper) is allocated
 // once. Not thread-safe (one backend per rank).
 #include <cublasLt.h>
@@ -41,7 +42,8 @@ enum class Epilogue { none, bias, gelu_aux_bias, dgelu, bias_grad_b };
 // qkv buffer).
 // Types (cuBLASLt's combinations): A and B of one type; float32 A/B give float32 C (at the
 // backend's GemmMath); bf16 A/B give bf16 or float32 C (bf16 tensor cores, float32
-// accumulation, C rounded once). bias and bias_grad are float32; aux has C's type.
+// accumulation, C rounded once). bias is float32, or bf16 beside a bf16 C; bias_grad is
+// float32; aux has C's type.
 struct GemmCall {
   Transpose ta = Transpose::no;
   Transpose tb = Transpose::no;
@@ -56,15 +58,16 @@ struct GemmCall {
   int64_t ldc = 0, stride_c = 0;
   int64_t batch = 1;
   Epilogue epilogue = Epilogue::none;
-  const float* bias = nullptr;  // bias, gelu_aux_bias
+  ConstActPtr bias = nullptr;   // bias, gelu_aux_bias
   ActPtr aux = nullptr;         // gelu_aux_bias (written), dgelu (read)
   float* bias_grad = nullptr;   // bias_grad_b (written, not accumulated)
 };
 
 class Gemm {
  public:
-  // The cuBLASLt handle and the workspace, on the current device.
-  explicit Gemm(GemmMath math);
+  // The cuBLASLt handle and the workspace, on the current device. candidates: how many of
+  // the heuristic's algorithms a new shape times (1: its first, untimed); 1 to 16.
+  explicit Gemm(GemmMath math, int candidates = 1);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -97,12 +100,16 @@ class Gemm {
   };
 
   // The call's plan; nullptr for an epilogue without a fused algorithm (remembered too).
-  Plan* plan_for(const char* op, const GemmCall& call);
+  Plan* plan_for(const Context& ctx, const char* op, const GemmCall& call);
   static void drop_plan(Plan& plan);
-  bool try_plan(const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute, Plan& plan,
-                cublasStatus_t& why);
+  bool try_plan(const Context& ctx, const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute,
+                Plan& plan, cublasStatus_t& why);
+  // The fastest of `found` algorithms for the plan's shape (fastest_algorithm in gemm.cpp).
+  cublasLtMatmulAlgo_t fastest(const Context& ctx, const char* op, const GemmCall& call, const Plan& plan,
+                               const cublasLtMatmulHeuristicResult_t* results, int found);
 
   GemmMath math_;
+  int candidates_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
