@@ -44,7 +44,7 @@ void reject_moe_keys_of_a_dense_model(TomlReader& t, const ModelShape& m) {
                                                        {"moe_every", std::to_string(m.moe_every)},
                                                        {"capacity_factor", number_text(m.capacity_factor)},
                                                        {"aux_loss_weight", number_text(m.aux_loss_weight)},
-                                                       {"moe_chunks", std::to_string(m.moe_chunks)}};
+                                                       {"moe_chunks", moe_chunks_name(m)}};
   for (const auto& [key, value] : given)
     if (t.has(key))
       t.fail(key, "= " + value +
@@ -60,7 +60,9 @@ void read_experts(TomlReader& t, ModelShape& m) {
   m.moe_every = static_cast<int>(t.integer("moe_every", m.moe_every, 1, m.layers));
   m.capacity_factor = t.number("capacity_factor", m.capacity_factor, 0.0, 1e6);
   m.aux_loss_weight = t.number("aux_loss_weight", m.aux_loss_weight, 0.0, 1e6);
-  m.moe_chunks = static_cast<int>(t.integer("moe_chunks", m.moe_chunks, 1, 1024));
+  const auto chunks = t.integer_or_auto(
+      "moe_chunks", m.moe_chunks_auto() ? std::nullopt : std::optional<int64_t>(m.moe_chunks), 1, 1024);
+  m.moe_chunks = chunks ? static_cast<int>(*chunks) : ModelShape::kAutoMoeChunks;
   if (!m.moe()) reject_moe_keys_of_a_dense_model(t, m);
   if (m.moe() && m.top_k > m.experts) {
     // A token goes to top_k distinct experts, so there must be that many (only E = 1 has too few).
@@ -151,6 +153,10 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
 
 std::string recompute_setting_name(const std::optional<Recompute>& recompute) {
   return recompute ? recompute_name(*recompute) : "auto";
+}
+
+std::string moe_chunks_name(const ModelShape& model) {
+  return model.moe_chunks_auto() ? "auto" : std::to_string(model.moe_chunks);
 }
 
 std::string shard_setting_name(const std::optional<bool>& shard_optimizer) {

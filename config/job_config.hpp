@@ -88,6 +88,8 @@ struct JobConfig {
 std::string recompute_setting_name(const std::optional<Recompute>& recompute);
 // "auto" for unset, else "true" or "false".
 std::string shard_setting_name(const std::optional<bool>& shard_optimizer);
+// model.moe_chunks as the job file writes it: "auto" or the count.
+std::string moe_chunks_name(const ModelShape& model);
 
 // SIGUSR1, SIGUSR2, SIGHUP for "USR1", "USR2", "HUP" (run.preempt_signal's values).
 int preempt_signal_number(const std::string& name);

@@ -122,6 +122,25 @@ std::optional<bool> TomlReader::boolean_or_auto(const std::string& key, std::opt
   fail(*node, key, message);
 }
 
+std::optional<int64_t> TomlReader::integer_or_auto(const std::string& key, std::optional<int64_t> fallback,
+                                                   int64_t min, int64_t max) {
+  const toml::node* node = find(key);
+  if (!node) return fallback;
+  if (const auto v = node->value_exact<std::string>(); v && *v == "auto") return std::nullopt;
+  if (!node->is_integer()) {
+    std::string message = "must be an integer or \"auto\", got ";
+    if (node->is_string()) {
+      message += '"';
+      message += *node->value_exact<std::string>();
+      message += '"';
+    } else {
+      message += type_name(*node);
+    }
+    fail(*node, key, message);
+  }
+  return integer(key, 0, min, max);
+}
+
 std::string TomlReader::string(const std::string& key, const std::string& fallback,
                                const std::vector<std::string>& allowed) {
   const toml::node* node = find(key);

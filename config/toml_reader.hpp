@@ -24,6 +24,9 @@ class TomlReader {
   bool boolean(const std::string& key, bool fallback);
   // true, false, or the string "auto" (nullopt).
   std::optional<bool> boolean_or_auto(const std::string& key, std::optional<bool> fallback);
+  // An integer in [min, max], or the string "auto" (nullopt).
+  std::optional<int64_t> integer_or_auto(const std::string& key, std::optional<int64_t> fallback, int64_t min,
+                                         int64_t max);
   std::string string(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed = {});
   std::vector<int64_t> integers(const std::string& key, int64_t min, int64_t max);
   std::vector<std::string> strings(const std::string& key);

@@ -241,7 +241,7 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   const BatchSplit split = batch_split(input.model, input.batch, g);
   const double accumulation = static_cast<double>(split.accumulation);
   const MoeShape moe = moe_shape(input.model, split, g);
-  const double rounds = static_cast<double>(moe.rounds);
+  const double rounds = static_cast<double>(decided_rounds(moe));
   const double experts_s = accumulation * moe_flops_per_micro_batch(input.model, g, split) / default_gemm_rate(input.machine);
   c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other +
                                          std::min(hidden_experts, experts_s * (rounds - 1) / rounds));

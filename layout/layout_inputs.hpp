@@ -31,8 +31,12 @@ struct ModelShape {
   double capacity_factor = 0.0;
   double aux_loss_weight = 0.01;  // the Switch/GShard balance loss E·Σ f_i·P_i, scaled
   // Rounds the expert all-to-all is pipelined in (MoeShape::rounds, docs/moe.md "Pipelined
-  // rounds"): round i's expert GEMMs run while round i+1's rows move. 1: one exchange.
+  // rounds"): round i's expert GEMMs run while round i+1's rows move. 1: one exchange;
+  // kAutoMoeChunks ("auto"): per layout the count the layout model predicts fastest
+  // (resolved_moe_chunks, layout_search.hpp), decided before anything runs or is priced.
+  static constexpr int kAutoMoeChunks = 0;
   int moe_chunks = 1;
+  bool moe_chunks_auto() const { return moe_chunks == kAutoMoeChunks; }
 
   bool moe() const { return experts > 0; }
   bool is_moe_block(int layer) const { return moe() && (layer + 1) % moe_every == 0; }

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/number_text.hpp"
 #include "layout/divisors.hpp"
 #include "layout/model_plan.hpp"
 
@@ -147,14 +148,48 @@ bool rejected_before(const Rejection& a, const Rejection& b) {
 }
 
 Candidate evaluate_at(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+  ChooserInput at = input;
+  at.model.moe_chunks = resolved_moe_chunks(input, l, modes);
   Candidate c;
   c.layout = l;
   c.recompute = modes.recompute;
   c.shard_optimizer = shards_optimizer(l, modes.shard_optimizer);
-  c.volume = predict_step_volume(input, l, modes);
-  c.memory = estimate_memory(input, l, modes);
-  c.cost = estimate_cost(input, l, c.volume, modes);
+  c.moe_chunks = at.model.moe_chunks;
+  c.volume = predict_step_volume(at, l, modes);
+  c.memory = estimate_memory(at, l, modes);
+  c.cost = estimate_cost(at, l, c.volume, modes);
   return c;
+}
+
+// The predicted step at each round count "auto" tries: 1, 2, 4, ... and max_rounds.
+struct RoundsPrice {
+  int chunks;
+  double step_s;
+};
+std::vector<RoundsPrice> rounds_prices(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+  const MoeShape moe = moe_shape(input.model, batch_split(input.model, input.batch, l), l);
+  ChooserInput at = input;
+  std::vector<RoundsPrice> prices;
+  for (int64_t n = 1;; n *= 2) {
+    at.model.moe_chunks = static_cast<int>(std::min(n, moe.max_rounds));
+    prices.push_back({at.model.moe_chunks, estimate_cost(at, l, predict_step_volume(at, l, modes), modes).step_s()});
+    if (at.model.moe_chunks >= moe.max_rounds) return prices;
+  }
+}
+
+// Why a layout runs one exchange whatever model.moe_chunks says (MoeShape::max_rounds == 1).
+std::string why_one_exchange(const Layout& l, const MoeShape& moe) {
+  if (l.experts == 1) return "there is no expert parallelism (E_p = 1)";
+  if (moe.gathers) return "the expert group all-gathers its tokens instead of the all-to-all";
+  if (l.x > 1 || l.y > 1) return "the experts' GEMMs are split over x or y (rounds need G_x = G_y = 1)";
+  return "each rank holds one expert (E_l = 1)";
+}
+
+std::string rounds_text(int64_t rounds) {
+  if (rounds == 1) return "one exchange";
+  std::string s = std::to_string(rounds);
+  s += " pipelined rounds of local experts";
+  return s;
 }
 
 // Sorts, drops equal placements, says why each runner-up lost.
@@ -284,6 +319,48 @@ std::string rejection_reason(const ChooserInput& input, const Layout& l) {
 }
 
 bool layout_runs(const ChooserInput& input, const Layout& l) { return !failure(input, l); }
+
+int resolved_moe_chunks(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+  if (!input.model.moe_chunks_auto()) return input.model.moe_chunks;
+  if (!input.model.moe()) return 1;
+  const std::vector<RoundsPrice> prices = rounds_prices(input, l, modes);
+  RoundsPrice best = prices.front();
+  for (const RoundsPrice& p : prices)
+    if (p.step_s < best.step_s) best = p;
+  return best.chunks;
+}
+
+std::string moe_chunks_reason(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+  const ModelShape& model = input.model;
+  if (!model.moe() || model.moe_chunks == 1) return "";
+  const MoeShape moe = moe_shape(model, batch_split(model, input.batch, l), l);
+  std::string s = "model.moe_chunks = ";
+  s += model.moe_chunks_auto() ? "auto" : std::to_string(model.moe_chunks);
+  s += ": ";
+  if (moe.max_rounds == 1) {
+    s += "one exchange, as ";
+    s += why_one_exchange(l, moe);
+    return s;
+  }
+  if (!model.moe_chunks_auto()) {
+    s += "the expert all-to-all runs in ";
+    s += rounds_text(moe.rounds);
+    return s;
+  }
+  const int chosen = resolved_moe_chunks(input, l, modes);
+  s += rounds_text(chosen);
+  s += ", the shortest predicted step (";
+  const std::vector<RoundsPrice> prices = rounds_prices(input, l, modes);
+  for (size_t i = 0; i < prices.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(prices[i].chunks);
+    s += ": ";
+    s += format_number("%.4f", prices[i].step_s);
+    s += " s";
+  }
+  s += ")";
+  return s;
+}
 
 Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {
   return evaluate_at(input, l, resolved_modes(input, l));

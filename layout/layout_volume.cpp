@@ -100,7 +100,7 @@ ExpertCallBytes expert_call_bytes(const MoeShape& moe, int64_t c_local, int64_t 
 // round i computes), back all but the last.
 enum class Direction { to_experts, back };
 void add_in_rounds(StepVolume& v, const MoeShape& moe, int64_t calls, int64_t bytes, Direction direction) {
-  const int64_t n = moe.rounds, local = moe.local_experts;
+  const int64_t n = decided_rounds(moe), local = moe.local_experts;
   const int64_t exposed = direction == Direction::to_experts ? 0 : n - 1;
   int64_t left = bytes;
   for (int64_t i = 0; i < n; ++i) {

@@ -56,9 +56,18 @@ MoeShape moe_shape(const ModelShape& m, const BatchSplit& split, const Layout& g
     s.y_shares = 1;
   }
   const bool experts_unsplit = g.x == 1 && g.y == 1;
-  if (s.expert_ranks > 1 && !s.gathers && experts_unsplit)
-    s.rounds = std::min<int64_t>(m.moe_chunks, s.local_experts);
+  if (s.expert_ranks > 1 && !s.gathers && experts_unsplit) s.max_rounds = s.local_experts;
+  s.rounds = m.moe_chunks_auto() ? (s.max_rounds > 1 ? 0 : 1) : std::min<int64_t>(m.moe_chunks, s.max_rounds);
   return s;
+}
+
+int64_t decided_rounds(const MoeShape& shape) {
+  if (shape.rounds < 1)
+    throw LayoutError(
+        "model.moe_chunks = \"auto\" is undecided here: the layout model picks the rounds per layout "
+        "(resolved_moe_chunks); decide them before predicting or running the step, as the chooser and "
+        "run_training do");
+  return shape.rounds;
 }
 
 MoeShape moe_shape(const ModelShape& m, const BatchSplit& split) { return moe_shape(m, split, Layout{}); }

@@ -83,6 +83,8 @@ BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const L
 // round at a time would change the ring's summation order. So rounds = min(moe_chunks, E_l)
 // with P > 1, the all-to-all (not the all-gather dispatch) and G_x = G_y = 1; 1 otherwise.
 // The same bytes move in `rounds` times the calls (expert_exchange.hpp, plan_rounds).
+// max_rounds is E_l where rounds apply, else 1; with moe_chunks "auto" rounds is 0 (undecided)
+// where max_rounds > 1, and decided_rounds refuses it: resolved_moe_chunks decides first.
 struct MoeShape {
   int64_t layers = 0;                 // MoE blocks
   int64_t experts = 0;                // E
@@ -95,7 +97,8 @@ struct MoeShape {
   int64_t peer_rows = 0;              // with a capacity, the rows of one block to or from a peer, E_l·mb·cap
   int64_t y_shares = 1;               // G_y when the y group splits the exchange (above), else 1
   bool gathers = false;               // all-gather dispatch (above) instead of the all-to-all
-  int64_t rounds = 1;                 // pipelined rounds of the all-to-all (above)
+  int64_t max_rounds = 1;             // the most rounds this layout can pipeline in (above)
+  int64_t rounds = 1;                 // pipelined rounds of the all-to-all (above); 0: "auto", undecided
   bool dropless() const { return capacity_per_sequence == 0; }
   // Whether R_r, and with it the bytes of the collectives sized by it, depends on the routing:
   // dropless with P > 1.
@@ -108,6 +111,8 @@ struct MoeShape {
 MoeShape moe_shape(const ModelShape& model, const BatchSplit& split, const Layout& layout);
 // Without expert parallelism (P = 1): every rank holds every expert.
 MoeShape moe_shape(const ModelShape& model, const BatchSplit& split);
+// shape.rounds, or LayoutError where model.moe_chunks = "auto" was not decided for the layout.
+int64_t decided_rounds(const MoeShape& shape);
 // The routing statistics an MoE block sums over the job per micro-batch (float32): each
 // expert's routed tokens and router probability sum, and the tokens dropped: 2E + 1.
 inline int64_t moe_statistics(const ModelShape& model) { return 2 * int64_t{model.experts} + 1; }

@@ -165,6 +165,12 @@ TEST(Config, MoeKeysRoundTripIntoTheModelShape) {
   EXPECT_EQ(moe.aux_loss_weight, 0.02);
   EXPECT_EQ(moe.moe_chunks, 4);
   EXPECT_FALSE(moe.is_moe_block(0));
+  // "auto": decided per layout by the layout model (resolved_moe_chunks).
+  const ModelShape automatic =
+      load_job_config_string("[model]\nexperts = 8\nmoe_chunks = \"auto\"\n", "j.toml", SiteConfig{}).model;
+  EXPECT_TRUE(automatic.moe_chunks_auto());
+  EXPECT_EQ(moe_chunks_name(automatic), "auto");
+  EXPECT_EQ(moe_chunks_name(moe), "4");
   EXPECT_TRUE(moe.is_moe_block(1));
   // Integers are numbers too; the bounds are allowed; top_k = 1 allows a single expert.
   const ModelShape edges = load_job_config_string(
@@ -233,6 +239,8 @@ TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
       {"experts = 8\naux_loss_weight = -1", "j.toml:3:19: model.aux_loss_weight = -1 is out of range; allowed [0, "},
       {"experts = 8\naux_loss_weight = nan", "j.toml:3:19: model.aux_loss_weight = nan is out of range"},
       {"experts = 8\nmoe_chunks = 0", "j.toml:3:14: model.moe_chunks = 0 is out of range; allowed [1, 1024]"},
+      {"experts = 8\nmoe_chunks = \"fast\"", "j.toml:3:14: model.moe_chunks must be an integer or \"auto\", got \"fast\""},
+      {"experts = 8\nmoe_chunks = 2.0", "j.toml:3:14: model.moe_chunks must be an integer or \"auto\", got a float"},
       // More experts per token than there are experts.
       {"experts = 1\ntop_k = 2",
        "j.toml:3:9: model.top_k = 2 is more than model.experts = 1; set model.top_k = 1 or model.experts >= 2"},
@@ -246,6 +254,7 @@ TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
       {"experts = 0\nmoe_every = 2", "j.toml:3:13: model.moe_every = 2 applies only to a mixture-of-experts model"},
       {"capacity_factor = 1.5", "j.toml:2:19: model.capacity_factor = 1.5 applies only to a mixture-of-experts model"},
       {"moe_chunks = 2", "j.toml:2:14: model.moe_chunks = 2 applies only to a mixture-of-experts model"},
+      {"moe_chunks = \"auto\"", "j.toml:2:14: model.moe_chunks = auto applies only to a mixture-of-experts model"},
       {"aux_loss_weight = 0.01",
        "j.toml:2:19: model.aux_loss_weight = 0.01 applies only to a mixture-of-experts model, and this one is dense "
        "(model.experts = 0); set model.experts"},

@@ -187,6 +187,65 @@ TEST(LayoutMoePlacement, ChunksPipelineTheAllToAllByLocalExpertWhereEachExpertGe
   EXPECT_DOUBLE_EQ(estimate_cost(in, l, slow).hidden_s, 50688 / 1e9 / 2);
 }
 
+// model.moe_chunks = "auto" takes, per layout, the fewest rounds among 1, 2, 4, ... and E_l
+// whose predicted step is the shortest: one exchange where nothing is hidden (every extra
+// round only adds its calls' latency), more where the site measured overlap and the links are
+// slow enough for the rounds to hide; left undecided, no volume or run is priced.
+TEST(LayoutMoePlacement, AutoChunksTakeTheRoundsWithTheShortestPredictedStep) {
+  ChooserInput in = tiny_moe();  // E = 4
+  in.model.experts = 8;          // E_l = 4 at e2: 1, 2 and 4 rounds tried
+  in.model.moe_chunks = ModelShape::kAutoMoeChunks;
+  in.machine.intra_node = in.machine.inter_node = {1e10, 1e-5};
+  const Layout l = parse_layout("8x1x1x1e2");
+  const MemoryModes modes = resolved_modes(in, l);
+  EXPECT_EQ(moe_shape(in.model, batch_split(in.model, in.batch, l), l).rounds, 0);  // undecided
+  EXPECT_THROW(
+      {
+        try {
+          predict_step_volume(in, l);
+        } catch (const LayoutError& e) {
+          EXPECT_NE(std::string(e.what()).find("model.moe_chunks = \"auto\" is undecided"), std::string::npos);
+          throw;
+        }
+      },
+      LayoutError);
+  // The step at each count, priced at a fixed moe_chunks.
+  const auto step_at = [&](int chunks) {
+    ChooserInput fixed = in;
+    fixed.model.moe_chunks = chunks;
+    return estimate_cost(fixed, l, predict_step_volume(fixed, l, modes), modes).step_s();
+  };
+  EXPECT_LT(step_at(1), step_at(2));  // nothing overlaps on the built-in site
+  EXPECT_EQ(resolved_moe_chunks(in, l, modes), 1);
+  EXPECT_EQ(evaluate_layout(in, l).moe_chunks, 1);
+
+  // Measured overlap, slow links of negligible latency and a slow GEMM: the rounds hide
+  // behind the experts' GEMMs, up to all but one round's of them, so more rounds hide more.
+  in.machine.intra_node_measured.overlap = in.machine.inter_node_measured.overlap = 1;
+  in.machine.gemm_flops = 1e9;
+  in.machine.intra_node = in.machine.inter_node = {1e3, 1e-12};
+  const double steps[] = {step_at(1), step_at(2), step_at(4)};
+  const int fastest = steps[2] < std::min(steps[0], steps[1]) ? 4 : steps[1] < steps[0] ? 2 : 1;
+  EXPECT_GT(fastest, 1);
+  EXPECT_EQ(resolved_moe_chunks(in, l, modes), fastest);
+  const Candidate c = evaluate_layout(in, l);
+  EXPECT_EQ(c.moe_chunks, fastest);
+  EXPECT_DOUBLE_EQ(c.cost.step_s(), steps[fastest == 4 ? 2 : fastest - 1]);
+  const std::string why = moe_chunks_reason(in, l, modes);
+  EXPECT_NE(why.find("model.moe_chunks = auto: " + std::to_string(fastest) + " pipelined rounds of local experts, "
+                     "the shortest predicted step (1: "),
+            std::string::npos)
+      << why;
+  // Where no rounds apply (E_l = 1 at e8), auto is one exchange, and the job's count is kept.
+  EXPECT_EQ(resolved_moe_chunks(in, parse_layout("8x1x1x1e8"), modes), 1);
+  EXPECT_EQ(moe_chunks_reason(in, parse_layout("8x1x1x1e8"), modes),
+            "model.moe_chunks = auto: one exchange, as each rank holds one expert (E_l = 1)");
+  in.model.moe_chunks = 3;
+  EXPECT_EQ(resolved_moe_chunks(in, l, modes), 3);
+  EXPECT_EQ(moe_chunks_reason(in, l, modes),
+            "model.moe_chunks = 3: the expert all-to-all runs in 3 pipelined rounds of local experts");
+}
+
 // A mid-sized MoE model on `nodes` x `per_node` ranks whose step is mostly communication,
 // so the placement matters.
 ChooserInput mid_moe(int experts, int top_k, int nodes, int per_node) {

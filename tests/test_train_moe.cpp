@@ -249,6 +249,13 @@ TEST_F(MoeTrain, PipelinedRoundsTrainToTheBitsOfOneExchange) {
   const MoeRun split = train_moe(dir_ / "split", "2x2x1x1e2", 2, 0, "moe_chunks = 2\n");
   EXPECT_TRUE(contains(split.output, "model.moe_chunks = 2: one exchange, as the experts' GEMMs are split over x or y"))
       << split.output;
+  // "auto" is decided at the layout and logged with the steps it compared: the built-in site
+  // measured no overlap, so more rounds only add calls, and it exchanges once.
+  const MoeRun automatic = train_moe(dir_ / "auto", "4x1x1x1e2", 2, 0, "moe_chunks = \"auto\"\n");
+  EXPECT_TRUE(contains(automatic.output,
+                       "model.moe_chunks = auto: one exchange, the shortest predicted step (1: "))
+      << automatic.output;
+  EXPECT_TRUE(contains(automatic.summary, "\"comm_bytes_match\": true")) << automatic.summary;
 }
 
 TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {

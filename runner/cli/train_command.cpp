@@ -29,7 +29,6 @@
 #include "core/exit_codes.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_report.hpp"
-#include "layout/model_plan.hpp"
 #include "pmix/topology.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/train/startup_times.hpp"
@@ -71,30 +70,6 @@ std::string axis_links(const RunLayout& run) {
   if (s.empty()) s = "none (one rank)";
   return s + " (priced as " + std::to_string(run.plan.machine.nodes) + " node(s) x " +
          std::to_string(run.plan.machine.tasks_per_node) + " ranks)";
-}
-
-// What model.moe_chunks > 1 became at this layout (MoeShape::rounds), and why where it stays
-// one exchange; empty when it was not asked for.
-std::string moe_rounds_line(const RunLayout& run) {
-  const ModelShape& model = run.plan.model;
-  if (!model.moe() || model.moe_chunks <= 1) return "";
-  const Layout& g = run.layout;
-  const MoeShape moe = moe_shape(model, batch_split(model, run.plan.batch, g), g);
-  std::string s = "model.moe_chunks = " + std::to_string(model.moe_chunks) + ": ";
-  if (moe.rounds > 1) {
-    s += "the expert all-to-all runs in ";
-    s += std::to_string(moe.rounds);
-    s += " pipelined rounds of local experts";
-  } else if (g.experts == 1) {
-    s += "one exchange, as there is no expert parallelism (E_p = 1)";
-  } else if (moe.gathers) {
-    s += "one exchange, as the expert group all-gathers its tokens instead of the all-to-all";
-  } else if (g.x > 1 || g.y > 1) {
-    s += "one exchange, as the experts' GEMMs are split over x or y (rounds need G_x = G_y = 1)";
-  } else {
-    s += "one exchange, as each rank holds one expert (E_l = 1)";
-  }
-  return s;
 }
 
 // How often Slurm has requeued this job (SLURM_RESTART_COUNT, unset before the first requeue).
@@ -182,7 +157,6 @@ int command_train(const CommandArgs& argv) {
     spdlog::info("layout {} (data x X x Y x Z, rank order fastest first {}) from {}", format_layout(run.layout),
                  format_order(run.layout), run.origin);
     spdlog::info("layout links: {}", axis_links(run));
-    if (const std::string rounds = moe_rounds_line(run); !rounds.empty()) spdlog::info("{}", rounds);
     if (run.ranking) std::fputs(format_ranked_table(*run.ranking, 5).c_str(), stdout);
     std::fflush(stdout);
   }

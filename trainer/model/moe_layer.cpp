@@ -32,7 +32,7 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   y_shares_ = shape.y_shares;
   y_rank_ = grid.coords().y;
   gathers_ = shape.gathers;
-  rounds_ = shape.rounds;
+  rounds_ = decided_rounds(shape);
   c_ = C / g.x;
   hidden_ = 4 * C / g.y;
   aux_weight_ = static_cast<float>(model.aux_loss_weight);

@@ -128,6 +128,7 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
   j += "  \"layout_origin\": " + json_string(r.layout_origin) + ",\n";
   j += "  \"recompute\": " + json_string(r.recompute) + ",\n";
   j += "  \"shard_optimizer\": " + std::string(r.shard_optimizer ? "true" : "false") + ",\n";
+  if (r.moe_rounds) j += "  \"moe_rounds\": " + std::to_string(*r.moe_rounds) + ",\n";
   j += "  \"start_step\": " + std::to_string(r.start_step) + ",\n";
   j += "  \"end_step\": " + std::to_string(r.end_step) + ",\n";
   j += "  \"preempted\": " + std::string(r.preempted ? "true" : "false") + ",\n";

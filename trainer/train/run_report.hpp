@@ -4,6 +4,7 @@
 // against the model's memory estimate, and <run.dir>/summary.json for tools and tests.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,6 +49,9 @@ struct RunSummary {
   std::string layout_origin;
   std::string recompute;  // the activation recomputation the run used: "none", "attention", "block"
   bool shard_optimizer = false;  // the optimizer state was sharded over data
+  // An MoE model's expert all-to-all: the pipelined rounds it ran in (MoeShape::rounds, with
+  // model.moe_chunks decided); unset for a dense model.
+  std::optional<int64_t> moe_rounds;
   int64_t start_step = 0, end_step = 0;
   bool preempted = false;
   double last_loss = 0;

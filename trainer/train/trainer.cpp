@@ -16,6 +16,15 @@ Recompute recompute_mode(const TrainingConfig& t) {
   return *t.recompute;
 }
 
+// The model as the layers build it: model.moe_chunks decided (MoeShape::rounds).
+const ModelShape& decided_model(const ModelShape& m) {
+  if (m.moe() && m.moe_chunks_auto())
+    throw ConfigError(
+        "model.moe_chunks = \"auto\" reached the trainer undecided: the layout model picks the rounds per layout "
+        "(resolved_moe_chunks); decide them before making a Trainer, as run_training does");
+  return m;
+}
+
 bool shard_mode(const TrainingConfig& t) {
   if (!t.shard_optimizer)
     throw ConfigError(
@@ -34,7 +43,7 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const T
       order_(job.training.seed, data.size(), job.model.sequence),
       split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
       params_(backend, job.model, grid.layout(), grid.coords(), shard_mode(job.training)),
-      model_(backend, grid, job.model, split_.micro_batch, params_, job.training.overlap_comm,
+      model_(backend, grid, decided_model(job.model), split_.micro_batch, params_, job.training.overlap_comm,
              recompute_mode(job.training)),
       sync_(grid, params_, job.model.layers, job.training.overlap_comm),
       optimizer_(backend, grid, params_, sync_, job.training),

@@ -11,6 +11,7 @@
 #include "checkpoint/step_dir.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
+#include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/train/host_exchange.hpp"
@@ -162,22 +163,25 @@ Prediction predict(const ChooserInput& plan, const Layout& layout) {
   return p;
 }
 
-// training.recompute and training.shard_optimizer "auto" become this layout's modes: every
-// prediction is at them, and the trainer runs them. The `why`s say how they were decided,
-// for the log.
+// training.recompute and training.shard_optimizer "auto" become this layout's modes, and
+// model.moe_chunks "auto" its rounds at those modes: every prediction is at them, and the
+// trainer runs them. The `why`s say how they were decided, for the log.
 struct DecidedPlan {
   ChooserInput plan;
-  std::string recompute_why, shard_why;
+  std::string recompute_why, shard_why, moe_chunks_why;
   JobConfig job;
 };
 
 DecidedPlan decide_modes(const JobConfig& job, const ChooserInput& plan, const Layout& layout) {
-  DecidedPlan d{plan, recompute_reason(plan, layout), shard_reason(plan, layout), job};
+  DecidedPlan d{plan, recompute_reason(plan, layout), shard_reason(plan, layout), "", job};
   const MemoryModes modes = resolved_modes(plan, layout);
+  d.moe_chunks_why = moe_chunks_reason(plan, layout, modes);
   d.plan.recompute = modes.recompute;
   d.plan.shard_optimizer = modes.shard_optimizer;
+  d.plan.model.moe_chunks = resolved_moe_chunks(plan, layout, modes);
   d.job.training.recompute = modes.recompute;
   d.job.training.shard_optimizer = modes.shard_optimizer;
+  d.job.model.moe_chunks = d.plan.model.moe_chunks;
   return d;
 }
 
@@ -299,6 +303,7 @@ class TrainingRun {
                                    grid_.layout().data, grid_.layout().data)
                      : std::string("unsharded"),
                  decided_.shard_why);
+    if (!decided_.moe_chunks_why.empty()) spdlog::info("train: {}", decided_.moe_chunks_why);
     spdlog::info("train: communication per step per rank: {}", comm_summary(prediction.volume));
     spdlog::info("train: overlap {}",
                  t.overlap_comm ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
@@ -497,6 +502,8 @@ class TrainingRun {
     summary.layout_origin = options_.layout_origin;
     summary.recompute = recompute_name(*decided_.plan.recompute);
     summary.shard_optimizer = *decided_.plan.shard_optimizer;
+    if (job_.model.moe())
+      summary.moe_rounds = moe_shape(decided_.plan.model, trainer_.split(), grid_.layout()).rounds;
     summary.start_step = result.start_step;
     summary.end_step = result.end_step;
     summary.preempted = result.preempted;
