@@ -36,6 +36,17 @@ std::string type_name(const toml::node& node) {
   }
 }
 
+// What a value of the wrong kind was, for "must be X, got ...": a string quoted, else its
+// type. Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict on "literal" + a
+// temporary string.
+std::string got(const toml::node& node) {
+  if (!node.is_string()) return type_name(node);
+  std::string text = "\"";
+  text += *node.value_exact<std::string>();
+  text += '"';
+  return text;
+}
+
 std::string describe(const toml::parse_error& e, const std::string& name) {
   std::ostringstream out;
   out << name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
@@ -109,16 +120,8 @@ std::optional<bool> TomlReader::boolean_or_auto(const std::string& key, std::opt
   if (!node) return fallback;
   if (const auto v = node->value_exact<bool>()) return *v;
   if (const auto v = node->value_exact<std::string>(); v && *v == "auto") return std::nullopt;
-  // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict on "literal" + a
-  // temporary string here.
   std::string message = "must be true, false or \"auto\", got ";
-  if (node->is_string()) {
-    message += '"';
-    message += *node->value_exact<std::string>();
-    message += '"';
-  } else {
-    message += type_name(*node);
-  }
+  message += got(*node);
   fail(*node, key, message);
 }
 
@@ -129,13 +132,7 @@ std::optional<int64_t> TomlReader::integer_or_auto(const std::string& key, std::
   if (const auto v = node->value_exact<std::string>(); v && *v == "auto") return std::nullopt;
   if (!node->is_integer()) {
     std::string message = "must be an integer or \"auto\", got ";
-    if (node->is_string()) {
-      message += '"';
-      message += *node->value_exact<std::string>();
-      message += '"';
-    } else {
-      message += type_name(*node);
-    }
+    message += got(*node);
     fail(*node, key, message);
   }
   return integer(key, 0, min, max);

@@ -67,14 +67,6 @@ __device__ bf16* buffer_for(bf16* tiles, int64_t i) {
   return tiles + (i % kBuffers) * kTile * kLd<kDp>;
 }
 
-// Before tile i is used: its copies are done (tile i + 1's, when issued, are the newest
-// group and may still be in flight). The caller's barrier then makes them every thread's.
-__device__ void wait_for_tile(bool next_issued) {
-  if (next_issued)
-    wait_for_copies<1>();
-  else
-    wait_for_copies<0>();
-}
 
 // This lane's place in the mma layouts (warp_mma.cuh): group g holds rows g and g + 8 of a
 // 16-row product, and columns 2t, 2t + 1 of each of its 8-column tiles.
@@ -215,6 +207,23 @@ __device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t ld, int
   }
 }
 
+// A loop's step i over tiles of two tensors' rows held double-buffered (K and V, or Q and dO):
+// where there is a tile i + 1 (next), issues its copies, rows row0_next .. of each into
+// buffer (i + 1) % 2, as one group; then waits for tile i's, which leaves tile i + 1's in
+// flight. The caller's barrier then makes tile i every thread's.
+template <int kDp>
+__device__ void stage_next_tile(bool next, int64_t i, bf16* a_tiles, const bf16* a, int64_t a_ld, bf16* b_tiles,
+                                const bf16* b, int64_t b_ld, int64_t row0_next, int64_t T) {
+  if (!next) {
+    wait_for_copies<0>();
+    return;
+  }
+  stage_rows<kDp>(buffer_for<kDp>(a_tiles, i + 1), kTile, a, a_ld, row0_next, T);
+  stage_rows<kDp>(buffer_for<kDp>(b_tiles, i + 1), kTile, b, b_ld, row0_next, T);
+  commit_copies();
+  wait_for_copies<1>();
+}
+
 // One query row's lse (in base 2) and D = rowsum(dO ⊙ O) as the backward kernels read them;
 // zeros for a row at or past T.
 struct RowStats {
@@ -287,12 +296,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t i = 0, j0 = 0; j0 < keys; ++i, j0 += kTile) {
     __syncthreads();  // every warp is done with tile i - 1, whose buffer tile i + 1 takes
     const bool next = j0 + kTile < keys;
-    if (next) {
-      stage_rows<kDp>(buffer_for<kDp>(ks, i + 1), kTile, pair_k, k.ld, j0 + kTile, s.T);
-      stage_rows<kDp>(buffer_for<kDp>(vs, i + 1), kTile, pair_v, v.ld, j0 + kTile, s.T);
-      commit_copies();
-    }
-    wait_for_tile(next);
+    stage_next_tile<kDp>(next, i, ks, pair_k, k.ld, vs, pair_v, v.ld, j0 + kTile, s.T);
     __syncthreads();
     // Skip a tile none of the warp's rows sees, and rows past T. Otherwise j0 <= the warp's
     // first row, so key j0 is seen by every row and the new max is finite.
@@ -389,12 +393,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       next_stats = row_stats(lse, dsum, s, bt.pair, q0 + kTile + threadIdx.x);
     }
     const bool next = q0 + kTile < s.T;
-    if (next) {
-      stage_rows<kDp>(buffer_for<kDp>(qs, i + 1), kTile, pair_q, q.ld, q0 + kTile, s.T);
-      stage_rows<kDp>(buffer_for<kDp>(dos, i + 1), kTile, pair_dout, dout.ld, q0 + kTile, s.T);
-      commit_copies();
-    }
-    wait_for_tile(next);
+    stage_next_tile<kDp>(next, i, qs, pair_q, q.ld, dos, pair_dout, dout.ld, q0 + kTile, s.T);
     __syncthreads();
     if (q0 + kTile <= warp_key0 || warp_key0 >= s.T) continue;  // no query of the tile sees the warp's keys
     const bf16 *qt = buffer_for<kDp>(qs, i), *dot = buffer_for<kDp>(dos, i);
@@ -459,12 +458,7 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource do
   for (int64_t i = 0, j0 = 0; j0 < keys; ++i, j0 += kTile) {
     __syncthreads();  // every warp is done with tile i - 1, whose buffer tile i + 1 takes
     const bool next = j0 + kTile < keys;
-    if (next) {
-      stage_rows<kDp>(buffer_for<kDp>(ks, i + 1), kTile, pair_k, k.ld, j0 + kTile, s.T);
-      stage_rows<kDp>(buffer_for<kDp>(vs, i + 1), kTile, pair_v, v.ld, j0 + kTile, s.T);
-      commit_copies();
-    }
-    wait_for_tile(next);
+    stage_next_tile<kDp>(next, i, ks, pair_k, k.ld, vs, pair_v, v.ld, j0 + kTile, s.T);
     __syncthreads();
     if (j0 > warp_row0 || warp_row0 >= s.T) continue;
     const bf16 *kt = buffer_for<kDp>(ks, i), *vt = buffer_for<kDp>(vs, i);
