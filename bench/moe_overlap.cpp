@@ -106,8 +106,11 @@ int main(int argc, char** argv) {
               "speedup", "predicted s");
   for (const Setting& s : settings) {
     const double step = median(s.step_s);
-    const std::string name = s.chunks == ModelShape::kAutoMoeChunks ? "auto: " + std::to_string(s.auto_rounds)
-                                                                   : std::to_string(s.chunks);
+    std::string name = std::to_string(s.chunks);
+    if (s.chunks == ModelShape::kAutoMoeChunks) {
+      name = "auto: ";
+      name += std::to_string(s.auto_rounds);
+    }
     if (s.chunks == 1)
       std::printf("%-8s %10.4f %22.4f %16s %10s %13.4f\n", name.c_str(), step, median(s.a2a_s), "-", "-",
                   s.predicted_step_s);
