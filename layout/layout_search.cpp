@@ -177,6 +177,14 @@ std::vector<RoundsPrice> rounds_prices(const ChooserInput& input, const Layout& 
   }
 }
 
+// The fewest rounds of the shortest predicted step.
+int fastest_rounds(const std::vector<RoundsPrice>& prices) {
+  RoundsPrice best = prices.front();
+  for (const RoundsPrice& p : prices)
+    if (p.step_s < best.step_s) best = p;
+  return best.chunks;
+}
+
 // Why a layout runs one exchange whatever model.moe_chunks says (MoeShape::max_rounds == 1).
 std::string why_one_exchange(const Layout& l, const MoeShape& moe) {
   if (l.experts == 1) return "there is no expert parallelism (E_p = 1)";
@@ -323,11 +331,7 @@ bool layout_runs(const ChooserInput& input, const Layout& l) { return !failure(i
 int resolved_moe_chunks(const ChooserInput& input, const Layout& l, MemoryModes modes) {
   if (!input.model.moe_chunks_auto()) return input.model.moe_chunks;
   if (!input.model.moe()) return 1;
-  const std::vector<RoundsPrice> prices = rounds_prices(input, l, modes);
-  RoundsPrice best = prices.front();
-  for (const RoundsPrice& p : prices)
-    if (p.step_s < best.step_s) best = p;
-  return best.chunks;
+  return fastest_rounds(rounds_prices(input, l, modes));
 }
 
 std::string moe_chunks_reason(const ChooserInput& input, const Layout& l, MemoryModes modes) {
@@ -347,10 +351,9 @@ std::string moe_chunks_reason(const ChooserInput& input, const Layout& l, Memory
     s += rounds_text(moe.rounds);
     return s;
   }
-  const int chosen = resolved_moe_chunks(input, l, modes);
-  s += rounds_text(chosen);
-  s += ", the shortest predicted step (";
   const std::vector<RoundsPrice> prices = rounds_prices(input, l, modes);
+  s += rounds_text(fastest_rounds(prices));
+  s += ", the shortest predicted step (";
   for (size_t i = 0; i < prices.size(); ++i) {
     if (i > 0) s += ", ";
     s += std::to_string(prices[i].chunks);

@@ -244,6 +244,7 @@ TEST_F(MoeTrain, PipelinedRoundsTrainToTheBitsOfOneExchange) {
     EXPECT_EQ(predicted_bytes(two.summary, "expert.all_to_all"), predicted_bytes(one.summary, "expert.all_to_all"));
     EXPECT_TRUE(contains(two.output, "model.moe_chunks = 2: the expert all-to-all runs in 2 pipelined rounds"))
         << two.output;
+    EXPECT_TRUE(contains(two.summary, "\"moe_rounds\": 2")) << two.summary;
   }
   // Where rounds do not apply the run says why and exchanges once.
   const MoeRun split = train_moe(dir_ / "split", "2x2x1x1e2", 2, 0, "moe_chunks = 2\n");
@@ -256,6 +257,7 @@ TEST_F(MoeTrain, PipelinedRoundsTrainToTheBitsOfOneExchange) {
                        "model.moe_chunks = auto: one exchange, the shortest predicted step (1: "))
       << automatic.output;
   EXPECT_TRUE(contains(automatic.summary, "\"comm_bytes_match\": true")) << automatic.summary;
+  EXPECT_TRUE(contains(automatic.summary, "\"moe_rounds\": 1")) << automatic.summary;
 }
 
 TEST_F(MoeTrain, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
