@@ -6,15 +6,20 @@
 
 namespace axonn::cuda {
 namespace {
+// Rows over blocks in y (grid-stride), a row's columns over the threads in x: each element's
+// row and column come from the indices, with no 64-bit division per element (a flat index
+// divided by n cost this memory-bound kernel about as long as the GEMM it follows, bench_ops_gpu
+// "+bias krn"). The same add per element as before: the same bits.
 template <typename T>
 __global__ void bias_forward_kernel(T* out, const float* bias, int64_t m, int64_t n, int64_t ld) {
-  const int64_t total = m * n;
-  for (int64_t idx = global_thread(); idx < total; idx += grid_threads()) {
-    const int64_t i = idx / n, j = idx - i * n;
-    T* o = out + i * ld + j;
-    store(o, load(o) + bias[j]);
-  }
+  for (int64_t i = blockIdx.y; i < m; i += gridDim.y)
+    for (int64_t j = global_thread(); j < n; j += grid_threads()) {
+      T* o = out + i * ld + j;
+      store(o, load(o) + bias[j]);
+    }
 }
+
+constexpr int64_t kMaxGridY = 65535;
 
 }  // namespace
 
@@ -23,7 +28,8 @@ void bias_forward(const Context& ctx, ActPtr out, const float* bias, int64_t m, 
   if (m == 0 || n == 0) return;
   with_storage(out.type(), [&](auto t) {
     using T = decltype(t);
-    bias_forward_kernel<T><<<grid_for(m * n), kThreads, 0, ctx.stream>>>(typed<T>(out), bias, m, n, ld);
+    const dim3 grid(grid_for(n), static_cast<unsigned>(m < kMaxGridY ? m : kMaxGridY));
+    bias_forward_kernel<T><<<grid, kThreads, 0, ctx.stream>>>(typed<T>(out), bias, m, n, ld);
   });
   check_launch(ctx, "bias_forward");
 }
