@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs everything a GPU node settles about the CUDA path, in order, with one log per step
 # (docs/gpu-node.md): the tests labelled gpu, the tiny job and GPT-2 124M on CUDA (losses to
-# compare with a CPU run), the memory features once, the per-op profile and the throughput
-# benchmark against PyTorch. Run from the repository root with a bundle from
+# compare with a CPU run), the memory features and mixture of experts once, the per-op
+# profile and the throughput benchmark against PyTorch. Run from the repository root with a bundle from
 # scripts/gpu_bundle.sh beside it:
 #
 #   scripts/gpu_check.sh [--skip STEPS] [--only STEPS] LOG_DIR
