@@ -14,7 +14,11 @@
 // linear_forward) and by the bias kernel after the plain GEMM; for fc the same with the
 // GELU (linear_gelu_forward, and the GEMM, bias and GELU kernels); and the plain GEMM with
 // the weights stored transposed, (n, k) ("NT", PyTorch's nn.Linear layout): what the
-// epilogues cost against the kernels they replace, and what the weights' layout does.
+// epilogues cost against the kernels they replace, and what the weights' layout does. Then
+// the same linears' backward GEMMs: dX = dY·W^T plain and, for fc_proj (whose input was the
+// GELU's output), with cuBLASLt's DGELU epilogue and with the gelu_backward kernel after
+// (linear_input_grad_gelu); dW = X^T·dY (float32) plain, with the BGRADA epilogue summing
+// dbias, and with the bias_backward kernel before (linear_weight_grad).
 //
 // Bytes are each op's least traffic (its inputs read once, its outputs written once; the
 // float32 row statistics and parameters, a few KiB, left out). Times are the median over 5
@@ -220,6 +224,44 @@ int main(int argc, char** argv) try {
     }
     std::printf("%-26s %8.1f %10.1f %10.1f %11s %11s %8.1f\n", shape.c_str(), nn, nn_bias, nn_bias_kernel, gelu,
                 gelu_kernels, nt);
+  }
+
+  DeviceBuffer<float> dw(backend, static_cast<size_t>(4 * C * C)), dbias(backend, static_cast<size_t>(4 * C));
+  std::printf("\n%-26s %8s %11s %11s %8s %10s %10s\n", "backward (m x n x k)", "dX", "+dGELU epi", "+dGELU krn",
+              "dW", "+dbias epi", "+dbias krn");
+  for (const Linear& l : {Linear{"qkv", 3 * C, C}, Linear{"proj", C, C}, Linear{"fc", 4 * C, C},
+                          Linear{"fc_proj", C, 4 * C}}) {
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(l.n) * static_cast<double>(l.k);
+    auto rate = [&](const std::function<void()>& op) { return flops / seconds_per_call(backend, o.calls, op) / 1e12; };
+    // dY (m, n), W (k, n), the input X, also the GELU's input (m, k), and its gradient (m, k).
+    const ActPtr dy = wide_dout.ptr(), w = weights.ptr(), input = wide_x.ptr(), dinput = wide_out.ptr();
+    const auto input_grad = [&] {
+      backend.gemm(Transpose::no, Transpose::yes, m, l.k, l.n, 1.0f, dy, l.n, w, l.n, 0.0f, dinput, l.k);
+    };
+    const auto weight_grad = [&] {
+      backend.gemm(Transpose::yes, Transpose::no, l.k, l.n, m, 1.0f, input, l.k, dy, l.n, 0.0f, dw.data(), l.n);
+    };
+    const bool after_gelu = l.k == 4 * C;
+    char dgelu[32] = "-", dgelu_kernel[32] = "-";
+    if (after_gelu) {
+      std::snprintf(dgelu, sizeof dgelu, "%.1f",
+                    rate([&] { backend.linear_input_grad_gelu(dinput, dy, w, input, m, l.n, l.k); }));
+      std::snprintf(dgelu_kernel, sizeof dgelu_kernel, "%.1f", rate([&] {
+                      input_grad();
+                      backend.gelu_backward(dinput, input, dinput, m * l.k);
+                    }));
+    }
+    const double dx_rate = rate(input_grad), dw_rate = rate(weight_grad);
+    const double dbias_epi =
+        rate([&] { backend.linear_weight_grad(dw.data(), 0.0f, dbias.data(), input, dy, m, l.n, l.k); });
+    const double dbias_kernel = rate([&] {
+      backend.bias_backward(dbias.data(), dy, m, l.n, l.n);
+      weight_grad();
+    });
+    const std::string shape = std::string(l.name) + " " + std::to_string(m) + "x" + std::to_string(l.n) + "x" +
+                              std::to_string(l.k);
+    std::printf("%-26s %8.1f %11s %11s %8.1f %10.1f %10.1f\n", shape.c_str(), dx_rate, dgelu, dgelu_kernel, dw_rate,
+                dbias_epi, dbias_kernel);
   }
   return 0;
 } catch (const std::exception& e) {
