@@ -67,7 +67,6 @@ __device__ bf16* buffer_for(bf16* tiles, int64_t i) {
   return tiles + (i % kBuffers) * kTile * kLd<kDp>;
 }
 
-
 // This lane's place in the mma layouts (warp_mma.cuh): group g holds rows g and g + 8 of a
 // 16-row product, and columns 2t, 2t + 1 of each of its 8-column tiles.
 struct Lane {
@@ -207,10 +206,19 @@ __device__ void stage_rows(bf16* dst, int rows, const bf16* src, int64_t ld, int
   }
 }
 
-// A loop's step i over tiles of two tensors' rows held double-buffered (K and V, or Q and dO):
-// where there is a tile i + 1 (next), issues its copies, rows row0_next .. of each into
-// buffer (i + 1) % 2, as one group; then waits for tile i's, which leaves tile i + 1's in
-// flight. The caller's barrier then makes tile i every thread's.
+// Issues tile i of two tensors' rows held double-buffered (K and V, or Q and dO), rows
+// row0 .. of each into buffer i % 2, as one group.
+template <int kDp>
+__device__ void stage_tile(int64_t i, bf16* a_tiles, const bf16* a, int64_t a_ld, bf16* b_tiles, const bf16* b,
+                           int64_t b_ld, int64_t row0, int64_t T) {
+  stage_rows<kDp>(buffer_for<kDp>(a_tiles, i), kTile, a, a_ld, row0, T);
+  stage_rows<kDp>(buffer_for<kDp>(b_tiles, i), kTile, b, b_ld, row0, T);
+  commit_copies();
+}
+
+// A loop's step i over such tiles: where there is a tile i + 1 (next), issues it (rows
+// row0_next ..), then waits for tile i's copies, which leaves tile i + 1's in flight. The
+// caller's barrier then makes tile i every thread's.
 template <int kDp>
 __device__ void stage_next_tile(bool next, int64_t i, bf16* a_tiles, const bf16* a, int64_t a_ld, bf16* b_tiles,
                                 const bf16* b, int64_t b_ld, int64_t row0_next, int64_t T) {
@@ -218,9 +226,7 @@ __device__ void stage_next_tile(bool next, int64_t i, bf16* a_tiles, const bf16*
     wait_for_copies<0>();
     return;
   }
-  stage_rows<kDp>(buffer_for<kDp>(a_tiles, i + 1), kTile, a, a_ld, row0_next, T);
-  stage_rows<kDp>(buffer_for<kDp>(b_tiles, i + 1), kTile, b, b_ld, row0_next, T);
-  commit_copies();
+  stage_tile<kDp>(i + 1, a_tiles, a, a_ld, b_tiles, b, b_ld, row0_next, T);
   wait_for_copies<1>();
 }
 
@@ -281,9 +287,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const bf16 *pair_k = pair_rows(k, s, bt.pair), *pair_v = pair_rows(v, s, bt.pair);
   stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, bt.pair), q.ld, q0, s.T);
   commit_copies();
-  stage_rows<kDp>(ks, kTile, pair_k, k.ld, 0, s.T);  // key tile 0 into buffer 0
-  stage_rows<kDp>(vs, kTile, pair_v, v.ld, 0, s.T);
-  commit_copies();
+  stage_tile<kDp>(0, ks, pair_k, k.ld, vs, pair_v, v.ld, 0, s.T);
   wait_for_copies<1>();  // the queries
   __syncthreads();
   uint32_t qa[kDp / 16][4];
@@ -370,9 +374,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   stage_rows<kDp>(ks, kBlockRows, pair_rows(k, s, bt.pair), k.ld, k0, s.T);
   stage_rows<kDp>(vs, kBlockRows, pair_rows(v, s, bt.pair), v.ld, k0, s.T);
   commit_copies();
-  stage_rows<kDp>(qs, kTile, pair_q, q.ld, k0, s.T);  // query tile 0 into buffer 0
-  stage_rows<kDp>(dos, kTile, pair_dout, dout.ld, k0, s.T);
-  commit_copies();
+  stage_tile<kDp>(0, qs, pair_q, q.ld, dos, pair_dout, dout.ld, k0, s.T);
   // Thread t < 64 holds query row t's lse and D of the tile after the one in shared memory,
   // loaded an iteration ahead so that its latency hides behind the tile before.
   RowStats next_stats = threadIdx.x < kTile ? row_stats(lse, dsum, s, bt.pair, k0 + threadIdx.x) : RowStats{};
@@ -442,9 +444,7 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource do
   stage_rows<kDp>(qs, kBlockRows, pair_rows(q, s, pair), q.ld, q0, s.T);
   stage_rows<kDp>(dos, kBlockRows, pair_rows(dout, s, pair), dout.ld, q0, s.T);
   commit_copies();
-  stage_rows<kDp>(ks, kTile, pair_k, k.ld, 0, s.T);  // key tile 0 into buffer 0
-  stage_rows<kDp>(vs, kTile, pair_v, v.ld, 0, s.T);
-  commit_copies();
+  stage_tile<kDp>(0, ks, pair_k, k.ld, vs, pair_v, v.ld, 0, s.T);
   const RowStats stats[2] = {row_stats(lse, dsum, s, pair, rows[0]), row_stats(lse, dsum, s, pair, rows[1])};
   wait_for_copies<1>();  // the queries and their dO
   __syncthreads();

@@ -1,7 +1,9 @@
 #include "trainer/cuda/gemm.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/cuda/bias.hpp"
@@ -266,52 +268,52 @@ cublasLtMatmulAlgo_t Gemm::fastest(const Context& ctx, const char* op, const Gem
     (void)cudaGetLastError();
     return results[0].algo;
   }
+  // Released however the timing ends (an exception included): the stream drained first, as
+  // the scratch may be in use; the normal end frees the scratch itself, checked.
+  struct Timing {
+    cudaStream_t stream;
+    void* scratch;
+    cudaEvent_t start = nullptr, end = nullptr;
+    ~Timing() {
+      (void)cudaStreamSynchronize(stream);
+      if (start != nullptr) (void)cudaEventDestroy(start);
+      if (end != nullptr) (void)cudaEventDestroy(end);
+      (void)cudaFree(scratch);
+    }
+  } timing{ctx.stream, scratch};
   auto* base = static_cast<unsigned char*>(scratch);
   GemmCall probe = call;
   probe.c = ActPtr(base, call.c.type());
   if (aux_written) probe.aux = ActPtr(base + c_bytes, call.aux.type());
   if (call.bias_grad != nullptr) probe.bias_grad = reinterpret_cast<float*>(base + c_bytes * (aux_written ? 2 : 1));
-  cudaEvent_t start = nullptr, end = nullptr;
+  AXONN_CUDA_OP_CHECK(op, cudaMemsetAsync(scratch, 0, bytes, ctx.stream));
+  AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&timing.start));
+  AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&timing.end));
+  set_epilogue_pointers(op, plan.desc, probe);
   cublasLtMatmulAlgo_t best = results[0].algo;
-  try {
-    AXONN_CUDA_OP_CHECK(op, cudaMemsetAsync(scratch, 0, bytes, ctx.stream));
-    AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&start));
-    AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&end));
-    set_epilogue_pointers(op, plan.desc, probe);
-    float best_ms = 0.0f;
-    bool timed = false;
-    for (int i = 0; i < found; ++i) {
-      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-      const float alpha = call.alpha, beta = call.beta;
-      auto run_once = [&] {
-        return cublasLtMatmul(handle_, plan.desc, &alpha, call.b.raw(), plan.a, call.a.raw(), plan.b, &beta,
-                              probe.c.raw(), plan.c, probe.c.raw(), plan.c, &results[i].algo, workspace_,
-                              workspace_bytes_, ctx.stream);
-      };
-      if (run_once() != CUBLAS_STATUS_SUCCESS) continue;
-      AXONN_CUDA_OP_CHECK(op, cudaEventRecord(start, ctx.stream));
-      for (int r = 0; r < kTimedRuns; ++r) check_call(run_once(), op, "cublasLtMatmul (timing a candidate)");
-      AXONN_CUDA_OP_CHECK(op, cudaEventRecord(end, ctx.stream));
-      AXONN_CUDA_OP_CHECK(op, cudaEventSynchronize(end));
-      float ms = 0.0f;
-      AXONN_CUDA_OP_CHECK(op, cudaEventElapsedTime(&ms, start, end));
-      if (!timed || ms < best_ms) {
-        timed = true;
-        best_ms = ms;
-        best = results[i].algo;
-      }
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const float alpha = call.alpha, beta = call.beta;
+    auto run_once = [&] {
+      return cublasLtMatmul(handle_, plan.desc, &alpha, call.b.raw(), plan.a, call.a.raw(), plan.b, &beta,
+                            probe.c.raw(), plan.c, probe.c.raw(), plan.c, &results[i].algo, workspace_,
+                            workspace_bytes_, ctx.stream);
+    };
+    if (run_once() != CUBLAS_STATUS_SUCCESS) continue;
+    AXONN_CUDA_OP_CHECK(op, cudaEventRecord(timing.start, ctx.stream));
+    for (int r = 0; r < kTimedRuns; ++r) check_call(run_once(), op, "cublasLtMatmul (timing a candidate)");
+    AXONN_CUDA_OP_CHECK(op, cudaEventRecord(timing.end, ctx.stream));
+    AXONN_CUDA_OP_CHECK(op, cudaEventSynchronize(timing.end));
+    float ms = 0.0f;
+    AXONN_CUDA_OP_CHECK(op, cudaEventElapsedTime(&ms, timing.start, timing.end));
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = results[i].algo;
     }
-  } catch (...) {
-    if (start != nullptr) (void)cudaEventDestroy(start);
-    if (end != nullptr) (void)cudaEventDestroy(end);
-    (void)cudaStreamSynchronize(ctx.stream);
-    (void)cudaFree(scratch);
-    throw;
   }
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(end);
   AXONN_CUDA_OP_CHECK(op, cudaStreamSynchronize(ctx.stream));  // the scratch is no longer in use
-  AXONN_CUDA_OP_CHECK(op, cudaFree(scratch));
+  AXONN_CUDA_OP_CHECK(op, cudaFree(std::exchange(timing.scratch, nullptr)));
   return best;
 }
 
