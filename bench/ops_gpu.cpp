@@ -6,7 +6,7 @@
 // B = 8, T = 1024), activations in bf16 (as training.dtype = "bfloat16") unless
 // --float32-activations.
 //
-// usage: bench_ops_gpu [--rows R] [--cols C] [--calls N] [--float32-activations]
+// usage: bench_ops_gpu [--rows R] [--cols C] [--calls N] [--seq T] [--float32-activations]
 //
 // Then the block's forward GEMMs (qkv, proj, fc, fc_proj: m = rows, n x k = 3C x C, C x C,
 // 4C x C, C x 4C) in TFLOP/s side by side: the plain GEMM with the weights stored (k, n) as
@@ -18,7 +18,9 @@
 // the same linears' backward GEMMs: dX = dY·W^T plain and, for fc_proj (whose input was the
 // GELU's output), with cuBLASLt's DGELU epilogue and with the gelu_backward kernel after
 // (linear_input_grad_gelu); dW = X^T·dY (float32) plain, with the BGRADA epilogue summing
-// dbias, and with the bias_backward kernel before (linear_weight_grad).
+// dbias, and with the bias_backward kernel before (linear_weight_grad). Last, causal
+// attention forward and backward in TFLOP/s, rows / T sequences of T tokens (--seq), heads of
+// 64.
 //
 // Bytes are each op's least traffic (its inputs read once, its outputs written once; the
 // float32 row statistics and parameters, a few KiB, left out). Times are the median over 5
@@ -44,6 +46,7 @@ struct Options {
   int64_t rows = 8192;
   int64_t cols = 1024;
   int calls = 20;
+  int64_t seq = 1024;
   ElementType activations = ElementType::bfloat16;
 };
 
@@ -51,6 +54,7 @@ const std::vector<OptionSpec> kOptions = {
     {"rows", true, "rows of the activations, B*T (default 8192)"},
     {"cols", true, "columns, the hidden size (default 1024); the MLP's are 4x"},
     {"calls", true, "back-to-back calls per timed round (default 20)"},
+    {"seq", true, "tokens per sequence of the attention timing (default 1024; rows / seq sequences)"},
     {"float32-activations", false, "activations in float32 instead of bfloat16"},
     {"help", false, "this help"},
 };
@@ -61,6 +65,7 @@ Options read_options(const Args& args) {
   o.rows = count_option(args, "rows", static_cast<int>(o.rows));
   o.cols = count_option(args, "cols", static_cast<int>(o.cols));
   o.calls = count_option(args, "calls", o.calls);
+  o.seq = count_option(args, "seq", static_cast<int>(o.seq));
   if (args.has("float32-activations")) o.activations = ElementType::float32;
   return o;
 }
@@ -182,14 +187,14 @@ int main(int argc, char** argv) try {
 
   Activations weights(backend, 4 * C * C);
   DeviceBuffer<float> bias(backend, std::vector<float>(static_cast<size_t>(4 * C), 0.5f));
-  std::printf("\n%-26s %8s %10s %10s %11s %11s %8s\n", "GEMM (m x n x k), TFLOP/s", "NN", "+bias epi",
-              "+bias krn", "+b+GELU epi", "+b+GELU krn", "NT");
+  std::printf("\n%-26s %8s %10s %10s %11s %11s %8s\n", "GEMM (m x n x k), TFLOP/s", "NN", "+bias epi", "+bias krn",
+              "+b+GELU epi", "+b+GELU krn", "NT");
   struct Linear {
     const char* name;
     int64_t n, k;
   };
-  for (const Linear& l : {Linear{"qkv", 3 * C, C}, Linear{"proj", C, C}, Linear{"fc", 4 * C, C},
-                          Linear{"fc_proj", C, 4 * C}}) {
+  for (const Linear& l :
+       {Linear{"qkv", 3 * C, C}, Linear{"proj", C, C}, Linear{"fc", 4 * C, C}, Linear{"fc_proj", C, 4 * C}}) {
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(l.n) * static_cast<double>(l.k);
     auto rate = [&](const std::function<void()>& op) { return flops / seconds_per_call(backend, o.calls, op) / 1e12; };
     const ActPtr w = weights.ptr(), y = wide_out.ptr();
@@ -206,8 +211,8 @@ int main(int argc, char** argv) try {
         fc ? rate([&] { backend.linear_gelu_forward(wide_dout.ptr(), y, wide_x.ptr(), w, bias.data(), m, l.n, l.k); })
            : 0.0;
     const double nn_gelu_kernels = fc ? rate([&] {
-      backend.gemm(Transpose::no, Transpose::no, m, l.n, l.k, 1.0f, wide_x.ptr(), l.k, w, l.n, 0.0f,
-                   wide_dout.ptr(), l.n);
+      backend.gemm(Transpose::no, Transpose::no, m, l.n, l.k, 1.0f, wide_x.ptr(), l.k, w, l.n, 0.0f, wide_dout.ptr(),
+                   l.n);
       backend.bias_forward(wide_dout.ptr(), bias.data(), m, l.n, l.n);
       backend.gelu_forward(y, wide_dout.ptr(), m * l.n);
     })
@@ -215,8 +220,8 @@ int main(int argc, char** argv) try {
     const double nt = rate([&] {
       backend.gemm(Transpose::no, Transpose::yes, m, l.n, l.k, 1.0f, wide_x.ptr(), l.k, w, l.k, 0.0f, y, l.n);
     });
-    const std::string shape = std::string(l.name) + " " + std::to_string(m) + "x" + std::to_string(l.n) + "x" +
-                              std::to_string(l.k);
+    const std::string shape =
+        std::string(l.name) + " " + std::to_string(m) + "x" + std::to_string(l.n) + "x" + std::to_string(l.k);
     char gelu[32] = "-", gelu_kernels[32] = "-";
     if (fc) {
       std::snprintf(gelu, sizeof gelu, "%.1f", nn_gelu);
@@ -227,10 +232,10 @@ int main(int argc, char** argv) try {
   }
 
   DeviceBuffer<float> dw(backend, static_cast<size_t>(4 * C * C)), dbias(backend, static_cast<size_t>(4 * C));
-  std::printf("\n%-26s %8s %11s %11s %8s %10s %10s\n", "backward (m x n x k)", "dX", "+dGELU epi", "+dGELU krn",
-              "dW", "+dbias epi", "+dbias krn");
-  for (const Linear& l : {Linear{"qkv", 3 * C, C}, Linear{"proj", C, C}, Linear{"fc", 4 * C, C},
-                          Linear{"fc_proj", C, 4 * C}}) {
+  std::printf("\n%-26s %8s %11s %11s %8s %10s %10s\n", "backward (m x n x k)", "dX", "+dGELU epi", "+dGELU krn", "dW",
+              "+dbias epi", "+dbias krn");
+  for (const Linear& l :
+       {Linear{"qkv", 3 * C, C}, Linear{"proj", C, C}, Linear{"fc", 4 * C, C}, Linear{"fc_proj", C, 4 * C}}) {
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(l.n) * static_cast<double>(l.k);
     auto rate = [&](const std::function<void()>& op) { return flops / seconds_per_call(backend, o.calls, op) / 1e12; };
     // dY (m, n), W (k, n), the input X, also the GELU's input (m, k), and its gradient (m, k).
@@ -258,10 +263,39 @@ int main(int argc, char** argv) try {
       backend.bias_backward(dbias.data(), dy, m, l.n, l.n);
       weight_grad();
     });
-    const std::string shape = std::string(l.name) + " " + std::to_string(m) + "x" + std::to_string(l.n) + "x" +
-                              std::to_string(l.k);
+    const std::string shape =
+        std::string(l.name) + " " + std::to_string(m) + "x" + std::to_string(l.n) + "x" + std::to_string(l.k);
     std::printf("%-26s %8.1f %11s %11s %8.1f %10.1f %10.1f\n", shape.c_str(), dx_rate, dgelu, dgelu_kernel, dw_rate,
                 dbias_epi, dbias_kernel);
+  }
+
+  // Causal attention over the rows as B = rows / T sequences of T tokens, C / 64 heads of 64,
+  // q, k, v read in place from one packed (rows, 3C) buffer as the trainer keeps them.
+  // FlashAttention's count: the forward's two products 4·B·h·T²·d halved by the mask, the
+  // backward's five 2.5 times that.
+  const int64_t T = o.seq, B = m / T, d = 64, h = C / d;
+  if (B >= 1 && h >= 1) {
+    Activations qkv(backend, 3 * mC), dqkv(backend, 3 * mC);
+    DeviceBuffer<float> lse(backend, static_cast<size_t>(B * h * T));
+    const auto at = [&](const Activations& buffer, int64_t part) {
+      return ActPtr(static_cast<std::byte*>(buffer.ptr().raw()) + static_cast<size_t>(part * h * d) * size,
+                    buffer.ptr().type());
+    };
+    const double forward_flops = 2.0 * static_cast<double>(B * h * d) * static_cast<double>(T) * static_cast<double>(T);
+    const double forward_s = seconds_per_call(backend, o.calls, [&] {
+      backend.attention_forward(out.ptr(), lse.data(), at(qkv, 0), at(qkv, 1), at(qkv, 2), 3 * h * d, B, T, h, d);
+    });
+    const double backward_s = seconds_per_call(backend, o.calls, [&] {
+      backend.attention_backward(at(dqkv, 0), at(dqkv, 1), at(dqkv, 2), dout.ptr(), out.ptr(), lse.data(), at(qkv, 0),
+                                 at(qkv, 1), at(qkv, 2), 3 * h * d, B, T, h, d);
+    });
+    std::printf("\n%-34s %10s %10s\n", "causal attention (B, T, h, d)", "us/call", "TFLOP/s");
+    const std::string dims =
+        "(" + std::to_string(B) + ", " + std::to_string(T) + ", " + std::to_string(h) + ", " + std::to_string(d) + ")";
+    std::printf("%-34s %10.1f %10.1f\n", ("forward " + dims).c_str(), forward_s * 1e6,
+                forward_flops / forward_s / 1e12);
+    std::printf("%-34s %10.1f %10.1f\n", ("backward " + dims).c_str(), backward_s * 1e6,
+                2.5 * forward_flops / backward_s / 1e12);
   }
   return 0;
 } catch (const std::exception& e) {
