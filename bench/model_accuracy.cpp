@@ -1,14 +1,18 @@
 // How well the layout chooser's step-time model (layout/layout_cost.hpp) describes this
 // machine, before and after `axonn calibrate`, measured side by side in one run:
-//   build/bench/bench_model_accuracy [--steps 12] [--quick] [--max-residual 1] [--keep DIR]
+//   build/bench/bench_model_accuracy [--steps 12] [--rounds 3] [--quick] [--max-residual 1] [--keep DIR]
 // Two small GPTs, the tiny job's shape and a wider, deeper one, are trained at many layouts
 // (every axis alone and mixed) of 1, 2, 4 and 8 ranks under `axonn run`: 4 ranks on one node
 // and on 2 pretend nodes (--nodes-sim 2), 8 ranks on 2 pretend nodes. Before a world's runs,
-// `axonn calibrate --quick` measures the machine with that many ranks sharing its cores, over
-// the laptop-cpu site and with the wider job's GEMM shapes (the tiny job's GEMMs are then
-// priced at the measured average rate, as every job but the one calibrated for is).
-//   measured:          the run's summary.json step_s_median (the run trained with the
-//                      calibrated site, --steps steps);
+// `axonn calibrate` (--quick in a --quick run) measures the machine with that many ranks
+// sharing its cores, over the laptop-cpu site and with the wider job's GEMM shapes (the tiny
+// job's GEMMs are then priced at the measured average rate, as every job but the one
+// calibrated for is).
+//   measured:          the median over --rounds runs of the run's summary.json step_s_median
+//                      (each run trained with the calibrated site, --steps steps; a world's
+//                      layouts take turns, round after round, so that a slow minute of the
+//                      machine falls on one round of several layouts, not on every round of
+//                      one); the rounds' spread is printed as the measurement's own noise;
 //   predicted after:   the run's summary.json predicted_step_s;
 //   predicted before:  the same model in this process, for the same job, layout and ranks,
 //                      with site_configs/laptop-cpu.toml as written. The in-process price with
@@ -116,6 +120,7 @@ const std::vector<Case> kCases = {
 
 struct Options {
   int steps = 12;
+  int rounds = 3;
   bool quick = false;
   double max_residual = 1.0;
   std::optional<std::string> keep;
@@ -123,6 +128,8 @@ struct Options {
 
 const std::vector<OptionSpec> kOptions = {
     {"steps", true, "training steps of every run (default 12; 4 with --quick)"},
+    {"rounds", true,
+     "runs of every layout, taking turns; the measured step is their median (default 3; 1 with --quick)"},
     {"quick", false, "a smoke run: 8 layouts of 1, 2 and 4 ranks, 3 calibrations"},
     {"max-residual", true,
      "axonn calibrate --max-residual (default 1: collectives on shared, busy cores are noisy, and the model "
@@ -136,6 +143,7 @@ Options read_options(const Args& args) {
   Options o;
   o.quick = args.has("quick");
   o.steps = axonn::bench::count_option(args, "steps", o.quick ? 4 : 12);
+  o.rounds = axonn::bench::count_option(args, "rounds", o.quick ? 1 : 3);
   if (o.steps < 2) throw UsageError("--steps " + std::to_string(o.steps) + ": at least 2");
   if (const auto r = args.value("max-residual")) {
     char* end = nullptr;
@@ -219,17 +227,18 @@ std::string fits_text(const CollectiveFits& fits, double overlap) {
   return s;
 }
 
-// `axonn calibrate --quick` with the world's ranks sharing this machine's cores, over the
-// laptop site, measuring the calibration job's GEMM shapes; returns the site it wrote. A fit
+// `axonn calibrate` (with --quick in a quick run) with the world's ranks sharing this machine's
+// cores, over the laptop site, measuring the calibration job's GEMM shapes; returns the site
+// it wrote. A fit
 // that does not converge (other work on the cores bends the times) is measured again, up to
 // three tries in all.
-fs::path calibrate(const fs::path& dir, const World& world, double max_residual) {
+fs::path calibrate(const fs::path& dir, const World& world, double max_residual, bool quick) {
   const fs::path site = dir / ("site-" + std::to_string(world.ranks) + "r" + std::to_string(world.nodes) + "n.toml");
   char residual[32];
   std::snprintf(residual, sizeof residual, "%g", max_residual);
   const std::string command = kAxonn + " run -n " + std::to_string(world.ranks) +
-                              (world.nodes > 1 ? " --nodes-sim " + std::to_string(world.nodes) : "") +
-                              " calibrate --quick --site " + kLaptopSite + " --job " +
+                              (world.nodes > 1 ? " --nodes-sim " + std::to_string(world.nodes) : "") + " calibrate" +
+                              (quick ? " --quick" : "") + " --site " + kLaptopSite + " --job " +
                               job_path(dir, kCalibrationShape).string() + " --output " + site.string() +
                               " --max-residual " + residual + " 2>&1";
   std::string output;
@@ -264,9 +273,10 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
 
 struct Result {
   Case c;
-  double measured_s = 0;
+  std::vector<double> round_s;  // each run's step_s_median, in round order
+  double measured_s = 0;        // their median
   double before_s = 0, after_s = 0;
-  double measured_comm_s = 0;  // summary.json's comm_seconds_per_step, all collectives
+  double measured_comm_s = 0;  // summary.json's comm_seconds_per_step, all collectives (the first round's)
   double before_comm_s = 0, after_comm_s = 0;
 };
 
@@ -297,7 +307,8 @@ Result run_case(const fs::path& dir, const Case& c, int steps, const fs::path& c
 
   Result r;
   r.c = c;
-  r.measured_s = axonn::bench::summary_number(kProgram, summary, "step_s_median");
+  r.round_s = {axonn::bench::summary_number(kProgram, summary, "step_s_median")};
+  r.measured_s = r.round_s.front();
   r.after_s = axonn::bench::summary_number(kProgram, summary, "predicted_step_s");
   r.measured_comm_s = sum_of(axonn::bench::comm_seconds_per_step(kProgram, summary));
   const CostEstimate before = model_cost(plan_before, layout), after = model_cost(plan_after, layout);
@@ -369,6 +380,20 @@ double mape(const std::vector<Result>& results, bool after) {
   return sum / static_cast<double>(results.size());
 }
 
+// The measured column's own noise: the mean over layouts and rounds of |a round's step − the
+// median of the layout's rounds| / that median, what a model exact for every median would
+// score against single rounds. NaN with one round.
+double round_spread(const std::vector<Result>& results) {
+  double sum = 0;
+  int count = 0;
+  for (const Result& r : results) {
+    if (r.round_s.size() < 2) continue;
+    for (double s : r.round_s) sum += std::abs(s - r.measured_s) / r.measured_s;
+    count += static_cast<int>(r.round_s.size());
+  }
+  return count > 0 ? sum / count : std::nan("");
+}
+
 double spearman_of(const std::vector<Result>& results, bool after) {
   std::vector<double> p, m;
   for (const Result& r : results) {
@@ -383,14 +408,18 @@ void print_table(const std::vector<Result>& results) {
       "\nmeas/pred.: measured / predicted step (after: summary.json's step_time_ratio); comm pred.: the "
       "prediction's\ncollectives; comm counted: rank 0's seconds per step inside collectives, waiting for the "
       "others included\n");
-  std::printf("%-5s %-5s %-8s %9s | %9s %7s %9s | %9s %7s %9s | %9s\n", "shape", "ranks", "layout", "measured",
-              "before", "meas/", "comm", "after", "meas/", "comm", "comm");
-  std::printf("%-5s %-5s %-8s %9s | %9s %7s %9s | %9s %7s %9s | %9s\n", "", "", "", "step s", "pred. s", "pred.",
-              "pred. s", "pred. s", "pred.", "pred. s", "counted s");
-  for (const Result& r : results)
-    std::printf("%-5s %-5s %-8s %9.4f | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f\n", r.c.shape->name,
-                r.c.world.label().c_str(), r.c.layout, r.measured_s, r.before_s, r.measured_s / r.before_s,
-                r.before_comm_s, r.after_s, r.measured_s / r.after_s, r.after_comm_s, r.measured_comm_s);
+  std::printf("rounds: (slowest − fastest round) / measured\n");
+  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s\n", "shape", "ranks", "layout", "measured",
+              "rounds", "before", "meas/", "comm", "after", "meas/", "comm", "comm");
+  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s\n", "", "", "", "step s", "", "pred. s",
+              "pred.", "pred. s", "pred. s", "pred.", "pred. s", "counted s");
+  for (const Result& r : results) {
+    const auto [fastest, slowest] = std::minmax_element(r.round_s.begin(), r.round_s.end());
+    std::printf("%-5s %-5s %-8s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f\n", r.c.shape->name,
+                r.c.world.label().c_str(), r.c.layout, r.measured_s, 100.0 * (*slowest - *fastest) / r.measured_s,
+                r.before_s, r.measured_s / r.before_s, r.before_comm_s, r.after_s, r.measured_s / r.after_s,
+                r.after_comm_s, r.measured_comm_s);
+  }
 }
 
 // One shape at one world: the layouts tried there.
@@ -532,6 +561,8 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
     std::snprintf(cell[after], sizeof cell[after], "%s",
                   correlation_text(spearman_within_groups(groups, after != 0)).c_str());
   std::printf("%-44s %-20s %-20s\n", "Spearman within a group, mean (no goal)", cell[0], cell[1]);
+  if (const double noise = round_spread(results); !std::isnan(noise))
+    std::printf("%-44s %.1f%%\n", "a round's step against its median (noise)", 100.0 * noise);
 }
 
 }  // namespace
@@ -548,8 +579,10 @@ int main(int argc, char** argv) {
   const std::vector<World> worlds = worlds_of(cases);
   const SiteConfig laptop = load_site_config(kLaptopSite);
   check_cases(dir, cases, laptop);
-  std::printf("step-time model against measured steps: %zu layouts, %d steps each (axonn run, CPU backend, Gloo)\n",
-              cases.size(), o.steps);
+  std::printf(
+      "step-time model against measured steps: %zu layouts, %d steps each, %d round%s (axonn run, CPU backend, "
+      "Gloo)\n",
+      cases.size(), o.steps, o.rounds, o.rounds == 1 ? "" : "s");
   for (const Shape* s : {&kTiny, &kWide})
     std::printf("  %-4s layers %d, hidden %d, heads %d, vocab %d, sequence %d, global batch %d, micro-batch %d\n",
                 s->name, s->model.layers, s->model.hidden, s->model.heads, s->model.vocab, s->model.sequence, s->batch,
@@ -557,23 +590,34 @@ int main(int argc, char** argv) {
   std::printf("before: site laptop-cpu as written (links: intra-node %g us + %g GB/s, inter-node %g us + %g GB/s)\n",
               laptop.intra_node_latency_us, laptop.intra_node_bandwidth_GBps, laptop.inter_node_latency_us,
               laptop.inter_node_bandwidth_GBps);
-  std::printf("after: axonn calibrate --quick --max-residual %g over it, per world, with the %s job's GEMMs\n\n",
-              o.max_residual, kCalibrationShape.name);
+  std::printf("after: axonn calibrate%s --max-residual %g over it, per world, with the %s job's GEMMs\n\n",
+              o.quick ? " --quick" : "", o.max_residual, kCalibrationShape.name);
   std::fflush(stdout);
 
   std::vector<Result> results;
   std::vector<SiteConfig> calibrated;
   const JobConfig calibration_job = load_job_config(job_path(dir, kCalibrationShape).string(), laptop);
   for (const World& world : worlds) {
-    const fs::path site_path = calibrate(dir, world, o.max_residual);
+    const fs::path site_path = calibrate(dir, world, o.max_residual, o.quick);
     calibrated.push_back(load_site_config(site_path.string()));
     print_calibration(laptop, calibrated.back(), calibration_job, world);
     std::fflush(stdout);
-    for (const Case& c : cases) {
-      if (!(c.world == world)) continue;
-      std::fprintf(stderr, "%s: %s, %s, %s\n", kProgram.c_str(), c.shape->name, world.words().c_str(), c.layout);
-      results.push_back(run_case(dir, c, o.steps, site_path, laptop, calibrated.back()));
+    const size_t first = results.size();
+    for (int round = 0; round < o.rounds; ++round) {
+      size_t at = first;
+      for (const Case& c : cases) {
+        if (!(c.world == world)) continue;
+        std::fprintf(stderr, "%s: %s, %s, %s, round %d of %d\n", kProgram.c_str(), c.shape->name, world.words().c_str(),
+                     c.layout, round + 1, o.rounds);
+        const Result run = run_case(dir, c, o.steps, site_path, laptop, calibrated.back());
+        if (round == 0)
+          results.push_back(run);
+        else
+          results[at].round_s.push_back(run.measured_s);
+        ++at;
+      }
     }
+    for (size_t i = first; i < results.size(); ++i) results[i].measured_s = axonn::bench::median(results[i].round_s);
   }
   // Worlds ran in order; the table lists one shape's layouts together.
   std::stable_sort(results.begin(), results.end(),
