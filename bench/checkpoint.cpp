@@ -350,7 +350,9 @@ int main(int argc, char** argv) {
     step += 2;
     const PhaseResult a = run_procs(kRanks, [&](int rank, const std::function<void()>& ready) {
       RankData d = rank_data(o, Tiling::blocks, rank);
-      AsyncSaver saver(ckpt, rank, SaverOptions{2, std::chrono::minutes(5), ""});
+      SaverOptions options;
+      options.commit_timeout = std::chrono::minutes(5);
+      AsyncSaver saver(ckpt, rank, options);
       auto commit_spec = [&] {
         return rank == 0 ? std::optional<CommitSpec>(CommitSpec{{0, 1, 2, 3}, Metadata{}}) : std::nullopt;
       };

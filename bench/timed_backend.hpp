@@ -1,257 +1,50 @@
 #pragma once
 // A Backend that forwards every op to another backend and adds up the wall time of each
 // (GEMMs per shape), for `bench_train_cpu --profile`: where a training step's time goes.
-// Synchronizes after each op, so on a device backend it measures the op, not its launch.
-#include <chrono>
-#include <cstdint>
+// Synchronizes after each op (ObservedBackend), so on a device backend it measures the op,
+// not its launch.
 #include <map>
 #include <string>
-#include <utility>
 
-#include "trainer/backend.hpp"
+#include "trainer/observed_backend.hpp"
 
 namespace axonn::bench {
 
-class TimedBackend final : public Backend {
+// Per-op totals of the ops observed since the last reset().
+class OpTotals final : public OpObserver {
  public:
   struct Total {
     double seconds = 0;
     int64_t calls = 0;
     double flops = 0;  // GEMMs (with or without an epilogue) only
   };
-
-  explicit TimedBackend(Backend& inner) : inner_(inner) {}
   const std::map<std::string, Total>& totals() const { return totals_; }
   void reset() { totals_.clear(); }
 
-  const char* name() const override { return inner_.name(); }
-  bool device_is_host() const override { return inner_.device_is_host(); }
-  ElementType activation_type() const override { return inner_.activation_type(); }
-  void* alloc(size_t bytes) override { return inner_.alloc(bytes); }
-  void free(void* ptr) override { inner_.free(ptr); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override {
-    timed("copy_to_device", [&] { inner_.copy_to_device(dst, src, bytes); });
-  }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override {
-    timed("copy_to_host", [&] { inner_.copy_to_host(dst, src, bytes); });
-  }
-  void copy(void* dst, const void* src, size_t bytes) override {
-    timed("copy", [&] { inner_.copy(dst, src, bytes); });
-  }
-  void copy_2d(ActPtr dst, int64_t ld_dst, ConstActPtr src, int64_t ld_src, int64_t rows, int64_t cols) override {
-    timed("copy_2d", [&] { inner_.copy_2d(dst, ld_dst, src, ld_src, rows, cols); });
-  }
-  void convert(ActPtr dst, const float* src, int64_t n) override {
-    timed("convert", [&] { inner_.convert(dst, src, n); });
-  }
-  void memset_zero(void* ptr, size_t bytes) override {
-    timed("memset_zero", [&] { inner_.memset_zero(ptr, bytes); });
-  }
-  void fill(float* x, float value, int64_t n) override {
-    timed("fill", [&] { inner_.fill(x, value, n); });
-  }
-  void synchronize() override { inner_.synchronize(); }
-
-  void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a, int64_t lda,
-            ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) override {
-    const std::string kind =
-        std::string("gemm ") + (ta == Transpose::yes ? "T" : "N") + (tb == Transpose::yes ? "T" : "N");
-    timed_gemm(kind, m, n, k, "", [&] { inner_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc); });
-  }
-
-  void linear_forward(ActPtr y, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m, int64_t n,
-                      int64_t k) override {
-    timed_gemm("gemm NN", m, n, k, " + bias", [&] { inner_.linear_forward(y, x, w, bias, m, n, k); });
-  }
-  void linear_weight_grad(float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy, int64_t m, int64_t n,
-                          int64_t k) override {
-    timed_gemm("gemm TN", k, n, m, dbias != nullptr ? " + bias grad" : "",
-               [&] { inner_.linear_weight_grad(dw, beta, dbias, x, dy, m, n, k); });
-  }
-  void linear_gelu_forward(ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias, int64_t m,
-                           int64_t n, int64_t k) override {
-    timed_gemm("gemm NN", m, n, k, " + bias + gelu",
-               [&] { inner_.linear_gelu_forward(pre, out, x, w, bias, m, n, k); });
-  }
-  void linear_input_grad_gelu(ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre, int64_t m, int64_t n,
-                              int64_t k) override {
-    timed_gemm("gemm NT", m, k, n, " + dgelu", [&] { inner_.linear_input_grad_gelu(dpre, dy, w, pre, m, n, k); });
-  }
-  void bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) override {
-    timed("bias_forward", [&] { inner_.bias_forward(out, bias, m, n, ld); });
-  }
-  void bias_backward(float* dbias, ConstActPtr dout, int64_t m, int64_t n, int64_t ld) override {
-    timed("bias_backward", [&] { inner_.bias_backward(dbias, dout, m, n, ld); });
-  }
-  void add(float* out, const float* a, const float* b, int64_t n) override {
-    timed("add", [&] { inner_.add(out, a, b, n); });
-  }
-  void scale(float* x, float alpha, int64_t n) override {
-    timed("scale", [&] { inner_.scale(x, alpha, n); });
-  }
-  void axpy(float* y, float alpha, const float* x, int64_t n) override {
-    timed("axpy", [&] { inner_.axpy(y, alpha, x, n); });
-  }
-  void sum(float* out, const float* x, int64_t n) override {
-    timed("sum", [&] { inner_.sum(out, x, n); });
-  }
-  void sum_squares(float* out, const float* x, int64_t n) override {
-    timed("sum_squares", [&] { inner_.sum_squares(out, x, n); });
-  }
-
-  void layernorm_residual_row_sums(ActPtr x, float* sums, ConstActPtr a, ConstActPtr b, int64_t m, int64_t c) override {
-    timed("layernorm forward", [&] { inner_.layernorm_residual_row_sums(x, sums, a, b, m, c); });
-  }
-  void layernorm_row_sums(float* sums, ConstActPtr x, int64_t m, int64_t c) override {
-    timed("layernorm forward", [&] { inner_.layernorm_row_sums(sums, x, m, c); });
-  }
-  void layernorm_centered_squares(float* mean, float* squares, const float* sums, ConstActPtr x, int64_t m, int64_t c,
-                                  int64_t C) override {
-    timed("layernorm forward", [&] { inner_.layernorm_centered_squares(mean, squares, sums, x, m, c, C); });
-  }
-  void layernorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* mean, const float* squares,
-                           const float* gamma, const float* beta, int64_t m, int64_t c, int64_t C, float eps) override {
-    timed("layernorm forward",
-          [&] { inner_.layernorm_normalize(out, rstd, x, mean, squares, gamma, beta, m, c, C, eps); });
-  }
-  void layernorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* mean,
-                                   const float* rstd, const float* gamma, int64_t m, int64_t c) override {
-    timed("layernorm backward",
-          [&] { inner_.layernorm_backward_partials(partials, dout, x, mean, rstd, gamma, m, c); });
-  }
-  void layernorm_backward_finish(ActPtr dx, float* dgamma, float* dbeta, const float* partials, ConstActPtr dout,
-                                 ConstActPtr x, const float* mean, const float* rstd, const float* gamma, int64_t m,
-                                 int64_t c, int64_t C) override {
-    timed("layernorm backward",
-          [&] { inner_.layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, c, C); });
-  }
-  void layernorm_rows(ActPtr out, float* mean, float* rstd, ConstActPtr x, const float* gamma, const float* beta,
-                      int64_t m, int64_t C, float eps) override {
-    timed("layernorm forward", [&] { inner_.layernorm_rows(out, mean, rstd, x, gamma, beta, m, C, eps); });
-  }
-  void residual_layernorm_rows(ActPtr x, ActPtr out, float* mean, float* rstd, ConstActPtr a, ConstActPtr b,
-                               const float* gamma, const float* beta, int64_t m, int64_t C, float eps) override {
-    timed("layernorm forward",
-          [&] { inner_.residual_layernorm_rows(x, out, mean, rstd, a, b, gamma, beta, m, C, eps); });
-  }
-  void layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta, float* partials, ConstActPtr dout, ConstActPtr x,
-                               const float* mean, const float* rstd, const float* gamma, int64_t m,
-                               int64_t C) override {
-    timed("layernorm backward",
-          [&] { inner_.layernorm_rows_backward(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C); });
-  }
-
-  void gelu_forward(ActPtr out, ConstActPtr x, int64_t n) override {
-    timed("gelu_forward", [&] { inner_.gelu_forward(out, x, n); });
-  }
-  void gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) override {
-    timed("gelu_backward", [&] { inner_.gelu_backward(dx, x, dout, n); });
-  }
-
-  void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
-                         int64_t T, int64_t h, int64_t d) override {
-    timed("attention_forward", [&] { inner_.attention_forward(out, lse, q, k, v, ld, B, T, h, d); });
-  }
-  void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
-                          ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T, int64_t h,
-                          int64_t d) override {
-    timed("attention_backward",
-          [&] { inner_.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d); });
-  }
-
-  void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c, int64_t v0,
-                         int64_t v_local) override {
-    timed("embedding", [&] { inner_.embedding_forward(out, tokens, table, m, c, v0, v_local); });
-  }
-  void embedding_backward(float* dtable, ConstActPtr dout, const int32_t* tokens, int64_t m, int64_t c, int64_t v0,
-                          int64_t v_local) override {
-    timed("embedding", [&] { inner_.embedding_backward(dtable, dout, tokens, m, c, v0, v_local); });
-  }
-  void position_forward(ActPtr out, const float* wpe, int64_t B, int64_t T, int64_t c) override {
-    timed("embedding", [&] { inner_.position_forward(out, wpe, B, T, c); });
-  }
-  void position_backward(float* dwpe, ConstActPtr dout, int64_t B, int64_t T, int64_t c) override {
-    timed("embedding", [&] { inner_.position_backward(dwpe, dout, B, T, c); });
-  }
-
-  void cross_entropy_row_max(float* row_max, ConstActPtr logits, int64_t m, int64_t v_local) override {
-    timed("cross_entropy", [&] { inner_.cross_entropy_row_max(row_max, logits, m, v_local); });
-  }
-  void cross_entropy_partials(float* partials, float* max, ActPtr exps, const float* gathered_max, int64_t groups,
-                              ConstActPtr logits, const int32_t* targets, int64_t m, int64_t v_local,
-                              int64_t v0) override {
-    timed("cross_entropy", [&] {
-      inner_.cross_entropy_partials(partials, max, exps, gathered_max, groups, logits, targets, m, v_local, v0);
-    });
-  }
-  void cross_entropy_loss(float* loss, const float* partials, const float* max, int64_t m) override {
-    timed("cross_entropy", [&] { inner_.cross_entropy_loss(loss, partials, max, m); });
-  }
-  void cross_entropy_backward(ActPtr dlogits, ConstActPtr exps, const float* partials, const int32_t* targets,
-                              int64_t m, int64_t v_local, int64_t v0, float scale) override {
-    timed("cross_entropy",
-          [&] { inner_.cross_entropy_backward(dlogits, exps, partials, targets, m, v_local, v0, scale); });
-  }
-  void cross_entropy_rows(float* loss, ActPtr logits, const int32_t* targets, int64_t m, int64_t V, float scale,
-                          float* max, float* partials) override {
-    timed("cross_entropy", [&] { inner_.cross_entropy_rows(loss, logits, targets, m, V, scale, max, partials); });
-  }
-
-  void router_logits(float* logits, ConstActPtr x, const float* w, int64_t m, int64_t c, int64_t E) override {
-    timed("router", [&] { inner_.router_logits(logits, x, w, m, c, E); });
-  }
-  void router_backward(ActPtr dx, float* dw, const float* dlogits, ConstActPtr x, const float* w, int64_t m, int64_t c,
-                       int64_t E) override {
-    timed("router", [&] { inner_.router_backward(dx, dw, dlogits, x, w, m, c, E); });
-  }
-  void router_top_k(float* probs, int32_t* experts, float* gates, const float* logits, int64_t m, int64_t E,
-                    int64_t k) override {
-    timed("router", [&] { inner_.router_top_k(probs, experts, gates, logits, m, E, k); });
-  }
-  void router_logits_grad(float* dlogits, const float* probs, const int32_t* experts, const float* dgates,
-                          const float* coef, int64_t m, int64_t E, int64_t k) override {
-    timed("router", [&] { inner_.router_logits_grad(dlogits, probs, experts, dgates, coef, m, E, k); });
-  }
-  void gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n, int64_t m,
-                   int64_t c) override {
-    timed("moe_dispatch", [&] { inner_.gather_rows(out, in, rows, scale, n, m, c); });
-  }
-  void combine_rows(ActPtr out, ConstActPtr in, const int32_t* slots, const float* gates, int64_t m, int64_t k,
-                    int64_t n, int64_t c) override {
-    timed("moe_combine", [&] { inner_.combine_rows(out, in, slots, gates, m, k, n, c); });
-  }
-  void combine_gates_grad(float* dgates, ConstActPtr dout, ConstActPtr in, const int32_t* slots, int64_t m, int64_t k,
-                          int64_t n, int64_t c) override {
-    timed("moe_combine", [&] { inner_.combine_gates_grad(dgates, dout, in, slots, m, k, n, c); });
-  }
-
-  void adamw(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWStep& step,
-             bool decay) override {
-    timed("adamw", [&] { inner_.adamw(param, grad, m, v, n, step, decay); });
+  bool observing() const override { return true; }
+  void op(const std::string& name, double flops, Clock::time_point start, Clock::time_point end) override {
+    Total& t = totals_[name];
+    t.seconds += std::chrono::duration<double>(end - start).count();
+    ++t.calls;
+    t.flops += flops;
   }
 
  private:
-  template <typename F>
-  void timed(const std::string& key, F&& f) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    inner_.synchronize();
-    Total& t = totals_[key];
-    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ++t.calls;
-  }
-  // A GEMM (m, n, k) with what its epilogue adds ("" for none), keyed by shape and counted
-  // with its FLOPs, so fused GEMMs are listed beside the plain ones.
-  template <typename F>
-  void timed_gemm(const std::string& kind, int64_t m, int64_t n, int64_t k, const char* epilogue, F&& f) {
-    const std::string key =
-        kind + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + epilogue;
-    timed(key, std::forward<F>(f));
-    totals_[key].flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  }
-
-  Backend& inner_;
   std::map<std::string, Total> totals_;
+};
+
+// The backend and its totals together.
+class TimedBackend {
+ public:
+  using Total = OpTotals::Total;
+  explicit TimedBackend(Backend& inner) : backend_(inner, totals_) {}
+  Backend& backend() { return backend_; }
+  const std::map<std::string, Total>& totals() const { return totals_.totals(); }
+  void reset() { totals_.reset(); }
+
+ private:
+  OpTotals totals_;
+  ObservedBackend backend_;
 };
 
 }  // namespace axonn::bench

@@ -85,9 +85,7 @@ double sgemm_peak_flops() {
   return 2.0 * n * n * n / best;
 }
 
-JobConfig bench_job(const Options& o) {
-  return bench_train_job("bench_train_cpu", o.model, o.batch, o.micro_batch);
-}
+JobConfig bench_job(const Options& o) { return bench_train_job("bench_train_cpu", o.model, o.batch, o.micro_batch); }
 
 // Seconds of each of `steps` timed steps (after 2 untimed ones) of our trainer.
 std::vector<double> our_step_times(Trainer& trainer, int steps) {
@@ -155,11 +153,11 @@ Options read_options(const Args& args) {
 // Our trainer's step split by backend op (op_profile.hpp).
 int profile(const Options& o, const JobConfig& job, const TokenData& data) {
   CpuBackend cpu(o.threads);
-  bench::TimedBackend backend(cpu);
+  bench::TimedBackend timed(cpu);
   SoloExchange exchange;
   CommGrid grid(exchange, Layout{}, std::chrono::seconds(10), true);
-  Trainer trainer(backend, grid, job, data);
-  bench::print_op_profile(backend, trainer, o.steps);
+  Trainer trainer(timed.backend(), grid, job, data);
+  bench::print_op_profile(timed, trainer, o.steps);
   return 0;
 }
 

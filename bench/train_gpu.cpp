@@ -129,7 +129,7 @@ void our_profile(Backend& backend, const Options& o, const Model& model, const T
   SoloExchange exchange;
   CommGrid grid(exchange, Layout{}, std::chrono::seconds(60), true, CommBackend::nccl);
   grid.order_with_compute(cuda_stream_of(backend));
-  Trainer trainer(timed, grid, job, data);
+  Trainer trainer(timed.backend(), grid, job, data);
   std::printf("GPT-2 %s, %d sequences in micro-batches of %d: ", model.name, o.batch, trainer.split().micro_batch);
   print_op_profile(timed, trainer, o.steps, [&] {
     backend.synchronize();
@@ -182,8 +182,8 @@ struct TorchRun {
 // Runs the PyTorch side for `shape` and parses its last line; throws with its output on failure.
 TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
   const char* source = std::getenv("AXONN_SOURCE_DIR");  // a copied build (scripts/gpu_bundle.sh)
-  const std::string script = std::string(source != nullptr && *source != '\0' ? source : AXONN_SOURCE_DIR) +
-                             "/bench/train_gpu_torch.py";
+  const std::string script =
+      std::string(source != nullptr && *source != '\0' ? source : AXONN_SOURCE_DIR) + "/bench/train_gpu_torch.py";
   // In a bundle (scripts/gpu_bundle.sh) LD_LIBRARY_PATH starts with the bundle's copies of
   // Debian's libraries; PyTorch gets the path as it was before env.sh.
   const char* python_path = std::getenv("AXONN_PYTHON_LD_LIBRARY_PATH");
@@ -208,7 +208,8 @@ const std::vector<OptionSpec> kOptions = {
     {"warmup", true, "untimed steps before the timed ones (default 3)"},
     {"steps", true, "timed steps (default 10)"},
     {"gemm", true, "n of the n^3 GEMM rate measured on both sides (default 8192)"},
-    {"gemm-candidates", true, "cuBLASLt algorithms timed per GEMM shape, the fastest kept (default 1: the heuristic's)"},
+    {"gemm-candidates", true,
+     "cuBLASLt algorithms timed per GEMM shape, the fastest kept (default 1: the heuristic's)"},
     {"python", true, "the Python that runs bench/train_gpu_torch.py (default python3)"},
     {"no-torch", false, "skip the PyTorch side"},
     {"profile", false, "no references: our step's time per backend op"},

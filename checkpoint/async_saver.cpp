@@ -74,6 +74,7 @@ void AsyncSaver::save(int64_t step, std::span<const TensorSlice> slices, std::op
   last_copy_ = Clock::now() - t1;
   done_.store(false, std::memory_order_release);
   worker_ = std::thread([this, step, commit = std::move(commit)] {
+    const auto start = Clock::now();
     try {
       write_shard(dir_, step, rank_, staged_, options_.save_token);
       if (commit) {
@@ -84,6 +85,7 @@ void AsyncSaver::save(int64_t step, std::span<const TensorSlice> slices, std::op
       error_ = std::current_exception();
       error_step_ = step;
     }
+    if (options_.on_written) options_.on_written(step, start, Clock::now());
     done_.store(true, std::memory_order_release);
   });
 }

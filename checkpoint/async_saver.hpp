@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,6 +26,12 @@ struct SaverOptions {
   int keep = 2;  // committed steps kept
   std::chrono::milliseconds commit_timeout{std::chrono::minutes(10)};
   std::string save_token;  // same on every rank of one run
+  // Called on the writer thread when a save's background part (the shard written, and the
+  // commit on the committing rank) has ended, well or not: its step, start and end. For a
+  // timeline (the trainer's trace); empty: nothing is called.
+  std::function<void(int64_t step, std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point end)>
+      on_written;
 };
 
 // What the committing rank needs besides its own shard.

@@ -1,6 +1,9 @@
 #include "comm/collective_thread.hpp"
 
 namespace axonn {
+namespace {
+thread_local bool collective_thread = false;
+}  // namespace
 
 CollectiveThread::CollectiveThread() : thread_([this] { loop(); }) {}
 
@@ -25,11 +28,23 @@ uint64_t CollectiveThread::submit(std::function<void()> task) {
 
 void CollectiveThread::wait(uint64_t ticket) {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return done_ >= ticket; });
+  if (done_ < ticket) {
+    const auto start = std::chrono::steady_clock::now();
+    changed_.wait(lock, [&] { return done_ >= ticket; });
+    waited_ += std::chrono::steady_clock::now() - start;
+  }
   if (error_) std::rethrow_exception(error_);
 }
 
+std::chrono::nanoseconds CollectiveThread::waited() const {
+  std::lock_guard lock(mutex_);
+  return waited_;
+}
+
+bool CollectiveThread::on_collective_thread() { return collective_thread; }
+
 void CollectiveThread::loop() {
+  collective_thread = true;
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });

@@ -6,6 +6,7 @@
 #include "comm/nccl_grid.hpp"
 #include "comm/rank_watch.hpp"
 #include "comm/single_rank_communicator.hpp"
+#include "core/trace_recorder.hpp"
 
 namespace axonn {
 
@@ -82,15 +83,64 @@ CommGrid::~CommGrid() {
   for (auto& c : comms_) c.reset();
 }
 
+int size_bucket(size_t bytes) {
+  int bucket = 0;
+  while (bytes > 0 && bucket + 1 < kSizeBuckets) {
+    bytes >>= 1;
+    ++bucket;
+  }
+  return bucket;
+}
+
+int64_t size_bucket_floor(int bucket) { return bucket == 0 ? 0 : int64_t{1} << (bucket - 1); }
+
 std::function<void(const CollectiveRecord&)> CommGrid::recorder(CommAxis axis) {
   return [this, axis](const CollectiveRecord& r) {
-    // A started Gloo collective reports from its communicator's thread.
-    std::lock_guard lock(record_mutex_);
-    auto& c = counters_[static_cast<size_t>(axis)][static_cast<size_t>(r.kind)];
-    ++c.calls;
-    c.bytes += static_cast<int64_t>(r.bytes);
-    c.time += r.duration;
+    const auto end = std::chrono::steady_clock::now();
+    {
+      // A started Gloo collective reports from its communicator's thread.
+      std::lock_guard lock(record_mutex_);
+      auto& c = counters_[static_cast<size_t>(axis)][static_cast<size_t>(r.kind)];
+      ++c.calls;
+      c.bytes += static_cast<int64_t>(r.bytes);
+      c.time += r.duration;
+      if (r.started) c.started_time += r.duration;
+      ++c.sizes[static_cast<size_t>(size_bucket(r.bytes))];
+    }
+    if (trace_ != nullptr) trace_collective(*trace_, axis, r, end);
   };
+}
+
+void CommGrid::trace_collective(TraceRecorder& trace, CommAxis axis, const CollectiveRecord& r,
+                                std::chrono::steady_clock::time_point end) const {
+  const std::string axis_name = comm_axis_name(axis);
+  std::string group = "[";
+  for (const int m : comms_[static_cast<size_t>(axis)]->members())
+    group += (group.size() > 1 ? ", " : "") + std::to_string(m);
+  group += "]";
+  std::string track;
+  if (backend_ == CommBackend::nccl)
+    track = "nccl stream " + axis_name;
+  else if (r.started)
+    trace.name_this_thread_once("collectives " + axis_name);
+  trace.span("comm", axis_name + " " + collective_name(r.kind), end - r.duration, end,
+             {{"axis", TraceRecorder::quoted(axis_name)},
+              {"kind", TraceRecorder::quoted(collective_name(r.kind))},
+              {"bytes", std::to_string(r.bytes)},
+              {"group", group},
+              {"started", r.started ? "true" : "false"}},
+             track);
+}
+
+std::array<std::chrono::nanoseconds, kCommAxisCount> CommGrid::started_wait_times() const {
+  std::array<std::chrono::nanoseconds, kCommAxisCount> waited{};
+  for (size_t a = 0; a < comms_.size(); ++a) waited[a] = comms_[a]->started_wait_time() - wait_baseline_[a];
+  return waited;
+}
+
+void CommGrid::reset_counters() {
+  counters_ = {};
+  for (size_t a = 0; a < comms_.size(); ++a) wait_baseline_[a] = comms_[a]->started_wait_time();
 }
 
 NcclCommunicator& CommGrid::nccl(CommAxis a) {

@@ -23,6 +23,8 @@
 
 namespace axonn {
 
+class TraceRecorder;
+
 class NcclCommunicator;
 class RankWatch;
 
@@ -30,10 +32,18 @@ enum class CommBackend { gloo, nccl };
 const char* comm_backend_name(CommBackend backend);       // "gloo", "nccl"
 CommBackend parse_comm_backend(const std::string& text);  // throws CommError naming the choices
 
+// Message sizes in powers of two: bucket 0 holds empty messages (barriers), bucket i > 0 the
+// sizes in [2^(i-1), 2^i).
+constexpr int kSizeBuckets = 48;
+int size_bucket(size_t bytes);
+int64_t size_bucket_floor(int bucket);  // the smallest size of the bucket: 0, 1, 2, 4, ...
+
 struct CollectiveCount {
   int64_t calls = 0;
   int64_t bytes = 0;  // nccl-tests size, summed
   std::chrono::nanoseconds time{0};
+  std::chrono::nanoseconds started_time{0};   // of `time`: the started calls' (beside compute)
+  std::array<int64_t, kSizeBuckets> sizes{};  // calls per size_bucket
 };
 
 // [axis][kind] counters, CommAxis and CollectiveKind as indices.
@@ -75,18 +85,31 @@ class CommGrid {
   void synchronize();
   // Read them when no started collective is running (after its finish).
   const CommCounters& counters() const { return counters_; }
-  void reset_counters() { counters_ = {}; }
+  // Per axis: the time callers waited for started collectives since the last reset
+  // (Communicator::started_wait_time).
+  std::array<std::chrono::nanoseconds, kCommAxisCount> started_wait_times() const;
+  void reset_counters();
+
+  // Every later collective also becomes an event of `trace` (category "comm": axis, kind,
+  // bytes, the group's world ranks), on the thread that ran it (a started Gloo collective's
+  // track is "collectives <axis>") or, on NCCL, on a track per axis's stream, placed where the
+  // host saw it end. nullptr: none. The recorder must outlive the grid's collectives.
+  void trace_into(TraceRecorder* trace) { trace_ = trace; }
 
  private:
   std::function<void(const CollectiveRecord&)> recorder(CommAxis axis);
+  void trace_collective(TraceRecorder& trace, CommAxis axis, const CollectiveRecord& r,
+                        std::chrono::steady_clock::time_point end) const;
 
   Layout layout_;
   Coords coords_;
   CommBackend backend_;
   std::array<std::unique_ptr<Communicator>, kCommAxisCount> comms_;
   std::array<NcclCommunicator*, kCommAxisCount> nccl_{};  // the same objects, NCCL backend only
-  std::mutex record_mutex_;  // recorder(): communicator threads report too
+  std::mutex record_mutex_;                               // recorder(): communicator threads report too
   CommCounters counters_{};
+  std::array<std::chrono::nanoseconds, kCommAxisCount> wait_baseline_{};
+  TraceRecorder* trace_ = nullptr;
   std::unique_ptr<RankWatch> watch_;  // Gloo only; destroyed after the communicators (~CommGrid)
 };
 

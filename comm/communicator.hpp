@@ -27,12 +27,14 @@ class CommError : public Error {
 // Called after every collective with its size in bytes (nccl-tests' "size": the
 // all-reduce buffer, the all-gather output, the reduce-scatter input, the broadcast
 // buffer, this rank's whole all-to-all send buffer, its own block included (the sum of its
-// send counts for all_to_allv); 0 for a barrier) and its duration. The grid uses it to count
-// bytes per axis.
+// send counts for all_to_allv); 0 for a barrier) and its duration, on the thread that ran it
+// (Gloo) or saw it finish (NCCL). The grid uses it to count bytes per axis. started: it ran
+// beside the caller's work (Communicator::start_*; Gloo tells, NCCL leaves it false).
 struct CollectiveRecord {
   CollectiveKind kind;
   size_t bytes;
   std::chrono::nanoseconds duration;
+  bool started = false;
 };
 
 class Communicator {
@@ -116,6 +118,10 @@ class Communicator {
     return 0;
   }
   virtual void finish(Ticket ticket) { (void)ticket; }
+  // The time the caller has spent blocked waiting for started collectives (in finish, or in a
+  // blocking call behind them): what overlap did not hide. Zero where the host never waits for
+  // them (NCCL orders them on streams) or none was started.
+  virtual std::chrono::nanoseconds started_wait_time() const { return {}; }
 
  protected:
   // all_to_allv's checks, shared by the backends, before anything is sent: both count

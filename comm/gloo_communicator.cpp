@@ -107,8 +107,9 @@ void GlooCommunicator::run(CollectiveKind kind, size_t bytes, Body&& body) {
   }
   if (watch_) watch_->leave(watch_slot_);
   if (recorder_)
-    recorder_(
-        {kind, bytes, std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)});
+    recorder_({kind, bytes,
+               std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start),
+               CollectiveThread::on_collective_thread()});
 }
 
 void GlooCommunicator::finish_started() {
@@ -128,8 +129,7 @@ Communicator::Ticket GlooCommunicator::start_all_gather(const void* in, void* ou
   return thread().submit([=, this] { all_gather_now(in, out, count, type); });
 }
 
-Communicator::Ticket GlooCommunicator::start_reduce_scatter(const void* in, void* out, size_t count,
-                                                            ElementType type) {
+Communicator::Ticket GlooCommunicator::start_reduce_scatter(const void* in, void* out, size_t count, ElementType type) {
   return thread().submit([=, this] { reduce_scatter_now(in, out, count, type); });
 }
 
@@ -148,6 +148,10 @@ Communicator::Ticket GlooCommunicator::start_all_to_allv(const void* in, const s
 
 void GlooCommunicator::finish(Ticket ticket) {
   if (thread_) thread_->wait(ticket);
+}
+
+std::chrono::nanoseconds GlooCommunicator::started_wait_time() const {
+  return thread_ ? thread_->waited() : std::chrono::nanoseconds{0};
 }
 
 void GlooCommunicator::all_reduce(void* buf, size_t count, ElementType type) {

@@ -60,6 +60,7 @@ class GlooCommunicator final : public Communicator {
   Ticket start_all_to_allv(const void* in, const std::vector<size_t>& send_counts, void* out,
                            const std::vector<size_t>& recv_counts, ElementType type) override;
   void finish(Ticket ticket) override;
+  std::chrono::nanoseconds started_wait_time() const override;
 
  private:
   // The collectives themselves, on whichever thread calls them.

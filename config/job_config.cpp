@@ -142,6 +142,9 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     auto t = r.table("run");
     job.run.dir = absolute_from(cwd, t.string("dir", job.run.dir));
     job.run.log_interval = static_cast<int>(t.integer("log_interval", job.run.log_interval, 1, 1'000'000'000));
+    if (const std::string steps = t.string("trace_steps", ""); !steps.empty())
+      job.run.trace_steps = parse_step_range("run.trace_steps", steps);
+    job.run.straggler_factor = t.number("straggler_factor", job.run.straggler_factor, 1.0, 1e6);
     job.run.preempt_signal = t.string("preempt_signal", site.preempt_signal, kPreemptSignals);
     t.finish();
   }
@@ -150,6 +153,26 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
 }
 
 }  // namespace
+
+StepRange parse_step_range(const std::string& key, const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return ConfigError(key + " = \"" + text + "\": " + why +
+                       "; give a step or a range of steps FIRST-LAST, counted from 1 (e.g. \"10-12\")");
+  };
+  const auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 12 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw bad("'" + part + "' is not a step number");
+    const int64_t n = std::stoll(part);
+    if (n < 1) throw bad("steps count from 1");
+    return n;
+  };
+  const size_t dash = text.find('-');
+  StepRange r;
+  r.first = number(text.substr(0, dash));
+  r.last = dash == std::string::npos ? r.first : number(text.substr(dash + 1));
+  if (r.last < r.first) throw bad("the last step is before the first");
+  return r;
+}
 
 std::string recompute_setting_name(const std::optional<Recompute>& recompute) {
   return recompute ? recompute_name(*recompute) : "auto";
@@ -201,7 +224,7 @@ MeasuredTier measured_tier(const CollectiveFits& fits, double overlap) {
 }  // namespace
 
 ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node,
-                          const std::vector<std::string>& hostnames) {
+                           const std::vector<std::string>& hostnames) {
   if (nodes < 1 || tasks_per_node < 1)
     throw ConfigError("nodes = " + std::to_string(nodes) + " and tasks per node = " + std::to_string(tasks_per_node) +
                       " must both be >= 1");

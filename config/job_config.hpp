@@ -19,15 +19,15 @@
 namespace axonn {
 
 struct TrainingConfig {
-  int global_batch = 8;     // sequences per optimizer step
-  int micro_batch = 1;      // sequences per forward/backward per rank, upper bound
+  int global_batch = 8;  // sequences per optimizer step
+  int micro_batch = 1;   // sequences per forward/backward per rank, upper bound
   int steps = 100;
-  double lr = 3e-4;         // peak
-  double min_lr = 3e-5;     // end of the cosine decay
+  double lr = 3e-4;      // peak
+  double min_lr = 3e-5;  // end of the cosine decay
   int warmup_steps = 10;
   std::string schedule = "cosine";  // "cosine" | "constant"
   double weight_decay = 0.1;
-  double grad_clip = 1.0;   // global norm; 0 disables
+  double grad_clip = 1.0;  // global norm; 0 disables
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   uint64_t seed = 1337;
   // float32 (exact, any device) or bfloat16 (CUDA only): bf16 GEMMs on tensor cores, and
@@ -39,9 +39,9 @@ struct TrainingConfig {
   // backend and the rank sees a GPU, else cpu.
   std::string device = "auto";
   // Run the z all-gathers of the forward, the z reduce-scatters of the weight gradients and
-  // the data-parallel gradient all-reduce of the last micro-batch beside compute (a communicator thread on Gloo, the communicator's
-  // stream on NCCL). false: the same collectives in the same order, each waited for where
-  // it is issued. Either way the results are bit for bit the same.
+  // the data-parallel gradient all-reduce of the last micro-batch beside compute (a communicator thread on Gloo, the
+  // communicator's stream on NCCL). false: the same collectives in the same order, each waited for where it is issued.
+  // Either way the results are bit for bit the same.
   bool overlap_comm = true;
   // Activation recomputation (layout_inputs.hpp, Recompute): "none", "attention", "block", or
   // "auto" (unset): the layout model picks per layout the least recomputation that fits in
@@ -55,19 +55,34 @@ struct TrainingConfig {
 };
 
 struct DataConfig {
-  std::string path;              // absolute after loading; empty: the built-in corpus
-  std::string format = "auto";   // "auto" | "tokens" | "text"
+  std::string path;             // absolute after loading; empty: the built-in corpus
+  std::string format = "auto";  // "auto" | "tokens" | "text"
 };
 
 struct CheckpointConfig {
-  std::string dir;     // absolute after loading
-  int interval = 0;    // steps between saves; 0: only at the end and on preemption
-  int keep = 2;        // committed steps kept
+  std::string dir;   // absolute after loading
+  int interval = 0;  // steps between saves; 0: only at the end and on preemption
+  int keep = 2;      // committed steps kept
 };
+
+// Steps first..last (1-based, as metrics.jsonl numbers them), both included.
+struct StepRange {
+  int64_t first = 0, last = 0;
+  bool contains(int64_t step) const { return first <= step && step <= last; }
+  bool operator==(const StepRange&) const = default;
+};
+// "12" or "10-12"; ConfigError naming `key` and the text otherwise.
+StepRange parse_step_range(const std::string& key, const std::string& text);
 
 struct RunConfig {
   std::string dir = "runs/axonn";  // metrics and logs; absolute after loading
   int log_interval = 1;
+  // Steps whose timeline every rank writes to <dir>/trace/rank-NNNNN.json (run.trace_steps,
+  // "10-12"); none when unset.
+  std::optional<StepRange> trace_steps;
+  // Rank 0 names a rank whose step time outside blocking collectives stays above this many
+  // times the median rank's for 3 log intervals in a row (trainer/train/straggler_watch.hpp).
+  double straggler_factor = 1.2;
   // The signal that asks `axonn train` to save at the next step boundary and exit 75
   // (besides SIGTERM and SIGINT, which always do): "USR1" | "USR2" | "HUP"; the site's
   // policy.preempt_signal when the job does not say. The others of the three keep their

@@ -9,10 +9,14 @@ namespace axonn {
 
 const char* link_tier_name(LinkTier tier) {
   switch (tier) {
-    case LinkTier::none: return "-";
-    case LinkTier::intra_node: return "intra-node";
-    case LinkTier::inter_node: return "inter-node";
-    case LinkTier::inter_switch: return "inter-switch";
+    case LinkTier::none:
+      return "-";
+    case LinkTier::intra_node:
+      return "intra-node";
+    case LinkTier::inter_node:
+      return "inter-node";
+    case LinkTier::inter_switch:
+      return "inter-switch";
   }
   return "?";
 }
@@ -24,19 +28,26 @@ bool contained(int64_t world, int64_t unit, int64_t span) { return world <= unit
 
 const Link& link_of(const Machine& m, LinkTier tier) {
   switch (tier) {
-    case LinkTier::inter_node: return m.inter_node;
-    case LinkTier::inter_switch: return m.inter_switch;
-    default: return m.intra_node;
+    case LinkTier::inter_node:
+      return m.inter_node;
+    case LinkTier::inter_switch:
+      return m.inter_switch;
+    default:
+      return m.intra_node;
   }
 }
 
 // What calibrate measured of `tier`; nullptr for none (a group of one spans no link).
 const MeasuredTier* measured_tier(const Machine& m, LinkTier tier) {
   switch (tier) {
-    case LinkTier::intra_node: return &m.intra_node_measured;
-    case LinkTier::inter_node: return &m.inter_node_measured;
-    case LinkTier::inter_switch: return &m.inter_switch_measured;
-    default: return nullptr;
+    case LinkTier::intra_node:
+      return &m.intra_node_measured;
+    case LinkTier::inter_node:
+      return &m.inter_node_measured;
+    case LinkTier::inter_switch:
+      return &m.inter_switch_measured;
+    default:
+      return nullptr;
   }
 }
 
@@ -122,6 +133,13 @@ std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layo
   return shapes;
 }
 
+double collective_calls_seconds(const Machine& machine, LinkTier tier, const CollectiveCalls& calls, int group_size) {
+  const Link& link = collective_link(machine, tier, calls.kind, calls.bytes);
+  return static_cast<double>(calls.calls) *
+         (ring_steps(calls.kind, group_size) * link.latency_s +
+          bus_factor(calls.kind, group_size) * static_cast<double>(calls.bytes) / link.bandwidth_bytes_per_s);
+}
+
 double gemm_rate(const Machine& m, const GemmShape& shape) {
   for (const GemmRate& r : m.gemm_rates)
     if (r.shape == shape) return r.flops_per_s;
@@ -139,7 +157,8 @@ LinkTier axis_link(const Machine& machine, const Layout& g, CommAxis axis) {
   return LinkTier::inter_switch;
 }
 
-TierBytes bytes_per_tier(const Machine& machine, const Layout& g, const std::array<int64_t, kCommAxisCount>& axis_bytes) {
+TierBytes bytes_per_tier(const Machine& machine, const Layout& g,
+                         const std::array<int64_t, kCommAxisCount>& axis_bytes) {
   TierBytes tiers{};
   for (int a = 0; a < kCommAxisCount; ++a)
     tiers[static_cast<size_t>(axis_link(machine, g, static_cast<CommAxis>(a)))] += axis_bytes[static_cast<size_t>(a)];
@@ -226,11 +245,7 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   double hidden_data = 0, hidden_experts = 0, hidden_other = 0;
   for (const CollectiveCalls& calls : volume.calls) {
     const auto ai = static_cast<size_t>(calls.axis);
-    const int n = volume.group_size[ai];
-    const Link& link = collective_link(input.machine, c.link[ai], calls.kind, calls.bytes);
-    const double t = static_cast<double>(calls.calls) *
-                     (ring_steps(calls.kind, n) * link.latency_s +
-                      bus_factor(calls.kind, n) * static_cast<double>(calls.bytes) / link.bandwidth_bytes_per_s);
+    const double t = collective_calls_seconds(input.machine, c.link[ai], calls, volume.group_size[ai]);
     c.comm_s[ai] += t;
     if (!calls.overlapped) continue;
     c.overlapped_s += t;
@@ -242,7 +257,8 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   const double accumulation = static_cast<double>(split.accumulation);
   const MoeShape moe = moe_shape(input.model, split, g);
   const double rounds = static_cast<double>(decided_rounds(moe));
-  const double experts_s = accumulation * moe_flops_per_micro_batch(input.model, g, split) / default_gemm_rate(input.machine);
+  const double experts_s =
+      accumulation * moe_flops_per_micro_batch(input.model, g, split) / default_gemm_rate(input.machine);
   c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other +
                                          std::min(hidden_experts, experts_s * (rounds - 1) / rounds));
   return c;

@@ -59,6 +59,10 @@ const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKin
 // The fraction of an overlapped collective's time hidden behind compute on `tier` (0 to 1).
 double overlap_efficiency(const Machine& machine, LinkTier tier);
 
+// Seconds of `calls` (each of calls.bytes) in groups of `group_size` over a link of `tier`:
+// per call ring_steps·α + bus_factor·bytes/β of the collective's fitted line for that size.
+double collective_calls_seconds(const Machine& machine, LinkTier tier, const CollectiveCalls& calls, int group_size);
+
 // The GEMM of each layer of linear_shapes on one rank of `layout`, in the same order.
 std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& layout);
 

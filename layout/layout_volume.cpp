@@ -80,7 +80,7 @@ namespace {
 // (an all-to-all over y) sends G_y copies of the share received: R_r rows after the rows go
 // out, R after they come back.
 struct ExpertCallBytes {
-  int64_t counts = 0, sent = 0, returned = 0;  // bytes of one call each
+  int64_t counts = 0, sent = 0, returned = 0;        // bytes of one call each
   int64_t gathered_sent = 0, gathered_returned = 0;  // the y all-to-alls after each (y_shares > 1)
 };
 ExpertCallBytes expert_call_bytes(const MoeShape& moe, int64_t c_local, int64_t e, int64_t returned_rows) {
@@ -144,8 +144,8 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
     // inputs' gradients reduce-scattered. Sizes: the gathered whole, P·m rows.
     const int64_t group_tokens = moe.expert_ranks * m;
     v.add(CommAxis::expert, K::all_gather, calls, group_tokens * 2 * moe.top_k * stat);
-    v.add(CommAxis::expert, K::all_gather, calls * 2, group_tokens * c_local * e);      // tokens, outputs' gradients
-    v.add(CommAxis::expert, K::reduce_scatter, calls * 2, group_tokens * c_local * e);  // outputs, inputs' gradients
+    v.add(CommAxis::expert, K::all_gather, calls * 2, group_tokens * c_local * e);       // tokens, outputs' gradients
+    v.add(CommAxis::expert, K::reduce_scatter, calls * 2, group_tokens * c_local * e);   // outputs, inputs' gradients
     v.add(CommAxis::expert, K::reduce_scatter, calls, group_tokens * moe.top_k * stat);  // gates' gradients
   } else {
     v.add(CommAxis::expert, K::all_to_all, calls, exchange.counts);
@@ -254,9 +254,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   if (buckets.moe_layers > 0) v.add(CommAxis::z, K::all_reduce, 1, buckets.small_experts * grad);
   // Blocks 1..L-1, whose buckets go beside the backward, dense and MoE.
   const int64_t first_moe = model.is_moe_block(0) ? 1 : 0, later_moe = model.moe_layers() - first_moe;
-  const struct {
-    int64_t dense, moe;
-  } later{model.layers - 1 - later_moe, later_moe};
+  const struct { int64_t dense, moe; } later{model.layers - 1 - later_moe, later_moe};
   // In buckets (model_plan.hpp, GradientBuckets; trainer/optim/gradient_sync.hpp): each
   // block's weight shards (an MoE block's attention weights, then its local experts' in a
   // bucket of their own), then the wte shard, then the small tensors, then the experts'
@@ -293,7 +291,9 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
     v.add(b.axis, K::reduce_scatter, b.calls, padded_bucket(b.count, g.data) * grad, b.overlapped);
     v.add(b.axis, K::all_gather, b.calls, padded_bucket(b.count, g.data) * b.weight_bytes, b.overlapped);
   }
-  v.add(CommAxis::world, K::all_reduce, 1, 4 * stat);
+  // The step's sums (loss, tokens, squared norm, stop votes) and a slot per rank for its busy
+  // time (the straggler watch), in one all-reduce (trainer/optim/optimizer.cpp).
+  v.add(CommAxis::world, K::all_reduce, 1, (4 + g.world()) * stat);
   return v;
 }
 

@@ -294,7 +294,9 @@ TEST(Checkpoint, UnknownFormatVersionAndWrongMagicAreRefused) {
 TEST(Checkpoint, AsyncSaveReturnsBeforeTheWriteFinishes) {
   const fs::path dir = test_dir();
   const auto model = small_model();
-  AsyncSaver saver(dir, 0, SaverOptions{2, std::chrono::seconds(20), ""});
+  SaverOptions options;
+  options.commit_timeout = std::chrono::seconds(20);
+  AsyncSaver saver(dir, 0, options);
   RankState st0 = rank_state(model, row_tiles, 0, 2, 40);
   saver.save(40, st0.slices, CommitSpec{{0, 1}, test_metadata(40)});
   // The save is in flight: its commit waits for rank 1, which has not written yet.

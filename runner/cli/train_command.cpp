@@ -1,4 +1,5 @@
-// axonn train JOB.toml [--site S] [--layout L] [--fallback] [--break-lock] [--timeout-ms N] [section.key=value ...]
+// axonn train JOB.toml [--site S] [--layout L] [--fallback] [--break-lock] [--timeout-ms N] [--trace-steps A-B]
+//                      [section.key=value ...]
 // One rank of a training run, under `axonn run -n N`, `srun --mpi=pmix` or `mpirun`: reads
 // the site (--site, else AXONN_SITE_CONFIG, else the built-in laptop-cpu site;
 // cli/train_inputs.hpp), the job and its data before anything else, then the topology from
@@ -100,6 +101,8 @@ const std::vector<OptionSpec>& train_option_specs() {
       {"print-preempt-signal", false,
        "print the job's run.preempt_signal (USR1, USR2 or HUP) and exit; starts nothing"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
+      {"trace-steps", true,
+       "steps whose timeline every rank writes to <run.dir>/trace/rank-NNNNN.json, e.g. 10-12 (run.trace_steps)"},
       {"help", false, "this help"},
   };
   return specs;
@@ -193,6 +196,8 @@ int command_train(const CommandArgs& argv) {
   options.save_token = topology.nspace;
   options.stop_requested = [] { return g_stop_signal != 0; };
   options.startup = std::move(startup);
+  for (const int node : topology.node_of_rank)
+    options.rank_hosts.push_back(topology.hostnames[static_cast<size_t>(node)]);
   const TrainingRunResult result = run_training(*backend, grid, job, data, options);
   return result.preempted ? exit_code::preempted : exit_code::ok;
 }

@@ -40,6 +40,9 @@ TrainInputs load_train_inputs(const Args& args) {
   TrainInputs in;
   in.job_path = args.positionals()[0];
   in.overrides.assign(args.positionals().begin() + 1, args.positionals().end());
+  // After the job's own overrides, so the option wins over a run.trace_steps=... word.
+  if (const std::optional<std::string> steps = args.value("trace-steps"))
+    in.overrides.push_back("run.trace_steps=\"" + *steps + "\"");
   in.site = choose_run_site(args.value("site"));
   in.job = load_job_config(in.job_path, in.site.config, in.overrides);
   if (in.site.builtin) {

@@ -6,6 +6,9 @@
 #include "trainer/model/parameters.hpp"
 
 namespace axonn {
+namespace {
+constexpr int kStatistics = 4;  // loss sum, tokens, squared norm, stop requests; then busy seconds per rank
+}  // namespace
 
 Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, GradientSync& sync,
                      const TrainingConfig& training)
@@ -15,7 +18,7 @@ Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, G
       sync_(sync),
       training_(training),
       counts_loss_(grid.coords().x == 0 && grid.coords().y == 0),
-      stats_(backend, 4),
+      stats_(backend, static_cast<size_t>(kStatistics + grid.world().size())),
       overlap_(sync.overlaps()) {
   // A shard enters the norm on exactly one of its copies: the one at coordinate 0 of every
   // axis that replicates it; sharded, the data axis splits the summed gradient instead, and
@@ -67,15 +70,22 @@ Communicator::Ticket Optimizer::gather_weights(const ParamBucket& b) {
   return 0;
 }
 
-StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, double tokens, bool stop_requested) {
+StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, double tokens, bool stop_requested,
+                           float busy_s) {
   float* grads = params_.grads();
   sync_.finish();
 
-  const float host[4] = {0.0f, counts_loss_ ? static_cast<float>(tokens) : 0.0f, 0.0f, stop_requested ? 1.0f : 0.0f};
-  backend_.copy_to_device(stats_.data(), host, sizeof host);
+  // One all-reduce carries the step's sums and, as a sum with every other rank's slot 0, each
+  // rank's busy time (an all-gather inside the all-reduce the step needs anyway).
+  Communicator& world = grid_.world();
+  std::vector<float> host(static_cast<size_t>(kStatistics + world.size()), 0.0f);
+  host[1] = counts_loss_ ? static_cast<float>(tokens) : 0.0f;
+  host[3] = stop_requested ? 1.0f : 0.0f;
+  host[static_cast<size_t>(kStatistics + world.rank())] = busy_s;
+  backend_.copy_to_device(stats_.data(), host.data(), host.size() * sizeof(float));
   if (counts_loss_) backend_.copy(stats_.data(), loss_sum, sizeof(float));
   for (const Run& r : norm_runs_) backend_.sum_squares(stats_.data() + 2, grads + r.offset, r.count);
-  grid_.world().all_reduce(stats_.data(), 4, ElementType::float32);
+  world.all_reduce(stats_.data(), host.size(), ElementType::float32);
   // On NCCL the all-reduce is queued: wait for it under the communicator's timeout, then the
   // copy on the compute stream (ordered after it) reads the totals. Nothing to wait on Gloo.
   grid_.world().synchronize();
@@ -86,6 +96,7 @@ StepReport Optimizer::step(int64_t step, double lr, const float* loss_sum, doubl
   report.loss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
   report.grad_norm = std::sqrt(static_cast<double>(totals[2]));
   report.stop = totals[3] > 0.0f;
+  report.rank_busy_s.assign(totals.begin() + kStatistics, totals.end());
   if (training_.grad_clip > 0) report.clip_scale = std::min(1.0, training_.grad_clip / (report.grad_norm + 1e-6));
 
   AdamWStep s;

@@ -16,6 +16,7 @@
 // AdamW is elementwise, so with the same summed gradients and the same clip scale the
 // updated weights are the unsharded run's bits; layout_volume.hpp predicts the collectives.
 #include <cstdint>
+#include <vector>
 
 #include "comm/comm_grid.hpp"
 #include "config/job_config.hpp"
@@ -35,6 +36,10 @@ struct StepReport {
   double balance_loss = 0;      // Σ over MoE blocks of the micro-batches' mean balance loss
   double dropped_fraction = 0;  // routed (token, choice) pairs dropped by the capacity
   double expert_load = 0;       // max over mean tokens per expert, averaged over blocks and micro-batches
+  // [world] each rank's busy seconds (outside blocking collectives) of its previous step, as
+  // it passed them to step(): shared in the same all-reduce as the loss, for the straggler
+  // watch (trainer/train/straggler_watch.hpp).
+  std::vector<float> rank_busy_s;
 };
 
 class Optimizer {
@@ -43,8 +48,10 @@ class Optimizer {
             const TrainingConfig& training);
 
   // step: 0-based optimizer step (AdamW's bias correction uses step + 1). loss_sum: device
-  // scalar, this rank's summed token losses; tokens: this rank's token count.
-  StepReport step(int64_t step, double lr, const float* loss_sum, double tokens, bool stop_requested);
+  // scalar, this rank's summed token losses; tokens: this rank's token count; busy_s: this
+  // rank's busy seconds of its previous step (StepReport::rank_busy_s).
+  StepReport step(int64_t step, double lr, const float* loss_sum, double tokens, bool stop_requested,
+                  float busy_s = 0.0f);
 
  private:
   struct Run {
@@ -63,7 +70,7 @@ class Optimizer {
 
   std::vector<Run> norm_runs_;  // gradient ranges this rank adds to the global norm
   bool counts_loss_;            // x = y = 0: this rank's loss is not a copy of another's
-  DeviceBuffer<float> stats_;   // [loss sum, tokens, squared norm, stop requests]
+  DeviceBuffer<float> stats_;   // [loss sum, tokens, squared norm, stop requests, busy seconds per rank]
   bool overlap_;
 };
 

@@ -5,33 +5,14 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "core/json_text.hpp"
+
 namespace axonn {
 namespace {
 
 std::string mib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f MiB", bytes / (1024.0 * 1024.0));
-  return buf;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-std::string json_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
 
@@ -155,15 +136,18 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
   first = true;
   for (size_t t = 0; t < r.counted_per_tier.size(); ++t) {
     if (r.counted_per_tier[t] == 0 && r.predicted_per_tier[t] == 0) continue;
-    const double counted = r.steps_run > 0 ? static_cast<double>(r.counted_per_tier[t]) / static_cast<double>(r.steps_run) : 0;
+    const double counted =
+        r.steps_run > 0 ? static_cast<double>(r.counted_per_tier[t]) / static_cast<double>(r.steps_run) : 0;
     j += std::string(first ? "" : ", ") + json_string(link_tier_name(static_cast<LinkTier>(t))) +
-         ": {\"counted\": " + json_number(counted) + ", \"predicted\": " + std::to_string(r.predicted_per_tier[t]) + "}";
+         ": {\"counted\": " + json_number(counted) + ", \"predicted\": " + std::to_string(r.predicted_per_tier[t]) +
+         "}";
     first = false;
   }
   j += "},\n  \"comm_seconds_per_step\": {";
   for (size_t i = 0; i < r.comm_s_per_step.size(); ++i)
     j += (i ? ", " : "") + json_string(r.comm_s_per_step[i].first) + ": " + json_number(r.comm_s_per_step[i].second);
-  j += "},\n  \"model_memory_bytes\": [";
+  j += "},\n  \"comm_profile\": " + comm_profile_json(r.comm_profile);
+  j += ",\n  \"model_memory_bytes\": [";
   for (size_t i = 0; i < r.model_memory_bytes.size(); ++i) j += (i ? ", " : "") + json_number(r.model_memory_bytes[i]);
   j += "],\n  \"predicted_memory_bytes\": [";
   for (size_t i = 0; i < r.predicted_memory_bytes.size(); ++i)

@@ -12,6 +12,7 @@
 #include "comm/comm_grid.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_volume.hpp"
+#include "trainer/train/comm_profile.hpp"
 
 namespace axonn {
 
@@ -47,7 +48,7 @@ std::string tier_summary(const TierBytes& counted, const TierBytes& predicted, i
 struct RunSummary {
   std::string layout;
   std::string layout_origin;
-  std::string recompute;  // the activation recomputation the run used: "none", "attention", "block"
+  std::string recompute;         // the activation recomputation the run used: "none", "attention", "block"
   bool shard_optimizer = false;  // the optimizer state was sharded over data
   // An MoE model's expert all-to-all: the pipelined rounds it ran in (MoeShape::rounds, with
   // model.moe_chunks decided); unset for a dense model.
@@ -55,14 +56,14 @@ struct RunSummary {
   int64_t start_step = 0, end_step = 0;
   bool preempted = false;
   double last_loss = 0;
-  double tokens_per_s = 0;  // mean over the steps of this run
-  double mfu = 0;           // mean
+  double tokens_per_s = 0;      // mean over the steps of this run
+  double mfu = 0;               // mean
   double step_s_median = 0;     // rank 0's measured steps (step_time_accuracy.hpp)
   double predicted_step_s = 0;  // the layout model's
   double step_time_ratio = 0;   // step_s_median / predicted_step_s; 0 without steps
   bool comm_bytes_match = false;
-  std::vector<std::string> comm_mismatches;               // of rank 0
-  StepVolume predicted_per_step;                          // rank 0's
+  std::vector<std::string> comm_mismatches;  // of rank 0
+  StepVolume predicted_per_step;             // rank 0's
   // Rank 0's bytes per link tier (indexed by LinkTier, bytes_per_tier): counted over the run,
   // and predicted per step; the run's steps divide the first.
   TierBytes counted_per_tier{};
@@ -71,6 +72,7 @@ struct RunSummary {
   // Rank 0's comm_seconds_per_step (a started collective's time on its communicator's
   // thread or stream, hidden or not).
   std::vector<std::pair<std::string, double>> comm_s_per_step;
+  std::vector<CommProfileEntry> comm_profile;             // rank 0's, over the run (comm_profile.hpp)
   std::vector<double> model_memory_bytes;                 // per rank: peak RSS above the baseline
   std::vector<double> predicted_memory_bytes;             // per rank
   double process_start_unix_s = 0;                        // rank 0's process creation, wall clock

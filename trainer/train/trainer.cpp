@@ -2,6 +2,7 @@
 
 #include "config/config_error.hpp"
 #include "trainer/optim/lr_schedule.hpp"
+#include "trainer/train/trace_ops.hpp"
 
 namespace axonn {
 namespace {
@@ -67,7 +68,7 @@ void Trainer::set_position(int64_t step, int64_t data_cursor, uint64_t sample_se
   sample_seed_ = sample_seed;
 }
 
-StepReport Trainer::train_step(bool stop_requested) {
+StepReport Trainer::train_step(bool stop_requested, float busy_s) {
   const Coords& at = grid_.coords();
   const int64_t coordinate = int64_t{at.data} * grid_.layout().z + at.z;
   const int64_t global_tokens = int64_t{job_.training.global_batch} * job_.model.sequence;
@@ -78,16 +79,22 @@ StepReport Trainer::train_step(bool stop_requested) {
   backend_.memset_zero(loss_sum_.data(), sizeof(float));
   for (int i = 0; i < split_.accumulation; ++i) {
     const int64_t first = cursor_ + coordinate * split_.sequences_per_rank + int64_t{i} * split_.micro_batch;
-    read_samples(data_, order_, first, split_.micro_batch, job_.model.sequence, host_inputs_.data(),
-                 host_targets_.data());
-    inputs_.upload(host_inputs_);
-    targets_.upload(host_targets_);
+    {
+      const TraceSpan span(trace_, "phase", "data", {{"first_sample", std::to_string(first)}});
+      read_samples(data_, order_, first, split_.micro_batch, job_.model.sequence, host_inputs_.data(),
+                   host_targets_.data());
+      inputs_.upload(host_inputs_);
+      targets_.upload(host_targets_);
+    }
     // The last micro-batch's backward hands each block's finished gradients to the sync.
     GradientSync* last = i + 1 == split_.accumulation ? &sync_ : nullptr;
+    const TraceSpan span(trace_, "phase", "forward_backward", {{"micro_batch", std::to_string(i)}});
     model_.forward_backward(inputs_.data(), targets_.data(), loss_scale, loss_sum_.data(), last);
   }
   const double local_tokens = static_cast<double>(split_.accumulation * split_.tokens);
-  StepReport report = optimizer_.step(step_, learning_rate_of(step_), loss_sum_.data(), local_tokens, stop_requested);
+  const TraceSpan span(trace_, "phase", "optimizer");
+  StepReport report =
+      optimizer_.step(step_, learning_rate_of(step_), loss_sum_.data(), local_tokens, stop_requested, busy_s);
   if (const MoeStatistics moe = model_.moe_statistics(); moe.micro_batches > 0) {
     report.balance_loss = moe.balance_loss / split_.accumulation;
     report.dropped_fraction = moe.routed_pairs > 0 ? moe.dropped_pairs / moe.routed_pairs : 0;

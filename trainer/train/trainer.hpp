@@ -9,6 +9,7 @@
 
 #include "comm/comm_grid.hpp"
 #include "config/job_config.hpp"
+#include "core/trace_recorder.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/data/token_data.hpp"
@@ -29,7 +30,9 @@ class Trainer {
 
   // Runs step step(): A forward/backward micro-batches and the optimizer; then step() and
   // data_cursor() advance. stop_requested: this rank's vote to stop at this boundary.
-  StepReport train_step(bool stop_requested = false);
+  // busy_s: this rank's busy seconds of its previous step, shared with the others
+  // (StepReport::rank_busy_s).
+  StepReport train_step(bool stop_requested = false, float busy_s = 0.0f);
 
   int64_t step() const { return step_; }           // optimizer steps done
   int64_t data_cursor() const { return cursor_; }  // next global sample
@@ -38,6 +41,10 @@ class Trainer {
   // After a checkpoint load: continue at `step` with global sample `data_cursor` of the
   // sample order keyed by `sample_seed` (the saved run's, whatever the job file says now).
   void set_position(int64_t step, int64_t data_cursor, uint64_t sample_seed);
+
+  // Each step's phases (data, each micro-batch's forward and backward, the optimizer) become
+  // spans of `trace` (nullptr: none).
+  void trace_into(TraceRecorder* trace) { trace_ = trace; }
 
   Backend& backend() { return backend_; }
   CommGrid& grid() { return grid_; }
@@ -62,6 +69,7 @@ class Trainer {
   DeviceBuffer<int32_t> inputs_, targets_;
   DeviceBuffer<float> loss_sum_;
   uint64_t sample_seed_;
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace axonn

@@ -1,10 +1,14 @@
 #include "trainer/train/training_run.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/latest_recovery.hpp"
@@ -20,6 +24,8 @@
 #include "trainer/train/run_directory.hpp"
 #include "trainer/train/run_report.hpp"
 #include "trainer/train/step_time_accuracy.hpp"
+#include "trainer/train/straggler_watch.hpp"
+#include "trainer/train/trace_ops.hpp"
 #include "trainer/train/trainer.hpp"
 #include "trainer/train/training_checkpoint.hpp"
 
@@ -64,8 +70,9 @@ std::optional<int64_t> recovered_step(const std::filesystem::path& dir, Backend&
   chosen = all_gather_steps(backend, world, chosen).front();
   if (failure) std::rethrow_exception(failure);
   if (chosen == kFailed)
-    throw CheckpointError(dir.string(), "resume",
-                          "rank 0 found no committed step to resume from in " + dir.string() + " (its message says why)");
+    throw CheckpointError(
+        dir.string(), "resume",
+        "rank 0 found no committed step to resume from in " + dir.string() + " (its message says why)");
   if (chosen == kNone) return std::nullopt;
   return chosen;
 }
@@ -137,11 +144,52 @@ RunDirectoryOptions run_directory_options(const JobConfig& job, const TrainingRu
   return directory;
 }
 
-SaverOptions saver_options(const JobConfig& job, const TrainingRunOptions& options) {
+SaverOptions saver_options(const JobConfig& job, const TrainingRunOptions& options, TraceRecorder& trace) {
   SaverOptions saver;
   saver.keep = job.checkpoint.keep;
   saver.save_token = options.save_token;
+  saver.on_written = [&trace](int64_t step, TraceRecorder::Clock::time_point start,
+                              TraceRecorder::Clock::time_point end) {
+    trace.span("checkpoint", "checkpoint write", start, end, {{"step", std::to_string(step)}}, "checkpoint writer");
+  };
   return saver;
+}
+
+// Seconds this rank has spent in blocking collectives (their whole time, waiting for the
+// peers included) and waiting for started ones, since the counters were reset: what a step
+// time less this is the rank's own work.
+double comm_wait_s(const CommGrid& grid) {
+  std::chrono::nanoseconds wait{0};
+  for (const auto& kinds : grid.counters())
+    for (const CollectiveCount& c : kinds) wait += c.time - c.started_time;
+  for (const std::chrono::nanoseconds w : grid.started_wait_times()) wait += w;
+  return std::chrono::duration<double>(wait).count();
+}
+
+// A test-only slowdown: AXONN_TEST_SLOW_RANK="RANK:MS" makes that rank sleep MS milliseconds
+// in every step, so tests can check that the straggler watch names it. 0 for other ranks.
+std::chrono::milliseconds test_slowdown(int rank) {
+  const char* spec = std::getenv("AXONN_TEST_SLOW_RANK");
+  int slow_rank = -1, ms = 0;
+  if (spec == nullptr || std::sscanf(spec, "%d:%d", &slow_rank, &ms) != 2 || slow_rank != rank || ms < 0)
+    return std::chrono::milliseconds{0};
+  return std::chrono::milliseconds{ms};
+}
+
+// "rank 3 (node07)": the rank's name in a trace viewer.
+std::string trace_label(int rank) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return "rank " + std::to_string(rank) + (host[0] != '\0' ? std::string(" (") + host + ")" : std::string());
+}
+
+std::filesystem::path trace_dir(const JobConfig& job) { return std::filesystem::path(job.run.dir) / "trace"; }
+
+// <run.dir>/trace/rank-00003.json
+std::filesystem::path trace_file(const JobConfig& job, int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.json", rank);
+  return trace_dir(job) / name;
 }
 
 // The layout model's prediction for one step of this run at its layout: what the start of
@@ -189,7 +237,8 @@ DecidedPlan decide_modes(const JobConfig& job, const ChooserInput& plan, const L
 struct LoopTotals {
   int64_t steps_run = 0;
   double tokens_per_s_sum = 0, mfu_sum = 0;
-  CommCounters counted;  // bytes and calls of the collectives of the steps run
+  CommCounters counted;                                           // bytes and calls of the collectives of the steps run
+  std::array<std::chrono::nanoseconds, kCommAxisCount> waited{};  // for started collectives, per axis
   StepTimeAccuracy step_time{0};  // this rank's steps against the prediction (rank 0's: the summary)
 };
 
@@ -197,6 +246,12 @@ struct LoopTotals {
 struct MemoryUse {
   double model_bytes = 0;  // peak RSS above the baseline
   double predicted = 0;    // the layout model's memory, plus the checkpoint staging on the CPU
+};
+
+// Rank 0's sums of the ranks' busy seconds over the steps of one log interval.
+struct BusyInterval {
+  std::vector<float> sums;  // [world]
+  int64_t steps = 0;
 };
 
 // One rank's training run, phase by phase: the constructor sets up (the checkpoint
@@ -217,13 +272,26 @@ class TrainingRun {
         options_(options),
         lead_(world_.rank() == 0),
         startup_(options.startup),
+        trace_(world_.rank(), trace_label(world_.rank())),
+        straggler_(job.run.straggler_factor, options.rank_hosts),
+        slowdown_(test_slowdown(world_.rank())),
+        trace_ops_(trace_),
+        observed_backend_(backend, trace_ops_),
         decided_(decide_modes(job, options.plan, grid.layout())),
         lock_(open_run_directory(backend, world_, job.checkpoint.dir, run_directory_options(job, options))),
         before_(memory_baseline(backend)),
-        trainer_(backend, grid, decided_.job, data),
-        checkpoint_(job.checkpoint.dir, trainer_, world_.rank(), saver_options(job, options)) {
+        // Only a traced run puts the observer between the trainer and its backend.
+        trainer_(job.run.trace_steps ? static_cast<Backend&>(observed_backend_) : backend, grid, decided_.job, data),
+        checkpoint_(job.checkpoint.dir, trainer_, world_.rank(), saver_options(job, options, trace_)) {
+    trace_.name_this_thread("compute");
+    grid_.trace_into(&trace_);
+    trainer_.trace_into(&trace_);
     startup_.mark("model_init");
   }
+
+  ~TrainingRun() { grid_.trace_into(nullptr); }
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
 
   TrainingRunResult run() {
     TrainingRunResult result;
@@ -306,9 +374,10 @@ class TrainingRun {
     if (!decided_.moe_chunks_why.empty()) spdlog::info("train: {}", decided_.moe_chunks_why);
     spdlog::info("train: communication per step per rank: {}", comm_summary(prediction.volume));
     spdlog::info("train: overlap {}",
-                 t.overlap_comm ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
-                                  "beside compute (training.overlap_comm = false turns it off)"
-                                : "off: every collective is waited for where it is issued (training.overlap_comm)");
+                 t.overlap_comm
+                     ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
+                       "beside compute (training.overlap_comm = false turns it off)"
+                     : "off: every collective is waited for where it is issued (training.overlap_comm)");
     spdlog::info("train: metrics in {}", metrics_->path().string());
   }
 
@@ -325,13 +394,25 @@ class TrainingRun {
     grid_.synchronize();
     grid_.reset_counters();
     const auto start = Clock::now();
+    double busy_s = 0;  // this rank's previous step's, shared in the next step's all-reduce
+    BusyInterval interval;
     while (trainer_.step() < t.steps) {
       const auto step_start = Clock::now();
+      const int64_t step_number = trainer_.step() + 1;  // as metrics.jsonl numbers it
+      trace_.set_active(job_.run.trace_steps && job_.run.trace_steps->contains(step_number));
       const double lr = trainer_.learning_rate_of(trainer_.step());
       const bool stop_vote = options_.stop_requested && options_.stop_requested();
-      const StepReport report = trainer_.train_step(stop_vote);
+      const double wait_before = comm_wait_s(grid_);
+      if (slowdown_.count() > 0) std::this_thread::sleep_for(slowdown_);
+      const StepReport report = train_step_or_dump(stop_vote, static_cast<float>(busy_s));
       checkpoint_.poll();  // a failed background save stops the run here, at the next step
       const double step_s = seconds_since(step_start);
+      busy_s = std::max(0.0, step_s - (comm_wait_s(grid_) - wait_before));
+      if (lead_) watch_stragglers(report, step_number, interval);
+      trace_.span("step", "step " + std::to_string(step_number), step_start, Clock::now(),
+                  {{"step", std::to_string(step_number)}}, "steps");
+      if (trace_.active() && step_number == job_.run.trace_steps->last) write_trace();
+      trace_.set_active(false);
       ++totals.steps_run;
       result.last_loss = report.loss;
       if (totals.steps_run == 1) {
@@ -370,7 +451,7 @@ class TrainingRun {
       }
       if (job_.checkpoint.interval > 0 && trainer_.step() % job_.checkpoint.interval == 0 &&
           trainer_.step() < t.steps) {
-        const auto stall = checkpoint_.save(lr);
+        const auto stall = traced_save(lr);
         if (lead_)
           spdlog::info("checkpoint: saving step {} in the background (training paused {:.1f} ms)", trainer_.step(),
                        std::chrono::duration<double, std::milli>(stall).count());
@@ -378,7 +459,72 @@ class TrainingRun {
     }
     grid_.synchronize();
     totals.counted = grid_.counters();
+    totals.waited = grid_.started_wait_times();
+    // A run that stopped inside the traced steps (preempted, or fewer steps) writes what it has.
+    if (job_.run.trace_steps && !trace_written_ && trace_.traced_events() > 0) write_trace();
     return totals;
+  }
+
+  // Rank 0: the ranks' busy seconds of the previous step (StepReport::rank_busy_s) added up
+  // over each run.log_interval steps; at the interval's end, their means go to the straggler
+  // watch, whose warning is logged.
+  void watch_stragglers(const StepReport& report, int64_t step_number, BusyInterval& interval) {
+    const bool reported =
+        std::any_of(report.rank_busy_s.begin(), report.rank_busy_s.end(), [](float s) { return s > 0; });
+    if (reported) {
+      interval.sums.resize(report.rank_busy_s.size(), 0.0f);
+      for (size_t r = 0; r < interval.sums.size(); ++r) interval.sums[r] += report.rank_busy_s[r];
+      ++interval.steps;
+    }
+    if (step_number % job_.run.log_interval != 0 || interval.steps == 0) return;
+    for (float& s : interval.sums) s /= static_cast<float>(interval.steps);
+    if (const std::optional<std::string> warning = straggler_.observe(step_number, interval.sums))
+      spdlog::warn("{}", *warning);
+    interval = {};
+  }
+
+  // The checkpoint's copy into host buffers, which pauses training, as a span of the step.
+  std::chrono::nanoseconds traced_save(double lr) {
+    const TraceSpan span(&trace_, "checkpoint", "checkpoint copy", {{"step", std::to_string(trainer_.step())}});
+    return checkpoint_.save(lr);
+  }
+
+  // One step; when a collective fails (a peer hung or died), this rank's last events are
+  // written to <run.dir>/trace/hang-rank-N.json first, with the error, so the ranks' files
+  // show where each one was.
+  StepReport train_step_or_dump(bool stop_vote, float busy_s) {
+    try {
+      return trainer_.train_step(stop_vote, busy_s);
+    } catch (const CommError& e) {
+      char name[32];
+      std::snprintf(name, sizeof name, "hang-rank-%d.json", world_.rank());
+      const std::filesystem::path path = trace_dir(job_) / name;
+      std::string why;
+      if (trace_.write_recent(path, e.what(), &why))
+        spdlog::error("trace: rank {}'s last {} events before the failed collective are in {}", world_.rank(),
+                      TraceRecorder::kRecentEvents, path.string());
+      else
+        spdlog::error("trace: {}", why);
+      throw;
+    }
+  }
+
+  // Every rank writes its traced steps' events to <run.dir>/trace/rank-NNNNN.json; a failure
+  // to write is logged, not fatal (the run goes on).
+  void write_trace() {
+    trace_written_ = true;
+    const std::filesystem::path path = trace_file(job_, world_.rank());
+    std::string why;
+    if (!trace_.write(path, &why)) {
+      spdlog::warn("trace: {} (set run.dir to a writable directory)", why);
+      return;
+    }
+    if (lead_)
+      spdlog::info(
+          "trace: steps {}-{} of every rank in {} ({} events on rank 0); merge them with "
+          "scripts/merge_traces.py {}",
+          job_.run.trace_steps->first, job_.run.trace_steps->last, trace_dir(job_).string(), trace_.traced_events(),
+          job_.run.dir);
   }
 
   // Rank 0: appends a step to metrics.jsonl, and logs it every run.log_interval steps, at
@@ -394,9 +540,10 @@ class TrainingRun {
           m.step, t.steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.flops_per_s / 1e9, 100.0 * m.mfu, m.step_s,
           m.predicted_step_s, duration_text(eta));
       if (m.moe)
-        spdlog::info("step {}/{} | moe: balance loss {:.4f} | dropped {:.1f}% of routed tokens | expert load {:.2f} "
-                     "(max/mean tokens per expert)",
-                     m.step, t.steps, m.balance_loss, 100.0 * m.dropped_fraction, m.expert_load);
+        spdlog::info(
+            "step {}/{} | moe: balance loss {:.4f} | dropped {:.1f}% of routed tokens | expert load {:.2f} "
+            "(max/mean tokens per expert)",
+            m.step, t.steps, m.balance_loss, 100.0 * m.dropped_fraction, m.expert_load);
     }
   }
 
@@ -502,8 +649,7 @@ class TrainingRun {
     summary.layout_origin = options_.layout_origin;
     summary.recompute = recompute_name(*decided_.plan.recompute);
     summary.shard_optimizer = *decided_.plan.shard_optimizer;
-    if (job_.model.moe())
-      summary.moe_rounds = moe_shape(decided_.plan.model, trainer_.split(), grid_.layout()).rounds;
+    if (job_.model.moe()) summary.moe_rounds = moe_shape(decided_.plan.model, trainer_.split(), grid_.layout()).rounds;
     summary.start_step = result.start_step;
     summary.end_step = result.end_step;
     summary.preempted = result.preempted;
@@ -520,9 +666,16 @@ class TrainingRun {
     summary.steps_run = steps_run;
     summary.counted_per_tier =
         bytes_per_tier(decided_.plan.machine, grid_.layout(), counted_bytes_per_axis(totals.counted));
-    summary.predicted_per_tier = bytes_per_tier(decided_.plan.machine, grid_.layout(), bytes_per_axis(prediction.volume));
+    summary.predicted_per_tier =
+        bytes_per_tier(decided_.plan.machine, grid_.layout(), bytes_per_axis(prediction.volume));
     spdlog::info("communication per link tier (rank 0, per step): {}",
                  tier_summary(summary.counted_per_tier, summary.predicted_per_tier, steps_run));
+    summary.comm_profile = comm_profile(totals.counted, totals.waited, prediction.volume, decided_.plan.machine,
+                                        grid_.layout(), steps_run);
+    if (!summary.comm_profile.empty())
+      spdlog::info("communication profile (rank 0, {} steps; time on the thread or stream that ran each call):",
+                   steps_run);
+    for (const std::string& line : comm_profile_lines(summary.comm_profile)) spdlog::info("communication:   {}", line);
     summary.process_start_unix_s = startup_.process_start_unix_s();
     summary.startup_s = startup_.phases();
     write_run_summary(std::filesystem::path(job_.run.dir) / "summary.json", summary);
@@ -539,12 +692,20 @@ class TrainingRun {
   const TrainingRunOptions& options_;
   const bool lead_;  // rank 0 narrates, writes metrics.jsonl and summary.json
   StartupTimes startup_;
+  // The rank's timeline: the collectives and the step's phases always (the last few, for a
+  // hang's file), the backend's ops too in the steps of run.trace_steps.
+  TraceRecorder trace_;
+  StragglerWatch straggler_;                  // rank 0's
+  const std::chrono::milliseconds slowdown_;  // test-only (test_slowdown)
+  TraceOps trace_ops_;
+  ObservedBackend observed_backend_;
   const DecidedPlan decided_;
   const std::optional<DirectoryLock> lock_;  // held until the run returns
   const MemoryBaseline before_;
   Trainer trainer_;
   TrainingCheckpoint checkpoint_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0's, once training starts
+  bool trace_written_ = false;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "checkpoint/dir_lock.hpp"
 #include "comm/comm_grid.hpp"
@@ -30,6 +31,7 @@ struct TrainingRunOptions {
   std::string save_token;                // the same on every rank of this run
   std::function<bool()> stop_requested;  // this rank caught a preemption signal (may be empty)
   StartupTimes startup;                  // the caller's phases; the run adds model_init, checkpoint_loaded, first_step
+  std::vector<std::string> rank_hosts;   // [world] each rank's host, for the straggler watch's message
 };
 
 struct TrainingRunResult {
