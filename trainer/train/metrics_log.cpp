@@ -28,8 +28,8 @@ void MetricsLog::write(const StepMetrics& m) {
                static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.flops_per_s, m.mfu,
                m.step_s, m.predicted_step_s, m.elapsed_s, static_cast<long long>(m.data_cursor));
   if (m.moe)
-    std::fprintf(file_, ", \"balance_loss\": %.9g, \"dropped_fraction\": %.6g, \"expert_load\": %.6g", m.balance_loss,
-                 m.dropped_fraction, m.expert_load);
+    std::fprintf(file_, ", \"balance_loss\": %.9g, \"dropped_fraction\": %.6g, \"expert_load\": %.6g",
+                 m.balance_loss, m.dropped_fraction, m.expert_load);
   std::fputs("}\n", file_);
   std::fflush(file_);
 }

@@ -71,7 +71,7 @@ class TrainingCheckpoint {
   AsyncSaver saver_;
   std::vector<StateSlice> slices_;       // what this rank holds and saves: state_slices of its store
   std::vector<StateSlice> load_slices_;  // what it reads on resume: the same with every parameter whole
-  std::vector<float> staging_;           // host copy of params | m | v when the device is not the host
+  std::vector<float> staging_;      // host copy of params | m | v when the device is not the host
   std::vector<int64_t> protected_steps_;
 };
 
