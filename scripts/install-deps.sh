@@ -11,6 +11,8 @@ packages=(
   # libraries the code links
   libtomlplusplus-dev libspdlog-dev libfmt-dev libhdf5-dev libxxhash-dev
   libgtest-dev libgmock-dev libopenblas-dev libgloo-dev libpmix-dev libslurm-dev
+  # TensorBoard events files: protobuf-lite messages from protoc, ISA-L's CRC-32C
+  libprotobuf-dev protobuf-compiler libisal-dev
   # real Slurm for the `slurm` tests (slurmctld + slurmd + munge on localhost)
   slurm-wlm slurmctld slurmd slurm-client munge
   # a second PMIx launcher to test `axonn train` under
