@@ -1,5 +1,6 @@
 // TensorBoard events files (trainer/train/tensorboard_events.hpp): the masked CRC-32C of the
-// TFRecord framing against known values, and files written by TensorBoardEvents read back here, record by record: framing, both CRCs, then each Event parsed
+// TFRecord framing against known values, and files written by TensorBoardEvents and
+// MetricsLog read back here, record by record: framing, both CRCs, then each Event parsed
 // with the classes protoc generates from tensorboard_event.proto.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "scratch_dir.hpp"
+#include "trainer/train/metrics_log.hpp"
 #include "trainer/train/tensorboard_event.pb.h"
 #include "trainer/train/tensorboard_events.hpp"
 
@@ -175,6 +177,74 @@ TEST_F(TensorBoardFiles, AnEventsFileThatCannotBeCreatedIsAnErrorNamingThePathAn
     EXPECT_NE(what.find(blocked + "/run/events.out.tfevents."), std::string::npos) << what;
     EXPECT_NE(what.find("set run.dir to a writable directory"), std::string::npos) << what;
   }
+}
+
+StepMetrics step_metrics(int64_t step, bool moe) {
+  StepMetrics m;
+  m.step = step;
+  m.loss = 5.25 - 0.5 * static_cast<double>(step);
+  m.lr = 1e-3 * static_cast<double>(step);
+  m.grad_norm = 0.75;
+  m.tokens_per_s = 12345.5;
+  m.flops_per_s = 3.5e12;
+  m.mfu = 0.0625;
+  m.step_s = 0.5;
+  m.predicted_step_s = 0.25;
+  m.elapsed_s = 1.5;
+  m.data_cursor = 24 * step;
+  m.moe = moe;
+  m.balance_loss = 1.125;
+  m.dropped_fraction = 0.01;
+  m.expert_load = 1.75;
+  return m;
+}
+
+// MetricsLog writes each step twice: a metrics.jsonl line and an event with the same numbers,
+// under the tags docs/tensorboard.md lists; an MoE step has the three routing scalars too.
+TEST_F(TensorBoardFiles, MetricsLogWritesEveryStepToMetricsJsonlAndTheEventsFile) {
+  const double start = unix_seconds_now();
+  fs::path events_path;
+  {
+    MetricsLog log(dir_ / "run" / "metrics.jsonl");
+    events_path = log.events_path();
+    EXPECT_EQ(events_path.parent_path(), dir_ / "run");
+    log.write(step_metrics(1, false));
+    log.write(step_metrics(2, true));
+  }
+  std::ifstream jsonl(dir_ / "run" / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(jsonl, line);) ++lines;
+  EXPECT_EQ(lines, 2);
+
+  const auto events = read_events(events_path);
+  ASSERT_EQ(events.size(), 3u);
+  expect_file_version(events[0], std::floor(start));
+  const std::vector<std::string> dense = {"train/loss",       "train/lr", "train/grad_norm", "perf/tokens_per_s",
+                                          "perf/flops_per_s", "perf/mfu", "perf/step_s",     "perf/predicted_step_s"};
+  std::vector<std::string> moe = dense;
+  moe.insert(moe.end(), {"moe/balance_loss", "moe/dropped_fraction", "moe/expert_load"});
+  for (int step = 1; step <= 2; ++step) {
+    const tensorboard::Event& e = events[static_cast<size_t>(step)];
+    const StepMetrics m = step_metrics(step, step == 2);
+    EXPECT_EQ(e.step(), step);
+    EXPECT_GE(e.wall_time(), events[0].wall_time());
+    const std::vector<std::string>& tags = step == 2 ? moe : dense;
+    const std::vector<double> values = {m.loss,       m.lr,     m.grad_norm,        m.tokens_per_s, m.flops_per_s,
+                                        m.mfu,        m.step_s, m.predicted_step_s, m.balance_loss, m.dropped_fraction,
+                                        m.expert_load};
+    ASSERT_EQ(e.summary().value_size(), static_cast<int>(tags.size())) << "step " << step;
+    for (size_t i = 0; i < tags.size(); ++i) {
+      EXPECT_EQ(e.summary().value(static_cast<int>(i)).tag(), tags[i]) << "step " << step;
+      EXPECT_EQ(e.summary().value(static_cast<int>(i)).simple_value(), static_cast<float>(values[i]))
+          << "step " << step << " " << tags[i];
+    }
+  }
+}
+
+TEST_F(TensorBoardFiles, AMetricsFileThatCannotBeOpenedLeavesNoEventsFile) {
+  fs::create_directories(dir_ / "run" / "metrics.jsonl");  // a directory where the file would be
+  EXPECT_THROW(MetricsLog(dir_ / "run" / "metrics.jsonl"), std::runtime_error);
+  EXPECT_TRUE(events_files(dir_ / "run").empty());
 }
 
 }  // namespace
