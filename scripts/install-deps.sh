@@ -19,6 +19,8 @@ packages=(
   openmpi-bin
   # reference checks, benchmarks and plots (Debian's interpreter: /usr/bin/python3)
   python3-torch python3-h5py python3-matplotlib python3-numpy hdf5-tools
+  # the events files read back without TensorBoard (tests/tensorboard_events_check.py)
+  python3-protobuf python3-crc32c
   # tests: kill/timeout/ps, small file systems for disk-full tests
   procps psmisc coreutils util-linux e2fsprogs
   # scripts/gpu_bundle.sh (and its test): large libraries travel xz-compressed
