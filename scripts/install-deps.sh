@@ -11,12 +11,16 @@ packages=(
   # libraries the code links
   libtomlplusplus-dev libspdlog-dev libfmt-dev libhdf5-dev libxxhash-dev
   libgtest-dev libgmock-dev libopenblas-dev libgloo-dev libpmix-dev libslurm-dev
+  # TensorBoard events files: protobuf-lite messages from protoc, ISA-L's CRC-32C
+  libprotobuf-dev protobuf-compiler libisal-dev
   # real Slurm for the `slurm` tests (slurmctld + slurmd + munge on localhost)
   slurm-wlm slurmctld slurmd slurm-client munge
   # a second PMIx launcher to test `axonn train` under
   openmpi-bin
   # reference checks, benchmarks and plots (Debian's interpreter: /usr/bin/python3)
   python3-torch python3-h5py python3-matplotlib python3-numpy hdf5-tools
+  # the events files read back without TensorBoard (tests/tensorboard_events_check.py)
+  python3-protobuf python3-crc32c
   # tests: kill/timeout/ps, small file systems for disk-full tests
   procps psmisc coreutils util-linux e2fsprogs
   # scripts/gpu_bundle.sh (and its test): large libraries travel xz-compressed

@@ -1,10 +1,15 @@
 #pragma once
 // The per-step metrics file: one JSON object per line (JSONL) in the run directory, appended
-// to, so a resumed run continues the same file. scripts/plot_metrics.py draws it.
+// to, so a resumed run continues the same file. scripts/plot_metrics.py draws it. The same
+// scalars also go to a TensorBoard events file beside it (tensorboard_events.hpp, tags in
+// docs/tensorboard.md), a new one per process.
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
+
+#include "trainer/train/tensorboard_events.hpp"
 
 namespace axonn {
 
@@ -29,19 +34,26 @@ struct StepMetrics {
 
 class MetricsLog {
  public:
-  // Creates the directory if needed; opens path for appending. Throws std::runtime_error
-  // naming the path when it cannot.
+  // Creates the directory if needed; opens path for appending and creates a new events file
+  // in path's directory. Throws std::runtime_error naming the file when it cannot.
   explicit MetricsLog(const std::filesystem::path& path);
-  ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
-  void write(const StepMetrics& m);  // one line, flushed
+  // One line and one event, each flushed. Throws std::runtime_error naming the events file
+  // when writing it fails.
+  void write(const StepMetrics& m);
   const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& events_path() const { return events_.path(); }
 
  private:
+  struct CloseFile {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<std::FILE, CloseFile> file_;  // metrics.jsonl: opened first, so its failure leaves no events file
+  TensorBoardEvents events_;
 };
 
 }  // namespace axonn
