@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -46,6 +47,17 @@ struct AdamWStep {
   float weight_decay = 0.0f;  // used only where adamw(..., decay = true)
   int64_t t = 1;              // 1-based step count, for the bias correction
   float grad_scale = 1.0f;
+};
+
+// A point in a device backend's stream (a CUDA event recorded there): how long the device
+// took between two marks is known once it has passed both (after synchronize()). For the
+// traced steps' timeline (trainer/observed_backend.hpp), which times a device's ops without
+// waiting for each.
+class TimingMark {
+ public:
+  virtual ~TimingMark() = default;
+  // Seconds from `earlier`'s point to this one's, on the device; both of the same backend.
+  virtual double seconds_since(const TimingMark& earlier) const = 0;
 };
 
 class Backend {
@@ -74,6 +86,9 @@ class Backend {
   virtual void memset_zero(void* ptr, size_t bytes) = 0;
   virtual void fill(float* x, float value, int64_t n) = 0;
   virtual void synchronize() = 0;
+  // A mark at the end of the work queued so far, on a device backend; nullptr on a backend
+  // whose ops finish when they return (the CPU's: the host clock times them).
+  virtual std::unique_ptr<TimingMark> timing_mark() { return nullptr; }
 
   // ---- GEMM: C (m, n) = alpha·op(A)·op(B) + beta·C, op(A) (m, k), op(B) (k, n); lda, ldb,
   // ldc are the row strides of A, B, C as stored. beta = 0 ignores C (NaN in C is not read).

@@ -5,11 +5,16 @@
 // steps (trainer/train/trace_ops.hpp) and `bench_train_* --profile`'s per-op totals.
 //
 // While the observer says it is not observing, an op costs one virtual call more and reads no
-// clock. While it is, the backend is synchronized after each op (on a GPU the op's own time is
-// then measured, not its launch; on the CPU it is a no-op), so observe only the steps you look
-// at.
+// clock. While it is, either
+//   - the backend is synchronized after each op and the host clock read (on a GPU the op's own
+//     time is then measured, not its launch; on the CPU the sync is a no-op), or
+//   - where the observer takes device marks and the backend has them (CUDA), a mark is put on
+//     the stream before and after the op, nothing waits, and the observer resolves the marks
+//     once the device has passed them (device_op);
+// so observe only the steps you look at.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -24,6 +29,13 @@ class OpObserver {
   virtual bool observing() const = 0;
   // flops: a GEMM's 2·m·n·k (with or without an epilogue), else 0.
   virtual void op(const std::string& name, double flops, Clock::time_point start, Clock::time_point end) = 0;
+  // Whether this observer wants a device backend's ops as marks on its stream (device_op)
+  // rather than synchronized and timed by the host clock (op).
+  virtual bool takes_device_marks() const { return false; }
+  virtual void device_op(const std::string& name, double flops, std::unique_ptr<TimingMark> start,
+                         std::unique_ptr<TimingMark> end) {
+    (void)name, (void)flops, (void)start, (void)end;
+  }
 };
 
 class ObservedBackend final : public Backend {
@@ -58,6 +70,7 @@ class ObservedBackend final : public Backend {
     observed("fill", [&] { inner_.fill(x, value, n); });
   }
   void synchronize() override { inner_.synchronize(); }
+  std::unique_ptr<TimingMark> timing_mark() override { return inner_.timing_mark(); }
 
   void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a, int64_t lda,
             ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) override {
@@ -242,23 +255,30 @@ class ObservedBackend final : public Backend {
   template <typename F>
   void observed(const char* name, F&& f) {
     if (!observer_.observing()) return f();
-    const auto start = OpObserver::Clock::now();
-    f();
-    inner_.synchronize();
-    observer_.op(name, 0.0, start, OpObserver::Clock::now());
+    timed(name, 0.0, std::forward<F>(f));
   }
   // A GEMM (m, n, k) with what its epilogue adds ("" for none), named by shape and counted
   // with its FLOPs, so fused GEMMs are told apart from the plain ones.
   template <typename F>
   void observed_gemm(const char* kind, int64_t m, int64_t n, int64_t k, const char* epilogue, F&& f) {
     if (!observer_.observing()) return f();
+    const std::string name =
+        std::string(kind) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + epilogue;
+    timed(name, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k), std::forward<F>(f));
+  }
+  template <typename F>
+  void timed(const std::string& name, double flops, F&& f) {
+    if (observer_.takes_device_marks()) {
+      if (std::unique_ptr<TimingMark> start = inner_.timing_mark()) {
+        f();
+        observer_.device_op(name, flops, std::move(start), inner_.timing_mark());
+        return;
+      }
+    }
     const auto start = OpObserver::Clock::now();
     f();
     inner_.synchronize();
-    const auto end = OpObserver::Clock::now();
-    const std::string name =
-        std::string(kind) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + epilogue;
-    observer_.op(name, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k), start, end);
+    observer_.op(name, flops, start, OpObserver::Clock::now());
   }
 
   Backend& inner_;

@@ -5,14 +5,25 @@
 // summation order; with bf16 tensor cores (GEMMs and attention) by bf16 rounding. The
 // emulated NCCL (include/nccl.h) then runs the same steps as Gloo does.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
+#include "core/trace_recorder.hpp"
 #include "layout/model_plan.hpp"
 #include "model_step.hpp"
+#include "thread_exchange.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
+#include "trainer/train/trace_ops.hpp"
+#include "trainer/train/trainer.hpp"
 
 namespace axonn {
 namespace {
@@ -227,6 +238,76 @@ TEST(TrainerModelEmulatedCuda, ShardedOptimizerTrainsToTheBitsOfTheUnshardedOne)
       }
     }
   }
+}
+
+// A traced step on a device backend: its ops timed by marks on the stream (no wait per op),
+// on the "device stream" track, each inside the step as the host clock saw it, in order, and
+// the GEMMs with their FLOPs. The untraced step before it records nothing.
+TEST(TrainerModelEmulatedCuda, TracedStepTimesTheDeviceOpsByMarksOnTheStream) {
+  const std::unique_ptr<Backend> cuda = make_cuda_backend(CudaBackendOptions{0, GemmMath::fp32});
+  TraceRecorder trace(0, "rank 0");
+  TraceOps ops(trace);
+  ObservedBackend observed(*cuda, ops);
+  test::ThreadExchangeHub hub(1);
+  test::ThreadExchange exchange(hub, 0);
+  CommGrid grid(exchange, Layout{}, std::chrono::seconds(20), true);
+  JobConfig job;
+  job.model = tiny_model();
+  job.training.global_batch = 4;
+  job.training.micro_batch = 2;
+  job.training.recompute = Recompute::none;
+  job.training.shard_optimizer = false;
+  const TokenData data = builtin_corpus();
+  Trainer trainer(observed, grid, job, data);
+  trainer.train_step();
+  EXPECT_EQ(trace.traced_events(), 0u);
+
+  trace.set_active(true);
+  const auto before = TraceRecorder::Clock::now();
+  ops.begin_step(*cuda);
+  trainer.train_step();
+  ops.end_step(*cuda);
+  const auto after = TraceRecorder::Clock::now();
+  trace.set_active(false);
+  ASSERT_GT(trace.traced_events(), 20u);
+
+  const auto dir = std::filesystem::temp_directory_path() / ("axonn-trace-emulated-" + std::to_string(getpid()));
+  std::string why;
+  ASSERT_TRUE(trace.write(dir / "rank.json", &why)) << why;
+  std::stringstream file;
+  file << std::ifstream(dir / "rank.json").rdbuf();
+  const std::string text = file.str();
+  std::filesystem::remove_all(dir);
+  // Each op event: "cat": "op", on the track named "device stream" (tid 1: the first named).
+  EXPECT_NE(text.find("\"args\": {\"name\": \"device stream\"}"), std::string::npos) << text;
+  const std::regex event(
+      R"re(\{"name": "([^"]+)", "cat": "op", "ph": "X", "ts": ([0-9.]+), "dur": ([0-9.]+), "pid": 0, "tid": (\d+)(, "args": \{"flops": (\d+)\})?)re");
+  const double unix_before =
+      std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      std::chrono::duration<double, std::micro>(TraceRecorder::Clock::now() - before).count();
+  const double span_us = std::chrono::duration<double, std::micro>(after - before).count();
+  int events = 0, gemms = 0;
+  double last_start = 0;
+  std::set<std::string> tracks;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), event); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    const double ts = std::stod(m[2]), dur = std::stod(m[3]);
+    ++events;
+    tracks.insert(m[4]);
+    EXPECT_GE(dur, 0.0) << m[0];
+    EXPECT_GE(ts, last_start) << m[0] << ": out of stream order";
+    // Within the traced step, give or take the clocks' offset taken at two moments (1 ms).
+    EXPECT_GT(ts, unix_before - 1000) << m[0];
+    EXPECT_LT(ts + dur, unix_before + span_us + 1000) << m[0];
+    last_start = ts;
+    if (m[1].str().rfind("gemm", 0) == 0) {
+      ++gemms;
+      EXPECT_TRUE(m[6].matched && std::stod(m[6]) > 0) << m[0];
+    }
+  }
+  EXPECT_GT(events, 20);
+  EXPECT_GT(gemms, 0);
+  EXPECT_EQ(tracks.size(), 1u) << "every op on the device stream's track";
 }
 
 }  // namespace

@@ -148,6 +148,38 @@ void CudaBackend::fill(float* x, float value, int64_t n) { cuda::fill(ctx_, x, v
 
 void CudaBackend::synchronize() { AXONN_CUDA_OP_CHECK("synchronize", cudaStreamSynchronize(stream_.get())); }
 
+namespace {
+
+// A CUDA event (with timing) recorded on the compute stream; destroyed with the mark.
+class CudaTimingMark final : public TimingMark {
+ public:
+  explicit CudaTimingMark(cudaStream_t stream) {
+    AXONN_CUDA_OP_CHECK("timing_mark", cudaEventCreate(&event_));
+    const cudaError_t recorded = cudaEventRecord(event_, stream);
+    if (recorded != cudaSuccess) {
+      cudaEventDestroy(event_);
+      AXONN_CUDA_OP_CHECK("timing_mark", recorded);
+    }
+  }
+  ~CudaTimingMark() override { cudaEventDestroy(event_); }
+  CudaTimingMark(const CudaTimingMark&) = delete;
+  CudaTimingMark& operator=(const CudaTimingMark&) = delete;
+
+  double seconds_since(const TimingMark& earlier) const override {
+    float ms = 0;
+    AXONN_CUDA_OP_CHECK("timing_mark",
+                        cudaEventElapsedTime(&ms, static_cast<const CudaTimingMark&>(earlier).event_, event_));
+    return static_cast<double>(ms) / 1e3;
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<TimingMark> CudaBackend::timing_mark() { return std::make_unique<CudaTimingMark>(stream_.get()); }
+
 // ---- compute: each op checks its arguments and launches on the stream (trainer/cuda/<op>).
 void CudaBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
                        int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) {
@@ -314,8 +346,8 @@ void CudaBackend::router_logits_grad(float* dlogits, const float* probs, const i
   cuda::router_logits_grad(ctx_, dlogits, probs, experts, dgates, coef, m, E, k);
 }
 
-void CudaBackend::gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n,
-                              int64_t m, int64_t c) {
+void CudaBackend::gather_rows(ActPtr out, ConstActPtr in, const int32_t* rows, const float* scale, int64_t n, int64_t m,
+                              int64_t c) {
   cuda::gather_rows(ctx_, out, in, rows, scale, n, m, c);
 }
 

@@ -38,6 +38,7 @@ class CudaBackend final : public Backend {
   void memset_zero(void* ptr, size_t bytes) override;
   void fill(float* x, float value, int64_t n) override;
   void synchronize() override;
+  std::unique_ptr<TimingMark> timing_mark() override;
 
   void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a, int64_t lda,
             ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) override;

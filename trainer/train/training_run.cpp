@@ -404,7 +404,9 @@ class TrainingRun {
       const bool stop_vote = options_.stop_requested && options_.stop_requested();
       const double wait_before = comm_wait_s(grid_);
       if (slowdown_.count() > 0) std::this_thread::sleep_for(slowdown_);
+      if (trace_.active()) trace_ops_.begin_step(backend_);
       const StepReport report = train_step_or_dump(stop_vote, static_cast<float>(busy_s));
+      if (trace_.active()) trace_ops_.end_step(backend_);
       checkpoint_.poll();  // a failed background save stops the run here, at the next step
       const double step_s = seconds_since(step_start);
       busy_s = std::max(0.0, step_s - (comm_wait_s(grid_) - wait_before));
