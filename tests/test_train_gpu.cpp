@@ -119,6 +119,23 @@ TEST_F(TrainGpu, Bfloat16GemmsTrackTheCpuWithinBfloat16Rounding) {
   EXPECT_TRUE(contains(bf16.summary, "\"comm_bytes_match\": true")) << bf16.summary;
 }
 
+// A traced step on the GPU (docs/observability.md): the ops on the "device stream" track,
+// timed by CUDA events, the same losses as an untraced run (tracing changes no arithmetic),
+// and the file passes the same checks as a CPU rank's (tests/trace_check.py).
+TEST_F(TrainGpu, TracedStepsPutTheDeviceOpsOnTheStreamTrack) {
+  REQUIRE_CUDA_DEVICES(1);
+  const TrainedRun plain = train(dir_ / "plain", kCudaFp32, 4, 0);
+  const TrainedRun traced = train(dir_ / "traced", kCudaFp32 + " --trace-steps 2-3", 4, 0);
+  EXPECT_LE(loss_drift(traced.steps, plain.steps, "traced against untraced"), kFp32LossTolerance);
+  const std::string trace = read_text(dir_ / "traced" / "run" / "trace" / "rank-00000.json");
+  EXPECT_TRUE(contains(trace, "\"args\": {\"name\": \"device stream\"}")) << trace.substr(0, 2000);
+  EXPECT_TRUE(contains(trace, "\"cat\": \"op\"")) << trace.substr(0, 2000);
+  const CommandResult check = run_command("/usr/bin/python3 " + std::string(kSourceDir) + "/tests/trace_check.py " +
+                                              (dir_ / "traced" / "run").string() + " 1 2 3",
+                                          120);
+  EXPECT_EQ(check.code, 0) << check.output;
+}
+
 TEST_F(TrainGpu, AutoPicksTheGpuAndSaysWhy) {
   REQUIRE_CUDA_DEVICES(1);
   const TrainedRun run = train(dir_ / "auto", "training.device=auto", 2, 0);
