@@ -6,6 +6,7 @@
 #include "comm/nccl_grid.hpp"
 #include "comm/rank_watch.hpp"
 #include "comm/single_rank_communicator.hpp"
+#include "core/json_text.hpp"
 #include "core/trace_recorder.hpp"
 
 namespace axonn {
@@ -114,22 +115,31 @@ std::function<void(const CollectiveRecord&)> CommGrid::recorder(CommAxis axis) {
 void CommGrid::trace_collective(TraceRecorder& trace, CommAxis axis, const CollectiveRecord& r,
                                 std::chrono::steady_clock::time_point end) const {
   const std::string axis_name = comm_axis_name(axis);
-  std::string group = "[";
-  for (const int m : comms_[static_cast<size_t>(axis)]->members())
-    group += (group.size() > 1 ? ", " : "") + std::to_string(m);
-  group += "]";
   std::string track;
   if (backend_ == CommBackend::nccl)
     track = "nccl stream " + axis_name;
   else if (r.started)
     trace.name_this_thread_once("collectives " + axis_name);
   trace.span("comm", axis_name + " " + collective_name(r.kind), end - r.duration, end,
-             {{"axis", TraceRecorder::quoted(axis_name)},
-              {"kind", TraceRecorder::quoted(collective_name(r.kind))},
+             {{"axis", json_string(axis_name)},
+              {"kind", json_string(collective_name(r.kind))},
               {"bytes", std::to_string(r.bytes)},
-              {"group", group},
+              {"group", group_json_[static_cast<size_t>(axis)]},
               {"started", r.started ? "true" : "false"}},
              track);
+}
+
+void CommGrid::trace_into(TraceRecorder* trace) {
+  // Each axis's group as a JSON array of world ranks, once: every collective's event names it.
+  for (size_t a = 0; a < comms_.size(); ++a) {
+    std::string group = "[";
+    for (const int m : comms_[a]->members()) {
+      if (group.size() > 1) group += ", ";
+      group += std::to_string(m);
+    }
+    group_json_[a] = group + "]";
+  }
+  trace_ = trace;
 }
 
 std::array<std::chrono::nanoseconds, kCommAxisCount> CommGrid::started_wait_times() const {

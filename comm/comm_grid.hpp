@@ -94,7 +94,7 @@ class CommGrid {
   // bytes, the group's world ranks), on the thread that ran it (a started Gloo collective's
   // track is "collectives <axis>") or, on NCCL, on a track per axis's stream, placed where the
   // host saw it end. nullptr: none. The recorder must outlive the grid's collectives.
-  void trace_into(TraceRecorder* trace) { trace_ = trace; }
+  void trace_into(TraceRecorder* trace);
 
  private:
   std::function<void(const CollectiveRecord&)> recorder(CommAxis axis);
@@ -110,7 +110,8 @@ class CommGrid {
   CommCounters counters_{};
   std::array<std::chrono::nanoseconds, kCommAxisCount> wait_baseline_{};
   TraceRecorder* trace_ = nullptr;
-  std::unique_ptr<RankWatch> watch_;  // Gloo only; destroyed after the communicators (~CommGrid)
+  std::array<std::string, kCommAxisCount> group_json_;  // each axis's members, "[0, 2]" (trace_into)
+  std::unique_ptr<RankWatch> watch_;                    // Gloo only; destroyed after the communicators (~CommGrid)
 };
 
 }  // namespace axonn

@@ -30,8 +30,6 @@ TraceRecorder::TraceRecorder(int rank, std::string process_label)
   track_named_.push_back(true);
 }
 
-std::string TraceRecorder::quoted(const std::string& text) { return json_string(text); }
-
 int TraceRecorder::track_named(const std::string& name) {
   const auto [it, added] = named_tracks_.emplace(name, static_cast<int>(track_names_.size()));
   if (added) {
@@ -127,7 +125,7 @@ bool TraceRecorder::write_events(const std::filesystem::path& path, const std::v
   }
   std::fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
   std::fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": %s}},\n",
-               rank_, quoted(process_label_).c_str());
+               rank_, json_string(process_label_).c_str());
   std::fprintf(f,
                "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": {\"sort_index\": "
                "%d}}",
@@ -135,20 +133,20 @@ bool TraceRecorder::write_events(const std::filesystem::path& path, const std::v
   for (size_t t = 0; t < names.size(); ++t)
     std::fprintf(f,
                  ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %zu, \"args\": {\"name\": %s}}",
-                 rank_, t, quoted(names[t]).c_str());
+                 rank_, t, json_string(names[t]).c_str());
   int64_t last_ns = 0;
   for (const Event& e : events) {
     std::fprintf(f,
                  ",\n{\"name\": %s, \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %" PRId64
                  ".%03d, \"dur\": %.3f, "
                  "\"pid\": %d, \"tid\": %d",
-                 quoted(e.name).c_str(), e.category, unix_us(e.start_ns),
+                 json_string(e.name).c_str(), e.category, unix_us(e.start_ns),
                  static_cast<int>((e.start_ns + steady_to_unix_ns_) % 1000), static_cast<double>(e.duration_ns) / 1e3,
                  rank_, e.track);
     if (!e.args.empty()) {
       std::fprintf(f, ", \"args\": {");
       for (size_t i = 0; i < e.args.size(); ++i)
-        std::fprintf(f, "%s%s: %s", i > 0 ? ", " : "", quoted(e.args[i].first).c_str(), e.args[i].second.c_str());
+        std::fprintf(f, "%s%s: %s", i > 0 ? ", " : "", json_string(e.args[i].first).c_str(), e.args[i].second.c_str());
       std::fprintf(f, "}");
     }
     std::fprintf(f, "}");
@@ -159,7 +157,7 @@ bool TraceRecorder::write_events(const std::filesystem::path& path, const std::v
     std::fprintf(f,
                  ",\n{\"name\": \"written here\", \"cat\": \"note\", \"ph\": \"i\", \"s\": \"p\", \"ts\": %" PRId64
                  ", \"pid\": %d, \"tid\": 0, \"args\": {\"why\": %s}}",
-                 unix_us(std::max(now_ns, last_ns)), rank_, quoted(note).c_str());
+                 unix_us(std::max(now_ns, last_ns)), rank_, json_string(note).c_str());
   }
   std::fprintf(f, "\n]}\n");
   const bool written = std::fflush(f) == 0 && std::ferror(f) == 0;

@@ -37,7 +37,7 @@ class TraceRecorder {
   static constexpr size_t kRecentEvents = 100;
 
   // An event's arguments, "key": value pairs written as given: a value is raw JSON (a number,
-  // or a string already quoted: TraceRecorder::quoted).
+  // or a string already quoted: json_string, core/json_text.hpp).
   using Args = std::vector<std::pair<std::string, std::string>>;
 
   // process_label: the rank's name in a viewer, e.g. "rank 3 (node07)".
@@ -65,8 +65,6 @@ class TraceRecorder {
   // instant event at the end.
   bool write_recent(const std::filesystem::path& path, const std::string& note, std::string* why) const;
   size_t traced_events() const;
-
-  static std::string quoted(const std::string& text);  // a JSON string literal
 
  private:
   struct Event {
