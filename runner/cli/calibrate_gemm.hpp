@@ -26,8 +26,20 @@ double linear_flops(const GemmShape& shape);
 // quick), between 3 and 200 runs. The same on every rank, so ranks stay in step.
 int gemm_repetitions(const GemmShape& shape, bool quick);
 
+// The working set that calibrate's GEMMs cycle through, larger than a core's caches and a
+// GPU's L2 (50 MB on an H100): in training a layer's GEMMs read activations and weights that
+// the rest of the step has long since pushed out of the caches, so a rate measured on one
+// set of operands kept hot in cache is what no training step gets (about 1.25x too high for
+// the small shapes of a tiny model on a CPU core).
+inline constexpr double kColdWorkingSetBytes = 64.0 * 1024 * 1024;
+
+// Sets of operands of `shape` that together fill kColdWorkingSetBytes: 1 for a shape that
+// does alone, at most 256.
+int cold_operand_sets(const GemmShape& shape, ElementType dtype);
+
 // Mean seconds of one run of the three GEMMs of a linear layer Y = X·W in `dtype`, as the
-// trainer calls them (backend.hpp): Y = X·W, dX = dY·W^T, dW += X^T·dY.
+// trainer calls them (backend.hpp): Y = X·W, dX = dY·W^T, dW += X^T·dY, each run on the next
+// of cold_operand_sets sets of operands, so that they come from memory, as in training.
 double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& shape, int repetitions);
 
 // One block's causal attention on one rank: `batch` sequences (the micro-batch) of

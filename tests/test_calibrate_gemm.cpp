@@ -1,0 +1,32 @@
+// What calibrate times of a rank's GEMMs (runner/cli/calibrate_gemm.hpp): each run on the
+// next of enough operand sets to fill 64 MiB, so the operands come from memory as in training.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cli/calibrate_gemm.hpp"
+#include "trainer/cpu/cpu_backend.hpp"
+
+namespace axonn {
+namespace {
+
+TEST(CalibrateGemm, OperandSetsFillTheColdWorkingSet) {
+  // 256x64x512 in float32: X and dX 64 KiB each, Y and dY 512 KiB each, W and dW 128 KiB
+  // each = 1408 KiB a set; 64 MiB / 1408 KiB = 46.5, so 47 sets.
+  EXPECT_EQ(cold_operand_sets({256, 64, 512}, ElementType::float32), 47);
+  // bfloat16 halves all but dW (float32): 640 KiB + 128 KiB = 768 KiB, 85.3 -> 86 sets.
+  EXPECT_EQ(cold_operand_sets({256, 64, 512}, ElementType::bfloat16), 86);
+  // A shape larger than the working set needs no second set; a tiny one stops at 256.
+  EXPECT_EQ(cold_operand_sets({4096, 4096, 4096}, ElementType::float32), 1);
+  EXPECT_EQ(cold_operand_sets({8, 8, 8}, ElementType::float32), 256);
+}
+
+TEST(CalibrateGemm, TimesTheThreeGemmsOfALayerOnColdOperands) {
+  auto backend = make_cpu_backend(1);
+  const double seconds = time_linear_gemms(*backend, ElementType::float32, {64, 32, 48}, 3);
+  EXPECT_TRUE(std::isfinite(seconds));
+  EXPECT_GT(seconds, 0.0);
+}
+
+}  // namespace
+}  // namespace axonn
