@@ -96,6 +96,7 @@ struct Measured {
   std::vector<SiteGemm> gemm;
   double gemm_tflops = 0;
   GemmShape typical_gemm;  // the compute each timed collective follows
+  double overlap_bytes = kDefaultOverlapBytes;  // the overlap probe's all-reduce (overlap_probe_bytes)
   double attention_tflops = 0;
   double elementwise_GBps = 0;
   double memory_gib = 0;
@@ -152,6 +153,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   }
   if (seconds > 0) m.gemm_tflops = flops / seconds * share / 1e12;
   m.typical_gemm = typical_gemm_shape(shapes);
+  m.overlap_bytes = overlap_probe_bytes(job, topo.world);
   // Attention's FLOPs over its time, all shapes together, as gemm_tflops.
   size_t at = shapes.size();
   double attention_flop_sum = 0, attention_seconds = 0;
@@ -165,30 +167,40 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   return m;
 }
 
-// The overlap probe on one tier's groups (time_overlap), with the all-reduce size of the
-// sweep whose time is nearest the GEMM's: the fraction a collective there hides is measured
-// where neither side dwarfs the other. The times are medians over ranks, so every rank gets
-// the same fraction.
+// The overlap probe on one tier's groups (time_overlap): an all-reduce of `bytes`
+// (overlap_probe_bytes) beside as many GEMMs as last about as long (overlap_gemm_count), in
+// 5 rounds (20 unless quick). The times are medians over ranks, so every rank gets the same
+// fraction.
 double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
-                       ForwardGemm& compute, const CollectiveSweep& all_reduce, bool lead) {
-  const int repetitions = quick ? 5 : 20;
+                       ForwardGemm& gemm, double bytes, bool lead) {
+  const int rounds = quick ? 5 : 20;
+  const auto over_ranks = [&](const std::vector<double>& mine) {
+    return median_over_ranks(gather_all(grid.world(), backend, mine));
+  };
   grid.world().barrier();
-  const double mine_gemm_s = mean_seconds([&] { compute.run(); }, repetitions);
-  const double gemm_s = median_over_ranks(gather_all(grid.world(), backend, {mine_gemm_s})).front();
-  size_t nearest = 0;
-  for (size_t i = 1; i < all_reduce.bytes.size(); ++i)
-    if (std::abs(std::log(all_reduce.seconds[i] / gemm_s)) < std::abs(std::log(all_reduce.seconds[nearest] / gemm_s)))
-      nearest = i;
+  const double gemm_s = over_ranks({mean_seconds([&] { gemm.run(); }, rounds)}).front();
+  buffers.reserve(bytes);
+  const size_t count = static_cast<size_t>(bytes / sizeof(float));
   grid.world().barrier();
-  const OverlapTimes mine =
-      time_overlap(group, all_reduce.bytes[nearest], repetitions, buffers, [&] { compute.run(); });
-  const std::vector<double> times =
-      median_over_ranks(gather_all(grid.world(), backend, {mine.compute_s, mine.collective_s, mine.both_s}));
+  const double all_reduce_s = over_ranks({mean_seconds(
+                                             [&] {
+                                               group.all_reduce(buffers.in(), count, ElementType::float32);
+                                               group.synchronize();
+                                             },
+                                             rounds)})
+                                  .front();
+  const int gemms = overlap_gemm_count(gemm_s, all_reduce_s);
+  const auto compute = [&] {
+    for (int i = 0; i < gemms; ++i) gemm.run();
+  };
+  grid.world().barrier();
+  const OverlapTimes mine = time_overlap(group, bytes, rounds, buffers, compute);
+  const std::vector<double> times = over_ranks({mine.compute_s, mine.collective_s, mine.both_s});
   const OverlapTimes t{times[0], times[1], times[2]};
   const double fraction = overlap_fraction(t);
-  say(lead, "  overlap: GEMM " + format_number("%.3g", t.compute_s * 1e6) + " us, all_reduce of " +
-                size_text(all_reduce.bytes[nearest]) + " " + format_number("%.3g", t.collective_s * 1e6) +
-                " us, started + GEMM + finished " + format_number("%.3g", t.both_s * 1e6) + " us: " +
+  say(lead, "  overlap: " + std::to_string(gemms) + " GEMM(s) " + format_number("%.3g", t.compute_s * 1e6) +
+                " us, all_reduce of " + size_text(bytes) + " " + format_number("%.3g", t.collective_s * 1e6) +
+                " us, started + GEMMs + finished " + format_number("%.3g", t.both_s * 1e6) + " us: " +
                 format_number("%.0f%%", 100 * fraction) + " of the shorter hidden");
   return fraction;
 }
@@ -205,7 +217,6 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
   };
   for (const TierProbe& probe : plan.probes) {
     CollectiveFits fits;
-    CollectiveSweep all_reduce_sweep;
     for (const CollectiveKind kind : kCalibratedKinds) {
       say(lead, std::string(link_tier_name(probe.tier)) + " " + collective_name(kind) + ", groups of " +
                     std::to_string(probe.group_size));
@@ -220,7 +231,6 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
             (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us";
       }
       say(lead, "  mean times: " + times);
-      if (kind == CollectiveKind::all_reduce) all_reduce_sweep = sweep;
       // The same samples on every rank: every rank fits, and fails, alike.
       const auto small_max = static_cast<double>(grid.axis(probe.axis).small_path_bytes(kind));
       const PiecewiseFit fit =
@@ -241,8 +251,8 @@ void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, 
       }
       say(lead, said + ", residual " + format_number("%.3f", fit.residual));
     }
-    const double overlap = measure_overlap(grid.axis(probe.axis), grid, backend, in.quick, buffers, compute,
-                                           all_reduce_sweep, lead);
+    const double overlap =
+        measure_overlap(grid.axis(probe.axis), grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
     m.links.push_back({probe, fits, overlap});
   }
 }

@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "cli/args.hpp"
 #include "cli/mean_seconds.hpp"
 #include "config/switch_map.hpp"
+#include "layout/layout_search.hpp"
+#include "layout/layout_volume.hpp"
+#include "layout/model_plan.hpp"
 
 namespace axonn {
 namespace {
@@ -164,7 +168,7 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
   return means;
 }
 
-OverlapTimes time_overlap(Communicator& c, double bytes, int repetitions, CollectiveBuffers& buffers,
+OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
                           const std::function<void()>& compute) {
   buffers.reserve(bytes);
   const size_t count = block_count(CollectiveKind::all_reduce, bytes, c.size());
@@ -180,13 +184,44 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int repetitions, Collec
   };
   const auto together = [&](const std::function<void()>& run) {
     c.barrier();  // the group's ranks start each together
-    return mean_seconds(run, repetitions);
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  together(compute), together(all_reduce), together(both);  // untimed: first use of this size
   OverlapTimes t;
-  t.compute_s = together(compute);
-  t.collective_s = together(all_reduce);
-  t.both_s = together(both);
+  for (int i = 0; i < rounds; ++i) {
+    t.compute_s += together(compute) / rounds;
+    t.collective_s += together(all_reduce) / rounds;
+    t.both_s += together(both) / rounds;
+  }
   return t;
+}
+
+double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world) {
+  if (!job) return kDefaultOverlapBytes;
+  std::vector<std::pair<double, double>> sizes;  // (bytes of a call, bytes of all such calls)
+  double total = 0;
+  for (const Layout& layout : enumerate_layouts(world)) {
+    if (!divisibility_problem(job->model, job->batch, layout).empty()) continue;
+    for (const CollectiveCalls& calls : predict_step_volume(*job, layout).calls) {
+      if (!calls.overlapped || calls.bytes <= 0) continue;
+      const double bytes = static_cast<double>(calls.bytes), all = bytes * static_cast<double>(calls.calls);
+      sizes.emplace_back(bytes, all);
+      total += all;
+    }
+  }
+  if (sizes.empty()) return kDefaultOverlapBytes;
+  std::sort(sizes.begin(), sizes.end());
+  double below = 0;
+  for (const auto& [bytes, all] : sizes)
+    if ((below += all) >= total / 2) return std::max(4096.0, bytes);
+  return std::max(4096.0, sizes.back().first);
+}
+
+int overlap_gemm_count(double gemm_s, double collective_s) {
+  if (!(gemm_s > 0) || !(collective_s > 0)) return 1;
+  return static_cast<int>(std::clamp(std::round(collective_s / gemm_s), 1.0, 10000.0));
 }
 
 double overlap_fraction(const OverlapTimes& t) {

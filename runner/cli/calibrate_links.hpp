@@ -13,6 +13,7 @@
 // axis, all of its groups run at once: a node's ranks share its links (its memory bandwidth,
 // its network card) as they do when the trainer runs.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "config/site_config.hpp"
 #include "layout/layout.hpp"
 #include "layout/layout_cost.hpp"
+#include "layout/layout_inputs.hpp"
 #include "pmix/topology.hpp"
 #include "trainer/backend.hpp"
 
@@ -96,17 +98,36 @@ CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quic
                                  const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks);
 
 // The overlap probe: how much of a collective's time running it beside compute hides. This
-// rank's mean seconds, over `repetitions` after one untimed, of `compute` alone, of an
+// rank's mean seconds, over `rounds` rounds after one untimed, of `compute` alone, of an
 // all-reduce of `bytes` (nccl-tests size) alone, and of the all-reduce started
 // (Communicator::start_all_reduce), `compute`, the all-reduce finished: what the trainer does
-// with its overlapped collectives. Every rank of the group calls it at the same time.
+// with its overlapped collectives. Each round times the three in turn, the group's ranks
+// starting each together (a barrier), so that a change in the machine's load during the
+// probe falls on all three alike rather than on whichever was timed then. Every rank of the
+// group calls it at the same time.
 struct OverlapTimes {
   double compute_s = 0;
   double collective_s = 0;
   double both_s = 0;
 };
-OverlapTimes time_overlap(Communicator& c, double bytes, int repetitions, CollectiveBuffers& buffers,
+OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
                           const std::function<void()>& compute);
+
+// The all-reduce size the overlap probe uses (nccl-tests size): with a job, the median by
+// bytes (as a collective's time grows with them) of the overlapped calls (StepVolume::calls
+// with `overlapped`: the data gradient buckets, the z all-gathers and reduce-scatters) of
+// every layout of `world` ranks that divides it; else kDefaultOverlapBytes. A collective
+// hides behind compute as its size allows (a small one is mostly waiting, a large one mostly
+// copying and summing, which on CPU ranks takes the cores the compute needs), so the probe
+// measures the sizes the trainer overlaps.
+inline constexpr double kDefaultOverlapBytes = 4.0 * 1024 * 1024;
+double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world);
+
+// GEMMs of `gemm_s` each that together last about `collective_s`, at least 1: the probe's
+// compute, as long as the collective beside it, as a block's backward is against its
+// gradient bucket. With one short GEMM beside a long collective the fraction below divides
+// the collective's noise by the GEMM's time.
+int overlap_gemm_count(double gemm_s, double collective_s);
 
 // The fraction of the shorter of the two that running them together hid,
 // (compute + collective - both) / min(compute, collective), within [0, 1]: 1 when the pair
