@@ -21,7 +21,7 @@ CommBackend parse_comm_backend(const std::string& text) {
 }
 
 CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::milliseconds timeout, bool single_host,
-                   CommBackend backend)
+                   CommBackend backend, const std::string& key)
     : layout_(layout), backend_(backend) {
   if (layout.world() != exchange.size())
     throw CommError("layout " + format_layout(layout) + " has " + std::to_string(layout.world()) +
@@ -39,7 +39,7 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
 
   if (backend == CommBackend::nccl) {
     set_cuda_check_rank(exchange.rank());
-    NcclAxes axes = connect_nccl_axes(exchange, groups, timeout, [this](CommAxis a) { return recorder(a); });
+    NcclAxes axes = connect_nccl_axes(exchange, groups, timeout, key, [this](CommAxis a) { return recorder(a); });
     comms_ = std::move(axes.comms);
     nccl_ = axes.device;
     return;
@@ -67,9 +67,9 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
     for (size_t i = 0; i < k; ++i) specs.push_back({specs[i].name + "+sync", specs[i].members});
   // The watch publishes its address before the bootstrap's fence and reads the others' after.
   watch_ = std::make_unique<RankWatch>(exchange.rank(), exchange.size(), gloo_host_address(single_host));
-  watch_->publish(exchange, "grid");
-  const auto contexts = connect_gloo_groups(exchange, make_gloo_device(single_host), specs, timeout, "grid");
-  watch_->learn(exchange, "grid");
+  watch_->publish(exchange, key);
+  const auto contexts = connect_gloo_groups(exchange, make_gloo_device(single_host), specs, timeout, key);
+  watch_->learn(exchange, key);
   for (size_t i = 0; i < k; ++i) {
     std::shared_ptr<gloo::Context> sync_context = small_path ? contexts[k + i] : nullptr;
     comms_[static_cast<size_t>(spec_axes[i])] = std::make_unique<GlooCommunicator>(

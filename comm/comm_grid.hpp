@@ -55,9 +55,10 @@ class CommGrid {
   // communicator too (its collectives are local copies and count nothing), so callers
   // never special-case them. single_host: every rank runs on this machine, so Gloo uses
   // loopback (see make_gloo_device for the overrides; NCCL finds its own interfaces).
-  // backend nccl in a build without CUDA throws CommError saying so.
+  // backend nccl in a build without CUDA throws CommError saying so. `key` names the
+  // bootstrap's exchanges: a job that connects a second grid gives it another.
   CommGrid(Exchange& exchange, const Layout& layout, std::chrono::milliseconds timeout, bool single_host,
-           CommBackend backend = CommBackend::gloo);
+           CommBackend backend = CommBackend::gloo, const std::string& key = "grid");
   ~CommGrid();
   CommGrid(const CommGrid&) = delete;
   CommGrid& operator=(const CommGrid&) = delete;

@@ -9,7 +9,7 @@
 namespace axonn {
 
 NcclAxes connect_nccl_axes(Exchange& exchange, const std::array<GroupSpec, kCommAxisCount>& groups,
-                           std::chrono::milliseconds timeout,
+                           std::chrono::milliseconds timeout, const std::string& key,
                            const std::function<CollectiveRecorder(CommAxis)>& recorder_for) {
   // Said plainly here rather than by the first CUDA call that fails.
   std::string why;
@@ -18,7 +18,7 @@ NcclAxes connect_nccl_axes(Exchange& exchange, const std::array<GroupSpec, kComm
   for (const GroupSpec& g : groups)
     if (g.members.size() > 1) specs.push_back(g);
   std::vector<ncclComm_t> connected;
-  if (!specs.empty()) connected = connect_nccl_groups(exchange, specs, timeout, "grid");
+  if (!specs.empty()) connected = connect_nccl_groups(exchange, specs, timeout, key);
 
   auto failed = std::make_shared<std::atomic<bool>>(false);
   NcclAxes axes;

@@ -27,8 +27,10 @@ struct NcclAxes {
 // bootstrap (nccl_groups.hpp), groups of one a device-local communicator that records
 // nothing. recorder_for(a) gives axis a's recorder. The communicators of one grid share
 // one failure flag: when one aborts, the others abort at teardown rather than finalize.
+// `key` names the bootstrap's exchange (connect_nccl_groups), different for every grid a job
+// connects.
 NcclAxes connect_nccl_axes(Exchange& exchange, const std::array<GroupSpec, kCommAxisCount>& groups,
-                           std::chrono::milliseconds timeout,
+                           std::chrono::milliseconds timeout, const std::string& key,
                            const std::function<CollectiveRecorder(CommAxis)>& recorder_for);
 
 // NcclCommunicator::order_with(compute_stream) on every axis (CommGrid::order_with_compute);

@@ -25,7 +25,7 @@ void DeviceBytes::download(void*, size_t) const { throw CommError(kNoCudaBackend
 void DeviceBytes::fill_bytes(int) { throw CommError(kNoCudaBackend); }
 
 NcclAxes connect_nccl_axes(Exchange&, const std::array<GroupSpec, kCommAxisCount>&, std::chrono::milliseconds,
-                           const std::function<CollectiveRecorder(CommAxis)>&) {
+                           const std::string&, const std::function<CollectiveRecorder(CommAxis)>&) {
   throw CommError(std::string("no CUDA device: ") + kNoCudaBackend + " on " + cuda_check_where());
 }
 

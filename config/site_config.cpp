@@ -66,12 +66,10 @@ std::vector<SiteGemm> read_gemm(TomlReader& t) {
   return out;
 }
 
-// [network.<tier>]: per collective kind { latency_us, bandwidth_GBps }, both required, and
-// the small-message line's three keys all or none; overlap, a fraction.
-CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap) {
+// Per collective kind { latency_us, bandwidth_GBps }, both required, and the small-message
+// line's three keys all or none: the kinds of [network.<tier>] or of one of its groups.
+CollectiveFits read_kind_fits(TomlReader& t) {
   CollectiveFits fits;
-  auto t = network.table(tier);
-  overlap = t.number("overlap", 0, 0, 1);
   for (const CollectiveKind kind : kCalibratedKinds) {
     const char* name = collective_name(kind);
     auto k = t.table(name);
@@ -95,6 +93,32 @@ CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap)
     k.finish();
     fits[static_cast<size_t>(kind)] = fit;
   }
+  return fits;
+}
+
+// A `groups` entry's ranks: required, >= 2, not listed before in `groups`.
+int read_group_ranks(TomlReader& e, const std::vector<GroupFits>& before, const std::string& what) {
+  if (!e.has("ranks")) e.fail("ranks", "is missing; every " + what + " entry names its group size, ranks = 2");
+  const int ranks = static_cast<int>(e.integer("ranks", 0, 2, 1 << 24));
+  for (const GroupFits& g : before)
+    if (g.ranks == ranks) e.fail("ranks", "= " + std::to_string(ranks) + " is listed twice in " + what + "; keep one");
+  return ranks;
+}
+
+// [network.<tier>]: the kinds (read_kind_fits), overlap (a fraction), and groups, each entry
+// a size and its kinds.
+CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap, std::vector<GroupFits>& groups) {
+  auto t = network.table(tier);
+  overlap = t.number("overlap", 0, 0, 1);
+  CollectiveFits fits = read_kind_fits(t);
+  const std::string what = std::string("network.") + tier + ".groups";
+  for (TomlReader& e : t.tables("groups")) {
+    GroupFits g;
+    g.ranks = read_group_ranks(e, groups, what);
+    g.fits = read_kind_fits(e);
+    e.finish();
+    groups.push_back(g);
+  }
   t.finish();
   return fits;
 }
@@ -106,6 +130,21 @@ bool is_utc_timestamp(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i)
     if (form[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != form[i]) return false;
   return true;
+}
+
+// Each kind's residual in `r` onto its fit in `fits`, which `where` ("[network.intra_node]")
+// must have.
+void read_residuals(TomlReader& r, CollectiveFits& fits, const std::string& where) {
+  for (const CollectiveKind kind : kCalibratedKinds) {
+    const char* name = collective_name(kind);
+    const double value = r.number(name, 0, 0, 1e3);
+    if (!r.has(name)) continue;
+    auto& fit = fits[static_cast<size_t>(kind)];
+    if (!fit)
+      r.fail(name, "is the residual of a fit that " + where + " does not have; add " + name +
+                       " = { latency_us = ..., bandwidth_GBps = ... } there or remove this line");
+    fit->residual = value;
+  }
 }
 
 // [calibration], and its residual table onto the fits read from [network.<tier>].
@@ -126,16 +165,20 @@ void read_calibration(TomlReader& root, SiteConfig& s) {
   auto residual = t.table("residual");
   for (const SiteTier& tier : kSiteTiers) {
     auto r = residual.table(tier.key);
-    CollectiveFits& fits = s.*tier.fits;
-    for (const CollectiveKind kind : kCalibratedKinds) {
-      const char* name = collective_name(kind);
-      const double value = r.number(name, 0, 0, 1e3);
-      if (!r.has(name)) continue;
-      auto& fit = fits[static_cast<size_t>(kind)];
-      if (!fit)
-        r.fail(name, std::string("is the residual of a fit that [network.") + tier.key + "] does not have; add " +
-                         name + " = { latency_us = ..., bandwidth_GBps = ... } there or remove this line");
-      fit->residual = value;
+    read_residuals(r, s.*tier.fits, std::string("[network.") + tier.key + "]");
+    std::vector<GroupFits> listed;  // the residual entries' sizes, for read_group_ranks
+    const std::string what = std::string("calibration.residual.") + tier.key + ".groups";
+    for (TomlReader& e : r.tables("groups")) {
+      const int ranks = read_group_ranks(e, listed, what);
+      listed.push_back({ranks, {}});
+      auto& groups = s.*tier.groups;
+      const auto group = std::find_if(groups.begin(), groups.end(), [&](const GroupFits& g) { return g.ranks == ranks; });
+      if (group == groups.end())
+        e.fail("ranks", "= " + std::to_string(ranks) + " has residuals but [network." + tier.key +
+                            "] groups has no entry of that size; add it there or remove this one");
+      read_residuals(e, group->fits,
+                     std::string("the [network.") + tier.key + "] groups entry of ranks = " + std::to_string(ranks));
+      e.finish();
     }
     r.finish();
   }
@@ -184,7 +227,7 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     if (!s.switches.empty() && s.nodes_per_switch > 0)
       t.fail("switches", "and network.nodes_per_switch = " + std::to_string(s.nodes_per_switch) +
                              " both describe the switches; keep one of them");
-    for (const SiteTier& tier : kSiteTiers) s.*tier.fits = read_fits(t, tier.key, s.*tier.overlap);
+    for (const SiteTier& tier : kSiteTiers) s.*tier.fits = read_fits(t, tier.key, s.*tier.overlap, s.*tier.groups);
     t.finish();
   }
   {

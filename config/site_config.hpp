@@ -33,6 +33,14 @@ using CollectiveFits = std::array<std::optional<CollectiveFit>, kCollectiveKindC
 inline constexpr std::array<CollectiveKind, 4> kCalibratedKinds = {
     CollectiveKind::all_reduce, CollectiveKind::all_gather, CollectiveKind::reduce_scatter, CollectiveKind::all_to_all};
 
+// A tier's fits on groups of `ranks`, a size other than its main probe's: [network.<tier>]
+// groups = [{ ranks = 2, all_reduce = { latency_us, bandwidth_GBps }, ... }, ...], each size
+// at most once (layout_inputs.hpp, MeasuredGroup, says why the size matters).
+struct GroupFits {
+  int ranks = 0;
+  CollectiveFits fits;
+};
+
 // One GEMM shape's measured rate, [compute] gemm = [{ dtype, m, k, n, tflops }, ...]: the
 // forward and both backward GEMMs of a linear layer's shard (layout_inputs.hpp, GemmShape).
 struct SiteGemm {
@@ -83,6 +91,7 @@ struct SiteConfig {
   // and overlap = the fraction of a collective's time hidden when it runs beside compute
   // (0: none, as without the key)
   CollectiveFits intra_node_fits, inter_node_fits, inter_switch_fits;
+  std::vector<GroupFits> intra_node_groups, inter_node_groups, inter_switch_groups;
   double intra_node_overlap = 0, inter_node_overlap = 0, inter_switch_overlap = 0;
   int nodes_per_switch = 0;  // 0: one switch for all nodes
   // Or the hosts under each switch, host lists expanded ("nid[001-016]" -> 16 names);
@@ -111,15 +120,17 @@ struct SiteTier {
   double SiteConfig::*bandwidth_GBps;
   double SiteConfig::*latency_us;
   CollectiveFits SiteConfig::*fits;
+  std::vector<GroupFits> SiteConfig::*groups;
   double SiteConfig::*overlap;
 };
 inline constexpr std::array<SiteTier, 3> kSiteTiers = {{
     {LinkTier::intra_node, "intra_node", &SiteConfig::intra_node_bandwidth_GBps, &SiteConfig::intra_node_latency_us,
-     &SiteConfig::intra_node_fits, &SiteConfig::intra_node_overlap},
+     &SiteConfig::intra_node_fits, &SiteConfig::intra_node_groups, &SiteConfig::intra_node_overlap},
     {LinkTier::inter_node, "inter_node", &SiteConfig::inter_node_bandwidth_GBps, &SiteConfig::inter_node_latency_us,
-     &SiteConfig::inter_node_fits, &SiteConfig::inter_node_overlap},
+     &SiteConfig::inter_node_fits, &SiteConfig::inter_node_groups, &SiteConfig::inter_node_overlap},
     {LinkTier::inter_switch, "inter_switch", &SiteConfig::inter_switch_bandwidth_GBps,
-     &SiteConfig::inter_switch_latency_us, &SiteConfig::inter_switch_fits, &SiteConfig::inter_switch_overlap},
+     &SiteConfig::inter_switch_latency_us, &SiteConfig::inter_switch_fits, &SiteConfig::inter_switch_groups,
+     &SiteConfig::inter_switch_overlap},
 }};
 
 // The measured GEMM rate of a dtype (gemm_tflops_float32 or _bfloat16), 0 when not measured.

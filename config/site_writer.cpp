@@ -72,6 +72,41 @@ std::string fit_value(const CollectiveFit& fit) {
   return out + " }";
 }
 
+// The fitted kinds of `fits` as inline-table entries: "all_reduce = { ... }, all_gather = ...".
+std::string kind_fits_entries(const CollectiveFits& fits) {
+  std::string out;
+  for (const CollectiveKind kind : kCalibratedKinds)
+    if (const auto& fit = fits[static_cast<size_t>(kind)])
+      out.append(", ").append(collective_name(kind)).append(" = ").append(fit_value(*fit));
+  return out;
+}
+
+// [{ ranks = 2, all_reduce = { latency_us = 30, bandwidth_GBps = 2 }, ... }, ...], a size a line.
+std::string groups_value(const std::vector<GroupFits>& groups) {
+  std::string out = "[\n";
+  for (const GroupFits& g : groups)
+    out.append("  { ranks = ").append(std::to_string(g.ranks)).append(kind_fits_entries(g.fits)).append(" },\n");
+  return out + "]";
+}
+
+// The residuals of `fits` as inline-table entries: ", all_reduce = 0.1, ..."; empty without any.
+std::string residual_entries(const CollectiveFits& fits) {
+  std::string out;
+  for (const CollectiveKind kind : kCalibratedKinds)
+    if (const auto& fit = fits[static_cast<size_t>(kind)]; fit && fit->residual)
+      out.append(", ").append(collective_name(kind)).append(" = ").append(number(*fit->residual));
+  return out;
+}
+
+// [{ ranks = 2, all_reduce = 0.1, ... }, ...] for the groups with residuals; "" for none.
+std::string group_residuals_value(const std::vector<GroupFits>& groups) {
+  std::string out;
+  for (const GroupFits& g : groups)
+    if (const std::string entries = residual_entries(g.fits); !entries.empty())
+      out.append("  { ranks = ").append(std::to_string(g.ranks)).append(entries).append(" },\n");
+  return out.empty() ? out : "[\n" + out + "]";
+}
+
 }  // namespace
 
 std::vector<SiteKey> site_keys(const SiteConfig& s) {
@@ -113,6 +148,11 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
     for (const CollectiveKind kind : kCalibratedKinds)
       if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)])
         add(std::string("network.") + tier.key, collective_name(kind), fit_value(*fit), "measured");
+    if (const auto& groups = s.*tier.groups; !groups.empty()) {
+      add(std::string("network.") + tier.key, "groups", groups_value(groups),
+          "measured on groups of other sizes, every group of a size at once");
+      keys.back().summary = std::to_string(groups.size()) + " group size" + (groups.size() == 1 ? "" : "s");
+    }
   }
   add("policy", "allowed_axis_sizes", integer_list(s.allowed_axis_sizes));
   add("policy", "max_tensor_parallel", std::to_string(s.max_tensor_parallel));
@@ -133,11 +173,14 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
     if (c.ranks_per_node > 0) add("calibration", "ranks_per_node", std::to_string(c.ranks_per_node));
     add("calibration", "device", quoted(c.device));
   }
-  for (const SiteTier& tier : kSiteTiers)
+  for (const SiteTier& tier : kSiteTiers) {
     for (const CollectiveKind kind : kCalibratedKinds)
       if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)]; fit && fit->residual)
         add(std::string("calibration.residual.") + tier.key, collective_name(kind), number(*fit->residual),
             "RMS of (measured - fit) / measured");
+    if (const std::string groups = group_residuals_value(s.*tier.groups); !groups.empty())
+      add(std::string("calibration.residual.") + tier.key, "groups", groups, "the groups' fits' residuals");
+  }
   return keys;
 }
 

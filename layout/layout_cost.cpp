@@ -119,6 +119,17 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
   return small != nullptr && bytes <= small->max_bytes ? small->link : collective_link(m, tier, kind);
 }
 
+const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind, int64_t bytes, int group_size) {
+  const MeasuredTier* measured = measured_tier(m, tier);
+  if (measured == nullptr) return collective_link(m, tier, kind, bytes);
+  const auto k = static_cast<size_t>(kind);
+  for (const MeasuredGroup& group : measured->groups) {
+    if (group.ranks != group_size || !group.kinds[k]) continue;
+    return group.small[k] && bytes <= group.small[k]->max_bytes ? group.small[k]->link : *group.kinds[k];
+  }
+  return collective_link(m, tier, kind, bytes);
+}
+
 double overlap_efficiency(const Machine& m, LinkTier tier) {
   const MeasuredTier* measured = measured_tier(m, tier);
   return measured != nullptr ? measured->overlap : 0;
@@ -134,7 +145,7 @@ std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layo
 }
 
 double collective_calls_seconds(const Machine& machine, LinkTier tier, const CollectiveCalls& calls, int group_size) {
-  const Link& link = collective_link(machine, tier, calls.kind, calls.bytes);
+  const Link& link = collective_link(machine, tier, calls.kind, calls.bytes, group_size);
   return static_cast<double>(calls.calls) *
          (ring_steps(calls.kind, group_size) * link.latency_s +
           bus_factor(calls.kind, group_size) * static_cast<double>(calls.bytes) / link.bandwidth_bytes_per_s);

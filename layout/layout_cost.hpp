@@ -55,6 +55,10 @@ const SmallMessageLink* small_message_link(const Machine& machine, LinkTier tier
 // The Link for one call of `bytes` (nccl-tests size): the small-message fit where the site
 // has one for the kind and the call is within its max_bytes, else collective_link's.
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes);
+// The same on groups of `group_size`: the fit calibrate measured on groups of that size
+// (MeasuredTier::groups) where it has one for the kind, else the tier's.
+const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes,
+                            int group_size);
 
 // The fraction of an overlapped collective's time hidden behind compute on `tier` (0 to 1).
 double overlap_efficiency(const Machine& machine, LinkTier tier);

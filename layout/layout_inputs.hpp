@@ -110,11 +110,26 @@ struct SmallMessageLink {
 };
 using SmallMessageLinks = std::array<std::optional<SmallMessageLink>, kCollectiveKindCount>;
 
+// What `axonn calibrate` measured of a tier on groups of `ranks`, a size other than its main
+// probe's (MeasuredTier::kinds): every group of an axis runs its collectives at the same
+// time, so where a node's ranks share its cores or links a group's price depends on how many
+// ranks it has and how many groups run beside it, which one alpha-beta per ring step does
+// not carry from one size to another (on 4 CPU ranks of 2 cores, groups of 2 paid twice the
+// latency the fit over one group of 4 gave them).
+struct MeasuredGroup {
+  int ranks = 0;
+  KindLinks kinds;
+  SmallMessageLinks small;
+};
+
 // What `axonn calibrate` measured of one link tier; empty (and overlap 0) where it measured
 // nothing, and the tier's Link prices every collective on it.
 struct MeasuredTier {
   KindLinks kinds;
   SmallMessageLinks small;
+  // Other group sizes, each at most once; a collective on groups of a size listed here is
+  // priced by that size's fit of its kind, every other by `kinds`.
+  std::vector<MeasuredGroup> groups;
   // The fraction of a collective's time that running it beside compute hides (calibrate's
   // overlap probe: a collective started, a GEMM, the collective finished; 0 to 1). 0: nothing
   // is hidden, every collective's time is added to the step.

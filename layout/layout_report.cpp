@@ -51,20 +51,26 @@ std::string describe_calibration(const Machine& m) {
       {{LinkTier::intra_node, &m.intra_node_measured},
        {LinkTier::inter_node, &m.inter_node_measured},
        {LinkTier::inter_switch, &m.inter_switch_measured}}};
-  for (const auto& [tier, measured] : tiers) {
+  // "  measured intra-node all_reduce[ on groups of 2]: alpha 30 us, beta 2 GB/s[; up to ...]"
+  const auto fit_lines = [&](LinkTier tier, const std::string& groups, const KindLinks& kinds,
+                             const SmallMessageLinks& smalls) {
     for (int k = 0; k < kCollectiveKindCount; ++k) {
-      const auto kind = static_cast<CollectiveKind>(k);
-      const auto& fit = measured->kinds[static_cast<size_t>(k)];
+      const auto& fit = kinds[static_cast<size_t>(k)];
       if (!fit) continue;
-      s += std::string("  measured ") + link_tier_name(tier) + " " + collective_name(kind) + ": alpha " +
-           format_number("%.3g", fit->latency_s * 1e6) + " us, beta " +
+      s += std::string("  measured ") + link_tier_name(tier) + " " + collective_name(static_cast<CollectiveKind>(k)) +
+           groups + ": alpha " + format_number("%.3g", fit->latency_s * 1e6) + " us, beta " +
            format_number("%.3g", fit->bandwidth_bytes_per_s / 1e9) + " GB/s";
-      if (const SmallMessageLink* small = small_message_link(m, tier, kind))
+      if (const auto& small = smalls[static_cast<size_t>(k)])
         s += "; up to " + std::to_string(small->max_bytes) + " bytes alpha " +
              format_number("%.3g", small->link.latency_s * 1e6) + " us, beta " +
              format_number("%.3g", small->link.bandwidth_bytes_per_s / 1e9) + " GB/s";
       s += "\n";
     }
+  };
+  for (const auto& [tier, measured] : tiers) {
+    fit_lines(tier, "", measured->kinds, measured->small);
+    for (const MeasuredGroup& group : measured->groups)
+      fit_lines(tier, " on groups of " + std::to_string(group.ranks), group.kinds, group.small);
     if (overlap_efficiency(m, tier) > 0)
       s += std::string("  measured ") + link_tier_name(tier) + " overlap: " +
            format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +

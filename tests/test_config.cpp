@@ -580,6 +580,10 @@ SiteConfig calibrated_laptop() {
   s.intra_node_overlap = 0.375;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
+  GroupFits pairs{2, {}};
+  pairs.fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{120.5, 0.625, 0.25, 65536, 20, 0.5};
+  pairs.fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{80, 0.875, std::nullopt};
+  s.intra_node_groups = {pairs};
   s.calibration = {"2026-11-27T10:31:02Z", {"laptop"}, "", "0.1.0", 4, 4, "backend cpu, collectives gloo"};
   return s;
 }
@@ -657,6 +661,16 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(ar->small_bandwidth_GBps, 0.75);
   EXPECT_EQ(ag->small_max_bytes, 0);
   EXPECT_EQ(back.intra_node_overlap, 0.375);
+  ASSERT_EQ(back.intra_node_groups.size(), 1u);
+  EXPECT_EQ(back.intra_node_groups[0].ranks, 2);
+  const auto& pair_ar = back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_reduce)];
+  ASSERT_TRUE(pair_ar.has_value());
+  EXPECT_EQ(pair_ar->latency_us, 120.5);
+  EXPECT_EQ(pair_ar->residual, 0.25);
+  EXPECT_EQ(pair_ar->small_latency_us, 20);
+  EXPECT_FALSE(back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_gather)]->residual);
+  EXPECT_FALSE(back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::reduce_scatter)]);
+  EXPECT_TRUE(back.inter_node_groups.empty());
   EXPECT_EQ(back.inter_node_overlap, 0);
   EXPECT_FALSE(back.inter_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)]);
   EXPECT_TRUE(back.calibration.present());
@@ -686,6 +700,7 @@ TEST(SiteWriter, DifferencesNameEachChangedKeyOldAndNew) {
             std::string::npos)
       << all;
   EXPECT_NE(all.find("[calibration] date: (absent) -> \"2026-11-27T10:31:02Z\"\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("[network.intra_node] groups: (absent) -> 1 group size\n"), std::string::npos) << all;
   EXPECT_EQ(all.find("peak_tflops"), std::string::npos) << "unchanged keys are not listed\n" << all;
   EXPECT_EQ(site_differences(calibrated_laptop(), base).front().find("-> (absent)"), std::string::npos);
   EXPECT_NE(site_differences(calibrated_laptop(), base).back().find("-> (absent)"), std::string::npos);
@@ -716,6 +731,18 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
   EXPECT_NE(err("[calibration]\ndate = \"2026-11-27T10:31:02Z\"\n[calibration.residual.inter_node]\nall_reduce = 0.1\n")
                 .find("calibration.residual.inter_node.all_reduce is the residual of a fit that [network.inter_node] "
                       "does not have"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\ngroups = [{ all_reduce = { latency_us = 3, bandwidth_GBps = 1 } }]\n")
+                .find("network.intra_node.groups[0].ranks is missing"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\ngroups = [{ ranks = 1 }]\n").find("network.intra_node.groups[0].ranks = 1 is out of range"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\ngroups = [{ ranks = 2 }, { ranks = 2 }]\n")
+                .find("= 2 is listed twice in network.intra_node.groups"),
+            std::string::npos);
+  EXPECT_NE(err("[calibration]\ndate = \"2026-11-27T10:31:02Z\"\n[calibration.residual.intra_node]\n"
+                "groups = [{ ranks = 4, all_reduce = 0.1 }]\n")
+                .find("has residuals but [network.intra_node] groups has no entry of that size"),
             std::string::npos);
   EXPECT_NE(err("[compute]\ngemm = [{ m = 1, k = 2, n = 3 }]\n").find("compute.gemm[0].tflops is missing"),
             std::string::npos);

@@ -1132,6 +1132,48 @@ TEST(LayoutCalibrated, UnfittedKindsAndTiersKeepTheirLink) {
   EXPECT_EQ(&collective_link(m, LinkTier::intra_node, CollectiveKind::all_gather), &m.intra_node);
 }
 
+// Groups of a size calibrate measured on their own are priced by that size's fits (its small
+// line included), every other size by the tier's, as is a kind the size's entry lacks; and
+// estimate_cost prices each axis by its group size.
+TEST(LayoutCalibrated, GroupsOfAMeasuredSizeTakeThatSizesFit) {
+  Machine m;
+  m.intra_node = {1e10, 1e-6};
+  const auto ar = static_cast<size_t>(CollectiveKind::all_reduce);
+  m.intra_node_measured.kinds[ar] = Link{2e9, 100e-6};
+  MeasuredGroup pairs;
+  pairs.ranks = 2;
+  pairs.kinds[ar] = Link{1e9, 300e-6};
+  pairs.small[ar] = SmallMessageLink{4096, Link{1e9, 40e-6}};
+  m.intra_node_measured.groups.push_back(pairs);
+  EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 1 << 20, 2).latency_s, 300e-6);
+  EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 4096, 2).latency_s, 40e-6);
+  EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 1 << 20, 4).latency_s, 100e-6);
+  EXPECT_EQ(collective_link(m, LinkTier::intra_node, CollectiveKind::all_reduce, 1 << 20).latency_s, 100e-6);
+  EXPECT_EQ(&collective_link(m, LinkTier::intra_node, CollectiveKind::all_gather, 1 << 20, 2), &m.intra_node);
+
+  // 4 ranks on a node, 2x2x1x1: the x all-reduces run in groups of 2, priced by the pairs' fit.
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 4;
+  in.machine.intra_node_measured = m.intra_node_measured;
+  const Layout l{2, 2, 1, 1};
+  const StepVolume v = predict_step_volume(in, l);
+  const double with_pairs = estimate_cost(in, l, v).comm_s[static_cast<size_t>(CommAxis::x)];
+  in.machine.intra_node_measured.groups.clear();
+  const double without = estimate_cost(in, l, v).comm_s[static_cast<size_t>(CommAxis::x)];
+  double expected = 0, expected_without = 0;
+  for (const CollectiveCalls& c : v.calls) {
+    if (c.axis != CommAxis::x) continue;
+    const Link& pair = c.bytes <= 4096 ? pairs.small[ar]->link : *pairs.kinds[ar];
+    const Link& tier = *m.intra_node_measured.kinds[ar];
+    expected += static_cast<double>(c.calls) * (2 * pair.latency_s + static_cast<double>(c.bytes) / pair.bandwidth_bytes_per_s);
+    expected_without +=
+        static_cast<double>(c.calls) * (2 * tier.latency_s + static_cast<double>(c.bytes) / tier.bandwidth_bytes_per_s);
+  }
+  EXPECT_GT(expected, 0);
+  EXPECT_NEAR(with_pairs, expected, 1e-12 + 1e-9 * expected);
+  EXPECT_NEAR(without, expected_without, 1e-12 + 1e-9 * expected_without);
+}
+
 // A small-message line prices the calls up to its max_bytes, and the kind's line the larger
 // ones, call by call: the step's x all-reduces of LayerNorm statistics (a few KiB) and of
 // activations (larger) on the two lines.

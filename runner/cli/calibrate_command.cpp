@@ -106,6 +106,18 @@ struct Measured {
     double overlap = 0;  // overlap_fraction of the tier's probe
   };
   std::vector<TierLinks> links;
+  struct TierGroup {
+    LinkTier tier;
+    GroupFits fits;
+  };
+  std::vector<TierGroup> groups;  // the plan's other group sizes
+};
+
+// How calibrate connects its grids.
+struct GridOptions {
+  std::chrono::milliseconds timeout;
+  bool single_host = false;
+  CommBackend collectives = CommBackend::gloo;
 };
 
 Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const Topology& topo,
@@ -205,55 +217,76 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
   return fraction;
 }
 
-void measure_links(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const LinkPlan& plan, ElementType dtype,
-                   bool lead, Measured& m) {
+// Every calibrated kind swept and fitted on `group` (the `size`-rank groups of one axis of
+// `grid`, all at once over `tier`), each call after one `compute`.
+CollectiveFits measure_kinds(Communicator& group, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
+                             LinkTier tier, int size, CollectiveBuffers& buffers, ForwardGemm& compute, bool lead) {
+  const auto over_ranks = [&](const std::vector<double>& mine) {
+    return median_over_ranks(gather_all(grid.world(), backend, mine));
+  };
+  CollectiveFits fits;
+  for (const CollectiveKind kind : kCalibratedKinds) {
+    say(lead, std::string(link_tier_name(tier)) + " " + collective_name(kind) + ", groups of " + std::to_string(size));
+    grid.world().barrier();
+    const CollectiveSweep sweep =
+        sweep_collective(group, kind, in.quick, buffers, [&] { compute.run(); }, over_ranks);
+    std::vector<CollectiveSample> samples;
+    std::string times;
+    for (size_t i = 0; i < sweep.bytes.size(); ++i) {
+      samples.push_back({sweep.bytes[i], sweep.seconds[i]});
+      times +=
+          (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us";
+    }
+    say(lead, "  mean times: " + times);
+    // The same samples on every rank: every rank fits, and fails, alike.
+    const auto small_max = static_cast<double>(group.small_path_bytes(kind));
+    const PiecewiseFit fit = fit_piecewise(kind, tier, size, samples, small_max, in.max_residual);
+    CollectiveFit& site_fit = fits[static_cast<size_t>(kind)].emplace();
+    site_fit.latency_us = fit.fit.latency_s * 1e6;
+    site_fit.bandwidth_GBps = fit.fit.bandwidth_bytes_per_s / 1e9;
+    site_fit.residual = fit.residual;
+    std::string said = "  alpha " + format_number("%.3g", site_fit.latency_us) + " us, beta " +
+                       format_number("%.3g", site_fit.bandwidth_GBps) + " GB/s";
+    if (fit.small) {
+      site_fit.small_max_bytes = static_cast<int64_t>(fit.small_max_bytes);
+      site_fit.small_latency_us = fit.small->latency_s * 1e6;
+      site_fit.small_bandwidth_GBps = fit.small->bandwidth_bytes_per_s / 1e9;
+      said += " above " + size_text(fit.small_max_bytes) + " (the communicator's other path up to there: alpha " +
+              format_number("%.3g", site_fit.small_latency_us) + " us, beta " +
+              format_number("%.3g", site_fit.small_bandwidth_GBps) + " GB/s)";
+    }
+    say(lead, said + ", residual " + format_number("%.3f", fit.residual));
+  }
+  return fits;
+}
+
+// The plan's tiers on the calibration grid (kinds and overlap), then each other group size
+// on a grid of its own, connected and torn down in turn (every rank builds the same ones).
+void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
+                   const LinkPlan& plan, const GridOptions& options, ElementType dtype, bool lead, Measured& m) {
   CollectiveBuffers buffers(backend);
   ForwardGemm compute(backend, dtype, m.typical_gemm);
   say(lead, "each timed collective follows one forward GEMM m=" + std::to_string(m.typical_gemm.m) +
                 " k=" + std::to_string(m.typical_gemm.k) + " n=" + std::to_string(m.typical_gemm.n) +
                 " on every rank, as in training");
-  const auto over_ranks = [&](const std::vector<double>& mine) {
-    return median_over_ranks(gather_all(grid.world(), backend, mine));
-  };
   for (const TierProbe& probe : plan.probes) {
-    CollectiveFits fits;
-    for (const CollectiveKind kind : kCalibratedKinds) {
-      say(lead, std::string(link_tier_name(probe.tier)) + " " + collective_name(kind) + ", groups of " +
-                    std::to_string(probe.group_size));
-      grid.world().barrier();
-      const CollectiveSweep sweep = sweep_collective(
-          grid.axis(probe.axis), kind, in.quick, buffers, [&] { compute.run(); }, over_ranks);
-      std::vector<CollectiveSample> samples;
-      std::string times;
-      for (size_t i = 0; i < sweep.bytes.size(); ++i) {
-        samples.push_back({sweep.bytes[i], sweep.seconds[i]});
-        times +=
-            (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us";
-      }
-      say(lead, "  mean times: " + times);
-      // The same samples on every rank: every rank fits, and fails, alike.
-      const auto small_max = static_cast<double>(grid.axis(probe.axis).small_path_bytes(kind));
-      const PiecewiseFit fit =
-          fit_piecewise(kind, probe.tier, probe.group_size, samples, small_max, in.max_residual);
-      CollectiveFit& site_fit = fits[static_cast<size_t>(kind)].emplace();
-      site_fit.latency_us = fit.fit.latency_s * 1e6;
-      site_fit.bandwidth_GBps = fit.fit.bandwidth_bytes_per_s / 1e9;
-      site_fit.residual = fit.residual;
-      std::string said = "  alpha " + format_number("%.3g", site_fit.latency_us) + " us, beta " +
-                         format_number("%.3g", site_fit.bandwidth_GBps) + " GB/s";
-      if (fit.small) {
-        site_fit.small_max_bytes = static_cast<int64_t>(fit.small_max_bytes);
-        site_fit.small_latency_us = fit.small->latency_s * 1e6;
-        site_fit.small_bandwidth_GBps = fit.small->bandwidth_bytes_per_s / 1e9;
-        said += " above " + size_text(fit.small_max_bytes) + " (the communicator's other path up to there: alpha " +
-                format_number("%.3g", site_fit.small_latency_us) + " us, beta " +
-                format_number("%.3g", site_fit.small_bandwidth_GBps) + " GB/s)";
-      }
-      say(lead, said + ", residual " + format_number("%.3f", fit.residual));
-    }
+    const CollectiveFits fits = measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size,
+                                              buffers, compute, lead);
     const double overlap =
         measure_overlap(grid.axis(probe.axis), grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
     m.links.push_back({probe, fits, overlap});
+  }
+  for (const GroupProbe& probe : plan.groups) {
+    say(lead, std::string(link_tier_name(probe.tier)) + " on groups of " + std::to_string(probe.group_size) +
+                  ": grid " + format_layout(probe.layout));
+    CommGrid group_grid(client, probe.layout, options.timeout, options.single_host, options.collectives,
+                        "calibrate-" + format_layout(probe.layout));
+    group_grid.order_with_compute(train_compute_stream(backend));
+    GroupFits fits;
+    fits.ranks = probe.group_size;
+    fits.fits = measure_kinds(group_grid.axis(probe.axis), group_grid, backend, in, probe.tier, probe.group_size,
+                              buffers, compute, lead);
+    m.groups.push_back({probe.tier, fits});
   }
 }
 
@@ -271,6 +304,7 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
     for (const SiteTier& tier : kSiteTiers) {
       if (tier.tier != probe.tier) continue;
       s.*tier.fits = fits;
+      (s.*tier.groups).clear();  // the base site's were measured with its fits
       s.*tier.overlap = overlap;
       // The tier's own figures, which tools reading one figure per tier show, take the
       // all-reduce fit; the model prices every fitted kind by its own.
@@ -279,6 +313,9 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
       s.*tier.bandwidth_GBps = all_reduce.bandwidth_GBps;
     }
   }
+  for (const auto& [tier_measured, fits] : m.groups)
+    for (const SiteTier& tier : kSiteTiers)
+      if (tier.tier == tier_measured) (s.*tier.groups).push_back(fits);
   SiteCalibration& c = s.calibration;
   c.date = utc_now();
   c.hosts = topo.hostnames;
@@ -340,14 +377,14 @@ int command_calibrate(const CommandArgs& argv) {
 
   const auto timeout =
       std::chrono::milliseconds(args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax).value_or(300'000));
-  const bool single_host = topo.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr;
-  CommGrid grid(client, plan.layout, timeout, single_host, device.collectives);
+  const GridOptions options{timeout, topo.nodes == 1 || std::getenv("AXONN_LAUNCHER") != nullptr, device.collectives};
+  CommGrid grid(client, plan.layout, options.timeout, options.single_host, options.collectives);
   grid.order_with_compute(train_compute_stream(*backend));
 
   const auto start = std::chrono::steady_clock::now();
   Measured measured = measure_compute(grid, *backend, in, topo, device, dtype, share, lead);
   try {
-    measure_links(grid, *backend, in, plan, dtype, lead, measured);
+    measure_links(client, grid, *backend, in, plan, options, dtype, lead, measured);
   } catch (const CalibrationError& e) {
     // Every rank fitted the same samples and failed alike: rank 0 says why, then all stop
     // together (a rank that left first would make the launcher stop rank 0 before it spoke).

@@ -86,6 +86,24 @@ LinkPlan plan_links(const Topology& topology, const SiteConfig& site, const std:
                        : "one node; run on at least 2 nodes (srun -N 2)");
   probe(LinkTier::inter_switch, CommAxis::data, per_switch > 0 ? plan.layout.data : 1,
         switch_note + "; run on nodes under at least 2 switches of a site config that maps them");
+  const auto planned = [&](LinkTier tier) {
+    return std::any_of(plan.probes.begin(), plan.probes.end(), [&](const TierProbe& p) { return p.tier == tier; });
+  };
+  if (planned(LinkTier::intra_node))
+    for (int g = 2; g < per_node; ++g) {
+      if (per_node % g != 0) continue;
+      GroupProbe& group = plan.groups.emplace_back(GroupProbe{LinkTier::intra_node, plan.layout, CommAxis::x, g});
+      group.layout.x = g;
+      group.layout.y = per_node / g;
+    }
+  if (planned(LinkTier::inter_node) && per_switch == 0)
+    for (int j = 2; j <= per_node; ++j) {
+      if (per_node % j != 0) continue;
+      GroupProbe& group =
+          plan.groups.emplace_back(GroupProbe{LinkTier::inter_node, plan.layout, CommAxis::data, nodes * j});
+      group.layout.x = per_node / j;
+      group.layout.data = nodes * j;
+    }
   for (const LinkTier tier : required) {
     const auto measured =
         std::find_if(plan.probes.begin(), plan.probes.end(), [&](const TierProbe& p) { return p.tier == tier; });

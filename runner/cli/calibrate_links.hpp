@@ -33,9 +33,24 @@ struct TierProbe {
   int group_size;  // ranks per group, >= 2
 };
 
+// A tier measured again on groups of another size, on a grid of its own whose `axis` groups
+// have `group_size` ranks over `tier`, all of them at once (the trainer runs an axis's groups
+// together, and where ranks share cores or links a group's price depends on how many ranks
+// it has and how many groups run beside it):
+//   intra-node: groups of every divisor G of P with 2 <= G < P: x = G, y = P / G
+//   inter-node (no switch map): groups of J ranks of every node, J dividing P, 1 < J <= P:
+//               x = P / J, data = nodes * J
+struct GroupProbe {
+  LinkTier tier;
+  Layout layout;
+  CommAxis axis;
+  int group_size;
+};
+
 struct LinkPlan {
   Layout layout;                     // the grid above
   std::vector<TierProbe> probes;     // the tiers measured, intra-node first
+  std::vector<GroupProbe> groups;    // the same tiers on groups of other sizes
   std::vector<std::string> missing;  // "inter-node: one node", one per tier not measured
 };
 
