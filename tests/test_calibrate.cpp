@@ -156,7 +156,7 @@ TEST_F(Calibrate, TiersFollowTheTopology) {
 // up to three tries, as bench_model_accuracy does.
 TEST_F(Calibrate, OtherGroupSizesAreMeasuredOnGridsOfTheirOwn) {
   const std::string out = path("groups.toml");
-  CommandResult r;
+  test::CommandResult r;
   for (int attempt = 0; attempt < 3; ++attempt) {
     r = run_command(kAxonn + " run -n 4 --nodes-sim 2 calibrate --quick --output " + out + kAnyResidual, 240);
     if (r.code != 1 || !contains(r.output, "did not converge")) break;
