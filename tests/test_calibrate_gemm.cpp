@@ -13,17 +13,31 @@ namespace {
 TEST(CalibrateGemm, OperandSetsFillTheColdWorkingSet) {
   // 256x64x512 in float32: X and dX 64 KiB each, Y and dY 512 KiB each, W and dW 128 KiB
   // each = 1408 KiB a set; 64 MiB / 1408 KiB = 46.5, so 47 sets.
-  EXPECT_EQ(cold_operand_sets({256, 64, 512}, ElementType::float32), 47);
+  EXPECT_EQ(cold_operand_sets(GemmShape{256, 64, 512}, ElementType::float32), 47);
   // bfloat16 halves all but dW (float32): 640 KiB + 128 KiB = 768 KiB, 85.3 -> 86 sets.
-  EXPECT_EQ(cold_operand_sets({256, 64, 512}, ElementType::bfloat16), 86);
+  EXPECT_EQ(cold_operand_sets(GemmShape{256, 64, 512}, ElementType::bfloat16), 86);
   // A shape larger than the working set needs no second set; a tiny one stops at 256.
-  EXPECT_EQ(cold_operand_sets({4096, 4096, 4096}, ElementType::float32), 1);
-  EXPECT_EQ(cold_operand_sets({8, 8, 8}, ElementType::float32), 256);
+  EXPECT_EQ(cold_operand_sets(GemmShape{4096, 4096, 4096}, ElementType::float32), 1);
+  EXPECT_EQ(cold_operand_sets(GemmShape{8, 8, 8}, ElementType::float32), 256);
+}
+
+TEST(CalibrateGemm, AttentionOperandSetsFillTheColdWorkingSet) {
+  // 4 sequences of 64, 8 heads of 16 in float32: qkv and dqkv 384 KiB each, out and dout
+  // 128 KiB each, lse 8 KiB = 1032 KiB a set; 64 MiB / 1032 KiB = 63.5, so 64 sets.
+  EXPECT_EQ(cold_operand_sets(AttentionShape{4, 64, 8, 16}, ElementType::float32), 64);
+  EXPECT_EQ(cold_operand_sets(AttentionShape{8, 4096, 32, 128}, ElementType::bfloat16), 1);
 }
 
 TEST(CalibrateGemm, TimesTheThreeGemmsOfALayerOnColdOperands) {
   auto backend = make_cpu_backend(1);
   const double seconds = time_linear_gemms(*backend, ElementType::float32, {64, 32, 48}, 3);
+  EXPECT_TRUE(std::isfinite(seconds));
+  EXPECT_GT(seconds, 0.0);
+}
+
+TEST(CalibrateGemm, TimesAttentionOnColdOperands) {
+  auto backend = make_cpu_backend(1);
+  const double seconds = time_attention(*backend, ElementType::float32, AttentionShape{1, 16, 2, 8}, 3);
   EXPECT_TRUE(std::isfinite(seconds));
   EXPECT_GT(seconds, 0.0);
 }

@@ -63,8 +63,12 @@ double attention_flops(const AttentionShape& shape);
 // 3 and 100 runs.
 int attention_repetitions(const AttentionShape& shape, bool quick);
 
+// Sets of attention operands of `shape` that together fill kColdWorkingSetBytes, at most 256.
+int cold_operand_sets(const AttentionShape& shape, ElementType dtype);
+
 // Mean seconds of one attention forward and backward at `shape` in `dtype`, q, k and v
-// packed as the model's qkv output.
+// packed as the model's qkv output, each run on the next of cold_operand_sets sets (training
+// reads a block's q, k and v in backward long after its forward wrote them).
 double time_attention(Backend& backend, ElementType dtype, const AttentionShape& shape, int repetitions);
 
 // The forward GEMM of one linear layer, Y = X·W at `shape` in `dtype`, on buffers it keeps:

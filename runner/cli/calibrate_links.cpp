@@ -126,7 +126,7 @@ std::vector<double> message_sizes(bool quick) {
 
 int message_repetitions(double bytes, bool quick) {
   if (quick) return 5;
-  return bytes <= 1024.0 * 1024 ? 20 : bytes <= 16.0 * 1024 * 1024 ? 10 : 5;
+  return bytes <= 64.0 * 1024 ? 100 : bytes <= 1024.0 * 1024 ? 20 : bytes <= 16.0 * 1024 * 1024 ? 10 : 5;
 }
 
 void CollectiveBuffers::reserve(double bytes) {

@@ -67,7 +67,10 @@ LinkPlan plan_links(const Topology& topology, const SiteConfig& site, const std:
 std::vector<double> message_sizes(bool quick);
 inline constexpr double kLargestMessage = 256.0 * 1024 * 1024;
 // Timed calls per size (after one untimed): enough for a stable mean where calls are
-// short, few where one call takes a large part of a second.
+// short, few where one call takes a large part of a second. Up to 64 KiB 100: a call there
+// takes tens of microseconds but one in five to twenty waits out a peer's lost time slice
+// (milliseconds on shared cores), and the mean of 20 moved by more than the call itself from
+// one size to the next, which left the small-message line unfitted.
 int message_repetitions(double bytes, bool quick);
 
 // Device buffers for the largest message so far, grown when a larger one comes.
