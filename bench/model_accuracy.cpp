@@ -267,8 +267,12 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
   // A tier the world does not span keeps the base site's figures, which have no fits.
   if (const std::string intra = fits_text(calibrated.intra_node_fits, calibrated.intra_node_overlap); !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
+  for (const GroupFits& g : calibrated.intra_node_groups)
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0).c_str());
   if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap); !inter.empty())
     std::printf("  inter-node%s\n", inter.c_str());
+  for (const GroupFits& g : calibrated.inter_node_groups)
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0).c_str());
 }
 
 struct Result {

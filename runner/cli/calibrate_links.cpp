@@ -218,23 +218,13 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveB
 
 double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world) {
   if (!job) return kDefaultOverlapBytes;
-  std::vector<std::pair<double, double>> sizes;  // (bytes of a call, bytes of all such calls)
-  double total = 0;
+  double largest = 0;
   for (const Layout& layout : enumerate_layouts(world)) {
     if (!divisibility_problem(job->model, job->batch, layout).empty()) continue;
-    for (const CollectiveCalls& calls : predict_step_volume(*job, layout).calls) {
-      if (!calls.overlapped || calls.bytes <= 0) continue;
-      const double bytes = static_cast<double>(calls.bytes), all = bytes * static_cast<double>(calls.calls);
-      sizes.emplace_back(bytes, all);
-      total += all;
-    }
+    for (const CollectiveCalls& calls : predict_step_volume(*job, layout).calls)
+      if (calls.overlapped) largest = std::max(largest, static_cast<double>(calls.bytes));
   }
-  if (sizes.empty()) return kDefaultOverlapBytes;
-  std::sort(sizes.begin(), sizes.end());
-  double below = 0;
-  for (const auto& [bytes, all] : sizes)
-    if ((below += all) >= total / 2) return std::max(4096.0, bytes);
-  return std::max(4096.0, sizes.back().first);
+  return largest > 0 ? std::max(4096.0, largest) : kDefaultOverlapBytes;
 }
 
 int overlap_gemm_count(double gemm_s, double collective_s) {
