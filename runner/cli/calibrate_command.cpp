@@ -180,7 +180,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
 }
 
 // The overlap probe on one tier's groups (time_overlap): an all-reduce of `bytes`
-// (overlap_probe_bytes) beside as many GEMMs as last about as long (overlap_gemm_count), in
+// (overlap_probe_bytes) beside GEMMs that last about twice as long (overlap_gemm_count), in
 // 5 rounds (20 unless quick). The times are medians over ranks, so every rank gets the same
 // fraction.
 double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
@@ -207,13 +207,13 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
   };
   grid.world().barrier();
   const OverlapTimes mine = time_overlap(group, bytes, rounds, buffers, compute);
-  const std::vector<double> times = over_ranks({mine.compute_s, mine.collective_s, mine.both_s});
-  const OverlapTimes t{times[0], times[1], times[2]};
-  const double fraction = overlap_fraction(t);
+  const std::vector<double> times = over_ranks({mine.compute_s, mine.collective_s, mine.both_s, mine.hidden});
+  const OverlapTimes t{times[0], times[1], times[2], times[3]};
+  const double fraction = t.hidden;
   say(lead, "  overlap: " + std::to_string(gemms) + " GEMM(s) " + format_number("%.3g", t.compute_s * 1e6) +
                 " us, all_reduce of " + size_text(bytes) + " " + format_number("%.3g", t.collective_s * 1e6) +
-                " us, started + GEMMs + finished " + format_number("%.3g", t.both_s * 1e6) + " us: " +
-                format_number("%.0f%%", 100 * fraction) + " of the shorter hidden");
+                " us, started + GEMMs + finished " + format_number("%.3g", t.both_s * 1e6) + " us (means): " +
+                format_number("%.0f%%", 100 * fraction) + " of the all-reduce hidden (median of the rounds)");
   return fraction;
 }
 

@@ -208,11 +208,19 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveB
   };
   together(compute), together(all_reduce), together(both);  // untimed: first use of this size
   OverlapTimes t;
+  std::vector<double> hidden;
   for (int i = 0; i < rounds; ++i) {
-    t.compute_s += together(compute) / rounds;
-    t.collective_s += together(all_reduce) / rounds;
-    t.both_s += together(both) / rounds;
+    OverlapTimes round;
+    round.compute_s = together(compute);
+    round.collective_s = together(all_reduce);
+    round.both_s = together(both);
+    hidden.push_back(overlap_fraction(round));
+    t.compute_s += round.compute_s / rounds;
+    t.collective_s += round.collective_s / rounds;
+    t.both_s += round.both_s / rounds;
   }
+  std::sort(hidden.begin(), hidden.end());
+  t.hidden = hidden.empty() ? 0 : hidden[hidden.size() / 2];
   return t;
 }
 
@@ -229,13 +237,12 @@ double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world) {
 
 int overlap_gemm_count(double gemm_s, double collective_s) {
   if (!(gemm_s > 0) || !(collective_s > 0)) return 1;
-  return static_cast<int>(std::clamp(std::round(collective_s / gemm_s), 1.0, 10000.0));
+  return static_cast<int>(std::clamp(std::ceil(2 * collective_s / gemm_s), 1.0, 10000.0));
 }
 
 double overlap_fraction(const OverlapTimes& t) {
-  const double shorter = std::min(t.compute_s, t.collective_s);
-  if (!(shorter > 0)) return 0;
-  return std::clamp((t.compute_s + t.collective_s - t.both_s) / shorter, 0.0, 1.0);
+  if (!(t.collective_s > 0)) return 0;
+  return std::clamp((t.compute_s + t.collective_s - t.both_s) / t.collective_s, 0.0, 1.0);
 }
 
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,

@@ -122,11 +122,15 @@ CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quic
 // with its overlapped collectives. Each round times the three in turn, the group's ranks
 // starting each together (a barrier), so that a change in the machine's load during the
 // probe falls on all three alike rather than on whichever was timed then. Every rank of the
-// group calls it at the same time.
+// group calls it at the same time. `hidden` is the median over the rounds of each round's
+// overlap_fraction: a round where a lost time slice stretched one of the three moves a
+// fraction of the means by up to the whole shorter side (the means of 20 rounds gave 36%
+// and 100% for the same probe), and moves the median by one rank of twenty.
 struct OverlapTimes {
   double compute_s = 0;
   double collective_s = 0;
   double both_s = 0;
+  double hidden = 0;
 };
 OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
                           const std::function<void()>& compute);
@@ -143,15 +147,17 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveB
 inline constexpr double kDefaultOverlapBytes = 4.0 * 1024 * 1024;
 double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world);
 
-// GEMMs of `gemm_s` each that together last about `collective_s`, at least 1: the probe's
-// compute, as long as the collective beside it, as a block's backward is against its
-// gradient bucket. With one short GEMM beside a long collective the fraction below divides
-// the collective's noise by the GEMM's time.
+// GEMMs of `gemm_s` each that together last about twice `collective_s`, at least 1: the
+// probe's compute, longer than the collective beside it, as a block's backward is against
+// its gradient bucket, so that all of the collective could hide and the fraction below
+// measures how much does (the collective's time alone varies from one measurement to the
+// next by more than a GEMM, so compute sized to match it exactly came out shorter at times).
 int overlap_gemm_count(double gemm_s, double collective_s);
 
-// The fraction of the shorter of the two that running them together hid,
-// (compute + collective - both) / min(compute, collective), within [0, 1]: 1 when the pair
-// took as long as the longer alone, 0 when as long as both in turn (or longer).
+// The fraction of the collective's time that running it beside the compute hid,
+// (compute + collective - both) / collective, within [0, 1]: 1 when the pair took as long as
+// the compute alone (compute at least as long as the collective), 0 when as long as both in
+// turn (or longer). What the model takes off an overlapped collective's time.
 double overlap_fraction(const OverlapTimes& t);
 
 }  // namespace axonn
