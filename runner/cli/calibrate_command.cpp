@@ -95,7 +95,7 @@ std::string utc_now() {
 struct Measured {
   std::vector<SiteGemm> gemm;
   double gemm_tflops = 0;
-  GemmShape typical_gemm;  // the compute each timed collective follows
+  GemmShape typical_gemm;                       // the compute each timed collective follows
   double overlap_bytes = kDefaultOverlapBytes;  // the overlap probe's all-reduce (overlap_probe_bytes)
   double attention_tflops = 0;
   double elementwise_GBps = 0;
@@ -119,6 +119,11 @@ struct GridOptions {
   bool single_host = false;
   CommBackend collectives = CommBackend::gloo;
 };
+
+// This rank's values -> each one's median over every rank of the grid (the same on every rank).
+std::vector<double> over_ranks(CommGrid& grid, Backend& backend, const std::vector<double>& mine) {
+  return median_over_ranks(gather_all(grid.world(), backend, mine));
+}
 
 Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs& in, const Topology& topo,
                          const TrainDevice& device, ElementType dtype, double share, bool lead) {
@@ -153,7 +158,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   mine.push_back(elementwise_bytes_per_s(backend, kElementwiseElements, in.quick ? 3 : 10));
   say(lead, "  elementwise (y += a*x, 64 MiB): " + format_number("%.3g", mine.back() / 1e9) + " GB/s on rank 0");
   mine.push_back(rank_memory_bytes(device.cuda, device.gpu, in.site.config.gpus_per_node));
-  const std::vector<double> all = median_over_ranks(gather_all(grid.world(), backend, mine));
+  const std::vector<double> all = over_ranks(grid, backend, mine);
 
   Measured m;
   double flops = 0, seconds = 0;
@@ -186,15 +191,13 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
 double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
                        ForwardGemm& gemm, double bytes, bool lead) {
   const int rounds = quick ? 5 : 20;
-  const auto over_ranks = [&](const std::vector<double>& mine) {
-    return median_over_ranks(gather_all(grid.world(), backend, mine));
-  };
   grid.world().barrier();
-  const double gemm_s = over_ranks({mean_seconds([&] { gemm.run(); }, rounds)}).front();
+  const double gemm_s = over_ranks(grid, backend, {mean_seconds([&] { gemm.run(); }, rounds)}).front();
   buffers.reserve(bytes);
   const size_t count = static_cast<size_t>(bytes / sizeof(float));
   grid.world().barrier();
-  const double all_reduce_s = over_ranks({mean_seconds(
+  const double all_reduce_s = over_ranks(grid, backend,
+                                         {mean_seconds(
                                              [&] {
                                                group.all_reduce(buffers.in(), count, ElementType::float32);
                                                group.synchronize();
@@ -207,7 +210,8 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
   };
   grid.world().barrier();
   const OverlapTimes mine = time_overlap(group, bytes, rounds, buffers, compute);
-  const std::vector<double> times = over_ranks({mine.compute_s, mine.collective_s, mine.both_s, mine.hidden});
+  const std::vector<double> times =
+      over_ranks(grid, backend, {mine.compute_s, mine.collective_s, mine.both_s, mine.hidden});
   const OverlapTimes t{times[0], times[1], times[2], times[3]};
   const double fraction = t.hidden;
   say(lead, "  overlap: " + std::to_string(gemms) + " GEMM(s) " + format_number("%.3g", t.compute_s * 1e6) +
@@ -221,15 +225,13 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
 // `grid`, all at once over `tier`), each call after one `compute`.
 CollectiveFits measure_kinds(Communicator& group, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
                              LinkTier tier, int size, CollectiveBuffers& buffers, ForwardGemm& compute, bool lead) {
-  const auto over_ranks = [&](const std::vector<double>& mine) {
-    return median_over_ranks(gather_all(grid.world(), backend, mine));
-  };
   CollectiveFits fits;
   for (const CollectiveKind kind : kCalibratedKinds) {
     say(lead, std::string(link_tier_name(tier)) + " " + collective_name(kind) + ", groups of " + std::to_string(size));
     grid.world().barrier();
-    const CollectiveSweep sweep =
-        sweep_collective(group, kind, in.quick, buffers, [&] { compute.run(); }, over_ranks);
+    const CollectiveSweep sweep = sweep_collective(
+        group, kind, in.quick, buffers, [&] { compute.run(); },
+        [&](const std::vector<double>& mine) { return over_ranks(grid, backend, mine); });
     std::vector<CollectiveSample> samples;
     std::string times;
     for (size_t i = 0; i < sweep.bytes.size(); ++i) {
@@ -270,8 +272,8 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
                 " k=" + std::to_string(m.typical_gemm.k) + " n=" + std::to_string(m.typical_gemm.n) +
                 " on every rank, as in training");
   for (const TierProbe& probe : plan.probes) {
-    const CollectiveFits fits = measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size,
-                                              buffers, compute, lead);
+    const CollectiveFits fits =
+        measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
     const double overlap =
         measure_overlap(grid.axis(probe.axis), grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
     m.links.push_back({probe, fits, overlap});

@@ -63,6 +63,25 @@ int gemm_repetitions(const GemmShape& shape, bool quick) {
 
 namespace {
 
+// Sets of `bytes` each that together fill kColdWorkingSetBytes, 1 to 256.
+int sets_filling_working_set(double bytes) {
+  return static_cast<int>(std::clamp(std::ceil(kColdWorkingSetBytes / bytes), 1.0, 256.0));
+}
+
+// Mean seconds of `run` (which waits for its work) on the next of `sets` each time, after every
+// set once untimed (first touch, page faults): the timed runs find their operands written
+// long before, in memory rather than in a cache.
+template <class Set, class Run>
+double mean_seconds_cycling(std::vector<Set>& sets, int repetitions, Run run) {
+  size_t next = 0;
+  auto run_next = [&] {
+    run(sets[next]);
+    next = (next + 1) % sets.size();
+  };
+  for (size_t i = 1; i < sets.size(); ++i) run_next();
+  return mean_seconds(run_next, repetitions);
+}
+
 // One linear layer's operands: X (m, k), W (k, n), Y and dY (m, n), dX (m, k) in the dtype,
 // and the float32 gradient dW (k, n) that dW GEMMs accumulate into.
 struct LinearOperands {
@@ -81,19 +100,16 @@ struct LinearOperands {
 
 int cold_operand_sets(const GemmShape& s, ElementType dtype) {
   const double element = dtype == ElementType::float32 ? 4.0 : 2.0;
-  const double bytes = element * static_cast<double>(2 * s.m * s.k + 2 * s.m * s.n + s.k * s.n) +
-                       4.0 * static_cast<double>(s.k * s.n);
-  return static_cast<int>(std::clamp(std::ceil(kColdWorkingSetBytes / bytes), 1.0, 256.0));
+  const double bytes =
+      element * static_cast<double>(2 * s.m * s.k + 2 * s.m * s.n + s.k * s.n) + 4.0 * static_cast<double>(s.k * s.n);
+  return sets_filling_working_set(bytes);
 }
 
 double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& s, int repetitions) {
   const int64_t m = s.m, k = s.k, n = s.n;
   std::vector<LinearOperands> sets;
   for (int i = cold_operand_sets(s, dtype); i > 0; --i) sets.emplace_back(backend, dtype, s);
-  size_t next = 0;
-  auto run = [&] {
-    LinearOperands& o = sets[next];
-    next = (next + 1) % sets.size();
+  return mean_seconds_cycling(sets, repetitions, [&](LinearOperands& o) {
     backend.gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, o.x.ptr(), k, o.w.ptr(), n, 0.0f, o.y.ptr(),
                  n);  // Y = X·W
     backend.gemm(Transpose::no, Transpose::yes, m, k, n, 1.0f, o.dy.ptr(), n, o.w.ptr(), n, 0.0f, o.dx.ptr(),
@@ -101,11 +117,7 @@ double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& s
     // dW (float32, a parameter's gradient) += X^T·dY, accumulating as over micro-batches.
     backend.gemm(Transpose::yes, Transpose::no, k, n, m, 1.0f, o.x.ptr(), k, o.dy.ptr(), n, 1.0f, o.dw.data(), n);
     backend.synchronize();
-  };
-  // Every set once untimed (first touch, page faults), then the timed runs, which find their
-  // operands written long before, in memory rather than in a cache.
-  for (size_t i = 1; i < sets.size(); ++i) run();
-  return mean_seconds(run, repetitions);
+  });
 }
 
 std::vector<AttentionShape> calibration_attention_shapes(const std::optional<ChooserInput>& job, int world,
@@ -159,25 +171,20 @@ int cold_operand_sets(const AttentionShape& s, ElementType dtype) {
   const double element = dtype == ElementType::float32 ? 4.0 : 2.0;
   const double values = static_cast<double>(s.batch * s.sequence * s.heads * s.head_size);
   const double bytes = element * 8.0 * values + 4.0 * static_cast<double>(s.batch * s.heads * s.sequence);
-  return static_cast<int>(std::clamp(std::ceil(kColdWorkingSetBytes / bytes), 1.0, 256.0));
+  return sets_filling_working_set(bytes);
 }
 
 double time_attention(Backend& backend, ElementType dtype, const AttentionShape& s, int repetitions) {
   const int64_t B = s.batch, T = s.sequence, h = s.heads, d = s.head_size, width = h * d, ld = 3 * width;
   std::vector<AttentionOperands> sets;
   for (int i = cold_operand_sets(s, dtype); i > 0; --i) sets.emplace_back(backend, dtype, s);
-  size_t next = 0;
-  auto run = [&] {
-    AttentionOperands& o = sets[next];
-    next = (next + 1) % sets.size();
+  return mean_seconds_cycling(sets, repetitions, [&](AttentionOperands& o) {
     const ActPtr q = o.qkv.ptr(), k = q + width, v = q + 2 * width;
     const ActPtr dq = o.dqkv.ptr(), dk = dq + width, dv = dq + 2 * width;
     backend.attention_forward(o.out.ptr(), o.lse.data(), q, k, v, ld, B, T, h, d);
     backend.attention_backward(dq, dk, dv, o.dout.ptr(), o.out.ptr(), o.lse.data(), q, k, v, ld, B, T, h, d);
     backend.synchronize();
-  };
-  for (size_t i = 1; i < sets.size(); ++i) run();  // first touch of every set, untimed
-  return mean_seconds(run, repetitions);
+  });
 }
 
 struct ForwardGemm::Buffers {

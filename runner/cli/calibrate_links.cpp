@@ -105,9 +105,7 @@ LinkPlan plan_links(const Topology& topology, const SiteConfig& site, const std:
       group.layout.data = nodes * j;
     }
   for (const LinkTier tier : required) {
-    const auto measured =
-        std::find_if(plan.probes.begin(), plan.probes.end(), [&](const TierProbe& p) { return p.tier == tier; });
-    if (measured != plan.probes.end()) continue;
+    if (planned(tier)) continue;
     const std::string name = link_tier_name(tier);
     const auto why = std::find_if(plan.missing.begin(), plan.missing.end(),
                                   [&](const std::string& m) { return m.rfind(name + ": ", 0) == 0; });
