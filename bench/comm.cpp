@@ -2,11 +2,12 @@
 //   build/bench/bench_comm   (driver: starts itself under `build/bin/axonn run`, as users do)
 // 1. Bootstrap: wall time of a local job of 4 and 8 ranks that initialize PMIx, read their
 //    topology, connect every group of a 4D layout and exit; goal < 1 s at 8 ranks. Jobs
-//    with the latency path's second set of pairs (the default) alternate with jobs without
+//    with the second set of pairs, in sync mode (the default), alternate with jobs without
 //    (AXONN_GLOO_SMALL_BYTES=0), so both medians see the same machine load.
-// 2. All-reduce of 4 ranks over message sizes: Gloo's ring alone (what every size used
-//    before the latency path) against the default communicator (messages up to 64 KiB on
-//    the latency path, gloo_small.hpp), in one job, in alternating rounds; medians of the
+// 2. All-reduce of 4 ranks over message sizes: Gloo's own ring alone (what every size used
+//    before the sync pairs) against the default communicator (one message up to 64 KiB, a
+//    ring of 64 KiB pieces above, both on the sync pairs: gloo_sync.hpp), in one job, in
+//    alternating rounds; medians of the
 //    rounds. Printed with the speedup, bus bandwidth (nccl-tests' definition: busbw =
 //    size/time * 2(n-1)/n) and a single-process memcpy of the same size measured in the same
 //    job (the ceiling every loopback byte pays at least once). Beside it, the all-to-all of

@@ -59,8 +59,8 @@ CommGrid::CommGrid(Exchange& exchange, const Layout& layout, std::chrono::millis
     }
   }
   if (specs.empty()) return;
-  // Each group twice, in one bootstrap: the ring pairs, then (unless turned off) the
-  // sync-mode pairs of the small-message path (gloo_small.hpp).
+  // Each group twice, in one bootstrap: the pairs of Gloo's own collectives, then (unless
+  // turned off) the sync-mode pairs the others run on (gloo_sync.hpp).
   const size_t k = specs.size();
   const bool small_path = gloo_small_message_bytes() > 0;
   if (small_path)

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/bfloat16.hpp"
+#include "comm/host_sum.hpp"
 
 namespace axonn {
 namespace {
@@ -23,27 +23,6 @@ namespace {
 // Slots for the hand-written ring reduce-scatter: a prefix no Gloo collective uses,
 // then the call's tag and the ring step.
 constexpr uint64_t kReduceScatterSlotPrefix = 0xA7ull << 56;
-
-void sum_float32(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<float*>(c);
-  const auto* x = static_cast<const float*>(a);
-  const auto* y = static_cast<const float*>(b);
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] + y[i];
-}
-
-void sum_bfloat16(void* c, const void* a, const void* b, size_t n) {
-  auto* out = static_cast<uint16_t*>(c);
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
-}
-
-void add_into(void* acc, const void* in, size_t n, ElementType type) {
-  if (type == ElementType::float32)
-    sum_float32(acc, acc, in, n);
-  else
-    sum_bfloat16(acc, acc, in, n);
-}
 
 }  // namespace
 
@@ -72,7 +51,7 @@ GlooCommunicator::GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo:
       context_(std::move(context)),
       watch_(watch) {
   if (sync_context && gloo_small_message_bytes() > 0)
-    small_ = std::make_unique<GlooSmallCollectives>(members_, std::move(sync_context), gloo_small_message_bytes());
+    sync_ = std::make_unique<GlooSyncCollectives>(members_, std::move(sync_context), gloo_small_message_bytes());
   if (watch_) watch_slot_ = watch_->add_group(name_, members_);
 }
 
@@ -167,7 +146,7 @@ void GlooCommunicator::all_gather(const void* in, void* out, size_t count, Eleme
 void GlooCommunicator::all_reduce_now(void* buf, size_t count, ElementType type) {
   const size_t bytes = count * element_size(type);
   run(CollectiveKind::all_reduce, bytes, [&] {
-    if (small_ && bytes <= small_->capacity()) return small_->all_reduce(buf, count, type);
+    if (sync_) return sync_->all_reduce(buf, count, type);
     gloo::AllreduceOptions opts(context_);
     if (type == ElementType::float32) {
       opts.setOutput(static_cast<float*>(buf), count);
@@ -186,6 +165,7 @@ void GlooCommunicator::all_reduce_now(void* buf, size_t count, ElementType type)
 void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, ElementType type) {
   const size_t block = count * element_size(type);
   run(CollectiveKind::all_gather, block * members_.size(), [&] {
+    if (sync_) return sync_->all_gather(in, out, count, type);
     gloo::AllgatherOptions opts(context_);
     // Gloo copies the input into the output's own block itself; in place (the input is that
     // block already) it is given no input, which is Gloo's in-place call.
@@ -198,7 +178,8 @@ void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, E
   });
 }
 
-// Ring reduce-scatter over unbound buffers: at step s (0..n-2) rank r sends its running
+// On the sync pairs (gloo_sync.hpp) when the communicator has them. Without, a ring
+// reduce-scatter over Gloo's unbound buffers, in the same order: at step s (0..n-2) rank r sends its running
 // sum of block (r-s-1) mod n to the right and adds the left's sum of block (r-s-2) mod n;
 // after n-1 steps it holds the full sum of block r. Each rank sends (n-1)/n of the input.
 // Block b is therefore summed in ring order from rank b+1: ((x_{b+1} + x_{b+2}) + ...) + x_b.
@@ -214,6 +195,7 @@ void GlooCommunicator::reduce_scatter_now(const void* in, void* out, size_t coun
   const size_t block = count * element_size(type);
   const int n = size();
   run(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n), [&] {
+    if (sync_) return sync_->reduce_scatter(in, out, count, type);
     const bool in_place = out == static_cast<const char*>(in) + block * static_cast<size_t>(rank_);
     scratch_.resize(block * static_cast<size_t>(in_place ? 1 : n + 1));
     char* incoming = scratch_.data();
@@ -272,6 +254,7 @@ void GlooCommunicator::all_to_all_now(const void* in, void* out, size_t count, E
   const size_t bytes = count * element_size(type) * members_.size();
   run(CollectiveKind::all_to_all, bytes, [&] {
     if (bytes == 0) return;  // the same count on every rank: nobody sends anything
+    if (sync_) return sync_->all_to_all(in, out, count, type);
     gloo::AlltoallOptions opts(context_);
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
     opts.setOutput(static_cast<char*>(out), bytes);
@@ -310,7 +293,7 @@ void GlooCommunicator::all_to_allv_now(const void* in, const std::vector<size_t>
 void GlooCommunicator::barrier() {
   finish_started();
   run(CollectiveKind::barrier, 0, [&] {
-    if (small_) return small_->barrier();
+    if (sync_) return sync_->barrier();
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag());
     opts.setTimeout(timeout_);

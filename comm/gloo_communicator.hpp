@@ -12,14 +12,15 @@
 #include "comm/collective_thread.hpp"
 #include "comm/communicator.hpp"
 #include "comm/gloo_mesh.hpp"
-#include "comm/gloo_small.hpp"
+#include "comm/gloo_sync.hpp"
 #include "comm/rank_watch.hpp"
 
 namespace axonn {
 
-// All-reduces (and barriers) up to this many bytes take the latency path (gloo_small.hpp)
-// when the communicator has a sync context: AXONN_GLOO_SMALL_BYTES if set (0 turns the
-// path off; it must be the same on every rank, as the job's environment is), else 64 KiB.
+// With a sync context, all-reduces (and barriers) up to this many bytes are one message,
+// and every larger collective moves in pieces of this size (gloo_sync.hpp):
+// AXONN_GLOO_SMALL_BYTES if set (0 turns the sync pairs off, so every collective is Gloo's
+// own; it must be the same on every rank, as the job's environment is), else 64 KiB.
 size_t gloo_small_message_bytes();
 
 class GlooCommunicator final : public Communicator {
@@ -27,8 +28,9 @@ class GlooCommunicator final : public Communicator {
   using Recorder = std::function<void(const CollectiveRecord&)>;
 
   // context: connected for `group`; recorder: called after every collective (may be empty).
-  // sync_context: a second connected context of the group for the small-message path
-  // (gloo_small.hpp switches its pairs to sync mode), or null for the ring path only.
+  // sync_context: a second connected context of the group, whose pairs gloo_sync.hpp
+  // switches to sync mode and runs every collective but broadcast on; null: Gloo's own
+  // collectives (and a ring reduce-scatter of Gloo's unbound buffers) only.
   // watch: this rank's RankWatch (outlives the communicator), which a failed collective asks
   // who did not arrive; null: the message says only that a peer did not arrive or died.
   GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
@@ -40,9 +42,9 @@ class GlooCommunicator final : public Communicator {
   int size() const override { return static_cast<int>(members_.size()); }
   const std::vector<int>& members() const override { return members_; }
   const std::string& name() const override { return name_; }
-  // All-reduce: the latency path's capacity (comm/gloo_small.hpp), when it has one.
+  // All-reduce: the one-message path's largest size (comm/gloo_sync.hpp), when it has one.
   size_t small_path_bytes(CollectiveKind kind) const override {
-    return kind == CollectiveKind::all_reduce && small_ ? small_->capacity() : 0;
+    return kind == CollectiveKind::all_reduce && sync_ ? sync_->message_bytes() : 0;
   }
 
   void all_reduce(void* buf, size_t count, ElementType type) override;
@@ -85,7 +87,7 @@ class GlooCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   Recorder recorder_;
   std::shared_ptr<gloo::Context> context_;
-  std::unique_ptr<GlooSmallCollectives> small_;  // null: ring path only
+  std::unique_ptr<GlooSyncCollectives> sync_;  // null: Gloo's own collectives only
   std::vector<char> scratch_;                    // reduce-scatter's working copy and receive buffer
   uint32_t tag_ = 0;
   RankWatch* watch_ = nullptr;

@@ -37,7 +37,7 @@ constexpr auto kTimeout = std::chrono::milliseconds(10000);
 
 // Connects `groups` (the calling rank's) and wraps each in a GlooCommunicator. With
 // `small_path` (as CommGrid does) each group is connected twice, the second context for
-// the latency path of small messages (gloo_small.hpp); without, every size takes the ring.
+// the sync pairs (gloo_sync.hpp); without, every collective is Gloo's own.
 std::vector<std::unique_ptr<GlooCommunicator>> connect(Exchange& exchange, const std::vector<GroupSpec>& groups,
                                                        GlooCommunicator::Recorder recorder = nullptr,
                                                        bool small_path = true,
@@ -60,8 +60,8 @@ TEST(ExchangeBlob, PacksAndUnpacksPairs) {
   EXPECT_THROW(unpack_pairs({'\x05', '\0'}), CommError);
 }
 
-// Every collective on 4 ranks, with and without the small-message path (the 4000-byte
-// all-reduce and the barrier take it when it is there).
+// Every collective on 4 ranks, with and without the sync pairs (every collective but the
+// broadcast takes them when they are there).
 void check_four_rank_collectives(bool small_path) {
   const int world = 4;
   run_ranks(world, [&](int rank, Exchange& exchange) {
@@ -109,8 +109,8 @@ void check_four_rank_collectives(bool small_path) {
 TEST(GlooCommunicator, CollectivesOnFourRanksAreExact) { check_four_rank_collectives(true); }
 TEST(GlooCommunicator, CollectivesOnFourRanksAreExactOnTheRingAlone) { check_four_rank_collectives(false); }
 
-// Sizes on both sides of the latency path's limit, interleaved on one communicator (the
-// two paths use different pairs), with sums that are exact in float32.
+// Sizes on both sides of the one-message all-reduce's limit, interleaved on one communicator
+// (the one message and the ring in pieces), with sums that are exact in float32.
 TEST(GlooCommunicator, LatencyPathAndRingGiveTheSameExactSums) {
   const size_t limit_floats = gloo_small_message_bytes() / 4;
   ASSERT_GT(limit_floats, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the latency path off";
@@ -130,61 +130,110 @@ TEST(GlooCommunicator, LatencyPathAndRingGiveTheSameExactSums) {
   });
 }
 
+// Sizes above the sync pairs' piece (AXONN_GLOO_SMALL_BYTES), so every collective moves in
+// several pieces, with counts that leave the all-reduce's last blocks short or empty, in place
+// and not, on rings of 2, 3 and 5: every result exact (integer sums in float32).
+TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
+  const size_t piece_floats = gloo_small_message_bytes() / 4;
+  ASSERT_GT(piece_floats, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the sync pairs off";
+  for (int n : {2, 3, 5}) {
+    std::vector<int> members(static_cast<size_t>(n));
+    std::iota(members.begin(), members.end(), 0);
+    run_ranks(n, [&](int rank, Exchange& exchange) {
+      auto comms = connect(exchange, {{"world", members}});
+      GlooCommunicator& comm = *comms[0];
+      const auto value = [](int r, size_t i) { return static_cast<float>(r * 1000 + static_cast<int>(i % 997)); };
+      const auto sum = [&](size_t i) {
+        float s = 0;
+        for (int r = 0; r < n; ++r) s += value(r, i);
+        return s;
+      };
+      // 2 pieces and a bit, and fewer elements than ranks past the last full block.
+      for (size_t count : {2 * piece_floats + 1, 3 * piece_floats + static_cast<size_t>(n) - 1}) {
+        std::vector<float> buf(count);
+        for (size_t i = 0; i < count; ++i) buf[i] = value(rank, i);
+        comm.all_reduce(buf.data(), count, ElementType::float32);
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[i], sum(i)) << n << " ranks, " << count << " floats, " << i;
+      }
+      const size_t block = piece_floats + 3;  // per rank: two pieces, the second short
+      const auto total = block * static_cast<size_t>(n);
+      std::vector<float> in(total), out(block), gathered(total), exchanged(total);
+      for (size_t i = 0; i < total; ++i) in[i] = value(rank, i);
+      comm.reduce_scatter(in.data(), out.data(), block, ElementType::float32);
+      for (size_t i = 0; i < block; ++i) ASSERT_EQ(out[i], sum(block * static_cast<size_t>(rank) + i)) << i;
+      std::vector<float> in_place = in;
+      float* mine = in_place.data() + block * static_cast<size_t>(rank);
+      comm.reduce_scatter(in_place.data(), mine, block, ElementType::float32);
+      ASSERT_TRUE(std::equal(out.begin(), out.end(), mine));
+      comm.all_gather(out.data(), gathered.data(), block, ElementType::float32);
+      comm.all_gather(mine, in_place.data(), block, ElementType::float32);
+      for (size_t i = 0; i < total; ++i) ASSERT_EQ(gathered[i], sum(i)) << i;
+      ASSERT_EQ(in_place, gathered);
+      comm.all_to_all(in.data(), exchanged.data(), block, ElementType::float32);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < block; ++i)
+          ASSERT_EQ(exchanged[block * static_cast<size_t>(r) + i], value(r, block * static_cast<size_t>(rank) + i));
+    });
+  }
+}
+
 // The optimizer sharded over data (gradient_sync.hpp) replaces each gradient all-reduce by an
 // in-place reduce-scatter of the buffer padded to n equal blocks and, after the update, an
-// in-place all-gather. The same bits as the all-reduce where the orders of the additions
-// agree: the latency path adds each element in the ring reduce-scatter's order, so always
-// below AXONN_GLOO_SMALL_BYTES; above it Gloo's ring all-reduce adds chunk j from rank j-1
-// down, the same as the reduce-scatter for n = 2 (one addition commutes) but not beyond,
-// where the two sums of the same n terms differ by at most 2*gamma(n-1)*sum|x_r| (gamma(k) =
-// k*u/(1-k*u), u = 2^-24: the classic bound for each, twice).
+// in-place all-gather. On the sync pairs (gloo_sync.hpp) every all-reduce adds each element
+// in the ring reduce-scatter's order, so the two give the same bits at every size. Gloo's own
+// ring all-reduce (the sync pairs off) adds chunk j from rank j-1 down: the same for n = 2
+// (one addition commutes) but not beyond, where the two sums of the same n terms differ by at
+// most 2*gamma(n-1)*sum|x_r| (gamma(k) = k*u/(1-k*u), u = 2^-24: the classic bound for each,
+// twice).
 TEST(GlooCommunicator, ReduceScatterAndAllGatherGiveTheAllReducesBitsWhereTheOrdersAgree) {
   const size_t limit_floats = gloo_small_message_bytes() / 4;
-  ASSERT_GT(limit_floats, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the latency path off";
-  for (int n : {2, 3, 4}) {
-    std::vector<int> members(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) members[static_cast<size_t>(r)] = r;
-    run_ranks(n, [&](int rank, Exchange& exchange) {
-      auto comms = connect(exchange, {{"data", members}});
-      GlooCommunicator& comm = *comms[0];
-      for (size_t count : {size_t{1003}, limit_floats, limit_floats + 7}) {
-        // Every rank's values, known to every rank: magnitudes spread so the order matters.
-        std::vector<std::vector<float>> x;
-        for (int r = 0; r < n; ++r) {
-          std::mt19937 rng(static_cast<uint32_t>(count * 31 + static_cast<size_t>(r)));
-          std::vector<float> v = test::random_floats(rng, static_cast<int64_t>(count));
-          for (size_t i = 0; i < count; ++i) v[i] *= std::ldexp(1.0f, static_cast<int>(i % 23) - 11);
-          x.push_back(std::move(v));
-        }
-        std::vector<float> reduced = x[static_cast<size_t>(rank)];
-        comm.all_reduce(reduced.data(), count, ElementType::float32);
-        const size_t block = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
-        std::vector<float> sharded(block * static_cast<size_t>(n), 0.0f);
-        std::copy(x[static_cast<size_t>(rank)].begin(), x[static_cast<size_t>(rank)].end(), sharded.begin());
-        float* mine = sharded.data() + block * static_cast<size_t>(rank);
-        comm.reduce_scatter(sharded.data(), mine, block, ElementType::float32);
-        comm.all_gather(mine, sharded.data(), block, ElementType::float32);
-        const bool same_order = count <= limit_floats || n == 2;
-        size_t differing = 0;
-        for (size_t i = 0; i < count; ++i) {
-          if (same_order) {
-            ASSERT_EQ(std::bit_cast<uint32_t>(sharded[i]), std::bit_cast<uint32_t>(reduced[i]))
-                << n << " ranks, " << count << " floats, element " << i;
-            continue;
+  ASSERT_GT(limit_floats, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the sync pairs off";
+  for (const bool sync_pairs : {true, false}) {
+    for (int n : {2, 3, 4}) {
+      std::vector<int> members(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) members[static_cast<size_t>(r)] = r;
+      run_ranks(n, [&](int rank, Exchange& exchange) {
+        auto comms = connect(exchange, {{"data", members}}, nullptr, sync_pairs);
+        GlooCommunicator& comm = *comms[0];
+        for (size_t count : {size_t{1003}, limit_floats, limit_floats + 7, 3 * limit_floats + 1}) {
+          // Every rank's values, known to every rank: magnitudes spread so the order matters.
+          std::vector<std::vector<float>> x;
+          for (int r = 0; r < n; ++r) {
+            std::mt19937 rng(static_cast<uint32_t>(count * 31 + static_cast<size_t>(r)));
+            std::vector<float> v = test::random_floats(rng, static_cast<int64_t>(count));
+            for (size_t i = 0; i < count; ++i) v[i] *= std::ldexp(1.0f, static_cast<int>(i % 23) - 11);
+            x.push_back(std::move(v));
           }
-          double magnitude = 0;
-          for (int r = 0; r < n; ++r) magnitude += std::fabs(x[static_cast<size_t>(r)][i]);
-          const double u = std::ldexp(1.0, -24), gamma = (n - 1) * u / (1 - (n - 1) * u);
-          ASSERT_LE(std::fabs(double{sharded[i]} - reduced[i]), 2 * gamma * magnitude)
-              << n << " ranks, " << count << " floats, element " << i;
-          differing += sharded[i] != reduced[i];
+          std::vector<float> reduced = x[static_cast<size_t>(rank)];
+          comm.all_reduce(reduced.data(), count, ElementType::float32);
+          const size_t block = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+          std::vector<float> sharded(block * static_cast<size_t>(n), 0.0f);
+          std::copy(x[static_cast<size_t>(rank)].begin(), x[static_cast<size_t>(rank)].end(), sharded.begin());
+          float* mine = sharded.data() + block * static_cast<size_t>(rank);
+          comm.reduce_scatter(sharded.data(), mine, block, ElementType::float32);
+          comm.all_gather(mine, sharded.data(), block, ElementType::float32);
+          const bool same_order = sync_pairs || n == 2;
+          size_t differing = 0;
+          for (size_t i = 0; i < count; ++i) {
+            if (same_order) {
+              ASSERT_EQ(std::bit_cast<uint32_t>(sharded[i]), std::bit_cast<uint32_t>(reduced[i]))
+                  << n << " ranks, " << count << " floats, element " << i << (sync_pairs ? "" : ", Gloo's ring");
+              continue;
+            }
+            double magnitude = 0;
+            for (int r = 0; r < n; ++r) magnitude += std::fabs(x[static_cast<size_t>(r)][i]);
+            const double u = std::ldexp(1.0, -24), gamma = (n - 1) * u / (1 - (n - 1) * u);
+            ASSERT_LE(std::fabs(double{sharded[i]} - reduced[i]), 2 * gamma * magnitude)
+                << n << " ranks, " << count << " floats, element " << i;
+            differing += sharded[i] != reduced[i];
+          }
+          if (!same_order && rank == 0)
+            std::printf(
+                "[ measured ] %d ranks, %zu floats (Gloo's ring all-reduce): %zu elements differ in the last bits\n",
+                n, count, differing);
         }
-        if (!same_order && rank == 0)
-          std::printf(
-              "[ measured ] %d ranks, %zu floats (Gloo's ring all-reduce): %zu elements differ in the last bits\n", n,
-              count, differing);
-      }
-    });
+      });
+    }
   }
 }
 
