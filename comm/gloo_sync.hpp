@@ -15,9 +15,10 @@
 //   it is only for small sizes.
 // - Above it, and every reduce-scatter, all-gather and all-to-all, the ring (all-to-all:
 //   n-1 shifts) moves pieces of at most `message_bytes`: each rank writes its piece to the
-//   right, then reads the left's, in lockstep. A piece fits the socket's buffers (Gloo sizes
-//   the send buffer to the message), and at most n pieces are in flight around a ring of n,
-//   so no ring of writers blocks on itself.
+//   right, then reads the left's, in lockstep. A write blocks only while its socket holds
+//   more than a piece (Gloo sizes the send buffer to the message), so only while the right
+//   has two of its pieces unread; a rank writes piece k+1 only after reading the left's
+//   piece k, so a ring of n holds at most n unread pieces and its writers cannot all block.
 //
 // Every all-reduce adds each element in the ring reduce-scatter's order: element i of block
 // b (blocks of ceil(count / n), the last one shorter) is ((x_{b+1} + x_{b+2}) + ...) + x_b,
