@@ -4,11 +4,11 @@
 //    topology, connect every group of a 4D layout and exit; goal < 1 s at 8 ranks. Jobs
 //    with the second set of pairs, in sync mode (the default), alternate with jobs without
 //    (AXONN_GLOO_SMALL_BYTES=0), so both medians see the same machine load.
-// 2. All-reduce of 4 ranks over message sizes: Gloo's own ring alone (what every size used
+// 2. All-reduce of 2 and of 4 ranks over message sizes: Gloo's own ring alone (what every size used
 //    before the sync pairs) against the default communicator (one message up to 64 KiB, a
 //    ring of 64 KiB pieces above, both on the sync pairs: gloo_sync.hpp), in one job, in
 //    alternating rounds; medians of the
-//    rounds. Printed with the speedup, bus bandwidth (nccl-tests' definition: busbw =
+//    rounds, and the 99th percentile of single calls. Printed with the speedup, bus bandwidth (nccl-tests' definition: busbw =
 //    size/time * 2(n-1)/n) and a single-process memcpy of the same size measured in the same
 //    job (the ceiling every loopback byte pays at least once). Beside it, the all-to-all of
 //    the same bytes (each rank's whole send buffer, nccl-tests' size; busbw factor (n-1)/n)
@@ -39,23 +39,37 @@ using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 using axonn::bench::median;
+using axonn::bench::quantile;
 
 constexpr int kRounds = 5;
 
-// Seconds per call of `call`, `iters` calls in each of kRounds rounds alternating with
-// `other` (likewise), as medians of the rounds: {call, other}.
+// Seconds per call of two alternating calls: the median over rounds of each round's mean,
+// and the 99th percentile of the single calls (a slow call in a hundred is what a training
+// step of many collectives waits for).
+struct Alternated {
+  double call_s, other_s;
+  double call_p99_s, other_p99_s;
+};
+
+// `iters` calls of `call` in each of kRounds rounds alternating with `other` (likewise).
 template <typename A, typename B>
-std::pair<double, double> alternate(int iters, A&& call, B&& other) {
-  std::vector<double> a, b;
+Alternated alternate(int iters, A&& call, B&& other) {
+  std::vector<double> a, b, each_a, each_b;
+  const auto round_of = [&](auto&& f, std::vector<double>& means, std::vector<double>& each) {
+    double total = 0;
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = clock_type::now();
+      f();
+      each.push_back(seconds_since(t0));
+      total += each.back();
+    }
+    means.push_back(total / iters);
+  };
   for (int round = 0; round < kRounds; ++round) {
-    auto t0 = clock_type::now();
-    for (int i = 0; i < iters; ++i) call();
-    a.push_back(seconds_since(t0) / iters);
-    t0 = clock_type::now();
-    for (int i = 0; i < iters; ++i) other();
-    b.push_back(seconds_since(t0) / iters);
+    round_of(call, a, each_a);
+    round_of(other, b, each_b);
   }
-  return {median(a), median(b)};
+  return {median(a), median(b), quantile(each_a, 0.99), quantile(each_b, 0.99)};
 }
 
 int allreduce_worker() {
@@ -78,8 +92,9 @@ int allreduce_worker() {
     std::printf("Gloo all-reduce, %d ranks on loopback (float32): ring alone vs default (latency path <= %zu B);\n", n,
                 axonn::gloo_small_message_bytes());
     std::printf("medians of %d alternating rounds\n", kRounds);
-    std::printf("%10s %6s %11s %11s %8s %11s %11s %9s %11s %11s %8s\n", "size (B)", "iters", "ring us", "default us",
-                "speedup", "busbw GB/s", "memcpy GB/s", "vs memcpy", "a2a us", "a2a busbw", "a2a/ar");
+    std::printf("%10s %6s %11s %11s %8s %11s %11s %11s %11s %9s %11s %11s %8s\n", "size (B)", "iters", "ring us",
+                "default us", "speedup", "ring p99", "default p99", "busbw GB/s", "memcpy GB/s", "vs memcpy", "a2a us",
+                "a2a busbw", "a2a/ar");
   }
   for (size_t bytes = 64; bytes <= (size_t{64} << 20); bytes *= 4) {
     std::vector<float> buf(bytes / 4, 1.0f), copy(bytes / 4), received(bytes / 4);
@@ -88,9 +103,10 @@ int allreduce_worker() {
     ring.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);  // warm-up (and sync-mode switch)
     fast.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32);
     fast.barrier();
-    const auto [t_ring, t_fast] = alternate(
+    const Alternated reduce = alternate(
         iters, [&] { ring.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32); },
         [&] { fast.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32); });
+    const double t_ring = reduce.call_s, t_fast = reduce.other_s;
     const auto c0 = clock_type::now();
     for (int i = 0; i < iters * kRounds; ++i) {
       std::memcpy(copy.data(), buf.data(), bytes);
@@ -98,17 +114,19 @@ int allreduce_worker() {
     }
     const double t_copy = seconds_since(c0) / (iters * kRounds);
     fast.all_to_all(buf.data(), received.data(), block, axonn::ElementType::float32);  // warm-up
-    const auto [t_a2a, t_reduce] = alternate(
+    const Alternated a2a = alternate(
         iters, [&] { fast.all_to_all(buf.data(), received.data(), block, axonn::ElementType::float32); },
         [&] { fast.all_reduce(buf.data(), buf.size(), axonn::ElementType::float32); });
+    const double t_a2a = a2a.call_s, t_reduce = a2a.other_s;
     const double a2a_bytes = static_cast<double>(block * static_cast<size_t>(n) * sizeof(float));
     const double a2a_busbw = a2a_bytes / t_a2a * axonn::bus_factor(axonn::CollectiveKind::all_to_all, n) / 1e9;
     const double busbw = static_cast<double>(bytes) / t_fast * factor / 1e9;
     const double memcpy_bw = static_cast<double>(bytes) / t_copy / 1e9;
     if (topo.rank == 0)
-      std::printf("%10zu %6d %11.1f %11.1f %7.2fx %11.3f %11.3f %8.3fx %11.1f %11.3f %7.2fx\n", bytes, iters * kRounds,
-                  t_ring * 1e6, t_fast * 1e6, t_ring / t_fast, busbw, memcpy_bw, busbw / memcpy_bw, t_a2a * 1e6,
-                  a2a_busbw, t_a2a / t_reduce);
+      std::printf("%10zu %6d %11.1f %11.1f %7.2fx %11.1f %11.1f %11.3f %11.3f %8.3fx %11.1f %11.3f %7.2fx\n", bytes,
+                  iters * kRounds, t_ring * 1e6, t_fast * 1e6, t_ring / t_fast, reduce.call_p99_s * 1e6,
+                  reduce.other_p99_s * 1e6, busbw, memcpy_bw, busbw / memcpy_bw, t_a2a * 1e6, a2a_busbw,
+                  t_a2a / t_reduce);
   }
   return 0;
 }
@@ -167,5 +185,10 @@ int main(int argc, char** argv) {
   }
   std::printf("\n");
   std::fflush(stdout);
-  return std::system((launcher + " -n 4 -- " + self + " allreduce").c_str()) == 0 ? 0 : 1;
+  for (int ranks : {2, 4}) {
+    if (std::system((launcher + " -n " + std::to_string(ranks) + " -- " + self + " allreduce").c_str()) != 0) return 1;
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
 }

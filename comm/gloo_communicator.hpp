@@ -18,7 +18,7 @@
 namespace axonn {
 
 // With a sync context, all-reduces (and barriers) up to this many bytes are one message,
-// and every larger collective moves in pieces of this size (gloo_sync.hpp):
+// and every larger collective moves as a ring of pieces (gloo_sync.hpp):
 // AXONN_GLOO_SMALL_BYTES if set (0 turns the sync pairs off, so every collective is Gloo's
 // own; it must be the same on every rank, as the job's environment is), else 64 KiB.
 size_t gloo_small_message_bytes();

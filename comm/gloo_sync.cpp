@@ -35,6 +35,7 @@ GlooSyncCollectives::GlooSyncCollectives(std::vector<int> members, std::shared_p
     : members_(std::move(members)),
       context_(std::move(context)),
       message_bytes_(message_bytes),
+      piece_bytes_(std::min(message_bytes, kRingPieceBytes)),
       outgoing_(message_bytes),
       incoming_(static_cast<size_t>(context_->size)),
       send_(static_cast<size_t>(context_->size)),
@@ -96,24 +97,39 @@ void GlooSyncCollectives::exchange_with_all(size_t bytes) {
 void GlooSyncCollectives::shift(int to, const char* send, size_t send_bytes, int from, char* recv,
                                 size_t recv_bytes, size_t span) {
   if (!prepared_) prepare();
-  const size_t pieces = std::max<size_t>(1, (span + message_bytes_ - 1) / message_bytes_);
-  const auto piece = [&](size_t bytes, size_t begin) { return bytes > begin ? std::min(message_bytes_, bytes - begin) : 0; };
+  const size_t pieces = std::max<size_t>(1, (span + piece_bytes_ - 1) / piece_bytes_);
+  const auto piece = [&](size_t bytes, size_t begin) { return bytes > begin ? std::min(piece_bytes_, bytes - begin) : 0; };
   for (size_t k = 0; k < pieces; ++k) {
-    const size_t begin = k * message_bytes_;
+    const size_t begin = k * piece_bytes_;
     const size_t out = piece(send_bytes, begin), in = piece(recv_bytes, begin);
     if (out > 0) std::memcpy(outgoing_.data(), send + begin, out);
-    try {
-      send_[static_cast<size_t>(to)]->send(0, out);
-      send_[static_cast<size_t>(to)]->waitSend();  // sync mode: already written
-    } catch (const gloo::Exception& e) {
-      rethrow_naming("writing to", members_[static_cast<size_t>(to)], e);
-    }
-    try {
-      recv_[static_cast<size_t>(from)]->waitRecv();
-    } catch (const gloo::Exception& e) {
-      rethrow_naming("waiting for", members_[static_cast<size_t>(from)], e);
-    }
+    write_to(to, out);
+    read_from(from);
     if (in > 0) std::memcpy(recv + begin, incoming_[static_cast<size_t>(from)].data(), in);
+    // The receipt: an empty message back. Without one the data flows one way round a ring of
+    // more than 2, the kernel holds each TCP acknowledgement up to its delayed-ACK timer
+    // (40 ms on Linux), and the piece after next waits for it once the send buffer is full.
+    // With it, the acknowledgements ride on the receipts, and no rank is more than one piece
+    // ahead of its right.
+    write_to(from, 0);
+    read_from(to);
+  }
+}
+
+void GlooSyncCollectives::write_to(int peer, size_t bytes) {
+  try {
+    send_[static_cast<size_t>(peer)]->send(0, bytes);
+    send_[static_cast<size_t>(peer)]->waitSend();  // sync mode: already written
+  } catch (const gloo::Exception& e) {
+    rethrow_naming("writing to", members_[static_cast<size_t>(peer)], e);
+  }
+}
+
+void GlooSyncCollectives::read_from(int peer) {
+  try {
+    recv_[static_cast<size_t>(peer)]->waitRecv();
+  } catch (const gloo::Exception& e) {
+    rethrow_naming("waiting for", members_[static_cast<size_t>(peer)], e);
   }
 }
 

@@ -130,12 +130,12 @@ TEST(GlooCommunicator, LatencyPathAndRingGiveTheSameExactSums) {
   });
 }
 
-// Sizes above the sync pairs' piece (AXONN_GLOO_SMALL_BYTES), so every collective moves in
-// several pieces, with counts that leave the all-reduce's last blocks short or empty, in place
+// Sizes above the one-message limit (AXONN_GLOO_SMALL_BYTES) and several ring pieces
+// (kRingPieceBytes), so every collective moves in several pieces, with counts that leave the all-reduce's last blocks short or empty, in place
 // and not, on rings of 2, 3 and 5: every result exact (integer sums in float32).
 TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
-  const size_t piece_floats = gloo_small_message_bytes() / 4;
-  ASSERT_GT(piece_floats, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the sync pairs off";
+  ASSERT_GT(gloo_small_message_bytes(), 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the sync pairs off";
+  const size_t piece_floats = std::max(gloo_small_message_bytes(), kRingPieceBytes) / 4;
   for (int n : {2, 3, 5}) {
     std::vector<int> members(static_cast<size_t>(n));
     std::iota(members.begin(), members.end(), 0);
