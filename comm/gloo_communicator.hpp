@@ -29,8 +29,9 @@ class GlooCommunicator final : public Communicator {
 
   // context: connected for `group`; recorder: called after every collective (may be empty).
   // sync_context: a second connected context of the group, whose pairs gloo_sync.hpp
-  // switches to sync mode and runs every collective but broadcast on; null: Gloo's own
-  // collectives (and a ring reduce-scatter of Gloo's unbound buffers) only.
+  // switches to sync mode and runs the calls it takes on (GlooSyncCollectives::takes); the
+  // others, and every call without one, run Gloo's own collectives (and a ring
+  // reduce-scatter of Gloo's unbound buffers).
   // watch: this rank's RankWatch (outlives the communicator), which a failed collective asks
   // who did not arrive; null: the message says only that a peer did not arrive or died.
   GlooCommunicator(const GroupSpec& group, std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
@@ -46,6 +47,9 @@ class GlooCommunicator final : public Communicator {
   size_t small_path_bytes(CollectiveKind kind) const override {
     return kind == CollectiveKind::all_reduce && sync_ ? sync_->message_bytes() : 0;
   }
+  // Whether a call of `kind` over `bytes` (nccl-tests size) runs on the sync pairs
+  // (gloo_sync.hpp), rather than through Gloo's own collectives.
+  bool on_sync_pairs(CollectiveKind kind, size_t bytes) const { return sync_ && sync_->takes(kind, bytes); }
 
   void all_reduce(void* buf, size_t count, ElementType type) override;
   void all_gather(const void* in, void* out, size_t count, ElementType type) override;

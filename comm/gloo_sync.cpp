@@ -60,6 +60,23 @@ void GlooSyncCollectives::prepare() {
   prepared_ = true;
 }
 
+bool GlooSyncCollectives::takes(CollectiveKind kind, size_t bytes) const {
+  const auto n = static_cast<size_t>(context_->size);
+  const size_t pieces = std::max<size_t>(1, ((bytes + n - 1) / n + piece_bytes_ - 1) / piece_bytes_);
+  switch (kind) {
+    case CollectiveKind::barrier:
+      return true;
+    case CollectiveKind::all_reduce:
+      return bytes <= message_bytes_ || 2 * (n - 1) * pieces <= kMostRingExchanges;
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all:
+      return (n - 1) * pieces <= kMostRingExchanges;
+    default:
+      return false;
+  }
+}
+
 int GlooSyncCollectives::peer_rank(int offset) const {
   const int n = context_->size;
   return ((context_->rank + offset) % n + n) % n;
@@ -106,13 +123,6 @@ void GlooSyncCollectives::shift(int to, const char* send, size_t send_bytes, int
     write_to(to, out);
     read_from(from);
     if (in > 0) std::memcpy(recv + begin, incoming_[static_cast<size_t>(from)].data(), in);
-    // The receipt: an empty message back. Without one the data flows one way round a ring of
-    // more than 2, the kernel holds each TCP acknowledgement up to its delayed-ACK timer
-    // (40 ms on Linux), and the piece after next waits for it once the send buffer is full.
-    // With it, the acknowledgements ride on the receipts, and no rank is more than one piece
-    // ahead of its right.
-    write_to(from, 0);
-    read_from(to);
   }
 }
 

@@ -13,12 +13,14 @@
 //   is one message: every rank writes its whole buffer to every peer at once and sums what it
 //   reads. Each rank sends (n-1) x size, against the ring's 2(n-1)/n x size, which is why
 //   it is only for small sizes.
-// - Above it, and every reduce-scatter, all-gather and all-to-all, the ring (all-to-all:
-//   n-1 shifts) moves pieces of at most kRingPieceBytes: each rank writes its piece to the
-//   right, reads the left's, writes the left an empty receipt and reads the right's. So a
-//   rank writes piece k+1 only after the right has read piece k: a socket never holds more
-//   than one piece, which fits its send buffer (Gloo sizes it to the message), and no write
-//   waits for a reader. The receipts also carry the TCP acknowledgements back (shift()).
+// - Above it, and reduce-scatters, all-gathers and all-to-alls, the ring (all-to-all: n-1
+//   shifts) moves pieces of at most kRingPieceBytes, while a call takes at most
+//   kMostRingExchanges dependent exchanges (takes()); larger calls stream faster through
+//   Gloo's own rings, which keep several messages in flight: each rank writes its piece to the
+//   right, then reads the left's, in lockstep. A write blocks only while its socket holds
+//   more than a piece (the receiver's window and the send buffer take one), so only while the
+//   right has two of its pieces unread; a rank writes piece k+1 only after reading the left's
+//   piece k, so a ring of n holds at most n unread pieces and its writers cannot all block.
 //
 // Every all-reduce adds each element in the ring reduce-scatter's order: element i of block
 // b (blocks of ceil(count / n), the last one shorter) is ((x_{b+1} + x_{b+2}) + ...) + x_b,
@@ -40,10 +42,19 @@ class Context;
 
 namespace axonn {
 
-// The ring's piece, or message_bytes if smaller. A message of more than one TCP segment
-// (65483 bytes on loopback) flowing one way round a ring waited ~30 ms a piece in training
-// (4 ranks, pieces of 64 KiB: 110 ms per all-gather of 256 KiB); pieces of 32 KiB did not.
-inline constexpr size_t kRingPieceBytes = size_t{32} << 10;
+// The ring's piece, or message_bytes if smaller. Measured in training on loopback (2 cores,
+// 2 and 4 ranks), larger pieces stalled for tens of milliseconds at some sizes, in TCP's
+// flow control: 64 KiB pieces 110 ms per z all-gather of 256 KiB on 4 ranks, 32 KiB pieces
+// 5 ms per x all-reduce of 256 KiB on 2; 16 KiB pieces never did, and 8 KiB pieces were
+// slower everywhere.
+inline constexpr size_t kRingPieceBytes = size_t{16} << 10;
+
+// The most dependent piece exchanges (ring steps x pieces per block) a call takes here. Each
+// waits for every rank of the ring to be scheduled once, where Gloo's ring streams a whole
+// block per step: measured on 2 cores (bench_comm), this ring was faster up to 1 MiB on 2
+// ranks and 256 KiB on 4, and took 1.5x Gloo's time at 1 MiB on 4 (64 and 96 exchanges of
+// 16 KiB pieces).
+inline constexpr size_t kMostRingExchanges = 64;
 
 class GlooSyncCollectives {
  public:
@@ -56,6 +67,9 @@ class GlooSyncCollectives {
   ~GlooSyncCollectives();
 
   size_t message_bytes() const { return message_bytes_; }
+  // Whether a call of `kind` over `bytes` (nccl-tests size) runs here: every all-reduce up to
+  // message_bytes and barrier, and the rings of at most kMostRingExchanges exchanges.
+  bool takes(CollectiveKind kind, size_t bytes) const;
   size_t piece_bytes() const { return piece_bytes_; }
   // buf (count) <- sum over the group. Gloo's read/write timeouts (the context's) bound each
   // wait; errors are gloo::Exception, naming the world rank that did not arrive or whose

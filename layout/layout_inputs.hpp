@@ -102,7 +102,7 @@ using KindLinks = std::array<std::optional<Link>, kCollectiveKindCount>;
 
 // A second alpha-beta for a kind's messages of up to max_bytes (nccl-tests size), where the
 // implementation takes another path for them and one line does not describe both: Gloo's
-// all-reduce exchanges messages up to 64 KiB in one step and runs a ring in 32 KiB pieces
+// all-reduce exchanges messages up to 64 KiB in one step and runs a ring in 16 KiB pieces
 // above that (comm/gloo_sync.hpp).
 struct SmallMessageLink {
   int64_t max_bytes = 0;

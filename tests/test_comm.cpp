@@ -150,6 +150,7 @@ TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
       };
       // 2 pieces and a bit, and fewer elements than ranks past the last full block.
       for (size_t count : {2 * piece_floats + 1, 3 * piece_floats + static_cast<size_t>(n) - 1}) {
+        ASSERT_TRUE(comm.on_sync_pairs(CollectiveKind::all_reduce, count * 4)) << count;
         std::vector<float> buf(count);
         for (size_t i = 0; i < count; ++i) buf[i] = value(rank, i);
         comm.all_reduce(buf.data(), count, ElementType::float32);
@@ -157,6 +158,8 @@ TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
       }
       const size_t block = piece_floats + 3;  // per rank: two pieces, the second short
       const auto total = block * static_cast<size_t>(n);
+      for (CollectiveKind kind : {CollectiveKind::reduce_scatter, CollectiveKind::all_gather, CollectiveKind::all_to_all})
+        ASSERT_TRUE(comm.on_sync_pairs(kind, total * 4)) << collective_name(kind);
       std::vector<float> in(total), out(block), gathered(total), exchanged(total);
       for (size_t i = 0; i < total; ++i) in[i] = value(rank, i);
       comm.reduce_scatter(in.data(), out.data(), block, ElementType::float32);
@@ -179,9 +182,9 @@ TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
 
 // The optimizer sharded over data (gradient_sync.hpp) replaces each gradient all-reduce by an
 // in-place reduce-scatter of the buffer padded to n equal blocks and, after the update, an
-// in-place all-gather. On the sync pairs (gloo_sync.hpp) every all-reduce adds each element
-// in the ring reduce-scatter's order, so the two give the same bits at every size. Gloo's own
-// ring all-reduce (the sync pairs off) adds chunk j from rank j-1 down: the same for n = 2
+// in-place all-gather. On the sync pairs (gloo_sync.hpp) an all-reduce adds each element in
+// the ring reduce-scatter's order, so the two give the same bits. Gloo's own ring all-reduce
+// (the sync pairs off, or a call too large for them) adds chunk j from rank j-1 down: the same for n = 2
 // (one addition commutes) but not beyond, where the two sums of the same n terms differ by at
 // most 2*gamma(n-1)*sum|x_r| (gamma(k) = k*u/(1-k*u), u = 2^-24: the classic bound for each,
 // twice).
@@ -195,7 +198,7 @@ TEST(GlooCommunicator, ReduceScatterAndAllGatherGiveTheAllReducesBitsWhereTheOrd
       run_ranks(n, [&](int rank, Exchange& exchange) {
         auto comms = connect(exchange, {{"data", members}}, nullptr, sync_pairs);
         GlooCommunicator& comm = *comms[0];
-        for (size_t count : {size_t{1003}, limit_floats, limit_floats + 7, 3 * limit_floats + 1}) {
+        for (size_t count : {size_t{1003}, limit_floats, limit_floats + 7, 3 * limit_floats + 1, size_t{300000}}) {
           // Every rank's values, known to every rank: magnitudes spread so the order matters.
           std::vector<std::vector<float>> x;
           for (int r = 0; r < n; ++r) {
@@ -212,7 +215,7 @@ TEST(GlooCommunicator, ReduceScatterAndAllGatherGiveTheAllReducesBitsWhereTheOrd
           float* mine = sharded.data() + block * static_cast<size_t>(rank);
           comm.reduce_scatter(sharded.data(), mine, block, ElementType::float32);
           comm.all_gather(mine, sharded.data(), block, ElementType::float32);
-          const bool same_order = sync_pairs || n == 2;
+          const bool same_order = comm.on_sync_pairs(CollectiveKind::all_reduce, count * 4) || n == 2;
           size_t differing = 0;
           for (size_t i = 0; i < count; ++i) {
             if (same_order) {
@@ -229,8 +232,8 @@ TEST(GlooCommunicator, ReduceScatterAndAllGatherGiveTheAllReducesBitsWhereTheOrd
           }
           if (!same_order && rank == 0)
             std::printf(
-                "[ measured ] %d ranks, %zu floats (Gloo's ring all-reduce): %zu elements differ in the last bits\n",
-                n, count, differing);
+                "[ measured ] %d ranks, %zu floats (Gloo's ring all-reduce%s): %zu elements differ in the last bits\n",
+                n, count, sync_pairs ? ", too large for the sync pairs" : "", differing);
         }
       });
     }

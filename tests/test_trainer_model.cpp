@@ -280,8 +280,8 @@ INSTANTIATE_TEST_SUITE_P(Layouts, TrainerRecompute,
 
 // The optimizer sharded over data (training.shard_optimizer): each data rank reduce-scatters
 // the gradient buckets, updates its pieces and all-gathers the weights. On Gloo the
-// reduce-scatter adds each element in the order the all-reduce it replaces does (at every
-// size: test_comm), and AdamW is
+// reduce-scatter adds each element in the order the all-reduce it replaces does (on the sync
+// pairs, as every bucket of this model: test_comm), and AdamW is
 // elementwise, so without clipping 3 steps give the unsharded run's losses, weights and both
 // moments bit for bit, in every recompute mode, with overlap off and on; each rank counts the
 // layout model's bytes (run_steps checks them). The gradient norm adds the same squares in
