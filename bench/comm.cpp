@@ -4,12 +4,12 @@
 //    topology, connect every group of a 4D layout and exit; goal < 1 s at 8 ranks. Jobs
 //    with the second set of pairs, in sync mode (the default), alternate with jobs without
 //    (AXONN_GLOO_SMALL_BYTES=0), so both medians see the same machine load.
-// 2. All-reduce of 2 and of 4 ranks over message sizes: Gloo's own ring alone (what every size used
-//    before the sync pairs) against the default communicator (one message up to 64 KiB, a
-//    ring of 16 KiB pieces on the sync pairs above, up to 64 dependent exchanges, Gloo's
-//    own ring beyond: gloo_sync.hpp), in one job, in
-//    alternating rounds; medians of the
-//    rounds, and the 99th percentile of single calls. Printed with the speedup, bus bandwidth (nccl-tests' definition: busbw =
+// 2. All-reduce of 2 and of 4 ranks over message sizes: Gloo's own ring alone (what every
+//    size used before the sync pairs) against the default communicator (one message up to
+//    64 KiB, a ring of 16 KiB pieces on the sync pairs above, up to 64 dependent exchanges,
+//    Gloo's own ring beyond: gloo_sync.hpp), in one job, in alternating rounds; medians of
+//    the rounds, and the 99th percentile of single calls. Printed with the speedup, bus
+//    bandwidth (nccl-tests' definition: busbw =
 //    size/time * 2(n-1)/n) and a single-process memcpy of the same size measured in the same
 //    job (the ceiling every loopback byte pays at least once). Beside it, the all-to-all of
 //    the same bytes (each rank's whole send buffer, nccl-tests' size; busbw factor (n-1)/n)

@@ -146,7 +146,7 @@ void GlooCommunicator::all_gather(const void* in, void* out, size_t count, Eleme
 void GlooCommunicator::all_reduce_now(void* buf, size_t count, ElementType type) {
   const size_t bytes = count * element_size(type);
   run(CollectiveKind::all_reduce, bytes, [&] {
-    if (sync_ && sync_->takes(CollectiveKind::all_reduce, bytes)) return sync_->all_reduce(buf, count, type);
+    if (on_sync_pairs(CollectiveKind::all_reduce, bytes)) return sync_->all_reduce(buf, count, type);
     gloo::AllreduceOptions opts(context_);
     if (type == ElementType::float32) {
       opts.setOutput(static_cast<float*>(buf), count);
@@ -165,7 +165,7 @@ void GlooCommunicator::all_reduce_now(void* buf, size_t count, ElementType type)
 void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, ElementType type) {
   const size_t block = count * element_size(type);
   run(CollectiveKind::all_gather, block * members_.size(), [&] {
-    if (sync_ && sync_->takes(CollectiveKind::all_gather, block * members_.size()))
+    if (on_sync_pairs(CollectiveKind::all_gather, block * members_.size()))
       return sync_->all_gather(in, out, count, type);
     gloo::AllgatherOptions opts(context_);
     // Gloo copies the input into the output's own block itself; in place (the input is that
@@ -179,8 +179,8 @@ void GlooCommunicator::all_gather_now(const void* in, void* out, size_t count, E
   });
 }
 
-// On the sync pairs (gloo_sync.hpp) when the communicator has them. Without, a ring
-// reduce-scatter over Gloo's unbound buffers, in the same order: at step s (0..n-2) rank r sends its running
+// On the sync pairs (gloo_sync.hpp) where they take the call. Otherwise a ring reduce-scatter
+// over Gloo's unbound buffers, in the same order: at step s (0..n-2) rank r sends its running
 // sum of block (r-s-1) mod n to the right and adds the left's sum of block (r-s-2) mod n;
 // after n-1 steps it holds the full sum of block r. Each rank sends (n-1)/n of the input.
 // Block b is therefore summed in ring order from rank b+1: ((x_{b+1} + x_{b+2}) + ...) + x_b.
@@ -196,7 +196,7 @@ void GlooCommunicator::reduce_scatter_now(const void* in, void* out, size_t coun
   const size_t block = count * element_size(type);
   const int n = size();
   run(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n), [&] {
-    if (sync_ && sync_->takes(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n)))
+    if (on_sync_pairs(CollectiveKind::reduce_scatter, block * static_cast<size_t>(n)))
       return sync_->reduce_scatter(in, out, count, type);
     const bool in_place = out == static_cast<const char*>(in) + block * static_cast<size_t>(rank_);
     scratch_.resize(block * static_cast<size_t>(in_place ? 1 : n + 1));
@@ -256,7 +256,7 @@ void GlooCommunicator::all_to_all_now(const void* in, void* out, size_t count, E
   const size_t bytes = count * element_size(type) * members_.size();
   run(CollectiveKind::all_to_all, bytes, [&] {
     if (bytes == 0) return;  // the same count on every rank: nobody sends anything
-    if (sync_ && sync_->takes(CollectiveKind::all_to_all, bytes)) return sync_->all_to_all(in, out, count, type);
+    if (on_sync_pairs(CollectiveKind::all_to_all, bytes)) return sync_->all_to_all(in, out, count, type);
     gloo::AlltoallOptions opts(context_);
     opts.setInput(const_cast<char*>(static_cast<const char*>(in)), bytes);
     opts.setOutput(static_cast<char*>(out), bytes);

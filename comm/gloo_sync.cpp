@@ -95,27 +95,19 @@ void GlooSyncCollectives::exchange_with_all(size_t bytes) {
   if (!prepared_) prepare();
   // Writes first, then reads: a write of at most message_bytes fits the socket's send
   // buffer, so no rank blocks writing while its peers write.
-  int peer = 0;
-  const char* doing = "writing to";
-  try {
-    for (peer = 0; peer < context_->size; ++peer) {
-      if (peer == context_->rank) continue;
-      send_[static_cast<size_t>(peer)]->send(0, bytes);
-      send_[static_cast<size_t>(peer)]->waitSend();  // sync mode: already written
-    }
-    doing = "waiting for";
-    for (peer = 0; peer < context_->size; ++peer)
-      if (peer != context_->rank) recv_[static_cast<size_t>(peer)]->waitRecv();
-  } catch (const gloo::Exception& e) {
-    rethrow_naming(doing, members_[static_cast<size_t>(peer)], e);
-  }
+  for (int peer = 0; peer < context_->size; ++peer)
+    if (peer != context_->rank) write_to(peer, bytes);
+  for (int peer = 0; peer < context_->size; ++peer)
+    if (peer != context_->rank) read_from(peer);
 }
 
-void GlooSyncCollectives::shift(int to, const char* send, size_t send_bytes, int from, char* recv,
-                                size_t recv_bytes, size_t span) {
+void GlooSyncCollectives::shift(int to, const char* send, size_t send_bytes, int from, char* recv, size_t recv_bytes,
+                                size_t span) {
   if (!prepared_) prepare();
   const size_t pieces = std::max<size_t>(1, (span + piece_bytes_ - 1) / piece_bytes_);
-  const auto piece = [&](size_t bytes, size_t begin) { return bytes > begin ? std::min(piece_bytes_, bytes - begin) : 0; };
+  const auto piece = [&](size_t bytes, size_t begin) {
+    return bytes > begin ? std::min(piece_bytes_, bytes - begin) : 0;
+  };
   for (size_t k = 0; k < pieces; ++k) {
     const size_t begin = k * piece_bytes_;
     const size_t out = piece(send_bytes, begin), in = piece(recv_bytes, begin);
@@ -192,8 +184,8 @@ void GlooSyncCollectives::all_reduce_in_one_message(void* buf, size_t count, Ele
     const int n = context_->size;
     const size_t block = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
     for (int b = 0; b < n; ++b) {
-      const size_t begin = std::min(count, static_cast<size_t>(b) * block);
-      const size_t end = std::min(count, begin + block);
+      const ByteRange elements = block_bytes(b, count, block, 1);
+      const size_t begin = elements.begin, end = elements.begin + elements.size;
       const int first = (b + 1) % n;
       std::memcpy(out + begin, static_cast<const float*>(part(first)) + begin, (end - begin) * sizeof(float));
       for (int k = 2; k <= n; ++k) {

@@ -16,17 +16,17 @@
 // - Above it, and reduce-scatters, all-gathers and all-to-alls, the ring (all-to-all: n-1
 //   shifts) moves pieces of at most kRingPieceBytes, while a call takes at most
 //   kMostRingExchanges dependent exchanges (takes()); larger calls stream faster through
-//   Gloo's own rings, which keep several messages in flight: each rank writes its piece to the
-//   right, then reads the left's, in lockstep. A write blocks only while its socket holds
+//   Gloo's own rings, which keep several messages in flight. Each rank writes its piece to
+//   the right, then reads the left's, in lockstep. A write blocks only while its socket holds
 //   more than a piece (the receiver's window and the send buffer take one), so only while the
 //   right has two of its pieces unread; a rank writes piece k+1 only after reading the left's
 //   piece k, so a ring of n holds at most n unread pieces and its writers cannot all block.
 //
-// Every all-reduce adds each element in the ring reduce-scatter's order: element i of block
-// b (blocks of ceil(count / n), the last one shorter) is ((x_{b+1} + x_{b+2}) + ...) + x_b,
-// ranks modulo n. So every rank computes bitwise the same result, and an all-reduce has the
-// bits of a reduce-scatter and an all-gather of the same buffer at every size (the
-// optimizer sharded over data, gradient_sync.hpp). bfloat16: the one-message path sums in
+// Every all-reduce here adds each element in the ring reduce-scatter's order: element i of
+// block b (blocks of ceil(count / n), the last one shorter) is ((x_{b+1} + x_{b+2}) + ...) +
+// x_b, ranks modulo n. So every rank computes bitwise the same result, and such an all-reduce
+// has the bits of a reduce-scatter and an all-gather of the same buffer (the optimizer
+// sharded over data, gradient_sync.hpp). bfloat16: the one-message path sums in
 // float32 and rounds once; the ring rounds after each addition, as Gloo's ring does.
 #include <gloo/transport/buffer.h>
 
@@ -62,7 +62,8 @@ class GlooSyncCollectives {
   // context: connected, used by nothing else; its pairs switch to sync mode at the first
   // collective (not here: a peer may legitimately finish and close right after the
   // bootstrap, and the switch waits up to one 10 ms tick of Gloo's event loop per pair).
-  // message_bytes: the one-message all-reduce's largest size and the ring's piece size.
+  // message_bytes: the one-message all-reduce's largest size (and the ring's piece, if
+  // smaller than kRingPieceBytes).
   GlooSyncCollectives(std::vector<int> members, std::shared_ptr<gloo::Context> context, size_t message_bytes);
   ~GlooSyncCollectives();
 
@@ -70,7 +71,6 @@ class GlooSyncCollectives {
   // Whether a call of `kind` over `bytes` (nccl-tests size) runs here: every all-reduce up to
   // message_bytes and barrier, and the rings of at most kMostRingExchanges exchanges.
   bool takes(CollectiveKind kind, size_t bytes) const;
-  size_t piece_bytes() const { return piece_bytes_; }
   // buf (count) <- sum over the group. Gloo's read/write timeouts (the context's) bound each
   // wait; errors are gloo::Exception, naming the world rank that did not arrive or whose
   // connection failed (so for every call below).

@@ -131,8 +131,9 @@ TEST(GlooCommunicator, LatencyPathAndRingGiveTheSameExactSums) {
 }
 
 // Sizes above the one-message limit (AXONN_GLOO_SMALL_BYTES) and several ring pieces
-// (kRingPieceBytes), so every collective moves in several pieces, with counts that leave the all-reduce's last blocks short or empty, in place
-// and not, on rings of 2, 3 and 5: every result exact (integer sums in float32).
+// (kRingPieceBytes), so every collective moves in several pieces, with counts that leave the
+// all-reduce's last blocks short or empty, in place and not, on rings of 2, 3 and 5: every
+// result exact (integer sums in float32).
 TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
   ASSERT_GT(gloo_small_message_bytes(), 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the sync pairs off";
   const size_t piece_floats = std::max(gloo_small_message_bytes(), kRingPieceBytes) / 4;
@@ -158,7 +159,8 @@ TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
       }
       const size_t block = piece_floats + 3;  // per rank: two pieces, the second short
       const auto total = block * static_cast<size_t>(n);
-      for (CollectiveKind kind : {CollectiveKind::reduce_scatter, CollectiveKind::all_gather, CollectiveKind::all_to_all})
+      for (CollectiveKind kind :
+           {CollectiveKind::reduce_scatter, CollectiveKind::all_gather, CollectiveKind::all_to_all})
         ASSERT_TRUE(comm.on_sync_pairs(kind, total * 4)) << collective_name(kind);
       std::vector<float> in(total), out(block), gathered(total), exchanged(total);
       for (size_t i = 0; i < total; ++i) in[i] = value(rank, i);
@@ -184,10 +186,10 @@ TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
 // in-place reduce-scatter of the buffer padded to n equal blocks and, after the update, an
 // in-place all-gather. On the sync pairs (gloo_sync.hpp) an all-reduce adds each element in
 // the ring reduce-scatter's order, so the two give the same bits. Gloo's own ring all-reduce
-// (the sync pairs off, or a call too large for them) adds chunk j from rank j-1 down: the same for n = 2
-// (one addition commutes) but not beyond, where the two sums of the same n terms differ by at
-// most 2*gamma(n-1)*sum|x_r| (gamma(k) = k*u/(1-k*u), u = 2^-24: the classic bound for each,
-// twice).
+// (the sync pairs off, or a call too large for them) adds chunk j from rank j-1 down: the
+// same for n = 2 (one addition commutes) but not beyond, where the two sums of the same n
+// terms differ by at most 2*gamma(n-1)*sum|x_r| (gamma(k) = k*u/(1-k*u), u = 2^-24: the
+// classic bound for each, twice).
 TEST(GlooCommunicator, ReduceScatterAndAllGatherGiveTheAllReducesBitsWhereTheOrdersAgree) {
   const size_t limit_floats = gloo_small_message_bytes() / 4;
   ASSERT_GT(limit_floats, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the sync pairs off";
