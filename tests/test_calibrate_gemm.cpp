@@ -2,13 +2,32 @@
 // next of enough operand sets to fill 64 MiB, so the operands come from memory as in training.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "cli/calibrate_gemm.hpp"
+#include "cli/mean_seconds.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 
 namespace axonn {
 namespace {
+
+// Runs start until the window has passed, at least min_runs of them; the mean is their total
+// time (at least the window) over their count.
+TEST(CalibrateGemm, MeanSecondsWithinRunsThroughTheWindow) {
+  int runs = 0;
+  const auto sleep_1ms = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ++runs;
+  };
+  const double mean = mean_seconds_within(sleep_1ms, 0.02, 3);
+  EXPECT_GE(runs * mean, 0.02);
+  EXPECT_GE(mean, 0.001);
+  runs = 0;
+  mean_seconds_within(sleep_1ms, 0.0, 3);  // an empty window still takes the fewest runs
+  EXPECT_EQ(runs, 3);
+}
 
 TEST(CalibrateGemm, OperandSetsFillTheColdWorkingSet) {
   // 256x64x512 in float32: X and dX 64 KiB each, Y and dY 512 KiB each, W and dW 128 KiB
@@ -30,14 +49,18 @@ TEST(CalibrateGemm, AttentionOperandSetsFillTheColdWorkingSet) {
 
 TEST(CalibrateGemm, TimesTheThreeGemmsOfALayerOnColdOperands) {
   auto backend = make_cpu_backend(1);
-  const double seconds = time_linear_gemms(*backend, ElementType::float32, {64, 32, 48}, 3);
+  int starts = 0;
+  const double seconds = time_linear_gemms(*backend, ElementType::float32, {64, 32, 48}, 0.01, [&] { ++starts; });
+  EXPECT_EQ(starts, 1);
   EXPECT_TRUE(std::isfinite(seconds));
   EXPECT_GT(seconds, 0.0);
 }
 
 TEST(CalibrateGemm, TimesAttentionOnColdOperands) {
   auto backend = make_cpu_backend(1);
-  const double seconds = time_attention(*backend, ElementType::float32, AttentionShape{1, 16, 2, 8}, 3);
+  int starts = 0;
+  const double seconds = time_attention(*backend, ElementType::float32, AttentionShape{1, 16, 2, 8}, 0.01, [&] { ++starts; });
+  EXPECT_EQ(starts, 1);
   EXPECT_TRUE(std::isfinite(seconds));
   EXPECT_GT(seconds, 0.0);
 }

@@ -135,11 +135,12 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
                               std::to_string(topo.world) + " ranks"
                         : ", square") +
                 "; all " + std::to_string(topo.world) + " ranks at once");
+  const auto together = [&] { grid.world().barrier(); };
   std::vector<double> mine;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const GemmShape& s = shapes[i];
-    grid.world().barrier();  // the node's ranks compute together, as in training
-    mine.push_back(time_linear_gemms(backend, dtype, s, gemm_repetitions(s, in.quick)));
+    // The node's ranks compute together, as in training, from the barrier to their windows' end.
+    mine.push_back(time_linear_gemms(backend, dtype, s, compute_window_seconds(in.quick), together));
     say(lead, "  GEMM " + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + " m=" + std::to_string(s.m) +
                   " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n) + ": " +
                   format_number("%.3g", linear_flops(s) / mine.back() / 1e9) + " GFLOP/s on rank 0");
@@ -147,8 +148,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   const std::vector<AttentionShape> attention = calibration_attention_shapes(job, topo.world, in.quick);
   for (size_t i = 0; i < attention.size(); ++i) {
     const AttentionShape& a = attention[i];
-    grid.world().barrier();
-    mine.push_back(time_attention(backend, dtype, a, attention_repetitions(a, in.quick)));
+    mine.push_back(time_attention(backend, dtype, a, compute_window_seconds(in.quick), together));
     say(lead, "  attention " + std::to_string(i + 1) + "/" + std::to_string(attention.size()) +
                   " micro-batch=" + std::to_string(a.batch) + " T=" + std::to_string(a.sequence) +
                   " heads=" + std::to_string(a.heads) + " d=" + std::to_string(a.head_size) + ": " +

@@ -56,10 +56,7 @@ std::vector<GemmShape> calibration_gemm_shapes(const std::optional<ChooserInput>
   return shapes;
 }
 
-int gemm_repetitions(const GemmShape& shape, bool quick) {
-  const double target = quick ? 0.5e9 : 2e9;
-  return static_cast<int>(std::clamp(target / linear_flops(shape), 3.0, 200.0));
-}
+double compute_window_seconds(bool quick) { return quick ? 0.05 : 0.2; }
 
 namespace {
 
@@ -70,16 +67,17 @@ int sets_filling_working_set(double bytes) {
 
 // Mean seconds of `run` (which waits for its work) on the next of `sets` each time, after every
 // set once untimed (first touch, page faults): the timed runs find their operands written
-// long before, in memory rather than in a cache.
+// long before, in memory rather than in a cache. Then `start`, then the runs within the window.
 template <class Set, class Run>
-double mean_seconds_cycling(std::vector<Set>& sets, int repetitions, Run run) {
+double mean_seconds_cycling(std::vector<Set>& sets, double window_s, const std::function<void()>& start, Run run) {
   size_t next = 0;
   auto run_next = [&] {
     run(sets[next]);
     next = (next + 1) % sets.size();
   };
-  for (size_t i = 1; i < sets.size(); ++i) run_next();
-  return mean_seconds(run_next, repetitions);
+  for (size_t i = 0; i < sets.size(); ++i) run_next();
+  start();
+  return mean_seconds_within(run_next, window_s, kMinTimedRuns);
 }
 
 // One linear layer's operands: X (m, k), W (k, n), Y and dY (m, n), dX (m, k) in the dtype,
@@ -105,11 +103,12 @@ int cold_operand_sets(const GemmShape& s, ElementType dtype) {
   return sets_filling_working_set(bytes);
 }
 
-double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& s, int repetitions) {
+double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& s, double window_s,
+                         const std::function<void()>& start) {
   const int64_t m = s.m, k = s.k, n = s.n;
   std::vector<LinearOperands> sets;
   for (int i = cold_operand_sets(s, dtype); i > 0; --i) sets.emplace_back(backend, dtype, s);
-  return mean_seconds_cycling(sets, repetitions, [&](LinearOperands& o) {
+  return mean_seconds_cycling(sets, window_s, start, [&](LinearOperands& o) {
     backend.gemm(Transpose::no, Transpose::no, m, n, k, 1.0f, o.x.ptr(), k, o.w.ptr(), n, 0.0f, o.y.ptr(),
                  n);  // Y = X·W
     backend.gemm(Transpose::no, Transpose::yes, m, k, n, 1.0f, o.dy.ptr(), n, o.w.ptr(), n, 0.0f, o.dx.ptr(),
@@ -145,11 +144,6 @@ double attention_flops(const AttentionShape& s) {
   return 12.0 * static_cast<double>(s.batch * s.heads) * T * T * static_cast<double>(s.head_size);
 }
 
-int attention_repetitions(const AttentionShape& shape, bool quick) {
-  const double target = quick ? 0.25e9 : 1e9;
-  return static_cast<int>(std::clamp(target / attention_flops(shape), 3.0, 100.0));
-}
-
 namespace {
 
 // One block's attention operands: q, k, v packed as the model's qkv output (B, T, 3·h·d),
@@ -174,11 +168,12 @@ int cold_operand_sets(const AttentionShape& s, ElementType dtype) {
   return sets_filling_working_set(bytes);
 }
 
-double time_attention(Backend& backend, ElementType dtype, const AttentionShape& s, int repetitions) {
+double time_attention(Backend& backend, ElementType dtype, const AttentionShape& s, double window_s,
+                      const std::function<void()>& start) {
   const int64_t B = s.batch, T = s.sequence, h = s.heads, d = s.head_size, width = h * d, ld = 3 * width;
   std::vector<AttentionOperands> sets;
   for (int i = cold_operand_sets(s, dtype); i > 0; --i) sets.emplace_back(backend, dtype, s);
-  return mean_seconds_cycling(sets, repetitions, [&](AttentionOperands& o) {
+  return mean_seconds_cycling(sets, window_s, start, [&](AttentionOperands& o) {
     const ActPtr q = o.qkv.ptr(), k = q + width, v = q + 2 * width;
     const ActPtr dq = o.dqkv.ptr(), dk = dq + width, dv = dq + 2 * width;
     backend.attention_forward(o.out.ptr(), o.lse.data(), q, k, v, ld, B, T, h, d);

@@ -5,6 +5,7 @@
 // the same time (a barrier before each shape), so the rates are what a rank gets while its
 // neighbours compute too, as in training.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -22,9 +23,10 @@ std::vector<GemmShape> calibration_gemm_shapes(const std::optional<ChooserInput>
 // A shape's three GEMMs: 6·m·k·n FLOPs.
 double linear_flops(const GemmShape& shape);
 
-// Timed runs of a shape's three GEMMs (after one untimed): about 2 GFLOP of work (0.5 when
-// quick), between 3 and 200 runs. The same on every rank, so ranks stay in step.
-int gemm_repetitions(const GemmShape& shape, bool quick);
+// How long every rank times one GEMM or attention shape: 0.2 s, 0.05 s when quick (at least
+// kMinTimedRuns runs; mean_seconds_within).
+double compute_window_seconds(bool quick);
+inline constexpr int kMinTimedRuns = 3;
 
 // The working set that calibrate's GEMMs cycle through, larger than a core's caches and a
 // GPU's L2 (50 MB on an H100): in training a layer's GEMMs read activations and weights that
@@ -39,8 +41,11 @@ int cold_operand_sets(const GemmShape& shape, ElementType dtype);
 
 // Mean seconds of one run of the three GEMMs of a linear layer Y = X·W in `dtype`, as the
 // trainer calls them (backend.hpp): Y = X·W, dX = dY·W^T, dW += X^T·dY, each run on the next
-// of cold_operand_sets sets of operands, so that they come from memory, as in training.
-double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& shape, int repetitions);
+// of cold_operand_sets sets of operands, so that they come from memory, as in training. After
+// every set once untimed, `start` (the caller's barrier: a node's ranks start timing
+// together), then the runs that start within `window_s`.
+double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& shape, double window_s,
+                         const std::function<void()>& start);
 
 // One block's causal attention on one rank: `batch` sequences (the micro-batch) of
 // `sequence` tokens, `heads` heads (the model's over G_y) of `head_size`.
@@ -59,17 +64,15 @@ std::vector<AttentionShape> calibration_attention_shapes(const std::optional<Cho
 // model's effective one.
 double attention_flops(const AttentionShape& shape);
 
-// Timed runs (after one untimed): about 1 GFLOP of the count above (0.25 when quick), between
-// 3 and 100 runs.
-int attention_repetitions(const AttentionShape& shape, bool quick);
-
 // Sets of attention operands of `shape` that together fill kColdWorkingSetBytes, at most 256.
 int cold_operand_sets(const AttentionShape& shape, ElementType dtype);
 
 // Mean seconds of one attention forward and backward at `shape` in `dtype`, q, k and v
 // packed as the model's qkv output, each run on the next of cold_operand_sets sets (training
-// reads a block's q, k and v in backward long after its forward wrote them).
-double time_attention(Backend& backend, ElementType dtype, const AttentionShape& shape, int repetitions);
+// reads a block's q, k and v in backward long after its forward wrote them); `window_s` and
+// `start` as for time_linear_gemms.
+double time_attention(Backend& backend, ElementType dtype, const AttentionShape& shape, double window_s,
+                      const std::function<void()>& start);
 
 // The forward GEMM of one linear layer, Y = X·W at `shape` in `dtype`, on buffers it keeps:
 // the compute a collective follows in training (calibrate_links.hpp, time_collective).

@@ -17,4 +17,23 @@ double mean_seconds(Run run, int repetitions) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / repetitions;
 }
 
+// Mean seconds of the back-to-back runs of `run` that start within `window_s` of the first
+// (at least `min_runs` of them), none untimed: their total time over their count. When every
+// rank of a node times its compute this way, started together, all of them compute until
+// their windows end, so each shares the cores with the same neighbours throughout. A fixed
+// count instead lets the ranks that finish first leave the cores to the others, whose rate
+// then depends on the order they happened to run in (4 CPU ranks on 2 cores: 7.3 to 13.9
+// GFLOP/s per rank, the wide job's GEMMs, in four calibrations of one machine).
+template <class Run>
+double mean_seconds_within(Run run, double window_s, int min_runs) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  int runs = 0;
+  while (runs < min_runs || elapsed() < window_s) {
+    run();
+    ++runs;
+  }
+  return elapsed() / runs;
+}
+
 }  // namespace axonn
