@@ -4,10 +4,11 @@
 // Two small GPTs, the tiny job's shape and a wider, deeper one, are trained at many layouts
 // (every axis alone and mixed) of 1, 2, 4 and 8 ranks under `axonn run`: 4 ranks on one node
 // and on 2 pretend nodes (--nodes-sim 2), 8 ranks on 2 pretend nodes. Before a world's runs,
-// `axonn calibrate` (--quick in a --quick run) measures the machine with that many ranks
-// sharing its cores, over the laptop-cpu site and with the wider job's GEMM shapes (the tiny
-// job's GEMMs are then priced at the measured average rate, as every job but the one
-// calibrated for is).
+// `axonn calibrate --job` (--quick in a --quick run) measures the machine with that many
+// ranks sharing its cores, over the laptop-cpu site, once for each job, as a user calibrates
+// for the job they run: its GEMM and attention shapes, and collectives beside its compute (on
+// shared cores a collective's price depends on the compute before it, so a site calibrated
+// for one job prices another's collectives by the first one's).
 //   measured:          the median over --rounds runs of the run's summary.json step_s_median
 //                      (each run trained with the calibrated site, --steps steps; a world's
 //                      layouts take turns, round after round, so that a slow minute of the
@@ -92,8 +93,6 @@ struct Shape {
 // to 4 (so 8 ranks need x or y); the wide one's 16 lets 8 ranks be all data.
 const Shape kTiny{"tiny", {2, 64, 4, 256, 64}, 12, 4};
 const Shape kWide{"wide", {4, 128, 8, 256, 64}, 16, 4};
-// The job whose GEMM shapes calibrate measures: the one where the GEMMs are most of a step.
-const Shape& kCalibrationShape = kWide;
 
 struct Case {
   const Shape* shape;
@@ -130,7 +129,7 @@ const std::vector<OptionSpec> kOptions = {
     {"steps", true, "training steps of every run (default 12; 4 with --quick)"},
     {"rounds", true,
      "runs of every layout, taking turns; the measured step is their median (default 3; 1 with --quick)"},
-    {"quick", false, "a smoke run: 8 layouts of 1, 2 and 4 ranks, 3 calibrations"},
+    {"quick", false, "a smoke run: 8 layouts of 1, 2 and 4 ranks, 5 calibrations (one per world and job)"},
     {"max-residual", true,
      "axonn calibrate --max-residual (default 1: collectives on shared, busy cores are noisy, and the model "
      "takes each fit's best line whatever its residual, which is printed)"},
@@ -227,19 +226,19 @@ std::string fits_text(const CollectiveFits& fits, double overlap) {
   return s;
 }
 
-// `axonn calibrate` (with --quick in a quick run) with the world's ranks sharing this machine's
-// cores, over the laptop site, measuring the calibration job's GEMM shapes; returns the site
-// it wrote. A fit
-// that does not converge (other work on the cores bends the times) is measured again, up to
-// three tries in all.
-fs::path calibrate(const fs::path& dir, const World& world, double max_residual, bool quick) {
-  const fs::path site = dir / ("site-" + std::to_string(world.ranks) + "r" + std::to_string(world.nodes) + "n.toml");
+// `axonn calibrate --job` of `shape`'s job (with --quick in a quick run) with the world's ranks
+// sharing this machine's cores, over the laptop site; returns the site it wrote. A fit that
+// does not converge (other work on the cores bends the times) is measured again, up to three
+// tries in all.
+fs::path calibrate(const fs::path& dir, const World& world, const Shape& shape, double max_residual, bool quick) {
+  const fs::path site = dir / ("site-" + std::string(shape.name) + "-" + std::to_string(world.ranks) + "r" +
+                               std::to_string(world.nodes) + "n.toml");
   char residual[32];
   std::snprintf(residual, sizeof residual, "%g", max_residual);
   const std::string command = kAxonn + " run -n " + std::to_string(world.ranks) +
                               (world.nodes > 1 ? " --nodes-sim " + std::to_string(world.nodes) : "") + " calibrate" +
                               (quick ? " --quick" : "") + " --site " + kLaptopSite + " --job " +
-                              job_path(dir, kCalibrationShape).string() + " --output " + site.string() +
+                              job_path(dir, shape).string() + " --output " + site.string() +
                               " --max-residual " + residual + " 2>&1";
   std::string output;
   for (int attempt = 1; attempt <= 3; ++attempt) {
@@ -247,7 +246,7 @@ fs::path calibrate(const fs::path& dir, const World& world, double max_residual,
     int status = 0;
     output = axonn::bench::run_capture(command, status);
     if (status == 0) {
-      std::printf("calibrated %s in %.1f s%s\n", world.words().c_str(), seconds_since(start),
+      std::printf("calibrated %s for the %s job in %.1f s%s\n", world.words().c_str(), shape.name, seconds_since(start),
                   attempt > 1 ? (" (try " + std::to_string(attempt) + ")").c_str() : "");
       return site;
     }
@@ -259,11 +258,11 @@ fs::path calibrate(const fs::path& dir, const World& world, double max_residual,
 
 // What a calibration changed, per rank of a run of `world`: the GEMM rate and the fitted links.
 void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, const JobConfig& job,
-                       const World& world) {
+                       const World& world, const Shape& shape) {
   const Machine before = run_plan(laptop, job, world).machine;
   const Machine after = run_plan(calibrated, job, world).machine;
   std::printf("  GEMM %.1f GFLOP/s per rank over the %s job's shapes (laptop site: %.1f = peak x efficiency)\n",
-              after.gemm_flops / 1e9, kCalibrationShape.name, before.peak_flops * before.compute_efficiency / 1e9);
+              after.gemm_flops / 1e9, shape.name, before.peak_flops * before.compute_efficiency / 1e9);
   // A tier the world does not span keeps the base site's figures, which have no fits.
   if (const std::string intra = fits_text(calibrated.intra_node_fits, calibrated.intra_node_overlap); !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
@@ -273,6 +272,20 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
     std::printf("  inter-node%s\n", inter.c_str());
   for (const GroupFits& g : calibrated.inter_node_groups)
     std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0).c_str());
+}
+
+// The site calibrated for one job at one world.
+struct Calibration {
+  World world;
+  const Shape* shape;
+  fs::path path;
+  SiteConfig site;
+};
+
+const Calibration& calibration_of(const std::vector<Calibration>& calibrations, const World& world,
+                                  const Shape* shape) {
+  return *std::find_if(calibrations.begin(), calibrations.end(),
+                       [&](const Calibration& c) { return c.world == world && c.shape == shape; });
 }
 
 struct Result {
@@ -378,10 +391,16 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 double predicted(const Result& r, bool after) { return after ? r.after_s : r.before_s; }
 
-double mape(const std::vector<Result>& results, bool after) {
+// Over the results of `shape` (nullptr: all).
+double mape(const std::vector<Result>& results, bool after, const Shape* shape = nullptr) {
   double sum = 0;
-  for (const Result& r : results) sum += std::abs(predicted(r, after) - r.measured_s) / r.measured_s;
-  return sum / static_cast<double>(results.size());
+  int count = 0;
+  for (const Result& r : results) {
+    if (shape != nullptr && r.c.shape != shape) continue;
+    sum += std::abs(predicted(r, after) - r.measured_s) / r.measured_s;
+    ++count;
+  }
+  return count > 0 ? sum / count : std::nan("");
 }
 
 // The measured column's own noise: the mean over layouts and rounds of |a round's step − the
@@ -483,7 +502,7 @@ struct PickCount {
 // Per group: the fastest measured, and what the model picks before and after calibration.
 // Returns how many groups' lowest-predicted pick is within the goal, before and after.
 std::array<PickCount, 2> print_picks(const std::vector<Group>& groups, const fs::path& dir, const SiteConfig& laptop,
-                                     const std::vector<SiteConfig>& calibrated, const std::vector<World>& worlds) {
+                                     const std::vector<Calibration>& calibrations) {
   std::printf("\nper shape and world: measured step of the model's pick / fastest measured\n");
   std::printf("%-5s %-5s %-8s %9s | %-21s %-21s | %-21s %-21s\n", "shape", "ranks", "fastest", "step s",
               "lowest pred. before", "axonn layout before", "lowest pred. after", "axonn layout after");
@@ -491,8 +510,7 @@ std::array<PickCount, 2> print_picks(const std::vector<Group>& groups, const fs:
   for (const Group& g : groups) {
     if (g.results.size() < 2) continue;  // one layout: nothing to pick
     const Result& fastest = *lowest(g, measured_of);
-    const SiteConfig& after_site =
-        calibrated[static_cast<size_t>(std::find(worlds.begin(), worlds.end(), g.world) - worlds.begin())];
+    const SiteConfig& after_site = calibration_of(calibrations, g.world, g.shape).site;
     std::string columns;
     for (int after = 0; after < 2; ++after) {
       const SiteConfig& site = after ? after_site : laptop;
@@ -550,6 +568,12 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
     std::snprintf(cell[after], sizeof cell[after], "%.1f%% %s", 100.0 * e, verdict(e <= kMapeGoal));
   }
   std::printf("%-44s %-20s %-20s\n", "MAPE, goal <= 10%", cell[0], cell[1]);
+  for (const Shape* shape : {&kTiny, &kWide}) {
+    for (int after = 0; after < 2; ++after)
+      std::snprintf(cell[after], sizeof cell[after], "%.1f%%", 100.0 * mape(results, after != 0, shape));
+    std::printf("%-44s %-20s %-20s\n", ("  the " + std::string(shape->name) + " job's layouts").c_str(), cell[0],
+                cell[1]);
+  }
   for (int after = 0; after < 2; ++after) {
     const double rho = spearman_of(results, after != 0);
     std::snprintf(cell[after], sizeof cell[after], "%s %s", correlation_text(rho).c_str(),
@@ -594,18 +618,22 @@ int main(int argc, char** argv) {
   std::printf("before: site laptop-cpu as written (links: intra-node %g us + %g GB/s, inter-node %g us + %g GB/s)\n",
               laptop.intra_node_latency_us, laptop.intra_node_bandwidth_GBps, laptop.inter_node_latency_us,
               laptop.inter_node_bandwidth_GBps);
-  std::printf("after: axonn calibrate%s --max-residual %g over it, per world, with the %s job's GEMMs\n\n",
-              o.quick ? " --quick" : "", o.max_residual, kCalibrationShape.name);
+  std::printf("after: axonn calibrate%s --max-residual %g over it, per world and job (--job)\n\n",
+              o.quick ? " --quick" : "", o.max_residual);
   std::fflush(stdout);
 
   std::vector<Result> results;
-  std::vector<SiteConfig> calibrated;
-  const JobConfig calibration_job = load_job_config(job_path(dir, kCalibrationShape).string(), laptop);
+  std::vector<Calibration> calibrations;
   for (const World& world : worlds) {
-    const fs::path site_path = calibrate(dir, world, o.max_residual, o.quick);
-    calibrated.push_back(load_site_config(site_path.string()));
-    print_calibration(laptop, calibrated.back(), calibration_job, world);
-    std::fflush(stdout);
+    for (const Shape* shape : {&kTiny, &kWide}) {
+      if (std::none_of(cases.begin(), cases.end(), [&](const Case& c) { return c.world == world && c.shape == shape; }))
+        continue;
+      const fs::path path = calibrate(dir, world, *shape, o.max_residual, o.quick);
+      calibrations.push_back({world, shape, path, load_site_config(path.string())});
+      print_calibration(laptop, calibrations.back().site, load_job_config(job_path(dir, *shape).string(), laptop),
+                        world, *shape);
+      std::fflush(stdout);
+    }
     const size_t first = results.size();
     for (int round = 0; round < o.rounds; ++round) {
       size_t at = first;
@@ -613,7 +641,8 @@ int main(int argc, char** argv) {
         if (!(c.world == world)) continue;
         std::fprintf(stderr, "%s: %s, %s, %s, round %d of %d\n", kProgram.c_str(), c.shape->name, world.words().c_str(),
                      c.layout, round + 1, o.rounds);
-        const Result run = run_case(dir, c, o.steps, site_path, laptop, calibrated.back());
+        const Calibration& calibrated = calibration_of(calibrations, world, c.shape);
+        const Result run = run_case(dir, c, o.steps, calibrated.path, laptop, calibrated.site);
         if (round == 0)
           results.push_back(run);
         else
@@ -629,7 +658,7 @@ int main(int argc, char** argv) {
 
   print_table(results);
   const std::vector<Group> groups = groups_of(results);
-  const std::array<PickCount, 2> picks = print_picks(groups, dir, laptop, calibrated, worlds);
+  const std::array<PickCount, 2> picks = print_picks(groups, dir, laptop, calibrations);
   print_goals(results, groups, picks);
   if (!o.keep) fs::remove_all(dir);
   return 0;
