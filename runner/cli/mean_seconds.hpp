@@ -22,8 +22,9 @@ double mean_seconds(Run run, int repetitions) {
 // rank of a node times its compute this way, started together, all of them compute until
 // their windows end, so each shares the cores with the same neighbours throughout. A fixed
 // count instead lets the ranks that finish first leave the cores to the others, whose rate
-// then depends on the order they happened to run in (4 CPU ranks on 2 cores, 2 pretend
-// nodes: 7.3 to 13.9 GFLOP/s per rank, the wide job's GEMMs, in four calibrations).
+// then depends on the order they happened to run in. (4 CPU ranks on 2 cores, 2 pretend
+// nodes, the wide job's GEMMs: 7.3 to 13.9 GFLOP/s per rank in four calibrations with a
+// fixed count, 7.7 to 11.6 in three with the window; the machine's own variation remains.)
 template <class Run>
 double mean_seconds_within(Run run, double window_s, int min_runs) {
   const auto start = std::chrono::steady_clock::now();
