@@ -238,8 +238,8 @@ fs::path calibrate(const fs::path& dir, const World& world, const Shape& shape, 
   const std::string command = kAxonn + " run -n " + std::to_string(world.ranks) +
                               (world.nodes > 1 ? " --nodes-sim " + std::to_string(world.nodes) : "") + " calibrate" +
                               (quick ? " --quick" : "") + " --site " + kLaptopSite + " --job " +
-                              job_path(dir, shape).string() + " --output " + site.string() +
-                              " --max-residual " + residual + " 2>&1";
+                              job_path(dir, shape).string() + " --output " + site.string() + " --max-residual " +
+                              residual + " 2>&1";
   std::string output;
   for (int attempt = 1; attempt <= 3; ++attempt) {
     const Clock::time_point start = Clock::now();
@@ -257,8 +257,8 @@ fs::path calibrate(const fs::path& dir, const World& world, const Shape& shape, 
 }
 
 // What a calibration changed, per rank of a run of `world`: the GEMM rate and the fitted links.
-void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, const JobConfig& job,
-                       const World& world, const Shape& shape) {
+void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, const JobConfig& job, const World& world,
+                       const Shape& shape) {
   const Machine before = run_plan(laptop, job, world).machine;
   const Machine after = run_plan(calibrated, job, world).machine;
   std::printf("  GEMM %.1f GFLOP/s per rank over the %s job's shapes (laptop site: %.1f = peak x efficiency)\n",

@@ -59,7 +59,8 @@ TEST(CalibrateGemm, TimesTheThreeGemmsOfALayerOnColdOperands) {
 TEST(CalibrateGemm, TimesAttentionOnColdOperands) {
   auto backend = make_cpu_backend(1);
   int starts = 0;
-  const double seconds = time_attention(*backend, ElementType::float32, AttentionShape{1, 16, 2, 8}, 0.01, [&] { ++starts; });
+  const double seconds =
+      time_attention(*backend, ElementType::float32, AttentionShape{1, 16, 2, 8}, 0.01, [&] { ++starts; });
   EXPECT_EQ(starts, 1);
   EXPECT_TRUE(std::isfinite(seconds));
   EXPECT_GT(seconds, 0.0);
