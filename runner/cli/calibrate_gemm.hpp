@@ -2,8 +2,8 @@
 // What `axonn calibrate` measures of one rank's compute: GEMM throughput at the shapes the
 // layout model prices (layout_cost.hpp, local_gemm_shapes), the rate of a memory-bound
 // elementwise op, and the memory a rank has. The caller keeps the node's ranks measuring at
-// the same time (a barrier before each shape), so the rates are what a rank gets while its
-// neighbours compute too, as in training.
+// the same time (a barrier after each shape's warm-up, then the same window on every rank),
+// so the rates are what a rank gets while its neighbours compute too, as in training.
 #include <cstdint>
 #include <functional>
 #include <memory>
