@@ -1,6 +1,6 @@
 // How well the layout chooser's step-time model (layout/layout_cost.hpp) describes this
 // machine, before and after `axonn calibrate`, measured side by side in one run:
-//   build/bench/bench_model_accuracy [--steps 12] [--rounds 3] [--quick] [--max-residual 1] [--keep DIR]
+//   build/bench/bench_model_accuracy [--steps 12] [--rounds 5] [--quick] [--max-residual 1] [--keep DIR]
 // Two small GPTs, the tiny job's shape and a wider, deeper one, are trained at many layouts
 // (every axis alone and mixed) of 1, 2, 4 and 8 ranks under `axonn run`: 4 ranks on one node
 // and on 2 pretend nodes (--nodes-sim 2), 8 ranks on 2 pretend nodes. Before a world's runs,
@@ -13,7 +13,9 @@
 //                      (each run trained with the calibrated site, --steps steps; a world's
 //                      layouts take turns, round after round, so that a slow minute of the
 //                      machine falls on one round of several layouts, not on every round of
-//                      one); the rounds' spread is printed as the measurement's own noise;
+//                      one); the rounds' spread is printed as the measurement's own noise,
+//                      and the odd rounds' median against the even rounds' as the MAPE that
+//                      a model exact for one half would score against the other;
 //   predicted after:   the run's summary.json predicted_step_s;
 //   predicted before:  the same model in this process, for the same job, layout and ranks,
 //                      with site_configs/laptop-cpu.toml as written. The in-process price with
@@ -119,7 +121,7 @@ const std::vector<Case> kCases = {
 
 struct Options {
   int steps = 12;
-  int rounds = 3;
+  int rounds = 5;
   bool quick = false;
   double max_residual = 1.0;
   std::optional<std::string> keep;
@@ -128,7 +130,7 @@ struct Options {
 const std::vector<OptionSpec> kOptions = {
     {"steps", true, "training steps of every run (default 12; 4 with --quick)"},
     {"rounds", true,
-     "runs of every layout, taking turns; the measured step is their median (default 3; 1 with --quick)"},
+     "runs of every layout, taking turns; the measured step is their median (default 5; 1 with --quick)"},
     {"quick", false, "a smoke run: 8 layouts of 1, 2 and 4 ranks, 5 calibrations (one per world and job)"},
     {"max-residual", true,
      "axonn calibrate --max-residual (default 1: collectives on shared, busy cores are noisy, and the model "
@@ -142,7 +144,7 @@ Options read_options(const Args& args) {
   Options o;
   o.quick = args.has("quick");
   o.steps = axonn::bench::count_option(args, "steps", o.quick ? 4 : 12);
-  o.rounds = axonn::bench::count_option(args, "rounds", o.quick ? 1 : 3);
+  o.rounds = axonn::bench::count_option(args, "rounds", o.quick ? 1 : 5);
   if (o.steps < 2) throw UsageError("--steps " + std::to_string(o.steps) + ": at least 2");
   if (const auto r = args.value("max-residual")) {
     char* end = nullptr;
@@ -417,6 +419,25 @@ double round_spread(const std::vector<Result>& results) {
   return count > 0 ? sum / count : std::nan("");
 }
 
+// The measured column against itself: the mean over layouts of |the median of the odd rounds
+// − the median of the even rounds| / the latter, the error of a model that predicted one half
+// of the rounds exactly, scored against the other half. A floor for MAPE that the machine's
+// own variation within this run sets (a calibration's variation comes on top). NaN with one
+// round.
+double halves_spread(const std::vector<Result>& results) {
+  double sum = 0;
+  int count = 0;
+  for (const Result& r : results) {
+    if (r.round_s.size() < 2) continue;
+    std::vector<double> odd, even;  // rounds 1, 3, ... and 2, 4, ...
+    for (size_t i = 0; i < r.round_s.size(); ++i) (i % 2 == 0 ? odd : even).push_back(r.round_s[i]);
+    const double a = axonn::bench::median(odd), b = axonn::bench::median(even);
+    sum += std::abs(a - b) / b;
+    ++count;
+  }
+  return count > 0 ? sum / count : std::nan("");
+}
+
 double spearman_of(const std::vector<Result>& results, bool after) {
   std::vector<double> p, m;
   for (const Result& r : results) {
@@ -591,6 +612,8 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
   std::printf("%-44s %-20s %-20s\n", "Spearman within a group, mean (no goal)", cell[0], cell[1]);
   if (const double noise = round_spread(results); !std::isnan(noise))
     std::printf("%-44s %.1f%%\n", "a round's step against its median (noise)", 100.0 * noise);
+  if (const double halves = halves_spread(results); !std::isnan(halves))
+    std::printf("%-44s %.1f%%\n", "odd rounds against even rounds (MAPE floor)", 100.0 * halves);
 }
 
 }  // namespace

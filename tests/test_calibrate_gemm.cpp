@@ -1,10 +1,12 @@
 // What calibrate times of a rank's GEMMs (runner/cli/calibrate_gemm.hpp): each run on the
-// next of enough operand sets to fill 64 MiB, so the operands come from memory as in training.
+// next of enough operand sets to fill 64 MiB, so the operands come from memory as in training;
+// and how it repeats its timings (mean_seconds.hpp): windows, and passes taken in turns.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <vector>
 
 #include "cli/calibrate_gemm.hpp"
 #include "cli/mean_seconds.hpp"
@@ -27,6 +29,27 @@ TEST(CalibrateGemm, MeanSecondsWithinRunsThroughTheWindow) {
   runs = 0;
   mean_seconds_within(sleep_1ms, 0.0, 3);  // an empty window still takes the fewest runs
   EXPECT_EQ(runs, 3);
+}
+
+// Items are timed in turns, pass after pass, and each keeps the median of its passes: one
+// slow pass of an item (the machine slowed for a while) does not move it.
+TEST(CalibrateGemm, MedianOverPassesTakesItemsInTurns) {
+  std::vector<size_t> order;
+  const std::vector<std::vector<double>> times = {{1.0, 9.0, 2.0}, {5.0, 4.0, 30.0}};  // [item][pass]
+  std::vector<size_t> pass_of(2, 0);
+  const std::vector<double> medians = median_over_passes(2, 3, [&](size_t i) {
+    order.push_back(i);
+    return times[i][pass_of[i]++];
+  });
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(medians, (std::vector<double>{2.0, 5.0}));
+}
+
+// A size's calls split over the passes, rounded up, at least one a pass.
+TEST(CalibrateGemm, PassRepetitionsSplitASizesCalls) {
+  EXPECT_EQ(pass_repetitions(100), (100 + kTimingPasses - 1) / kTimingPasses);
+  EXPECT_GE(pass_repetitions(5) * kTimingPasses, 5);
+  EXPECT_EQ(pass_repetitions(1), 1);
 }
 
 TEST(CalibrateGemm, OperandSetsFillTheColdWorkingSet) {

@@ -135,28 +135,36 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
                               std::to_string(topo.world) + " ranks"
                         : ", square") +
                 "; all " + std::to_string(topo.world) + " ranks at once");
+  const std::vector<AttentionShape> attention = calibration_attention_shapes(job, topo.world, in.quick);
+  // The node's ranks compute together, as in training, from the barrier to their windows' end;
+  // the GEMM shapes, the attention shapes and the elementwise probe in turns, kTimingPasses
+  // times (median_over_passes).
   const auto together = [&] { grid.world().barrier(); };
-  std::vector<double> mine;
+  const double window_s = compute_window_seconds(in.quick);
+  const size_t first_attention = shapes.size(), elementwise = first_attention + attention.size();
+  say(lead, "each shape and the elementwise probe timed for " + format_number("%g", window_s) + " s, " +
+                std::to_string(kTimingPasses) + " times in turns; the median");
+  std::vector<double> mine = median_over_passes(elementwise + 1, kTimingPasses, [&](size_t i) {
+    if (i < first_attention) return time_linear_gemms(backend, dtype, shapes[i], window_s, together);
+    if (i < elementwise) return time_attention(backend, dtype, attention[i - first_attention], window_s, together);
+    return time_elementwise(backend, kElementwiseElements, window_s, together);
+  });
   for (size_t i = 0; i < shapes.size(); ++i) {
     const GemmShape& s = shapes[i];
-    // The node's ranks compute together, as in training, from the barrier to their windows' end.
-    mine.push_back(time_linear_gemms(backend, dtype, s, compute_window_seconds(in.quick), together));
     say(lead, "  GEMM " + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + " m=" + std::to_string(s.m) +
                   " k=" + std::to_string(s.k) + " n=" + std::to_string(s.n) + ": " +
-                  format_number("%.3g", linear_flops(s) / mine.back() / 1e9) + " GFLOP/s on rank 0");
+                  format_number("%.3g", linear_flops(s) / mine[i] / 1e9) + " GFLOP/s on rank 0");
   }
-  const std::vector<AttentionShape> attention = calibration_attention_shapes(job, topo.world, in.quick);
   for (size_t i = 0; i < attention.size(); ++i) {
     const AttentionShape& a = attention[i];
-    mine.push_back(time_attention(backend, dtype, a, compute_window_seconds(in.quick), together));
     say(lead, "  attention " + std::to_string(i + 1) + "/" + std::to_string(attention.size()) +
                   " micro-batch=" + std::to_string(a.batch) + " T=" + std::to_string(a.sequence) +
                   " heads=" + std::to_string(a.heads) + " d=" + std::to_string(a.head_size) + ": " +
-                  format_number("%.3g", attention_flops(a) / mine.back() / 1e9) + " GFLOP/s on rank 0");
+                  format_number("%.3g", attention_flops(a) / mine[first_attention + i] / 1e9) + " GFLOP/s on rank 0");
   }
-  grid.world().barrier();
-  mine.push_back(elementwise_bytes_per_s(backend, kElementwiseElements, in.quick ? 3 : 10));
-  say(lead, "  elementwise (y += a*x, 64 MiB): " + format_number("%.3g", mine.back() / 1e9) + " GB/s on rank 0");
+  say(lead, "  elementwise (y += a*x, 64 MiB): " +
+                format_number("%.3g", elementwise_bytes(kElementwiseElements) / mine[elementwise] / 1e9) +
+                " GB/s on rank 0");
   mine.push_back(rank_memory_bytes(device.cuda, device.gpu, in.site.config.gpus_per_node));
   const std::vector<double> all = over_ranks(grid, backend, mine);
 
@@ -176,7 +184,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   double attention_flop_sum = 0, attention_seconds = 0;
   for (const AttentionShape& a : attention) attention_flop_sum += attention_flops(a), attention_seconds += all[at++];
   if (attention_seconds > 0) m.attention_tflops = attention_flop_sum / attention_seconds * share / 1e12;
-  m.elementwise_GBps = all[at] * share / 1e9;
+  m.elementwise_GBps = elementwise_bytes(kElementwiseElements) / all[at] * share / 1e9;
   m.memory_gib = all[at + 1] / (1024.0 * 1024.0 * 1024.0);
   // A job's own shapes are what the model looks up; a square sweep only says what a GEMM
   // reaches, which gemm_tflops holds.
@@ -239,7 +247,7 @@ CollectiveFits measure_kinds(Communicator& group, CommGrid& grid, Backend& backe
       times +=
           (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us";
     }
-    say(lead, "  mean times: " + times);
+    say(lead, "  times (median of the passes' means): " + times);
     // The same samples on every rank: every rank fits, and fails, alike.
     const auto small_max = static_cast<double>(group.small_path_bytes(kind));
     const PiecewiseFit fit = fit_piecewise(kind, tier, size, samples, small_max, in.max_residual);

@@ -65,9 +65,12 @@ int sets_filling_working_set(double bytes) {
   return static_cast<int>(std::clamp(std::ceil(kColdWorkingSetBytes / bytes), 1.0, 256.0));
 }
 
-// Mean seconds of `run` (which waits for its work) on the next of `sets` each time, after every
-// set once untimed (first touch, page faults): the timed runs find their operands written
-// long before, in memory rather than in a cache. Then `start`, then the runs within the window.
+// Mean seconds of `run` (which waits for its work) on the next of `sets` each time, after one
+// untimed run on the first (the backend's first call at a shape: BLAS buffers, GEMM
+// heuristics). The sets were written when made (first touch, page faults), so the timed runs
+// find their operands written long before, in memory rather than in a cache. Then `start`,
+// then the runs within the window. (Running every set untimed first, as this once did, cost
+// as much as the window itself at small shapes, once per shape and pass.)
 template <class Set, class Run>
 double mean_seconds_cycling(std::vector<Set>& sets, double window_s, const std::function<void()>& start, Run run) {
   size_t next = 0;
@@ -75,7 +78,7 @@ double mean_seconds_cycling(std::vector<Set>& sets, double window_s, const std::
     run(sets[next]);
     next = (next + 1) % sets.size();
   };
-  for (size_t i = 0; i < sets.size(); ++i) run_next();
+  run_next();
   start();
   return mean_seconds_within(run_next, window_s, kMinTimedRuns);
 }
@@ -209,14 +212,18 @@ GemmShape typical_gemm_shape(const std::vector<GemmShape>& shapes) {
   return by_flops.empty() ? GemmShape{256, 256, 256} : by_flops[by_flops.size() / 2];
 }
 
-double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitions) {
+double elementwise_bytes(int64_t elements) { return 12.0 * static_cast<double>(elements); }
+
+double time_elementwise(Backend& backend, int64_t elements, double window_s, const std::function<void()>& start) {
   const auto n = static_cast<size_t>(elements);
   DeviceBuffer<float> x(backend, std::vector<float>(n, 1.0f)), y(backend, std::vector<float>(n, 0.0f));
   auto run = [&] {
     backend.axpy(y.data(), 1e-3f, x.data(), elements);
     backend.synchronize();
   };
-  return 12.0 * static_cast<double>(elements) / mean_seconds(run, repetitions);
+  run();
+  start();
+  return mean_seconds_within(run, window_s, kMinTimedRuns);
 }
 
 double rank_memory_bytes(bool cuda, int gpu, int ranks_sharing) {

@@ -23,8 +23,9 @@ std::vector<GemmShape> calibration_gemm_shapes(const std::optional<ChooserInput>
 // A shape's three GEMMs: 6·m·k·n FLOPs.
 double linear_flops(const GemmShape& shape);
 
-// How long every rank times one GEMM or attention shape: 0.2 s, 0.05 s when quick (at least
-// kMinTimedRuns runs; mean_seconds_within).
+// How long every rank times one GEMM or attention shape, or the elementwise probe, in each
+// pass (median_over_passes): 0.2 s, 0.05 s when quick (at least kMinTimedRuns runs;
+// mean_seconds_within).
 double compute_window_seconds(bool quick);
 inline constexpr int kMinTimedRuns = 3;
 
@@ -41,9 +42,9 @@ int cold_operand_sets(const GemmShape& shape, ElementType dtype);
 
 // Mean seconds of one run of the three GEMMs of a linear layer Y = X·W in `dtype`, as the
 // trainer calls them (backend.hpp): Y = X·W, dX = dY·W^T, dW += X^T·dY, each run on the next
-// of cold_operand_sets sets of operands, so that they come from memory, as in training. After
-// every set once untimed, `start` (the caller's barrier: a node's ranks start timing
-// together), then the runs that start within `window_s`.
+// of cold_operand_sets sets of operands (written when made), so that they come from memory,
+// as in training. After one run untimed, `start` (the caller's barrier: a node's ranks start
+// timing together), then the runs that start within `window_s`.
 double time_linear_gemms(Backend& backend, ElementType dtype, const GemmShape& shape, double window_s,
                          const std::function<void()>& start);
 
@@ -97,9 +98,12 @@ GemmShape typical_gemm_shape(const std::vector<GemmShape>& shapes);
 // Elements of the elementwise probe: 16 Mi float32 per buffer (64 MiB), past every cache.
 inline constexpr int64_t kElementwiseElements = int64_t{1} << 24;
 
-// Bytes per second of y += a·x over `elements` float32 (12 bytes an element: x and y read, y
-// written), the mean of `repetitions` runs after one untimed.
-double elementwise_bytes_per_s(Backend& backend, int64_t elements, int repetitions);
+// Bytes that y += a·x over `elements` float32 moves: 12 an element (x and y read, y written).
+double elementwise_bytes(int64_t elements);
+
+// Mean seconds of one y += a·x over `elements` float32: one run untimed, then `start`, then
+// the runs within `window_s` (as time_linear_gemms).
+double time_elementwise(Backend& backend, int64_t elements, double window_s, const std::function<void()>& start);
 
 // The memory one rank may use, in bytes: its GPU's (CUDA), or this node's memory divided among
 // `ranks_sharing` ranks (CPU: /proc/meminfo's MemTotal).

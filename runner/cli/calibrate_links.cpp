@@ -148,40 +148,39 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
                                     CollectiveBuffers& buffers, const std::function<void()>& compute) {
   const int n = c.size();
   buffers.reserve(*std::max_element(sizes.begin(), sizes.end()));
-  std::vector<double> means;
-  for (const double bytes : sizes) {
-    const size_t count = block_count(kind, bytes, n);
-    auto call = [&] {
-      switch (kind) {
-        case CollectiveKind::all_reduce:
-          c.all_reduce(buffers.in(), count, ElementType::float32);
-          break;
-        case CollectiveKind::all_gather:
-          c.all_gather(buffers.in(), buffers.out(), count, ElementType::float32);
-          break;
-        case CollectiveKind::reduce_scatter:
-          c.reduce_scatter(buffers.in(), buffers.out(), count, ElementType::float32);
-          break;
-        case CollectiveKind::all_to_all:
-          c.all_to_all(buffers.in(), buffers.out(), count, ElementType::float32);
-          break;
-        default:
-          throw UsageError(std::string("calibrate does not time ") + collective_name(kind));
-      }
-      c.synchronize();
-    };
-    call();  // untimed: connections, the communicator's first use of this size
-    const int repetitions = message_repetitions(bytes, quick);
+  auto call = [&](size_t count) {
+    switch (kind) {
+      case CollectiveKind::all_reduce:
+        c.all_reduce(buffers.in(), count, ElementType::float32);
+        break;
+      case CollectiveKind::all_gather:
+        c.all_gather(buffers.in(), buffers.out(), count, ElementType::float32);
+        break;
+      case CollectiveKind::reduce_scatter:
+        c.reduce_scatter(buffers.in(), buffers.out(), count, ElementType::float32);
+        break;
+      case CollectiveKind::all_to_all:
+        c.all_to_all(buffers.in(), buffers.out(), count, ElementType::float32);
+        break;
+      default:
+        throw UsageError(std::string("calibrate does not time ") + collective_name(kind));
+    }
+    c.synchronize();
+  };
+  // Untimed: connections, the communicator's first use of each size.
+  for (const double bytes : sizes) call(block_count(kind, bytes, n));
+  return median_over_passes(sizes.size(), kTimingPasses, [&](size_t i) {
+    const size_t count = block_count(kind, sizes[i], n);
+    const int repetitions = pass_repetitions(message_repetitions(sizes[i], quick));
     double total = 0;
-    for (int i = 0; i < repetitions; ++i) {
+    for (int r = 0; r < repetitions; ++r) {
       compute();
       const auto start = std::chrono::steady_clock::now();
-      call();
+      call(count);
       total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    means.push_back(total / repetitions);
-  }
-  return means;
+    return total / repetitions;
+  });
 }
 
 OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,

@@ -90,15 +90,18 @@ class CollectiveBuffers {
 // the nccl-tests size rounded down to a multiple of 4 * n (all-reduce: of 4).
 double collective_bytes(CollectiveKind kind, double bytes, int n);
 
-// This rank's mean seconds of `kind` on `c` at each size: a step's time is the sum of its
-// calls', so the model needs their mean, the rare call that waits out a peer's lost time
-// slice included (a median leaves those out, and training then runs slower than priced). Every rank of the grid calls it
-// for the same axis at the same time. On NCCL each call is waited for (synchronize) before
-// the clock stops: a time is what the host sees, as the trainer does when it waits.
-// `compute` runs, untimed, before every call: in training a collective follows compute on
-// every rank, and a rank's time in it includes waiting for peers whose compute ended later
-// (noise, or ranks that share cores losing theirs to time-slicing); back-to-back calls keep
-// the ranks in step and would not show that wait.
+// This rank's seconds of `kind` on `c` at each size: in each of kTimingPasses passes over the
+// sizes, the mean of pass_repetitions(message_repetitions) calls, then the median of the passes
+// (median_over_passes). A step's time is the sum of its calls', so within a pass the mean: the
+// rare call that waits out a peer's lost time slice included (a median of calls leaves those
+// out, and training then runs slower than priced); across passes the median, so that seconds
+// of a slowed machine land in one pass of a size rather than in all its calls. Every rank of
+// the grid calls it for the same axis at the same time. On NCCL each call is waited for
+// (synchronize) before the clock stops: a time is what the host sees, as the trainer does when
+// it waits. `compute` runs, untimed, before every call: in training a collective follows
+// compute on every rank, and a rank's time in it includes waiting for peers whose compute ended
+// later (noise, or ranks that share cores losing theirs to time-slicing); back-to-back calls
+// keep the ranks in step and would not show that wait.
 std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
                                     CollectiveBuffers& buffers, const std::function<void()>& compute);
 
@@ -109,7 +112,7 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
 // rank, so every rank extends alike).
 struct CollectiveSweep {
   std::vector<double> bytes;    // collective_bytes of each size
-  std::vector<double> seconds;  // the median over ranks of their mean
+  std::vector<double> seconds;  // the median over ranks of time_collective's
 };
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
                                  const std::function<void()>& compute,

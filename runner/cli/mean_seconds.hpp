@@ -1,6 +1,11 @@
 #pragma once
 // Mean seconds of repeated runs, calibrate's measure of compute and of collectives.
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include "cli/median.hpp"
 
 namespace axonn {
 
@@ -35,6 +40,29 @@ double mean_seconds_within(Run run, double window_s, int min_runs) {
     ++runs;
   }
   return elapsed() / runs;
+}
+
+// How many times calibrate times each of its items (shapes, message sizes), in turns.
+inline constexpr int kTimingPasses = 3;
+
+// The runs of one pass where `repetitions` are to be split over kTimingPasses: at least 1.
+inline int pass_repetitions(int repetitions) { return std::max(1, (repetitions + kTimingPasses - 1) / kTimingPasses); }
+
+// For each of `items`: the median over `passes` of time_one(item), taken in turns (item 0,
+// 1, ..., then again), so that the passes of one item lie seconds apart. Within a pass
+// time_one takes a mean (time-slicing belongs in it, above); across passes the median, since a
+// shared machine changes speed for seconds at a time: on a 2-core VM one thread's GEMM ran at
+// 32 GFLOP/s in most 0.1 s windows and at 18-27 in runs of them up to 3 s long, while the
+// neighbours took the cores. A single pass puts such a stretch into whichever items it
+// happened to fall on, and the site keeps it for every job priced with it.
+template <class TimeOne>
+std::vector<double> median_over_passes(size_t items, int passes, TimeOne time_one) {
+  std::vector<std::vector<double>> times(items);
+  for (int pass = 0; pass < passes; ++pass)
+    for (size_t i = 0; i < items; ++i) times[i].push_back(time_one(i));
+  std::vector<double> medians;
+  for (const std::vector<double>& t : times) medians.push_back(median(t));
+  return medians;
 }
 
 }  // namespace axonn
