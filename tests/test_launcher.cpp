@@ -202,6 +202,8 @@ bool ranks_ready(const std::string& log, int ranks) {
 
 TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   const std::string log = std::string(AXONN_BINARY_DIR) + "/launcher_sigterm.log";
+  // A previous run's "ready" lines would pass for this one's until the shell truncates the log.
+  std::filesystem::remove(log);
   const pid_t launcher = fork();
   if (launcher == 0) {
     const std::string cmd =
@@ -212,7 +214,11 @@ TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   }
   // Once both ranks have set their trap, signal the launcher (found by name; the pattern's
   // brackets keep pkill's own shell from matching).
-  ASSERT_TRUE(ranks_ready(log, 2)) << run_command("cat " + log).output;
+  if (!ranks_ready(log, 2)) {
+    run_command("pkill -KILL -f \"bin/axon[n] run -n 2 -- sh -c\"; pkill -f \"[s]leep 42.5\"");
+    waitpid(launcher, nullptr, 0);
+    FAIL() << "the ranks did not both say ready:\n" << run_command("cat " + log).output;
+  }
   const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 2 -- sh -c\"").code, 0);
   int status = 0;

@@ -1,5 +1,6 @@
 #pragma once
-// Mean seconds of repeated runs, calibrate's measure of compute and of collectives.
+// How calibrate times repeated runs of compute and of collectives: the mean of the runs within
+// a window or count, and the median of passes taken in turns.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
