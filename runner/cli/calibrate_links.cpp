@@ -167,16 +167,16 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
     }
     c.synchronize();
   };
-  // Untimed: connections, the communicator's first use of each size.
-  for (const double bytes : sizes) call(block_count(kind, bytes, n));
+  std::vector<size_t> counts;
+  for (const double bytes : sizes) counts.push_back(block_count(kind, bytes, n));
+  for (const size_t count : counts) call(count);  // untimed: connections, the first use of each size
   return median_over_passes(sizes.size(), kTimingPasses, [&](size_t i) {
-    const size_t count = block_count(kind, sizes[i], n);
     const int repetitions = pass_repetitions(message_repetitions(sizes[i], quick));
     double total = 0;
     for (int r = 0; r < repetitions; ++r) {
       compute();
       const auto start = std::chrono::steady_clock::now();
-      call(count);
+      call(counts[i]);
       total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     return total / repetitions;
