@@ -17,12 +17,14 @@
 #include <numbers>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend_errors.hpp"
 #include "random_floats.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
+#include "trainer/cpu/gemm.hpp"
 #include "trainer/cpu/vec_math.hpp"
 
 namespace axonn {
@@ -126,6 +128,34 @@ TEST_F(TrainerOps, GemmAllTransposesWithStridesMatchTripleLoopWithinRoundingBoun
           }
           for (int64_t j = n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], 12345.0f) << "padding overwritten";
         }
+      }
+}
+
+// The pool splits C's rows (tall C) or columns (wide C) over its threads, each part a whole
+// sum over k: one thread and three give the same bits, padding untouched, for every transpose.
+TEST_F(TrainerOps, GemmIsBitwiseTheSameOnOneOrThreeThreads) {
+  const int64_t pad = 5;
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{203, 67, 97}, {61, 211, 89}})
+    for (Transpose ta : {Transpose::no, Transpose::yes})
+      for (Transpose tb : {Transpose::no, Transpose::yes}) {
+        SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " ta=" +
+                     (ta == Transpose::yes ? "T" : "N") + " tb=" + (tb == Transpose::yes ? "T" : "N"));
+        ASSERT_GE(m * n * k, cpu::kMinParallelGemmVolume) << "small GEMMs stay on one thread";
+        const int64_t lda = (ta == Transpose::no ? k : m) + pad, ldb = (tb == Transpose::no ? n : k) + pad;
+        const int64_t ldc = n + pad;
+        const Floats a = random_floats(rng_, static_cast<size_t>((ta == Transpose::no ? m : k) * lda));
+        const Floats b = random_floats(rng_, static_cast<size_t>((tb == Transpose::no ? k : n) * ldb));
+        const Floats c0 = random_floats(rng_, static_cast<size_t>(m * ldc));
+        auto run = [&](int threads) {
+          auto be = make_cpu_backend(threads);
+          DeviceBuffer<float> da(*be, a), db(*be, b), dc(*be, c0);
+          be->gemm(ta, tb, m, n, k, 0.7f, da.data(), lda, db.data(), ldb, 1.3f, dc.data(), ldc);
+          return dc.download();
+        };
+        const Floats one = run(1), three = run(3);
+        EXPECT_EQ(one, three);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(three[i * ldc + j], c0[i * ldc + j]) << "padding written";
       }
 }
 
@@ -587,9 +617,8 @@ TEST_F(TrainerOps, AttentionIsBitwiseTheSameOnOneOrThreeThreads) {
   const int64_t B = 2, T = 300, h = 3, d = 8, hd = h * d, ld = 3 * hd;
   const Floats qkv = random_floats(rng_, B * T * ld, -1.5f, 1.5f);
   const Floats dout = random_floats(rng_, B * T * hd);
-  const int saved = dynamic_cast<CpuBackend&>(*be_).threads();
   auto run = [&](int threads) {
-    auto be = make_cpu_backend(threads);  // OpenBLAS's count too, process-wide: restored below
+    auto be = make_cpu_backend(threads);
     EXPECT_EQ(dynamic_cast<CpuBackend&>(*be).threads(), threads);
     DeviceBuffer<float> in(*be, qkv), ddout(*be, dout), out(*be, B * T * hd), lse(*be, B * h * T),
         dqkv(*be, B * T * ld);
@@ -600,7 +629,6 @@ TEST_F(TrainerOps, AttentionIsBitwiseTheSameOnOneOrThreeThreads) {
     return std::vector<Floats>{out.download(), lse.download(), dqkv.download()};
   };
   const std::vector<Floats> one = run(1), three = run(3);
-  make_cpu_backend(saved);
   EXPECT_EQ(one[0], three[0]) << "out";
   EXPECT_EQ(one[1], three[1]) << "lse";
   EXPECT_EQ(one[2], three[2]) << "dq, dk, dv";

@@ -145,7 +145,6 @@ void for_each_pair(ThreadPool& pool, int64_t B, int64_t h, const std::function<v
     for (int64_t pair = 0; pair < pairs; ++pair) body(0, pair / h, pair % h);
     return;
   }
-  const SerialBlasScope serial_blas;
   const int64_t parts = pool.size();
   pool.run([&](int part) {
     for (int64_t pair = pairs * part / parts; pair < pairs * (part + 1) / parts; ++pair) body(part, pair / h, pair % h);

@@ -25,16 +25,19 @@ namespace {
 
 constexpr std::align_val_t kAlignment{64};  // a cache line; also enough for AVX-512 loads
 
-// OpenBLAS's thread count after applying blas_threads (> 0: set it; 0: its default).
-int blas_thread_count(int blas_threads) {
-  if (blas_threads < 0) cpu::fail("CpuBackend", "blas_threads = " + std::to_string(blas_threads) + " is negative");
-  if (blas_threads > 0) openblas_set_num_threads(blas_threads);
-  return std::max(1, openblas_get_num_threads());
+// The pool's thread count: `threads` when positive, else OpenBLAS's default (OPENBLAS_NUM_THREADS
+// or all cores), read before the first backend set it to one. OpenBLAS then stays
+// single-threaded: the pool runs the GEMMs too (gemm.hpp says why).
+int pool_thread_count(int threads) {
+  if (threads < 0) cpu::fail("CpuBackend", "threads = " + std::to_string(threads) + " is negative");
+  static const int blas_default = std::max(1, openblas_get_num_threads());
+  cpu::make_blas_single_threaded();
+  return threads > 0 ? threads : blas_default;
 }
 
 }  // namespace
 
-CpuBackend::CpuBackend(int blas_threads) : pool_(blas_thread_count(blas_threads)) {}
+CpuBackend::CpuBackend(int threads) : pool_(pool_thread_count(threads)) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -76,7 +79,7 @@ void CpuBackend::fill(float* x, float value, int64_t n) { cpu::fill(pool_, x, va
 
 void CpuBackend::gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, ConstActPtr a,
                       int64_t lda, ConstActPtr b, int64_t ldb, float beta, ActPtr c, int64_t ldc) {
-  cpu::gemm(ta, tb, m, n, k, alpha, a.f32(__func__), lda, b.f32(__func__), ldb, beta, c.f32(__func__), ldc);
+  cpu::gemm(pool_, ta, tb, m, n, k, alpha, a.f32(__func__), lda, b.f32(__func__), ldb, beta, c.f32(__func__), ldc);
 }
 
 void CpuBackend::bias_forward(ActPtr out, const float* bias, int64_t m, int64_t n, int64_t ld) {
@@ -225,6 +228,6 @@ void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, int6
   cpu::adamw(pool_, param, grad, m, v, n, step, decay);
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int blas_threads) { return std::make_unique<CpuBackend>(blas_threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
 
 }  // namespace axonn

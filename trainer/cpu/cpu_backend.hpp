@@ -1,9 +1,9 @@
 #pragma once
 // The CPU backend: float32 ops on host memory, OpenBLAS sgemm for every matmul (attention's
 // QK^T and PV included) and plain loops written to vectorize for the rest, compiled for
-// AVX-512, AVX2 and baseline x86-64 (simd.hpp) and split over a pool of as many threads as
-// OpenBLAS uses (thread_pool.hpp), with results bitwise equal for every thread count and
-// instruction set. It is the oracle the CUDA backend is tested against. Not thread-safe: one
+// AVX-512, AVX2 and baseline x86-64 (simd.hpp), everything (GEMMs included, gemm.hpp) split
+// over one pool of threads (thread_pool.hpp), with results bitwise equal for every thread count
+// and instruction set. It is the oracle the CUDA backend is tested against. Not thread-safe: one
 // backend per rank.
 #include <cstdint>
 #include <memory>
@@ -16,10 +16,10 @@ namespace axonn {
 
 class CpuBackend final : public Backend {
  public:
-  // blas_threads > 0 sets OpenBLAS's thread count (process-wide; several ranks on one node
-  // should split the cores); 0 keeps OpenBLAS's default (OPENBLAS_NUM_THREADS or all cores).
-  // The other ops use the same number of threads.
-  explicit CpuBackend(int blas_threads = 0);
+  // threads > 0: the pool's size (several ranks on one node should split the cores); 0: as
+  // many as OpenBLAS would use (OPENBLAS_NUM_THREADS or all cores). Sets OpenBLAS, a
+  // process-wide setting, to one thread: the pool runs the GEMMs.
+  explicit CpuBackend(int threads = 0);
   ~CpuBackend() override;
 
   const char* name() const override { return "cpu"; }
@@ -108,6 +108,6 @@ class CpuBackend final : public Backend {
 };
 
 // The CPU backend behind the interface (what the trainer holds).
-std::unique_ptr<Backend> make_cpu_backend(int blas_threads = 0);
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
 
 }  // namespace axonn

@@ -36,12 +36,29 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alp
               blas_int("ldb", ldb), beta, c, blas_int("ldc", ldc));
 }
 
-SerialBlasScope::SerialBlasScope() : saved_(openblas_get_num_threads()) {
-  if (saved_ != 1) openblas_set_num_threads(1);
+void gemm(ThreadPool& pool, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (pool.size() == 1 || m * n * k < kMinParallelGemmVolume) {
+    gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Rows of C take rows of op(A): A's rows when A is as stored, its columns when transposed;
+  // columns of C take columns of op(B) likewise. Parts are whole cache lines of C's columns.
+  if (m >= n) {
+    parallel_for(pool, m, 0, 1, [&](int64_t begin, int64_t end) {
+      const float* a_part = a + (ta == Transpose::no ? begin * lda : begin);
+      gemm(ta, tb, end - begin, n, k, alpha, a_part, lda, b, ldb, beta, c + begin * ldc, ldc);
+    });
+  } else {
+    parallel_for(pool, n, 0, kCacheLineFloats, [&](int64_t begin, int64_t end) {
+      const float* b_part = b + (tb == Transpose::no ? begin : begin * ldb);
+      gemm(ta, tb, m, end - begin, k, alpha, a, lda, b_part, ldb, beta, c + begin, ldc);
+    });
+  }
 }
 
-SerialBlasScope::~SerialBlasScope() {
-  if (saved_ != 1) openblas_set_num_threads(saved_);
+void make_blas_single_threaded() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 }  // namespace axonn::cpu
