@@ -138,8 +138,8 @@ TEST_F(TrainerOps, GemmIsBitwiseTheSameOnOneOrThreeThreads) {
   for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{203, 67, 97}, {61, 211, 89}})
     for (Transpose ta : {Transpose::no, Transpose::yes})
       for (Transpose tb : {Transpose::no, Transpose::yes}) {
-        SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) + " ta=" +
-                     (ta == Transpose::yes ? "T" : "N") + " tb=" + (tb == Transpose::yes ? "T" : "N"));
+        SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                     " ta=" + (ta == Transpose::yes ? "T" : "N") + " tb=" + (tb == Transpose::yes ? "T" : "N"));
         ASSERT_GE(m * n * k, cpu::kMinParallelGemmVolume) << "small GEMMs stay on one thread";
         const int64_t lda = (ta == Transpose::no ? k : m) + pad, ldb = (tb == Transpose::no ? n : k) + pad;
         const int64_t ldc = n + pad;
