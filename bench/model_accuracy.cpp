@@ -21,6 +21,13 @@
 //                      with site_configs/laptop-cpu.toml as written. The in-process price with
 //                      the calibrated site must equal the run's, which checks that this is how
 //                      `axonn train` prices a run.
+//   machine speed:     a shared machine's cores are taken from it for seconds to minutes at a time, so
+//                      the machine's speed (machine_speed.hpp: every core's own 256^3 sgemm)
+//                      is probed before and after each calibration and each run. Per layout
+//                      the runs' speed against the calibration's, and the step at the
+//                      calibration's speed (each round's step x that ratio, the median): the
+//                      error of the model with the drift between calibrating and training
+//                      taken out, printed beside the plain one, which alone has the goals.
 // Reported, before and after: per layout the prediction and measured / predicted, and the
 // prediction's communication part beside rank 0's seconds inside collectives (summary.json's
 // comm_seconds_per_step, which include waiting for the other ranks); over all
@@ -48,6 +55,7 @@
 #include "bench_args.hpp"
 #include "bench_cpu_job.hpp"
 #include "bench_stats.hpp"
+#include "machine_speed.hpp"
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
 #include "layout/layout_cost.hpp"
@@ -282,6 +290,7 @@ struct Calibration {
   const Shape* shape;
   fs::path path;
   SiteConfig site;
+  double machine_flops = 0;  // machine_speed.hpp's probe, the mean of before and after calibrating
 };
 
 const Calibration& calibration_of(const std::vector<Calibration>& calibrations, const World& world,
@@ -292,8 +301,10 @@ const Calibration& calibration_of(const std::vector<Calibration>& calibrations, 
 
 struct Result {
   Case c;
-  std::vector<double> round_s;  // each run's step_s_median, in round order
-  double measured_s = 0;        // their median
+  std::vector<double> round_s;      // each run's step_s_median, in round order
+  std::vector<double> round_speed;  // each run's machine speed / its calibration's (probe before and after)
+  double measured_s = 0;            // the median of round_s
+  double steady_s = 0;  // the median of round_s x round_speed: the step at the calibration's machine speed
   double before_s = 0, after_s = 0;
   double measured_comm_s = 0;  // summary.json's comm_seconds_per_step, all collectives (the first round's)
   double before_comm_s = 0, after_comm_s = 0;
@@ -306,8 +317,10 @@ double sum_of(const std::map<std::string, double>& seconds) {
 }
 
 // Trains one case with the calibrated site and prices it with both sites.
+// The machine's speed is probed before and after the run (machine_speed.hpp), as a fraction of
+// `calibration_flops`, the speed while the site was calibrated.
 Result run_case(const fs::path& dir, const Case& c, int steps, const fs::path& calibrated_site,
-                const SiteConfig& laptop, const SiteConfig& calibrated) {
+                const SiteConfig& laptop, const SiteConfig& calibrated, double calibration_flops) {
   const Layout layout = parse_layout(c.layout);
   const JobConfig job_before = load_job_config(job_path(dir, *c.shape).string(), laptop);
   const JobConfig job_after = load_job_config(job_path(dir, *c.shape).string(), calibrated);
@@ -322,11 +335,14 @@ Result run_case(const fs::path& dir, const Case& c, int steps, const fs::path& c
                                   std::to_string(c.world.nodes) + "n-" + c.layout);
   fs::create_directories(run_dir);
   std::ofstream(run_dir / "job.toml") << axonn::bench::cpu_job_toml(job);
+  const double speed_before = axonn::bench::machine_flops();
   const std::string summary = axonn::bench::run_cpu_job(kProgram, run_dir, job, "--site " + calibrated_site.string());
+  const double speed = 0.5 * (speed_before + axonn::bench::machine_flops());
 
   Result r;
   r.c = c;
   r.round_s = {axonn::bench::summary_number(kProgram, summary, "step_s_median")};
+  r.round_speed = {speed / calibration_flops};
   r.measured_s = r.round_s.front();
   r.after_s = axonn::bench::summary_number(kProgram, summary, "predicted_step_s");
   r.measured_comm_s = sum_of(axonn::bench::comm_seconds_per_step(kProgram, summary));
@@ -405,6 +421,24 @@ double mape(const std::vector<Result>& results, bool after, const Shape* shape =
   return count > 0 ? sum / count : std::nan("");
 }
 
+// After calibration, against the steps at the calibration's machine speed (Result::steady_s):
+// the model's error with the machine's drift between calibrating and training taken out.
+double steady_mape(const std::vector<Result>& results) {
+  double sum = 0;
+  for (const Result& r : results) sum += std::abs(r.after_s - r.steady_s) / r.steady_s;
+  return results.empty() ? std::nan("") : sum / static_cast<double>(results.size());
+}
+
+// The machine's speed during the runs against during their calibrations, every round of
+// every layout: {median, lowest, highest}.
+std::array<double, 3> speed_spread(const std::vector<Result>& results) {
+  std::vector<double> all;
+  for (const Result& r : results) all.insert(all.end(), r.round_speed.begin(), r.round_speed.end());
+  if (all.empty()) return {std::nan(""), std::nan(""), std::nan("")};
+  return {axonn::bench::median(all), *std::min_element(all.begin(), all.end()),
+          *std::max_element(all.begin(), all.end())};
+}
+
 // The measured column's own noise: the mean over layouts and rounds of |a round's step − the
 // median of the layout's rounds| / that median, what a model exact for every median would
 // score against single rounds. NaN with one round.
@@ -453,16 +487,21 @@ void print_table(const std::vector<Result>& results) {
       "prediction's\ncollectives; comm counted: rank 0's seconds per step inside collectives, waiting for the "
       "others included\n");
   std::printf("rounds: (slowest − fastest round) / measured\n");
-  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s\n", "shape", "ranks", "layout", "measured",
-              "rounds", "before", "meas/", "comm", "after", "meas/", "comm", "comm");
-  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s\n", "", "", "", "step s", "", "pred. s",
-              "pred.", "pred. s", "pred. s", "pred.", "pred. s", "counted s");
+  std::printf(
+      "speed: the machine's speed around the runs / around the world's calibration (median of rounds); steady: "
+      "each\nround's step x its speed, the step at the calibration's machine speed (median of rounds) / after's "
+      "pred.\n");
+  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "shape", "ranks", "layout",
+              "measured", "rounds", "before", "meas/", "comm", "after", "meas/", "comm", "comm", "speed", "steady/");
+  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "", "", "", "step s", "",
+              "pred. s", "pred.", "pred. s", "pred. s", "pred.", "pred. s", "counted s", "", "pred.");
   for (const Result& r : results) {
     const auto [fastest, slowest] = std::minmax_element(r.round_s.begin(), r.round_s.end());
-    std::printf("%-5s %-5s %-8s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f\n", r.c.shape->name,
-                r.c.world.label().c_str(), r.c.layout, r.measured_s, 100.0 * (*slowest - *fastest) / r.measured_s,
-                r.before_s, r.measured_s / r.before_s, r.before_comm_s, r.after_s, r.measured_s / r.after_s,
-                r.after_comm_s, r.measured_comm_s);
+    std::printf("%-5s %-5s %-8s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f | %5.2f %7.2f\n",
+                r.c.shape->name, r.c.world.label().c_str(), r.c.layout, r.measured_s,
+                100.0 * (*slowest - *fastest) / r.measured_s, r.before_s, r.measured_s / r.before_s, r.before_comm_s,
+                r.after_s, r.measured_s / r.after_s, r.after_comm_s, r.measured_comm_s,
+                axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
   }
 }
 
@@ -614,6 +653,10 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
     std::printf("%-44s %.1f%%\n", "a round's step against its median (noise)", 100.0 * noise);
   if (const double halves = halves_spread(results); !std::isnan(halves))
     std::printf("%-44s %.1f%%\n", "odd rounds against even rounds (MAPE floor)", 100.0 * halves);
+  const auto [speed, slowest, fastest] = speed_spread(results);
+  std::printf("%-44s %.2fx (%.2fx..%.2fx)\n", "machine speed in runs / in their calibration", speed, slowest,
+              fastest);
+  std::printf("%-44s %-20s %.1f%%\n", "MAPE at the calibration's machine speed", "", 100.0 * steady_mape(results));
 }
 
 }  // namespace
@@ -651,8 +694,13 @@ int main(int argc, char** argv) {
     for (const Shape* shape : {&kTiny, &kWide}) {
       if (std::none_of(cases.begin(), cases.end(), [&](const Case& c) { return c.world == world && c.shape == shape; }))
         continue;
+      const double speed_before = axonn::bench::machine_flops();
       const fs::path path = calibrate(dir, world, *shape, o.max_residual, o.quick);
-      calibrations.push_back({world, shape, path, load_site_config(path.string())});
+      const double speed_after = axonn::bench::machine_flops();
+      calibrations.push_back(
+          {world, shape, path, load_site_config(path.string()), 0.5 * (speed_before + speed_after)});
+      std::printf("  machine (all cores, 256^3 sgemm each) %.1f GFLOP/s before calibrating, %.1f after\n",
+                  speed_before / 1e9, speed_after / 1e9);
       print_calibration(laptop, calibrations.back().site, load_job_config(job_path(dir, *shape).string(), laptop),
                         world, *shape);
       std::fflush(stdout);
@@ -665,15 +713,24 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s: %s, %s, %s, round %d of %d\n", kProgram.c_str(), c.shape->name, world.words().c_str(),
                      c.layout, round + 1, o.rounds);
         const Calibration& calibrated = calibration_of(calibrations, world, c.shape);
-        const Result run = run_case(dir, c, o.steps, calibrated.path, laptop, calibrated.site);
-        if (round == 0)
+        const Result run =
+            run_case(dir, c, o.steps, calibrated.path, laptop, calibrated.site, calibrated.machine_flops);
+        if (round == 0) {
           results.push_back(run);
-        else
-          results[at].round_s.push_back(run.measured_s);
+        } else {
+          results[at].round_s.push_back(run.round_s.front());
+          results[at].round_speed.push_back(run.round_speed.front());
+        }
         ++at;
       }
     }
-    for (size_t i = first; i < results.size(); ++i) results[i].measured_s = axonn::bench::median(results[i].round_s);
+    for (size_t i = first; i < results.size(); ++i) {
+      Result& r = results[i];
+      r.measured_s = axonn::bench::median(r.round_s);
+      std::vector<double> steady;
+      for (size_t k = 0; k < r.round_s.size(); ++k) steady.push_back(r.round_s[k] * r.round_speed[k]);
+      r.steady_s = axonn::bench::median(steady);
+    }
   }
   // Worlds ran in order; the table lists one shape's layouts together.
   std::stable_sort(results.begin(), results.end(),

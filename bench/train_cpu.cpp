@@ -72,9 +72,12 @@ Spread spread(const std::vector<double>& v) {
   return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
 }
 
-// Best FLOP/s of 1024^3 sgemm over a few calls: OpenBLAS's peak with this thread count.
-double sgemm_peak_flops() {
+// Best FLOP/s of 1024^3 sgemm over a few calls: OpenBLAS's peak with its own `threads`
+// threads. The CPU backend keeps OpenBLAS single-threaded (it splits GEMMs over its own pool),
+// so the count is set for these calls and put back to one after them.
+double sgemm_peak_flops(int threads) {
   const int n = 1024;
+  openblas_set_num_threads(threads);
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   double best = 1e30;
   for (int r = 0; r < 8; ++r) {
@@ -82,6 +85,7 @@ double sgemm_peak_flops() {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     best = std::min(best, seconds_since(start));
   }
+  openblas_set_num_threads(1);
   return 2.0 * n * n * n / best;
 }
 
@@ -193,7 +197,7 @@ int main(int argc, char** argv) try {
   std::vector<double> peak, ours, torch, vs_torch, vs_peak;
   double best_ours_s = 1e30, best_torch_s = 1e30;
   for (int r = 0; r < o.rounds; ++r) {
-    peak.push_back(sgemm_peak_flops());
+    peak.push_back(sgemm_peak_flops(o.threads));
     const std::vector<double> our_steps = our_step_times(trainer, o.steps);
     best_ours_s = std::min(best_ours_s, *std::min_element(our_steps.begin(), our_steps.end()));
     ours.push_back(tokens / median(our_steps));
