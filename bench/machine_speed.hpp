@@ -29,8 +29,8 @@ inline double machine_flops(double window_s = 0.3) {
       int runs = 0;
       const Clock::time_point start = Clock::now();
       do {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                    c.data(), n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+                    n);
         ++runs;
       } while (seconds_since(start) < window_s);
       flops[static_cast<size_t>(t)] = 2.0 * n * n * n * runs / seconds_since(start);

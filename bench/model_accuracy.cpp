@@ -55,12 +55,12 @@
 #include "bench_args.hpp"
 #include "bench_cpu_job.hpp"
 #include "bench_stats.hpp"
-#include "machine_speed.hpp"
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
+#include "machine_speed.hpp"
 #include "subprocess.hpp"
 
 namespace {
@@ -304,7 +304,7 @@ struct Result {
   std::vector<double> round_s;      // each run's step_s_median, in round order
   std::vector<double> round_speed;  // each run's machine speed / its calibration's (probe before and after)
   double measured_s = 0;            // the median of round_s
-  double steady_s = 0;  // the median of round_s x round_speed: the step at the calibration's machine speed
+  double steady_s = 0;              // the median of round_s x round_speed: the step at the calibration's machine speed
   double before_s = 0, after_s = 0;
   double measured_comm_s = 0;  // summary.json's comm_seconds_per_step, all collectives (the first round's)
   double before_comm_s = 0, after_comm_s = 0;
@@ -654,8 +654,7 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
   if (const double halves = halves_spread(results); !std::isnan(halves))
     std::printf("%-44s %.1f%%\n", "odd rounds against even rounds (MAPE floor)", 100.0 * halves);
   const auto [speed, slowest, fastest] = speed_spread(results);
-  std::printf("%-44s %.2fx (%.2fx..%.2fx)\n", "machine speed in runs / in their calibration", speed, slowest,
-              fastest);
+  std::printf("%-44s %.2fx (%.2fx..%.2fx)\n", "machine speed in runs / in their calibration", speed, slowest, fastest);
   std::printf("%-44s %-20s %.1f%%\n", "MAPE at the calibration's machine speed", "", 100.0 * steady_mape(results));
 }
 
@@ -697,8 +696,7 @@ int main(int argc, char** argv) {
       const double speed_before = axonn::bench::machine_flops();
       const fs::path path = calibrate(dir, world, *shape, o.max_residual, o.quick);
       const double speed_after = axonn::bench::machine_flops();
-      calibrations.push_back(
-          {world, shape, path, load_site_config(path.string()), 0.5 * (speed_before + speed_after)});
+      calibrations.push_back({world, shape, path, load_site_config(path.string()), 0.5 * (speed_before + speed_after)});
       std::printf("  machine (all cores, 256^3 sgemm each) %.1f GFLOP/s before calibrating, %.1f after\n",
                   speed_before / 1e9, speed_after / 1e9);
       print_calibration(laptop, calibrations.back().site, load_job_config(job_path(dir, *shape).string(), laptop),
