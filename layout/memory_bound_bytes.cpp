@@ -44,8 +44,10 @@ BlockElements block_elements(const ChooserInput& input, const Layout& g, double 
 // The forward elements recomputation reruns in one recomputed block.
 double rerun_elements(const BlockElements& b, Recompute mode) {
   switch (mode) {
-    case Recompute::none: return 0;
-    case Recompute::attention: return b.ln1_forward + b.bias_forward[kQkv];
+    case Recompute::none:
+      return 0;
+    case Recompute::attention:
+      return b.ln1_forward + b.bias_forward[kQkv];
     case Recompute::block:
       return b.ln1_forward + b.ln2_forward + b.bias_forward[kQkv] + b.bias_forward[kProj] + b.bias_forward[kFc] +
              b.gelu_forward;
@@ -54,6 +56,12 @@ double rerun_elements(const BlockElements& b, Recompute mode) {
 }
 
 }  // namespace
+
+double block_memory_bound_elements(const ChooserInput& input, const Layout& g) {
+  const BlockElements b =
+      block_elements(input, g, static_cast<double>(batch_split(input.model, input.batch, g).tokens));
+  return b.forward() + b.backward;
+}
 
 double memory_bound_bytes_per_rank(const ChooserInput& input, const Layout& g, MemoryModes modes) {
   const ModelShape& model = input.model;
@@ -65,10 +73,10 @@ double memory_bound_bytes_per_rank(const ChooserInput& input, const Layout& g, M
   const BlockElements block = block_elements(input, g, m);
   const double residual = m * static_cast<double>(model.hidden / g.x);
   const double logits = m * static_cast<double>(layers[kHead].n / g.size(layers[kHead].n_axis()));
-  const double activation_elements = static_cast<double>(model.layers) * (block.forward() + block.backward) +
-                               static_cast<double>(recomputed_blocks(model, modes.recompute)) *
-                                   rerun_elements(block, modes.recompute) +
-                               (2 + 4) * residual + 3 * logits;
+  const double activation_elements =
+      static_cast<double>(model.layers) * (block.forward() + block.backward) +
+      static_cast<double>(recomputed_blocks(model, modes.recompute)) * rerun_elements(block, modes.recompute) +
+      (2 + 4) * residual + 3 * logits;
   double per_micro = activation_elements * act;
   const ParameterCount params = parameters_per_rank(model, g);
   if (input.batch.dtype != ElementType::float32) per_micro += 6.0 * static_cast<double>(params.big);

@@ -37,4 +37,10 @@ namespace axonn {
 // Bytes per rank per step at recomputation `mode`, optimizer sharded or not.
 double memory_bound_bytes_per_rank(const ChooserInput& input, const Layout& layout, MemoryModes modes);
 
+// One transformer block's memory-bound elements per micro-batch, forward and backward, as
+// counted above (both LayerNorms, the four biases, GELU; fused per Machine::gemm_epilogues):
+// what `axonn calibrate` times its elementwise rate over, so that the rate is in the model's
+// own bytes.
+double block_memory_bound_elements(const ChooserInput& input, const Layout& layout);
+
 }  // namespace axonn

@@ -89,5 +89,37 @@ TEST(CalibrateGemm, TimesAttentionOnColdOperands) {
   EXPECT_GT(seconds, 0.0);
 }
 
+// The probe is one block of the job at its full width, its bytes the model's for those passes:
+// per element of the (rows, C) stream, LayerNorms 4 + 4 forward and 8 backward, biases 2 and 1
+// per output element of qkv (3C), attn.proj (C), mlp.fc (4C) and mlp.proj (C), GELU 2 + 3 per
+// element of (rows, 4C): 63·rows·C elements.
+TEST(CalibrateGemm, ElementwiseProbeIsABlockOfTheJobInTheModelsBytes) {
+  ChooserInput job;
+  job.model = {2, 64, 4, 256, 64};  // layers, hidden, heads, vocab, sequence
+  job.batch = {12, 4, ElementType::float32};
+  job.machine.gemm_epilogues = true;  // the probe counts its passes unfused whatever the job's machine
+  const ElementwiseProbe p = elementwise_probe(job, ElementType::float32, false);
+  EXPECT_EQ(p.rows, 4 * 64);
+  EXPECT_EQ(p.width, 64);
+  EXPECT_EQ(p.mlp, 256);
+  EXPECT_DOUBLE_EQ(p.bytes, 63.0 * 256 * 64 * 4);
+  EXPECT_DOUBLE_EQ(elementwise_probe(job, ElementType::bfloat16, true).bytes, 63.0 * 256 * 64 * 2);
+  // Without a job: 2048 rows of 1024 on a CPU, 8192 on a GPU.
+  EXPECT_EQ(elementwise_probe(std::nullopt, ElementType::float32, false).rows, 2048);
+  EXPECT_EQ(elementwise_probe(std::nullopt, ElementType::bfloat16, true).rows, 8192);
+  EXPECT_EQ(elementwise_probe(std::nullopt, ElementType::bfloat16, true).width, 1024);
+}
+
+TEST(CalibrateGemm, TimesTheElementwiseProbeOnTheBackendsOwnOps) {
+  auto backend = make_cpu_backend(1);
+  ElementwiseProbe p;
+  p.rows = 16, p.width = 8, p.mlp = 32;
+  int starts = 0;
+  const double seconds = time_elementwise(*backend, ElementType::float32, p, 0.01, [&] { ++starts; });
+  EXPECT_EQ(starts, 1);
+  EXPECT_TRUE(std::isfinite(seconds));
+  EXPECT_GT(seconds, 0.0);
+}
+
 }  // namespace
 }  // namespace axonn

@@ -4,8 +4,8 @@
 // and Gloo, or the CUDA backend and NCCL), and writes the base site with them in place of its
 // guesses (docs/site-admin.md, "Calibrating a site"):
 //   - GEMM rate per rank at the shapes the layout model prices (cli/calibrate_gemm.hpp), all
-//     ranks at once; attention's rate at the job's shapes; an elementwise (AXPY) rate; memory
-//     per rank;
+//     ranks at once; attention's rate at the job's shapes; the elementwise rate of a block's
+//     LayerNorms, biases and GELU; memory per rank;
 //   - per link tier this allocation spans (cli/calibrate_links.hpp) and per collective kind the
 //     trainer uses, alpha and beta fitted to the times of 4 KiB .. 256 MiB messages
 //     (layout/alpha_beta_fit.hpp), with each fit's residual.
@@ -141,13 +141,14 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   // times (median_over_passes).
   const auto together = [&] { grid.world().barrier(); };
   const double window_s = compute_window_seconds(in.quick);
+  const ElementwiseProbe probe = elementwise_probe(job, dtype, device.cuda);
   const size_t first_attention = shapes.size(), elementwise = first_attention + attention.size();
   say(lead, "each shape and the elementwise probe timed for " + format_number("%g", window_s) + " s, " +
                 std::to_string(kTimingPasses) + " times in turns; the median");
   std::vector<double> mine = median_over_passes(elementwise + 1, kTimingPasses, [&](size_t i) {
     if (i < first_attention) return time_linear_gemms(backend, dtype, shapes[i], window_s, together);
     if (i < elementwise) return time_attention(backend, dtype, attention[i - first_attention], window_s, together);
-    return time_elementwise(backend, kElementwiseElements, window_s, together);
+    return time_elementwise(backend, dtype, probe, window_s, together);
   });
   for (size_t i = 0; i < shapes.size(); ++i) {
     const GemmShape& s = shapes[i];
@@ -162,8 +163,8 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
                   " heads=" + std::to_string(a.heads) + " d=" + std::to_string(a.head_size) + ": " +
                   format_number("%.3g", attention_flops(a) / mine[first_attention + i] / 1e9) + " GFLOP/s on rank 0");
   }
-  say(lead, "  elementwise (y += a*x, 64 MiB): " +
-                format_number("%.3g", elementwise_bytes(kElementwiseElements) / mine[elementwise] / 1e9) +
+  say(lead, "  elementwise (a block's LayerNorms, biases and GELU, " + std::to_string(probe.rows) + " rows of " +
+                std::to_string(probe.width) + "): " + format_number("%.3g", probe.bytes / mine[elementwise] / 1e9) +
                 " GB/s on rank 0");
   mine.push_back(rank_memory_bytes(device.cuda, device.gpu, in.site.config.gpus_per_node));
   const std::vector<double> all = over_ranks(grid, backend, mine);
@@ -184,7 +185,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   double attention_flop_sum = 0, attention_seconds = 0;
   for (const AttentionShape& a : attention) attention_flop_sum += attention_flops(a), attention_seconds += all[at++];
   if (attention_seconds > 0) m.attention_tflops = attention_flop_sum / attention_seconds * share / 1e12;
-  m.elementwise_GBps = elementwise_bytes(kElementwiseElements) / all[at] * share / 1e9;
+  m.elementwise_GBps = probe.bytes / all[at] * share / 1e9;
   m.memory_gib = all[at + 1] / (1024.0 * 1024.0 * 1024.0);
   // A job's own shapes are what the model looks up; a square sweep only says what a GEMM
   // reaches, which gemm_tflops holds.

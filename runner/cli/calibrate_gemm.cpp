@@ -11,6 +11,7 @@
 #include "comm/bfloat16.hpp"
 #include "comm/cuda_device.hpp"
 #include "layout/layout_search.hpp"
+#include "layout/memory_bound_bytes.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
@@ -212,13 +213,90 @@ GemmShape typical_gemm_shape(const std::vector<GemmShape>& shapes) {
   return by_flops.empty() ? GemmShape{256, 256, 256} : by_flops[by_flops.size() / 2];
 }
 
-double elementwise_bytes(int64_t elements) { return 12.0 * static_cast<double>(elements); }
+ElementwiseProbe elementwise_probe(const std::optional<ChooserInput>& job, ElementType dtype, bool cuda) {
+  ChooserInput input;
+  if (job) {
+    input = *job;
+  } else {
+    input.model.hidden = 1024;
+    input.model.heads = 16;
+    input.model.sequence = cuda ? 8192 : 2048;
+    input.batch = {1, 1, dtype};
+  }
+  input.batch.dtype = dtype;
+  input.machine.gemm_epilogues = false;  // the probe runs every pass on its own
+  const Layout whole;                    // 1x1x1x1: the full width
+  ElementwiseProbe p;
+  p.rows = batch_split(input.model, input.batch, whole).tokens;
+  p.width = input.model.hidden;
+  p.mlp = 4 * input.model.hidden;
+  p.bytes = block_memory_bound_elements(input, whole) * static_cast<double>(element_size(dtype));
+  return p;
+}
 
-double time_elementwise(Backend& backend, int64_t elements, double window_s, const std::function<void()>& start) {
-  const auto n = static_cast<size_t>(elements);
-  DeviceBuffer<float> x(backend, std::vector<float>(n, 1.0f)), y(backend, std::vector<float>(n, 0.0f));
+namespace {
+
+// The probe's buffers: the residual stream's (rows, C) a, b, x, out, dout, dx; qkv's output
+// (rows, 3C); the MLP's pre-activation, activation and their gradient (rows, 4C); float32
+// LayerNorm statistics, parameters and their gradients; zero biases (so that repeated bias
+// passes leave the values as they are).
+struct ElementwiseOperands {
+  Activations a, b, x, out, dout, dx, qkv, pre, act, dpre;
+  DeviceBuffer<float> mean, rstd, partials, gamma, beta, dgamma, dbeta, bias_qkv, bias_width, bias_mlp, dbias;
+  ElementwiseOperands(Backend& backend, ElementType dtype, const ElementwiseProbe& p)
+      : a(backend, dtype, p.rows * p.width),
+        b(backend, dtype, p.rows * p.width),
+        x(backend, dtype, p.rows * p.width),
+        out(backend, dtype, p.rows * p.width),
+        dout(backend, dtype, p.rows * p.width),
+        dx(backend, dtype, p.rows * p.width),
+        qkv(backend, dtype, p.rows * 3 * p.width),
+        pre(backend, dtype, p.rows * p.mlp),
+        act(backend, dtype, p.rows * p.mlp),
+        dpre(backend, dtype, p.rows * p.mlp),
+        mean(backend, static_cast<size_t>(p.rows)),
+        rstd(backend, static_cast<size_t>(p.rows)),
+        partials(backend, static_cast<size_t>(2 * p.rows)),
+        gamma(backend, std::vector<float>(static_cast<size_t>(p.width), 1.0f)),
+        beta(backend, std::vector<float>(static_cast<size_t>(p.width), 0.0f)),
+        dgamma(backend, std::vector<float>(static_cast<size_t>(p.width), 0.0f)),
+        dbeta(backend, std::vector<float>(static_cast<size_t>(p.width), 0.0f)),
+        bias_qkv(backend, std::vector<float>(static_cast<size_t>(3 * p.width), 0.0f)),
+        bias_width(backend, std::vector<float>(static_cast<size_t>(p.width), 0.0f)),
+        bias_mlp(backend, std::vector<float>(static_cast<size_t>(p.mlp), 0.0f)),
+        dbias(backend, std::vector<float>(static_cast<size_t>(p.mlp), 0.0f)) {}
+};
+
+}  // namespace
+
+double time_elementwise(Backend& backend, ElementType dtype, const ElementwiseProbe& p, double window_s,
+                        const std::function<void()>& start) {
+  const int64_t m = p.rows, c = p.width, f = p.mlp;
+  constexpr float kEps = 1e-5f;
+  ElementwiseOperands o(backend, dtype, p);
   auto run = [&] {
-    backend.axpy(y.data(), 1e-3f, x.data(), elements);
+    // Forward: ln1 (with the residual add), qkv's and attn.proj's biases, ln2, mlp.fc's bias
+    // and GELU, mlp.proj's bias.
+    for (int ln = 0; ln < 2; ++ln) {
+      backend.residual_layernorm_rows(o.x.ptr(), o.out.ptr(), o.mean.data(), o.rstd.data(), o.a.ptr(), o.b.ptr(),
+                                      o.gamma.data(), o.beta.data(), m, c, kEps);
+      if (ln == 0) {
+        backend.bias_forward(o.qkv.ptr(), o.bias_qkv.data(), m, 3 * c, 3 * c);
+        backend.bias_forward(o.dout.ptr(), o.bias_width.data(), m, c, c);
+      }
+    }
+    backend.bias_forward(o.pre.ptr(), o.bias_mlp.data(), m, f, f);
+    backend.gelu_forward(o.act.ptr(), o.pre.ptr(), m * f);
+    backend.bias_forward(o.dout.ptr(), o.bias_width.data(), m, c, c);
+    // Backward: GELU, the four column sums, both LayerNorms.
+    backend.gelu_backward(o.dpre.ptr(), o.pre.ptr(), o.act.ptr(), m * f);
+    backend.bias_backward(o.dbias.data(), o.dout.ptr(), m, c, c);
+    backend.bias_backward(o.dbias.data(), o.dpre.ptr(), m, f, f);
+    backend.bias_backward(o.dbias.data(), o.dout.ptr(), m, c, c);
+    backend.bias_backward(o.dbias.data(), o.qkv.ptr(), m, 3 * c, 3 * c);
+    for (int ln = 0; ln < 2; ++ln)
+      backend.layernorm_rows_backward(o.dx.ptr(), o.dgamma.data(), o.dbeta.data(), o.partials.data(), o.dout.ptr(),
+                                      o.x.ptr(), o.mean.data(), o.rstd.data(), o.gamma.data(), m, c);
     backend.synchronize();
   };
   run();

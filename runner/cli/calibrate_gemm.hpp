@@ -95,15 +95,28 @@ class ForwardGemm {
 // The shape of calibration_gemm_shapes' median FLOPs: a typical layer's GEMM of the job.
 GemmShape typical_gemm_shape(const std::vector<GemmShape>& shapes);
 
-// Elements of the elementwise probe: 16 Mi float32 per buffer (64 MiB), past every cache.
-inline constexpr int64_t kElementwiseElements = int64_t{1} << 24;
+// The elementwise probe: one transformer block's memory-bound ops for one micro-batch, run as
+// the trainer runs them on its backend, as separate passes (calibrate knows no GEMM to fuse
+// them into): both residual LayerNorms forward and backward, the four linear layers' biases
+// forward and their column sums, GELU forward and backward. Its rate is the model's bytes
+// for those passes over their time, so the model prices every memory-bound byte
+// (memory_bound_bytes.hpp) at what the trainer's own ops reach: on a CPU LayerNorm and GELU
+// are bound by arithmetic more than by memory, and a streaming probe (y += a·x) ran 10-16x
+// faster per byte than they do.
+struct ElementwiseProbe {
+  int64_t rows = 0;   // tokens of a micro-batch
+  int64_t width = 0;  // the residual stream's width, C
+  int64_t mlp = 0;    // the MLP's inner width, 4C
+  double bytes = 0;   // block_memory_bound_elements (nothing fused) x the activation size
+};
+// With a job: its micro-batch at its full width (the layout 1x1x1x1). Without: 2048 rows of
+// width 1024 on a CPU, 8192 on a GPU (buffers of 16-64 MiB in bf16, past its L2).
+ElementwiseProbe elementwise_probe(const std::optional<ChooserInput>& job, ElementType dtype, bool cuda);
 
-// Bytes that y += a·x over `elements` float32 moves: 12 an element (x and y read, y written).
-double elementwise_bytes(int64_t elements);
-
-// Mean seconds of one y += a·x over `elements` float32: one run untimed, then `start`, then
-// the runs within `window_s` (as time_linear_gemms).
-double time_elementwise(Backend& backend, int64_t elements, double window_s, const std::function<void()>& start);
+// Mean seconds of one run of the probe's ops: one run untimed, then `start`, then the runs
+// within `window_s` (as time_linear_gemms).
+double time_elementwise(Backend& backend, ElementType dtype, const ElementwiseProbe& probe, double window_s,
+                        const std::function<void()>& start);
 
 // The memory one rank may use, in bytes: its GPU's (CUDA), or this node's memory divided among
 // `ranks_sharing` ranks (CPU: /proc/meminfo's MemTotal).

@@ -1,13 +1,13 @@
 #pragma once
-// The CPU backend's threads for its non-GEMM ops (OpenBLAS has its own for sgemm). A pool of
+// The CPU backend's threads, for every op, GEMMs included (gemm.hpp). A pool of
 // `size` threads, the caller being the first: run(task) calls task(0) on the caller and
 // task(1) .. task(size-1) on the workers, and returns when all are done.
 //
 // Every op splits its work into fixed parts by index (rows, columns or elements), and each
 // output element is computed by exactly one part with the same arithmetic as a serial loop,
 // so results are bitwise equal for every thread count (reductions keep their serial order:
-// see each op). Workers poll for up to 50 µs after a task, then sleep, so that they do
-// not take the cores from OpenBLAS's threads during a GEMM.
+// see each op). Workers poll for up to 50 µs after a task, then sleep, so that between
+// steps and during collectives they leave the cores to the node's other ranks.
 #include <atomic>
 #include <cstdint>
 #include <exception>
