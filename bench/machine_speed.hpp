@@ -2,7 +2,7 @@
 // How fast this machine is right now: every core running its own single-threaded sgemm of
 // 256^3 (the size class of the CPU benchmark jobs' GEMMs) for a window, the total FLOP/s.
 //
-// Why: on a shared VM the cores are taken away for seconds to minutes at a time (on a VM of 2 cores:
+// Why: on a shared VM the cores are taken away for seconds to minutes at a time (2 cores:
 // 30 to 60 GFLOP/s together from one second to the next). A benchmark that compares a model
 // calibrated at one moment with runs at another brackets both with this probe, so that the
 // machine's drift between them is measured beside the model's error instead of inside it.

@@ -159,6 +159,18 @@ TEST_F(TrainerOps, GemmIsBitwiseTheSameOnOneOrThreeThreads) {
       }
 }
 
+// The whole GEMM's leading dimensions are checked before it is split: A transposed (k, m) with
+// lda = 150 holds each third of C's 203 rows but not all of them.
+TEST_F(TrainerOps, GemmSplitOverThreadsChecksTheWholeLeadingDimensions) {
+  auto be = make_cpu_backend(3);
+  DeviceBuffer<float> a(*be, 97 * 203), b(*be, 97 * 67), c(*be, 203 * 67);
+  expect_backend_error(
+      [&] {
+        be->gemm(Transpose::yes, Transpose::no, 203, 67, 97, 1.0f, a.data(), 150, b.data(), 67, 0.0f, c.data(), 67);
+      },
+      "lda = 150 is smaller than the row length 203");
+}
+
 TEST_F(TrainerOps, GemmWithEmptyInnerDimensionScalesC) {
   Floats c0 = {1.0f, 2.0f, 3.0f, 4.0f};
   auto dc = upload(c0);

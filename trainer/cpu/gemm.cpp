@@ -18,14 +18,24 @@ int blas_int(const char* name, int64_t v) {
 
 CBLAS_TRANSPOSE blas_trans(Transpose t) { return t == Transpose::yes ? CblasTrans : CblasNoTrans; }
 
+// The sizes and leading dimensions of the whole GEMM, checked before it is split: a part's
+// own checks would accept an lda that fits its rows but not all of C's.
+void require_gemm_args(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                       int64_t ldc) {
+  blas_int("m", m);
+  blas_int("n", n);
+  blas_int("k", k);
+  op_checks::require_gemm_ld("lda", lda, ta == Transpose::no ? k : m);
+  op_checks::require_gemm_ld("ldb", ldb, tb == Transpose::no ? n : k);
+  op_checks::require_gemm_ld("ldc", ldc, n);
+}
+
 }  // namespace
 
 void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  require_gemm_args(ta, tb, m, n, k, lda, ldb, ldc);
   const int bm = blas_int("m", m), bn = blas_int("n", n), bk = blas_int("k", k);
-  op_checks::require_gemm_ld("lda", lda, ta == Transpose::no ? k : m);
-  op_checks::require_gemm_ld("ldb", ldb, tb == Transpose::no ? n : k);
-  op_checks::require_gemm_ld("ldc", ldc, n);
   if (m == 0 || n == 0) return;
   if (k == 0) {  // the product is empty: C = beta·C, and beta = 0 must not read C
     for (int64_t i = 0; i < m; ++i)
@@ -38,6 +48,7 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alp
 
 void gemm(ThreadPool& pool, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  require_gemm_args(ta, tb, m, n, k, lda, ldb, ldc);
   if (pool.size() == 1 || m * n * k < kMinParallelGemmVolume) {
     gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
