@@ -140,7 +140,7 @@ TEST_F(TrainerOps, GemmIsBitwiseTheSameOnOneOrThreeThreads) {
       for (Transpose tb : {Transpose::no, Transpose::yes}) {
         SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
                      " ta=" + (ta == Transpose::yes ? "T" : "N") + " tb=" + (tb == Transpose::yes ? "T" : "N"));
-        ASSERT_GE(m * n * k, cpu::kMinParallelGemmVolume) << "small GEMMs stay on one thread";
+        ASSERT_GT(m * n * k, cpu::kMaxSerialGemmVolume) << "small GEMMs stay on one thread";
         const int64_t lda = (ta == Transpose::no ? k : m) + pad, ldb = (tb == Transpose::no ? n : k) + pad;
         const int64_t ldc = n + pad;
         const Floats a = random_floats(rng_, static_cast<size_t>((ta == Transpose::no ? m : k) * lda));

@@ -49,7 +49,7 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alp
 void gemm(ThreadPool& pool, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   require_gemm_args(ta, tb, m, n, k, lda, ldb, ldc);
-  if (pool.size() == 1 || m * n * k < kMinParallelGemmVolume) {
+  if (pool.size() == 1 || m * n * k <= kMaxSerialGemmVolume) {
     gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }

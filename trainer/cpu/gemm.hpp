@@ -21,9 +21,9 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alp
 
 // The same, C's rows (or its columns, when it has more columns than rows) split over the
 // pool's threads, each part one single-threaded sgemm over the whole k: every element of C is
-// the same sum in the same order as on one thread. GEMMs of fewer than kMinParallelGemmVolume
-// multiply-adds (m·n·k) stay on the caller, the threshold OpenBLAS's own driver uses.
-constexpr int64_t kMinParallelGemmVolume = 4 * 65536;
+// the same sum in the same order as on one thread. GEMMs of at most kMaxSerialGemmVolume
+// multiply-adds (m·n·k) stay on the caller, as OpenBLAS's own driver keeps them on one thread.
+constexpr int64_t kMaxSerialGemmVolume = 4 * 65536;
 void gemm(ThreadPool& pool, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
