@@ -277,14 +277,14 @@ double time_elementwise(Backend& backend, ElementType dtype, const ElementwisePr
   auto run = [&] {
     // Forward: ln1 (with the residual add), qkv's and attn.proj's biases, ln2, mlp.fc's bias
     // and GELU, mlp.proj's bias.
-    for (int ln = 0; ln < 2; ++ln) {
+    auto layernorm = [&] {
       backend.residual_layernorm_rows(o.x.ptr(), o.out.ptr(), o.mean.data(), o.rstd.data(), o.a.ptr(), o.b.ptr(),
                                       o.gamma.data(), o.beta.data(), m, c, kEps);
-      if (ln == 0) {
-        backend.bias_forward(o.qkv.ptr(), o.bias_qkv.data(), m, 3 * c, 3 * c);
-        backend.bias_forward(o.dout.ptr(), o.bias_width.data(), m, c, c);
-      }
-    }
+    };
+    layernorm();
+    backend.bias_forward(o.qkv.ptr(), o.bias_qkv.data(), m, 3 * c, 3 * c);
+    backend.bias_forward(o.dout.ptr(), o.bias_width.data(), m, c, c);
+    layernorm();
     backend.bias_forward(o.pre.ptr(), o.bias_mlp.data(), m, f, f);
     backend.gelu_forward(o.act.ptr(), o.pre.ptr(), m * f);
     backend.bias_forward(o.dout.ptr(), o.bias_width.data(), m, c, c);

@@ -10,8 +10,9 @@
 //   dK, dV of the tile in place, with D = rowsum(dO ⊙ O).
 // Working memory is two (row block, key tile) tiles per thread, whatever T is.
 // The (sequence, head) pairs are split over the pool's threads, each running its GEMMs on
-// OpenBLAS single-threaded (as the CPU backend keeps it), and every sum over tiles runs in tile order: a
-// pair's result does not depend on which thread computed it, nor on the thread count.
+// OpenBLAS single-threaded (as the CPU backend keeps it), and every sum over tiles runs in
+// tile order: a pair's result does not depend on which thread computed it, nor on the thread
+// count.
 #include <cstdint>
 #include <vector>
 
