@@ -210,11 +210,16 @@ std::optional<Layout> chooser_pick(const SiteConfig& site, const JobConfig& job,
   return result.best().layout;
 }
 
-std::string fits_text(const CollectiveFits& fits, double overlap) {
+std::string fits_text(const CollectiveFits& fits, double overlap, double filled) {
   std::string s;
   if (overlap > 0) {
     char buf[48];
     std::snprintf(buf, sizeof buf, "  overlap %.0f%%", 100 * overlap);
+    s += buf;
+  }
+  if (filled > 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "  filled %.0f%%", 100 * filled);
     s += buf;
   }
   for (CollectiveKind kind : kCalibratedKinds) {
@@ -274,14 +279,18 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
   std::printf("  GEMM %.1f GFLOP/s per rank over the %s job's shapes (laptop site: %.1f = peak x efficiency)\n",
               after.gemm_flops / 1e9, shape.name, before.peak_flops * before.compute_efficiency / 1e9);
   // A tier the world does not span keeps the base site's figures, which have no fits.
-  if (const std::string intra = fits_text(calibrated.intra_node_fits, calibrated.intra_node_overlap); !intra.empty())
+  if (const std::string intra = fits_text(calibrated.intra_node_fits, calibrated.intra_node_overlap,
+                                          calibrated.intra_node_filled_by_others);
+      !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
   for (const GroupFits& g : calibrated.intra_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0).c_str());
-  if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap); !inter.empty())
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others).c_str());
+  if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap,
+                                          calibrated.inter_node_filled_by_others);
+      !inter.empty())
     std::printf("  inter-node%s\n", inter.c_str());
   for (const GroupFits& g : calibrated.inter_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0).c_str());
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others).c_str());
 }
 
 // The site calibrated for one job at one world.

@@ -212,20 +212,24 @@ void measured_links(const CollectiveFits& fits, KindLinks& kinds, SmallMessageLi
     const CollectiveFit& fit = *fits[k];
     kinds[k] = Link{fit.bandwidth_GBps * 1e9, fit.latency_us * 1e-6};
     if (fit.small_max_bytes > 0)
-      small[k] = SmallMessageLink{fit.small_max_bytes, Link{fit.small_bandwidth_GBps * 1e9, fit.small_latency_us * 1e-6}};
+      small[k] =
+          SmallMessageLink{fit.small_max_bytes, Link{fit.small_bandwidth_GBps * 1e9, fit.small_latency_us * 1e-6}};
   }
 }
 
-// A tier's fits, its groups' and its overlap, as the chooser takes them.
-MeasuredTier measured_tier(const CollectiveFits& fits, const std::vector<GroupFits>& groups, double overlap) {
+// A tier's fits, its groups', its overlap and its fill, as the chooser takes them.
+MeasuredTier measured_tier(const CollectiveFits& fits, const std::vector<GroupFits>& groups, double overlap,
+                           double filled_by_others) {
   MeasuredTier measured;
   measured_links(fits, measured.kinds, measured.small);
   for (const GroupFits& g : groups) {
     MeasuredGroup& group = measured.groups.emplace_back();
     group.ranks = g.ranks;
     measured_links(g.fits, group.kinds, group.small);
+    group.filled_by_others = g.filled_by_others;
   }
   measured.overlap = overlap;
+  measured.filled_by_others = filled_by_others;
   return measured;
 }
 
@@ -262,10 +266,12 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.gemm_epilogues = job.training.device != "cpu";  // "cuda", or "auto" on a GPU site; the run knows for sure
   for (const SiteGemm& g : site.gemm)
     if (g.dtype == job.training.dtype) m.gemm_rates.push_back({{g.m, g.k, g.n}, g.tflops * 1e12});
-  m.intra_node_measured = measured_tier(site.intra_node_fits, site.intra_node_groups, site.intra_node_overlap);
-  m.inter_node_measured = measured_tier(site.inter_node_fits, site.inter_node_groups, site.inter_node_overlap);
-  m.inter_switch_measured =
-      measured_tier(site.inter_switch_fits, site.inter_switch_groups, site.inter_switch_overlap);
+  m.intra_node_measured = measured_tier(site.intra_node_fits, site.intra_node_groups, site.intra_node_overlap,
+                                        site.intra_node_filled_by_others);
+  m.inter_node_measured = measured_tier(site.inter_node_fits, site.inter_node_groups, site.inter_node_overlap,
+                                        site.inter_node_filled_by_others);
+  m.inter_switch_measured = measured_tier(site.inter_switch_fits, site.inter_switch_groups, site.inter_switch_overlap,
+                                          site.inter_switch_filled_by_others);
   in.policy = site_policy(site);
   return in;
 }

@@ -85,8 +85,9 @@ CollectiveFits read_kind_fits(TomlReader& t) {
     if (small_given != 0 && small_given != 3)
       for (const char* key : small_keys)
         if (!k.has(key))
-          k.fail(key, "is missing; a small-message line has small_max_bytes, small_latency_us and "
-                      "small_bandwidth_GBps, or none of them");
+          k.fail(key,
+                 "is missing; a small-message line has small_max_bytes, small_latency_us and "
+                 "small_bandwidth_GBps, or none of them");
     fit.small_max_bytes = k.integer("small_max_bytes", 0, 1, int64_t{1} << 40);
     fit.small_latency_us = k.number("small_latency_us", 0, 0, 1e6);
     fit.small_bandwidth_GBps = k.number("small_bandwidth_GBps", 0, kMeasuredMin, 1e6);
@@ -105,17 +106,20 @@ int read_group_ranks(TomlReader& e, const std::vector<GroupFits>& before, const 
   return ranks;
 }
 
-// [network.<tier>]: the kinds (read_kind_fits), overlap (a fraction), and groups, each entry
-// a size and its kinds.
-CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap, std::vector<GroupFits>& groups) {
+// [network.<tier>]: the kinds (read_kind_fits), overlap and filled_by_others (fractions), and
+// groups, each entry a size, its kinds and its filled_by_others.
+CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap, double& filled_by_others,
+                         std::vector<GroupFits>& groups) {
   auto t = network.table(tier);
   overlap = t.number("overlap", 0, 0, 1);
+  filled_by_others = t.number("filled_by_others", 0, 0, 1);
   CollectiveFits fits = read_kind_fits(t);
   const std::string what = std::string("network.") + tier + ".groups";
   for (TomlReader& e : t.tables("groups")) {
     GroupFits g;
     g.ranks = read_group_ranks(e, groups, what);
     g.fits = read_kind_fits(e);
+    g.filled_by_others = e.number("filled_by_others", 0, 0, 1);
     e.finish();
     groups.push_back(g);
   }
@@ -172,7 +176,8 @@ void read_calibration(TomlReader& root, SiteConfig& s) {
       const int ranks = read_group_ranks(e, listed, what);
       listed.push_back({ranks, {}});
       auto& groups = s.*tier.groups;
-      const auto group = std::find_if(groups.begin(), groups.end(), [&](const GroupFits& g) { return g.ranks == ranks; });
+      const auto group =
+          std::find_if(groups.begin(), groups.end(), [&](const GroupFits& g) { return g.ranks == ranks; });
       if (group == groups.end())
         e.fail("ranks", "= " + std::to_string(ranks) + " has residuals but [network." + tier.key +
                             "] groups has no entry of that size; add it there or remove this one");
@@ -227,7 +232,8 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     if (!s.switches.empty() && s.nodes_per_switch > 0)
       t.fail("switches", "and network.nodes_per_switch = " + std::to_string(s.nodes_per_switch) +
                              " both describe the switches; keep one of them");
-    for (const SiteTier& tier : kSiteTiers) s.*tier.fits = read_fits(t, tier.key, s.*tier.overlap, s.*tier.groups);
+    for (const SiteTier& tier : kSiteTiers)
+      s.*tier.fits = read_fits(t, tier.key, s.*tier.overlap, s.*tier.filled_by_others, s.*tier.groups);
     t.finish();
   }
   {

@@ -84,8 +84,11 @@ std::string kind_fits_entries(const CollectiveFits& fits) {
 // [{ ranks = 2, all_reduce = { latency_us = 30, bandwidth_GBps = 2 }, ... }, ...], a size a line.
 std::string groups_value(const std::vector<GroupFits>& groups) {
   std::string out = "[\n";
-  for (const GroupFits& g : groups)
-    out.append("  { ranks = ").append(std::to_string(g.ranks)).append(kind_fits_entries(g.fits)).append(" },\n");
+  for (const GroupFits& g : groups) {
+    out.append("  { ranks = ").append(std::to_string(g.ranks)).append(kind_fits_entries(g.fits));
+    if (g.filled_by_others > 0) out.append(", filled_by_others = ").append(number(g.filled_by_others));
+    out.append(" },\n");
+  }
   return out + "]";
 }
 
@@ -145,6 +148,9 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
     if (s.*tier.overlap > 0)
       add(std::string("network.") + tier.key, "overlap", number(s.*tier.overlap),
           "measured: fraction of a collective hidden beside compute");
+    if (s.*tier.filled_by_others > 0)
+      add(std::string("network.") + tier.key, "filled_by_others", number(s.*tier.filled_by_others),
+          "measured: fraction of a blocking collective other ranks on the same cores compute through");
     for (const CollectiveKind kind : kCalibratedKinds)
       if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)])
         add(std::string("network.") + tier.key, collective_name(kind), fit_value(*fit), "measured");

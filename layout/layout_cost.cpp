@@ -135,6 +135,14 @@ double overlap_efficiency(const Machine& m, LinkTier tier) {
   return measured != nullptr ? measured->overlap : 0;
 }
 
+double filled_by_others(const Machine& m, LinkTier tier, int group_size) {
+  const MeasuredTier* measured = measured_tier(m, tier);
+  if (measured == nullptr) return 0;
+  for (const MeasuredGroup& group : measured->groups)
+    if (group.ranks == group_size) return group.filled_by_others;
+  return measured->filled_by_others;
+}
+
 std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& g) {
   const int64_t m = batch_split(input.model, input.batch, g).tokens;
   const auto layers = linear_shapes(input.model);
@@ -253,12 +261,20 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   // the last backward), the expert all-to-all's pipelined rounds at most the experts' GEMMs
   // but one round's (n rounds: each round's GEMMs hide the next round's move), all of it at
   // most the step's.
-  double hidden_data = 0, hidden_experts = 0, hidden_other = 0;
+  // Filled: the blocking calls' time at their tier's and group size's fill, which other ranks
+  // on the same cores compute through (0 where every rank has cores of its own), at most the
+  // compute not already beside a hidden collective.
+  double hidden_data = 0, hidden_experts = 0, hidden_other = 0, filled = 0;
   for (const CollectiveCalls& calls : volume.calls) {
     const auto ai = static_cast<size_t>(calls.axis);
     const double t = collective_calls_seconds(input.machine, c.link[ai], calls, volume.group_size[ai]);
     c.comm_s[ai] += t;
-    if (!calls.overlapped) continue;
+    if (!calls.overlapped) {
+      // Only where measured: 0 x an infinite time (a link of no bandwidth) would be NaN.
+      if (const double fill = filled_by_others(input.machine, c.link[ai], volume.group_size[ai]); fill > 0)
+        filled += t * fill;
+      continue;
+    }
     c.overlapped_s += t;
     const bool bucket = calls.axis == CommAxis::data || calls.axis == CommAxis::expert_data;
     double& hidden = bucket ? hidden_data : calls.axis == CommAxis::expert ? hidden_experts : hidden_other;
@@ -272,6 +288,7 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
       accumulation * moe_flops_per_micro_batch(input.model, g, split) / default_gemm_rate(input.machine);
   c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other +
                                          std::min(hidden_experts, experts_s * (rounds - 1) / rounds));
+  c.filled_s = std::min(filled, c.compute_s - c.hidden_s);
   return c;
 }
 

@@ -6,7 +6,11 @@
 // site measured for their tier (MeasuredTier::overlap; calibrate's overlap probe), at most the
 // compute they run beside: the data axis's beside one micro-batch's compute (they start in
 // the last backward), the z axis's beside the whole step's. Without a measured fraction
-// nothing is hidden, and the prediction is an upper bound for overlapping backends.
+// nothing is hidden, and the prediction is an upper bound for overlapping backends. Where a
+// node's ranks take turns on its cores (more CPU ranks than cores), a blocking collective's
+// wait is partly other ranks' compute time: the fraction the site measured for its tier and
+// group size (MeasuredTier::filled_by_others; calibrate's time-sharing probe) is taken off,
+// at most the compute not already beside a hidden collective.
 //
 // A calibrated site (`axonn calibrate`; Machine's measured fields) replaces the guesses with
 // what was measured, and nothing else changes: each linear layer's GEMMs at the rate measured
@@ -57,11 +61,15 @@ const SmallMessageLink* small_message_link(const Machine& machine, LinkTier tier
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes);
 // The same on groups of `group_size`: the fit calibrate measured on groups of that size
 // (MeasuredTier::groups) where it has one for the kind, else the tier's.
-const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes,
-                            int group_size);
+const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes, int group_size);
 
 // The fraction of an overlapped collective's time hidden behind compute on `tier` (0 to 1).
 double overlap_efficiency(const Machine& machine, LinkTier tier);
+
+// The fraction of a blocking collective's time on groups of `group_size` over `tier` that
+// other ranks sharing the cores compute through (MeasuredTier::filled_by_others; the group
+// size's own where calibrate measured it, else the tier's; 0 to 1).
+double filled_by_others(const Machine& machine, LinkTier tier, int group_size);
 
 // Seconds of `calls` (each of calls.bytes) in groups of `group_size` over a link of `tier`:
 // per call ring_steps·α + bus_factor·bytes/β of the collective's fitted line for that size.
@@ -84,8 +92,9 @@ struct CostEstimate {
   std::array<LinkTier, kCommAxisCount> link{};
   double overlapped_s = 0;  // of the comm_s: the collectives the trainer runs beside compute
   double hidden_s = 0;      // of overlapped_s: the time hidden behind compute, not in the step
+  double filled_s = 0;      // of the blocking rest: the time other ranks on the same cores compute through
   double comm_total_s() const;
-  double step_s() const { return compute_s + comm_total_s() - hidden_s; }
+  double step_s() const { return compute_s + comm_total_s() - hidden_s - filled_s; }
 };
 
 // FLOPs per rank per step: per micro-batch 6*m*k*n/(G_a*G_b) per linear (forward and both

@@ -16,10 +16,10 @@ namespace axonn {
 // GPT-2 shape. vocab is the padded vocabulary the model actually uses.
 struct ModelShape {
   int layers = 2;
-  int hidden = 64;        // C
-  int heads = 4;          // H, head size C/H
-  int vocab = 256;        // V
-  int sequence = 64;      // T, also the number of learned position embeddings
+  int hidden = 64;    // C
+  int heads = 4;      // H, head size C/H
+  int vocab = 256;    // V
+  int sequence = 64;  // T, also the number of learned position embeddings
   // Mixture of experts (docs/moe.md). experts = E, 0: every block's MLP is dense. Else the
   // MLP of every moe_every-th block (blocks moe_every-1, 2·moe_every-1, ...) is E expert
   // MLPs behind a float32 router [C, E] that sends each token to its top_k (1 or 2) experts.
@@ -49,8 +49,8 @@ struct ModelShape {
 // global_batch / (G_data * G_z) sequences per step, in micro-batches of at most
 // micro_batch sequences (the largest divisor of its share that is <= micro_batch).
 struct BatchShape {
-  int global_batch = 8;   // sequences per optimizer step
-  int micro_batch = 1;    // sequences per forward/backward on one rank, upper bound
+  int global_batch = 8;  // sequences per optimizer step
+  int micro_batch = 1;   // sequences per forward/backward on one rank, upper bound
   ElementType dtype = ElementType::float32;
 };
 
@@ -120,6 +120,7 @@ struct MeasuredGroup {
   int ranks = 0;
   KindLinks kinds;
   SmallMessageLinks small;
+  double filled_by_others = 0;  // as MeasuredTier's, on groups of `ranks`
 };
 
 // What `axonn calibrate` measured of one link tier; empty (and overlap 0) where it measured
@@ -134,6 +135,12 @@ struct MeasuredTier {
   // overlap probe: a collective started, a GEMM, the collective finished; 0 to 1). 0: nothing
   // is hidden, every collective's time is added to the step.
   double overlap = 0;
+  // Where a node's ranks outnumber its cores and take turns on them (the CPU backend with more
+  // ranks than cores), the fraction of a blocking collective's time in which the other ranks
+  // compute instead: while a group waits for its slowest member, the cores it leaves run the
+  // ranks of other groups, whose compute then ends sooner (calibrate's time-sharing probe, 0
+  // to 1). 0 where cores are not shared: each rank has its own, and its wait is the step's.
+  double filled_by_others = 0;
 };
 
 // One linear layer's GEMM on one rank, Y (m, n) = X (m, k)·W (k, n): m the micro-batch's
@@ -155,20 +162,20 @@ struct GemmRate {
 // switch = node / nodes_per_switch.
 struct Machine {
   int nodes = 1;
-  int tasks_per_node = 1;            // usually GPUs per node
-  int nodes_per_switch = 0;          // 0: all nodes on one switch (no third tier)
-  double peak_flops = 1e12;          // per GPU, for the job's dtype
-  double compute_efficiency = 0.5;   // achieved fraction of peak for GEMMs
-  double memory_bytes = 16e9;        // per GPU
-  double memory_headroom = 0.1;      // fraction of memory_bytes kept free
-  Link intra_node;                   // NVLink / NVSwitch / shared memory
-  Link inter_node;                   // IB / Slingshot, per GPU, within one switch
-  Link inter_switch;                 // between switches (used when nodes_per_switch > 0)
+  int tasks_per_node = 1;           // usually GPUs per node
+  int nodes_per_switch = 0;         // 0: all nodes on one switch (no third tier)
+  double peak_flops = 1e12;         // per GPU, for the job's dtype
+  double compute_efficiency = 0.5;  // achieved fraction of peak for GEMMs
+  double memory_bytes = 16e9;       // per GPU
+  double memory_headroom = 0.1;     // fraction of memory_bytes kept free
+  Link intra_node;                  // NVLink / NVSwitch / shared memory
+  Link inter_node;                  // IB / Slingshot, per GPU, within one switch
+  Link inter_switch;                // between switches (used when nodes_per_switch > 0)
   // Measured by `axonn calibrate` (the site's gemm_tflops_<dtype>, compute.gemm and
   // [network.<tier>] keys). Unset, compute runs at peak x efficiency and every collective is
   // priced by its tier's Link, as without them.
-  double gemm_flops = 0;             // per GPU, the job's dtype: GEMMs of a shape not in gemm_rates, and attention
-  std::vector<GemmRate> gemm_rates;  // per GPU, the job's dtype, by shape
+  double gemm_flops = 0;               // per GPU, the job's dtype: GEMMs of a shape not in gemm_rates, and attention
+  std::vector<GemmRate> gemm_rates;    // per GPU, the job's dtype, by shape
   double attention_flops = 0;          // per GPU, the job's dtype: attention, 0 unmeasured (then gemm_flops)
   double elementwise_bytes_per_s = 0;  // per GPU: the memory-bound ops (memory_bound_bytes.hpp), 0 unmeasured
   MeasuredTier intra_node_measured, inter_node_measured, inter_switch_measured;

@@ -72,16 +72,23 @@ std::string describe_calibration(const Machine& m) {
     for (const MeasuredGroup& group : measured->groups)
       fit_lines(tier, " on groups of " + std::to_string(group.ranks), group.kinds, group.small);
     if (overlap_efficiency(m, tier) > 0)
-      s += std::string("  measured ") + link_tier_name(tier) + " overlap: " +
-           format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +
+      s += std::string("  measured ") + link_tier_name(tier) +
+           " overlap: " + format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +
            " of an overlapped collective's time hidden behind compute\n";
+    std::string fills;
+    if (measured->filled_by_others > 0) fills += format_number("%.0f%%", 100 * measured->filled_by_others);
+    for (const MeasuredGroup& group : measured->groups)
+      if (group.filled_by_others > 0)
+        fills += (fills.empty() ? "" : ", ") + format_number("%.0f%%", 100 * group.filled_by_others) +
+                 " on groups of " + std::to_string(group.ranks);
+    if (!fills.empty())
+      s += std::string("  measured ") + link_tier_name(tier) + " time-sharing: " + fills +
+           " of a blocking collective's time other ranks on the same cores compute through\n";
   }
   return s;
 }
 
-const char* exchange_name(const Layout& l) {
-  return l.exchange == TokenExchange::flat ? "flat" : "hierarchical";
-}
+const char* exchange_name(const Layout& l) { return l.exchange == TokenExchange::flat ? "flat" : "hierarchical"; }
 
 // How `c` moves its tokens to the experts: "-" without expert parallelism, "all-gather"
 // (MoeShape::gathers), else the all-to-all's exchange.
@@ -115,17 +122,18 @@ const Candidate* other_exchange(const ChooserResult& r, const Candidate& c) {
 // it beat the best placement without expert parallelism.
 std::string explain_expert_placement(const ChooserResult& r, size_t listed) {
   const Candidate& best = r.best();
-  std::string s = "MoE placement: the token exchange's MiB per rank and step on each link tier (every collective\n"
-                  "on the expert axis and, hierarchical, the y all-gathers):\n";
+  std::string s =
+      "MoE placement: the token exchange's MiB per rank and step on each link tier (every collective\n"
+      "on the expert axis and, hierarchical, the y all-gathers):\n";
   std::vector<std::vector<std::string>> rows = {
       {"#", "layout", "order", "exchange", "intra-node", "inter-node", "inter-switch", "step ms"}};
   for (size_t i = 0; i < listed; ++i) {
     const Candidate& c = r.ranked[i];
     const TierBytes tiers = exchange_bytes_per_tier(r.input.machine, c);
-    rows.push_back({std::to_string(i + 1), format_layout(c.layout), format_order(c.layout), dispatch_name(c),
-                    mib(tiers[static_cast<size_t>(LinkTier::intra_node)]),
-                    mib(tiers[static_cast<size_t>(LinkTier::inter_node)]),
-                    mib(tiers[static_cast<size_t>(LinkTier::inter_switch)]), format_number("%.3f", c.cost.step_s() * 1e3)});
+    rows.push_back(
+        {std::to_string(i + 1), format_layout(c.layout), format_order(c.layout), dispatch_name(c),
+         mib(tiers[static_cast<size_t>(LinkTier::intra_node)]), mib(tiers[static_cast<size_t>(LinkTier::inter_node)]),
+         mib(tiers[static_cast<size_t>(LinkTier::inter_switch)]), format_number("%.3f", c.cost.step_s() * 1e3)});
   }
   s += format_columns({3, 12, 6, 13, 11, 11, 13, 10}, rows);
   if (dispatch_name(best) == "all-gather") {
@@ -228,7 +236,8 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
        "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
        "  tier's overlap fraction (site network.<tier>.overlap, 0 where not set), at most the compute beside\n"
-       "  them\n";
+       "  them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
+       "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set)\n";
   s += describe_calibration(in.machine);
   s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");
   s += std::string("  recompute: ") +

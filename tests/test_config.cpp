@@ -578,11 +578,13 @@ SiteConfig calibrated_laptop() {
   s.intra_node_latency_us = 61.5;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{61.5, 1.5, 0.083, 65536, 12.5, 0.75};
   s.intra_node_overlap = 0.375;
+  s.intra_node_filled_by_others = 0.3125;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
   GroupFits pairs{2, {}};
   pairs.fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{120.5, 0.625, 0.25, 65536, 20, 0.5};
   pairs.fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{80, 0.875, std::nullopt};
+  pairs.filled_by_others = 0.4375;
   s.intra_node_groups = {pairs};
   s.calibration = {"2026-11-27T10:31:02Z", {"laptop"}, "", "0.1.0", 4, 4, "backend cpu, collectives gloo"};
   return s;
@@ -715,14 +717,17 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
                 .find("network.inter_node.all_gather.latency_us is missing"),
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nbroadcast = { latency_us = 3, bandwidth_GBps = 1 }\n")
-                .find("unknown key 'network.intra_node.broadcast'; valid keys in [network.intra_node]: overlap, all_reduce, "
-                      "all_gather, reduce_scatter, all_to_all"),
+                .find("unknown key 'network.intra_node.broadcast'; valid keys in [network.intra_node]: overlap, filled_by_others, "
+                      "all_reduce, all_gather, reduce_scatter, all_to_all"),
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, small_max_bytes = 4096 }\n")
                 .find("network.intra_node.all_reduce.small_latency_us is missing; a small-message line has "
                       "small_max_bytes, small_latency_us and small_bandwidth_GBps, or none of them"),
             std::string::npos);
   EXPECT_NE(err("[network.inter_node]\noverlap = 1.5\n").find("network.inter_node.overlap = 1.5 is out of range"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\nfilled_by_others = -0.5\n")
+                .find("network.intra_node.filled_by_others = -0.5 is out of range"),
             std::string::npos);
   EXPECT_NE(err("[network]\nintra_nodes = 3\n").find("did you mean 'network.intra_node'"), std::string::npos);
   EXPECT_NE(err("[calibration]\ndate = \"yesterday\"\n").find("calibration.date = \"yesterday\" is not a UTC time"),
@@ -788,6 +793,10 @@ TEST(Config, ChooserInputTakesTheCalibratedFiguresOfTheJobsDtype) {
   EXPECT_FALSE(m.intra_node_measured.small[static_cast<size_t>(CollectiveKind::all_gather)]);
   EXPECT_EQ(m.intra_node_measured.overlap, 0.375);
   EXPECT_EQ(m.inter_node_measured.overlap, 0);
+  EXPECT_EQ(m.intra_node_measured.filled_by_others, 0.3125);
+  ASSERT_EQ(m.intra_node_measured.groups.size(), 1u);
+  EXPECT_EQ(m.intra_node_measured.groups[0].filled_by_others, 0.4375);
+  EXPECT_EQ(m.inter_node_measured.filled_by_others, 0);
   job.training.dtype = ElementType::bfloat16;
   const Machine bf16 = chooser_input(site, job, 2, 4).machine;
   EXPECT_DOUBLE_EQ(bf16.gemm_flops, 6e12);

@@ -1285,6 +1285,48 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_EQ(estimate_cost(in, l, predict_step_volume(in, l)).hidden_s, 0);
 }
 
+// Where ranks share cores, the blocking collectives' time at their tier's and group size's
+// time-sharing fraction comes off the step (the group size's own where measured, else the
+// tier's), at most the compute not beside a hidden collective; overlapped ones are not filled.
+TEST(LayoutCost, TimeSharingFillsTheMeasuredFractionOfTheBlockingCollectives) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  in.machine.peak_flops = 1e8;               // compute outlasts the collectives: no cap below
+  const Layout l = parse_layout("2x2x1x2");  // x groups of 2, z groups of 2, data groups of 2, world of 8
+  const StepVolume v = predict_step_volume(in, l);
+  const CostEstimate none = estimate_cost(in, l, v);
+  EXPECT_EQ(none.filled_s, 0);
+  // Blocking time per group size, as the model prices it.
+  std::map<int, double> blocking;
+  for (const CollectiveCalls& c : v.calls) {
+    if (c.overlapped) continue;
+    const int n = v.group_size[static_cast<size_t>(c.axis)];
+    const Link& link = collective_link(in.machine, LinkTier::intra_node, c.kind, c.bytes, n);
+    blocking[n] += static_cast<double>(c.calls) * (ring_steps(c.kind, n) * link.latency_s +
+                                                   bus_factor(c.kind, n) * static_cast<double>(c.bytes) /
+                                                       link.bandwidth_bytes_per_s);
+  }
+  ASSERT_GT(blocking[2], 0);
+  ASSERT_GT(blocking[8], 0);  // the loss's all-reduce over the world
+  ASSERT_GT(none.compute_s, blocking[2] + blocking[8]);
+  in.machine.intra_node_measured.filled_by_others = 0.25;
+  MeasuredGroup pairs;
+  pairs.ranks = 2;
+  pairs.filled_by_others = 0.5;
+  in.machine.intra_node_measured.groups.push_back(pairs);
+  const CostEstimate filled = estimate_cost(in, l, v);
+  EXPECT_EQ(filled.comm_s, none.comm_s);
+  EXPECT_DOUBLE_EQ(filled.filled_s, 0.5 * blocking[2] + 0.25 * blocking[8]);
+  EXPECT_DOUBLE_EQ(filled.step_s(), none.step_s() - filled.filled_s);
+  // All of it filled, at most the compute: the step is never shorter than its collectives.
+  in.machine.intra_node_measured.filled_by_others = 1;
+  in.machine.intra_node_measured.groups.clear();
+  in.machine.intra_node = {1e3, 1e-3};  // slow: the blocking collectives outlast the compute
+  const CostEstimate slow = estimate_cost(in, l, predict_step_volume(in, l));
+  EXPECT_DOUBLE_EQ(slow.filled_s, slow.compute_s - slow.hidden_s);
+  EXPECT_GE(slow.step_s(), slow.comm_total_s() - slow.hidden_s);
+}
+
 // Each linear layer's forward, dX and dW GEMMs (6 m k n per micro-batch and layer) run at the
 // rate measured for their shape; attention, and any shape without a rate, at the measured
 // GEMM rate. By hand for 1x2x1x2 of the model below: A = 2 micro-batches of m = 8 tokens.

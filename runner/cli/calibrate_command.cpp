@@ -22,6 +22,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <thread>
 
 #include "cli/args.hpp"
 #include "cli/calibrate_gemm.hpp"
@@ -103,7 +105,8 @@ struct Measured {
   struct TierLinks {
     TierProbe probe;
     CollectiveFits fits;
-    double overlap = 0;  // overlap_fraction of the tier's probe
+    double overlap = 0;           // overlap_fraction of the tier's probe
+    double filled_by_others = 0;  // time_sharing's fraction, 0 where cores are not shared
   };
   std::vector<TierLinks> links;
   struct TierGroup {
@@ -193,13 +196,14 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   return m;
 }
 
-// The overlap probe on one tier's groups (time_overlap): an all-reduce of `bytes`
-// (overlap_probe_bytes) beside GEMMs that last about twice as long (overlap_gemm_count), in
-// 5 rounds (20 unless quick). The times are medians over ranks, so every rank gets the same
-// fraction.
-double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
-                       ForwardGemm& gemm, double bytes, bool lead) {
-  const int rounds = quick ? 5 : 20;
+// A compute of GEMMs that lasts about twice an all-reduce of `bytes` on `group`
+// (overlap_gemm_count), from the medians over ranks of both timed alone, `rounds` times each.
+struct ProbeCompute {
+  int gemms = 1;
+  std::function<void()> run;
+};
+ProbeCompute probe_compute(Communicator& group, CommGrid& grid, Backend& backend, int rounds,
+                           CollectiveBuffers& buffers, ForwardGemm& gemm, double bytes) {
   grid.world().barrier();
   const double gemm_s = over_ranks(grid, backend, {mean_seconds([&] { gemm.run(); }, rounds)}).front();
   buffers.reserve(bytes);
@@ -214,20 +218,54 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
                                              rounds)})
                                   .front();
   const int gemms = overlap_gemm_count(gemm_s, all_reduce_s);
-  const auto compute = [&] {
-    for (int i = 0; i < gemms; ++i) gemm.run();
-  };
-  grid.world().barrier();
-  const OverlapTimes mine = time_overlap(group, bytes, rounds, buffers, compute);
-  const std::vector<double> times =
+  return {gemms, [&gemm, gemms] {
+            for (int i = 0; i < gemms; ++i) gemm.run();
+          }};
+}
+
+// "4 GEMM(s) 812 us, all_reduce of 256 KiB 410 us, <both> 950 us (means)": a probe's times.
+std::string probe_times_text(const ProbeCompute& compute, const OverlapTimes& t, double bytes, const char* both) {
+  return std::to_string(compute.gemms) + " GEMM(s) " + format_number("%.3g", t.compute_s * 1e6) +
+         " us, all_reduce of " + size_text(bytes) + " " + format_number("%.3g", t.collective_s * 1e6) + " us, " + both +
+         " " + format_number("%.3g", t.both_s * 1e6) + " us (means)";
+}
+
+// The median over ranks of each of `mine`'s times, so every rank gets the same fraction.
+OverlapTimes times_over_ranks(CommGrid& grid, Backend& backend, const OverlapTimes& mine) {
+  const std::vector<double> t =
       over_ranks(grid, backend, {mine.compute_s, mine.collective_s, mine.both_s, mine.hidden});
-  const OverlapTimes t{times[0], times[1], times[2], times[3]};
-  const double fraction = t.hidden;
-  say(lead, "  overlap: " + std::to_string(gemms) + " GEMM(s) " + format_number("%.3g", t.compute_s * 1e6) +
-                " us, all_reduce of " + size_text(bytes) + " " + format_number("%.3g", t.collective_s * 1e6) +
-                " us, started + GEMMs + finished " + format_number("%.3g", t.both_s * 1e6) + " us (means): " +
-                format_number("%.0f%%", 100 * fraction) + " of the all-reduce hidden (median of the rounds)");
-  return fraction;
+  return {t[0], t[1], t[2], t[3]};
+}
+
+// The overlap probe on one tier's groups (time_overlap): an all-reduce of `bytes`
+// (overlap_probe_bytes) beside GEMMs that last about twice as long, in 5 rounds (20 unless
+// quick).
+double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
+                       ForwardGemm& gemm, double bytes, bool lead) {
+  const int rounds = quick ? 5 : 20;
+  const ProbeCompute compute = probe_compute(group, grid, backend, rounds, buffers, gemm, bytes);
+  grid.world().barrier();
+  const OverlapTimes t = times_over_ranks(grid, backend, time_overlap(group, bytes, rounds, buffers, compute.run));
+  say(lead, "  overlap: " + probe_times_text(compute, t, bytes, "started + GEMMs + finished") + ": " +
+                format_number("%.0f%%", 100 * t.hidden) + " of the all-reduce hidden (median of the rounds)");
+  return t.hidden;
+}
+
+// The time-sharing probe on one axis's groups (time_sharing), where this host's ranks
+// outnumber its cores; 0 without measuring where they do not. The same compute and size as
+// the overlap probe's, in 3 rounds (10 unless quick).
+double measure_sharing(bool shared_cores, Communicator& group, CommGrid& grid, Backend& backend, bool quick,
+                       CollectiveBuffers& buffers, ForwardGemm& gemm, double bytes, bool lead) {
+  if (!shared_cores) return 0;
+  const int rounds = quick ? 3 : 10;
+  const ProbeCompute compute = probe_compute(group, grid, backend, rounds, buffers, gemm, bytes);
+  const OverlapTimes t = times_over_ranks(
+      grid, backend, time_sharing(group, bytes, rounds, buffers, compute.run, [&] { grid.world().barrier(); }));
+  say(lead, "  time-sharing, " + std::to_string(kSharingCalls) +
+                " of each in a row: " + probe_times_text(compute, t, bytes, "GEMMs each followed by the all_reduce") +
+                ": " + format_number("%.0f%%", 100 * t.hidden) +
+                " of the all-reduces filled by other ranks' compute (median of the rounds)");
+  return t.hidden;
 }
 
 // Every calibrated kind swept and fitted on `group` (the `size`-rank groups of one axis of
@@ -271,10 +309,12 @@ CollectiveFits measure_kinds(Communicator& group, CommGrid& grid, Backend& backe
   return fits;
 }
 
-// The plan's tiers on the calibration grid (kinds and overlap), then each other group size
-// on a grid of its own, connected and torn down in turn (every rank builds the same ones).
+// The plan's tiers on the calibration grid (kinds, overlap and time-sharing), then each other
+// group size on a grid of its own, connected and torn down in turn (every rank builds the
+// same ones). `shared_cores`: this host's ranks outnumber its cores.
 void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
-                   const LinkPlan& plan, const GridOptions& options, ElementType dtype, bool lead, Measured& m) {
+                   const LinkPlan& plan, const GridOptions& options, ElementType dtype, bool shared_cores, bool lead,
+                   Measured& m) {
   CollectiveBuffers buffers(backend);
   ForwardGemm compute(backend, dtype, m.typical_gemm);
   say(lead, "each timed collective follows one forward GEMM m=" + std::to_string(m.typical_gemm.m) +
@@ -283,9 +323,11 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
   for (const TierProbe& probe : plan.probes) {
     const CollectiveFits fits =
         measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
-    const double overlap =
-        measure_overlap(grid.axis(probe.axis), grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
-    m.links.push_back({probe, fits, overlap});
+    Communicator& group = grid.axis(probe.axis);
+    const double overlap = measure_overlap(group, grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
+    const double filled =
+        measure_sharing(shared_cores, group, grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
+    m.links.push_back({probe, fits, overlap, filled});
   }
   for (const GroupProbe& probe : plan.groups) {
     say(lead, std::string(link_tier_name(probe.tier)) + " on groups of " + std::to_string(probe.group_size) +
@@ -295,8 +337,10 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
     group_grid.order_with_compute(train_compute_stream(backend));
     GroupFits fits;
     fits.ranks = probe.group_size;
-    fits.fits = measure_kinds(group_grid.axis(probe.axis), group_grid, backend, in, probe.tier, probe.group_size,
-                              buffers, compute, lead);
+    Communicator& group = group_grid.axis(probe.axis);
+    fits.fits = measure_kinds(group, group_grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
+    fits.filled_by_others =
+        measure_sharing(shared_cores, group, group_grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
     m.groups.push_back({probe.tier, fits});
   }
 }
@@ -311,12 +355,13 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
   std::erase_if(s.gemm, [&](const SiteGemm& g) { return g.dtype == dtype; });
   s.gemm.insert(s.gemm.end(), m.gemm.begin(), m.gemm.end());
   s.elementwise_GBps = m.elementwise_GBps;
-  for (const auto& [probe, fits, overlap] : m.links) {
+  for (const auto& [probe, fits, overlap, filled] : m.links) {
     for (const SiteTier& tier : kSiteTiers) {
       if (tier.tier != probe.tier) continue;
       s.*tier.fits = fits;
       (s.*tier.groups).clear();  // the base site's were measured with its fits
       s.*tier.overlap = overlap;
+      s.*tier.filled_by_others = filled;
       // The tier's own figures, which tools reading one figure per tier show, take the
       // all-reduce fit; the model prices every fitted kind by its own.
       const CollectiveFit& all_reduce = *fits[static_cast<size_t>(CollectiveKind::all_reduce)];
@@ -392,10 +437,21 @@ int command_calibrate(const CommandArgs& argv) {
   CommGrid grid(client, plan.layout, options.timeout, options.single_host, options.collectives);
   grid.order_with_compute(train_compute_stream(*backend));
 
+  // Ranks that take turns on this host's cores (the CPU backend gives each rank cores / ranks
+  // per node threads, at least one): their blocking collectives' time is partly others'
+  // compute, which the time-sharing probe measures.
+  const int host_ranks = options.single_host ? topo.world : topo.local_size;
+  const bool shared_cores =
+      backend->device_is_host() && host_ranks > static_cast<int>(std::thread::hardware_concurrency());
+  if (shared_cores)
+    say(lead, std::to_string(host_ranks) + " ranks share this host's " +
+                  std::to_string(std::thread::hardware_concurrency()) +
+                  " cores: each tier's collectives are also timed for the time other ranks compute through");
+
   const auto start = std::chrono::steady_clock::now();
   Measured measured = measure_compute(grid, *backend, in, topo, device, dtype, share, lead);
   try {
-    measure_links(client, grid, *backend, in, plan, options, dtype, lead, measured);
+    measure_links(client, grid, *backend, in, plan, options, dtype, shared_cores, lead, measured);
   } catch (const CalibrationError& e) {
     // Every rank fitted the same samples and failed alike: rank 0 says why, then all stop
     // together (a rank that left first would make the launcher stop rank 0 before it spoke).

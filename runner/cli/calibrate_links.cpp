@@ -183,6 +183,39 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
   });
 }
 
+namespace {
+
+// `compute` alone, `collective` alone and `both`, in `rounds` rounds of the three in turn after
+// one untimed, each started by `together`: this rank's means, and the median of the rounds'
+// overlap_fraction.
+OverlapTimes time_three(int rounds, const std::function<void()>& together, const std::function<void()>& compute,
+                        const std::function<void()>& collective, const std::function<void()>& both) {
+  const auto timed = [&](const std::function<void()>& run) {
+    together();
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  timed(compute), timed(collective), timed(both);  // untimed: first use of this size
+  OverlapTimes t;
+  std::vector<double> fractions;
+  for (int i = 0; i < rounds; ++i) {
+    OverlapTimes round;
+    round.compute_s = timed(compute);
+    round.collective_s = timed(collective);
+    round.both_s = timed(both);
+    fractions.push_back(overlap_fraction(round));
+    t.compute_s += round.compute_s / rounds;
+    t.collective_s += round.collective_s / rounds;
+    t.both_s += round.both_s / rounds;
+  }
+  std::sort(fractions.begin(), fractions.end());
+  t.hidden = fractions.empty() ? 0 : fractions[fractions.size() / 2];
+  return t;
+}
+
+}  // namespace
+
 OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
                           const std::function<void()>& compute) {
   buffers.reserve(bytes);
@@ -197,27 +230,49 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveB
     c.finish(ticket);
     c.synchronize();
   };
-  const auto together = [&](const std::function<void()>& run) {
-    c.barrier();  // the group's ranks start each together
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return time_three(
+      rounds, [&] { c.barrier(); }, compute, all_reduce, both);  // the group's ranks together
+}
+
+OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
+                          const std::function<void()>& compute, const std::function<void()>& together) {
+  buffers.reserve(bytes);
+  const size_t count = block_count(CollectiveKind::all_reduce, bytes, c.size());
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
   };
-  together(compute), together(all_reduce), together(both);  // untimed: first use of this size
+  // One round: the computes alone, then computes each followed by a timed all-reduce.
+  const auto round = [&] {
+    OverlapTimes t;
+    together();
+    Clock::time_point start = Clock::now();
+    for (int i = 0; i < kSharingCalls; ++i) compute();
+    t.compute_s = seconds_since(start);
+    together();
+    start = Clock::now();
+    for (int i = 0; i < kSharingCalls; ++i) {
+      compute();
+      const Clock::time_point call = Clock::now();
+      c.all_reduce(buffers.in(), count, ElementType::float32);
+      c.synchronize();
+      t.collective_s += seconds_since(call);
+    }
+    t.both_s = seconds_since(start);
+    return t;
+  };
+  round();  // untimed: first use of this size
   OverlapTimes t;
-  std::vector<double> hidden;
+  std::vector<double> fractions;
   for (int i = 0; i < rounds; ++i) {
-    OverlapTimes round;
-    round.compute_s = together(compute);
-    round.collective_s = together(all_reduce);
-    round.both_s = together(both);
-    hidden.push_back(overlap_fraction(round));
-    t.compute_s += round.compute_s / rounds;
-    t.collective_s += round.collective_s / rounds;
-    t.both_s += round.both_s / rounds;
+    const OverlapTimes r = round();
+    fractions.push_back(overlap_fraction(r));
+    t.compute_s += r.compute_s / rounds;
+    t.collective_s += r.collective_s / rounds;
+    t.both_s += r.both_s / rounds;
   }
-  std::sort(hidden.begin(), hidden.end());
-  t.hidden = hidden.empty() ? 0 : hidden[hidden.size() / 2];
+  std::sort(fractions.begin(), fractions.end());
+  t.hidden = fractions.empty() ? 0 : fractions[fractions.size() / 2];
   return t;
 }
 

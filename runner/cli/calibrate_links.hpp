@@ -138,6 +138,24 @@ struct OverlapTimes {
 OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
                           const std::function<void()>& compute);
 
+// The time-sharing probe: where a node's ranks outnumber its cores, how much of a blocking
+// collective's time the other ranks compute through. Every group of an axis at once (as the
+// trainer runs them), in `rounds` rounds after one untimed: kSharingCalls times `compute`
+// alone, then kSharingCalls times `compute` followed by a blocking all-reduce of `bytes` in
+// the group, each call timed as time_collective times it (after compute, so waiting for the
+// group's slowest member included: what the model prices a blocking call at). Every rank of
+// the grid starts each loop together (`together`, a barrier over all of them). While a group
+// waits, the cores its ranks leave run the other groups' ranks, whose compute ends sooner:
+// the second loop takes less than its computes alone plus its calls. OverlapTimes here:
+// compute_s the computes alone, collective_s the time in the calls, both_s the second loop,
+// and `hidden` the median of the rounds' overlap_fraction, (compute + calls - both) / calls:
+// the fraction the model takes off a blocking collective (MeasuredTier::filled_by_others).
+// Several calls per loop, as a step has several collectives: the ranks drift apart over them
+// as in training, which one call after a barrier would not show.
+inline constexpr int kSharingCalls = 8;
+OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
+                          const std::function<void()>& compute, const std::function<void()>& together);
+
 // The all-reduce size the overlap probe uses (nccl-tests size): with a job, the largest of
 // the overlapped calls (StepVolume::calls with `overlapped`: the data gradient buckets, the z
 // all-gathers and reduce-scatters) of every layout of `world` ranks that divides it; else

@@ -32,6 +32,7 @@ toml::table candidate_json(const Candidate& c, double usable_bytes) {
       {"compute_time_s", c.cost.compute_s},
       {"comm_time_s", c.cost.comm_total_s()},
       {"hidden_comm_time_s", c.cost.hidden_s},
+      {"filled_comm_time_s", c.cost.filled_s},
       {"flops_per_rank", c.cost.flops},
       {"recompute", recompute_name(c.recompute)},
       {"recompute_flops_per_rank", c.cost.recompute_flops},
