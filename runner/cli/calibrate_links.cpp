@@ -185,34 +185,27 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
 
 namespace {
 
-// `compute` alone, `collective` alone and `both`, in `rounds` rounds of the three in turn after
-// one untimed, each started by `together`: this rank's means, and the median of the rounds'
-// overlap_fraction.
-OverlapTimes time_three(int rounds, const std::function<void()>& together, const std::function<void()>& compute,
-                        const std::function<void()>& collective, const std::function<void()>& both) {
-  const auto timed = [&](const std::function<void()>& run) {
-    together();
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  timed(compute), timed(collective), timed(both);  // untimed: first use of this size
+// `round` once untimed (first use of the size), then `rounds` times: the means of the rounds'
+// times, and the median of their overlap_fraction.
+OverlapTimes over_rounds(int rounds, const std::function<OverlapTimes()>& round) {
+  round();
   OverlapTimes t;
   std::vector<double> fractions;
   for (int i = 0; i < rounds; ++i) {
-    OverlapTimes round;
-    round.compute_s = timed(compute);
-    round.collective_s = timed(collective);
-    round.both_s = timed(both);
-    fractions.push_back(overlap_fraction(round));
-    t.compute_s += round.compute_s / rounds;
-    t.collective_s += round.collective_s / rounds;
-    t.both_s += round.both_s / rounds;
+    const OverlapTimes r = round();
+    fractions.push_back(overlap_fraction(r));
+    t.compute_s += r.compute_s / rounds;
+    t.collective_s += r.collective_s / rounds;
+    t.both_s += r.both_s / rounds;
   }
   std::sort(fractions.begin(), fractions.end());
   t.hidden = fractions.empty() ? 0 : fractions[fractions.size() / 2];
   return t;
 }
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 }  // namespace
 
@@ -230,20 +223,28 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveB
     c.finish(ticket);
     c.synchronize();
   };
-  return time_three(
-      rounds, [&] { c.barrier(); }, compute, all_reduce, both);  // the group's ranks together
+  // Each of the three in turn, the group's ranks starting it together.
+  const auto timed = [&](const auto& run) {
+    c.barrier();
+    const Clock::time_point start = Clock::now();
+    run();
+    return seconds_since(start);
+  };
+  return over_rounds(rounds, [&] {
+    OverlapTimes r;
+    r.compute_s = timed(compute);
+    r.collective_s = timed(all_reduce);
+    r.both_s = timed(both);
+    return r;
+  });
 }
 
 OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
                           const std::function<void()>& compute, const std::function<void()>& together) {
   buffers.reserve(bytes);
   const size_t count = block_count(CollectiveKind::all_reduce, bytes, c.size());
-  using Clock = std::chrono::steady_clock;
-  const auto seconds_since = [](Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
   // One round: the computes alone, then computes each followed by a timed all-reduce.
-  const auto round = [&] {
+  return over_rounds(rounds, [&] {
     OverlapTimes t;
     together();
     Clock::time_point start = Clock::now();
@@ -260,20 +261,7 @@ OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveB
     }
     t.both_s = seconds_since(start);
     return t;
-  };
-  round();  // untimed: first use of this size
-  OverlapTimes t;
-  std::vector<double> fractions;
-  for (int i = 0; i < rounds; ++i) {
-    const OverlapTimes r = round();
-    fractions.push_back(overlap_fraction(r));
-    t.compute_s += r.compute_s / rounds;
-    t.collective_s += r.collective_s / rounds;
-    t.both_s += r.both_s / rounds;
-  }
-  std::sort(fractions.begin(), fractions.end());
-  t.hidden = fractions.empty() ? 0 : fractions[fractions.size() / 2];
-  return t;
+  });
 }
 
 double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world) {
