@@ -23,7 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <thread>
 
 #include "cli/args.hpp"
 #include "cli/calibrate_gemm.hpp"
@@ -197,13 +196,15 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
 }
 
 // A compute of GEMMs that lasts about twice an all-reduce of `bytes` on `group`
-// (overlap_gemm_count), from the medians over ranks of both timed alone, `rounds` times each.
+// (overlap_gemm_count), from the medians over ranks of both timed alone, 5 times each (20
+// unless quick): the overlap and time-sharing probes' compute.
 struct ProbeCompute {
   int gemms = 1;
   std::function<void()> run;
 };
-ProbeCompute probe_compute(Communicator& group, CommGrid& grid, Backend& backend, int rounds,
+ProbeCompute probe_compute(Communicator& group, CommGrid& grid, Backend& backend, bool quick,
                            CollectiveBuffers& buffers, ForwardGemm& gemm, double bytes) {
+  const int rounds = quick ? 5 : 20;
   grid.world().barrier();
   const double gemm_s = over_ranks(grid, backend, {mean_seconds([&] { gemm.run(); }, rounds)}).front();
   buffers.reserve(bytes);
@@ -238,12 +239,10 @@ OverlapTimes times_over_ranks(CommGrid& grid, Backend& backend, const OverlapTim
 }
 
 // The overlap probe on one tier's groups (time_overlap): an all-reduce of `bytes`
-// (overlap_probe_bytes) beside GEMMs that last about twice as long, in 5 rounds (20 unless
-// quick).
+// (overlap_probe_bytes) beside `compute` (probe_compute), in 5 rounds (20 unless quick).
 double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
-                       ForwardGemm& gemm, double bytes, bool lead) {
+                       const ProbeCompute& compute, double bytes, bool lead) {
   const int rounds = quick ? 5 : 20;
-  const ProbeCompute compute = probe_compute(group, grid, backend, rounds, buffers, gemm, bytes);
   grid.world().barrier();
   const OverlapTimes t = times_over_ranks(grid, backend, time_overlap(group, bytes, rounds, buffers, compute.run));
   say(lead, "  overlap: " + probe_times_text(compute, t, bytes, "started + GEMMs + finished") + ": " +
@@ -251,14 +250,11 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
   return t.hidden;
 }
 
-// The time-sharing probe on one axis's groups (time_sharing), where this host's ranks
-// outnumber its cores; 0 without measuring where they do not. The same compute and size as
-// the overlap probe's, in 3 rounds (10 unless quick).
-double measure_sharing(bool shared_cores, Communicator& group, CommGrid& grid, Backend& backend, bool quick,
-                       CollectiveBuffers& buffers, ForwardGemm& gemm, double bytes, bool lead) {
-  if (!shared_cores) return 0;
+// The time-sharing probe on one axis's groups (time_sharing), for where this host's ranks
+// outnumber its cores: the overlap probe's compute and size, in 3 rounds (10 unless quick).
+double measure_sharing(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
+                       const ProbeCompute& compute, double bytes, bool lead) {
   const int rounds = quick ? 3 : 10;
-  const ProbeCompute compute = probe_compute(group, grid, backend, rounds, buffers, gemm, bytes);
   const OverlapTimes t = times_over_ranks(
       grid, backend, time_sharing(group, bytes, rounds, buffers, compute.run, [&] { grid.world().barrier(); }));
   say(lead, "  time-sharing, " + std::to_string(kSharingCalls) +
@@ -324,9 +320,10 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
     const CollectiveFits fits =
         measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
     Communicator& group = grid.axis(probe.axis);
-    const double overlap = measure_overlap(group, grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
+    const ProbeCompute gemms = probe_compute(group, grid, backend, in.quick, buffers, compute, m.overlap_bytes);
+    const double overlap = measure_overlap(group, grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
     const double filled =
-        measure_sharing(shared_cores, group, grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
+        shared_cores ? measure_sharing(group, grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead) : 0;
     m.links.push_back({probe, fits, overlap, filled});
   }
   for (const GroupProbe& probe : plan.groups) {
@@ -339,8 +336,11 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
     fits.ranks = probe.group_size;
     Communicator& group = group_grid.axis(probe.axis);
     fits.fits = measure_kinds(group, group_grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
-    fits.filled_by_others =
-        measure_sharing(shared_cores, group, group_grid, backend, in.quick, buffers, compute, m.overlap_bytes, lead);
+    if (shared_cores) {
+      const ProbeCompute gemms = probe_compute(group, group_grid, backend, in.quick, buffers, compute, m.overlap_bytes);
+      fits.filled_by_others =
+          measure_sharing(group, group_grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
+    }
     m.groups.push_back({probe.tier, fits});
   }
 }
@@ -441,11 +441,9 @@ int command_calibrate(const CommandArgs& argv) {
   // per node threads, at least one): their blocking collectives' time is partly others'
   // compute, which the time-sharing probe measures.
   const int host_ranks = options.single_host ? topo.world : topo.local_size;
-  const bool shared_cores =
-      backend->device_is_host() && host_ranks > static_cast<int>(std::thread::hardware_concurrency());
+  const bool shared_cores = backend->device_is_host() && host_ranks > host_cores();
   if (shared_cores)
-    say(lead, std::to_string(host_ranks) + " ranks share this host's " +
-                  std::to_string(std::thread::hardware_concurrency()) +
+    say(lead, std::to_string(host_ranks) + " ranks share this host's " + std::to_string(host_cores()) +
                   " cores: each tier's collectives are also timed for the time other ranks compute through");
 
   const auto start = std::chrono::steady_clock::now();

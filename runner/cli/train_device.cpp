@@ -53,10 +53,11 @@ TrainDevice choose_train_device(const JobConfig& job, const Topology& topology) 
                       " needs the CUDA backend, and this rank computes on the CPU (" + device.decided_by +
                       "), which has float32 only; set training.dtype = \"float32\", or run on GPUs with "
                       "training.device = \"auto\" or \"cuda\"");
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  device.cpu_threads = std::max(1, cores / std::max(1, topology.local_size));
+  device.cpu_threads = std::max(1, host_cores() / std::max(1, topology.local_size));
   return device;
 }
+
+int host_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const JobConfig& job, const Topology& topology) {
   if (!device.cuda) return make_cpu_backend(device.cpu_threads);
@@ -76,8 +77,8 @@ std::string describe_train_device(const TrainDevice& device, const JobConfig& jo
     return "backend cpu (float32, " + std::to_string(device.cpu_threads) + " thread" +
            (device.cpu_threads == 1 ? "" : "s") + ")" + comm;
   return "backend cuda (GPU " + std::to_string(device.gpu) + " of " + std::to_string(device.gpus) + ", GEMMs " +
-         gemm_math_name(gemm_math_of(job.training.dtype)) + ", activations " +
-         element_type_name(job.training.dtype) + ")" + comm;
+         gemm_math_name(gemm_math_of(job.training.dtype)) + ", activations " + element_type_name(job.training.dtype) +
+         ")" + comm;
 }
 
 }  // namespace axonn

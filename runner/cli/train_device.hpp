@@ -35,6 +35,9 @@ struct TrainDevice {
 // bfloat16 on the CPU.
 TrainDevice choose_train_device(const JobConfig& job, const Topology& topology);
 
+// This host's cores as the CPU backend splits them among a node's ranks (at least 1).
+int host_cores();
+
 // The backend `device` names: the CUDA backend on device.gpu, which becomes this thread's
 // current device first (NCCL's communicators, made later on this thread, are created on the
 // current device), or the CPU backend with this node's cores split among its ranks.
