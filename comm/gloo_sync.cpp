@@ -77,6 +77,24 @@ bool GlooSyncCollectives::takes(CollectiveKind kind, size_t bytes) const {
   }
 }
 
+size_t GlooSyncCollectives::largest_taken(CollectiveKind kind) const {
+  const auto n = static_cast<size_t>(context_->size);
+  if (n < 2) return 0;
+  // takes() counts pieces = ceil(ceil(bytes / n) / piece); at most `most` of them per block
+  // holds for every size up to n blocks of `most` whole pieces.
+  const auto ring_bytes = [&](size_t steps) { return n * (kMostRingExchanges / steps) * piece_bytes_; };
+  switch (kind) {
+    case CollectiveKind::all_reduce:
+      return std::max(message_bytes_, ring_bytes(2 * (n - 1)));
+    case CollectiveKind::all_gather:
+    case CollectiveKind::reduce_scatter:
+    case CollectiveKind::all_to_all:
+      return ring_bytes(n - 1);
+    default:
+      return 0;
+  }
+}
+
 int GlooSyncCollectives::peer_rank(int offset) const {
   const int n = context_->size;
   return ((context_->rank + offset) % n + n) % n;

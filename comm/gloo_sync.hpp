@@ -71,6 +71,9 @@ class GlooSyncCollectives {
   // Whether a call of `kind` over `bytes` (nccl-tests size) runs here: every all-reduce up to
   // message_bytes and barrier, and the rings of at most kMostRingExchanges exchanges.
   bool takes(CollectiveKind kind, size_t bytes) const;
+  // The largest call of `kind` (nccl-tests size) that takes() (0: none): larger ones go through
+  // Gloo's own collectives. All-reduce on 2, 4 and 8 ranks: 1 MiB, 640 KiB and 512 KiB.
+  size_t largest_taken(CollectiveKind kind) const;
   // buf (count) <- sum over the group. Gloo's read/write timeouts (the context's) bound each
   // wait; errors are gloo::Exception, naming the world rank that did not arrive or whose
   // connection failed (so for every call below).

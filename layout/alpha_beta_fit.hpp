@@ -44,7 +44,8 @@ struct AlphaBetaFit {
 // description than a guess. Below it a fit still beats the site's guessed figures, which are
 // off by 2-10x where nobody measured them. Real curves are not one line: noise of a shared
 // machine is 5-20% per size, and protocols switch between sizes (Gloo's all-reduce takes a
-// one-message path up to 64 KiB and a ring above, comm/gloo_sync.hpp; NCCL switches algorithm and protocol).
+// one-message path up to 64 KiB and a ring of pieces above, then Gloo's own ring,
+// comm/gloo_sync.hpp; NCCL switches algorithm and protocol).
 inline constexpr double kDefaultMaxResidual = 0.5;
 
 // Fits `samples` of `kind` on groups of `ranks` (>= 2) over `tier`. Throws CalibrationError

@@ -70,18 +70,23 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
     EXPECT_FALSE(site.inter_node_fits[kind(k)].has_value()) << collective_name(k);
   }
   EXPECT_EQ(site.intra_node_latency_us, site.intra_node_fits[kind(CollectiveKind::all_reduce)]->latency_us);
-  // Gloo's all-reduce takes its latency path up to 64 KiB: those sizes get their own line
-  // (unless a loaded machine bends one side's times out of a line: then one line over all,
-  // fit_piecewise's unit test), and no other kind has a second path.
+  // On 2 ranks the sync pairs take an all-reduce up to 1 MiB and Gloo's own ring the larger:
+  // those sizes get their own line (unless a loaded machine bends one side's times out of a
+  // line: then one line over all, fit_piecewise's unit test). The all-gather's switch is at
+  // 2 MiB, and a quick sweep (to 4 MiB) has one size above it: one line, unless a slow
+  // machine extended the sweep.
   const CollectiveFit& all_reduce = *site.intra_node_fits[kind(CollectiveKind::all_reduce)];
   if (all_reduce.small_max_bytes != 0) {
-    EXPECT_EQ(all_reduce.small_max_bytes, 65536);
+    EXPECT_EQ(all_reduce.small_max_bytes, 1 << 20);
     EXPECT_GT(all_reduce.small_bandwidth_GBps, 0);
   }
-  EXPECT_EQ(site.intra_node_fits[kind(CollectiveKind::all_gather)]->small_max_bytes, 0);
-  // The overlap probe ran on the tier and wrote a fraction.
-  EXPECT_TRUE(contains(r.output, " of the all-reduce hidden (median of the rounds)")) << r.output;
-  EXPECT_GE(site.intra_node_overlap, 0);
+  const int64_t gather_small = site.intra_node_fits[kind(CollectiveKind::all_gather)]->small_max_bytes;
+  EXPECT_TRUE(gather_small == 0 || gather_small == 2 << 20) << gather_small;
+  // The overlap probe ran on the tier and wrote a fraction: at most 1, below 0 where the pair
+  // took longer than the two in turn (contention, as on a CI machine running other tests).
+  EXPECT_TRUE(contains(r.output, " of the all-reduce hidden (median of the rounds)") ||
+              contains(r.output, " of the all-reduce added by contention with the compute (median of the rounds)"))
+      << r.output;
   EXPECT_LE(site.intra_node_overlap, 1);
   EXPECT_GT(site.gemm_tflops_float32, 0);
   EXPECT_EQ(site.gemm_tflops_bfloat16, 0);
@@ -161,9 +166,9 @@ TEST_F(Calibrate, TiersFollowTheTopology) {
 }
 
 // Four ranks on two pretend nodes: the inter-node tier is measured on groups of one rank per
-// node and again, on a grid of its own, on groups of both ranks of every node (4); the
-// intra-node tier's only group size is its probe's (2). The written site keeps both, and the
-// model prices the data all-reduce of 4 ranks by the second.
+// node and again, on a grid of its own, on groups of both ranks of every node (4: its kinds
+// and its overlap); the intra-node tier's only group size is its probe's (2). The written
+// site keeps both, and the model prices the data all-reduce of 4 ranks by the second.
 TEST_F(Calibrate, OtherGroupSizesAreMeasuredOnGridsOfTheirOwn) {
   const std::string out = path("groups.toml");
   const auto r = run_calibrate(kAxonn + " run -n 4 --nodes-sim 2 calibrate --quick --output " + out + kAnyResidual);
@@ -178,6 +183,9 @@ TEST_F(Calibrate, OtherGroupSizesAreMeasuredOnGridsOfTheirOwn) {
     EXPECT_GT(site.inter_node_groups[0].fits[kind(k)]->bandwidth_GBps, 0) << collective_name(k);
     EXPECT_TRUE(site.inter_node_groups[0].fits[kind(k)]->residual.has_value()) << collective_name(k);
   }
+  // Its own overlap too: beside compute, a ring of more ranks waits for more of them.
+  ASSERT_TRUE(site.inter_node_groups[0].overlap.has_value());
+  EXPECT_LE(*site.inter_node_groups[0].overlap, 1);
   // Where the 4 ranks outnumber this machine's cores (the CI's 2), every tier and group size
   // is also timed for what other ranks compute through; where they do not, nothing is.
   const bool shared = std::thread::hardware_concurrency() < 4;

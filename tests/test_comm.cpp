@@ -182,6 +182,29 @@ TEST(GlooCommunicator, CollectivesLargerThanAPieceAreExact) {
   }
 }
 
+// What calibrate fits apart (Communicator::small_path_bytes) is where the sync pairs stop
+// taking a kind: the largest size they take, one byte more goes through Gloo's own ring.
+TEST(GlooCommunicator, TheSmallPathIsWhatTheSyncPairsTake) {
+  ASSERT_EQ(gloo_small_message_bytes(), size_t{64} << 10) << "the sizes below assume the default 64 KiB";
+  for (int n : {2, 4}) {
+    std::vector<int> members(static_cast<size_t>(n));
+    std::iota(members.begin(), members.end(), 0);
+    run_ranks(n, [&](int, Exchange& exchange) {
+      auto comms = connect(exchange, {{"world", members}});
+      const GlooCommunicator& comm = *comms[0];
+      for (CollectiveKind kind : {CollectiveKind::all_reduce, CollectiveKind::all_gather,
+                                  CollectiveKind::reduce_scatter, CollectiveKind::all_to_all}) {
+        const size_t largest = comm.small_path_bytes(kind);
+        ASSERT_TRUE(comm.on_sync_pairs(kind, largest)) << collective_name(kind) << " on " << n;
+        ASSERT_FALSE(comm.on_sync_pairs(kind, largest + 1)) << collective_name(kind) << " on " << n;
+      }
+      // 64 exchanges of 16 KiB pieces: 2(n-1) ring steps for an all-reduce, n-1 for the others.
+      ASSERT_EQ(comm.small_path_bytes(CollectiveKind::all_reduce), n == 2 ? size_t{1} << 20 : size_t{640} << 10);
+      ASSERT_EQ(comm.small_path_bytes(CollectiveKind::all_gather), n == 2 ? size_t{2} << 20 : size_t{21 * 64} << 10);
+    });
+  }
+}
+
 // The optimizer sharded over data (gradient_sync.hpp) replaces each gradient all-reduce by an
 // in-place reduce-scatter of the buffer padded to n equal blocks and, after the update, an
 // in-place all-gather. On the sync pairs (gloo_sync.hpp) an all-reduce adds each element in
