@@ -210,11 +210,11 @@ std::optional<Layout> chooser_pick(const SiteConfig& site, const JobConfig& job,
   return result.best().layout;
 }
 
-std::string fits_text(const CollectiveFits& fits, std::optional<double> overlap, double filled) {
+std::string fits_text(const CollectiveFits& fits, double overlap, double filled) {
   std::string s;
-  if (overlap && *overlap != 0) {  // below 0: contention, the fraction running beside compute added
+  if (overlap > 0) {
     char buf[48];
-    std::snprintf(buf, sizeof buf, "  overlap %.0f%%", 100 * *overlap);
+    std::snprintf(buf, sizeof buf, "  overlap %.0f%%", 100 * overlap);
     s += buf;
   }
   if (filled > 0) {
@@ -284,13 +284,13 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
       !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
   for (const GroupFits& g : calibrated.intra_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, g.overlap, g.filled_by_others).c_str());
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others).c_str());
   if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap,
                                           calibrated.inter_node_filled_by_others);
       !inter.empty())
     std::printf("  inter-node%s\n", inter.c_str());
   for (const GroupFits& g : calibrated.inter_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, g.overlap, g.filled_by_others).c_str());
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others).c_str());
 }
 
 // The site calibrated for one job at one world.

@@ -226,7 +226,6 @@ MeasuredTier measured_tier(const CollectiveFits& fits, const std::vector<GroupFi
     MeasuredGroup& group = measured.groups.emplace_back();
     group.ranks = g.ranks;
     measured_links(g.fits, group.kinds, group.small);
-    group.overlap = g.overlap.value_or(overlap);
     group.filled_by_others = g.filled_by_others;
   }
   measured.overlap = overlap;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <limits>
 #include <map>
 
 #include "config/config_error.hpp"
@@ -107,14 +106,12 @@ int read_group_ranks(TomlReader& e, const std::vector<GroupFits>& before, const 
   return ranks;
 }
 
-// [network.<tier>]: the kinds (read_kind_fits), overlap and filled_by_others (fractions; overlap
-// at most 1, negative where running beside compute made a collective longer), and groups, each
-// entry a size, its kinds, its overlap and its filled_by_others.
-constexpr double kNoLowerBound = -std::numeric_limits<double>::infinity();
+// [network.<tier>]: the kinds (read_kind_fits), overlap and filled_by_others (fractions), and
+// groups, each entry a size, its kinds and its filled_by_others.
 CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap, double& filled_by_others,
                          std::vector<GroupFits>& groups) {
   auto t = network.table(tier);
-  overlap = t.number("overlap", 0, kNoLowerBound, 1);
+  overlap = t.number("overlap", 0, 0, 1);
   filled_by_others = t.number("filled_by_others", 0, 0, 1);
   CollectiveFits fits = read_kind_fits(t);
   const std::string what = std::string("network.") + tier + ".groups";
@@ -122,7 +119,6 @@ CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap,
     GroupFits g;
     g.ranks = read_group_ranks(e, groups, what);
     g.fits = read_kind_fits(e);
-    if (e.has("overlap")) g.overlap = e.number("overlap", 0, kNoLowerBound, 1);
     g.filled_by_others = e.number("filled_by_others", 0, 0, 1);
     e.finish();
     groups.push_back(g);
@@ -178,7 +174,7 @@ void read_calibration(TomlReader& root, SiteConfig& s) {
     const std::string what = std::string("calibration.residual.") + tier.key + ".groups";
     for (TomlReader& e : r.tables("groups")) {
       const int ranks = read_group_ranks(e, listed, what);
-      listed.emplace_back().ranks = ranks;
+      listed.push_back({ranks, {}});
       auto& groups = s.*tier.groups;
       const auto group =
           std::find_if(groups.begin(), groups.end(), [&](const GroupFits& g) { return g.ranks == ranks; });

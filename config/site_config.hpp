@@ -39,10 +39,7 @@ inline constexpr std::array<CollectiveKind, 4> kCalibratedKinds = {
 struct GroupFits {
   int ranks = 0;
   CollectiveFits fits;
-  // As the tier's (SiteConfig, [network.<tier>]), on groups of `ranks`; overlap absent: the
-  // tier's (a site calibrated before groups had their own).
-  std::optional<double> overlap;
-  double filled_by_others = 0;
+  double filled_by_others = 0;  // as the tier's (SiteConfig, [network.<tier>]), on groups of `ranks`
 };
 
 // One GEMM shape's measured rate, [compute] gemm = [{ dtype, m, k, n, tflops }, ...]: the
@@ -92,8 +89,7 @@ struct SiteConfig {
   double inter_switch_bandwidth_GBps = 12.5;
   double inter_switch_latency_us = 10;
   // [network.intra_node], [network.inter_node], [network.inter_switch]: measured per kind,
-  // overlap = the fraction of a collective's time hidden when it runs beside compute (below
-  // 0: the fraction it adds, contention), and
+  // overlap = the fraction of a collective's time hidden when it runs beside compute, and
   // filled_by_others = the fraction of a blocking collective's time in which the other ranks
   // that share this rank's cores compute instead (0: none, as without the keys)
   CollectiveFits intra_node_fits, inter_node_fits, inter_switch_fits;

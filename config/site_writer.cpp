@@ -86,7 +86,6 @@ std::string groups_value(const std::vector<GroupFits>& groups) {
   std::string out = "[\n";
   for (const GroupFits& g : groups) {
     out.append("  { ranks = ").append(std::to_string(g.ranks)).append(kind_fits_entries(g.fits));
-    if (g.overlap) out.append(", overlap = ").append(number(*g.overlap));
     if (g.filled_by_others > 0) out.append(", filled_by_others = ").append(number(g.filled_by_others));
     out.append(" },\n");
   }
@@ -146,9 +145,9 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
   add("network", "nodes_per_switch", std::to_string(s.nodes_per_switch), "0 = one switch for all");
   add("network", "switches", switches_value(s.switches));
   for (const SiteTier& tier : kSiteTiers) {
-    if (s.*tier.overlap != 0)
+    if (s.*tier.overlap > 0)
       add(std::string("network.") + tier.key, "overlap", number(s.*tier.overlap),
-          "measured: fraction of a collective hidden beside compute (below 0: added)");
+          "measured: fraction of a collective hidden beside compute");
     if (s.*tier.filled_by_others > 0)
       add(std::string("network.") + tier.key, "filled_by_others", number(s.*tier.filled_by_others),
           "measured: fraction of a blocking collective other ranks on the same cores compute through");

@@ -130,12 +130,9 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
   return collective_link(m, tier, kind, bytes);
 }
 
-double overlap_efficiency(const Machine& m, LinkTier tier, int group_size) {
+double overlap_efficiency(const Machine& m, LinkTier tier) {
   const MeasuredTier* measured = measured_tier(m, tier);
-  if (measured == nullptr) return 0;
-  for (const MeasuredGroup& group : measured->groups)
-    if (group.ranks == group_size) return group.overlap;
-  return measured->overlap;
+  return measured != nullptr ? measured->overlap : 0;
 }
 
 double filled_by_others(const Machine& m, LinkTier tier, int group_size) {
@@ -281,7 +278,7 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
     c.overlapped_s += t;
     const bool bucket = calls.axis == CommAxis::data || calls.axis == CommAxis::expert_data;
     double& hidden = bucket ? hidden_data : calls.axis == CommAxis::expert ? hidden_experts : hidden_other;
-    hidden += t * overlap_efficiency(input.machine, c.link[ai], volume.group_size[ai]);
+    hidden += t * overlap_efficiency(input.machine, c.link[ai]);
   }
   const BatchSplit split = batch_split(input.model, input.batch, g);
   const double accumulation = static_cast<double>(split.accumulation);

@@ -63,10 +63,8 @@ const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKin
 // (MeasuredTier::groups) where it has one for the kind, else the tier's.
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes, int group_size);
 
-// The fraction of an overlapped collective's time on groups of `group_size` over `tier` hidden
-// behind compute (MeasuredTier::overlap; the group size's own where calibrate measured it,
-// else the tier's; at most 1, below 0 the fraction contention adds).
-double overlap_efficiency(const Machine& machine, LinkTier tier, int group_size);
+// The fraction of an overlapped collective's time hidden behind compute on `tier` (0 to 1).
+double overlap_efficiency(const Machine& machine, LinkTier tier);
 
 // The fraction of a blocking collective's time on groups of `group_size` over `tier` that
 // other ranks sharing the cores compute through (MeasuredTier::filled_by_others; the group

@@ -120,7 +120,6 @@ struct MeasuredGroup {
   int ranks = 0;
   KindLinks kinds;
   SmallMessageLinks small;
-  double overlap = 0;           // as MeasuredTier's, on groups of `ranks`
   double filled_by_others = 0;  // as MeasuredTier's, on groups of `ranks`
 };
 
@@ -133,10 +132,8 @@ struct MeasuredTier {
   // priced by that size's fit of its kind, every other by `kinds`.
   std::vector<MeasuredGroup> groups;
   // The fraction of a collective's time that running it beside compute hides (calibrate's
-  // overlap probe: a collective started, GEMMs, the collective finished; at most 1). 0: nothing
-  // is hidden, every collective's time is added to the step. Below 0: contention, the pair took
-  // longer than the two in turn, and the collective costs that fraction more beside compute
-  // (ranks that outnumber their cores: each ring step waits for a thread to get a core).
+  // overlap probe: a collective started, a GEMM, the collective finished; 0 to 1). 0: nothing
+  // is hidden, every collective's time is added to the step.
   double overlap = 0;
   // Where a node's ranks outnumber its cores and take turns on them (the CPU backend with more
   // ranks than cores), the fraction of a blocking collective's time in which the other ranks

@@ -71,20 +71,10 @@ std::string describe_calibration(const Machine& m) {
     fit_lines(tier, "", measured->kinds, measured->small);
     for (const MeasuredGroup& group : measured->groups)
       fit_lines(tier, " on groups of " + std::to_string(group.ranks), group.kinds, group.small);
-    // "40% hidden, 62% added on groups of 8": a negative overlap is contention's added time.
-    const auto overlap_text = [](double overlap) {
-      return overlap >= 0 ? format_number("%.0f%% hidden", 100 * overlap)
-                          : format_number("%.0f%% added", -100 * overlap);
-    };
-    std::string overlaps;
-    if (measured->overlap != 0) overlaps += overlap_text(measured->overlap);
-    for (const MeasuredGroup& group : measured->groups)
-      if (group.overlap != 0)
-        overlaps += (overlaps.empty() ? "" : ", ") + overlap_text(group.overlap) + " on groups of " +
-                    std::to_string(group.ranks);
-    if (!overlaps.empty())
-      s += std::string("  measured ") + link_tier_name(tier) + " overlap: " + overlaps +
-           " of an overlapped collective's time beside compute (added: contention)\n";
+    if (overlap_efficiency(m, tier) > 0)
+      s += std::string("  measured ") + link_tier_name(tier) +
+           " overlap: " + format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +
+           " of an overlapped collective's time hidden behind compute\n";
     std::string fills;
     if (measured->filled_by_others > 0) fills += format_number("%.0f%%", 100 * measured->filled_by_others);
     for (const MeasuredGroup& group : measured->groups)
@@ -245,9 +235,8 @@ std::string format_explain(const ChooserResult& r, int top_k) {
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta\n"
        "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
        "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
-       "  overlap fraction of their tier and group size (site network.<tier>.overlap, 0 where not set;\n"
-       "  below 0 where contention makes them longer beside compute), at most the compute beside them;\n"
-       "  - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
+       "  tier's overlap fraction (site network.<tier>.overlap, 0 where not set), at most the compute beside\n"
+       "  them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
        "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set)\n";
   s += describe_calibration(in.machine);
   s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");

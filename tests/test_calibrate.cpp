@@ -82,11 +82,9 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
   }
   const int64_t gather_small = site.intra_node_fits[kind(CollectiveKind::all_gather)]->small_max_bytes;
   EXPECT_TRUE(gather_small == 0 || gather_small == 2 << 20) << gather_small;
-  // The overlap probe ran on the tier and wrote a fraction: at most 1, below 0 where the pair
-  // took longer than the two in turn (contention, as on a CI machine running other tests).
-  EXPECT_TRUE(contains(r.output, " of the all-reduce hidden (median of the rounds)") ||
-              contains(r.output, " of the all-reduce added by contention with the compute (median of the rounds)"))
-      << r.output;
+  // The overlap probe ran on the tier and wrote a fraction.
+  EXPECT_TRUE(contains(r.output, " of the all-reduce hidden (median of the rounds)")) << r.output;
+  EXPECT_GE(site.intra_node_overlap, 0);
   EXPECT_LE(site.intra_node_overlap, 1);
   EXPECT_GT(site.gemm_tflops_float32, 0);
   EXPECT_EQ(site.gemm_tflops_bfloat16, 0);
@@ -166,9 +164,9 @@ TEST_F(Calibrate, TiersFollowTheTopology) {
 }
 
 // Four ranks on two pretend nodes: the inter-node tier is measured on groups of one rank per
-// node and again, on a grid of its own, on groups of both ranks of every node (4: its kinds
-// and its overlap); the intra-node tier's only group size is its probe's (2). The written
-// site keeps both, and the model prices the data all-reduce of 4 ranks by the second.
+// node and again, on a grid of its own, on groups of both ranks of every node (4); the
+// intra-node tier's only group size is its probe's (2). The written site keeps both, and the
+// model prices the data all-reduce of 4 ranks by the second.
 TEST_F(Calibrate, OtherGroupSizesAreMeasuredOnGridsOfTheirOwn) {
   const std::string out = path("groups.toml");
   const auto r = run_calibrate(kAxonn + " run -n 4 --nodes-sim 2 calibrate --quick --output " + out + kAnyResidual);
@@ -183,9 +181,6 @@ TEST_F(Calibrate, OtherGroupSizesAreMeasuredOnGridsOfTheirOwn) {
     EXPECT_GT(site.inter_node_groups[0].fits[kind(k)]->bandwidth_GBps, 0) << collective_name(k);
     EXPECT_TRUE(site.inter_node_groups[0].fits[kind(k)]->residual.has_value()) << collective_name(k);
   }
-  // Its own overlap too: beside compute, a ring of more ranks waits for more of them.
-  ASSERT_TRUE(site.inter_node_groups[0].overlap.has_value());
-  EXPECT_LE(*site.inter_node_groups[0].overlap, 1);
   // Where the 4 ranks outnumber this machine's cores (the CI's 2), every tier and group size
   // is also timed for what other ranks compute through; where they do not, nothing is.
   const bool shared = std::thread::hardware_concurrency() < 4;

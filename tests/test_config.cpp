@@ -581,16 +581,11 @@ SiteConfig calibrated_laptop() {
   s.intra_node_filled_by_others = 0.3125;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
-  GroupFits pairs;
-  pairs.ranks = 2;
+  GroupFits pairs{2, {}};
   pairs.fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{120.5, 0.625, 0.25, 65536, 20, 0.5};
   pairs.fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{80, 0.875, std::nullopt};
-  pairs.overlap = -0.625;  // contention: beside compute, 62.5% longer
   pairs.filled_by_others = 0.4375;
-  GroupFits quads;  // calibrated before groups had an overlap of their own
-  quads.ranks = 4;
-  quads.fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{150, 0.5, 0.125};
-  s.intra_node_groups = {pairs, quads};
+  s.intra_node_groups = {pairs};
   s.calibration = {"2026-11-27T10:31:02Z", {"laptop"}, "", "0.1.0", 4, 4, "backend cpu, collectives gloo"};
   return s;
 }
@@ -668,10 +663,8 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(ar->small_bandwidth_GBps, 0.75);
   EXPECT_EQ(ag->small_max_bytes, 0);
   EXPECT_EQ(back.intra_node_overlap, 0.375);
-  ASSERT_EQ(back.intra_node_groups.size(), 2u);
+  ASSERT_EQ(back.intra_node_groups.size(), 1u);
   EXPECT_EQ(back.intra_node_groups[0].ranks, 2);
-  EXPECT_EQ(back.intra_node_groups[0].overlap, -0.625);
-  EXPECT_FALSE(back.intra_node_groups[1].overlap);
   const auto& pair_ar = back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_reduce)];
   ASSERT_TRUE(pair_ar.has_value());
   EXPECT_EQ(pair_ar->latency_us, 120.5);
@@ -709,7 +702,7 @@ TEST(SiteWriter, DifferencesNameEachChangedKeyOldAndNew) {
             std::string::npos)
       << all;
   EXPECT_NE(all.find("[calibration] date: (absent) -> \"2026-11-27T10:31:02Z\"\n"), std::string::npos) << all;
-  EXPECT_NE(all.find("[network.intra_node] groups: (absent) -> 2 group sizes\n"), std::string::npos) << all;
+  EXPECT_NE(all.find("[network.intra_node] groups: (absent) -> 1 group size\n"), std::string::npos) << all;
   EXPECT_EQ(all.find("peak_tflops"), std::string::npos) << "unchanged keys are not listed\n" << all;
   EXPECT_EQ(site_differences(calibrated_laptop(), base).front().find("-> (absent)"), std::string::npos);
   EXPECT_NE(site_differences(calibrated_laptop(), base).back().find("-> (absent)"), std::string::npos);
@@ -733,11 +726,6 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
             std::string::npos);
   EXPECT_NE(err("[network.inter_node]\noverlap = 1.5\n").find("network.inter_node.overlap = 1.5 is out of range"),
             std::string::npos);
-  EXPECT_NE(err("[network.inter_node]\ngroups = [{ ranks = 4, overlap = 2 }]\n")
-                .find("network.inter_node.groups[0].overlap = 2 is out of range; allowed [-inf, 1]"),
-            std::string::npos);
-  // Below 0 is contention, what calibrate measures where ranks outnumber their cores.
-  EXPECT_EQ(load_site_config_string("[network.inter_node]\noverlap = -1.5\n", "s.toml").inter_node_overlap, -1.5);
   EXPECT_NE(err("[network.intra_node]\nfilled_by_others = -0.5\n")
                 .find("network.intra_node.filled_by_others = -0.5 is out of range"),
             std::string::npos);
@@ -806,10 +794,8 @@ TEST(Config, ChooserInputTakesTheCalibratedFiguresOfTheJobsDtype) {
   EXPECT_EQ(m.intra_node_measured.overlap, 0.375);
   EXPECT_EQ(m.inter_node_measured.overlap, 0);
   EXPECT_EQ(m.intra_node_measured.filled_by_others, 0.3125);
-  ASSERT_EQ(m.intra_node_measured.groups.size(), 2u);
+  ASSERT_EQ(m.intra_node_measured.groups.size(), 1u);
   EXPECT_EQ(m.intra_node_measured.groups[0].filled_by_others, 0.4375);
-  EXPECT_EQ(m.intra_node_measured.groups[0].overlap, -0.625);
-  EXPECT_EQ(m.intra_node_measured.groups[1].overlap, 0.375);  // none of its own: the tier's
   EXPECT_EQ(m.inter_node_measured.filled_by_others, 0);
   job.training.dtype = ElementType::bfloat16;
   const Machine bf16 = chooser_input(site, job, 2, 4).machine;

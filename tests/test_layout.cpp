@@ -1285,43 +1285,6 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_EQ(estimate_cost(in, l, predict_step_volume(in, l)).hidden_s, 0);
 }
 
-// A group size's own overlap prices its overlapped collectives (the tier's the others), and a
-// negative one, contention measured where ranks outnumber their cores, adds that fraction of
-// them to the step instead of taking it off.
-TEST(LayoutCost, OverlapOfTheGroupSizeAndContention) {
-  ChooserInput in = tiny_input();
-  in.model.layers = 2;  // block 1's bucket goes beside the backward
-  in.batch.global_batch = 8;
-  in.machine.tasks_per_node = 8;
-  in.machine.peak_flops = 1e8;               // compute outlasts the collectives: no cap
-  const Layout l = parse_layout("2x1x1x4");  // data groups of 2, z groups of 4
-  const StepVolume v = predict_step_volume(in, l);
-  const CostEstimate none = estimate_cost(in, l, v);
-  std::map<int, double> overlapped;  // per group size, as the model prices it
-  for (const CollectiveCalls& c : v.calls) {
-    if (!c.overlapped) continue;
-    const int n = v.group_size[static_cast<size_t>(c.axis)];
-    const Link& link = collective_link(in.machine, LinkTier::intra_node, c.kind, c.bytes, n);
-    overlapped[n] += static_cast<double>(c.calls) * (ring_steps(c.kind, n) * link.latency_s +
-                                                     bus_factor(c.kind, n) * static_cast<double>(c.bytes) /
-                                                         link.bandwidth_bytes_per_s);
-  }
-  ASSERT_GT(overlapped[2], 0);  // the data buckets
-  ASSERT_GT(overlapped[4], 0);  // the z gathers and reduce-scatters
-  const double micro_batches = static_cast<double>(batch_split(in.model, in.batch, l).accumulation);
-  ASSERT_LT(overlapped[2], none.compute_s / micro_batches);
-  in.machine.intra_node_measured.overlap = 0.5;
-  MeasuredGroup quads;
-  quads.ranks = 4;
-  quads.overlap = -0.75;
-  in.machine.intra_node_measured.groups.push_back(quads);
-  const CostEstimate mixed = estimate_cost(in, l, v);
-  EXPECT_EQ(mixed.comm_s, none.comm_s);
-  EXPECT_DOUBLE_EQ(mixed.hidden_s, 0.5 * overlapped[2] - 0.75 * overlapped[4]);
-  EXPECT_DOUBLE_EQ(mixed.step_s(), none.step_s() - mixed.hidden_s);
-  EXPECT_GT(mixed.step_s(), none.step_s() - 0.5 * overlapped[2]);
-}
-
 // Where ranks share cores, the blocking collectives' time at their tier's and group size's
 // time-sharing fraction comes off the step (the group size's own where measured, else the
 // tier's), at most the compute not beside a hidden collective; overlapped ones are not filled.

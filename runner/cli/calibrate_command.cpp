@@ -238,7 +238,7 @@ OverlapTimes times_over_ranks(CommGrid& grid, Backend& backend, const OverlapTim
   return {t[0], t[1], t[2], t[3]};
 }
 
-// The overlap probe on one axis's groups (time_overlap): an all-reduce of `bytes`
+// The overlap probe on one tier's groups (time_overlap): an all-reduce of `bytes`
 // (overlap_probe_bytes) beside `compute` (probe_compute), in 5 rounds (20 unless quick).
 double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
                        const ProbeCompute& compute, double bytes, bool lead) {
@@ -246,10 +246,7 @@ double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bo
   grid.world().barrier();
   const OverlapTimes t = times_over_ranks(grid, backend, time_overlap(group, bytes, rounds, buffers, compute.run));
   say(lead, "  overlap: " + probe_times_text(compute, t, bytes, "started + GEMMs + finished") + ": " +
-                (t.hidden >= 0 ? format_number("%.0f%%", 100 * t.hidden) + " of the all-reduce hidden"
-                               : format_number("%.0f%%", -100 * t.hidden) +
-                                     " of the all-reduce added by contention with the compute") +
-                " (median of the rounds)");
+                format_number("%.0f%%", 100 * t.hidden) + " of the all-reduce hidden (median of the rounds)");
   return t.hidden;
 }
 
@@ -339,12 +336,11 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
     fits.ranks = probe.group_size;
     Communicator& group = group_grid.axis(probe.axis);
     fits.fits = measure_kinds(group, group_grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
-    // Overlap per group size too: beside compute, a ring of more ranks waits for more of them.
-    const ProbeCompute gemms = probe_compute(group, group_grid, backend, in.quick, buffers, compute, m.overlap_bytes);
-    fits.overlap = measure_overlap(group, group_grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
-    if (shared_cores)
+    if (shared_cores) {
+      const ProbeCompute gemms = probe_compute(group, group_grid, backend, in.quick, buffers, compute, m.overlap_bytes);
       fits.filled_by_others =
           measure_sharing(group, group_grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
+    }
     m.groups.push_back({probe.tier, fits});
   }
 }

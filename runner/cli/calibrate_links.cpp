@@ -186,15 +186,14 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
 namespace {
 
 // `round` once untimed (first use of the size), then `rounds` times: the means of the rounds'
-// times, and the median of their `fraction`.
-OverlapTimes over_rounds(int rounds, const std::function<OverlapTimes()>& round,
-                         double (*fraction)(const OverlapTimes&)) {
+// times, and the median of their overlap_fraction.
+OverlapTimes over_rounds(int rounds, const std::function<OverlapTimes()>& round) {
   round();
   OverlapTimes t;
   std::vector<double> fractions;
   for (int i = 0; i < rounds; ++i) {
     const OverlapTimes r = round();
-    fractions.push_back(fraction(r));
+    fractions.push_back(overlap_fraction(r));
     t.compute_s += r.compute_s / rounds;
     t.collective_s += r.collective_s / rounds;
     t.both_s += r.both_s / rounds;
@@ -237,7 +236,7 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveB
     r.collective_s = timed(all_reduce);
     r.both_s = timed(both);
     return r;
-  }, overlap_fraction);
+  });
 }
 
 OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
@@ -262,7 +261,7 @@ OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveB
     }
     t.both_s = seconds_since(start);
     return t;
-  }, filled_fraction);
+  });
 }
 
 double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world) {
@@ -283,10 +282,8 @@ int overlap_gemm_count(double gemm_s, double collective_s) {
 
 double overlap_fraction(const OverlapTimes& t) {
   if (!(t.collective_s > 0)) return 0;
-  return std::min((t.compute_s + t.collective_s - t.both_s) / t.collective_s, 1.0);
+  return std::clamp((t.compute_s + t.collective_s - t.both_s) / t.collective_s, 0.0, 1.0);
 }
-
-double filled_fraction(const OverlapTimes& t) { return std::max(overlap_fraction(t), 0.0); }
 
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
                                  const std::function<void()>& compute,

@@ -148,7 +148,7 @@ OverlapTimes time_overlap(Communicator& c, double bytes, int rounds, CollectiveB
 // waits, the cores its ranks leave run the other groups' ranks, whose compute ends sooner:
 // the second loop takes less than its computes alone plus its calls. OverlapTimes here:
 // compute_s the computes alone, collective_s the time in the calls, both_s the second loop,
-// and `hidden` the median of the rounds' filled_fraction, (compute + calls - both) / calls:
+// and `hidden` the median of the rounds' overlap_fraction, (compute + calls - both) / calls:
 // the fraction the model takes off a blocking collective (MeasuredTier::filled_by_others).
 // Several calls per loop, as a step has several collectives: the ranks drift apart over them
 // as in training, which one call after a barrier would not show.
@@ -176,17 +176,9 @@ double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world);
 int overlap_gemm_count(double gemm_s, double collective_s);
 
 // The fraction of the collective's time that running it beside the compute hid,
-// (compute + collective - both) / collective, at most 1: 1 when the pair took as long as the
-// compute alone (compute at least as long as the collective), 0 when as long as both in
-// turn, below 0 when longer (contention: where ranks outnumber the cores, a ring's every step
-// waits for its next rank's thread to get a core from the compute; 8 CPU ranks on 2 cores,
-// 2-rank groups across pretend nodes: -62%, the pair 1.6 collectives longer than in turn).
-// What the model takes off an overlapped collective's time, or adds to it when negative.
+// (compute + collective - both) / collective, within [0, 1]: 1 when the pair took as long as
+// the compute alone (compute at least as long as the collective), 0 when as long as both in
+// turn (or longer). What the model takes off an overlapped collective's time.
 double overlap_fraction(const OverlapTimes& t);
-
-// time_sharing's fraction, (compute + calls - both) / calls within [0, 1]: what other ranks
-// compute through cannot be more than the calls, and a loop that took longer than its parts
-// had its compute slowed, not its calls filled.
-double filled_fraction(const OverlapTimes& t);
 
 }  // namespace axonn
