@@ -206,9 +206,11 @@ TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   std::filesystem::remove(log);
   const pid_t launcher = fork();
   if (launcher == 0) {
+    // exec: the launcher is this process, not a child of a shell that the pattern below also
+    // names, which SIGTERM ends at once, before the ranks' last lines are in the log.
     const std::string cmd =
-        kAxonn + " run -n 2 -- sh -c 'trap \"echo got TERM; exit 0\" TERM; echo ready; sleep 42.5 & wait' > " + log +
-        " 2>&1";
+        "exec " + kAxonn +
+        " run -n 2 -- sh -c 'trap \"echo got TERM; exit 0\" TERM; echo ready; sleep 42.5 & wait' > " + log + " 2>&1";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     _exit(127);
   }
