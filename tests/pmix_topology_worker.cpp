@@ -3,7 +3,8 @@
 // parity), and prints what it saw as "key=value" lines the test parses. Options make one
 // rank fail in a chosen way, or wait for signals, to test the launcher around it.
 //   pmix_topology_worker [--exit-rank R --exit-code C | --kill-rank R | --abort-rank R |
-//                         --wait-signals | --fence-timeout-rank R | --output]
+//                         --wait-signals | --fence-timeout-rank R | --kill-job-in-fence |
+//                         --output]
 #include <pmix.h>  // the key names
 #include <signal.h>
 #include <unistd.h>
@@ -129,6 +130,17 @@ int run(int argc, char** argv) {
     client.set_timeout(std::chrono::seconds(1));
   }
   const axonn::Topology t = axonn::topology_from_pmix(client);
+  if (flag(argc, argv, "--kill-job-in-fence")) {
+    // The others wait in a fence; the last rank, once they had time to reach it, SIGKILLs
+    // every rank of the job (its process group) at once.
+    if (t.rank == t.world - 1) {
+      usleep(300'000);
+      kill(0, SIGKILL);
+    }
+    client.fence();
+    sleep(30);
+    return 0;
+  }
   std::string hosts;
   for (size_t i = 0; i < t.hostnames.size(); ++i) hosts += (i ? "," : "") + t.hostnames[i];
   std::printf("topology rank=%d world=%d node=%d nodes=%d local_rank=%d local_size=%d peers=%s host=%s hosts=%s nspace=%s\n",

@@ -137,7 +137,13 @@ void remove_directories_of_dead_launchers(const std::string& base) {
   }
 }
 
-// The server library, started at first use and finalized at exit.
+// The server library, started at first use. At exit it is left running, never finalized:
+// libpmix 4.2 can complete a fence twice when two of its clients are lost while it waits for
+// them (a rank died, the launcher stopped the others in the fence; openpmix issue 4112, fixed
+// after 4.2), which leaves a freed record on its list of collectives. Nothing reads that list
+// until PMIx_server_finalize, which then hangs on the freed record's lock or crashes freeing it,
+// a few exits in a thousand after a rank was killed. What finalize would release, the exit
+// does: the memory and sockets with the process, the rendezvous files with the directory.
 class ServerLibrary {
  public:
   static ServerLibrary& instance() {
@@ -145,7 +151,6 @@ class ServerLibrary {
     return library;
   }
   ~ServerLibrary() {
-    PMIx_server_finalize();
     remove_directory();
     std::lock_guard lock(g_mu);
     g_directory.clear();
@@ -235,7 +240,7 @@ PmixJob::PmixJob(const std::string& nspace, const std::vector<PretendNode>& node
 // progress thread some time after the client died; deregistering the namespace first
 // frees what that handler then uses (seen here as a hang on a freed mutex, or a crash at
 // exit, a few runs in a hundred after a rank was killed). A namespace costs a few
-// kilobytes until PMIx_server_finalize at exit, and every job has a namespace of its own.
+// kilobytes until the process exits, and every job has a namespace of its own.
 PmixJob::~PmixJob() { release_job_slot(); }
 
 // Only for a registration that failed: no client of it can have connected yet.
