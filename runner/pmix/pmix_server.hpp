@@ -2,8 +2,9 @@
 // The local launcher's PMIx server. The server library starts once per process, at the
 // first job (libpmix 4.2 cannot start again after PMIx_server_finalize), with its
 // rendezvous files in a directory it creates under $TMPDIR; at exit the directory is
-// removed and the library left unfinalized (pmix_server.cpp says why). Each job is one namespace (PmixJob), registered with every rank
-// as a client before any child is forked. Facts this relies on: docs/architecture.md (PMIx).
+// removed and the library left unfinalized (pmix_server.cpp says why). Each job is one
+// namespace (PmixJob), registered with every rank as a client before any child is forked.
+// Facts this relies on: docs/architecture.md (PMIx).
 #include <functional>
 #include <string>
 #include <vector>
