@@ -32,9 +32,12 @@
 // prediction's communication part beside rank 0's seconds inside collectives (summary.json's
 // comm_seconds_per_step, which include waiting for the other ranks); over all
 // layouts the mean absolute percentage error and Spearman's rank correlation; per group of
-// one shape and world, the measured time of the layout the model ranks first among the tried
-// ones against the fastest measured, and `axonn layout`'s pick (the chooser over every layout)
-// when it was tried. Goals: MAPE <= 10%, Spearman >= 0.9, each pick within 5% of the fastest;
+// one shape and world, the measured time of the chooser's pick (the layout `axonn run` trains
+// when none is given, over every layout of the world) against the fastest measured, and of
+// the layout the model ranks first among the listed ones. The calibrated chooser's pick is
+// measured with the world's listed layouts where none of them is priced alike (the laptop
+// site's may be untried). Goals: MAPE <= 10%, Spearman >= 0.9, the chooser's pick within 5%
+// of the fastest;
 // printed as met or MISSED, never asserted (the exit status says only whether everything ran).
 #include <unistd.h>
 
@@ -107,8 +110,10 @@ const Shape kWide{"wide", {4, 128, 8, 256, 64}, 16, 4};
 struct Case {
   const Shape* shape;
   World world;
-  const char* layout;  // default rank order (x fastest, data slowest)
-  bool quick;          // also in a --quick run
+  // Default rank order (x fastest, data slowest); with its order ("2x1x2x1:xyzd") where the
+  // calibrated chooser picked it and it is measured beside the list (with_chooser_picks).
+  std::string layout;
+  bool quick;  // also in a --quick run
 };
 
 const std::vector<Case> kCases = {
@@ -188,26 +193,32 @@ CpuJob cpu_job(const Shape& shape) {
 
 fs::path job_path(const fs::path& dir, const Shape& shape) { return dir / (std::string(shape.name) + ".toml"); }
 
-// What `axonn train` prices a run of `world` with: the chooser's input for the site and job at
-// the world's nodes and ranks per node, its compute rates scaled to the ranks sharing a node's
-// cores (train_command.cpp does the same for CPU ranks: a CPU site's per-"GPU" figures are one
-// of gpus_per_node shares of a node).
+// What `axonn train` prices a run of `world` with and chooses its layout from: the chooser's
+// input for the site and job at the world's nodes and ranks per node (a CPU job's compute
+// rates scaled there to the ranks sharing a node's cores).
 ChooserInput run_plan(const SiteConfig& site, const JobConfig& job, const World& world) {
-  ChooserInput plan = chooser_input(site, job, world.nodes, world.ranks_per_node());
-  scale_compute(plan.machine, static_cast<double>(site.gpus_per_node) / world.ranks_per_node());
-  return plan;
+  return chooser_input(site, job, world.nodes, world.ranks_per_node());
 }
 
 CostEstimate model_cost(const ChooserInput& plan, const Layout& layout) {
   return estimate_cost(plan, layout, predict_step_volume(plan, layout));
 }
 
-// `axonn layout --site S --job J --nodes K --gpus-per-node P`'s pick: the chooser over every
-// layout of the world, priced as the chooser prices (the site's per-GPU figures, unscaled).
+// The layout `axonn run` picks for the job on `world` when none is given (and `axonn layout
+// --site S --job J --nodes K --gpus-per-node P`): the chooser over every layout of the world.
 std::optional<Layout> chooser_pick(const SiteConfig& site, const JobConfig& job, const World& world) {
-  const ChooserResult result = choose_layout(chooser_input(site, job, world.nodes, world.ranks_per_node()));
+  const ChooserResult result = choose_layout(run_plan(site, job, world));
   if (!result.fits()) return std::nullopt;
   return result.best().layout;
+}
+
+// Whether two layouts are priced alike: the same axis sizes and the same link tier on every
+// axis (the chooser keeps one order of those that span the same links).
+bool priced_alike(const Layout& a, const Layout& b, const Machine& machine) {
+  bool same = a.data == b.data && a.x == b.x && a.y == b.y && a.z == b.z;
+  for (int axis = 0; same && axis < kCommAxisCount; ++axis)
+    same = axis_link(machine, a, static_cast<CommAxis>(axis)) == axis_link(machine, b, static_cast<CommAxis>(axis));
+  return same;
 }
 
 std::string fits_text(const CollectiveFits& fits, double overlap, double filled) {
@@ -364,7 +375,7 @@ Result run_case(const fs::path& dir, const Case& c, int steps, const fs::path& c
     std::fprintf(stderr,
                  "%s: %s %s at %s: this process prices %.6g s, axonn train %.6g s; run_plan no longer "
                  "matches train_command.cpp\n",
-                 kProgram.c_str(), c.shape->name, c.world.label().c_str(), c.layout, after.step_s(), r.after_s);
+                 kProgram.c_str(), c.shape->name, c.world.label().c_str(), c.layout.c_str(), after.step_s(), r.after_s);
     std::exit(1);
   }
   return r;
@@ -377,8 +388,8 @@ void check_cases(const fs::path& dir, const std::vector<Case>& cases, const Site
     const ChooserInput plan = run_plan(laptop, load_job_config(job_path(dir, *c.shape).string(), laptop), c.world);
     const Layout layout = parse_layout(c.layout);
     if (layout.world() == c.world.ranks && layout_runs(plan, layout)) continue;
-    std::fprintf(stderr, "%s: %s does not run the %s job on %s: %s\n", kProgram.c_str(), c.layout, c.shape->name,
-                 c.world.words().c_str(), rejection_reason(plan, layout).c_str());
+    std::fprintf(stderr, "%s: %s does not run the %s job on %s: %s\n", kProgram.c_str(), c.layout.c_str(),
+                 c.shape->name, c.world.words().c_str(), rejection_reason(plan, layout).c_str());
     std::exit(1);
   }
 }
@@ -496,18 +507,19 @@ void print_table(const std::vector<Result>& results) {
       "prediction's\ncollectives; comm counted: rank 0's seconds per step inside collectives, waiting for the "
       "others included\n");
   std::printf("rounds: (slowest − fastest round) / measured\n");
+  std::printf("a layout with its rank order (2x1x2x1:xyzd): the calibrated chooser's pick, measured beside the list\n");
   std::printf(
       "speed: the machine's speed around the runs / around the world's calibration (median of rounds); steady: "
       "each\nround's step x its speed, the step at the calibration's machine speed (median of rounds) / after's "
       "pred.\n");
-  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "shape", "ranks", "layout",
+  std::printf("%-5s %-5s %-13s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "shape", "ranks", "layout",
               "measured", "rounds", "before", "meas/", "comm", "after", "meas/", "comm", "comm", "speed", "steady/");
-  std::printf("%-5s %-5s %-8s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "", "", "", "step s", "",
+  std::printf("%-5s %-5s %-13s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "", "", "", "step s", "",
               "pred. s", "pred.", "pred. s", "pred. s", "pred.", "pred. s", "counted s", "", "pred.");
   for (const Result& r : results) {
     const auto [fastest, slowest] = std::minmax_element(r.round_s.begin(), r.round_s.end());
-    std::printf("%-5s %-5s %-8s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f | %5.2f %7.2f\n",
-                r.c.shape->name, r.c.world.label().c_str(), r.c.layout, r.measured_s,
+    std::printf("%-5s %-5s %-13s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f | %5.2f %7.2f\n",
+                r.c.shape->name, r.c.world.label().c_str(), r.c.layout.c_str(), r.measured_s,
                 100.0 * (*slowest - *fastest) / r.measured_s, r.before_s, r.measured_s / r.before_s, r.before_comm_s,
                 r.after_s, r.measured_s / r.after_s, r.after_comm_s, r.measured_comm_s,
                 axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
@@ -541,16 +553,10 @@ const Result* lowest(const Group& g, double (*key)(const Result&)) {
                            [&](const Result* a, const Result* b) { return key(*a) < key(*b); });
 }
 
-// The tried layout that is priced as `pick` is: the same axis sizes and the same link tier
-// on every axis (the chooser keeps one order of those that span the same links).
+// The tried layout that is priced as `pick` is (priced_alike).
 const Result* tried_as(const Group& g, const Layout& pick, const Machine& machine) {
-  for (const Result* r : g.results) {
-    const Layout tried = parse_layout(r->c.layout);
-    bool same = tried.data == pick.data && tried.x == pick.x && tried.y == pick.y && tried.z == pick.z;
-    for (int a = 0; same && a < kCommAxisCount; ++a)
-      same = axis_link(machine, tried, static_cast<CommAxis>(a)) == axis_link(machine, pick, static_cast<CommAxis>(a));
-    if (same) return r;
-  }
+  for (const Result* r : g.results)
+    if (priced_alike(parse_layout(r->c.layout), pick, machine)) return r;
   return nullptr;
 }
 
@@ -565,37 +571,45 @@ std::string pick_text(const std::string& layout, const Result* tried, const Resu
 }
 
 struct PickCount {
-  int within = 0, groups = 0;
+  int within = 0, groups = 0, untried = 0;
+};
+
+// Before and after calibration: how often the chooser's pick (over every layout of the world,
+// as `axonn run` picks) is within the goal of the fastest measured, and how often the lowest
+// predicted of the tried layouts is.
+struct Picks {
+  std::array<PickCount, 2> chooser, lowest;
 };
 
 // Per group: the fastest measured, and what the model picks before and after calibration.
-// Returns how many groups' lowest-predicted pick is within the goal, before and after.
-std::array<PickCount, 2> print_picks(const std::vector<Group>& groups, const fs::path& dir, const SiteConfig& laptop,
-                                     const std::vector<Calibration>& calibrations) {
+// The calibrated chooser's pick is always tried (main adds it to its world's layouts); the
+// laptop site's may not be.
+Picks print_picks(const std::vector<Group>& groups, const fs::path& dir, const SiteConfig& laptop,
+                  const std::vector<Calibration>& calibrations) {
   std::printf("\nper shape and world: measured step of the model's pick / fastest measured\n");
-  std::printf("%-5s %-5s %-8s %9s | %-21s %-21s | %-21s %-21s\n", "shape", "ranks", "fastest", "step s",
+  std::printf("%-5s %-5s %-13s %9s | %-21s %-21s | %-21s %-21s\n", "shape", "ranks", "fastest", "step s",
               "lowest pred. before", "axonn layout before", "lowest pred. after", "axonn layout after");
-  std::array<PickCount, 2> count{};
+  Picks count;
   for (const Group& g : groups) {
     if (g.results.size() < 2) continue;  // one layout: nothing to pick
     const Result& fastest = *lowest(g, measured_of);
     const SiteConfig& after_site = calibration_of(calibrations, g.world, g.shape).site;
     std::string columns;
-    for (int after = 0; after < 2; ++after) {
+    for (size_t after = 0; after < 2; ++after) {
       const SiteConfig& site = after ? after_site : laptop;
       const JobConfig job = load_job_config(job_path(dir, *g.shape).string(), site);
       const Result* pick = lowest(g, after ? after_of : before_of);
-      const bool within = pick->measured_s <= kPickGoal * fastest.measured_s;
-      count[static_cast<size_t>(after)].within += within ? 1 : 0;
-      count[static_cast<size_t>(after)].groups += 1;
+      count.lowest[after].groups += 1;
+      count.lowest[after].within += pick->measured_s <= kPickGoal * fastest.measured_s ? 1 : 0;
       const std::optional<Layout> chosen = chooser_pick(site, job, g.world);
-      const std::string chosen_text =
-          chosen ? pick_text(format_layout_with_order(*chosen),
-                             tried_as(g, *chosen, run_plan(site, job, g.world).machine), fastest)
-                 : pick_text("none fits", nullptr, fastest);
-      columns += " | " + pick_text(pick->c.layout, pick, fastest) + " " + chosen_text;
+      const Result* tried = chosen ? tried_as(g, *chosen, run_plan(site, job, g.world).machine) : nullptr;
+      count.chooser[after].groups += 1;
+      count.chooser[after].untried += tried == nullptr ? 1 : 0;
+      count.chooser[after].within += tried != nullptr && tried->measured_s <= kPickGoal * fastest.measured_s ? 1 : 0;
+      columns += " | " + pick_text(pick->c.layout, pick, fastest) + " " +
+                 pick_text(chosen ? format_layout_with_order(*chosen) : "none fits", tried, fastest);
     }
-    std::printf("%-5s %-5s %-8s %9.4f%s\n", g.shape->name, g.world.label().c_str(), fastest.c.layout,
+    std::printf("%-5s %-5s %-13s %9.4f%s\n", g.shape->name, g.world.label().c_str(), fastest.c.layout.c_str(),
                 fastest.measured_s, columns.c_str());
   }
   return count;
@@ -628,8 +642,7 @@ std::string correlation_text(double rho) {
   return std::isnan(rho) ? "-" : buf;
 }
 
-void print_goals(const std::vector<Result>& results, const std::vector<Group>& groups,
-                 const std::array<PickCount, 2>& picks) {
+void print_goals(const std::vector<Result>& results, const std::vector<Group>& groups, const Picks& picks) {
   std::printf("\n%-44s %-20s %-20s\n", "over all layouts", "before calibration", "after calibration");
   char cell[2][64];
   for (int after = 0; after < 2; ++after) {
@@ -650,10 +663,17 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
   }
   std::printf("%-44s %-20s %-20s\n", "Spearman, goal >= 0.9", cell[0], cell[1]);
   for (int after = 0; after < 2; ++after) {
-    const PickCount& p = picks[static_cast<size_t>(after)];
-    std::snprintf(cell[after], sizeof cell[after], "%d of %d %s", p.within, p.groups, verdict(p.within == p.groups));
+    const PickCount& p = picks.chooser[static_cast<size_t>(after)];
+    const std::string untried = p.untried > 0 ? " (" + std::to_string(p.untried) + " untried)" : "";
+    std::snprintf(cell[after], sizeof cell[after], "%d of %d%s %s", p.within, p.groups, untried.c_str(),
+                  verdict(p.within == p.groups));
   }
-  std::printf("%-44s %-20s %-20s\n", "groups whose pick is within 5% of fastest", cell[0], cell[1]);
+  std::printf("%-44s %-20s %-20s\n", "groups where the chooser's pick is within 5%", cell[0], cell[1]);
+  for (int after = 0; after < 2; ++after) {
+    const PickCount& p = picks.lowest[static_cast<size_t>(after)];
+    std::snprintf(cell[after], sizeof cell[after], "%d of %d", p.within, p.groups);
+  }
+  std::printf("%-44s %-20s %-20s\n", "  ... the lowest predicted tried one (no goal)", cell[0], cell[1]);
   for (int after = 0; after < 2; ++after)
     std::snprintf(cell[after], sizeof cell[after], "%s",
                   correlation_text(spearman_within_groups(groups, after != 0)).c_str());
@@ -665,6 +685,31 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
   const auto [speed, slowest, fastest] = speed_spread(results);
   std::printf("%-44s %.2fx (%.2fx..%.2fx)\n", "machine speed in runs / in their calibration", speed, slowest, fastest);
   std::printf("%-44s %-20s %.1f%%\n", "MAPE at the calibration's machine speed", "", 100.0 * steady_mape(results));
+}
+
+// The cases of `world`, and after them, per job, the layout the calibrated chooser picks
+// there (what `axonn run` trains when no layout is given) where no case is priced alike, so
+// that the pick is measured beside the layouts it was chosen over.
+std::vector<Case> with_chooser_picks(const fs::path& dir, const std::vector<Case>& cases, const World& world,
+                                     const std::vector<Calibration>& calibrations) {
+  std::vector<Case> out;
+  std::copy_if(cases.begin(), cases.end(), std::back_inserter(out), [&](const Case& c) { return c.world == world; });
+  for (const Shape* shape : {&kTiny, &kWide}) {
+    if (std::none_of(out.begin(), out.end(), [&](const Case& c) { return c.shape == shape; })) continue;
+    const SiteConfig& site = calibration_of(calibrations, world, shape).site;
+    const JobConfig job = load_job_config(job_path(dir, *shape).string(), site);
+    const std::optional<Layout> pick = chooser_pick(site, job, world);
+    if (!pick) continue;
+    const Machine machine = run_plan(site, job, world).machine;
+    if (std::any_of(out.begin(), out.end(), [&](const Case& c) {
+          return c.shape == shape && priced_alike(parse_layout(c.layout), *pick, machine);
+        }))
+      continue;
+    std::printf("  the calibrated chooser picks %s for the %s job on %s: measured too\n",
+                format_layout_with_order(*pick).c_str(), shape->name, world.words().c_str());
+    out.push_back({shape, world, format_layout_with_order(*pick), false});
+  }
+  return out;
 }
 
 }  // namespace
@@ -712,13 +757,13 @@ int main(int argc, char** argv) {
                         world, *shape);
       std::fflush(stdout);
     }
+    const std::vector<Case> world_cases = with_chooser_picks(dir, cases, world, calibrations);
     const size_t first = results.size();
     for (int round = 0; round < o.rounds; ++round) {
       size_t at = first;
-      for (const Case& c : cases) {
-        if (!(c.world == world)) continue;
+      for (const Case& c : world_cases) {
         std::fprintf(stderr, "%s: %s, %s, %s, round %d of %d\n", kProgram.c_str(), c.shape->name, world.words().c_str(),
-                     c.layout, round + 1, o.rounds);
+                     c.layout.c_str(), round + 1, o.rounds);
         const Calibration& calibrated = calibration_of(calibrations, world, c.shape);
         const Result run =
             run_case(dir, c, o.steps, calibrated.path, laptop, calibrated.site, calibrated.machine_flops);
@@ -745,7 +790,7 @@ int main(int argc, char** argv) {
 
   print_table(results);
   const std::vector<Group> groups = groups_of(results);
-  const std::array<PickCount, 2> picks = print_picks(groups, dir, laptop, calibrations);
+  const Picks picks = print_picks(groups, dir, laptop, calibrations);
   print_goals(results, groups, picks);
   if (!o.keep) fs::remove_all(dir);
   return 0;

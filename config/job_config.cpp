@@ -263,9 +263,12 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   m.gemm_flops = site_gemm_tflops(site, job.training.dtype) * 1e12;
   m.attention_flops = site_attention_tflops(site, job.training.dtype) * 1e12;
   m.elementwise_bytes_per_s = site.elementwise_GBps * 1e9;
-  m.gemm_epilogues = job.training.device != "cpu";  // "cuda", or "auto" on a GPU site; the run knows for sure
   for (const SiteGemm& g : site.gemm)
     if (g.dtype == job.training.dtype) m.gemm_rates.push_back({{g.m, g.k, g.n}, g.tflops * 1e12});
+  // "cuda", or "auto" on a GPU site; `axonn train` passes the device it resolved "auto" to.
+  const bool host_ranks = job.training.device == "cpu";
+  m.gemm_epilogues = !host_ranks;
+  if (host_ranks) scale_compute(m, static_cast<double>(site.gpus_per_node) / tasks_per_node);
   m.intra_node_measured = measured_tier(site.intra_node_fits, site.intra_node_groups, site.intra_node_overlap,
                                         site.intra_node_filled_by_others);
   m.inter_node_measured = measured_tier(site.inter_node_fits, site.inter_node_groups, site.inter_node_overlap,

@@ -119,6 +119,12 @@ JobConfig load_job_config_string(const std::string& text, const std::string& nam
 // (units converted: GiB -> bytes, GB/s -> bytes/s, us -> s, TFLOP/s -> FLOP/s at the job's dtype).
 // hostnames (node order, optional) place the nodes on the site's named switches
 // (network.switches); see allocation_nodes_per_switch in switch_map.hpp.
+// A job on the CPU (training.device = "cpu") has its node's tasks share the node's cores and
+// memory bandwidth: a site's per-"GPU" compute figures describe one of gpus_per_node shares
+// of a node, so each of tasks_per_node ranks is priced with gpus_per_node / tasks_per_node of
+// them (twice a share's rate for 2 ranks on a gpus_per_node = 4 site), and bias and GELU as
+// passes of their own (no GEMM epilogues). `axonn train` prices the device its ranks run on
+// ("auto" resolved), so that its chooser, its logged prediction and summary.json agree.
 ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nodes, int tasks_per_node,
                            const std::vector<std::string>& hostnames = {});
 

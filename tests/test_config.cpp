@@ -324,8 +324,8 @@ TEST(Config, TrainingDeviceIsAutoCpuOrCuda) {
 // error naming the key and what it got.
 TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
   EXPECT_TRUE(load_job_config_string("", "j.toml", SiteConfig{}).training.overlap_comm);
-  EXPECT_FALSE(load_job_config_string("[training]\noverlap_comm = false\n", "j.toml", SiteConfig{})
-                   .training.overlap_comm);
+  EXPECT_FALSE(
+      load_job_config_string("[training]\noverlap_comm = false\n", "j.toml", SiteConfig{}).training.overlap_comm);
   EXPECT_FALSE(
       load_job_config_string("", "j.toml", SiteConfig{}, {"training.overlap_comm=false"}).training.overlap_comm);
   const std::string err =
@@ -335,10 +335,11 @@ TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
 }
 
 // The site's measured elementwise and attention rates (the job's dtype) reach the model; a
-// job on the CPU gets no GEMM
-// epilogues (its backend runs bias and GELU as separate passes), any other device does.
+// job on the CPU gets no GEMM epilogues (its backend runs bias and GELU as separate passes),
+// any other device does.
 TEST(Config, ElementwiseRateAndEpiloguesReachTheChooser) {
   SiteConfig site;
+  site.gpus_per_node = 4;
   site.elementwise_GBps = 4.25;
   site.attention_tflops_float32 = 0.5;
   site.attention_tflops_bfloat16 = 7;
@@ -354,6 +355,36 @@ TEST(Config, ElementwiseRateAndEpiloguesReachTheChooser) {
     EXPECT_TRUE(chooser_input(site, job, 1, 4).machine.gemm_epilogues) << device;
   }
   EXPECT_EQ(chooser_input(SiteConfig{}, cpu, 1, 4).machine.elementwise_bytes_per_s, 0);
+}
+
+// A CPU job's ranks share their node's cores: the site's per-"GPU" figures are one of
+// gpus_per_node shares of a node, so 2 ranks on a gpus_per_node = 4 site get two shares each
+// and 8 ranks half of one; links and memory are per rank whatever the count. A GPU job's
+// figures are per GPU at any count.
+TEST(Config, ACpuJobsRanksSplitTheNodesComputeBetweenThem) {
+  SiteConfig site;
+  site.gpus_per_node = 4;
+  site.peak_tflops_float32 = 0.04;
+  site.gemm_tflops_float32 = 0.02;
+  site.attention_tflops_float32 = 0.01;
+  site.elementwise_GBps = 4;
+  site.gemm.push_back({ElementType::float32, 64, 64, 64, 0.03});
+  const JobConfig cpu = load_job_config_string("[training]\ndevice = \"cpu\"\n", "j.toml", site);
+  for (const auto& [ranks, share] : {std::pair{2, 2.0}, {4, 1.0}, {8, 0.5}}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks on the node");
+    const Machine m = chooser_input(site, cpu, 1, ranks).machine;
+    EXPECT_DOUBLE_EQ(m.peak_flops, share * 0.04e12);
+    EXPECT_DOUBLE_EQ(m.gemm_flops, share * 0.02e12);
+    EXPECT_DOUBLE_EQ(m.attention_flops, share * 0.01e12);
+    EXPECT_DOUBLE_EQ(m.elementwise_bytes_per_s, share * 4e9);
+    ASSERT_EQ(m.gemm_rates.size(), 1u);
+    EXPECT_DOUBLE_EQ(m.gemm_rates[0].flops_per_s, share * 0.03e12);
+    EXPECT_DOUBLE_EQ(m.memory_bytes, chooser_input(site, cpu, 1, 4).machine.memory_bytes);
+  }
+  for (const std::string device : {"cuda", "auto"}) {
+    const JobConfig job = load_job_config_string("[training]\ndevice = \"" + device + "\"\n", "j.toml", site);
+    EXPECT_DOUBLE_EQ(chooser_input(site, job, 1, 2).machine.gemm_flops, 0.02e12) << device;
+  }
 }
 
 // training.recompute: "auto" (unset) unless the job or an override names a mode; it reaches

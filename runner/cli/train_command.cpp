@@ -149,7 +149,10 @@ int command_train(const CommandArgs& argv) {
   }
 
   const TrainDevice device = choose_train_device(job, topology);
-  const RunLayout run = decide_run_layout(topology, site, job, args.value("layout"));
+  // The chooser and the predictions price the device the ranks run on: "auto" resolved.
+  JobConfig priced = job;
+  priced.training.device = device.cuda ? "cuda" : "cpu";
+  const RunLayout run = decide_run_layout(topology, site, priced, args.value("layout"));
   auto backend = make_train_backend(device, job, topology);
   const TokenData data = load_data(job);
   startup.mark("layout");
@@ -183,11 +186,6 @@ int command_train(const CommandArgs& argv) {
   // and moves: activations and the GEMMs' weights in the backend's activation type (bf16 on
   // a CUDA backend under training.dtype = "bfloat16", else float32), gradients float32.
   options.plan.batch.dtype = backend->activation_type();
-  // CPU ranks share their node's cores: a site's per-"GPU" peak and measured GEMM rates
-  // describe one of gpus_per_node shares of the node, and this run has local_size ranks on it.
-  if (backend->device_is_host())
-    scale_compute(options.plan.machine, static_cast<double>(site.gpus_per_node) / topology.local_size);
-  options.plan.machine.gemm_epilogues = !backend->device_is_host();
   options.layout_origin = run.origin;
   options.fallback = args.has("fallback");
   options.init_only = args.has("init-only");

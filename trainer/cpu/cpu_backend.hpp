@@ -2,9 +2,9 @@
 // The CPU backend: float32 ops on host memory, OpenBLAS sgemm for every matmul (attention's
 // QK^T and PV included) and plain loops written to vectorize for the rest, compiled for
 // AVX-512, AVX2 and baseline x86-64 (simd.hpp), everything (GEMMs included, gemm.hpp) split
-// over one pool of threads (thread_pool.hpp), with results bitwise equal for every thread count
-// and instruction set. It is the oracle the CUDA backend is tested against. Not thread-safe: one
-// backend per rank.
+// over one pool of threads (thread_pool.hpp), with results bitwise equal for every instruction
+// set and, but for the GEMMs that are split (gemm.hpp), every thread count. It is the oracle the
+// CUDA backend is tested against. Not thread-safe: one backend per rank.
 #include <cstdint>
 #include <memory>
 #include <vector>
