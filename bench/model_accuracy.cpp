@@ -328,6 +328,8 @@ struct Result {
   double before_s = 0, after_s = 0;
   double measured_comm_s = 0;  // summary.json's comm_seconds_per_step, all collectives (the first round's)
   double before_comm_s = 0, after_comm_s = 0;
+  // The after prediction's parts: step = compute + comm - hidden - filled (layout_cost.hpp).
+  double after_compute_s = 0, after_hidden_s = 0, after_filled_s = 0;
 };
 
 double sum_of(const std::map<std::string, double>& seconds) {
@@ -370,6 +372,9 @@ Result run_case(const fs::path& dir, const Case& c, int steps, const fs::path& c
   r.before_s = before.step_s();
   r.before_comm_s = before.comm_total_s();
   r.after_comm_s = after.comm_total_s();
+  r.after_compute_s = after.compute_s;
+  r.after_hidden_s = after.hidden_s;
+  r.after_filled_s = after.filled_s;
   // The "before" column is only comparable if this process prices as `axonn train` does.
   if (std::abs(after.step_s() - r.after_s) > 1e-4 * r.after_s) {
     std::fprintf(stderr,
@@ -506,23 +511,29 @@ void print_table(const std::vector<Result>& results) {
       "\nmeas/pred.: measured / predicted step (after: summary.json's step_time_ratio); comm pred.: the "
       "prediction's\ncollectives; comm counted: rank 0's seconds per step inside collectives, waiting for the "
       "others included\n");
+  std::printf(
+      "after's parts: compute, comm, and the comm taken off the step as hidden beside compute and as filled by "
+      "other\nranks' compute (step = compute + comm − hidden − filled)\n");
   std::printf("rounds: (slowest − fastest round) / measured\n");
   std::printf("a layout with its rank order (2x1x2x1:xyzd): the calibrated chooser's pick, measured beside the list\n");
   std::printf(
       "speed: the machine's speed around the runs / around the world's calibration (median of rounds); steady: "
       "each\nround's step x its speed, the step at the calibration's machine speed (median of rounds) / after's "
       "pred.\n");
-  std::printf("%-5s %-5s %-13s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "shape", "ranks", "layout",
-              "measured", "rounds", "before", "meas/", "comm", "after", "meas/", "comm", "comm", "speed", "steady/");
-  std::printf("%-5s %-5s %-13s %9s %6s | %9s %7s %9s | %9s %7s %9s | %9s | %5s %7s\n", "", "", "", "step s", "",
-              "pred. s", "pred.", "pred. s", "pred. s", "pred.", "pred. s", "counted s", "", "pred.");
+  const char* header = "%-5s %-5s %-13s %9s %6s | %9s %7s %9s | %9s %7s %9s %8s %8s %8s | %9s | %5s %7s\n";
+  std::printf(header, "shape", "ranks", "layout", "measured", "rounds", "before", "meas/", "comm", "after", "meas/",
+              "compute", "comm", "hidden", "filled", "comm", "speed", "steady/");
+  std::printf(header, "", "", "", "step s", "", "pred. s", "pred.", "pred. s", "pred. s", "pred.", "s", "s", "s", "s",
+              "counted s", "", "pred.");
   for (const Result& r : results) {
     const auto [fastest, slowest] = std::minmax_element(r.round_s.begin(), r.round_s.end());
-    std::printf("%-5s %-5s %-13s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f | %9.4f | %5.2f %7.2f\n",
-                r.c.shape->name, r.c.world.label().c_str(), r.c.layout.c_str(), r.measured_s,
-                100.0 * (*slowest - *fastest) / r.measured_s, r.before_s, r.measured_s / r.before_s, r.before_comm_s,
-                r.after_s, r.measured_s / r.after_s, r.after_comm_s, r.measured_comm_s,
-                axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
+    std::printf(
+        "%-5s %-5s %-13s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f %8.4f %8.4f %8.4f | %9.4f | %5.2f "
+        "%7.2f\n",
+        r.c.shape->name, r.c.world.label().c_str(), r.c.layout.c_str(), r.measured_s,
+        100.0 * (*slowest - *fastest) / r.measured_s, r.before_s, r.measured_s / r.before_s, r.before_comm_s, r.after_s,
+        r.measured_s / r.after_s, r.after_compute_s, r.after_comm_s, r.after_hidden_s, r.after_filled_s,
+        r.measured_comm_s, axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
   }
 }
 
