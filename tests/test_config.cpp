@@ -324,8 +324,8 @@ TEST(Config, TrainingDeviceIsAutoCpuOrCuda) {
 // error naming the key and what it got.
 TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
   EXPECT_TRUE(load_job_config_string("", "j.toml", SiteConfig{}).training.overlap_comm);
-  EXPECT_FALSE(
-      load_job_config_string("[training]\noverlap_comm = false\n", "j.toml", SiteConfig{}).training.overlap_comm);
+  EXPECT_FALSE(load_job_config_string("[training]\noverlap_comm = false\n", "j.toml", SiteConfig{})
+                   .training.overlap_comm);
   EXPECT_FALSE(
       load_job_config_string("", "j.toml", SiteConfig{}, {"training.overlap_comm=false"}).training.overlap_comm);
   const std::string err =

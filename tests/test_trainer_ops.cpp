@@ -79,6 +79,12 @@ class TrainerOps : public ::testing::Test {
 
 // ---------------------------------------------------------------- GEMM
 
+// op(X)[row, col] of a row-major X with leading dimension ld, as a double: X's own element,
+// or its transpose's.
+double op_at(const Floats& x, Transpose t, int64_t ld, int64_t row, int64_t col) {
+  return static_cast<double>(t == Transpose::no ? x[row * ld + col] : x[col * ld + row]);
+}
+
 TEST_F(TrainerOps, GemmAllTransposesWithStridesMatchTripleLoopWithinRoundingBound) {
   const int64_t m = 37, n = 23, k = 51, pad = 3;  // odd sizes; rows padded to test ld
   for (Transpose ta : {Transpose::no, Transpose::yes})
@@ -104,12 +110,8 @@ TEST_F(TrainerOps, GemmAllTransposesWithStridesMatchTripleLoopWithinRoundingBoun
         const float alpha = 0.7f;
         be_->gemm(ta, tb, m, n, k, alpha, da.data(), lda, db.data(), ldb, beta, dc.data(), ldc);
         const Floats c = dc.download();
-        auto A = [&](int64_t i, int64_t p) {
-          return static_cast<double>(ta == Transpose::no ? a[i * lda + p] : a[p * lda + i]);
-        };
-        auto Bm = [&](int64_t p, int64_t j) {
-          return static_cast<double>(tb == Transpose::no ? b[p * ldb + j] : b[j * ldb + p]);
-        };
+        auto A = [&](int64_t i, int64_t p) { return op_at(a, ta, lda, i, p); };
+        auto Bm = [&](int64_t p, int64_t j) { return op_at(b, tb, ldb, p, j); };
         int bad = 0;
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
@@ -163,8 +165,7 @@ TEST_F(TrainerOps, GemmSplitOverThreadsIsTheSameSumEveryRun) {
           for (int64_t j = 0; j < n; ++j) {
             double mag = std::fabs(beta * static_cast<double>(c0[i * ldc + j]));
             for (int64_t p = 0; p < k; ++p)
-              mag += std::fabs(alpha * static_cast<double>(ta == Transpose::no ? a[i * lda + p] : a[p * lda + i]) *
-                               static_cast<double>(tb == Transpose::no ? b[p * ldb + j] : b[j * ldb + p]));
+              mag += std::fabs(alpha * op_at(a, ta, lda, i, p) * op_at(b, tb, ldb, p, j));
             const double got = three[i * ldc + j], want = one[i * ldc + j];
             if (!(std::fabs(got - want) <= 2.0 * static_cast<double>(k + 2) * kU * mag) && ++bad <= 3)
               ADD_FAILURE() << "C[" << i << "," << j << "] = " << got << " on three threads, " << want << " on one";

@@ -24,8 +24,9 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alp
 // one k-long sum, as on one thread, but not always the same bits: OpenBLAS's kernels round a
 // row or column by where it falls in their blocks (the last of a part take the remainder
 // kernels; AVX-512 builds switch to small-matrix kernels below a size), so a thread count
-// gives the same bits on every run and another count may differ in the last place. GEMMs of at most kMaxSerialGemmVolume
-// multiply-adds (m·n·k) stay on the caller, as OpenBLAS's own driver keeps them on one thread.
+// gives the same bits on every run and another count may differ in the last place. GEMMs of
+// at most kMaxSerialGemmVolume multiply-adds (m·n·k) stay on the caller, as OpenBLAS's own
+// driver keeps them on one thread.
 constexpr int64_t kMaxSerialGemmVolume = 4 * 65536;
 void gemm(ThreadPool& pool, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);

@@ -6,8 +6,9 @@
 // Every op splits its work into fixed parts by index (rows, columns or elements), and each
 // output element is computed by exactly one part with the same arithmetic as a serial loop,
 // so results are bitwise equal for every thread count (reductions keep their serial order:
-// see each op), but for a split GEMM's (gemm.hpp). Workers poll for up to 50 µs after a task, then sleep, so that between
-// steps and during collectives they leave the cores to the node's other ranks.
+// see each op), but for a split GEMM's (gemm.hpp). Workers poll for up to 50 µs after a task,
+// then sleep, so that between steps and during collectives they leave the cores to the node's
+// other ranks.
 #include <atomic>
 #include <cstdint>
 #include <exception>
