@@ -227,16 +227,14 @@ bool priced_alike(const Layout& a, const Layout& b, const Machine& machine) {
   return same;
 }
 
-std::string fits_text(const CollectiveFits& fits, double overlap, double filled) {
+// "  overlap 40%  filled 30%  busy 85%  all_reduce 30 us + 2 GB/s ...": a tier's (or group
+// size's) measured figures, the fractions left out where 0.
+std::string fits_text(const CollectiveFits& fits, double overlap, double filled, double busy) {
   std::string s;
-  if (overlap > 0) {
+  for (const auto& [name, fraction] : {std::pair{"overlap", overlap}, {"filled", filled}, {"busy", busy}}) {
+    if (!(fraction > 0)) continue;
     char buf[48];
-    std::snprintf(buf, sizeof buf, "  overlap %.0f%%", 100 * overlap);
-    s += buf;
-  }
-  if (filled > 0) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "  filled %.0f%%", 100 * filled);
+    std::snprintf(buf, sizeof buf, "  %s %.0f%%", name, 100 * fraction);
     s += buf;
   }
   for (CollectiveKind kind : kCalibratedKinds) {
@@ -297,17 +295,17 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
               after.gemm_flops / 1e9, shape.name, before.peak_flops * before.compute_efficiency / 1e9);
   // A tier the world does not span keeps the base site's figures, which have no fits.
   if (const std::string intra = fits_text(calibrated.intra_node_fits, calibrated.intra_node_overlap,
-                                          calibrated.intra_node_filled_by_others);
+                                          calibrated.intra_node_filled_by_others, calibrated.intra_node_cores_busy);
       !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
   for (const GroupFits& g : calibrated.intra_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others).c_str());
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others, g.cores_busy).c_str());
   if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap,
-                                          calibrated.inter_node_filled_by_others);
+                                          calibrated.inter_node_filled_by_others, calibrated.inter_node_cores_busy);
       !inter.empty())
     std::printf("  inter-node%s\n", inter.c_str());
   for (const GroupFits& g : calibrated.inter_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others).c_str());
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others, g.cores_busy).c_str());
 }
 
 // The site calibrated for one job at one world.
@@ -334,8 +332,9 @@ struct Result {
   double before_s = 0, after_s = 0;
   double measured_comm_s = 0;  // summary.json's comm_seconds_per_step, all collectives (the first round's)
   double before_comm_s = 0, after_comm_s = 0;
-  // The after prediction's parts: step = compute + comm - hidden - filled (layout_cost.hpp).
-  double after_compute_s = 0, after_hidden_s = 0, after_filled_s = 0;
+  // The after prediction's parts: step = compute + comm - hidden - filled (layout_cost.hpp),
+  // and the comm that keeps shared cores busy, which neither credit takes off.
+  double after_compute_s = 0, after_hidden_s = 0, after_filled_s = 0, after_busy_s = 0;
 };
 
 double sum_of(const std::map<std::string, double>& seconds) {
@@ -381,6 +380,7 @@ Result run_case(const fs::path& dir, const Case& c, int steps, const fs::path& c
   r.after_compute_s = after.compute_s;
   r.after_hidden_s = after.hidden_s;
   r.after_filled_s = after.filled_s;
+  r.after_busy_s = after.busy_s;
   // The "before" column is only comparable if this process prices as `axonn train` does.
   if (std::abs(after.step_s() - r.after_s) > 1e-4 * r.after_s) {
     std::fprintf(stderr,
@@ -519,27 +519,28 @@ void print_table(const std::vector<Result>& results) {
       "others included\n");
   std::printf(
       "after's parts: compute, comm, and the comm taken off the step as hidden beside compute and as filled by "
-      "other\nranks' compute (step = compute + comm − hidden − filled)\n");
+      "other\nranks' compute (step = compute + comm − hidden − filled); busy: the comm that keeps shared cores "
+      "busy, which\nneither credit takes off\n");
   std::printf("rounds: (slowest − fastest round) / measured\n");
   std::printf("a layout with its rank order (2x1x2x1:xyzd): the calibrated chooser's pick, measured beside the list\n");
   std::printf(
       "speed: the machine's speed around the runs / around the world's calibration (median of rounds); steady: "
       "each\nround's step x its speed, the step at the calibration's machine speed (median of rounds) / after's "
       "pred.\n");
-  const char* header = "%-5s %-5s %-13s %9s %6s | %9s %7s %9s | %9s %7s %9s %8s %8s %8s | %9s | %5s %7s\n";
+  const char* header = "%-5s %-5s %-13s %9s %6s | %9s %7s %9s | %9s %7s %9s %8s %8s %8s %8s | %9s | %5s %7s\n";
   std::printf(header, "shape", "ranks", "layout", "measured", "rounds", "before", "meas/", "comm", "after", "meas/",
-              "compute", "comm", "hidden", "filled", "comm", "speed", "steady/");
+              "compute", "comm", "hidden", "filled", "busy", "comm", "speed", "steady/");
   std::printf(header, "", "", "", "step s", "", "pred. s", "pred.", "pred. s", "pred. s", "pred.", "s", "s", "s", "s",
-              "counted s", "", "pred.");
+              "s", "counted s", "", "pred.");
   for (const Result& r : results) {
     const auto [fastest, slowest] = std::minmax_element(r.round_s.begin(), r.round_s.end());
     std::printf(
-        "%-5s %-5s %-13s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f %8.4f %8.4f %8.4f | %9.4f | %5.2f "
-        "%7.2f\n",
+        "%-5s %-5s %-13s %9.4f %5.0f%% | %9.4f %7.2f %9.4f | %9.4f %7.2f %9.4f %8.4f %8.4f %8.4f %8.4f | %9.4f | "
+        "%5.2f %7.2f\n",
         r.c.shape->name, r.c.world.label().c_str(), r.c.layout.c_str(), r.measured_s,
         100.0 * (*slowest - *fastest) / r.measured_s, r.before_s, r.measured_s / r.before_s, r.before_comm_s, r.after_s,
         r.measured_s / r.after_s, r.after_compute_s, r.after_comm_s, r.after_hidden_s, r.after_filled_s,
-        r.measured_comm_s, axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
+        r.after_busy_s, r.measured_comm_s, axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
   }
 }
 

@@ -217,19 +217,20 @@ void measured_links(const CollectiveFits& fits, KindLinks& kinds, SmallMessageLi
   }
 }
 
-// A tier's fits, its groups', its overlap and its fill, as the chooser takes them.
-MeasuredTier measured_tier(const CollectiveFits& fits, const std::vector<GroupFits>& groups, double overlap,
-                           double filled_by_others) {
+// A tier's fits, its groups', its overlap, its fill and its busy cores, as the chooser takes them.
+MeasuredTier measured_tier(const SiteConfig& site, const SiteTier& tier) {
   MeasuredTier measured;
-  measured_links(fits, measured.kinds, measured.small);
-  for (const GroupFits& g : groups) {
+  measured_links(site.*tier.fits, measured.kinds, measured.small);
+  for (const GroupFits& g : site.*tier.groups) {
     MeasuredGroup& group = measured.groups.emplace_back();
     group.ranks = g.ranks;
     measured_links(g.fits, group.kinds, group.small);
     group.filled_by_others = g.filled_by_others;
+    group.cores_busy = g.cores_busy;
   }
-  measured.overlap = overlap;
-  measured.filled_by_others = filled_by_others;
+  measured.overlap = site.*tier.overlap;
+  measured.filled_by_others = site.*tier.filled_by_others;
+  measured.cores_busy = site.*tier.cores_busy;
   return measured;
 }
 
@@ -269,12 +270,11 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   const bool host_ranks = job.training.device == "cpu";
   m.gemm_epilogues = !host_ranks;
   if (host_ranks) scale_compute(m, static_cast<double>(site.gpus_per_node) / tasks_per_node);
-  m.intra_node_measured = measured_tier(site.intra_node_fits, site.intra_node_groups, site.intra_node_overlap,
-                                        site.intra_node_filled_by_others);
-  m.inter_node_measured = measured_tier(site.inter_node_fits, site.inter_node_groups, site.inter_node_overlap,
-                                        site.inter_node_filled_by_others);
-  m.inter_switch_measured = measured_tier(site.inter_switch_fits, site.inter_switch_groups, site.inter_switch_overlap,
-                                          site.inter_switch_filled_by_others);
+  static_assert(kSiteTiers[0].tier == LinkTier::intra_node && kSiteTiers[1].tier == LinkTier::inter_node &&
+                kSiteTiers[2].tier == LinkTier::inter_switch);
+  m.intra_node_measured = measured_tier(site, kSiteTiers[0]);
+  m.inter_node_measured = measured_tier(site, kSiteTiers[1]);
+  m.inter_switch_measured = measured_tier(site, kSiteTiers[2]);
   in.policy = site_policy(site);
   return in;
 }

@@ -106,25 +106,27 @@ int read_group_ranks(TomlReader& e, const std::vector<GroupFits>& before, const 
   return ranks;
 }
 
-// [network.<tier>]: the kinds (read_kind_fits), overlap and filled_by_others (fractions), and
-// groups, each entry a size, its kinds and its filled_by_others.
-CollectiveFits read_fits(TomlReader& network, const char* tier, double& overlap, double& filled_by_others,
-                         std::vector<GroupFits>& groups) {
-  auto t = network.table(tier);
-  overlap = t.number("overlap", 0, 0, 1);
-  filled_by_others = t.number("filled_by_others", 0, 0, 1);
-  CollectiveFits fits = read_kind_fits(t);
-  const std::string what = std::string("network.") + tier + ".groups";
+// [network.<tier>] into `s`: the kinds (read_kind_fits), overlap, filled_by_others and
+// cores_busy (fractions), and groups, each entry a size, its kinds, its filled_by_others and
+// its cores_busy.
+void read_tier(TomlReader& network, const SiteTier& tier, SiteConfig& s) {
+  auto t = network.table(tier.key);
+  s.*tier.overlap = t.number("overlap", 0, 0, 1);
+  s.*tier.filled_by_others = t.number("filled_by_others", 0, 0, 1);
+  s.*tier.cores_busy = t.number("cores_busy", 0, 0, 1);
+  s.*tier.fits = read_kind_fits(t);
+  std::vector<GroupFits>& groups = s.*tier.groups;
+  const std::string what = std::string("network.") + tier.key + ".groups";
   for (TomlReader& e : t.tables("groups")) {
     GroupFits g;
     g.ranks = read_group_ranks(e, groups, what);
     g.fits = read_kind_fits(e);
     g.filled_by_others = e.number("filled_by_others", 0, 0, 1);
+    g.cores_busy = e.number("cores_busy", 0, 0, 1);
     e.finish();
     groups.push_back(g);
   }
   t.finish();
-  return fits;
 }
 
 // "2026-11-27T10:31:02Z", as calibrate writes [calibration] date.
@@ -232,8 +234,7 @@ SiteConfig read_site(const toml::table& root, const std::string& file) {
     if (!s.switches.empty() && s.nodes_per_switch > 0)
       t.fail("switches", "and network.nodes_per_switch = " + std::to_string(s.nodes_per_switch) +
                              " both describe the switches; keep one of them");
-    for (const SiteTier& tier : kSiteTiers)
-      s.*tier.fits = read_fits(t, tier.key, s.*tier.overlap, s.*tier.filled_by_others, s.*tier.groups);
+    for (const SiteTier& tier : kSiteTiers) read_tier(t, tier, s);
     t.finish();
   }
   {

@@ -40,6 +40,7 @@ struct GroupFits {
   int ranks = 0;
   CollectiveFits fits;
   double filled_by_others = 0;  // as the tier's (SiteConfig, [network.<tier>]), on groups of `ranks`
+  double cores_busy = 0;        // as the tier's, on groups of `ranks`
 };
 
 // One GEMM shape's measured rate, [compute] gemm = [{ dtype, m, k, n, tflops }, ...]: the
@@ -91,11 +92,14 @@ struct SiteConfig {
   // [network.intra_node], [network.inter_node], [network.inter_switch]: measured per kind,
   // overlap = the fraction of a collective's time hidden when it runs beside compute, and
   // filled_by_others = the fraction of a blocking collective's time in which the other ranks
-  // that share this rank's cores compute instead (0: none, as without the keys)
+  // that share this rank's cores compute instead, and cores_busy = the fraction of the node's
+  // cores that a collective's ranks keep busy for its time, which no other rank computes
+  // through (0: none, as without the keys; layout_inputs.hpp, MeasuredTier)
   CollectiveFits intra_node_fits, inter_node_fits, inter_switch_fits;
   std::vector<GroupFits> intra_node_groups, inter_node_groups, inter_switch_groups;
   double intra_node_overlap = 0, inter_node_overlap = 0, inter_switch_overlap = 0;
   double intra_node_filled_by_others = 0, inter_node_filled_by_others = 0, inter_switch_filled_by_others = 0;
+  double intra_node_cores_busy = 0, inter_node_cores_busy = 0, inter_switch_cores_busy = 0;
   int nodes_per_switch = 0;  // 0: one switch for all nodes
   // Or the hosts under each switch, host lists expanded ("nid[001-016]" -> 16 names);
   // empty: use nodes_per_switch. At most one of the two is set.
@@ -126,17 +130,19 @@ struct SiteTier {
   std::vector<GroupFits> SiteConfig::*groups;
   double SiteConfig::*overlap;
   double SiteConfig::*filled_by_others;
+  double SiteConfig::*cores_busy;
 };
 inline constexpr std::array<SiteTier, 3> kSiteTiers = {{
     {LinkTier::intra_node, "intra_node", &SiteConfig::intra_node_bandwidth_GBps, &SiteConfig::intra_node_latency_us,
      &SiteConfig::intra_node_fits, &SiteConfig::intra_node_groups, &SiteConfig::intra_node_overlap,
-     &SiteConfig::intra_node_filled_by_others},
+     &SiteConfig::intra_node_filled_by_others, &SiteConfig::intra_node_cores_busy},
     {LinkTier::inter_node, "inter_node", &SiteConfig::inter_node_bandwidth_GBps, &SiteConfig::inter_node_latency_us,
      &SiteConfig::inter_node_fits, &SiteConfig::inter_node_groups, &SiteConfig::inter_node_overlap,
-     &SiteConfig::inter_node_filled_by_others},
+     &SiteConfig::inter_node_filled_by_others, &SiteConfig::inter_node_cores_busy},
     {LinkTier::inter_switch, "inter_switch", &SiteConfig::inter_switch_bandwidth_GBps,
      &SiteConfig::inter_switch_latency_us, &SiteConfig::inter_switch_fits, &SiteConfig::inter_switch_groups,
-     &SiteConfig::inter_switch_overlap, &SiteConfig::inter_switch_filled_by_others},
+     &SiteConfig::inter_switch_overlap, &SiteConfig::inter_switch_filled_by_others,
+     &SiteConfig::inter_switch_cores_busy},
 }};
 
 // The measured GEMM rate of a dtype (gemm_tflops_float32 or _bfloat16), 0 when not measured.

@@ -87,6 +87,7 @@ std::string groups_value(const std::vector<GroupFits>& groups) {
   for (const GroupFits& g : groups) {
     out.append("  { ranks = ").append(std::to_string(g.ranks)).append(kind_fits_entries(g.fits));
     if (g.filled_by_others > 0) out.append(", filled_by_others = ").append(number(g.filled_by_others));
+    if (g.cores_busy > 0) out.append(", cores_busy = ").append(number(g.cores_busy));
     out.append(" },\n");
   }
   return out + "]";
@@ -151,6 +152,9 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
     if (s.*tier.filled_by_others > 0)
       add(std::string("network.") + tier.key, "filled_by_others", number(s.*tier.filled_by_others),
           "measured: fraction of a blocking collective other ranks on the same cores compute through");
+    if (s.*tier.cores_busy > 0)
+      add(std::string("network.") + tier.key, "cores_busy", number(s.*tier.cores_busy),
+          "measured: fraction of the node's cores a collective's ranks keep busy for its time");
     for (const CollectiveKind kind : kCalibratedKinds)
       if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)])
         add(std::string("network.") + tier.key, collective_name(kind), fit_value(*fit), "measured");

@@ -135,12 +135,27 @@ double overlap_efficiency(const Machine& m, LinkTier tier) {
   return measured != nullptr ? measured->overlap : 0;
 }
 
-double filled_by_others(const Machine& m, LinkTier tier, int group_size) {
+namespace {
+
+// A time-sharing fraction of groups of `group_size` over `tier`: the group size's own where
+// calibrate measured that size, else the tier's; 0 where the tier is unmeasured.
+double sharing_fraction(const Machine& m, LinkTier tier, int group_size, double MeasuredTier::*tier_field,
+                        double MeasuredGroup::*group_field) {
   const MeasuredTier* measured = measured_tier(m, tier);
   if (measured == nullptr) return 0;
   for (const MeasuredGroup& group : measured->groups)
-    if (group.ranks == group_size) return group.filled_by_others;
-  return measured->filled_by_others;
+    if (group.ranks == group_size) return group.*group_field;
+  return measured->*tier_field;
+}
+
+}  // namespace
+
+double filled_by_others(const Machine& m, LinkTier tier, int group_size) {
+  return sharing_fraction(m, tier, group_size, &MeasuredTier::filled_by_others, &MeasuredGroup::filled_by_others);
+}
+
+double cores_busy(const Machine& m, LinkTier tier, int group_size) {
+  return sharing_fraction(m, tier, group_size, &MeasuredTier::cores_busy, &MeasuredGroup::cores_busy);
 }
 
 std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layout& g) {
@@ -264,11 +279,16 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   // Filled: the blocking calls' time at their tier's and group size's fill, which other ranks
   // on the same cores compute through (0 where every rank has cores of its own), at most the
   // compute not already beside a hidden collective.
+  // Busy: every call's time at its tier's and group size's cores_busy, which neither credit
+  // takes off (where ranks share cores, a collective's own copying and summing keeps them).
   double hidden_data = 0, hidden_experts = 0, hidden_other = 0, filled = 0;
   for (const CollectiveCalls& calls : volume.calls) {
     const auto ai = static_cast<size_t>(calls.axis);
     const double t = collective_calls_seconds(input.machine, c.link[ai], calls, volume.group_size[ai]);
     c.comm_s[ai] += t;
+    // Only where measured, as the fill below.
+    if (const double busy = cores_busy(input.machine, c.link[ai], volume.group_size[ai]); busy > 0)
+      c.busy_s += t * busy;
     if (!calls.overlapped) {
       // Only where measured: 0 x an infinite time (a link of no bandwidth) would be NaN.
       if (const double fill = filled_by_others(input.machine, c.link[ai], volume.group_size[ai]); fill > 0)
@@ -289,6 +309,9 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other +
                                          std::min(hidden_experts, experts_s * (rounds - 1) / rounds));
   c.filled_s = std::min(filled, c.compute_s - c.hidden_s);
+  const double creditable = std::max(0.0, c.comm_total_s() - c.busy_s);
+  c.hidden_s = std::min(c.hidden_s, creditable);
+  c.filled_s = std::min(c.filled_s, creditable - c.hidden_s);
   return c;
 }
 

@@ -10,7 +10,9 @@
 // node's ranks take turns on its cores (more CPU ranks than cores), a blocking collective's
 // wait is partly other ranks' compute time: the fraction the site measured for its tier and
 // group size (MeasuredTier::filled_by_others; calibrate's time-sharing probe) is taken off,
-// at most the compute not already beside a hidden collective.
+// at most the compute not already beside a hidden collective. Neither credit takes off the
+// part of a collective's time that its own ranks keep the node's cores busy for
+// (MeasuredTier::cores_busy; the same probe): cores that copy and sum compute nothing else.
 //
 // A calibrated site (`axonn calibrate`; Machine's measured fields) replaces the guesses with
 // what was measured, and nothing else changes: each linear layer's GEMMs at the rate measured
@@ -70,6 +72,9 @@ double overlap_efficiency(const Machine& machine, LinkTier tier);
 // other ranks sharing the cores compute through (MeasuredTier::filled_by_others; the group
 // size's own where calibrate measured it, else the tier's; 0 to 1).
 double filled_by_others(const Machine& machine, LinkTier tier, int group_size);
+// The fraction of the node's cores that a collective on groups of `group_size` over `tier`
+// keeps busy for its time (MeasuredTier::cores_busy; the group size's own, else the tier's).
+double cores_busy(const Machine& machine, LinkTier tier, int group_size);
 
 // Seconds of `calls` (each of calls.bytes) in groups of `group_size` over a link of `tier`:
 // per call ring_steps·α + bus_factor·bytes/β of the collective's fitted line for that size.
@@ -93,6 +98,8 @@ struct CostEstimate {
   double overlapped_s = 0;  // of the comm_s: the collectives the trainer runs beside compute
   double hidden_s = 0;      // of overlapped_s: the time hidden behind compute, not in the step
   double filled_s = 0;      // of the blocking rest: the time other ranks on the same cores compute through
+  double busy_s = 0;        // of the comm_s: the time the collectives keep the cores busy, which neither
+                            // hidden_s nor filled_s takes off
   double comm_total_s() const;
   double step_s() const { return compute_s + comm_total_s() - hidden_s - filled_s; }
 };

@@ -121,6 +121,7 @@ struct MeasuredGroup {
   KindLinks kinds;
   SmallMessageLinks small;
   double filled_by_others = 0;  // as MeasuredTier's, on groups of `ranks`
+  double cores_busy = 0;        // as MeasuredTier's, on groups of `ranks`
 };
 
 // What `axonn calibrate` measured of one link tier; empty (and overlap 0) where it measured
@@ -141,6 +142,13 @@ struct MeasuredTier {
   // ranks of other groups, whose compute then ends sooner (calibrate's time-sharing probe, 0
   // to 1). 0 where cores are not shared: each rank has its own, and its wait is the step's.
   double filled_by_others = 0;
+  // Where a node's ranks outnumber its cores, the fraction of the node's cores that a
+  // collective's ranks keep busy for its time: the CPU they spend in it themselves (copying,
+  // summing, the TCP stack of a loopback connection), which no other rank computes through
+  // (calibrate's time-sharing probe: each rank's CPU seconds in the calls per second of them,
+  // times the host's ranks per core; 0 to 1). The overlapped and the filled credits together
+  // take off at most the rest of the collectives' time. 0 where cores are not shared.
+  double cores_busy = 0;
 };
 
 // One linear layer's GEMM on one rank, Y (m, n) = X (m, k)·W (k, n): m the micro-batch's

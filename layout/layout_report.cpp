@@ -75,15 +75,23 @@ std::string describe_calibration(const Machine& m) {
       s += std::string("  measured ") + link_tier_name(tier) +
            " overlap: " + format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +
            " of an overlapped collective's time hidden behind compute\n";
-    std::string fills;
-    if (measured->filled_by_others > 0) fills += format_number("%.0f%%", 100 * measured->filled_by_others);
-    for (const MeasuredGroup& group : measured->groups)
-      if (group.filled_by_others > 0)
-        fills += (fills.empty() ? "" : ", ") + format_number("%.0f%%", 100 * group.filled_by_others) +
-                 " on groups of " + std::to_string(group.ranks);
-    if (!fills.empty())
+    // "30%, 45% on groups of 2": the tier's fraction `field`, then each group size's.
+    const auto fractions = [&](double MeasuredTier::*tier_field, double MeasuredGroup::*group_field) {
+      std::string out;
+      if (measured->*tier_field > 0) out += format_number("%.0f%%", 100 * (measured->*tier_field));
+      for (const MeasuredGroup& group : measured->groups)
+        if (group.*group_field > 0)
+          out += (out.empty() ? "" : ", ") + format_number("%.0f%%", 100 * (group.*group_field)) + " on groups of " +
+                 std::to_string(group.ranks);
+      return out;
+    };
+    if (const std::string fills = fractions(&MeasuredTier::filled_by_others, &MeasuredGroup::filled_by_others);
+        !fills.empty())
       s += std::string("  measured ") + link_tier_name(tier) + " time-sharing: " + fills +
            " of a blocking collective's time other ranks on the same cores compute through\n";
+    if (const std::string busy = fractions(&MeasuredTier::cores_busy, &MeasuredGroup::cores_busy); !busy.empty())
+      s += std::string("  measured ") + link_tier_name(tier) + " cores busy: " + busy +
+           " of the node's cores kept busy by a collective's own ranks for its time, which no credit takes off\n";
   }
   return s;
 }
@@ -237,7 +245,9 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
        "  tier's overlap fraction (site network.<tier>.overlap, 0 where not set), at most the compute beside\n"
        "  them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
-       "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set)\n";
+       "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set); hidden\n"
+       "  and filled together at most the collectives' time less every call's time times its tier's\n"
+       "  cores_busy (the cores its own ranks keep busy; 0 where not set)\n";
   s += describe_calibration(in.machine);
   s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");
   s += std::string("  recompute: ") +

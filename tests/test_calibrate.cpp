@@ -191,6 +191,15 @@ TEST_F(Calibrate, OtherGroupSizesAreMeasuredOnGridsOfTheirOwn) {
     EXPECT_GE(filled, 0);
     EXPECT_LE(filled, shared ? 1 : 0);
   }
+  // ... and for the cores the collectives keep busy: a call always runs on a core for a while.
+  EXPECT_EQ(contains(r.output, "of the cores busy"), shared) << r.output;
+  for (const double busy :
+       {site.intra_node_cores_busy, site.inter_node_cores_busy, site.inter_node_groups[0].cores_busy}) {
+    if (shared) {
+      EXPECT_GT(busy, 0);
+    }
+    EXPECT_LE(busy, shared ? 1 : 0);
+  }
   const auto layout = run_command(kAxonn + " layout --site " + out + " --job " + kTiny +
                                   " --nodes 2 --gpus-per-node 2 --explain");
   EXPECT_EQ(layout.code, 0) << layout.output;

@@ -610,12 +610,14 @@ SiteConfig calibrated_laptop() {
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{61.5, 1.5, 0.083, 65536, 12.5, 0.75};
   s.intra_node_overlap = 0.375;
   s.intra_node_filled_by_others = 0.3125;
+  s.intra_node_cores_busy = 0.5625;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
   GroupFits pairs{2, {}};
   pairs.fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{120.5, 0.625, 0.25, 65536, 20, 0.5};
   pairs.fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{80, 0.875, std::nullopt};
   pairs.filled_by_others = 0.4375;
+  pairs.cores_busy = 0.6875;
   s.intra_node_groups = {pairs};
   s.calibration = {"2026-11-27T10:31:02Z", {"laptop"}, "", "0.1.0", 4, 4, "backend cpu, collectives gloo"};
   return s;
@@ -694,8 +696,12 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(ar->small_bandwidth_GBps, 0.75);
   EXPECT_EQ(ag->small_max_bytes, 0);
   EXPECT_EQ(back.intra_node_overlap, 0.375);
+  EXPECT_EQ(back.intra_node_filled_by_others, 0.3125);
+  EXPECT_EQ(back.intra_node_cores_busy, 0.5625);
   ASSERT_EQ(back.intra_node_groups.size(), 1u);
   EXPECT_EQ(back.intra_node_groups[0].ranks, 2);
+  EXPECT_EQ(back.intra_node_groups[0].filled_by_others, 0.4375);
+  EXPECT_EQ(back.intra_node_groups[0].cores_busy, 0.6875);
   const auto& pair_ar = back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_reduce)];
   ASSERT_TRUE(pair_ar.has_value());
   EXPECT_EQ(pair_ar->latency_us, 120.5);
@@ -749,7 +755,7 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nbroadcast = { latency_us = 3, bandwidth_GBps = 1 }\n")
                 .find("unknown key 'network.intra_node.broadcast'; valid keys in [network.intra_node]: overlap, filled_by_others, "
-                      "all_reduce, all_gather, reduce_scatter, all_to_all"),
+                      "cores_busy, all_reduce, all_gather, reduce_scatter, all_to_all"),
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, small_max_bytes = 4096 }\n")
                 .find("network.intra_node.all_reduce.small_latency_us is missing; a small-message line has "
@@ -759,6 +765,9 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nfilled_by_others = -0.5\n")
                 .find("network.intra_node.filled_by_others = -0.5 is out of range"),
+            std::string::npos);
+  EXPECT_NE(err("[network.inter_node]\ngroups = [{ ranks = 2, cores_busy = 1.25 }]\n")
+                .find("cores_busy = 1.25 is out of range"),
             std::string::npos);
   EXPECT_NE(err("[network]\nintra_nodes = 3\n").find("did you mean 'network.intra_node'"), std::string::npos);
   EXPECT_NE(err("[calibration]\ndate = \"yesterday\"\n").find("calibration.date = \"yesterday\" is not a UTC time"),
@@ -828,6 +837,9 @@ TEST(Config, ChooserInputTakesTheCalibratedFiguresOfTheJobsDtype) {
   ASSERT_EQ(m.intra_node_measured.groups.size(), 1u);
   EXPECT_EQ(m.intra_node_measured.groups[0].filled_by_others, 0.4375);
   EXPECT_EQ(m.inter_node_measured.filled_by_others, 0);
+  EXPECT_EQ(m.intra_node_measured.cores_busy, 0.5625);
+  EXPECT_EQ(m.intra_node_measured.groups[0].cores_busy, 0.6875);
+  EXPECT_EQ(m.inter_node_measured.cores_busy, 0);
   job.training.dtype = ElementType::bfloat16;
   const Machine bf16 = chooser_input(site, job, 2, 4).machine;
   EXPECT_DOUBLE_EQ(bf16.gemm_flops, 6e12);

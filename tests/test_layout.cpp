@@ -1327,6 +1327,52 @@ TEST(LayoutCost, TimeSharingFillsTheMeasuredFractionOfTheBlockingCollectives) {
   EXPECT_GE(slow.step_s(), slow.comm_total_s() - slow.hidden_s);
 }
 
+// The seconds a collective's own ranks keep the cores busy (every call's time at its tier's
+// and group size's cores_busy) are never taken off: hidden and filled together stop at the
+// collectives' time less those, so the step is at least compute + busy.
+TEST(LayoutCost, CreditsStopAtTheTimeTheCollectivesKeepTheCoresBusy) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  in.machine.peak_flops = 1e8;  // compute outlasts the collectives: only the busy cores cap the credits
+  const Layout l = parse_layout("2x2x1x2");
+  const StepVolume v = predict_step_volume(in, l);
+  std::map<int, double> all_calls;  // every call's time per group size, overlapped or not
+  bool overlapped = false;
+  for (const CollectiveCalls& c : v.calls) {
+    const int n = v.group_size[static_cast<size_t>(c.axis)];
+    all_calls[n] += collective_calls_seconds(in.machine, LinkTier::intra_node, c, n);
+    overlapped = overlapped || c.overlapped;
+  }
+  ASSERT_TRUE(overlapped);  // the data buckets
+  in.machine.intra_node_measured.overlap = 1;
+  in.machine.intra_node_measured.filled_by_others = 1;
+  const CostEstimate free = estimate_cost(in, l, v);
+  ASSERT_GT(free.compute_s, free.comm_total_s());
+  EXPECT_EQ(free.busy_s, 0);
+  EXPECT_DOUBLE_EQ(free.hidden_s + free.filled_s, free.comm_total_s());  // unmeasured: nothing busy
+
+  in.machine.intra_node_measured.cores_busy = 0.25;
+  MeasuredGroup pairs;
+  pairs.ranks = 2;
+  pairs.filled_by_others = 1;
+  pairs.cores_busy = 0.75;
+  in.machine.intra_node_measured.groups.push_back(pairs);
+  const CostEstimate busy = estimate_cost(in, l, v);
+  EXPECT_EQ(busy.comm_s, free.comm_s);
+  EXPECT_DOUBLE_EQ(busy.busy_s, 0.75 * all_calls[2] + 0.25 * all_calls[8]);
+  EXPECT_DOUBLE_EQ(busy.hidden_s + busy.filled_s, busy.comm_total_s() - busy.busy_s);
+  EXPECT_DOUBLE_EQ(busy.step_s(), busy.compute_s + busy.busy_s);
+  EXPECT_LE(busy.hidden_s, free.hidden_s);  // the hidden credit first, the fill from what is left
+
+  // Every core busy: nothing comes off.
+  in.machine.intra_node_measured.cores_busy = 1;
+  in.machine.intra_node_measured.groups[0].cores_busy = 1;
+  const CostEstimate all = estimate_cost(in, l, v);
+  EXPECT_EQ(all.hidden_s, 0);
+  EXPECT_EQ(all.filled_s, 0);
+  EXPECT_DOUBLE_EQ(all.step_s(), all.compute_s + all.comm_total_s());
+}
+
 // Each linear layer's forward, dX and dW GEMMs (6 m k n per micro-batch and layer) run at the
 // rate measured for their shape; attention, and any shape without a rate, at the measured
 // GEMM rate. By hand for 1x2x1x2 of the model below: A = 2 micro-batches of m = 8 tokens.

@@ -92,6 +92,12 @@ std::string utc_now() {
   return buf;
 }
 
+// Where ranks share the cores, what calibrate measured of it on a tier's groups.
+struct Sharing {
+  double filled_by_others = 0;  // the time-sharing probe's: of its blocking calls, what others' compute went through
+  double cores_busy = 0;        // the sweeps' cores_busy_fraction: the cores the calls themselves kept busy
+};
+
 // What the ranks measured, already combined over ranks (the same on every rank).
 struct Measured {
   std::vector<SiteGemm> gemm;
@@ -105,7 +111,7 @@ struct Measured {
     TierProbe probe;
     CollectiveFits fits;
     double overlap = 0;           // overlap_fraction of the tier's probe
-    double filled_by_others = 0;  // time_sharing's fraction, 0 where cores are not shared
+    Sharing sharing;  // 0 where cores are not shared
   };
   std::vector<TierLinks> links;
   struct TierGroup {
@@ -264,11 +270,24 @@ double measure_sharing(Communicator& group, CommGrid& grid, Backend& backend, bo
   return t.hidden;
 }
 
-// Every calibrated kind swept and fitted on `group` (the `size`-rank groups of one axis of
-// `grid`, all at once over `tier`), each call after one `compute`.
-CollectiveFits measure_kinds(Communicator& group, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
-                             LinkTier tier, int size, CollectiveBuffers& buffers, ForwardGemm& compute, bool lead) {
+// A tier's (or group size's) kinds as measure_kinds fitted them, and the fraction of the
+// host's cores their calls kept busy (cores_busy_fraction; 0 where ranks do not share cores).
+struct KindsMeasured {
   CollectiveFits fits;
+  double cores_busy = 0;
+};
+
+// Every calibrated kind swept and fitted on `group` (the `size`-rank groups of one axis of
+// `grid`, all at once over `tier`), each call after one `compute`. `ranks_per_core`: this
+// host's ranks per core, above 1 where they share cores (then each size's CPU time is said and
+// cores_busy measured).
+KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
+                            LinkTier tier, int size, CollectiveBuffers& buffers, ForwardGemm& compute,
+                            double ranks_per_core, bool lead) {
+  const bool shared_cores = ranks_per_core > 1;
+  KindsMeasured measured;
+  CollectiveFits& fits = measured.fits;
+  std::vector<CollectiveSweep> sweeps;
   for (const CollectiveKind kind : kCalibratedKinds) {
     say(lead, std::string(link_tier_name(tier)) + " " + collective_name(kind) + ", groups of " + std::to_string(size));
     grid.world().barrier();
@@ -280,8 +299,10 @@ CollectiveFits measure_kinds(Communicator& group, CommGrid& grid, Backend& backe
     for (size_t i = 0; i < sweep.bytes.size(); ++i) {
       samples.push_back({sweep.bytes[i], sweep.seconds[i]});
       times +=
-          (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us";
+          (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us" +
+          (shared_cores ? " (" + format_number("%.3g", sweep.cpu_seconds[i] * 1e6) + " on a core)" : "");
     }
+    sweeps.push_back(sweep);
     say(lead, "  times (median of the passes' means): " + times);
     // The same samples on every rank: every rank fits, and fails, alike.
     const auto small_max = static_cast<double>(group.small_path_bytes(kind));
@@ -302,29 +323,37 @@ CollectiveFits measure_kinds(Communicator& group, CommGrid& grid, Backend& backe
     }
     say(lead, said + ", residual " + format_number("%.3f", fit.residual));
   }
-  return fits;
+  if (shared_cores) {
+    measured.cores_busy = cores_busy_fraction(sweeps, ranks_per_core);
+    say(lead, "  cores busy: with " + format_number("%.3g", ranks_per_core) + " ranks per core, the calls kept " +
+                  format_number("%.0f%%", 100 * measured.cores_busy) +
+                  " of the cores busy themselves (median over the sizes of the CPU time on a core per second of "
+                  "a call, times the ranks per core)");
+  }
+  return measured;
 }
 
 // The plan's tiers on the calibration grid (kinds, overlap and time-sharing), then each other
 // group size on a grid of its own, connected and torn down in turn (every rank builds the
-// same ones). `shared_cores`: this host's ranks outnumber its cores.
+// same ones). `ranks_per_core`: this host's ranks per core, above 1 where they share cores.
 void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
-                   const LinkPlan& plan, const GridOptions& options, ElementType dtype, bool shared_cores, bool lead,
+                   const LinkPlan& plan, const GridOptions& options, ElementType dtype, double ranks_per_core, bool lead,
                    Measured& m) {
+  const bool shared_cores = ranks_per_core > 1;
   CollectiveBuffers buffers(backend);
   ForwardGemm compute(backend, dtype, m.typical_gemm);
   say(lead, "each timed collective follows one forward GEMM m=" + std::to_string(m.typical_gemm.m) +
                 " k=" + std::to_string(m.typical_gemm.k) + " n=" + std::to_string(m.typical_gemm.n) +
                 " on every rank, as in training");
   for (const TierProbe& probe : plan.probes) {
-    const CollectiveFits fits =
-        measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
+    const KindsMeasured kinds = measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier,
+                                              probe.group_size, buffers, compute, ranks_per_core, lead);
     Communicator& group = grid.axis(probe.axis);
     const ProbeCompute gemms = probe_compute(group, grid, backend, in.quick, buffers, compute, m.overlap_bytes);
     const double overlap = measure_overlap(group, grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
     const double filled =
         shared_cores ? measure_sharing(group, grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead) : 0;
-    m.links.push_back({probe, fits, overlap, filled});
+    m.links.push_back({probe, kinds.fits, overlap, {filled, kinds.cores_busy}});
   }
   for (const GroupProbe& probe : plan.groups) {
     say(lead, std::string(link_tier_name(probe.tier)) + " on groups of " + std::to_string(probe.group_size) +
@@ -335,7 +364,10 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
     GroupFits fits;
     fits.ranks = probe.group_size;
     Communicator& group = group_grid.axis(probe.axis);
-    fits.fits = measure_kinds(group, group_grid, backend, in, probe.tier, probe.group_size, buffers, compute, lead);
+    const KindsMeasured kinds = measure_kinds(group, group_grid, backend, in, probe.tier, probe.group_size, buffers,
+                                              compute, ranks_per_core, lead);
+    fits.fits = kinds.fits;
+    fits.cores_busy = kinds.cores_busy;
     if (shared_cores) {
       const ProbeCompute gemms = probe_compute(group, group_grid, backend, in.quick, buffers, compute, m.overlap_bytes);
       fits.filled_by_others =
@@ -355,13 +387,14 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
   std::erase_if(s.gemm, [&](const SiteGemm& g) { return g.dtype == dtype; });
   s.gemm.insert(s.gemm.end(), m.gemm.begin(), m.gemm.end());
   s.elementwise_GBps = m.elementwise_GBps;
-  for (const auto& [probe, fits, overlap, filled] : m.links) {
+  for (const auto& [probe, fits, overlap, sharing] : m.links) {
     for (const SiteTier& tier : kSiteTiers) {
       if (tier.tier != probe.tier) continue;
       s.*tier.fits = fits;
       (s.*tier.groups).clear();  // the base site's were measured with its fits
       s.*tier.overlap = overlap;
-      s.*tier.filled_by_others = filled;
+      s.*tier.filled_by_others = sharing.filled_by_others;
+      s.*tier.cores_busy = sharing.cores_busy;
       // The tier's own figures, which tools reading one figure per tier show, take the
       // all-reduce fit; the model prices every fitted kind by its own.
       const CollectiveFit& all_reduce = *fits[static_cast<size_t>(CollectiveKind::all_reduce)];
@@ -442,14 +475,16 @@ int command_calibrate(const CommandArgs& argv) {
   // compute, which the time-sharing probe measures.
   const int host_ranks = options.single_host ? topo.world : topo.local_size;
   const bool shared_cores = backend->device_is_host() && host_ranks > host_cores();
+  const double ranks_per_core = shared_cores ? static_cast<double>(host_ranks) / host_cores() : 1;
   if (shared_cores)
     say(lead, std::to_string(host_ranks) + " ranks share this host's " + std::to_string(host_cores()) +
-                  " cores: each tier's collectives are also timed for the time other ranks compute through");
+                  " cores: each tier's collectives are also timed for the time other ranks compute through and "
+                  "for the cores they keep busy themselves");
 
   const auto start = std::chrono::steady_clock::now();
   Measured measured = measure_compute(grid, *backend, in, topo, device, dtype, share, lead);
   try {
-    measure_links(client, grid, *backend, in, plan, options, dtype, shared_cores, lead, measured);
+    measure_links(client, grid, *backend, in, plan, options, dtype, ranks_per_core, lead, measured);
   } catch (const CalibrationError& e) {
     // Every rank fitted the same samples and failed alike: rank 0 says why, then all stop
     // together (a rank that left first would make the launcher stop rank 0 before it spoke).

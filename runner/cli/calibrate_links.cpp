@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 
 #include "cli/args.hpp"
 #include "cli/mean_seconds.hpp"
@@ -144,8 +145,19 @@ double collective_bytes(CollectiveKind kind, double bytes, int n) {
   return kind == CollectiveKind::all_reduce ? count : count * n;
 }
 
-std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
-                                    CollectiveBuffers& buffers, const std::function<void()>& compute) {
+namespace {
+
+// CPU seconds this process's threads have run (CLOCK_PROCESS_CPUTIME_ID).
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+CollectiveTimes time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
+                                CollectiveBuffers& buffers, const std::function<void()>& compute) {
   const int n = c.size();
   buffers.reserve(*std::max_element(sizes.begin(), sizes.end()));
   auto call = [&](size_t count) {
@@ -170,17 +182,25 @@ std::vector<double> time_collective(Communicator& c, CollectiveKind kind, const 
   std::vector<size_t> counts;
   for (const double bytes : sizes) counts.push_back(block_count(kind, bytes, n));
   for (const size_t count : counts) call(count);  // untimed: connections, the first use of each size
-  return median_over_passes(sizes.size(), kTimingPasses, [&](size_t i) {
+  // The passes' CPU means, per size, beside median_over_passes's wall means.
+  std::vector<std::vector<double>> cpu_passes(sizes.size());
+  CollectiveTimes times;
+  times.seconds = median_over_passes(sizes.size(), kTimingPasses, [&](size_t i) {
     const int repetitions = pass_repetitions(message_repetitions(sizes[i], quick));
-    double total = 0;
+    double total = 0, cpu = 0;
     for (int r = 0; r < repetitions; ++r) {
       compute();
       const auto start = std::chrono::steady_clock::now();
+      const double cpu_start = process_cpu_seconds();
       call(counts[i]);
+      cpu += process_cpu_seconds() - cpu_start;
       total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
+    cpu_passes[i].push_back(cpu / repetitions);
     return total / repetitions;
   });
+  for (const std::vector<double>& cpu : cpu_passes) times.cpu_seconds.push_back(median(cpu));
+  return times;
 }
 
 namespace {
@@ -285,16 +305,29 @@ double overlap_fraction(const OverlapTimes& t) {
   return std::clamp((t.compute_s + t.collective_s - t.both_s) / t.collective_s, 0.0, 1.0);
 }
 
+double cores_busy_fraction(const std::vector<CollectiveSweep>& sweeps, double ranks_per_core) {
+  std::vector<double> fractions;
+  for (const CollectiveSweep& sweep : sweeps)
+    for (size_t i = 0; i < sweep.seconds.size(); ++i)
+      if (sweep.seconds[i] > 0) fractions.push_back(sweep.cpu_seconds[i] / sweep.seconds[i] * ranks_per_core);
+  if (fractions.empty() || !(ranks_per_core > 0)) return 0;
+  return std::clamp(median(fractions), 0.0, 1.0);
+}
+
 CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quick, CollectiveBuffers& buffers,
                                  const std::function<void()>& compute,
                                  const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks) {
   CollectiveSweep sweep;
   std::vector<double> sizes = message_sizes(quick);
   for (;;) {
-    const std::vector<double> seconds = over_ranks(time_collective(c, kind, sizes, quick, buffers, compute));
+    // One over_ranks for both: the wall means, then the CPU means.
+    CollectiveTimes mine = time_collective(c, kind, sizes, quick, buffers, compute);
+    mine.seconds.insert(mine.seconds.end(), mine.cpu_seconds.begin(), mine.cpu_seconds.end());
+    const std::vector<double> medians = over_ranks(mine.seconds);
     for (size_t i = 0; i < sizes.size(); ++i) {
       sweep.bytes.push_back(collective_bytes(kind, sizes[i], c.size()));
-      sweep.seconds.push_back(seconds[i]);
+      sweep.seconds.push_back(medians[i]);
+      sweep.cpu_seconds.push_back(medians[sizes.size() + i]);
     }
     const double largest = sizes.back();
     if (sweep.seconds.back() >= 2 * sweep.seconds.front() || largest >= kLargestMessage) return sweep;

@@ -33,6 +33,7 @@ toml::table candidate_json(const Candidate& c, double usable_bytes) {
       {"comm_time_s", c.cost.comm_total_s()},
       {"hidden_comm_time_s", c.cost.hidden_s},
       {"filled_comm_time_s", c.cost.filled_s},
+      {"busy_comm_time_s", c.cost.busy_s},
       {"flops_per_rank", c.cost.flops},
       {"recompute", recompute_name(c.recompute)},
       {"recompute_flops_per_rank", c.cost.recompute_flops},

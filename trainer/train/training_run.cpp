@@ -353,9 +353,10 @@ class TrainingRun {
                  data_.description());
     spdlog::info(
         "train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s, of it hidden behind compute "
-        "{:.4f} s and filled by other ranks' compute on shared cores {:.4f} s), memory {:.3f} MiB/rank",
+        "{:.4f} s and filled by other ranks' compute on shared cores {:.4f} s, keeping those cores busy {:.4f} s), "
+        "memory {:.3f} MiB/rank",
         prediction.cost.step_s(), prediction.cost.compute_s, prediction.cost.comm_total_s(), prediction.cost.hidden_s,
-        prediction.cost.filled_s, static_cast<double>(prediction.memory.total()) / 1048576.0);
+        prediction.cost.filled_s, prediction.cost.busy_s, static_cast<double>(prediction.memory.total()) / 1048576.0);
     const Recompute mode = *decided_.plan.recompute;
     spdlog::info("train: recompute {} ({}){}", recompute_name(mode), decided_.recompute_why,
                  prediction.cost.recompute_flops > 0
