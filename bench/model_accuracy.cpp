@@ -539,8 +539,8 @@ void print_table(const std::vector<Result>& results) {
         "%5.2f %7.2f\n",
         r.c.shape->name, r.c.world.label().c_str(), r.c.layout.c_str(), r.measured_s,
         100.0 * (*slowest - *fastest) / r.measured_s, r.before_s, r.measured_s / r.before_s, r.before_comm_s, r.after_s,
-        r.measured_s / r.after_s, r.after_compute_s, r.after_comm_s, r.after_hidden_s, r.after_filled_s,
-        r.after_busy_s, r.measured_comm_s, axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
+        r.measured_s / r.after_s, r.after_compute_s, r.after_comm_s, r.after_hidden_s, r.after_filled_s, r.after_busy_s,
+        r.measured_comm_s, axonn::bench::median(r.round_speed), r.steady_s / r.after_s);
   }
 }
 

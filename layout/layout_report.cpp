@@ -76,20 +76,23 @@ std::string describe_calibration(const Machine& m) {
            " overlap: " + format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +
            " of an overlapped collective's time hidden behind compute\n";
     // "30%, 45% on groups of 2": the tier's fraction `field`, then each group size's.
-    const auto fractions = [&](double MeasuredTier::*tier_field, double MeasuredGroup::*group_field) {
+    const auto fractions = [](const MeasuredTier& t, double MeasuredTier::*tier_field,
+                              double MeasuredGroup::*group_field) {
       std::string out;
-      if (measured->*tier_field > 0) out += format_number("%.0f%%", 100 * (measured->*tier_field));
-      for (const MeasuredGroup& group : measured->groups)
+      if (t.*tier_field > 0) out += format_number("%.0f%%", 100 * (t.*tier_field));
+      for (const MeasuredGroup& group : t.groups)
         if (group.*group_field > 0)
           out += (out.empty() ? "" : ", ") + format_number("%.0f%%", 100 * (group.*group_field)) + " on groups of " +
                  std::to_string(group.ranks);
       return out;
     };
-    if (const std::string fills = fractions(&MeasuredTier::filled_by_others, &MeasuredGroup::filled_by_others);
+    if (const std::string fills =
+            fractions(*measured, &MeasuredTier::filled_by_others, &MeasuredGroup::filled_by_others);
         !fills.empty())
       s += std::string("  measured ") + link_tier_name(tier) + " time-sharing: " + fills +
            " of a blocking collective's time other ranks on the same cores compute through\n";
-    if (const std::string busy = fractions(&MeasuredTier::cores_busy, &MeasuredGroup::cores_busy); !busy.empty())
+    if (const std::string busy = fractions(*measured, &MeasuredTier::cores_busy, &MeasuredGroup::cores_busy);
+        !busy.empty())
       s += std::string("  measured ") + link_tier_name(tier) + " cores busy: " + busy +
            " of the node's cores kept busy by a collective's own ranks for its time, which no credit takes off\n";
   }

@@ -754,8 +754,8 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
                 .find("network.inter_node.all_gather.latency_us is missing"),
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nbroadcast = { latency_us = 3, bandwidth_GBps = 1 }\n")
-                .find("unknown key 'network.intra_node.broadcast'; valid keys in [network.intra_node]: overlap, filled_by_others, "
-                      "cores_busy, all_reduce, all_gather, reduce_scatter, all_to_all"),
+                .find("unknown key 'network.intra_node.broadcast'; valid keys in [network.intra_node]: overlap, "
+                      "filled_by_others, cores_busy, all_reduce, all_gather, reduce_scatter, all_to_all"),
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, small_max_bytes = 4096 }\n")
                 .find("network.intra_node.all_reduce.small_latency_us is missing; a small-message line has "

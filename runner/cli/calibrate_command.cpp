@@ -111,7 +111,7 @@ struct Measured {
     TierProbe probe;
     CollectiveFits fits;
     double overlap = 0;           // overlap_fraction of the tier's probe
-    Sharing sharing;  // 0 where cores are not shared
+    Sharing sharing;              // 0 where cores are not shared
   };
   std::vector<TierLinks> links;
   struct TierGroup {
@@ -298,9 +298,8 @@ KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backen
     std::string times;
     for (size_t i = 0; i < sweep.bytes.size(); ++i) {
       samples.push_back({sweep.bytes[i], sweep.seconds[i]});
-      times +=
-          (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) + " us" +
-          (shared_cores ? " (" + format_number("%.3g", sweep.cpu_seconds[i] * 1e6) + " on a core)" : "");
+      times += (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) +
+               " us" + (shared_cores ? " (" + format_number("%.3g", sweep.cpu_seconds[i] * 1e6) + " on a core)" : "");
     }
     sweeps.push_back(sweep);
     say(lead, "  times (median of the passes' means): " + times);
@@ -337,8 +336,8 @@ KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backen
 // group size on a grid of its own, connected and torn down in turn (every rank builds the
 // same ones). `ranks_per_core`: this host's ranks per core, above 1 where they share cores.
 void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
-                   const LinkPlan& plan, const GridOptions& options, ElementType dtype, double ranks_per_core, bool lead,
-                   Measured& m) {
+                   const LinkPlan& plan, const GridOptions& options, ElementType dtype, double ranks_per_core,
+                   bool lead, Measured& m) {
   const bool shared_cores = ranks_per_core > 1;
   CollectiveBuffers buffers(backend);
   ForwardGemm compute(backend, dtype, m.typical_gemm);
@@ -346,8 +345,8 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
                 " k=" + std::to_string(m.typical_gemm.k) + " n=" + std::to_string(m.typical_gemm.n) +
                 " on every rank, as in training");
   for (const TierProbe& probe : plan.probes) {
-    const KindsMeasured kinds = measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier,
-                                              probe.group_size, buffers, compute, ranks_per_core, lead);
+    const KindsMeasured kinds = measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size,
+                                              buffers, compute, ranks_per_core, lead);
     Communicator& group = grid.axis(probe.axis);
     const ProbeCompute gemms = probe_compute(group, grid, backend, in.quick, buffers, compute, m.overlap_bytes);
     const double overlap = measure_overlap(group, grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
