@@ -12,7 +12,7 @@
 // group size (MeasuredTier::filled_by_others; calibrate's time-sharing probe) is taken off,
 // at most the compute not already beside a hidden collective. Neither credit takes off the
 // part of a collective's time that its own ranks keep the node's cores busy for
-// (MeasuredTier::cores_busy; the same probe): cores that copy and sum compute nothing else.
+// (MeasuredTier::cores_busy; calibrate's sweeps): cores that copy and sum compute nothing else.
 //
 // A calibrated site (`axonn calibrate`; Machine's measured fields) replaces the guesses with
 // what was measured, and nothing else changes: each linear layer's GEMMs at the rate measured

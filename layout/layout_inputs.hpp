@@ -145,8 +145,8 @@ struct MeasuredTier {
   // Where a node's ranks outnumber its cores, the fraction of the node's cores that a
   // collective's ranks keep busy for its time: the CPU they spend in it themselves (copying,
   // summing, the TCP stack of a loopback connection), which no other rank computes through
-  // (calibrate's time-sharing probe: each rank's CPU seconds in the calls per second of them,
-  // times the host's ranks per core; 0 to 1). The overlapped and the filled credits together
+  // (calibrate's sweeps of every kind: each rank's CPU seconds in a call per second of it,
+  // times the host's ranks per core, the median over sizes; 0 to 1). The overlapped and the filled credits together
   // take off at most the rest of the collectives' time. 0 where cores are not shared.
   double cores_busy = 0;
 };
