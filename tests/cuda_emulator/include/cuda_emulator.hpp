@@ -248,12 +248,43 @@ inline bool launch_is_valid(const void* kernel, dim3 grid, dim3 threads_per_bloc
   return false;
 }
 
+constexpr size_t kStackBytes = 96 * 1024;  // a lane of a tensor-core kernel keeps ~1 KiB of registers
+
+// Fiber stacks outlive a launch: each launch borrows one per thread from its OS thread's idle
+// stacks and returns them when its grid is done (a launch inside a kernel borrows others).
+// Allocated per launch instead (24 MiB for a block of 256 threads), every launch went through
+// the kernel: glibc hands the freed top of the heap back to the system and the next launch
+// faulted it in again, a third of the emulated tests' time.
+class BorrowedStacks {
+ public:
+  explicit BorrowedStacks(std::vector<Fiber>& fibers) : fibers_(fibers) {
+    for (Fiber& f : fibers_) {
+      if (idle().empty()) {
+        f.stack.reset(new char[kStackBytes]);
+        continue;
+      }
+      f.stack = std::move(idle().back());
+      idle().pop_back();
+    }
+  }
+  ~BorrowedStacks() {
+    for (Fiber& f : fibers_) idle().push_back(std::move(f.stack));
+  }
+  BorrowedStacks(const BorrowedStacks&) = delete;
+  BorrowedStacks& operator=(const BorrowedStacks&) = delete;
+
+ private:
+  static std::vector<std::unique_ptr<char[]>>& idle() {
+    thread_local std::vector<std::unique_ptr<char[]>> stacks;
+    return stacks;
+  }
+  std::vector<Fiber>& fibers_;
+};
+
 // Runs one block's fibers until all have returned.
 inline void run_block(Block& b, std::vector<Fiber>& fibers) {
-  constexpr size_t kStackBytes = 96 * 1024;  // a lane of a tensor-core kernel keeps ~1 KiB of registers
   for (size_t t = 0; t < fibers.size(); ++t) {
     Fiber& f = fibers[t];
-    if (!f.stack) f.stack.reset(new char[kStackBytes]);
     f.done = false;
     f.waiting = nullptr;
     f.thread = dim3(static_cast<unsigned>(t % blockDim.x), static_cast<unsigned>(t / blockDim.x % blockDim.y),
@@ -296,6 +327,7 @@ inline void run_grid(const void* kernel, dim3 grid, dim3 threads_per_block, size
   std::unique_ptr<unsigned char, void (*)(void*)> dynamic(static_cast<unsigned char*>(std::aligned_alloc(256, shared_bytes)),
                                                           std::free);
   std::vector<Fiber> fibers(threads);
+  const BorrowedStacks stacks(fibers);
   Block* outer = block;
   Block b;
   block = &b;

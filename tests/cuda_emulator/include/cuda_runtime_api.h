@@ -3,6 +3,8 @@
 // streams that run everything at once, launches checked against the GPU's limits.
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "cuda_emulator.hpp"
 #include "cuda_emulator_streams.hpp"
@@ -192,10 +194,54 @@ namespace cuda_emulator {
 constexpr size_t kGuardBytes = 256;
 constexpr unsigned char kGuard = 0xff;  // NaN as float and bf16: a read outside shows too
 inline size_t rounded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Freed buffers of 1 MiB and more wait here for the next cudaMalloc of the same size, as in
+// CUDA's caching allocators: every backend allocates a 32 MiB cuBLASLt workspace, and a fresh
+// mapping of it each time (glibc maps and unmaps blocks this large) cost more page faults than
+// the test's kernels took. Smaller buffers go back to malloc, where AddressSanitizer still
+// sees a use after cudaFree. Kept: at most 256 MiB; ranks are threads, hence the mutex.
+class CachedBuffers {
+ public:
+  static constexpr size_t kSmallest = size_t{1} << 20;
+  static CachedBuffers& instance() {
+    static CachedBuffers cache;
+    return cache;
+  }
+  unsigned char* take(size_t block_bytes) {
+    if (block_bytes < kSmallest) return nullptr;
+    const std::lock_guard lock(mutex_);
+    const auto it = free_.find(block_bytes);
+    if (it == free_.end()) return nullptr;
+    unsigned char* buffer = it->second;
+    free_.erase(it);
+    kept_bytes_ -= block_bytes;
+    return buffer;
+  }
+  // False: not kept (small, or the cache is full); the caller frees it.
+  bool keep(unsigned char* buffer, size_t block_bytes) {
+    if (block_bytes < kSmallest) return false;
+    const std::lock_guard lock(mutex_);
+    if (kept_bytes_ + block_bytes > kMostKept) return false;
+    free_.emplace(block_bytes, buffer);
+    kept_bytes_ += block_bytes;
+    return true;
+  }
+  ~CachedBuffers() {
+    for (const auto& [bytes, buffer] : free_) std::free(buffer);
+  }
+
+ private:
+  static constexpr size_t kMostKept = size_t{256} << 20;
+  std::mutex mutex_;
+  std::multimap<size_t, unsigned char*> free_;  // block bytes (guards included) -> block
+  size_t kept_bytes_ = 0;
+};
 }  // namespace cuda_emulator
 inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   using namespace cuda_emulator;
-  auto* base = static_cast<unsigned char*>(std::aligned_alloc(256, 2 * kGuardBytes + rounded(bytes)));
+  const size_t block_bytes = 2 * kGuardBytes + rounded(bytes);
+  unsigned char* base = CachedBuffers::instance().take(block_bytes);
+  if (base == nullptr) base = static_cast<unsigned char*>(std::aligned_alloc(256, block_bytes));
   if (base == nullptr) return cudaErrorMemoryAllocation;
   std::memset(base, kGuard, kGuardBytes);
   std::memcpy(base, &bytes, sizeof bytes);  // the size, in the front guard's first bytes
@@ -215,7 +261,7 @@ inline cudaError_t cudaFree(void* ptr) {
   const unsigned char* tail = base + kGuardBytes + bytes;
   for (size_t i = 0; i < rounded(bytes) - bytes + kGuardBytes; ++i)
     if (tail[i] != kGuard) die("cudaFree: something wrote past the end of this device buffer");
-  std::free(base);
+  if (!CachedBuffers::instance().keep(base, 2 * kGuardBytes + rounded(bytes))) std::free(base);
   return cudaSuccess;
 }
 template <typename T>  // the typed overload of the runtime's C++ API
