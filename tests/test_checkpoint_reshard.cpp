@@ -110,17 +110,10 @@ void for_each_index(const Rect& region, const Rect& outer, Fn fn) {
 
 // Checks that `old_tiles` can fill every rectangle of `new_tiles` exactly once, and that the
 // assembled data equals the global tensor. Returns the number of copy ops.
-std::vector<std::vector<float>> extract_tiles(const std::vector<float>& global, const Shape& shape,
-                                              const std::vector<Rect>& tiles) {
-  std::vector<std::vector<float>> stored;
-  for (const Rect& r : tiles) stored.push_back(extract(global, shape, r));
-  return stored;
-}
-
-// `stored`: the old tiles' data (extract_tiles), made once for every new tiling checked.
-size_t check_reshard(const Shape& shape, const std::vector<Rect>& old_tiles,
-                     const std::vector<std::vector<float>>& stored, const std::vector<Rect>& new_tiles,
+size_t check_reshard(const Shape& shape, const std::vector<Rect>& old_tiles, const std::vector<Rect>& new_tiles,
                      const std::vector<float>& global) {
+  std::vector<std::vector<float>> stored;
+  for (const Rect& r : old_tiles) stored.push_back(extract(global, shape, r));
   size_t ops_total = 0;
   for (const Rect& wanted : new_tiles) {
     const std::vector<CopyOp> ops = plan_copy(old_tiles, wanted);
@@ -143,10 +136,6 @@ size_t check_reshard(const Shape& shape, const std::vector<Rect>& old_tiles,
     EXPECT_EQ(out, extract(global, shape, wanted)) << rect_string(wanted);
   }
   return ops_total;
-}
-size_t check_reshard(const Shape& shape, const std::vector<Rect>& old_tiles, const std::vector<Rect>& new_tiles,
-                     const std::vector<float>& global) {
-  return check_reshard(shape, old_tiles, extract_tiles(global, shape, old_tiles), new_tiles, global);
 }
 
 TEST(Reshard, OneDimensionalTilingsEvenAndUneven) {
@@ -196,10 +185,7 @@ TEST(Reshard, FourDGridShardsEveryGridOfWorldsOneToEightToEveryOther) {
   }
   EXPECT_EQ(shards, 210u);
   EXPECT_EQ(wanted.size(), 103u);
-  for (const Grid& a : grids) {
-    const std::vector<Rect> old_tiles = grid_tiling(w, a);
-    check_reshard(w, old_tiles, extract_tiles(global, w, old_tiles), wanted, global);
-  }
+  for (const Grid& a : grids) check_reshard(w, grid_tiling(w, a), wanted, global);
 }
 
 TEST(Reshard, ThreeDimensionalCopyRegion) {

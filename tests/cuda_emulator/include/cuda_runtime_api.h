@@ -194,6 +194,8 @@ namespace cuda_emulator {
 constexpr size_t kGuardBytes = 256;
 constexpr unsigned char kGuard = 0xff;  // NaN as float and bf16: a read outside shows too
 inline size_t rounded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+// What cudaMalloc allocates for `bytes`: the buffer, rounded, between its two guards.
+inline size_t guarded_bytes(size_t bytes) { return 2 * kGuardBytes + rounded(bytes); }
 
 // Freed buffers of 1 MiB and more wait here for the next cudaMalloc of the same size, as in
 // CUDA's caching allocators: every backend allocates a 32 MiB cuBLASLt workspace, and a fresh
@@ -239,9 +241,8 @@ class CachedBuffers {
 }  // namespace cuda_emulator
 inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   using namespace cuda_emulator;
-  const size_t block_bytes = 2 * kGuardBytes + rounded(bytes);
-  unsigned char* base = CachedBuffers::instance().take(block_bytes);
-  if (base == nullptr) base = static_cast<unsigned char*>(std::aligned_alloc(256, block_bytes));
+  unsigned char* base = CachedBuffers::instance().take(guarded_bytes(bytes));
+  if (base == nullptr) base = static_cast<unsigned char*>(std::aligned_alloc(256, guarded_bytes(bytes)));
   if (base == nullptr) return cudaErrorMemoryAllocation;
   std::memset(base, kGuard, kGuardBytes);
   std::memcpy(base, &bytes, sizeof bytes);  // the size, in the front guard's first bytes
@@ -261,7 +262,7 @@ inline cudaError_t cudaFree(void* ptr) {
   const unsigned char* tail = base + kGuardBytes + bytes;
   for (size_t i = 0; i < rounded(bytes) - bytes + kGuardBytes; ++i)
     if (tail[i] != kGuard) die("cudaFree: something wrote past the end of this device buffer");
-  if (!CachedBuffers::instance().keep(base, 2 * kGuardBytes + rounded(bytes))) std::free(base);
+  if (!CachedBuffers::instance().keep(base, guarded_bytes(bytes))) std::free(base);
   return cudaSuccess;
 }
 template <typename T>  // the typed overload of the runtime's C++ API
