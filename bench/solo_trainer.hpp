@@ -43,6 +43,7 @@ inline JobConfig bench_train_job(const std::string& source, const ModelShape& sh
   job.training.grad_clip = 1.0;
   job.training.recompute = recompute;
   job.training.shard_optimizer = false;  // one rank: nothing to shard
+  job.training.overlap_comm = false;     // nor anything to overlap
   return job;
 }
 

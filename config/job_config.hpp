@@ -41,8 +41,9 @@ struct TrainingConfig {
   // Run the z all-gathers of the forward, the z reduce-scatters of the weight gradients and
   // the data-parallel gradient all-reduce of the last micro-batch beside compute (a communicator thread on Gloo, the
   // communicator's stream on NCCL). false: the same collectives in the same order, each waited for where it is issued.
-  // Either way the results are bit for bit the same.
-  bool overlap_comm = true;
+  // "auto" (unset): overlapped unless calibrate measured that it costs on a tier those axes use
+  // (layout/comm_overlap.hpp). Either way the results are bit for bit the same.
+  std::optional<bool> overlap_comm;
   // Activation recomputation (layout_inputs.hpp, Recompute): "none", "attention", "block", or
   // "auto" (unset): the layout model picks per layout the least recomputation that fits in
   // the site's memory (resolved_recompute). Either way the results are bit for bit the same.

@@ -111,7 +111,7 @@ int read_group_ranks(TomlReader& e, const std::vector<GroupFits>& before, const 
 // its cores_busy.
 void read_tier(TomlReader& network, const SiteTier& tier, SiteConfig& s) {
   auto t = network.table(tier.key);
-  s.*tier.overlap = t.number("overlap", 0, 0, 1);
+  s.*tier.overlap = t.number("overlap", 0, -1, 1);
   s.*tier.filled_by_others = t.number("filled_by_others", 0, 0, 1);
   s.*tier.cores_busy = t.number("cores_busy", 0, 0, 1);
   s.*tier.fits = read_kind_fits(t);

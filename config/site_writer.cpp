@@ -146,9 +146,9 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
   add("network", "nodes_per_switch", std::to_string(s.nodes_per_switch), "0 = one switch for all");
   add("network", "switches", switches_value(s.switches));
   for (const SiteTier& tier : kSiteTiers) {
-    if (s.*tier.overlap > 0)
+    if (s.*tier.overlap != 0)
       add(std::string("network.") + tier.key, "overlap", number(s.*tier.overlap),
-          "measured: fraction of a collective hidden beside compute");
+          "measured: fraction of a collective hidden beside compute (below 0: the extra it costs there)");
     if (s.*tier.filled_by_others > 0)
       add(std::string("network.") + tier.key, "filled_by_others", number(s.*tier.filled_by_others),
           "measured: fraction of a blocking collective other ranks on the same cores compute through");

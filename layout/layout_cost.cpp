@@ -308,10 +308,12 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
       accumulation * moe_flops_per_micro_batch(input.model, g, split) / default_gemm_rate(input.machine);
   c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other +
                                          std::min(hidden_experts, experts_s * (rounds - 1) / rounds));
-  c.filled_s = std::min(filled, c.compute_s - c.hidden_s);
+  // Below zero (a tier whose overlap costs): the overlapped calls' extra time, added to the
+  // step; the fill's caps count only what overlap hides.
+  c.filled_s = std::min(filled, c.compute_s - std::max(0.0, c.hidden_s));
   const double creditable = std::max(0.0, c.comm_total_s() - c.busy_s);
   c.hidden_s = std::min(c.hidden_s, creditable);
-  c.filled_s = std::min(c.filled_s, creditable - c.hidden_s);
+  c.filled_s = std::min(c.filled_s, creditable - std::max(0.0, c.hidden_s));
   return c;
 }
 

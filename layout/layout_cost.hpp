@@ -2,11 +2,13 @@
 // Predicted step time of a layout: compute from peak FLOP/s x efficiency, plus every
 // collective of layout_volume.hpp priced by the ring formulas (collective.hpp) over the
 // slowest link its group spans. The collectives the trainer runs beside compute
-// (CollectiveCalls::overlapped, with training.overlap_comm) are hidden by the fraction the
-// site measured for their tier (MeasuredTier::overlap; calibrate's overlap probe), at most the
-// compute they run beside: the data axis's beside one micro-batch's compute (they start in
-// the last backward), the z axis's beside the whole step's. Without a measured fraction
-// nothing is hidden, and the prediction is an upper bound for overlapping backends. Where a
+// (CollectiveCalls::overlapped, with training.overlap_comm, comm_overlap.hpp) are hidden by
+// the fraction the site measured for their tier (MeasuredTier::overlap; calibrate's overlap
+// probe), at most the compute they run beside: the data axis's beside one micro-batch's
+// compute (they start in the last backward), the z axis's beside the whole step's. Without a
+// measured fraction nothing is hidden, and the prediction is an upper bound for overlapping
+// backends; a fraction below zero adds that part of the calls' time (a tier where overlap
+// costs: "auto" does not overlap there, a job that forces it pays). Where a
 // node's ranks take turns on its cores (more CPU ranks than cores), a blocking collective's
 // wait is partly other ranks' compute time: the fraction the site measured for its tier and
 // group size (MeasuredTier::filled_by_others; calibrate's time-sharing probe) is taken off,
@@ -96,7 +98,8 @@ struct CostEstimate {
   std::array<double, kCommAxisCount> comm_s{};
   std::array<LinkTier, kCommAxisCount> link{};
   double overlapped_s = 0;  // of the comm_s: the collectives the trainer runs beside compute
-  double hidden_s = 0;      // of overlapped_s: the time hidden behind compute, not in the step
+  double hidden_s = 0;      // of overlapped_s: the time hidden behind compute, not in the step (negative:
+                            // the overlap's extra time, in the step)
   double filled_s = 0;      // of the blocking rest: the time other ranks on the same cores compute through
   double busy_s = 0;        // of the comm_s: the time the collectives keep the cores busy, which neither
                             // hidden_s nor filled_s takes off

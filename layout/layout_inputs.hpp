@@ -132,9 +132,13 @@ struct MeasuredTier {
   // Other group sizes, each at most once; a collective on groups of a size listed here is
   // priced by that size's fit of its kind, every other by `kinds`.
   std::vector<MeasuredGroup> groups;
-  // The fraction of a collective's time that running it beside compute hides (calibrate's
-  // overlap probe: a collective started, a GEMM, the collective finished; 0 to 1). 0: nothing
-  // is hidden, every collective's time is added to the step.
+  // The fraction of a collective's time that running it beside compute hides, -1 to 1
+  // (calibrate's overlap probe: collectives each started beside GEMMs, against the same GEMMs
+  // each followed by the collective waited for). 0: nothing is hidden, every collective's
+  // time is added to the step; below 0: started beside compute a collective costs that
+  // fraction of its time more than waited for where it is issued (CPU ranks on every core:
+  // the communicator's thread takes turns with compute), and "auto" does not overlap
+  // (comm_overlap.hpp).
   double overlap = 0;
   // Where a node's ranks outnumber its cores and take turns on them (the CPU backend with more
   // ranks than cores), the fraction of a blocking collective's time in which the other ranks
@@ -223,9 +227,12 @@ struct ChooserInput {
   // layout_memory.hpp); otherwise not, since the all-gather after the optimizer step, unlike
   // the all-reduce it halves, is not hidden behind the backward.
   std::optional<bool> shard_optimizer;
-  // training.overlap_comm: with block recomputation, the next block's z all-gathers run
-  // beside the current block, so two blocks' gathered weights are held instead of one.
-  bool overlap_comm = true;
+  // training.overlap_comm: true, false, or unset for "auto": overlapped unless calibrate
+  // measured that it costs on a tier the overlapped axes use (overlaps_comm,
+  // comm_overlap.hpp). Overlapped calls are priced by their tier's overlap; with block
+  // recomputation the next block's z all-gathers run beside the current block, so two
+  // blocks' gathered weights are held instead of one.
+  std::optional<bool> overlap_comm;
   int world() const { return machine.nodes * machine.tasks_per_node; }
 };
 

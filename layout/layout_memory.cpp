@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "layout/comm_overlap.hpp"
 #include "layout/model_plan.hpp"
 
 namespace axonn {
@@ -133,7 +134,7 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g, Memor
         mem.gathered_weights += block * e;  // the head's (wte), held the whole micro-batch
       }
     }
-    mem.gathered_weights += gathered_weight_blocks(input.model, mode, input.overlap_comm) * one_block * e;
+    mem.gathered_weights += gathered_weight_blocks(input.model, mode, overlaps_comm(input, g)) * one_block * e;
     mem.gathered_grad = (largest + largest_in_blocks) * 4;  // gradients are float32
   }
   const ActivationParts parts = activation_parts(input.model, g, split.tokens, split.micro_batch);
@@ -269,7 +270,7 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
          " small) * " + std::to_string(e) + " = " + gib(static_cast<double>(mem.parameters)) + "\n";
     s += "  optimizer         P_rank*(4 grad + " + state + ") = " + gib(static_cast<double>(mem.optimizer)) + "\n";
   }
-  const int64_t held = gathered_weight_blocks(input.model, mode, input.overlap_comm);
+  const int64_t held = gathered_weight_blocks(input.model, mode, overlaps_comm(input, g));
   s += "  gathered weights  (" + std::string(held == input.model.layers ? "L" : std::to_string(held)) +
        " blocks' + the head's) k/G_a*n/G_b*e (only when G_z > 1) = " + gib(static_cast<double>(mem.gathered_weights)) +
        "\n";
@@ -288,6 +289,7 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
        " usable (memory " + gib(input.machine.memory_bytes) + " less headroom)\n";
   s += "  recompute         " + recompute_reason(input, g) + "\n";
   s += "  optimizer state   " + shard_reason(input, g) + "\n";
+  s += "  overlap           " + overlap_reason(input, g) + "\n";
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "layout/comm_overlap.hpp"
 #include "layout/layout_memory.hpp"
 #include "layout/model_plan.hpp"
 
@@ -205,7 +206,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   for (int a = 0; a < kCommAxisCount; ++a) v.group_size[static_cast<size_t>(a)] = g.comm_size(static_cast<CommAxis>(a));
 
   using K = CollectiveKind;
-  const bool overlap = input.overlap_comm;  // CollectiveCalls::overlapped
+  const bool overlap = overlaps_comm(input, g);  // CollectiveCalls::overlapped
   for (const auto& lin : linear_shapes(model)) {
     const int64_t k_local = lin.k / g.size(lin.k_axis);
     const int64_t n_local = lin.n / g.size(lin.n_axis());

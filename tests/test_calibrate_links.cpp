@@ -49,13 +49,15 @@ TEST(CoresBusy, StaysWithinZeroAndOneAndSkipsWhatWasNotTimed) {
 }
 
 // (compute + collective - both) / collective: all hidden when the pair took the compute's
-// time, none when it took both in turn, within [0, 1] when noise says more or less.
+// time, none when it took both in turn, negative when it took longer (the collective cost
+// more started beside compute than waited for), within [-1, 1] when noise says more or less.
 TEST(OverlapFraction, IsTheShareOfTheCollectiveThePairSaved) {
   EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 2.0}), 1.0);
   EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 3.0}), 0.0);
   EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 2.5}), 0.5);
   EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 1.5}), 1.0);
-  EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 3.5}), 0.0);
+  EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 3.5}), -0.5);
+  EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 4.5}), -1.0);
   EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 0.0, .both_s = 2.0}), 0.0);
 }
 

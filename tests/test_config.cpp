@@ -320,17 +320,22 @@ TEST(Config, TrainingDeviceIsAutoCpuOrCuda) {
   EXPECT_NE(err.find("\"auto\", \"cpu\", \"cuda\""), std::string::npos) << err;
 }
 
-// training.overlap_comm: on unless the job or an override turns it off; not a boolean is an
-// error naming the key and what it got.
-TEST(Config, OverlapCommIsABooleanThatDefaultsToOn) {
-  EXPECT_TRUE(load_job_config_string("", "j.toml", SiteConfig{}).training.overlap_comm);
-  EXPECT_FALSE(load_job_config_string("[training]\noverlap_comm = false\n", "j.toml", SiteConfig{})
-                   .training.overlap_comm);
-  EXPECT_FALSE(
-      load_job_config_string("", "j.toml", SiteConfig{}, {"training.overlap_comm=false"}).training.overlap_comm);
+// training.overlap_comm: "auto" (unset) unless the job or an override says true or false;
+// anything else is an error naming the key and what it got.
+TEST(Config, OverlapCommIsAutoUnlessTrueOrFalse) {
+  EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}).training.overlap_comm, std::nullopt);
+  EXPECT_EQ(load_job_config_string("[training]\noverlap_comm = false\n", "j.toml", SiteConfig{}).training.overlap_comm,
+            false);
+  EXPECT_EQ(load_job_config_string("[training]\noverlap_comm = true\n", "j.toml", SiteConfig{},
+                                   {"training.overlap_comm=auto"})
+                .training.overlap_comm,
+            std::nullopt);
+  EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}, {"training.overlap_comm=true"}).training.overlap_comm,
+            true);
   const std::string err =
       error_of([] { load_job_config_string("[training]\noverlap_comm = \"yes\"\n", "j.toml", SiteConfig{}); });
-  EXPECT_NE(err.find("j.toml:2:16: training.overlap_comm must be true or false, got a string"), std::string::npos)
+  EXPECT_NE(err.find("j.toml:2:16: training.overlap_comm must be true, false or \"auto\", got \"yes\""),
+            std::string::npos)
       << err;
 }
 
@@ -402,7 +407,7 @@ TEST(Config, RecomputeIsAutoUnlessAModeIsNamed) {
     EXPECT_EQ(*job.training.recompute, mode);
     const ChooserInput in = chooser_input(SiteConfig{}, job, 1, 4);
     EXPECT_EQ(in.recompute, mode);
-    EXPECT_FALSE(in.overlap_comm);
+    EXPECT_EQ(in.overlap_comm, false);
     EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}, {"training.recompute=" + name}).training.recompute,
               mode);
   }
@@ -663,7 +668,8 @@ TEST(SiteWriter, EveryKeyOfTheExampleComesBackWithItsValue) {
 }
 
 TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
-  const SiteConfig s = calibrated_laptop();
+  SiteConfig s = calibrated_laptop();
+  s.inter_switch_overlap = -0.625;  // a tier where overlap costs
   const fs::path file = scratch_file("calibrated.toml", format_site_toml(s, "calibrated"));
   const SiteConfig back = load_site_config(file.string());
   // Kept from the laptop site.
@@ -711,6 +717,7 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_FALSE(back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::reduce_scatter)]);
   EXPECT_TRUE(back.inter_node_groups.empty());
   EXPECT_EQ(back.inter_node_overlap, 0);
+  EXPECT_EQ(back.inter_switch_overlap, -0.625);
   EXPECT_FALSE(back.inter_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)]);
   EXPECT_TRUE(back.calibration.present());
   EXPECT_EQ(back.calibration.date, "2026-11-27T10:31:02Z");
@@ -762,6 +769,8 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
                       "small_max_bytes, small_latency_us and small_bandwidth_GBps, or none of them"),
             std::string::npos);
   EXPECT_NE(err("[network.inter_node]\noverlap = 1.5\n").find("network.inter_node.overlap = 1.5 is out of range"),
+            std::string::npos);
+  EXPECT_NE(err("[network.inter_node]\noverlap = -1.5\n").find("network.inter_node.overlap = -1.5 is out of range"),
             std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nfilled_by_others = -0.5\n")
                 .find("network.intra_node.filled_by_others = -0.5 is out of range"),

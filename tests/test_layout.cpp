@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "layout/alpha_beta_fit.hpp"
+#include "layout/comm_overlap.hpp"
 #include "layout/layout_report.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/memory_bound_bytes.hpp"
@@ -1283,6 +1284,53 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_GE(slow.step_s(), slow.comm_total_s());
   in.overlap_comm = false;
   EXPECT_EQ(estimate_cost(in, l, predict_step_volume(in, l)).hidden_s, 0);
+}
+
+// training.overlap_comm = "auto" overlaps unless calibrate measured, on the tier of an axis
+// whose collectives overlap (z, data), that overlap costs (overlap < 0): then the model prices
+// every call blocking and the memory holds one block's gathered weights, as the trainer runs
+// it. A job that forces overlap there pays the measured extra time; a layout whose overlapped
+// axes cross no such tier, or a site that measured nothing, overlaps.
+TEST(LayoutCost, AutoOverlapIsOffWhereCalibrateMeasuredThatItCosts) {
+  ChooserInput in = tiny_input();
+  in.model.layers = 2;
+  in.machine.tasks_per_node = 8;
+  in.recompute = Recompute::block;  // with overlap, two blocks' gathered weights at a time
+  const Layout z = parse_layout("1x1x1x2"), x = parse_layout("1x2x1x1");
+  const auto overlapped_calls = [&](const Layout& l) {
+    int64_t n = 0;
+    for (const CollectiveCalls& c : predict_step_volume(in, l).calls) n += c.overlapped ? c.calls : 0;
+    return n;
+  };
+  ASSERT_TRUE(overlaps_comm(in, z));  // measured nothing
+  EXPECT_EQ(overlap_reason(in, z).rfind("auto: on", 0), 0u) << overlap_reason(in, z);
+  const int64_t overlapped = overlapped_calls(z);
+  const int64_t two_blocks = estimate_memory(in, z).gathered_weights;
+  ASSERT_GT(overlapped, 0);
+
+  in.machine.intra_node_measured.overlap = -0.5;
+  EXPECT_FALSE(overlaps_comm(in, z));
+  const std::string why = overlap_reason(in, z);
+  EXPECT_EQ(why.rfind("auto: off: on the z axis's intra-node links", 0), 0u) << why;
+  EXPECT_NE(why.find("-0.50 (network.intra_node.overlap in the site)"), std::string::npos) << why;
+  EXPECT_EQ(overlapped_calls(z), 0);
+  EXPECT_LT(estimate_memory(in, z).gathered_weights, two_blocks);
+  const CostEstimate blocking = estimate_cost(in, z, predict_step_volume(in, z));
+  EXPECT_EQ(blocking.overlapped_s, 0);
+  EXPECT_DOUBLE_EQ(blocking.step_s(), blocking.compute_s + blocking.comm_total_s());
+  EXPECT_TRUE(overlaps_comm(in, x));  // x's collectives never overlap
+
+  in.overlap_comm = true;
+  EXPECT_TRUE(overlaps_comm(in, z));
+  EXPECT_EQ(overlap_reason(in, z), "training.overlap_comm = true");
+  EXPECT_EQ(overlapped_calls(z), overlapped);
+  EXPECT_EQ(estimate_memory(in, z).gathered_weights, two_blocks);
+  const CostEstimate forced = estimate_cost(in, z, predict_step_volume(in, z));
+  EXPECT_GT(forced.overlapped_s, 0);
+  EXPECT_DOUBLE_EQ(forced.hidden_s, -0.5 * forced.overlapped_s);
+  EXPECT_DOUBLE_EQ(forced.step_s(), forced.compute_s + forced.comm_total_s() + 0.5 * forced.overlapped_s);
+  in.overlap_comm = false;
+  EXPECT_EQ(overlap_reason(in, z), "training.overlap_comm = false");
 }
 
 // Where ranks share cores, the blocking collectives' time at their tier's and group size's

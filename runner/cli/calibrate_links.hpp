@@ -126,17 +126,26 @@ CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quic
                                  const std::function<void()>& compute,
                                  const std::function<std::vector<double>(const std::vector<double>&)>& over_ranks);
 
-// The overlap probe: how much of a collective's time running it beside compute hides. This
-// rank's mean seconds, over `rounds` rounds after one untimed, of `compute` alone, of an
-// all-reduce of `bytes` (nccl-tests size) alone, and of the all-reduce started
-// (Communicator::start_all_reduce), `compute`, the all-reduce finished: what the trainer does
-// with its overlapped collectives. Each round times the three in turn, the group's ranks
-// starting each together (a barrier), so that a change in the machine's load during the
-// probe falls on all three alike rather than on whichever was timed then. Every rank of the
-// group calls it at the same time. `hidden` is the median over the rounds of each round's
-// overlap_fraction: a round where a lost time slice stretched one of the three moves a
-// fraction of the means by up to the whole shorter side (the means of 20 rounds gave 36%
-// and 100% for the same probe), and moves the median by one rank of twenty.
+// The overlap probe: how much of a collective's time running it beside compute hides, against
+// the same collective waited for where it is issued. Each round times three loops of
+// kOverlapCalls, per call: `compute` alone (compute_s); `compute` then an all-reduce of
+// `bytes` (nccl-tests size) waited for, less the compute (collective_s: the call as the
+// model prices a blocking one, after compute, waiting for the group's slowest member
+// included); and the all-reduce started (Communicator::start_all_reduce), `compute`, the
+// all-reduce finished (both_s): what the trainer does with its overlapped collectives, one
+// after another as it starts one per layer. Several in a row because what overlap costs is per
+// call: where every core already runs a rank's compute (CPU ranks on all of a host's cores)
+// each started call hands work to the communicator's thread, which waits for a time slice on
+// a busy core, and the loop of started calls takes longer than the loop of waited ones (2 CPU
+// ranks on 2 cores: 8 calls of 64 KiB cost 0.6-1.4x their time more; one call after a barrier
+// showed none of it). Four calls a loop: each round then times twelve calls' worth of work,
+// where the one-call probe timed three. The round's loops run in turn, the group's ranks starting each together
+// (a barrier), so that a change in the machine's load falls on all three alike rather than on
+// whichever was timed then. Every rank of the group calls it at the same time. `hidden` is the
+// median over the rounds of each round's overlap_fraction: a round where a lost time slice
+// stretched one loop moves a fraction of the means by up to the whole shorter side, and moves
+// the median by one rank of the rounds.
+inline constexpr int kOverlapCalls = 4;
 struct OverlapTimes {
   double compute_s = 0;
   double collective_s = 0;
@@ -169,10 +178,9 @@ OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveB
 // all-gathers and reduce-scatters) of every layout of `world` ranks that divides it; else
 // kDefaultOverlapBytes. How much of a collective hides falls with its size: its latency is
 // waiting, which compute beside it fills, its bandwidth term is copying and summing, which
-// on CPU ranks takes the cores the compute needs (2 CPU ranks on 2 cores: 65-100% of a
-// 256 KiB all-reduce hidden beside GEMMs, 36% of a 768 KiB one, the data buckets' size, and
-// training hid about 40% of those). The largest calls are most of the overlapped time, and
-// their fraction is the conservative one for the rest.
+// on CPU ranks takes the cores the compute needs (2 CPU ranks on 2 cores, one call beside
+// GEMMs: 65-100% of a 256 KiB all-reduce hidden, 36% of a 768 KiB one, the data buckets'
+// size). The largest calls are most of the overlapped time.
 inline constexpr double kDefaultOverlapBytes = 4.0 * 1024 * 1024;
 double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world);
 
@@ -184,9 +192,11 @@ double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world);
 int overlap_gemm_count(double gemm_s, double collective_s);
 
 // The fraction of the collective's time that running it beside the compute hid,
-// (compute + collective - both) / collective, within [0, 1]: 1 when the pair took as long as
+// (compute + collective - both) / collective, within [-1, 1]: 1 when the pair took as long as
 // the compute alone (compute at least as long as the collective), 0 when as long as both in
-// turn (or longer). What the model takes off an overlapped collective's time.
+// turn, below 0 when longer (started beside compute the collective cost more than waited for;
+// -1: twice its time, or more). What the model takes off an overlapped collective's time (a
+// negative fraction adds), and below 0 what makes training.overlap_comm = "auto" not overlap.
 double overlap_fraction(const OverlapTimes& t);
 
 // The fraction of the host's cores that a tier's collectives keep busy for their time, from

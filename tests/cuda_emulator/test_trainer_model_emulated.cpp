@@ -257,6 +257,7 @@ TEST(TrainerModelEmulatedCuda, TracedStepTimesTheDeviceOpsByMarksOnTheStream) {
   job.training.micro_batch = 2;
   job.training.recompute = Recompute::none;
   job.training.shard_optimizer = false;
+  job.training.overlap_comm = false;
   const TokenData data = builtin_corpus();
   Trainer trainer(observed, grid, job, data);
   trainer.train_step();

@@ -26,6 +26,14 @@ const ModelShape& decided_model(const ModelShape& m) {
   return m;
 }
 
+bool overlap_mode(const TrainingConfig& t) {
+  if (!t.overlap_comm)
+    throw ConfigError(
+        "training.overlap_comm = \"auto\" reached the trainer undecided: the layout model decides it per layout "
+        "(overlaps_comm); decide it before making a Trainer, as run_training does");
+  return *t.overlap_comm;
+}
+
 bool shard_mode(const TrainingConfig& t) {
   if (!t.shard_optimizer)
     throw ConfigError(
@@ -44,9 +52,9 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const T
       order_(job.training.seed, data.size(), job.model.sequence),
       split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
       params_(backend, job.model, grid.layout(), grid.coords(), shard_mode(job.training)),
-      model_(backend, grid, decided_model(job.model), split_.micro_batch, params_, job.training.overlap_comm,
+      model_(backend, grid, decided_model(job.model), split_.micro_batch, params_, overlap_mode(job.training),
              recompute_mode(job.training)),
-      sync_(grid, params_, job.model.layers, job.training.overlap_comm),
+      sync_(grid, params_, job.model.layers, overlap_mode(job.training)),
       optimizer_(backend, grid, params_, sync_, job.training),
       host_inputs_(static_cast<size_t>(split_.tokens)),
       host_targets_(static_cast<size_t>(split_.tokens)),

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/latest_recovery.hpp"
 #include "checkpoint/step_dir.hpp"
+#include "layout/comm_overlap.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
 #include "layout/layout_search.hpp"
@@ -216,17 +217,20 @@ Prediction predict(const ChooserInput& plan, const Layout& layout) {
 // trainer runs them. The `why`s say how they were decided, for the log.
 struct DecidedPlan {
   ChooserInput plan;
-  std::string recompute_why, shard_why, moe_chunks_why;
+  std::string recompute_why, shard_why, moe_chunks_why, overlap_why;
   JobConfig job;
 };
 
 DecidedPlan decide_modes(const JobConfig& job, const ChooserInput& plan, const Layout& layout) {
-  DecidedPlan d{plan, recompute_reason(plan, layout), shard_reason(plan, layout), "", job};
+  DecidedPlan d{plan, recompute_reason(plan, layout), shard_reason(plan, layout), "", "", job};
+  d.overlap_why = overlap_reason(plan, layout);
   const MemoryModes modes = resolved_modes(plan, layout);
   d.moe_chunks_why = moe_chunks_reason(plan, layout, modes);
   d.plan.recompute = modes.recompute;
   d.plan.shard_optimizer = modes.shard_optimizer;
   d.plan.model.moe_chunks = resolved_moe_chunks(plan, layout, modes);
+  d.plan.overlap_comm = overlaps_comm(plan, layout);
+  d.job.training.overlap_comm = d.plan.overlap_comm;
   d.job.training.recompute = modes.recompute;
   d.job.training.shard_optimizer = modes.shard_optimizer;
   d.job.model.moe_chunks = d.plan.model.moe_chunks;
@@ -374,11 +378,12 @@ class TrainingRun {
                  decided_.shard_why);
     if (!decided_.moe_chunks_why.empty()) spdlog::info("train: {}", decided_.moe_chunks_why);
     spdlog::info("train: communication per step per rank: {}", comm_summary(prediction.volume));
-    spdlog::info("train: overlap {}",
-                 t.overlap_comm
+    spdlog::info("train: overlap {} ({})",
+                 *decided_.plan.overlap_comm
                      ? "on: the z all-gathers and reduce-scatters and the last backward's data all-reduce run "
-                       "beside compute (training.overlap_comm = false turns it off)"
-                     : "off: every collective is waited for where it is issued (training.overlap_comm)");
+                       "beside compute"
+                     : "off: every collective is waited for where it is issued",
+                 decided_.overlap_why);
     spdlog::info("train: metrics in {}", metrics_->path().string());
   }
 
