@@ -82,10 +82,13 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
   }
   const int64_t gather_small = site.intra_node_fits[kind(CollectiveKind::all_gather)]->small_max_bytes;
   EXPECT_TRUE(gather_small == 0 || gather_small == 2 << 20) << gather_small;
-  // The overlap probe ran on the tier and wrote a fraction.
-  EXPECT_TRUE(contains(r.output, " of the all-reduce hidden (median of the rounds)")) << r.output;
-  EXPECT_GE(site.intra_node_overlap, 0);
+  // The overlap probe ran on the tier and wrote a fraction: hidden, or (below 0, as on 2 CPU
+  // ranks that fill 2 cores) the extra that overlap costs, which turns "auto" overlap off.
+  EXPECT_TRUE(contains(r.output, "  overlap, 4 of each in a row, per call: ")) << r.output;
+  EXPECT_GE(site.intra_node_overlap, -1);
   EXPECT_LE(site.intra_node_overlap, 1);
+  EXPECT_EQ(contains(r.output, "of the all-reduce hidden (median of the rounds)"), site.intra_node_overlap >= 0)
+      << r.output;
   EXPECT_GT(site.gemm_tflops_float32, 0);
   EXPECT_EQ(site.gemm_tflops_bfloat16, 0);
   EXPECT_GT(site.attention_tflops_float32, 0);
