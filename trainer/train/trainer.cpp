@@ -1,5 +1,8 @@
 #include "trainer/train/trainer.hpp"
 
+#include <optional>
+#include <string>
+
 #include "config/config_error.hpp"
 #include "trainer/optim/lr_schedule.hpp"
 #include "trainer/train/trace_ops.hpp"
@@ -9,12 +12,18 @@ namespace {
 
 BatchShape batch_shape(const TrainingConfig& t) { return {t.global_batch, t.micro_batch, t.dtype}; }
 
+// A training setting that "auto" leaves to the layout model (`how`: which decision and where),
+// as run_training decided it; ConfigError where it reached the trainer undecided.
+template <typename T>
+T decided(const std::optional<T>& setting, const char* key, const char* how) {
+  if (!setting)
+    throw ConfigError(std::string(key) + " = \"auto\" reached the trainer undecided: the layout model " + how +
+                      "; decide it before making a Trainer, as run_training does");
+  return *setting;
+}
+
 Recompute recompute_mode(const TrainingConfig& t) {
-  if (!t.recompute)
-    throw ConfigError(
-        "training.recompute = \"auto\" reached the trainer undecided: the layout model picks the mode per layout "
-        "(resolved_modes); decide it before making a Trainer, as run_training does");
-  return *t.recompute;
+  return decided(t.recompute, "training.recompute", "picks the mode per layout (resolved_modes)");
 }
 
 // The model as the layers build it: model.moe_chunks decided (MoeShape::rounds).
@@ -27,19 +36,11 @@ const ModelShape& decided_model(const ModelShape& m) {
 }
 
 bool overlap_mode(const TrainingConfig& t) {
-  if (!t.overlap_comm)
-    throw ConfigError(
-        "training.overlap_comm = \"auto\" reached the trainer undecided: the layout model decides it per layout "
-        "(overlaps_comm); decide it before making a Trainer, as run_training does");
-  return *t.overlap_comm;
+  return decided(t.overlap_comm, "training.overlap_comm", "decides it per layout (overlaps_comm)");
 }
 
 bool shard_mode(const TrainingConfig& t) {
-  if (!t.shard_optimizer)
-    throw ConfigError(
-        "training.shard_optimizer = \"auto\" reached the trainer undecided: the layout model decides it per layout "
-        "(resolved_modes); decide it before making a Trainer, as run_training does");
-  return *t.shard_optimizer;
+  return decided(t.shard_optimizer, "training.shard_optimizer", "decides it per layout (resolved_modes)");
 }
 
 }  // namespace
