@@ -227,11 +227,12 @@ bool priced_alike(const Layout& a, const Layout& b, const Machine& machine) {
   return same;
 }
 
-// "  overlap 40%  filled 30%  busy 85%  all_reduce 30 us + 2 GB/s ...": a tier's (or group
+// "  overlap -0.21 at 16 KiB, 0.33 at 192 KiB  filled 30%  busy 85%  all_reduce 30 us + 2 GB/s ...": a tier's (or group
 // size's) measured figures, the fractions left out where 0.
-std::string fits_text(const CollectiveFits& fits, double overlap, double filled, double busy) {
+std::string fits_text(const CollectiveFits& fits, const OverlapCurve& overlap, double filled, double busy) {
   std::string s;
-  for (const auto& [name, fraction] : {std::pair{"overlap", overlap}, {"filled", filled}, {"busy", busy}}) {
+  if (!overlap.empty()) s += "  overlap " + overlap_curve_text(overlap);
+  for (const auto& [name, fraction] : {std::pair{"filled", filled}, {"busy", busy}}) {
     if (!(fraction > 0)) continue;
     char buf[48];
     std::snprintf(buf, sizeof buf, "  %s %.0f%%", name, 100 * fraction);
@@ -299,13 +300,13 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
       !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
   for (const GroupFits& g : calibrated.intra_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others, g.cores_busy).c_str());
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, {}, g.filled_by_others, g.cores_busy).c_str());
   if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap,
                                           calibrated.inter_node_filled_by_others, calibrated.inter_node_cores_busy);
       !inter.empty())
     std::printf("  inter-node%s\n", inter.c_str());
   for (const GroupFits& g : calibrated.inter_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, 0, g.filled_by_others, g.cores_busy).c_str());
+    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, {}, g.filled_by_others, g.cores_busy).c_str());
 }
 
 // The site calibrated for one job at one world.

@@ -138,9 +138,11 @@ int main(int argc, char** argv) {
               ranks, steps, reps);
   calibrate(dir, ranks);
   const axonn::SiteConfig site = axonn::load_site_config((dir / "site.toml").string());
-  std::printf("calibrated with the same ranks and job: overlap intra-node %.0f%%, inter-node %.0f%% (the probe's "
-              "hidden fraction; the model hides that much of the overlapped collectives)\n",
-              100 * site.intra_node_overlap, 100 * site.inter_node_overlap);
+  std::printf(
+      "calibrated with the same ranks and job: overlap intra-node %s, inter-node %s (the probe's hidden "
+      "fraction by size; the model hides that much of each overlapped collective)\n",
+      axonn::overlap_curve_text(site.intra_node_overlap).c_str(),
+      axonn::overlap_curve_text(site.inter_node_overlap).c_str());
   std::printf("%-10s %12s %12s %16s %8s %8s %18s %18s\n", "layout", "step off s", "step on s", "overlappable s",
               "hidden", "speedup", "hidden measured s", "hidden predicted s");
   for (const std::string& layout : layouts) {

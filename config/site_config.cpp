@@ -7,6 +7,7 @@
 #include "config/config_error.hpp"
 #include "config/hostlist.hpp"
 #include "config/toml_reader.hpp"
+#include "core/number_text.hpp"
 
 namespace axonn {
 namespace {
@@ -106,12 +107,33 @@ int read_group_ranks(TomlReader& e, const std::vector<GroupFits>& before, const 
   return ranks;
 }
 
-// [network.<tier>] into `s`: the kinds (read_kind_fits), overlap, filled_by_others and
-// cores_busy (fractions), and groups, each entry a size, its kinds, its filled_by_others and
-// its cores_busy.
+// A tier's `overlap`: one fraction for every size (overlap = 0.8), or the fractions measured
+// at sizes, ascending (overlap = [{ bytes = 16384, fraction = -0.2 }, { bytes = 196608,
+// fraction = 0.3 }]).
+OverlapCurve read_overlap(TomlReader& t) {
+  if (!t.is_array("overlap")) return OverlapCurve::flat(t.number("overlap", 0, -1, 1));
+  OverlapCurve curve;
+  for (TomlReader& p : t.tables("overlap")) {
+    for (const char* key : {"bytes", "fraction"})
+      if (!p.has(key)) p.fail(key, "is missing; a measured overlap has bytes (the collective's size) and fraction");
+    const double bytes = p.number("bytes", 0, 1, 1e15);
+    if (!curve.points.empty() && !(bytes > curve.points.back().bytes))
+      p.fail("bytes", "= " + format_number("%g", bytes) +
+                          " is not above the size before it; list an overlap's sizes ascending, each once");
+    curve.points.push_back({bytes, p.number("fraction", 0, -1, 1)});
+    p.finish();
+  }
+  if (curve.points.empty())
+    t.fail("overlap", "is an empty list; give a fraction (overlap = 0.8) or the sizes calibrate measured");
+  return curve;
+}
+
+// [network.<tier>] into `s`: the kinds (read_kind_fits), overlap (read_overlap),
+// filled_by_others and cores_busy (fractions), and groups, each entry a size, its kinds, its
+// filled_by_others and its cores_busy.
 void read_tier(TomlReader& network, const SiteTier& tier, SiteConfig& s) {
   auto t = network.table(tier.key);
-  s.*tier.overlap = t.number("overlap", 0, -1, 1);
+  s.*tier.overlap = read_overlap(t);
   s.*tier.filled_by_others = t.number("filled_by_others", 0, 0, 1);
   s.*tier.cores_busy = t.number("cores_busy", 0, 0, 1);
   s.*tier.fits = read_kind_fits(t);

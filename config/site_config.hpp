@@ -90,14 +90,16 @@ struct SiteConfig {
   double inter_switch_bandwidth_GBps = 12.5;
   double inter_switch_latency_us = 10;
   // [network.intra_node], [network.inter_node], [network.inter_switch]: measured per kind,
-  // overlap = the fraction of a collective's time hidden when it runs beside compute, and
+  // overlap = the fraction of a collective's time hidden when it runs beside compute (one
+  // number for every size, or [{ bytes, fraction }, ...] measured at sizes ascending and
+  // interpolated between them; layout/overlap_curve.hpp), and
   // filled_by_others = the fraction of a blocking collective's time in which the other ranks
   // that share this rank's cores compute instead, and cores_busy = the fraction of the node's
   // cores that a collective's ranks keep busy for its time, which no other rank computes
   // through (0: none, as without the keys; layout_inputs.hpp, MeasuredTier)
   CollectiveFits intra_node_fits, inter_node_fits, inter_switch_fits;
   std::vector<GroupFits> intra_node_groups, inter_node_groups, inter_switch_groups;
-  double intra_node_overlap = 0, inter_node_overlap = 0, inter_switch_overlap = 0;
+  OverlapCurve intra_node_overlap, inter_node_overlap, inter_switch_overlap;
   double intra_node_filled_by_others = 0, inter_node_filled_by_others = 0, inter_switch_filled_by_others = 0;
   double intra_node_cores_busy = 0, inter_node_cores_busy = 0, inter_switch_cores_busy = 0;
   int nodes_per_switch = 0;  // 0: one switch for all nodes
@@ -128,7 +130,7 @@ struct SiteTier {
   double SiteConfig::*latency_us;
   CollectiveFits SiteConfig::*fits;
   std::vector<GroupFits> SiteConfig::*groups;
-  double SiteConfig::*overlap;
+  OverlapCurve SiteConfig::*overlap;
   double SiteConfig::*filled_by_others;
   double SiteConfig::*cores_busy;
 };

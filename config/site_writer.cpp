@@ -81,6 +81,21 @@ std::string kind_fits_entries(const CollectiveFits& fits) {
   return out;
 }
 
+// A tier's overlap: its one fraction where no size was measured, else [{ bytes = 16384,
+// fraction = -0.2 }, ...], the sizes ascending.
+std::string overlap_value(const OverlapCurve& curve) {
+  if (curve.points.size() == 1 && curve.points[0].bytes == 0) return number(curve.points[0].fraction);
+  std::string out = "[";
+  for (size_t i = 0; i < curve.points.size(); ++i)
+    out.append(i ? ", " : "")
+        .append("{ bytes = ")
+        .append(number(curve.points[i].bytes))
+        .append(", fraction = ")
+        .append(number(curve.points[i].fraction))
+        .append(" }");
+  return out + "]";
+}
+
 // [{ ranks = 2, all_reduce = { latency_us = 30, bandwidth_GBps = 2 }, ... }, ...], a size a line.
 std::string groups_value(const std::vector<GroupFits>& groups) {
   std::string out = "[\n";
@@ -146,9 +161,9 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
   add("network", "nodes_per_switch", std::to_string(s.nodes_per_switch), "0 = one switch for all");
   add("network", "switches", switches_value(s.switches));
   for (const SiteTier& tier : kSiteTiers) {
-    if (s.*tier.overlap != 0)
-      add(std::string("network.") + tier.key, "overlap", number(s.*tier.overlap),
-          "measured: fraction of a collective hidden beside compute (below 0: the extra it costs there)");
+    if (!(s.*tier.overlap).empty())
+      add(std::string("network.") + tier.key, "overlap", overlap_value(s.*tier.overlap),
+          "measured: fraction of a collective hidden beside compute, by its size (below 0: the extra it costs)");
     if (s.*tier.filled_by_others > 0)
       add(std::string("network.") + tier.key, "filled_by_others", number(s.*tier.filled_by_others),
           "measured: fraction of a blocking collective other ranks on the same cores compute through");

@@ -75,6 +75,11 @@ void TomlReader::fail(const std::string& key, const std::string& what) const {
 
 bool TomlReader::has(const std::string& key) const { return table_.contains(key); }
 
+bool TomlReader::is_array(const std::string& key) const {
+  const toml::node* node = table_.get(key);
+  return node != nullptr && node->is_array();
+}
+
 const toml::node* TomlReader::find(const std::string& key) {
   if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.push_back(key);
   read_.insert(key);

@@ -19,6 +19,8 @@ class TomlReader {
   TomlReader(const toml::table& table, std::string file, std::string prefix);
 
   bool has(const std::string& key) const;
+  // Whether `key` is present and an array: for a key that takes a number or a list.
+  bool is_array(const std::string& key) const;
   int64_t integer(const std::string& key, int64_t fallback, int64_t min, int64_t max);
   double number(const std::string& key, double fallback, double min, double max);  // int or float
   bool boolean(const std::string& key, bool fallback);

@@ -1,6 +1,6 @@
 #pragma once
-// Numbers in reports and messages: one double as a printf format writes it, and a cell
-// right-aligned in a column of a text table.
+// Numbers in reports and messages: one double as a printf format writes it, a size in bytes,
+// and a cell right-aligned in a column of a text table.
 #include <cstddef>
 #include <cstdio>
 #include <string>
@@ -13,6 +13,12 @@ inline std::string format_number(const char* format, double value) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, value);
   return buf;
+}
+
+// A message size rounded to whole KiB below a MiB and whole MiB from there: "192 KiB", "4 MiB".
+inline std::string bytes_text(double bytes) {
+  return bytes >= 1024.0 * 1024 ? format_number("%.0f MiB", bytes / (1024.0 * 1024))
+                                : format_number("%.0f KiB", bytes / 1024.0);
 }
 
 // `text` right-aligned in a column `width` wide; as is when it is wider.

@@ -21,6 +21,19 @@ const char* link_tier_name(LinkTier tier) {
   return "?";
 }
 
+const MeasuredTier* measured_tier(const Machine& m, LinkTier tier) {
+  switch (tier) {
+    case LinkTier::intra_node:
+      return &m.intra_node_measured;
+    case LinkTier::inter_node:
+      return &m.inter_node_measured;
+    case LinkTier::inter_switch:
+      return &m.inter_switch_measured;
+    default:
+      return nullptr;
+  }
+}
+
 namespace {
 
 // Do all aligned blocks of `span` consecutive ranks stay inside units of `unit` ranks?
@@ -34,20 +47,6 @@ const Link& link_of(const Machine& m, LinkTier tier) {
       return m.inter_switch;
     default:
       return m.intra_node;
-  }
-}
-
-// What calibrate measured of `tier`; nullptr for none (a group of one spans no link).
-const MeasuredTier* measured_tier(const Machine& m, LinkTier tier) {
-  switch (tier) {
-    case LinkTier::intra_node:
-      return &m.intra_node_measured;
-    case LinkTier::inter_node:
-      return &m.inter_node_measured;
-    case LinkTier::inter_switch:
-      return &m.inter_switch_measured;
-    default:
-      return nullptr;
   }
 }
 
@@ -130,9 +129,9 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
   return collective_link(m, tier, kind, bytes);
 }
 
-double overlap_efficiency(const Machine& m, LinkTier tier) {
+double overlap_efficiency(const Machine& m, LinkTier tier, double bytes) {
   const MeasuredTier* measured = measured_tier(m, tier);
-  return measured != nullptr ? measured->overlap : 0;
+  return measured != nullptr ? measured->overlap.at(bytes) : 0;
 }
 
 namespace {
@@ -298,7 +297,7 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
     c.overlapped_s += t;
     const bool bucket = calls.axis == CommAxis::data || calls.axis == CommAxis::expert_data;
     double& hidden = bucket ? hidden_data : calls.axis == CommAxis::expert ? hidden_experts : hidden_other;
-    hidden += t * overlap_efficiency(input.machine, c.link[ai]);
+    hidden += t * overlap_efficiency(input.machine, c.link[ai], static_cast<double>(calls.bytes));
   }
   const BatchSplit split = batch_split(input.model, input.batch, g);
   const double accumulation = static_cast<double>(split.accumulation);

@@ -3,8 +3,8 @@
 // collective of layout_volume.hpp priced by the ring formulas (collective.hpp) over the
 // slowest link its group spans. The collectives the trainer runs beside compute
 // (CollectiveCalls::overlapped, with training.overlap_comm, comm_overlap.hpp) are hidden by
-// the fraction the site measured for their tier (MeasuredTier::overlap; calibrate's overlap
-// probe), at most the compute they run beside: the data axis's beside one micro-batch's
+// the fraction the site measured for their tier at their size (MeasuredTier::overlap;
+// calibrate's overlap probe), at most the compute they run beside: the data axis's beside one micro-batch's
 // compute (they start in the last backward), the z axis's beside the whole step's. Without a
 // measured fraction nothing is hidden, and the prediction is an upper bound for overlapping
 // backends; a fraction below zero adds that part of the calls' time (a tier where overlap
@@ -55,6 +55,10 @@ TierBytes bytes_per_tier(const Machine& machine, const Layout& layout,
 std::array<int64_t, kCommAxisCount> bytes_per_axis(const StepVolume& volume);
 std::array<int64_t, kCommAxisCount> bytes_per_axis(const StepVolume& volume, CollectiveKind kind);
 
+// What calibrate measured of `tier` (Machine::*_measured); nullptr for none (a group of one
+// spans no link).
+const MeasuredTier* measured_tier(const Machine& machine, LinkTier tier);
+
 // The alpha-beta that prices `kind` on `tier`: the one fitted for that kind, else the tier's
 // Link (none: the intra-node one, never used, as a group of one makes no collective).
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind);
@@ -67,8 +71,9 @@ const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKin
 // (MeasuredTier::groups) where it has one for the kind, else the tier's.
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes, int group_size);
 
-// The fraction of an overlapped collective's time hidden behind compute on `tier` (0 to 1).
-double overlap_efficiency(const Machine& machine, LinkTier tier);
+// The fraction of an overlapped collective's time hidden behind compute on `tier`, for a call
+// of `bytes` (nccl-tests size; MeasuredTier::overlap at that size, -1 to 1, 0 where unmeasured).
+double overlap_efficiency(const Machine& machine, LinkTier tier, double bytes);
 
 // The fraction of a blocking collective's time on groups of `group_size` over `tier` that
 // other ranks sharing the cores compute through (MeasuredTier::filled_by_others; the group

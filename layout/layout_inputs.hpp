@@ -10,6 +10,7 @@
 
 #include "layout/collective.hpp"
 #include "layout/element_type.hpp"
+#include "layout/overlap_curve.hpp"
 
 namespace axonn {
 
@@ -132,14 +133,15 @@ struct MeasuredTier {
   // Other group sizes, each at most once; a collective on groups of a size listed here is
   // priced by that size's fit of its kind, every other by `kinds`.
   std::vector<MeasuredGroup> groups;
-  // The fraction of a collective's time that running it beside compute hides, -1 to 1
-  // (calibrate's overlap probe: collectives each started beside GEMMs, against the same GEMMs
-  // each followed by the collective waited for). 0: nothing is hidden, every collective's
-  // time is added to the step; below 0: started beside compute a collective costs that
-  // fraction of its time more than waited for where it is issued (CPU ranks on every core:
-  // the communicator's thread takes turns with compute), and "auto" does not overlap
+  // The fraction of a collective's time that running it beside compute hides, -1 to 1, by
+  // its size (overlap_curve.hpp; calibrate's overlap probe: collectives each started beside
+  // GEMMs, against the same GEMMs each followed by the collective waited for). Empty: nothing
+  // is hidden, every collective's time is added to the step; below 0: started beside compute
+  // a collective of that size costs that fraction of its time more than waited for where it
+  // is issued (CPU ranks on every core: the communicator's thread takes turns with compute),
+  // and "auto" does not overlap where that outweighs what the other sizes hide
   // (comm_overlap.hpp).
-  double overlap = 0;
+  OverlapCurve overlap;
   // Where a node's ranks outnumber its cores and take turns on them (the CPU backend with more
   // ranks than cores), the fraction of a blocking collective's time in which the other ranks
   // compute instead: while a group waits for its slowest member, the cores it leaves run the

@@ -71,10 +71,9 @@ std::string describe_calibration(const Machine& m) {
     fit_lines(tier, "", measured->kinds, measured->small);
     for (const MeasuredGroup& group : measured->groups)
       fit_lines(tier, " on groups of " + std::to_string(group.ranks), group.kinds, group.small);
-    if (overlap_efficiency(m, tier) > 0)
-      s += std::string("  measured ") + link_tier_name(tier) +
-           " overlap: " + format_number("%.0f%%", 100 * overlap_efficiency(m, tier)) +
-           " of an overlapped collective's time hidden behind compute\n";
+    if (!measured->overlap.empty())
+      s += std::string("  measured ") + link_tier_name(tier) + " overlap: " + overlap_curve_text(measured->overlap) +
+           " of an overlapped collective's time hidden behind compute (below 0: the extra it costs)\n";
     // "30%, 45% on groups of 2": the tier's fraction `field`, then each group size's.
     const auto fractions = [](const MeasuredTier& t, double MeasuredTier::*tier_field,
                               double MeasuredGroup::*group_field) {

@@ -189,6 +189,10 @@ int64_t expert_all_to_all_bound(const ChooserInput& input, const Layout& g) {
 }
 
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, MemoryModes modes) {
+  return predict_step_volume(input, g, modes, overlaps_comm(input, g));
+}
+
+StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, MemoryModes modes, bool overlap) {
   const Recompute mode = modes.recompute;
   const ModelShape& model = input.model;
   const BatchSplit split = batch_split(model, input.batch, g);
@@ -206,7 +210,6 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   for (int a = 0; a < kCommAxisCount; ++a) v.group_size[static_cast<size_t>(a)] = g.comm_size(static_cast<CommAxis>(a));
 
   using K = CollectiveKind;
-  const bool overlap = overlaps_comm(input, g);  // CollectiveCalls::overlapped
   for (const auto& lin : linear_shapes(model)) {
     const int64_t k_local = lin.k / g.size(lin.k_axis);
     const int64_t n_local = lin.n / g.size(lin.n_axis());

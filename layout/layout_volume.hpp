@@ -130,9 +130,12 @@ CollectiveTypes collective_types(ElementType dtype);
 std::string describe_collective_types(ElementType dtype);
 
 // At `modes` (a recompute mode alone: unsharded); without them, at the modes this job runs
-// at this layout (resolved_modes, layout_memory.hpp).
+// at this layout (resolved_modes, layout_memory.hpp). The overlappable calls are marked
+// overlapped where the job overlaps at this layout (overlaps_comm, comm_overlap.hpp), or as
+// `overlap` says in the last form, which is how overlaps_comm prices the choice.
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout, MemoryModes modes);
 StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout);
+StepVolume predict_step_volume(const ChooserInput& input, const Layout& layout, MemoryModes modes, bool overlap);
 
 // A dropless MoE model's expert all-to-all bytes per step when every return call carries
 // its worst case, the P·R rows a rank's experts can receive (MoeShape::expert_rows): an upper

@@ -48,6 +48,13 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// How many times `needle` starts in `haystack` (overlapping ones counted).
+inline size_t occurrences(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
 // Debian's /usr/bin/python3 with h5py and numpy (python3-h5py): what the tests that read
 // checkpoints with h5py need; they skip, naming the package, without it.
 inline bool python_has_h5py() {

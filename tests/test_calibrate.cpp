@@ -11,6 +11,7 @@
 
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
+#include "core/number_text.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_volume.hpp"
 #include "process_helpers.hpp"
@@ -82,13 +83,22 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
   }
   const int64_t gather_small = site.intra_node_fits[kind(CollectiveKind::all_gather)]->small_max_bytes;
   EXPECT_TRUE(gather_small == 0 || gather_small == 2 << 20) << gather_small;
-  // The overlap probe ran on the tier and wrote a fraction: hidden, or (below 0, as on 2 CPU
-  // ranks that fill 2 cores) the extra that overlap costs, which turns "auto" overlap off.
-  EXPECT_TRUE(contains(r.output, "  overlap, 4 of each in a row, per call: ")) << r.output;
-  EXPECT_GE(site.intra_node_overlap, -1);
-  EXPECT_LE(site.intra_node_overlap, 1);
-  EXPECT_EQ(contains(r.output, "of the all-reduce hidden (median of the rounds)"), site.intra_node_overlap >= 0)
-      << r.output;
+  // The overlap probe ran on the tier at the smallest and the largest size the tiny job
+  // overlaps at 2 ranks and wrote a fraction for each: hidden, or (below 0, as on 2 CPU ranks
+  // that fill 2 cores) the extra that overlap costs there, which the log names.
+  const std::vector<OverlapPoint>& points = site.intra_node_overlap.points;
+  ASSERT_EQ(points.size(), 2u) << r.output;
+  EXPECT_LT(points[0].bytes, points[1].bytes);
+  size_t hidden = 0;
+  for (const OverlapPoint& p : points) {
+    EXPECT_TRUE(contains(r.output, "  overlap, 4 of each in a row, per call: ")) << r.output;
+    EXPECT_TRUE(contains(r.output, "all_reduce of " + bytes_text(p.bytes) + " ")) << r.output;
+    EXPECT_GE(p.fraction, -1);
+    EXPECT_LE(p.fraction, 1);
+    hidden += p.fraction >= 0 ? 1 : 0;
+  }
+  EXPECT_EQ(test::occurrences(r.output, "of the all-reduce hidden (median of the rounds)"), hidden) << r.output;
+  EXPECT_EQ(contains(r.output, "overlap costs at some sizes on this tier"), hidden < points.size()) << r.output;
   EXPECT_GT(site.gemm_tflops_float32, 0);
   EXPECT_EQ(site.gemm_tflops_bfloat16, 0);
   EXPECT_GT(site.attention_tflops_float32, 0);

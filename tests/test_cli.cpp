@@ -81,7 +81,9 @@ TEST(CliLayout, JsonHasBestRankedAndRejected) {
                        "/job_templates/gpt-small.toml --nodes 2 --json --top 3");
   EXPECT_EQ(r.code, 0) << r.output;
   for (const char* key : {"\"best\"", "\"ranked\"", "\"rejected\"", "\"step_time_s\"", "\"collectives\"",
-                          "\"recompute\" : \"none\"", "\"recompute_flops_per_rank\""})
+                          "\"recompute\" : \"none\"", "\"recompute_flops_per_rank\"",
+                          // dgx-h100 measured no overlap: "auto" overlaps, and says why
+                          "\"overlap_comm\" : true", "\"overlap_reason\" : \"auto: on: no link tier"})
     EXPECT_NE(r.output.find(key), std::string::npos) << key << "\n" << r.output;
 }
 

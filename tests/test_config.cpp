@@ -613,7 +613,7 @@ SiteConfig calibrated_laptop() {
   s.intra_node_bandwidth_GBps = 1.5;
   s.intra_node_latency_us = 61.5;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{61.5, 1.5, 0.083, 65536, 12.5, 0.75};
-  s.intra_node_overlap = 0.375;
+  s.intra_node_overlap = {{{16384, -0.25}, {196608, 0.375}}};
   s.intra_node_filled_by_others = 0.3125;
   s.intra_node_cores_busy = 0.5625;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
@@ -669,7 +669,7 @@ TEST(SiteWriter, EveryKeyOfTheExampleComesBackWithItsValue) {
 
 TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   SiteConfig s = calibrated_laptop();
-  s.inter_switch_overlap = -0.625;  // a tier where overlap costs
+  s.inter_switch_overlap = OverlapCurve::flat(-0.625);  // a tier where overlap costs, one figure for every size
   const fs::path file = scratch_file("calibrated.toml", format_site_toml(s, "calibrated"));
   const SiteConfig back = load_site_config(file.string());
   // Kept from the laptop site.
@@ -701,7 +701,7 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(ar->small_latency_us, 12.5);
   EXPECT_EQ(ar->small_bandwidth_GBps, 0.75);
   EXPECT_EQ(ag->small_max_bytes, 0);
-  EXPECT_EQ(back.intra_node_overlap, 0.375);
+  EXPECT_EQ(back.intra_node_overlap, s.intra_node_overlap);
   EXPECT_EQ(back.intra_node_filled_by_others, 0.3125);
   EXPECT_EQ(back.intra_node_cores_busy, 0.5625);
   ASSERT_EQ(back.intra_node_groups.size(), 1u);
@@ -716,8 +716,8 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_FALSE(back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_gather)]->residual);
   EXPECT_FALSE(back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::reduce_scatter)]);
   EXPECT_TRUE(back.inter_node_groups.empty());
-  EXPECT_EQ(back.inter_node_overlap, 0);
-  EXPECT_EQ(back.inter_switch_overlap, -0.625);
+  EXPECT_TRUE(back.inter_node_overlap.empty());
+  EXPECT_EQ(back.inter_switch_overlap, OverlapCurve::flat(-0.625));
   EXPECT_FALSE(back.inter_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)]);
   EXPECT_TRUE(back.calibration.present());
   EXPECT_EQ(back.calibration.date, "2026-11-27T10:31:02Z");
@@ -772,6 +772,22 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
             std::string::npos);
   EXPECT_NE(err("[network.inter_node]\noverlap = -1.5\n").find("network.inter_node.overlap = -1.5 is out of range"),
             std::string::npos);
+  // Measured at sizes: each with bytes and fraction, ascending, in range.
+  EXPECT_NE(err("[network.inter_node]\noverlap = [{ bytes = 65536, fraction = 0.5 }, { bytes = 4096, fraction = 0 }]\n")
+                .find("network.inter_node.overlap[1].bytes = 4096 is not above the size before it; list an overlap's "
+                      "sizes ascending, each once"),
+            std::string::npos);
+  EXPECT_NE(err("[network.inter_node]\noverlap = [{ bytes = 65536 }]\n")
+                .find("network.inter_node.overlap[0].fraction is missing; a measured overlap has bytes"),
+            std::string::npos);
+  EXPECT_NE(err("[network.inter_node]\noverlap = [{ bytes = 65536, fraction = -2 }]\n")
+                .find("network.inter_node.overlap[0].fraction = -2 is out of range"),
+            std::string::npos);
+  EXPECT_NE(err("[network.inter_node]\noverlap = []\n").find("network.inter_node.overlap is an empty list"),
+            std::string::npos);
+  EXPECT_NE(
+      err("[network.inter_node]\noverlap = [0.5]\n").find("network.inter_node.overlap must be an array of tables"),
+      std::string::npos);
   EXPECT_NE(err("[network.intra_node]\nfilled_by_others = -0.5\n")
                 .find("network.intra_node.filled_by_others = -0.5 is out of range"),
             std::string::npos);
@@ -840,8 +856,9 @@ TEST(Config, ChooserInputTakesTheCalibratedFiguresOfTheJobsDtype) {
   EXPECT_DOUBLE_EQ(small->link.latency_s, 12.5e-6);
   EXPECT_DOUBLE_EQ(small->link.bandwidth_bytes_per_s, 0.75e9);
   EXPECT_FALSE(m.intra_node_measured.small[static_cast<size_t>(CollectiveKind::all_gather)]);
-  EXPECT_EQ(m.intra_node_measured.overlap, 0.375);
-  EXPECT_EQ(m.inter_node_measured.overlap, 0);
+  EXPECT_EQ(m.intra_node_measured.overlap.at(196608), 0.375);
+  EXPECT_EQ(m.intra_node_measured.overlap.at(16384), -0.25);
+  EXPECT_TRUE(m.inter_node_measured.overlap.empty());
   EXPECT_EQ(m.intra_node_measured.filled_by_others, 0.3125);
   ASSERT_EQ(m.intra_node_measured.groups.size(), 1u);
   EXPECT_EQ(m.intra_node_measured.groups[0].filled_by_others, 0.4375);

@@ -6,12 +6,14 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include "core/number_text.hpp"
 #include "layout/alpha_beta_fit.hpp"
 #include "layout/comm_overlap.hpp"
 #include "layout/layout_report.hpp"
@@ -1256,7 +1258,7 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_GT(none.overlapped_s, 0);
   EXPECT_LT(none.overlapped_s, none.comm_total_s());
   EXPECT_DOUBLE_EQ(none.step_s(), none.compute_s + none.comm_total_s());
-  in.machine.intra_node_measured.overlap = 0.5;
+  in.machine.intra_node_measured.overlap = OverlapCurve::flat(0.5);
   const CostEstimate half = estimate_cost(in, l, v);
   EXPECT_EQ(half.comm_s, none.comm_s);
   EXPECT_EQ(half.overlapped_s, none.overlapped_s);
@@ -1277,7 +1279,7 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_DOUBLE_EQ(half.hidden_s, want);
   EXPECT_DOUBLE_EQ(half.step_s(), half.compute_s + half.comm_total_s() - want);
   // All of it hidden, at most the compute: the step is never shorter than its compute.
-  in.machine.intra_node_measured.overlap = 1;
+  in.machine.intra_node_measured.overlap = OverlapCurve::flat(1);
   in.machine.intra_node = {1e3, 1e-3};  // slow: the overlapped collectives outlast the compute
   const CostEstimate slow = estimate_cost(in, l, predict_step_volume(in, l));
   EXPECT_DOUBLE_EQ(slow.hidden_s, slow.compute_s);
@@ -1308,11 +1310,14 @@ TEST(LayoutCost, AutoOverlapIsOffWhereCalibrateMeasuredThatItCosts) {
   const int64_t two_blocks = estimate_memory(in, z).gathered_weights;
   ASSERT_GT(overlapped, 0);
 
-  in.machine.intra_node_measured.overlap = -0.5;
+  in.machine.intra_node_measured.overlap = OverlapCurve::flat(-0.5);
   EXPECT_FALSE(overlaps_comm(in, z));
   const std::string why = overlap_reason(in, z);
-  EXPECT_EQ(why.rfind("auto: off: on the z axis's intra-node links", 0), 0u) << why;
-  EXPECT_NE(why.find("-0.50 (network.intra_node.overlap in the site)"), std::string::npos) << why;
+  EXPECT_EQ(why.rfind("auto: off: on the z axis's intra-node links, with calls of ", 0), 0u) << why;
+  EXPECT_NE(why.find("(network.intra_node.overlap in the site: -0.50); overlapped, this layout's collectives would "
+                     "take "),
+            std::string::npos)
+      << why;
   EXPECT_EQ(overlapped_calls(z), 0);
   EXPECT_LT(estimate_memory(in, z).gathered_weights, two_blocks);
   const CostEstimate blocking = estimate_cost(in, z, predict_step_volume(in, z));
@@ -1331,6 +1336,75 @@ TEST(LayoutCost, AutoOverlapIsOffWhereCalibrateMeasuredThatItCosts) {
   EXPECT_DOUBLE_EQ(forced.step_s(), forced.compute_s + forced.comm_total_s() + 0.5 * forced.overlapped_s);
   in.overlap_comm = false;
   EXPECT_EQ(overlap_reason(in, z), "training.overlap_comm = false");
+}
+
+// A fraction measured at two sizes is interpolated in log(bytes) between them and held beyond
+// them; flat(0) is no curve at all.
+TEST(OverlapCurve, InterpolatesInLogBytesBetweenTheMeasuredSizesAndHoldsBeyond) {
+  EXPECT_TRUE(OverlapCurve::flat(0).empty());
+  EXPECT_EQ(OverlapCurve().at(1e6), 0);
+  EXPECT_EQ(OverlapCurve::flat(-0.25).at(1), -0.25);
+  EXPECT_EQ(OverlapCurve::flat(-0.25).at(1e9), -0.25);
+  const OverlapCurve two{{{16384, -0.5}, {262144, 0.5}}};
+  EXPECT_EQ(two.at(1024), -0.5);
+  EXPECT_EQ(two.at(16384), -0.5);
+  EXPECT_DOUBLE_EQ(two.at(65536), 0);  // halfway in log(bytes)
+  EXPECT_DOUBLE_EQ(two.at(32768), -0.25);
+  EXPECT_EQ(two.at(262144), 0.5);
+  EXPECT_EQ(two.at(1e9), 0.5);
+  EXPECT_TRUE(two.costs_somewhere());
+  EXPECT_FALSE(OverlapCurve::flat(0.5).costs_somewhere());
+  EXPECT_EQ(overlap_curve_text(two), "-0.50 at 16 KiB, 0.50 at 256 KiB");
+  EXPECT_EQ(overlap_curve_text(OverlapCurve::flat(0.33)), "0.33");
+}
+
+// With the overlap measured at sizes, every overlapped call is priced at the fraction for its
+// size, and "auto" overlaps where the layout's overlapped calls together hide more than they
+// cost: off where they all fall at a size that costs, on where they all fall at one that
+// hides, and by the sum where they straddle.
+TEST(LayoutCost, AutoOverlapWeighsEachOverlappedCallAtItsSize) {
+  ChooserInput in = tiny_input();
+  in.model.layers = 2;
+  in.machine.tasks_per_node = 8;
+  in.machine.peak_flops = 1e8;  // compute outlasts the collectives: no cap on what hides
+  const Layout z = parse_layout("1x1x1x2");
+  const StepVolume v = predict_step_volume(in, z);
+  int64_t smallest = std::numeric_limits<int64_t>::max(), largest = 0;
+  for (const CollectiveCalls& c : v.calls)
+    if (c.overlapped) smallest = std::min(smallest, c.bytes), largest = std::max(largest, c.bytes);
+  ASSERT_LT(smallest, largest);
+  const auto small = static_cast<double>(smallest), large = static_cast<double>(largest);
+
+  in.machine.intra_node_measured.overlap = {{{2 * large, -0.5}, {4 * large, 0.5}}};  // all at -0.5
+  EXPECT_FALSE(overlaps_comm(in, z));
+  EXPECT_EQ(overlap_reason(in, z).rfind("auto: off: on the z axis's intra-node links, with calls of " +
+                                            bytes_text(small) + " to " + bytes_text(large),
+                                        0),
+            0u)
+      << overlap_reason(in, z);
+  in.machine.intra_node_measured.overlap = {{{small / 4, -0.5}, {small / 2, 0.5}}};  // all at 0.5
+  EXPECT_TRUE(overlaps_comm(in, z));
+  EXPECT_EQ(overlap_reason(in, z).rfind("auto: on: at the sizes of this layout's overlapped collectives", 0), 0u)
+      << overlap_reason(in, z);
+
+  // Straddling: what the forced overlap hides is each call's time at its own size's fraction,
+  // and auto follows the sign of the sum.
+  std::set<bool> decisions;
+  for (const double at_small : {-0.9, 0.0}) {
+    in.machine.intra_node_measured.overlap = {{{small, at_small}, {large, 0.1}}};
+    in.overlap_comm = true;
+    const StepVolume forced = predict_step_volume(in, z);
+    double want = 0;
+    for (const CollectiveCalls& c : forced.calls)
+      if (c.overlapped)
+        want += collective_calls_seconds(in.machine, LinkTier::intra_node, c, 2) *
+                in.machine.intra_node_measured.overlap.at(static_cast<double>(c.bytes));
+    EXPECT_DOUBLE_EQ(estimate_cost(in, z, forced).hidden_s, want) << at_small;
+    in.overlap_comm.reset();
+    EXPECT_EQ(overlaps_comm(in, z), want >= 0) << at_small << ": " << want;
+    decisions.insert(overlaps_comm(in, z));
+  }
+  EXPECT_EQ(decisions.size(), 2u);  // the sum changed sign between the two
 }
 
 // Where ranks share cores, the blocking collectives' time at their tier's and group size's
@@ -1392,7 +1466,7 @@ TEST(LayoutCost, CreditsStopAtTheTimeTheCollectivesKeepTheCoresBusy) {
     overlapped = overlapped || c.overlapped;
   }
   ASSERT_TRUE(overlapped);  // the data buckets
-  in.machine.intra_node_measured.overlap = 1;
+  in.machine.intra_node_measured.overlap = OverlapCurve::flat(1);
   in.machine.intra_node_measured.filled_by_others = 1;
   const CostEstimate free = estimate_cost(in, l, v);
   ASSERT_GT(free.compute_s, free.comm_total_s());

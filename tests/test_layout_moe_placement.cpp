@@ -174,7 +174,7 @@ TEST(LayoutMoePlacement, ChunksPipelineTheAllToAllByLocalExpertWhereEachExpertGe
   // hidden at the tier's measured overlap, at most the experts' GEMMs but one round's: here,
   // links so slow that the rounds outlast them, half of the MoE block's 50688 FLOPs per
   // micro-batch (2·6·R·c·h = 49152 for the experts, 6·m·c·E = 1536 for the router) at 1 GFLOP/s.
-  in.machine.intra_node_measured.overlap = 1;
+  in.machine.intra_node_measured.overlap = OverlapCurve::flat(1);
   in.machine.gemm_flops = 1e9;
   in.machine.intra_node = {1e3, 1e-3};
   in.model.moe_chunks = 1;
@@ -221,7 +221,7 @@ TEST(LayoutMoePlacement, AutoChunksTakeTheRoundsWithTheShortestPredictedStep) {
 
   // Measured overlap, slow links of negligible latency and a slow GEMM: the rounds hide
   // behind the experts' GEMMs, up to all but one round's of them, so more rounds hide more.
-  in.machine.intra_node_measured.overlap = in.machine.inter_node_measured.overlap = 1;
+  in.machine.intra_node_measured.overlap = in.machine.inter_node_measured.overlap = OverlapCurve::flat(1);
   in.machine.gemm_flops = 1e9;
   in.machine.intra_node = in.machine.inter_node = {1e3, 1e-12};
   const double steps[] = {step_at(1), step_at(2), step_at(4)};

@@ -26,12 +26,6 @@ class TrainStepTime : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 // A site whose ranks compute at 1000 TFLOP/s and talk at 1 TB/s with no latency: two CPU
 // ranks on this machine are thousands of times slower than it predicts.
 TEST_F(TrainStepTime, ASiteThatDoesNotDescribeTheMachineIsWarnedAboutOnceAfterTwentySteps) {

@@ -52,11 +52,6 @@ void say(bool lead, const std::string& line) {
   std::fflush(stderr);
 }
 
-std::string size_text(double bytes) {
-  return bytes >= 1024.0 * 1024 ? format_number("%.0f MiB", bytes / (1024.0 * 1024))
-                                : format_number("%.0f KiB", bytes / 1024.0);
-}
-
 // Every rank's `mine` (the same length on every rank), as [rank][i]: one all-gather over the
 // world, through device buffers where the collectives take them (NCCL). Float32 is plenty
 // for times and rates (7 digits).
@@ -103,14 +98,16 @@ struct Measured {
   std::vector<SiteGemm> gemm;
   double gemm_tflops = 0;
   GemmShape typical_gemm;                       // the compute each timed collective follows
-  double overlap_bytes = kDefaultOverlapBytes;  // the overlap probe's all-reduce (overlap_probe_bytes)
+  // The overlap probe's all-reduces, ascending (overlap_probe_sizes); the time-sharing probe
+  // uses the largest.
+  std::vector<double> overlap_sizes;
   double attention_tflops = 0;
   double elementwise_GBps = 0;
   double memory_gib = 0;
   struct TierLinks {
     TierProbe probe;
     CollectiveFits fits;
-    double overlap = 0;           // overlap_fraction of the tier's probe
+    OverlapCurve overlap;         // overlap_fraction of the tier's probe at each of overlap_sizes
     Sharing sharing;              // 0 where cores are not shared
   };
   std::vector<TierLinks> links;
@@ -187,7 +184,7 @@ Measured measure_compute(CommGrid& grid, Backend& backend, const CalibrateInputs
   }
   if (seconds > 0) m.gemm_tflops = flops / seconds * share / 1e12;
   m.typical_gemm = typical_gemm_shape(shapes);
-  m.overlap_bytes = overlap_probe_bytes(job, topo.world);
+  m.overlap_sizes = overlap_probe_sizes(job, topo.world);
   // Attention's FLOPs over its time, all shapes together, as gemm_tflops.
   size_t at = shapes.size();
   double attention_flop_sum = 0, attention_seconds = 0;
@@ -233,8 +230,8 @@ ProbeCompute probe_compute(Communicator& group, CommGrid& grid, Backend& backend
 // "4 GEMM(s) 812 us, all_reduce of 256 KiB 410 us, <both> 950 us (means)": a probe's times.
 std::string probe_times_text(const ProbeCompute& compute, const OverlapTimes& t, double bytes, const char* both) {
   return std::to_string(compute.gemms) + " GEMM(s) " + format_number("%.3g", t.compute_s * 1e6) +
-         " us, all_reduce of " + size_text(bytes) + " " + format_number("%.3g", t.collective_s * 1e6) + " us, " + both +
-         " " + format_number("%.3g", t.both_s * 1e6) + " us (means)";
+         " us, all_reduce of " + bytes_text(bytes) + " " + format_number("%.3g", t.collective_s * 1e6) + " us, " +
+         both + " " + format_number("%.3g", t.both_s * 1e6) + " us (means)";
 }
 
 // The median over ranks of each of `mine`'s times, so every rank gets the same fraction.
@@ -244,27 +241,36 @@ OverlapTimes times_over_ranks(CommGrid& grid, Backend& backend, const OverlapTim
   return {t[0], t[1], t[2], t[3]};
 }
 
-// The overlap probe on one tier's groups (time_overlap): all-reduces of `bytes`
-// (overlap_probe_bytes) beside `compute` (probe_compute) and after it, in 3 rounds (10 unless
-// quick), each of kOverlapCalls calls a loop.
-double measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
-                       const ProbeCompute& compute, double bytes, bool lead) {
+// The overlap probe on one tier's groups (time_overlap) at each of `sizes`: all-reduces of that
+// size beside a compute of GEMMs sized to it (probe_compute) and after it, in 3 rounds (10
+// unless quick), each of kOverlapCalls calls a loop; the fraction hidden at each size.
+OverlapCurve measure_overlap(Communicator& group, CommGrid& grid, Backend& backend, bool quick,
+                             CollectiveBuffers& buffers, ForwardGemm& gemm, const std::vector<double>& sizes,
+                             bool lead) {
   const int rounds = quick ? 3 : 10;
-  grid.world().barrier();
-  const OverlapTimes t = times_over_ranks(grid, backend, time_overlap(group, bytes, rounds, buffers, compute.run));
-  const std::string verdict =
-      t.hidden >= 0 ? format_number("%.0f%%", 100 * t.hidden) + " of the all-reduce hidden"
-                    : "started beside the GEMMs the all-reduce cost " + format_number("%.0f%%", -100 * t.hidden) +
-                          " of its time more than waited for after them: training.overlap_comm = \"auto\" will "
-                          "not overlap on this tier";
-  say(lead, "  overlap, " + std::to_string(kOverlapCalls) +
-                " of each in a row, per call: " + probe_times_text(compute, t, bytes, "started, GEMMs, finished") +
-                ": " + verdict + " (median of the rounds)");
-  return t.hidden;
+  OverlapCurve curve;
+  for (const double bytes : sizes) {
+    const ProbeCompute compute = probe_compute(group, grid, backend, quick, buffers, gemm, bytes);
+    grid.world().barrier();
+    const OverlapTimes t = times_over_ranks(grid, backend, time_overlap(group, bytes, rounds, buffers, compute.run));
+    const std::string verdict = t.hidden >= 0 ? format_number("%.0f%%", 100 * t.hidden) + " of the all-reduce hidden"
+                                              : "started beside the GEMMs the all-reduce cost " +
+                                                    format_number("%.0f%%", -100 * t.hidden) +
+                                                    " of its time more than waited for after them";
+    say(lead, "  overlap, " + std::to_string(kOverlapCalls) +
+                  " of each in a row, per call: " + probe_times_text(compute, t, bytes, "started, GEMMs, finished") +
+                  ": " + verdict + " (median of the rounds)");
+    curve.points.push_back({bytes, t.hidden});
+  }
+  if (curve.costs_somewhere())
+    say(lead,
+        "  overlap costs at some sizes on this tier: training.overlap_comm = \"auto\" overlaps a layout only "
+        "where its overlapped collectives hide more than they cost, each at the fraction for its size");
+  return curve;
 }
 
 // The time-sharing probe on one axis's groups (time_sharing), for where this host's ranks
-// outnumber its cores: the overlap probe's compute and size, in 3 rounds (10 unless quick).
+// outnumber its cores: the overlap probe's compute and largest size, in 3 rounds (10 unless quick).
 double measure_sharing(Communicator& group, CommGrid& grid, Backend& backend, bool quick, CollectiveBuffers& buffers,
                        const ProbeCompute& compute, double bytes, bool lead) {
   const int rounds = quick ? 3 : 10;
@@ -305,7 +311,7 @@ KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backen
     std::string times;
     for (size_t i = 0; i < sweep.bytes.size(); ++i) {
       samples.push_back({sweep.bytes[i], sweep.seconds[i]});
-      times += (i ? ", " : "") + size_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) +
+      times += (i ? ", " : "") + bytes_text(sweep.bytes[i]) + " " + format_number("%.3g", sweep.seconds[i] * 1e6) +
                " us" + (shared_cores ? " (" + format_number("%.3g", sweep.cpu_seconds[i] * 1e6) + " on a core)" : "");
     }
     sweeps.push_back(sweep);
@@ -323,7 +329,7 @@ KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backen
       site_fit.small_max_bytes = static_cast<int64_t>(fit.small_max_bytes);
       site_fit.small_latency_us = fit.small->latency_s * 1e6;
       site_fit.small_bandwidth_GBps = fit.small->bandwidth_bytes_per_s / 1e9;
-      said += " above " + size_text(fit.small_max_bytes) + " (the communicator's other path up to there: alpha " +
+      said += " above " + bytes_text(fit.small_max_bytes) + " (the communicator's other path up to there: alpha " +
               format_number("%.3g", site_fit.small_latency_us) + " us, beta " +
               format_number("%.3g", site_fit.small_bandwidth_GBps) + " GB/s)";
     }
@@ -355,10 +361,14 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
     const KindsMeasured kinds = measure_kinds(grid.axis(probe.axis), grid, backend, in, probe.tier, probe.group_size,
                                               buffers, compute, ranks_per_core, lead);
     Communicator& group = grid.axis(probe.axis);
-    const ProbeCompute gemms = probe_compute(group, grid, backend, in.quick, buffers, compute, m.overlap_bytes);
-    const double overlap = measure_overlap(group, grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
-    const double filled =
-        shared_cores ? measure_sharing(group, grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead) : 0;
+    const OverlapCurve overlap =
+        measure_overlap(group, grid, backend, in.quick, buffers, compute, m.overlap_sizes, lead);
+    double filled = 0;
+    if (shared_cores) {
+      const double bytes = m.overlap_sizes.back();
+      const ProbeCompute gemms = probe_compute(group, grid, backend, in.quick, buffers, compute, bytes);
+      filled = measure_sharing(group, grid, backend, in.quick, buffers, gemms, bytes, lead);
+    }
     m.links.push_back({probe, kinds.fits, overlap, {filled, kinds.cores_busy}});
   }
   for (const GroupProbe& probe : plan.groups) {
@@ -375,9 +385,9 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
     fits.fits = kinds.fits;
     fits.cores_busy = kinds.cores_busy;
     if (shared_cores) {
-      const ProbeCompute gemms = probe_compute(group, group_grid, backend, in.quick, buffers, compute, m.overlap_bytes);
-      fits.filled_by_others =
-          measure_sharing(group, group_grid, backend, in.quick, buffers, gemms, m.overlap_bytes, lead);
+      const double bytes = m.overlap_sizes.back();
+      const ProbeCompute gemms = probe_compute(group, group_grid, backend, in.quick, buffers, compute, bytes);
+      fits.filled_by_others = measure_sharing(group, group_grid, backend, in.quick, buffers, gemms, bytes, lead);
     }
     m.groups.push_back({probe.tier, fits});
   }

@@ -285,15 +285,21 @@ OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveB
   });
 }
 
-double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world) {
-  if (!job) return kDefaultOverlapBytes;
-  double largest = 0;
+std::vector<double> overlap_probe_sizes(const std::optional<ChooserInput>& job, int world) {
+  if (!job) return {kDefaultOverlapSizes.begin(), kDefaultOverlapSizes.end()};
+  double smallest = 0, largest = 0;
   for (const Layout& layout : enumerate_layouts(world)) {
     if (!divisibility_problem(job->model, job->batch, layout).empty()) continue;
-    for (const CollectiveCalls& calls : predict_step_volume(*job, layout).calls)
-      if (calls.overlapped) largest = std::max(largest, static_cast<double>(calls.bytes));
+    for (const CollectiveCalls& calls : predict_step_volume(*job, layout).calls) {
+      if (!calls.overlapped) continue;
+      const auto bytes = std::max(kSmallestOverlapProbe, static_cast<double>(calls.bytes));
+      smallest = smallest > 0 ? std::min(smallest, bytes) : bytes;
+      largest = std::max(largest, bytes);
+    }
   }
-  return largest > 0 ? std::max(4096.0, largest) : kDefaultOverlapBytes;
+  if (largest == 0) return {kDefaultOverlapSizes.begin(), kDefaultOverlapSizes.end()};
+  if (smallest == largest) return {largest};
+  return {smallest, largest};
 }
 
 int overlap_gemm_count(double gemm_s, double collective_s) {

@@ -12,6 +12,7 @@
 // per node, inter-node. Every rank is in one group of each axis, so when calibrate times an
 // axis, all of its groups run at once: a node's ranks share its links (its memory bandwidth,
 // its network card) as they do when the trainer runs.
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -173,16 +174,19 @@ inline constexpr int kSharingCalls = 8;
 OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveBuffers& buffers,
                           const std::function<void()>& compute, const std::function<void()>& together);
 
-// The all-reduce size the overlap probe uses (nccl-tests size): with a job, the largest of
-// the overlapped calls (StepVolume::calls with `overlapped`: the data gradient buckets, the z
-// all-gathers and reduce-scatters) of every layout of `world` ranks that divides it; else
-// kDefaultOverlapBytes. How much of a collective hides falls with its size: its latency is
-// waiting, which compute beside it fills, its bandwidth term is copying and summing, which
-// on CPU ranks takes the cores the compute needs (2 CPU ranks on 2 cores, one call beside
-// GEMMs: 65-100% of a 256 KiB all-reduce hidden, 36% of a 768 KiB one, the data buckets'
-// size). The largest calls are most of the overlapped time.
-inline constexpr double kDefaultOverlapBytes = 4.0 * 1024 * 1024;
-double overlap_probe_bytes(const std::optional<ChooserInput>& job, int world);
+// The all-reduce sizes the overlap probe measures (nccl-tests size), ascending: with a job,
+// the smallest and the largest of the overlapped calls (StepVolume::calls with `overlapped`:
+// the data gradient buckets, the z all-gathers and reduce-scatters) of every layout of `world`
+// ranks that divides it, at least 4 KiB, one size where they are the same; else
+// kDefaultOverlapSizes. How much of a collective hides changes with its size
+// (layout/overlap_curve.hpp): a small call is mostly handoffs, which wait for a time slice
+// where compute holds every core (4 CPU ranks on 2 cores, 4 calls in a row beside GEMMs:
+// 33% of a 192 KiB all-reduce hidden while the 16-64 KiB z calls of a layout ran 28% over
+// their blocking price); a large one's bandwidth term is copying and summing, which on CPU
+// ranks takes the cores the compute needs. The model interpolates between the two.
+inline constexpr double kSmallestOverlapProbe = 4096;  // the sweeps' smallest size
+inline constexpr std::array<double, 2> kDefaultOverlapSizes = {64.0 * 1024, 4.0 * 1024 * 1024};
+std::vector<double> overlap_probe_sizes(const std::optional<ChooserInput>& job, int world);
 
 // GEMMs of `gemm_s` each that together last about twice `collective_s`, at least 1: the
 // probe's compute, longer than the collective beside it, as a block's backward is against

@@ -4,10 +4,12 @@
 
 #include <sstream>
 
+#include "layout/comm_overlap.hpp"
+
 namespace axonn {
 namespace {
 
-toml::table candidate_json(const Candidate& c, double usable_bytes) {
+toml::table candidate_json(const ChooserInput& input, const Candidate& c, double usable_bytes) {
   toml::table axes;
   for (int a = 0; a < kCommAxisCount; ++a) {
     const auto axis = static_cast<CommAxis>(a);
@@ -38,6 +40,8 @@ toml::table candidate_json(const Candidate& c, double usable_bytes) {
       {"recompute", recompute_name(c.recompute)},
       {"recompute_flops_per_rank", c.cost.recompute_flops},
       {"shard_optimizer", c.shard_optimizer},
+      {"overlap_comm", overlaps_comm(input, c.layout)},
+      {"overlap_reason", overlap_reason(input, c.layout)},
       {"memory_bytes", c.memory.total()},
       {"memory_headroom_fraction", 1.0 - static_cast<double>(c.memory.total()) / usable_bytes},
       {"axes", std::move(axes)},
@@ -52,7 +56,7 @@ std::string layout_result_json(const ChooserResult& r, int top_k, const std::str
   const double usable = usable_memory(r.input.machine);
   toml::array ranked, rejected;
   for (size_t i = 0; i < r.ranked.size() && i < static_cast<size_t>(top_k); ++i)
-    ranked.push_back(candidate_json(r.ranked[i], usable));
+    ranked.push_back(candidate_json(r.input, r.ranked[i], usable));
   for (const auto& rej : r.rejected)
     rejected.push_back(toml::table{{"layout", format_layout(rej.layout)}, {"reason", rej.reason}});
   toml::table root{
