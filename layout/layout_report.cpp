@@ -245,8 +245,8 @@ std::string format_explain(const ChooserResult& r, int top_k) {
   s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta\n"
        "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
        "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
-       "  tier's overlap fraction (site network.<tier>.overlap, 0 where not set), at most the compute beside\n"
-       "  them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
+       "  tier's overlap fraction at its size (site network.<tier>.overlap, 0 where not set), at most the\n"
+       "  compute beside them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
        "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set); hidden\n"
        "  and filled together at most the collectives' time less every call's time times its tier's\n"
        "  cores_busy (the cores its own ranks keep busy; 0 where not set)\n";

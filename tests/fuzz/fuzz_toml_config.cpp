@@ -45,6 +45,18 @@ void fuzz_site(const std::string& text) {
   require(site.gpus_per_node >= 1 && site.memory_gib > 0 && site.efficiency > 0 && site.efficiency <= 1);
   require(site.switches.empty() || site.nodes_per_switch == 0);
   for (const auto& hosts : site.switches) require(!hosts.empty());
+  // Each tier's overlap: fractions in [-1, 1] at sizes ascending, each once (a flat one's
+  // single point may have bytes 0), so interpolating between them stays in [-1, 1].
+  for (const axonn::SiteTier& tier : axonn::kSiteTiers) {
+    const axonn::OverlapCurve& curve = site.*tier.overlap;
+    for (size_t i = 0; i < curve.points.size(); ++i) {
+      const axonn::OverlapPoint& p = curve.points[i];
+      require(p.fraction >= -1 && p.fraction <= 1);
+      require(i == 0 ? p.bytes >= 0 : p.bytes > curve.points[i - 1].bytes);
+      require(curve.points.size() == 1 || p.bytes > 0);
+    }
+    for (const double bytes : {1.0, 65536.0, 1e12}) require(curve.at(bytes) >= -1 && curve.at(bytes) <= 1);
+  }
   // The chooser's view on the first hosts the switch map lists (or two unnamed nodes).
   std::vector<std::string> hostnames;
   for (const auto& hosts : site.switches)
