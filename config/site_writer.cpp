@@ -84,7 +84,7 @@ std::string kind_fits_entries(const CollectiveFits& fits) {
 // A tier's overlap: its one fraction where no size was measured, else [{ bytes = 16384,
 // fraction = -0.2 }, ...], the sizes ascending.
 std::string overlap_value(const OverlapCurve& curve) {
-  if (curve.points.size() == 1 && curve.points[0].bytes == 0) return number(curve.points[0].fraction);
+  if (curve.is_flat()) return number(curve.points[0].fraction);
   std::string out = "[";
   for (size_t i = 0; i < curve.points.size(); ++i)
     out.append(i ? ", " : "")

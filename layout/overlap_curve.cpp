@@ -33,7 +33,7 @@ bool OverlapCurve::costs_somewhere() const {
 
 std::string overlap_curve_text(const OverlapCurve& curve) {
   if (curve.points.empty()) return "0";
-  if (curve.points.size() == 1 && curve.points[0].bytes == 0) return format_number("%.2f", curve.points[0].fraction);
+  if (curve.is_flat()) return format_number("%.2f", curve.points[0].fraction);
   std::string out;
   for (const OverlapPoint& p : curve.points)
     out += (out.empty() ? "" : ", ") + format_number("%.2f", p.fraction) + " at " + bytes_text(p.bytes);

@@ -33,6 +33,8 @@ struct OverlapCurve {
   // Whether some size has a fraction below 0 (overlap costs there).
   bool costs_somewhere() const;
   bool empty() const { return points.empty(); }
+  // One fraction for every size, no size measured (what flat() makes of a nonzero fraction).
+  bool is_flat() const { return points.size() == 1 && points[0].bytes == 0; }
   bool operator==(const OverlapCurve&) const = default;
 };
 
