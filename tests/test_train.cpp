@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include "layout/layout.hpp"
@@ -173,7 +174,10 @@ TEST_F(TrainResume, PreemptionSavesAtOneStepBoundaryAndTheRerunEndsLikeAnUninter
   const auto dir = dir_ / "preempted";
   std::filesystem::create_directories(dir);
   write_file(dir / "job.toml", tiny_job(12, 0));
-  // SIGUSR1 to the launcher once the first steps are logged; it forwards to every rank.
+  // SIGUSR1 to the launcher once the first steps are logged; it forwards to every rank. The
+  // run's 12 steps take ~0.15 s here, less than starting pkill may; rank 0 sleeps 40 ms per
+  // step (a test-only slowdown that changes no number), so the signal lands mid-run.
+  setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
   std::thread signaller([&] {
     for (int i = 0; i < 600; ++i) {
       if (read_metrics(dir / "run").size() >= 2) break;
@@ -183,6 +187,7 @@ TEST_F(TrainResume, PreemptionSavesAtOneStepBoundaryAndTheRerunEndsLikeAnUninter
   });
   const CommandResult stopped = run_train(dir, 4, "2x1x1x2");
   signaller.join();
+  unsetenv("AXONN_TEST_SLOW_RANK");
   ASSERT_EQ(stopped.code, 75) << "preempted runs exit with 75 (EX_TEMPFAIL)\n" << stopped.output;
   const auto before = read_metrics(dir / "run");
   ASSERT_GE(before.size(), 2u);

@@ -1,5 +1,7 @@
 #include "trainer/cuda/check.hpp"
 
+#include "trainer/cuda/cublaslt_library.hpp"
+
 namespace axonn::cuda {
 namespace {
 
@@ -22,7 +24,7 @@ std::string current_device() {
 std::string error_text(cudaError_t e) { return std::string(cudaGetErrorString(e)) + " (" + cudaGetErrorName(e) + ")"; }
 
 std::string error_text(cublasStatus_t s) {
-  return std::string(cublasLtGetStatusString(s)) + " (" + cublasLtGetStatusName(s) + ")";
+  return std::string(cublasLt().GetStatusString(s)) + " (" + cublasLt().GetStatusName(s) + ")";
 }
 
 void check_call(cudaError_t e, const char* op, const char* call) {

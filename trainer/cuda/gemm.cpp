@@ -8,6 +8,7 @@
 
 #include "trainer/cuda/bias.hpp"
 #include "trainer/cuda/check.hpp"
+#include "trainer/cuda/cublaslt_library.hpp"
 #include "trainer/cuda/elementwise.hpp"
 #include "trainer/cuda/gelu.hpp"
 
@@ -58,15 +59,15 @@ void set_epilogue_pointers(const char* op, cublasLtMatmulDesc_t desc, const Gemm
   // The bias vector: read by bias and gelu_aux_bias, written by bias_grad_b.
   const void* bias = call.bias ? call.bias.raw() : static_cast<const void*>(call.bias_grad);
   if (bias != nullptr)
-    AXONN_CUDA_OP_CHECK(op,
-                        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    AXONN_CUDA_OP_CHECK(
+        op, cublasLt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   if (call.aux) {
     void* aux = call.aux.raw();
     AXONN_CUDA_OP_CHECK(
-        op, cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        op, cublasLt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     const int64_t ld = call.ldc;
     AXONN_CUDA_OP_CHECK(op,
-                        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+                        cublasLt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
 }
 
@@ -87,8 +88,8 @@ void set_bias_type(const char* op, cublasLtMatmulDesc_t desc, const GemmCall& ca
   const ElementType bias = call.bias ? call.bias.type() : ElementType::float32;
   if (bias == call.c.type()) return;
   const int32_t type = cuda_type(bias);
-  AXONN_CUDA_OP_CHECK(op,
-                      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
+  AXONN_CUDA_OP_CHECK(
+      op, cublasLt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
 }
 
 // GemmCall's type rules, which are cuBLASLt's: a call outside them is the caller's error.
@@ -133,15 +134,15 @@ void set_batch(const char* op, cublasLtMatrixLayout_t layout, int64_t batch, int
   if (batch <= 1) return;
   const auto count = static_cast<int32_t>(batch);
   AXONN_CUDA_OP_CHECK(
-      op, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-  AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                           sizeof(stride)));
+      op, cublasLt().MatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+  AXONN_CUDA_OP_CHECK(op, cublasLt().MatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                              &stride, sizeof(stride)));
 }
 
 void set_alignment(const char* op, cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
                    int64_t bytes) {
   const auto value = static_cast<uint32_t>(bytes);
-  AXONN_CUDA_OP_CHECK(op, cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  AXONN_CUDA_OP_CHECK(op, cublasLt().MatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
 
 }  // namespace
@@ -157,11 +158,11 @@ Gemm::Gemm(GemmMath math, int candidates) : math_(math), candidates_(candidates)
   if (candidates < 1 || candidates > kMaxCandidates)
     fail(op, "gemm_candidates = " + std::to_string(candidates) + " is outside 1 .. " + std::to_string(kMaxCandidates) +
                  "; 1 takes the cuBLASLt heuristic's first algorithm untimed");
-  AXONN_CUDA_OP_CHECK(op, cublasLtCreate(&handle_));
+  AXONN_CUDA_OP_CHECK(op, cublasLt().Create(&handle_));
   const cudaError_t e = cudaMalloc(&workspace_, kWorkspaceBytes);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    (void)cublasLtDestroy(handle_);
+    (void)cublasLt().Destroy(handle_);
     fail(op,
          "cudaMalloc of the " + std::to_string(kWorkspaceBytes) + "-byte cuBLASLt workspace failed: " + error_text(e));
   }
@@ -171,10 +172,10 @@ Gemm::Gemm(GemmMath math, int candidates) : math_(math), candidates_(candidates)
 // Releases the plan's descriptors and leaves it empty: a shape whose epilogue is run by the
 // caller. Never throws.
 void Gemm::drop_plan(Plan& plan) {
-  if (plan.c != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.c);
-  if (plan.b != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.b);
-  if (plan.a != nullptr) (void)cublasLtMatrixLayoutDestroy(plan.a);
-  if (plan.desc != nullptr) (void)cublasLtMatmulDescDestroy(plan.desc);
+  if (plan.c != nullptr) (void)cublasLt().MatrixLayoutDestroy(plan.c);
+  if (plan.b != nullptr) (void)cublasLt().MatrixLayoutDestroy(plan.b);
+  if (plan.a != nullptr) (void)cublasLt().MatrixLayoutDestroy(plan.a);
+  if (plan.desc != nullptr) (void)cublasLt().MatmulDescDestroy(plan.desc);
   plan = Plan{};
 }
 
@@ -182,7 +183,7 @@ Gemm::~Gemm() {
   // Never throws; the backend's destructor has waited for its stream already.
   for (auto& [key, plan] : plans_) drop_plan(plan);
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
-  if (handle_ != nullptr) (void)cublasLtDestroy(handle_);
+  if (handle_ != nullptr) (void)cublasLt().Destroy(handle_);
 }
 
 // Builds the plan for `compute`; false (plan released, `why` set) when the heuristic finds
@@ -191,40 +192,40 @@ bool Gemm::try_plan(const Context& ctx, const char* op, const GemmCall& call, co
                     cublasComputeType_t compute, Plan& plan, cublasStatus_t& why) {
   cublasLtMatmulPreference_t pref = nullptr;
   auto release = [&] {
-    if (pref != nullptr) (void)cublasLtMatmulPreferenceDestroy(pref);
+    if (pref != nullptr) (void)cublasLt().MatmulPreferenceDestroy(pref);
     drop_plan(plan);
   };
   try {
     const bool ta = call.ta == Transpose::yes, tb = call.tb == Transpose::yes;
     const auto m = static_cast<uint64_t>(call.m), n = static_cast<uint64_t>(call.n), k = static_cast<uint64_t>(call.k);
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
+    AXONN_CUDA_OP_CHECK(op, cublasLt().MatmulDescCreate(&plan.desc, compute, CUDA_R_32F));
     const cublasOperation_t op_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
     const cublasOperation_t op_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is our A
     AXONN_CUDA_OP_CHECK(op,
-                        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+                        cublasLt().MatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     AXONN_CUDA_OP_CHECK(op,
-                        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+                        cublasLt().MatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
     if (call.epilogue != Epilogue::none) {
       const cublasLtEpilogue_t epilogue = cublaslt_epilogue(call.epilogue);
-      AXONN_CUDA_OP_CHECK(op, cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                             sizeof(epilogue)));
+      AXONN_CUDA_OP_CHECK(
+          op, cublasLt().MatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
       set_epilogue_pointers(op, plan.desc, call);
       set_bias_type(op, plan.desc, call);
     }
     // Column-major (rows, cols) as stored: our row-major B is (k, n), or (n, k) transposed;
     // our A is (m, k), or (k, m) transposed; our C is (m, n).
     const cudaDataType_t in = cuda_type(call.a.type()), out = cuda_type(call.c.type());
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.a, in, tb ? k : n, tb ? n : k, call.ldb));
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.b, in, ta ? m : k, ta ? k : m, call.lda));
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatrixLayoutCreate(&plan.c, out, n, m, call.ldc));
+    AXONN_CUDA_OP_CHECK(op, cublasLt().MatrixLayoutCreate(&plan.a, in, tb ? k : n, tb ? n : k, call.ldb));
+    AXONN_CUDA_OP_CHECK(op, cublasLt().MatrixLayoutCreate(&plan.b, in, ta ? m : k, ta ? k : m, call.lda));
+    AXONN_CUDA_OP_CHECK(op, cublasLt().MatrixLayoutCreate(&plan.c, out, n, m, call.ldc));
     set_batch(op, plan.a, call.batch, call.stride_b);
     set_batch(op, plan.b, call.batch, call.stride_a);
     set_batch(op, plan.c, call.batch, call.stride_c);
 
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulPreferenceCreate(&pref));
+    AXONN_CUDA_OP_CHECK(op, cublasLt().MatmulPreferenceCreate(&pref));
     const uint64_t workspace = workspace_bytes_;
-    AXONN_CUDA_OP_CHECK(op, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                                 &workspace, sizeof(workspace)));
+    AXONN_CUDA_OP_CHECK(op, cublasLt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                    &workspace, sizeof(workspace)));
     set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key[12]);  // our B
     set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key[13]);  // our A
     set_alignment(op, pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key[14]);
@@ -232,9 +233,9 @@ bool Gemm::try_plan(const Context& ctx, const char* op, const GemmCall& call, co
 
     std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(candidates_));
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                                 pref, candidates_, results.data(), &found);
-    (void)cublasLtMatmulPreferenceDestroy(pref);
+    const cublasStatus_t status = cublasLt().MatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                                    pref, candidates_, results.data(), &found);
+    (void)cublasLt().MatmulPreferenceDestroy(pref);
     pref = nullptr;
     if (status != CUBLAS_STATUS_SUCCESS || found == 0 || results[0].state != CUBLAS_STATUS_SUCCESS) {
       why = status != CUBLAS_STATUS_SUCCESS ? status : found == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : results[0].state;
@@ -296,9 +297,9 @@ cublasLtMatmulAlgo_t Gemm::fastest(const Context& ctx, const char* op, const Gem
     if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
     const float alpha = call.alpha, beta = call.beta;
     auto run_once = [&] {
-      return cublasLtMatmul(handle_, plan.desc, &alpha, call.b.raw(), plan.a, call.a.raw(), plan.b, &beta,
-                            probe.c.raw(), plan.c, probe.c.raw(), plan.c, &results[i].algo, workspace_,
-                            workspace_bytes_, ctx.stream);
+      return cublasLt().Matmul(handle_, plan.desc, &alpha, call.b.raw(), plan.a, call.a.raw(), plan.b, &beta,
+                               probe.c.raw(), plan.c, probe.c.raw(), plan.c, &results[i].algo, workspace_,
+                               workspace_bytes_, ctx.stream);
     };
     if (run_once() != CUBLAS_STATUS_SUCCESS) continue;
     AXONN_CUDA_OP_CHECK(op, cudaEventRecord(timing.start, ctx.stream));
@@ -366,8 +367,8 @@ bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
   set_epilogue_pointers(op, plan->desc, call);
   const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
   const cublasStatus_t status =
-      cublasLtMatmul(handle_, plan->desc, &alpha, call.b.raw(), plan->a, call.a.raw(), plan->b, &beta, call.c.raw(),
-                     plan->c, call.c.raw(), plan->c, &plan->algo, workspace_, workspace_bytes_, ctx.stream);
+      cublasLt().Matmul(handle_, plan->desc, &alpha, call.b.raw(), plan->a, call.a.raw(), plan->b, &beta, call.c.raw(),
+                        plan->c, call.c.raw(), plan->c, &plan->algo, workspace_, workspace_bytes_, ctx.stream);
   // An epilogue's type combination (a float32 bias beside a bf16 output) can pass the
   // heuristic and still be refused here, before anything is queued: the caller then runs the
   // epilogue's kernels, as for an epilogue with no algorithm, and so does every later call.
