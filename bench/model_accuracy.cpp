@@ -1,6 +1,7 @@
 // How well the layout chooser's step-time model (layout/layout_cost.hpp) describes this
 // machine, before and after `axonn calibrate`, measured side by side in one run:
-//   build/bench/bench_model_accuracy [--steps 12] [--rounds 5] [--quick] [--max-residual 1] [--keep DIR]
+//   build/bench/bench_model_accuracy [--steps 12] [--rounds 5] [--deciding-pairs 8] [--quick]
+//                                    [--max-residual 1] [--keep DIR]
 // Two small GPTs, the tiny job's shape and a wider, deeper one, are trained at many layouts
 // (every axis alone and mixed) of 1, 2, 4 and 8 ranks under `axonn run`: 4 ranks on one node
 // and on 2 pretend nodes (--nodes-sim 2), 8 ranks on 2 pretend nodes. Before a world's runs,
@@ -36,7 +37,11 @@
 // when none is given, over every layout of the world) against the fastest measured, and of
 // the layout the model ranks first among the listed ones. The calibrated chooser's pick is
 // measured with the world's listed layouts where none of them is priced alike (the laptop
-// site's may be untried). Goals: MAPE <= 10%, Spearman >= 0.9, the chooser's pick within 5%
+// site's may be untried). The calibrated pick's goal is judged round by round against its
+// closest rival, the fastest of the group's other layouts (Duel below: the median of the pick's
+// step over the rival's in the same round, with the sign test's 90% interval; where the
+// rounds leave the interval on both sides of 5%, the two run again back to back, up to
+// --deciding-pairs times). Goals: MAPE <= 10%, Spearman >= 0.9, the chooser's pick within 5%
 // of the fastest;
 // printed as met or MISSED, never asserted (the exit status says only whether everything ran).
 #include <unistd.h>
@@ -79,6 +84,8 @@ const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
 const std::string kLaptopSite = std::string(AXONN_SOURCE_DIR) + "/site_configs/laptop-cpu.toml";
 
 constexpr double kMapeGoal = 0.10, kSpearmanGoal = 0.9, kPickGoal = 1.05;
+// How sure a duel's interval is (bench_stats.hpp's median_interval).
+constexpr double kDuelConfidence = 0.9;
 
 // The ranks of one `axonn run` and the pretend nodes they are split over.
 struct World {
@@ -141,6 +148,7 @@ const std::vector<Case> kCases = {
 struct Options {
   int steps = 12;
   int rounds = 5;
+  int deciding_pairs = 8;
   bool quick = false;
   double max_residual = 1.0;
   std::optional<std::string> keep;
@@ -150,6 +158,9 @@ const std::vector<OptionSpec> kOptions = {
     {"steps", true, "training steps of every run (default 12; 4 with --quick)"},
     {"rounds", true,
      "runs of every layout, taking turns; the measured step is their median (default 5; 1 with --quick)"},
+    {"deciding-pairs", true,
+     "at most this many extra back-to-back runs of the calibrated chooser's pick and its closest rival where "
+     "the rounds leave open whether it is within 5% (default 8; 0 with --quick)"},
     {"quick", false, "a smoke run: 8 layouts of 1, 2 and 4 ranks, 5 calibrations (one per world and job)"},
     {"max-residual", true,
      "axonn calibrate --max-residual (default 1: collectives on shared, busy cores are noisy, and the model "
@@ -164,6 +175,7 @@ Options read_options(const Args& args) {
   o.quick = args.has("quick");
   o.steps = axonn::bench::count_option(args, "steps", o.quick ? 4 : 12);
   o.rounds = axonn::bench::count_option(args, "rounds", o.quick ? 1 : 5);
+  o.deciding_pairs = static_cast<int>(args.integer("deciding-pairs", 0, 1000).value_or(o.quick ? 0 : 8));
   if (o.steps < 2) throw UsageError("--steps " + std::to_string(o.steps) + ": at least 2");
   if (const auto r = args.value("max-residual")) {
     char* end = nullptr;
@@ -589,6 +601,108 @@ std::string pick_text(const std::string& layout, const Result* tried, const Resu
   return buf;
 }
 
+// The calibrated chooser's pick in one group against its closest rival, the fastest of the
+// group's other layouts by median, step against step: per round the pick's measured step over
+// the rival's in the same round, a ratio that a slow minute of the machine moves less than
+// either step alone. The pick is within the goal when the median ratio is; the sign test's
+// interval for that median says whether the rounds decide it (the whole interval on one side
+// of the goal) or leave it open, as where two layouts priced within a few percent of each
+// other swap places from run to run.
+struct Duel {
+  const Shape* shape = nullptr;
+  World world;
+  std::string pick, rival;     // their layouts
+  std::vector<double> ratios;  // pick / rival: the regular rounds', then the deciding pairs'
+  int deciding_pairs = 0;
+
+  double median_ratio() const { return axonn::bench::median(ratios); }
+  std::optional<std::pair<double, double>> interval() const {
+    return axonn::bench::median_interval(ratios, kDuelConfidence);
+  }
+  bool decided() const {
+    const auto i = interval();
+    return i && (i->second <= kPickGoal || i->first > kPickGoal);
+  }
+  bool within() const { return median_ratio() <= kPickGoal; }
+};
+
+// The duel of `shape`'s calibrated pick on `world` from the regular rounds of `results` (one
+// world's, each with the same rounds); nullopt where the group has one layout or no layout fits.
+std::optional<Duel> start_duel(const fs::path& dir, const std::vector<const Result*>& results, const World& world,
+                               const Shape* shape, const SiteConfig& calibrated) {
+  Group g{shape, world, {}};
+  std::copy_if(results.begin(), results.end(), std::back_inserter(g.results),
+               [&](const Result* r) { return r->c.shape == shape; });
+  const JobConfig job = load_job_config(job_path(dir, *shape).string(), calibrated);
+  const std::optional<Layout> chosen = chooser_pick(calibrated, job, world);
+  if (g.results.size() < 2 || !chosen) return std::nullopt;
+  const Result* pick = tried_as(g, *chosen, run_plan(calibrated, job, world).machine);
+  if (pick == nullptr) return std::nullopt;  // with_chooser_picks measures every pick; defensive
+  const Result* rival = nullptr;
+  for (const Result* r : g.results)
+    if (r != pick && (rival == nullptr || r->measured_s < rival->measured_s)) rival = r;
+  Duel duel{shape, world, pick->c.layout, rival->c.layout, {}, 0};
+  for (size_t k = 0; k < pick->round_s.size(); ++k) duel.ratios.push_back(pick->round_s[k] / rival->round_s[k]);
+  return duel;
+}
+
+// Runs the pick and the rival back to back (the rival first every other pair, so that neither
+// always follows the other) until the duel is decided or `max_pairs` pairs have run.
+void decide(Duel& duel, int max_pairs, const std::vector<const Result*>& results, const fs::path& dir, int steps,
+            const SiteConfig& laptop, const Calibration& calibration) {
+  auto case_of = [&](const std::string& layout) {
+    return (*std::find_if(results.begin(), results.end(),
+                          [&](const Result* r) { return r->c.shape == duel.shape && r->c.layout == layout; }))
+        ->c;
+  };
+  const Case pick = case_of(duel.pick), rival = case_of(duel.rival);
+  auto step_of = [&](const Case& c) {
+    std::fprintf(stderr, "%s: %s, %s, %s against %s, deciding pair %d of at most %d\n", kProgram.c_str(),
+                 duel.shape->name, duel.world.words().c_str(), duel.pick.c_str(), duel.rival.c_str(),
+                 duel.deciding_pairs + 1, max_pairs);
+    return run_case(dir, c, steps, calibration.path, laptop, calibration.site, calibration.machine_flops)
+        .round_s.front();
+  };
+  while (!duel.decided() && duel.deciding_pairs < max_pairs) {
+    const bool rival_first = duel.deciding_pairs % 2 == 1;
+    const double first = step_of(rival_first ? rival : pick);
+    const double second = step_of(rival_first ? pick : rival);
+    duel.ratios.push_back(rival_first ? second / first : first / second);
+    ++duel.deciding_pairs;
+  }
+}
+
+const Duel* duel_of(const std::vector<Duel>& duels, const Group& g) {
+  const auto it =
+      std::find_if(duels.begin(), duels.end(), [&](const Duel& d) { return d.shape == g.shape && d.world == g.world; });
+  return it == duels.end() ? nullptr : &*it;
+}
+
+// Per duel: the rounds it took, the median ratio and its interval, and the verdict.
+void print_duels(const std::vector<Duel>& duels) {
+  if (duels.empty()) return;
+  std::printf(
+      "\nthe calibrated chooser's pick against the fastest other layout, round by round (%.0f%% sign-test "
+      "interval of the median)\n",
+      100 * kDuelConfidence);
+  std::printf("%-5s %-5s %-13s %-13s %-7s %-12s %-15s %s\n", "shape", "ranks", "pick", "rival", "rounds", "pick/rival",
+              "interval", "verdict");
+  for (const Duel& d : duels) {
+    const auto i = d.interval();
+    char rounds[24], ratio[24], interval[40];
+    std::snprintf(rounds, sizeof rounds, "%zu+%d", d.ratios.size() - static_cast<size_t>(d.deciding_pairs),
+                  d.deciding_pairs);
+    std::snprintf(ratio, sizeof ratio, "%.3fx", d.median_ratio());
+    if (i)
+      std::snprintf(interval, sizeof interval, "%.3f..%.3fx", i->first, i->second);
+    else
+      std::snprintf(interval, sizeof interval, "too few rounds");
+    std::printf("%-5s %-5s %-13s %-13s %-7s %-12s %-15s %s, %s\n", d.shape->name, d.world.label().c_str(),
+                d.pick.c_str(), d.rival.c_str(), rounds, ratio, interval, d.within() ? "within 5%" : "NOT within 5%",
+                d.decided() ? "decided" : "undecided");
+  }
+}
+
 struct PickCount {
   int within = 0, groups = 0, untried = 0;
 };
@@ -600,11 +714,11 @@ struct Picks {
   std::array<PickCount, 2> chooser, lowest;
 };
 
-// Per group: the fastest measured, and what the model picks before and after calibration.
-// The calibrated chooser's pick is always tried (main adds it to its world's layouts); the
-// laptop site's may not be.
+// Per group: the fastest measured, and what the model picks before and after calibration, each
+// by its median step. The calibrated chooser's pick is always tried (main adds it to its
+// world's layouts), and counted by its duel where it has one; the laptop site's may be untried.
 Picks print_picks(const std::vector<Group>& groups, const fs::path& dir, const SiteConfig& laptop,
-                  const std::vector<Calibration>& calibrations) {
+                  const std::vector<Calibration>& calibrations, const std::vector<Duel>& duels) {
   std::printf("\nper shape and world: measured step of the model's pick / fastest measured\n");
   std::printf("%-5s %-5s %-13s %9s | %-21s %-21s | %-21s %-21s\n", "shape", "ranks", "fastest", "step s",
               "lowest pred. before", "axonn layout before", "lowest pred. after", "axonn layout after");
@@ -624,7 +738,10 @@ Picks print_picks(const std::vector<Group>& groups, const fs::path& dir, const S
       const Result* tried = chosen ? tried_as(g, *chosen, run_plan(site, job, g.world).machine) : nullptr;
       count.chooser[after].groups += 1;
       count.chooser[after].untried += tried == nullptr ? 1 : 0;
-      count.chooser[after].within += tried != nullptr && tried->measured_s <= kPickGoal * fastest.measured_s ? 1 : 0;
+      const Duel* duel = after ? duel_of(duels, g) : nullptr;
+      count.chooser[after].within += duel != nullptr ? duel->within()
+                                     : tried != nullptr && tried->measured_s <= kPickGoal * fastest.measured_s ? 1
+                                                                                                               : 0;
       columns += " | " + pick_text(pick->c.layout, pick, fastest) + " " +
                  pick_text(chosen ? format_layout_with_order(*chosen) : "none fits", tried, fastest);
     }
@@ -688,6 +805,7 @@ void print_goals(const std::vector<Result>& results, const std::vector<Group>& g
                   verdict(p.within == p.groups));
   }
   std::printf("%-44s %-20s %-20s\n", "groups where the chooser's pick is within 5%", cell[0], cell[1]);
+  std::printf("%-44s %-20s %-20s\n", "  (before: by the median step; after: duels)", "", "");
   for (int after = 0; after < 2; ++after) {
     const PickCount& p = picks.lowest[static_cast<size_t>(after)];
     std::snprintf(cell[after], sizeof cell[after], "%d of %d", p.within, p.groups);
@@ -762,6 +880,7 @@ int main(int argc, char** argv) {
 
   std::vector<Result> results;
   std::vector<Calibration> calibrations;
+  std::vector<Duel> duels;
   for (const World& world : worlds) {
     for (const Shape* shape : {&kTiny, &kWide}) {
       if (std::none_of(cases.begin(), cases.end(), [&](const Case& c) { return c.world == world && c.shape == shape; }))
@@ -802,6 +921,17 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < r.round_s.size(); ++k) steady.push_back(r.round_s[k] * r.round_speed[k]);
       r.steady_s = axonn::bench::median(steady);
     }
+    std::vector<const Result*> world_results;
+    for (size_t i = first; i < results.size(); ++i) world_results.push_back(&results[i]);
+    for (const Shape* shape : {&kTiny, &kWide}) {
+      if (std::none_of(world_cases.begin(), world_cases.end(), [&](const Case& c) { return c.shape == shape; }))
+        continue;
+      const Calibration& calibration = calibration_of(calibrations, world, shape);
+      std::optional<Duel> duel = start_duel(dir, world_results, world, shape, calibration.site);
+      if (!duel) continue;
+      decide(*duel, o.deciding_pairs, world_results, dir, o.steps, laptop, calibration);
+      duels.push_back(*duel);
+    }
   }
   // Worlds ran in order; the table lists one shape's layouts together.
   std::stable_sort(results.begin(), results.end(),
@@ -809,7 +939,8 @@ int main(int argc, char** argv) {
 
   print_table(results);
   const std::vector<Group> groups = groups_of(results);
-  const Picks picks = print_picks(groups, dir, laptop, calibrations);
+  const Picks picks = print_picks(groups, dir, laptop, calibrations, duels);
+  print_duels(duels);
   print_goals(results, groups, picks);
   if (!o.keep) fs::remove_all(dir);
   return 0;
