@@ -46,6 +46,18 @@ Result run_in_allocation(const std::string& assignments, const std::string& args
 
 std::string first_line(const std::string& output) { return output.substr(0, output.find('\n')); }
 
+// The dynamic loader reads an empty run-path entry ("a::b", or a leading or trailing ':') as
+// the current folder, and would look there for every library the executable needs, wherever
+// a user starts it (runner/CMakeLists.txt says how CMake once put one there).
+TEST(Cli, RunPathHasNoEmptyEntry) {
+  const Result r = run_command("readelf -d " + kAxonn);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::smatch m;
+  if (!std::regex_search(r.output, m, std::regex(R"(Library (?:runpath|rpath): \[([^\]]*)\])"))) return;
+  const std::string path = m[1];
+  EXPECT_TRUE(path.find("::") == std::string::npos && path.front() != ':' && path.back() != ':') << path;
+}
+
 // The version calibrate records in a site's [calibration]: the CMake project's.
 TEST(Cli, VersionIsTheProjectVersion) {
   const Result r = run("--version");
