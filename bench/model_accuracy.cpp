@@ -609,9 +609,7 @@ std::string pick_text(const std::string& layout, const Result* tried, const Resu
 // of the goal) or leave it open, as where two layouts priced within a few percent of each
 // other swap places from run to run.
 struct Duel {
-  const Shape* shape = nullptr;
-  World world;
-  std::string pick, rival;     // their layouts
+  Case pick, rival;            // of one shape and world
   std::vector<double> ratios;  // pick / rival: the regular rounds', then the deciding pairs'
   int deciding_pairs = 0;
 
@@ -641,24 +639,19 @@ std::optional<Duel> start_duel(const fs::path& dir, const std::vector<const Resu
   const Result* rival = nullptr;
   for (const Result* r : g.results)
     if (r != pick && (rival == nullptr || r->measured_s < rival->measured_s)) rival = r;
-  Duel duel{shape, world, pick->c.layout, rival->c.layout, {}, 0};
+  Duel duel{pick->c, rival->c, {}, 0};
   for (size_t k = 0; k < pick->round_s.size(); ++k) duel.ratios.push_back(pick->round_s[k] / rival->round_s[k]);
   return duel;
 }
 
 // Runs the pick and the rival back to back (the rival first every other pair, so that neither
 // always follows the other) until the duel is decided or `max_pairs` pairs have run.
-void decide(Duel& duel, int max_pairs, const std::vector<const Result*>& results, const fs::path& dir, int steps,
-            const SiteConfig& laptop, const Calibration& calibration) {
-  auto case_of = [&](const std::string& layout) {
-    return (*std::find_if(results.begin(), results.end(),
-                          [&](const Result* r) { return r->c.shape == duel.shape && r->c.layout == layout; }))
-        ->c;
-  };
-  const Case pick = case_of(duel.pick), rival = case_of(duel.rival);
+void decide(Duel& duel, int max_pairs, const fs::path& dir, int steps, const SiteConfig& laptop,
+            const Calibration& calibration) {
+  const Case &pick = duel.pick, &rival = duel.rival;
   auto step_of = [&](const Case& c) {
     std::fprintf(stderr, "%s: %s, %s, %s against %s, deciding pair %d of at most %d\n", kProgram.c_str(),
-                 duel.shape->name, duel.world.words().c_str(), duel.pick.c_str(), duel.rival.c_str(),
+                 pick.shape->name, pick.world.words().c_str(), pick.layout.c_str(), rival.layout.c_str(),
                  duel.deciding_pairs + 1, max_pairs);
     return run_case(dir, c, steps, calibration.path, laptop, calibration.site, calibration.machine_flops)
         .round_s.front();
@@ -673,8 +666,8 @@ void decide(Duel& duel, int max_pairs, const std::vector<const Result*>& results
 }
 
 const Duel* duel_of(const std::vector<Duel>& duels, const Group& g) {
-  const auto it =
-      std::find_if(duels.begin(), duels.end(), [&](const Duel& d) { return d.shape == g.shape && d.world == g.world; });
+  const auto it = std::find_if(duels.begin(), duels.end(),
+                               [&](const Duel& d) { return d.pick.shape == g.shape && d.pick.world == g.world; });
   return it == duels.end() ? nullptr : &*it;
 }
 
@@ -697,9 +690,9 @@ void print_duels(const std::vector<Duel>& duels) {
       std::snprintf(interval, sizeof interval, "%.3f..%.3fx", i->first, i->second);
     else
       std::snprintf(interval, sizeof interval, "too few rounds");
-    std::printf("%-5s %-5s %-13s %-13s %-7s %-12s %-15s %s, %s\n", d.shape->name, d.world.label().c_str(),
-                d.pick.c_str(), d.rival.c_str(), rounds, ratio, interval, d.within() ? "within 5%" : "NOT within 5%",
-                d.decided() ? "decided" : "undecided");
+    std::printf("%-5s %-5s %-13s %-13s %-7s %-12s %-15s %s, %s\n", d.pick.shape->name, d.pick.world.label().c_str(),
+                d.pick.layout.c_str(), d.rival.layout.c_str(), rounds, ratio, interval,
+                d.within() ? "within 5%" : "NOT within 5%", d.decided() ? "decided" : "undecided");
   }
 }
 
@@ -739,9 +732,9 @@ Picks print_picks(const std::vector<Group>& groups, const fs::path& dir, const S
       count.chooser[after].groups += 1;
       count.chooser[after].untried += tried == nullptr ? 1 : 0;
       const Duel* duel = after ? duel_of(duels, g) : nullptr;
-      count.chooser[after].within += duel != nullptr ? duel->within()
-                                     : tried != nullptr && tried->measured_s <= kPickGoal * fastest.measured_s ? 1
-                                                                                                               : 0;
+      const bool within =
+          duel != nullptr ? duel->within() : tried != nullptr && tried->measured_s <= kPickGoal * fastest.measured_s;
+      count.chooser[after].within += within ? 1 : 0;
       columns += " | " + pick_text(pick->c.layout, pick, fastest) + " " +
                  pick_text(chosen ? format_layout_with_order(*chosen) : "none fits", tried, fastest);
     }
@@ -929,7 +922,7 @@ int main(int argc, char** argv) {
       const Calibration& calibration = calibration_of(calibrations, world, shape);
       std::optional<Duel> duel = start_duel(dir, world_results, world, shape, calibration.site);
       if (!duel) continue;
-      decide(*duel, o.deciding_pairs, world_results, dir, o.steps, laptop, calibration);
+      decide(*duel, o.deciding_pairs, dir, o.steps, laptop, calibration);
       duels.push_back(*duel);
     }
   }
