@@ -89,8 +89,11 @@ class GlooSyncCollectives {
   void barrier();
 
  private:
-  // Sync mode and the bound buffers, once.
+  // Sync mode, the bound buffers and the sockets' send buffers, once.
   void prepare();
+  // One message of 2 x message_bytes to and from every peer, which makes Gloo size each
+  // socket's send buffer for two of the largest messages (why: in the .cpp).
+  void size_send_buffers();
   // Sends `bytes` of the staging buffer to every peer and reads every peer's message.
   void exchange_with_all(size_t bytes);
   // Sends send[0, send_bytes) to `to` while receiving recv[0, recv_bytes) from `from`, in

@@ -3,12 +3,15 @@
 // put, fence, get); the multi-process tests run the same checks under the launcher.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -19,6 +22,7 @@
 #include "comm/exchange_blob.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
+#include "comm/gloo_sync.hpp"
 #include "comm/single_rank_communicator.hpp"
 #include "random_floats.hpp"
 #include "thread_exchange.hpp"
@@ -203,6 +207,53 @@ TEST(GlooCommunicator, TheSmallPathIsWhatTheSyncPairsTake) {
       ASSERT_EQ(comm.small_path_bytes(CollectiveKind::all_gather), n == 2 ? size_t{2} << 20 : size_t{21 * 64} << 10);
     });
   }
+}
+
+// The send buffers of this process's connected TCP sockets (SO_SNDBUF as getsockopt reads it:
+// the kernel's doubled figure), from /proc/self/fd.
+std::vector<int> tcp_send_buffers() {
+  std::vector<int> sizes;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    int type = 0, size = 0;
+    socklen_t len = sizeof type;
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
+    if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) continue;
+    len = sizeof size;
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, &len) == 0) sizes.push_back(size);
+  }
+  return sizes;
+}
+
+// Gloo sizes a socket's send buffer by the largest message sent on it so far, and where both
+// ranks of a pair write at once (the one-message all-reduce) a write that does not fit beside
+// the previous, unacknowledged message waits for the peer's delayed ACK, 40 ms. So from the
+// first collective on, each sync pair's socket holds two messages of the largest size: here,
+// after an all-reduce of one float, both ends of a pair of two ranks (threads of this
+// process) are sized for twice message_bytes, which the kernel doubles (without the
+// sizing message, 2 x (Gloo's 48-byte header + 4 bytes), at least the kernel's minimum 4608).
+TEST(GlooSyncCollectives, PairsHoldTwoOfTheLargestMessagesFromTheFirstCall) {
+  const size_t largest = gloo_small_message_bytes();
+  ASSERT_GT(largest, 0u) << "AXONN_GLOO_SMALL_BYTES=0 turns the sync pairs off";
+  std::mutex mutex;
+  std::vector<std::unique_ptr<GlooSyncCollectives>> kept;
+  run_ranks(2, [&](int, Exchange& exchange) {
+    // The only connection of this process: the sync pair of two ranks.
+    auto contexts = connect_gloo_groups(exchange, make_gloo_device(true), {{"sync", {0, 1}}}, kTimeout, "test");
+    auto sync = std::make_unique<GlooSyncCollectives>(std::vector<int>{0, 1}, contexts[0], largest);
+    float one = 1.0f;
+    sync->all_reduce(&one, 1, ElementType::float32);
+    ASSERT_EQ(one, 2.0f);
+    // Both ranks' sockets stay open until both have been looked at.
+    std::lock_guard<std::mutex> lock(mutex);
+    kept.push_back(std::move(sync));
+  });
+  const std::vector<int> sizes = tcp_send_buffers();
+  ASSERT_EQ(sizes.size(), 2u) << "connected TCP sockets: both ends of the pair";
+  for (int size : sizes) EXPECT_GE(static_cast<size_t>(size), 4 * largest) << "SO_SNDBUF of an end of the pair";
 }
 
 // The optimizer sharded over data (gradient_sync.hpp) replaces each gradient all-reduce by an
