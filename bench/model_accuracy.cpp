@@ -312,13 +312,15 @@ void print_calibration(const SiteConfig& laptop, const SiteConfig& calibrated, c
       !intra.empty())
     std::printf("  intra-node%s\n", intra.c_str());
   for (const GroupFits& g : calibrated.intra_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, {}, g.filled_by_others, g.cores_busy).c_str());
+    std::printf("    groups of %d%s\n", g.ranks,
+                fits_text(g.fits, g.overlap, g.filled_by_others, g.cores_busy).c_str());
   if (const std::string inter = fits_text(calibrated.inter_node_fits, calibrated.inter_node_overlap,
                                           calibrated.inter_node_filled_by_others, calibrated.inter_node_cores_busy);
       !inter.empty())
     std::printf("  inter-node%s\n", inter.c_str());
   for (const GroupFits& g : calibrated.inter_node_groups)
-    std::printf("    groups of %d%s\n", g.ranks, fits_text(g.fits, {}, g.filled_by_others, g.cores_busy).c_str());
+    std::printf("    groups of %d%s\n", g.ranks,
+                fits_text(g.fits, g.overlap, g.filled_by_others, g.cores_busy).c_str());
 }
 
 // The site calibrated for one job at one world.

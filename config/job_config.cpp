@@ -227,6 +227,7 @@ MeasuredTier measured_tier(const SiteConfig& site, const SiteTier& tier) {
     measured_links(g.fits, group.kinds, group.small);
     group.filled_by_others = g.filled_by_others;
     group.cores_busy = g.cores_busy;
+    group.overlap = g.overlap;
   }
   measured.overlap = site.*tier.overlap;
   measured.filled_by_others = site.*tier.filled_by_others;

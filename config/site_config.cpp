@@ -130,7 +130,7 @@ OverlapCurve read_overlap(TomlReader& t) {
 
 // [network.<tier>] into `s`: the kinds (read_kind_fits), overlap (read_overlap),
 // filled_by_others and cores_busy (fractions), and groups, each entry a size, its kinds, its
-// filled_by_others and its cores_busy.
+// filled_by_others, its cores_busy and its overlap.
 void read_tier(TomlReader& network, const SiteTier& tier, SiteConfig& s) {
   auto t = network.table(tier.key);
   s.*tier.overlap = read_overlap(t);
@@ -145,6 +145,7 @@ void read_tier(TomlReader& network, const SiteTier& tier, SiteConfig& s) {
     g.fits = read_kind_fits(e);
     g.filled_by_others = e.number("filled_by_others", 0, 0, 1);
     g.cores_busy = e.number("cores_busy", 0, 0, 1);
+    g.overlap = read_overlap(e);
     e.finish();
     groups.push_back(g);
   }
@@ -198,7 +199,7 @@ void read_calibration(TomlReader& root, SiteConfig& s) {
     const std::string what = std::string("calibration.residual.") + tier.key + ".groups";
     for (TomlReader& e : r.tables("groups")) {
       const int ranks = read_group_ranks(e, listed, what);
-      listed.push_back({ranks, {}});
+      listed.emplace_back().ranks = ranks;
       auto& groups = s.*tier.groups;
       const auto group =
           std::find_if(groups.begin(), groups.end(), [&](const GroupFits& g) { return g.ranks == ranks; });

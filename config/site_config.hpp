@@ -41,6 +41,7 @@ struct GroupFits {
   CollectiveFits fits;
   double filled_by_others = 0;  // as the tier's (SiteConfig, [network.<tier>]), on groups of `ranks`
   double cores_busy = 0;        // as the tier's, on groups of `ranks`
+  OverlapCurve overlap;         // as the tier's, on groups of `ranks`; empty: the tier's
 };
 
 // One GEMM shape's measured rate, [compute] gemm = [{ dtype, m, k, n, tflops }, ...]: the

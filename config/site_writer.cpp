@@ -103,6 +103,7 @@ std::string groups_value(const std::vector<GroupFits>& groups) {
     out.append("  { ranks = ").append(std::to_string(g.ranks)).append(kind_fits_entries(g.fits));
     if (g.filled_by_others > 0) out.append(", filled_by_others = ").append(number(g.filled_by_others));
     if (g.cores_busy > 0) out.append(", cores_busy = ").append(number(g.cores_busy));
+    if (!g.overlap.empty()) out.append(", overlap = ").append(overlap_value(g.overlap));
     out.append(" },\n");
   }
   return out + "]";

@@ -20,12 +20,12 @@ bool overlappable(CommAxis axis) {
 }
 
 // Whether an overlappable axis of `layout` has groups over a tier where calibrate measured
-// that overlap costs at some size; only then can "auto" turn it off.
+// that overlap costs at some size on groups of their size; only then can "auto" turn it off.
 bool may_cost(const Machine& machine, const Layout& layout) {
   for (const CommAxis axis : kOverlappedAxes) {
     if (layout.comm_size(axis) <= 1) continue;
-    const MeasuredTier* measured = measured_tier(machine, axis_link(machine, layout, axis));
-    if (measured != nullptr && measured->overlap.costs_somewhere()) return true;
+    const OverlapCurve* curve = overlap_curve(machine, axis_link(machine, layout, axis), layout.comm_size(axis));
+    if (curve != nullptr && curve->costs_somewhere()) return true;
   }
   return false;
 }
@@ -52,7 +52,7 @@ OverlapBalance overlap_balance(const ChooserInput& input, const Layout& layout) 
     const auto ai = static_cast<size_t>(calls.axis);
     const LinkTier tier = axis_link(input.machine, layout, calls.axis);
     const double t = collective_calls_seconds(input.machine, tier, calls, v.group_size[ai]);
-    const double h = t * overlap_efficiency(input.machine, tier, static_cast<double>(calls.bytes));
+    const double h = t * overlap_efficiency(input.machine, tier, static_cast<double>(calls.bytes), v.group_size[ai]);
     b.overlapped_s += t;
     b.hidden_s += h;
     hidden[ai] += h;
@@ -69,11 +69,16 @@ OverlapBalance overlap_balance(const ChooserInput& input, const Layout& layout) 
 
 std::string ms_text(double seconds) { return format_number("%.3g ms", seconds * 1e3); }
 
-// The site's key for a tier's overlap: "network.intra_node.overlap". By hand: the layout
-// layer may not use config's table of tiers.
-std::string site_overlap_key(LinkTier tier) {
+// The site's key for the overlap of groups of `group_size` over `tier`:
+// "network.intra_node.overlap", or "network.intra_node.groups (ranks = 2) overlap" where
+// calibrate measured that size's own. By hand: the layout layer may not use config's table of
+// tiers.
+std::string site_overlap_key(const Machine& machine, LinkTier tier, int group_size) {
   std::string key = link_tier_name(tier);  // "intra-node"
   std::replace(key.begin(), key.end(), '-', '_');
+  const MeasuredTier* measured = measured_tier(machine, tier);
+  if (measured != nullptr && overlap_curve(machine, tier, group_size) != &measured->overlap)
+    return "network." + key + ".groups (ranks = " + std::to_string(group_size) + ") overlap";
   return "network." + key + ".overlap";
 }
 
@@ -94,14 +99,14 @@ std::string overlap_reason(const ChooserInput& input, const Layout& layout) {
     return "auto: on: at the sizes of this layout's overlapped collectives the overlap calibrate measured "
            "(network.<tier>.overlap in the site) hides " +
            ms_text(b.hidden_s) + " of their " + ms_text(b.overlapped_s) + " per step";
-  const MeasuredTier* measured = measured_tier(input.machine, b.worst_tier);
+  const int group_size = layout.comm_size(b.worst_axis);
   const std::string sizes = b.smallest == b.largest ? bytes_text(static_cast<double>(b.smallest))
                                                     : bytes_text(static_cast<double>(b.smallest)) + " to " +
                                                           bytes_text(static_cast<double>(b.largest));
   return "auto: off: on the " + comm_axis_name(b.worst_axis) + " axis's " + link_tier_name(b.worst_tier) +
          " links, with calls of " + sizes + ", calibrate measured that a collective started beside compute costs " +
-         "more than one waited for where it is issued (" + site_overlap_key(b.worst_tier) +
-         " in the site: " + overlap_curve_text(measured->overlap) +
+         "more than one waited for where it is issued (" + site_overlap_key(input.machine, b.worst_tier, group_size) +
+         " in the site: " + overlap_curve_text(*overlap_curve(input.machine, b.worst_tier, group_size)) +
          "); overlapped, this layout's collectives would take " + ms_text(-b.hidden_s) +
          " more per step (training.overlap_comm = true overlaps anyway)";
 }

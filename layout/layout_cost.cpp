@@ -129,9 +129,17 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
   return collective_link(m, tier, kind, bytes);
 }
 
-double overlap_efficiency(const Machine& m, LinkTier tier, double bytes) {
+const OverlapCurve* overlap_curve(const Machine& m, LinkTier tier, int group_size) {
   const MeasuredTier* measured = measured_tier(m, tier);
-  return measured != nullptr ? measured->overlap.at(bytes) : 0;
+  if (measured == nullptr) return nullptr;
+  for (const MeasuredGroup& group : measured->groups)
+    if (group.ranks == group_size && !group.overlap.empty()) return &group.overlap;
+  return &measured->overlap;
+}
+
+double overlap_efficiency(const Machine& m, LinkTier tier, double bytes, int group_size) {
+  const OverlapCurve* curve = overlap_curve(m, tier, group_size);
+  return curve != nullptr ? curve->at(bytes) : 0;
 }
 
 namespace {
@@ -297,7 +305,8 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
     c.overlapped_s += t;
     const bool bucket = calls.axis == CommAxis::data || calls.axis == CommAxis::expert_data;
     double& hidden = bucket ? hidden_data : calls.axis == CommAxis::expert ? hidden_experts : hidden_other;
-    hidden += t * overlap_efficiency(input.machine, c.link[ai], static_cast<double>(calls.bytes));
+    hidden +=
+        t * overlap_efficiency(input.machine, c.link[ai], static_cast<double>(calls.bytes), volume.group_size[ai]);
   }
   const BatchSplit split = batch_split(input.model, input.batch, g);
   const double accumulation = static_cast<double>(split.accumulation);

@@ -71,9 +71,15 @@ const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKin
 // (MeasuredTier::groups) where it has one for the kind, else the tier's.
 const Link& collective_link(const Machine& machine, LinkTier tier, CollectiveKind kind, int64_t bytes, int group_size);
 
-// The fraction of an overlapped collective's time hidden behind compute on `tier`, for a call
-// of `bytes` (nccl-tests size; MeasuredTier::overlap at that size, -1 to 1, 0 where unmeasured).
-double overlap_efficiency(const Machine& machine, LinkTier tier, double bytes);
+// The overlap measured for collectives on groups of `group_size` over `tier`: the group
+// size's MeasuredGroup::overlap where calibrate measured one, else MeasuredTier::overlap;
+// nullptr where the tier is unmeasured.
+const OverlapCurve* overlap_curve(const Machine& machine, LinkTier tier, int group_size);
+// The fraction of an overlapped collective's time hidden behind compute on groups of
+// `group_size` over `tier`, for a call of `bytes` (nccl-tests size; the group size's
+// MeasuredGroup::overlap where calibrate measured one, else MeasuredTier::overlap, at that
+// size; -1 to 1, 0 where unmeasured).
+double overlap_efficiency(const Machine& machine, LinkTier tier, double bytes, int group_size);
 
 // The fraction of a blocking collective's time on groups of `group_size` over `tier` that
 // other ranks sharing the cores compute through (MeasuredTier::filled_by_others; the group

@@ -123,6 +123,11 @@ struct MeasuredGroup {
   SmallMessageLinks small;
   double filled_by_others = 0;  // as MeasuredTier's, on groups of `ranks`
   double cores_busy = 0;        // as MeasuredTier's, on groups of `ranks`
+  // As MeasuredTier's, on groups of `ranks`; empty: the tier's. Where ranks share cores a
+  // group's size changes what overlap costs: 4 CPU ranks on 2 cores hid 29% of a 192 KiB
+  // all-reduce of all 4 beside GEMMs, while the tiny job's z calls in pairs ran 15% slower a
+  // step started than waited for.
+  OverlapCurve overlap;
 };
 
 // What `axonn calibrate` measured of one link tier; empty (and overlap 0) where it measured

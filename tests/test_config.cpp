@@ -618,11 +618,13 @@ SiteConfig calibrated_laptop() {
   s.intra_node_cores_busy = 0.5625;
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
   s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
-  GroupFits pairs{2, {}};
+  GroupFits pairs;
+  pairs.ranks = 2;
   pairs.fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{120.5, 0.625, 0.25, 65536, 20, 0.5};
   pairs.fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{80, 0.875, std::nullopt};
   pairs.filled_by_others = 0.4375;
   pairs.cores_busy = 0.6875;
+  pairs.overlap = {{{16384, -0.75}, {196608, -0.125}}};
   s.intra_node_groups = {pairs};
   s.calibration = {"2026-11-27T10:31:02Z", {"laptop"}, "", "0.1.0", 4, 4, "backend cpu, collectives gloo"};
   return s;
@@ -708,6 +710,7 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(back.intra_node_groups[0].ranks, 2);
   EXPECT_EQ(back.intra_node_groups[0].filled_by_others, 0.4375);
   EXPECT_EQ(back.intra_node_groups[0].cores_busy, 0.6875);
+  EXPECT_EQ(back.intra_node_groups[0].overlap, s.intra_node_groups[0].overlap);
   const auto& pair_ar = back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_reduce)];
   ASSERT_TRUE(pair_ar.has_value());
   EXPECT_EQ(pair_ar->latency_us, 120.5);

@@ -1338,6 +1338,44 @@ TEST(LayoutCost, AutoOverlapIsOffWhereCalibrateMeasuredThatItCosts) {
   EXPECT_EQ(overlap_reason(in, z), "training.overlap_comm = false");
 }
 
+// Where calibrate measured a group size's own overlap, collectives on groups of that size are
+// decided and priced by it, and every other size by the tier's: on 4 ranks, the z pairs of
+// 2x1x1x2 by the pairs' curve, the z groups of 1x1x1x4 by the tier's.
+TEST(LayoutCost, AGroupSizesOwnOverlapDecidesAndPricesItsCalls) {
+  ChooserInput in = tiny_input();
+  in.model.layers = 2;
+  in.machine.tasks_per_node = 4;
+  const Layout pairs_z = parse_layout("2x1x1x2"), fours_z = parse_layout("1x1x1x4");
+  in.machine.intra_node_measured.overlap = OverlapCurve::flat(0.25);
+  MeasuredGroup pairs;
+  pairs.ranks = 2;
+  pairs.overlap = OverlapCurve::flat(-0.5);
+  in.machine.intra_node_measured.groups.push_back(pairs);
+  EXPECT_DOUBLE_EQ(overlap_efficiency(in.machine, LinkTier::intra_node, 65536, 2), -0.5);
+  EXPECT_DOUBLE_EQ(overlap_efficiency(in.machine, LinkTier::intra_node, 65536, 4), 0.25);
+
+  EXPECT_FALSE(overlaps_comm(in, pairs_z));
+  const std::string why = overlap_reason(in, pairs_z);
+  EXPECT_NE(why.find("(network.intra_node.groups (ranks = 2) overlap in the site: -0.50)"), std::string::npos) << why;
+  EXPECT_TRUE(overlaps_comm(in, fours_z));
+  const CostEstimate fours = estimate_cost(in, fours_z, predict_step_volume(in, fours_z));
+  EXPECT_GT(fours.hidden_s, 0);
+  ChooserInput tier_only = in;
+  tier_only.machine.intra_node_measured.groups.clear();
+  EXPECT_DOUBLE_EQ(fours.hidden_s, estimate_cost(tier_only, fours_z, predict_step_volume(in, fours_z)).hidden_s);
+
+  in.overlap_comm = true;  // forced: the pairs' calls pay their curve
+  const CostEstimate forced = estimate_cost(in, pairs_z, predict_step_volume(in, pairs_z));
+  ASSERT_GT(forced.overlapped_s, 0);
+  EXPECT_DOUBLE_EQ(forced.hidden_s, -0.5 * forced.overlapped_s);
+
+  // A group entry without a curve of its own (fits only) leaves its size to the tier's.
+  in.overlap_comm.reset();
+  in.machine.intra_node_measured.groups[0].overlap = {};
+  EXPECT_DOUBLE_EQ(overlap_efficiency(in.machine, LinkTier::intra_node, 65536, 2), 0.25);
+  EXPECT_TRUE(overlaps_comm(in, pairs_z));
+}
+
 // A fraction measured at two sizes is interpolated in log(bytes) between them and held beyond
 // them; flat(0) is no curve at all.
 TEST(OverlapCurve, InterpolatesInLogBytesBetweenTheMeasuredSizesAndHoldsBeyond) {

@@ -346,7 +346,7 @@ KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backen
 }
 
 // The plan's tiers on the calibration grid (kinds, overlap and time-sharing), then each other
-// group size on a grid of its own, connected and torn down in turn (every rank builds the
+// group size (the same) on a grid of its own, connected and torn down in turn (every rank builds the
 // same ones). `ranks_per_core`: this host's ranks per core, above 1 where they share cores.
 void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
                    const LinkPlan& plan, const GridOptions& options, ElementType dtype, double ranks_per_core,
@@ -384,6 +384,9 @@ void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const C
                                               compute, ranks_per_core, lead);
     fits.fits = kinds.fits;
     fits.cores_busy = kinds.cores_busy;
+    // Its own overlap: where ranks share cores what a started call costs depends on how many
+    // wait for each other in it (layout_inputs.hpp, MeasuredGroup::overlap).
+    fits.overlap = measure_overlap(group, group_grid, backend, in.quick, buffers, compute, m.overlap_sizes, lead);
     if (shared_cores) {
       const double bytes = m.overlap_sizes.back();
       const ProbeCompute gemms = probe_compute(group, group_grid, backend, in.quick, buffers, compute, bytes);
