@@ -120,8 +120,11 @@ namespace {
 // 100 steps (a 23 KiB all-reduce of 2 ranks on sockets sized by the ring's 16 KiB pieces:
 // steps of 45-55 ms against a median of 8 ms). A first message of twice the largest size on
 // each pair leaves room for an unacknowledged message of the largest size beside a new one.
+// At most 32 MiB: Gloo asks for no more (and the kernel grants at most net.core.wmem_max,
+// 208 KiB unless raised, so an AXONN_GLOO_SMALL_BYTES above ~100 KiB loses part of this).
 void GlooSyncCollectives::size_send_buffers() {
-  const size_t bytes = 2 * message_bytes_;
+  constexpr size_t kGlooLargestSendBuffer = size_t{32} << 20;
+  const size_t bytes = std::min(2 * message_bytes_, kGlooLargestSendBuffer);
   const auto n = static_cast<size_t>(context_->size);
   std::vector<char> out(bytes);
   std::vector<std::vector<char>> in(n);
