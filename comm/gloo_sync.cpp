@@ -110,6 +110,25 @@ namespace {
   throw gloo::IoException(std::string(doing) + " world rank " + std::to_string(world_rank) + ": " + e.what());
 }
 
+// One message of `bytes` from `buffer`, to the peer of world rank `world_rank`.
+void send_message(gloo::transport::Buffer& buffer, size_t bytes, int world_rank) {
+  try {
+    buffer.send(0, bytes);
+    buffer.waitSend();  // sync mode: already written
+  } catch (const gloo::Exception& e) {
+    rethrow_naming("writing to", world_rank, e);
+  }
+}
+
+// One message from the peer of world rank `world_rank` into `buffer`.
+void wait_for_message(gloo::transport::Buffer& buffer, int world_rank) {
+  try {
+    buffer.waitRecv();
+  } catch (const gloo::Exception& e) {
+    rethrow_naming("waiting for", world_rank, e);
+  }
+}
+
 }  // namespace
 
 // Gloo sets a pair's SO_SNDBUF to the size of the largest message sent on it so far (the
@@ -136,23 +155,10 @@ void GlooSyncCollectives::size_send_buffers() {
     sends[p] = pair->createSendBuffer(kSizingSlot, out.data(), bytes);
     recvs[p] = pair->createRecvBuffer(kSizingSlot, in[p].data(), bytes);
   }
-  for (size_t p = 0; p < n; ++p) {
-    if (!sends[p]) continue;
-    try {
-      sends[p]->send(0, bytes);
-      sends[p]->waitSend();
-    } catch (const gloo::Exception& e) {
-      rethrow_naming("writing to", members_[p], e);
-    }
-  }
-  for (size_t p = 0; p < n; ++p) {
-    if (!recvs[p]) continue;
-    try {
-      recvs[p]->waitRecv();
-    } catch (const gloo::Exception& e) {
-      rethrow_naming("waiting for", members_[p], e);
-    }
-  }
+  for (size_t p = 0; p < n; ++p)
+    if (sends[p]) send_message(*sends[p], bytes, members_[p]);
+  for (size_t p = 0; p < n; ++p)
+    if (recvs[p]) wait_for_message(*recvs[p], members_[p]);
 }
 
 void GlooSyncCollectives::exchange_with_all(size_t bytes) {
@@ -184,20 +190,11 @@ void GlooSyncCollectives::shift(int to, const char* send, size_t send_bytes, int
 }
 
 void GlooSyncCollectives::write_to(int peer, size_t bytes) {
-  try {
-    send_[static_cast<size_t>(peer)]->send(0, bytes);
-    send_[static_cast<size_t>(peer)]->waitSend();  // sync mode: already written
-  } catch (const gloo::Exception& e) {
-    rethrow_naming("writing to", members_[static_cast<size_t>(peer)], e);
-  }
+  send_message(*send_[static_cast<size_t>(peer)], bytes, members_[static_cast<size_t>(peer)]);
 }
 
 void GlooSyncCollectives::read_from(int peer) {
-  try {
-    recv_[static_cast<size_t>(peer)]->waitRecv();
-  } catch (const gloo::Exception& e) {
-    rethrow_naming("waiting for", members_[static_cast<size_t>(peer)], e);
-  }
+  wait_for_message(*recv_[static_cast<size_t>(peer)], members_[static_cast<size_t>(peer)]);
 }
 
 // At step s (0..n-2) rank r sends its running sum of block (r-s-1) mod n to the right and adds

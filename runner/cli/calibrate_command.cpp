@@ -346,8 +346,8 @@ KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backen
 }
 
 // The plan's tiers on the calibration grid (kinds, overlap and time-sharing), then each other
-// group size (the same) on a grid of its own, connected and torn down in turn (every rank builds the
-// same ones). `ranks_per_core`: this host's ranks per core, above 1 where they share cores.
+// group size on a grid of its own, the same three, connected and torn down in turn (every rank
+// builds the same ones). `ranks_per_core`: this host's ranks per core, above 1 where they share cores.
 void measure_links(PmixClient& client, CommGrid& grid, Backend& backend, const CalibrateInputs& in,
                    const LinkPlan& plan, const GridOptions& options, ElementType dtype, double ranks_per_core,
                    bool lead, Measured& m) {
