@@ -4,7 +4,8 @@
     trace_check.py RUN_DIR RANKS FIRST LAST
 
 - every rank's trace/rank-NNNNN.json is JSON in Chrome's trace event format, holds the steps
-  FIRST..LAST (one "step N" event each), backend ops, step phases and collectives;
+  FIRST..LAST (one "step N" event each), backend ops, step phases (each with its thread's CPU
+  time, at most its length) and collectives;
 - per rank, the collectives' bytes in the trace, per axis and kind, equal the layout model's
   bytes per step (summary.json's predicted_bytes_per_step, which the run checked its
   counters against) times the traced steps; no collective the model does not predict;
@@ -48,6 +49,15 @@ def main():
                 fail(f"{path}: no '{category}' events")
         if not any(e["cat"] == "op" and e["name"].startswith("gemm") and int(e["args"]["flops"]) > 0 for e in spans):
             fail(f"{path}: no GEMM op with its FLOPs")
+        # A phase's CPU time is its thread's: at most the phase's length (the two clocks are
+        # read a moment apart, hence the slack), and some of it working.
+        phases = [e for e in spans if e["cat"] == "phase"]
+        for e in phases:
+            cpu = e["args"].get("thread_cpu_us")
+            if not isinstance(cpu, (int, float)) or cpu < 0 or cpu > e["dur"] + 50:
+                fail(f"{path}: phase {e} has no thread_cpu_us within 0..its duration")
+        if not any(e["name"] == "forward_backward" and e["args"]["thread_cpu_us"] > 0 for e in phases):
+            fail(f"{path}: no forward_backward phase spent CPU time")
         traced = {}
         for e in spans:
             if e["cat"] == "comm":

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 
 #include "cli/args.hpp"
 #include "cli/mean_seconds.hpp"
+#include "core/cpu_clock.hpp"
 #include "config/switch_map.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
@@ -144,17 +144,6 @@ double collective_bytes(CollectiveKind kind, double bytes, int n) {
   const double count = static_cast<double>(block_count(kind, bytes, n)) * sizeof(float);
   return kind == CollectiveKind::all_reduce ? count : count * n;
 }
-
-namespace {
-
-// CPU seconds this process's threads have run (CLOCK_PROCESS_CPUTIME_ID).
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-}  // namespace
 
 CollectiveTimes time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
                                 CollectiveBuffers& buffers, const std::function<void()>& compute) {

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu_clock.hpp"
+#include "core/number_text.hpp"
 #include "core/trace_recorder.hpp"
 #include "trainer/observed_backend.hpp"
 
@@ -69,7 +71,8 @@ class TraceOps final : public OpObserver {
 };
 
 // A span from construction to destruction on the calling thread's track: a phase of the step
-// ("data", "forward_backward", "optimizer"). Nothing when `trace` is null.
+// ("data", "forward_backward", "optimizer"), with the thread's CPU time in it (thread_cpu_us;
+// on the CPU backend the pool's other threads are not counted). Nothing when `trace` is null.
 class TraceSpan {
  public:
   TraceSpan(TraceRecorder* trace, const char* category, std::string name, TraceRecorder::Args args = {})
@@ -77,10 +80,13 @@ class TraceSpan {
         category_(category),
         name_(std::move(name)),
         args_(std::move(args)),
-        start_(TraceRecorder::Clock::now()) {}
+        start_(TraceRecorder::Clock::now()),
+        start_cpu_s_(trace != nullptr ? thread_cpu_seconds() : 0) {}
   ~TraceSpan() {
-    if (trace_ != nullptr)
-      trace_->span(category_, std::move(name_), start_, TraceRecorder::Clock::now(), std::move(args_));
+    if (trace_ == nullptr) return;
+    const auto end = TraceRecorder::Clock::now();
+    args_.emplace_back("thread_cpu_us", format_number("%.1f", (thread_cpu_seconds() - start_cpu_s_) * 1e6));
+    trace_->span(category_, std::move(name_), start_, end, std::move(args_));
   }
   TraceSpan(const TraceSpan&) = delete;
   TraceSpan& operator=(const TraceSpan&) = delete;
@@ -91,6 +97,7 @@ class TraceSpan {
   std::string name_;
   TraceRecorder::Args args_;
   TraceRecorder::Clock::time_point start_;
+  double start_cpu_s_;
 };
 
 }  // namespace axonn
