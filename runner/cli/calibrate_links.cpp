@@ -6,8 +6,8 @@
 
 #include "cli/args.hpp"
 #include "cli/mean_seconds.hpp"
-#include "core/cpu_clock.hpp"
 #include "config/switch_map.hpp"
+#include "core/cpu_clock.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
