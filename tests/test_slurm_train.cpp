@@ -58,18 +58,6 @@ std::string step_dir_name(int64_t step) {
   return name;
 }
 
-struct TrainedRun {
-  std::vector<StepLine> steps;
-  std::map<std::string, std::vector<float>> tensors;
-};
-
-TrainedRun read_run(const fs::path& dir) {
-  TrainedRun run;
-  run.steps = read_metrics(dir / "run");
-  if (fs::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
-  return run;
-}
-
 // `got` holds steps first..N of a run; they and its final weights must equal `want`'s.
 void expect_continues(const TrainedRun& got, const TrainedRun& want, int64_t first, const std::string& what) {
   ASSERT_EQ(got.steps.size(), want.steps.size() - static_cast<size_t>(first - 1)) << what;

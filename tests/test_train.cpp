@@ -25,33 +25,13 @@ namespace {
 constexpr double kLossTolerance = 2e-5;
 constexpr float kWeightTolerance = 2e-5f;
 
-struct TrainedRun {
-  std::vector<StepLine> steps;
-  std::map<std::string, std::vector<float>> tensors;
-  std::string summary;
-};
-
 TrainedRun train(const std::filesystem::path& dir, int ranks, const std::string& layout, int steps, int interval,
                  int nodes_sim = 1, const std::string& overrides = "") {
-  std::filesystem::create_directories(dir);
-  write_file(dir / "job.toml", tiny_job(steps, interval));
-  const CommandResult r = run_train(dir, ranks, layout, overrides, nodes_sim);
-  EXPECT_EQ(r.code, 0) << layout << ":\n" << r.output;
-  TrainedRun run;
-  run.steps = read_metrics(dir / "run");
-  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
-  run.summary = read_text(dir / "run" / "summary.json");
-  return run;
+  return train_in(dir, tiny_job(steps, interval), ranks, layout, overrides, nodes_sim);
 }
 
 void expect_same_run(const TrainedRun& got, const TrainedRun& want, const std::string& what) {
-  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
-  for (size_t i = 0; i < want.steps.size(); ++i) {
-    EXPECT_EQ(got.steps[i].step, want.steps[i].step) << what;
-    EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, kLossTolerance) << what << " step " << want.steps[i].step;
-    EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor) << what;
-  }
-  expect_same_tensors(got.tensors, want.tensors, kWeightTolerance, what);
+  expect_same_run(got, want, kLossTolerance, kWeightTolerance, what);
 }
 
 class TrainLayouts : public ::testing::TestWithParam<std::string> {
@@ -198,9 +178,7 @@ TEST_F(TrainResume, PreemptionSavesAtOneStepBoundaryAndTheRerunEndsLikeAnUninter
 
   const CommandResult rerun = run_train(dir, 2, "1x1x2x1");  // resumed on fewer ranks
   ASSERT_EQ(rerun.code, 0) << rerun.output;
-  TrainedRun resumed;
-  resumed.steps = read_metrics(dir / "run");  // the same file, continued
-  resumed.tensors = read_tensors(dir / "ckpt");
+  const TrainedRun resumed = read_run(dir);  // the same metrics.jsonl, continued
   expect_same_run(resumed, full, "preempted and resumed");
 }
 

@@ -37,26 +37,10 @@ const std::string kCpu = "training.device=cpu";
 const std::string kCudaFp32 = "training.device=cuda training.dtype=float32";
 const std::string kCudaBf16 = "training.device=cuda training.dtype=bfloat16";
 
-struct TrainedRun {
-  std::vector<StepLine> steps;
-  std::map<std::string, std::vector<float>> tensors;
-  std::string summary;
-  std::string output;
-};
-
 // The tiny job trained in `dir` by `ranks` ranks at `layout`, with `overrides` (device, dtype).
 TrainedRun train(const std::filesystem::path& dir, const std::string& overrides, int steps, int interval, int ranks = 1,
                  const std::string& layout = "1x1x1x1") {
-  std::filesystem::create_directories(dir);
-  write_file(dir / "job.toml", tiny_job(steps, interval));
-  const CommandResult r = run_train(dir, ranks, layout, overrides, 1, 300);
-  EXPECT_EQ(r.code, 0) << overrides << " at " << layout << ":\n" << r.output;
-  TrainedRun run;
-  run.output = r.output;
-  run.steps = read_metrics(dir / "run");
-  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
-  run.summary = read_text(dir / "run" / "summary.json");
-  return run;
+  return train_in(dir, tiny_job(steps, interval), ranks, layout, overrides, 1, 300);
 }
 
 // The largest loss difference between two runs of the same steps (which must match in

@@ -28,25 +28,14 @@ std::string moe_job(int steps, int interval, const std::string& moe_keys = "") {
   return job;
 }
 
-struct MoeRun {
-  std::vector<StepLine> steps;
-  std::map<std::string, std::vector<float>> tensors;
-  std::string summary;
+struct MoeRun : TrainedRun {
   std::vector<double> dropped;  // per step, metrics.jsonl's dropped_fraction
-  std::string output;
 };
 
 MoeRun train_moe(const std::filesystem::path& dir, const std::string& layout, int steps, int interval,
                  const std::string& moe_keys = "", int nodes_sim = 1) {
-  std::filesystem::create_directories(dir);
-  write_file(dir / "job.toml", moe_job(steps, interval, moe_keys));
-  const CommandResult r = run_train(dir, parse_layout(layout).world(), layout, "", nodes_sim);
-  EXPECT_EQ(r.code, 0) << layout << ":\n" << r.output;
-  MoeRun run;
-  run.output = r.output;
-  run.steps = read_metrics(dir / "run");
-  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
-  run.summary = read_text(dir / "run" / "summary.json");
+  MoeRun run{train_in(dir, moe_job(steps, interval, moe_keys), parse_layout(layout).world(), layout, "", nodes_sim),
+             {}};
   std::ifstream in(dir / "run" / "metrics.jsonl");
   const std::regex re(R"("dropped_fraction": ([-0-9.eE+]+))");
   for (std::string line; std::getline(in, line);)
@@ -55,12 +44,7 @@ MoeRun train_moe(const std::filesystem::path& dir, const std::string& layout, in
 }
 
 void expect_same_moe_run(const MoeRun& got, const MoeRun& want, const std::string& what) {
-  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
-  for (size_t i = 0; i < want.steps.size(); ++i) {
-    EXPECT_EQ(got.steps[i].step, want.steps[i].step) << what;
-    EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, kLossTolerance) << what << " step " << want.steps[i].step;
-  }
-  expect_same_tensors(got.tensors, want.tensors, kWeightTolerance, what);
+  expect_same_run(got, want, kLossTolerance, kWeightTolerance, what);
 }
 
 class MoeLayouts : public ::testing::TestWithParam<std::string> {

@@ -18,36 +18,15 @@
 namespace axonn::test {
 namespace {
 
-struct TrainedRun {
-  std::vector<StepLine> steps;
-  std::map<std::string, std::vector<float>> tensors;
-  std::string summary;
-  std::string output;
-};
-
+// `job` trained in `dir` at `layout`, on two pretend nodes where the world is even.
 TrainedRun train(const std::filesystem::path& dir, const std::string& job, int ranks, const std::string& layout,
                  const std::string& overrides) {
-  std::filesystem::create_directories(dir);
-  write_file(dir / "job.toml", job);
-  const CommandResult r = run_train(dir, ranks, layout, overrides, ranks % 2 == 0 ? 2 : 1, 300);
-  EXPECT_EQ(r.code, 0) << layout << " " << overrides << ":\n" << r.output;
-  TrainedRun run;
-  run.output = r.output;
-  run.steps = read_metrics(dir / "run");
-  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
-  run.summary = read_text(dir / "run" / "summary.json");
-  return run;
+  return train_in(dir, job, ranks, layout, overrides, ranks % 2 == 0 ? 2 : 1, 300);
 }
 
 // The same losses, step for step, and the same weights, bit for bit.
 void expect_same_bits(const TrainedRun& got, const TrainedRun& want, const std::string& what) {
-  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
-  for (size_t i = 0; i < want.steps.size(); ++i) {
-    EXPECT_EQ(got.steps[i].step, want.steps[i].step) << what;
-    EXPECT_EQ(got.steps[i].loss, want.steps[i].loss) << what << " step " << want.steps[i].step;
-    EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor) << what;
-  }
-  expect_same_tensors(got.tensors, want.tensors, 0.0f, what);
+  expect_same_run(got, want, 0, 0.0f, what);
 }
 
 // The tiny job with three layers: under block recomputation with overlap, blocks 0 and 2
@@ -114,30 +93,6 @@ TEST(TrainRecomputeResume, ACheckpointSavedInOneModeResumesInAnother) {
                    "saved with block, resumed with none");
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
-
-// One rank's number from summary.json's per-rank array `key`.
-std::vector<double> summary_numbers(const std::string& summary, const std::string& key) {
-  std::smatch m;
-  std::vector<double> out;
-  if (!std::regex_search(summary, m, std::regex("\"" + key + "\": \\[([^\\]]*)\\]"))) return out;
-  std::stringstream list(m[1].str());
-  for (std::string item; std::getline(list, item, ',');) out.push_back(std::stod(item));
-  return out;
-}
-
-// AddressSanitizer's shadow memory, redzones and quarantine are in every rank's RSS: the
-// memory bounds below hold for the plain build only.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 // A model whose activations dominate a rank's training memory (8 layers, hidden 128, 1024
 // tokens per micro-batch: ~8 MiB of activations per block), on 2 ranks at 1x1x1x2 so the

@@ -23,41 +23,10 @@
 namespace axonn::test {
 namespace {
 
-struct TrainedRun {
-  std::vector<StepLine> steps;
-  std::map<std::string, std::vector<float>> tensors;
-  std::string summary;
-  std::string output;
-};
-
+// `job` trained in `dir` at `layout`, on two pretend nodes where the world is even.
 TrainedRun train(const std::filesystem::path& dir, const std::string& job, int ranks, const std::string& layout,
                  const std::string& overrides) {
-  std::filesystem::create_directories(dir);
-  write_file(dir / "job.toml", job);
-  const CommandResult r = run_train(dir, ranks, layout, overrides, ranks % 2 == 0 ? 2 : 1, 300);
-  EXPECT_EQ(r.code, 0) << layout << " " << overrides << ":\n" << r.output;
-  TrainedRun run;
-  run.output = r.output;
-  run.steps = read_metrics(dir / "run");
-  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
-  run.summary = read_text(dir / "run" / "summary.json");
-  return run;
-}
-
-// The same losses, step for step, and the same weights and moments, within `tolerance`
-// (0: bit for bit).
-void expect_same_run(const TrainedRun& got, const TrainedRun& want, double loss_tolerance, float tolerance,
-                     const std::string& what) {
-  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
-  for (size_t i = 0; i < want.steps.size(); ++i) {
-    EXPECT_EQ(got.steps[i].step, want.steps[i].step) << what;
-    if (loss_tolerance == 0)
-      EXPECT_EQ(got.steps[i].loss, want.steps[i].loss) << what << " step " << want.steps[i].step;
-    else
-      EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, loss_tolerance) << what << " step " << want.steps[i].step;
-    EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor) << what;
-  }
-  expect_same_tensors(got.tensors, want.tensors, tolerance, what);
+  return train_in(dir, job, ranks, layout, overrides, ranks % 2 == 0 ? 2 : 1, 300);
 }
 
 // Across layouts the gradients are summed in other groupings (test_train's bounds).
@@ -164,30 +133,6 @@ TEST(TrainShardResume, SavedShardedResumesUnshardedAtOtherSizesAndBack) {
   }
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
-
-// One rank's number from summary.json's per-rank array `key`.
-std::vector<double> summary_numbers(const std::string& summary, const std::string& key) {
-  std::smatch m;
-  std::vector<double> out;
-  if (!std::regex_search(summary, m, std::regex("\"" + key + "\": \\[([^\\]]*)\\]"))) return out;
-  std::stringstream list(m[1].str());
-  for (std::string item; std::getline(list, item, ',');) out.push_back(std::stod(item));
-  return out;
-}
-
-// AddressSanitizer's shadow memory, redzones and quarantine are in every rank's RSS: the
-// memory bounds below hold for the plain build only.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 // A model whose optimizer state dominates a rank's training memory (4 layers, hidden 256:
 // 3.2M parameters, 12.8 MiB per float32 copy; 16 tokens per micro-batch), on 2 ranks at

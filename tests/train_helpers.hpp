@@ -127,6 +127,78 @@ inline void expect_same_tensors(const std::map<std::string, std::vector<float>>&
   }
 }
 
+// What a finished run left in its folder DIR: the steps of DIR/run/metrics.jsonl, the
+// tensors of the checkpoint DIR/ckpt/latest names (none where it saved none),
+// DIR/run/summary.json, and the launcher's output where train_in started it.
+struct TrainedRun {
+  std::vector<StepLine> steps;
+  std::map<std::string, std::vector<float>> tensors;
+  std::string summary;
+  std::string output;
+};
+
+inline TrainedRun read_run(const std::filesystem::path& dir) {
+  TrainedRun run;
+  run.steps = read_metrics(dir / "run");
+  if (std::filesystem::exists(dir / "ckpt" / "latest")) run.tensors = read_tensors(dir / "ckpt");
+  run.summary = read_text(dir / "run" / "summary.json");
+  return run;
+}
+
+// `job` written to DIR/job.toml and trained in DIR by run_train; a run that does not exit 0
+// fails the test, naming the layout and the overrides, and is read all the same.
+inline TrainedRun train_in(const std::filesystem::path& dir, const std::string& job, int ranks,
+                           const std::string& layout, const std::string& overrides = "", int nodes_sim = 1,
+                           int timeout_s = 120) {
+  std::filesystem::create_directories(dir);
+  write_file(dir / "job.toml", job);
+  const CommandResult r = run_train(dir, ranks, layout, overrides, nodes_sim, timeout_s);
+  EXPECT_EQ(r.code, 0) << layout << " " << overrides << ":\n" << r.output;
+  TrainedRun run = read_run(dir);
+  run.output = r.output;
+  return run;
+}
+
+// The same steps and data cursors, the losses within `loss_tolerance` and every tensor within
+// `weight_tolerance` (both 0: bit for bit); `what` names the comparison in failures.
+inline void expect_same_run(const TrainedRun& got, const TrainedRun& want, double loss_tolerance,
+                            float weight_tolerance, const std::string& what) {
+  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
+  for (size_t i = 0; i < want.steps.size(); ++i) {
+    EXPECT_EQ(got.steps[i].step, want.steps[i].step) << what;
+    if (loss_tolerance == 0)
+      EXPECT_EQ(got.steps[i].loss, want.steps[i].loss) << what << " step " << want.steps[i].step;
+    else
+      EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, loss_tolerance) << what << " step " << want.steps[i].step;
+    EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor) << what;
+  }
+  expect_same_tensors(got.tensors, want.tensors, weight_tolerance, what);
+}
+
+// The numbers of summary.json's per-rank array `key` (empty where it has none).
+inline std::vector<double> summary_numbers(const std::string& summary, const std::string& key) {
+  std::smatch m;
+  std::vector<double> out;
+  if (!std::regex_search(summary, m, std::regex("\"" + key + "\": \\[([^\\]]*)\\]"))) return out;
+  std::stringstream list(m[1].str());
+  for (std::string item; std::getline(list, item, ',');) out.push_back(std::stod(item));
+  return out;
+}
+
+// AddressSanitizer's shadow memory, redzones and quarantine are in every rank's RSS: bounds on
+// a run's measured memory hold for the plain build only.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 // Flips one byte inside the stored data of `source` of `tensor` in step directory `step`
 // (found in the shard file by its first bytes, read through the library), so only readers of
 // that rectangle see a checksum mismatch.
