@@ -6,6 +6,7 @@
 #include "trainer/cpu/gemm.hpp"
 #include "trainer/cpu/simd.hpp"
 #include "trainer/cpu/vec_math.hpp"
+#include "trainer/top_k_gates.hpp"
 
 namespace axonn::cpu {
 namespace {
@@ -27,24 +28,7 @@ AXONN_SIMD_CLONES void top_k_rows(float* probs, int32_t* experts, float* gates, 
     for (int64_t j = 0; j < E; ++j) p[j] = exp_approx(l[j] - mx);
     const auto total = static_cast<float>(sum_floats(p, E));
     for (int64_t j = 0; j < E; ++j) p[j] = p[j] / total;
-    int64_t first = 0, second = -1;
-    for (int64_t j = 1; j < E; ++j) {
-      if (p[j] > p[first]) {
-        second = first;
-        first = j;
-      } else if (second < 0 || p[j] > p[second]) {
-        second = j;
-      }
-    }
-    experts[i * k] = static_cast<int32_t>(first);
-    if (k == 1) {
-      gates[i] = p[first];
-      continue;
-    }
-    experts[i * k + 1] = static_cast<int32_t>(second);
-    const float sum = p[first] + p[second];
-    gates[i * k] = p[first] / sum;
-    gates[i * k + 1] = p[second] / sum;
+    top_k_gates(p, E, k, experts + i * k, gates + i * k);
   }
 }
 

@@ -2,6 +2,7 @@
 #include "trainer/cuda/check.hpp"
 #include "trainer/cuda/device_math.cuh"
 #include "trainer/cuda/moe.hpp"
+#include "trainer/top_k_gates.hpp"
 
 namespace axonn::cuda {
 namespace {
@@ -65,24 +66,7 @@ __global__ void router_top_k_kernel(float* probs, int32_t* experts, float* gates
       total += e;
     }
     for (int64_t j = 0; j < E; ++j) p[j] = p[j] / total;
-    int64_t first = 0, second = -1;
-    for (int64_t j = 1; j < E; ++j) {
-      if (p[j] > p[first]) {
-        second = first;
-        first = j;
-      } else if (second < 0 || p[j] > p[second]) {
-        second = j;
-      }
-    }
-    experts[i * k] = static_cast<int32_t>(first);
-    if (k == 1) {
-      gates[i] = p[first];
-      continue;
-    }
-    experts[i * k + 1] = static_cast<int32_t>(second);
-    const float sum = p[first] + p[second];
-    gates[i * k] = p[first] / sum;
-    gates[i * k + 1] = p[second] / sum;
+    top_k_gates(p, E, k, experts + i * k, gates + i * k);
   }
 }
 
