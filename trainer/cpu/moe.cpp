@@ -39,18 +39,8 @@ void logits_grad_rows(float* dlogits, const float* probs, const int32_t* experts
   for (int64_t i = begin; i < end; ++i) {
     const float* p = probs + i * E;
     const int64_t e0 = experts[i * k], e1 = k == 2 ? experts[i * k + 1] : -1;
-    float d0 = 0.0f, d1 = 0.0f;  // d/dp of experts e0 and e1
-    if (k == 1) {
-      d0 = dgates[i];
-    } else {
-      // g0 = p0/S, g1 = p1/S, S = p0 + p1: dg0/dp0 = p1/S², dg0/dp1 = −p0/S², and so for g1.
-      const float p0 = in_range(e0, E) ? p[e0] : 0.0f, p1 = in_range(e1, E) ? p[e1] : 0.0f;
-      const float sum = p0 + p1;
-      const float inv_sq = 1.0f / (sum * sum);
-      const float diff = dgates[i * k] - dgates[i * k + 1];
-      d0 = p1 * diff * inv_sq;
-      d1 = -(p0 * diff * inv_sq);
-    }
+    const GateGradient g = top_k_gates_gradient(p, E, k, e0, e1, dgates + i * k);
+    const float d0 = g.d0, d1 = g.d1;  // d/dp of experts e0 and e1
     auto dprob = [&](int64_t j) {
       float d = coef != nullptr ? coef[j] : 0.0f;
       if (j == e0) d += d0;

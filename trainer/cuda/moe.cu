@@ -78,17 +78,8 @@ __global__ void router_logits_grad_kernel(float* dlogits, const float* probs, co
   for (int64_t i = global_thread(); i < m; i += grid_threads()) {
     const float* p = probs + i * E;
     const int64_t e0 = experts[i * k], e1 = k == 2 ? experts[i * k + 1] : -1;
-    float d0 = 0.0f, d1 = 0.0f;
-    if (k == 1) {
-      d0 = dgates[i];
-    } else {
-      const float p0 = in_range(e0, E) ? p[e0] : 0.0f, p1 = in_range(e1, E) ? p[e1] : 0.0f;
-      const float sum = p0 + p1;
-      const float inv_sq = 1.0f / (sum * sum);
-      const float diff = dgates[i * k] - dgates[i * k + 1];
-      d0 = p1 * diff * inv_sq;
-      d1 = -(p0 * diff * inv_sq);
-    }
+    const GateGradient g = top_k_gates_gradient(p, E, k, e0, e1, dgates + i * k);
+    const float d0 = g.d0, d1 = g.d1;
     float dot = 0.0f;
     for (int64_t j = 0; j < E; ++j) {
       const float d = (coef != nullptr ? coef[j] : 0.0f) + (j == e0 ? d0 : 0.0f) + (j == e1 ? d1 : 0.0f);
