@@ -205,12 +205,14 @@ JobConfig load_job_config_string(const std::string& text, const std::string& nam
 
 namespace {
 
-// Fitted kinds (and their small-message lines) in the chooser's units (us -> s, GB/s -> bytes/s).
-void measured_links(const CollectiveFits& fits, KindLinks& kinds, SmallMessageLinks& small) {
+// Fitted kinds (their small-message lines and measured sweeps) in the chooser's units (us ->
+// s, GB/s -> bytes/s).
+void measured_links(const CollectiveFits& fits, KindLinks& kinds, SmallMessageLinks& small, KindSweeps& sweeps) {
   for (size_t k = 0; k < fits.size(); ++k) {
     if (!fits[k]) continue;
     const CollectiveFit& fit = *fits[k];
     kinds[k] = Link{fit.bandwidth_GBps * 1e9, fit.latency_us * 1e-6};
+    sweeps[k] = fit.measured;
     if (fit.small_max_bytes > 0)
       small[k] =
           SmallMessageLink{fit.small_max_bytes, Link{fit.small_bandwidth_GBps * 1e9, fit.small_latency_us * 1e-6}};
@@ -220,11 +222,11 @@ void measured_links(const CollectiveFits& fits, KindLinks& kinds, SmallMessageLi
 // A tier's fits, its groups', its overlap, its fill and its busy cores, as the chooser takes them.
 MeasuredTier measured_tier(const SiteConfig& site, const SiteTier& tier) {
   MeasuredTier measured;
-  measured_links(site.*tier.fits, measured.kinds, measured.small);
+  measured_links(site.*tier.fits, measured.kinds, measured.small, measured.sweeps);
   for (const GroupFits& g : site.*tier.groups) {
     MeasuredGroup& group = measured.groups.emplace_back();
     group.ranks = g.ranks;
-    measured_links(g.fits, group.kinds, group.small);
+    measured_links(g.fits, group.kinds, group.small, group.sweeps);
     group.filled_by_others = g.filled_by_others;
     group.cores_busy = g.cores_busy;
     group.overlap = g.overlap;

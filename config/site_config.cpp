@@ -67,6 +67,29 @@ std::vector<SiteGemm> read_gemm(TomlReader& t) {
   return out;
 }
 
+// A fitted kind's measured_ranks and measured = [{ bytes, us }, ...]: both or neither, the
+// sizes ascending, each time above 0.
+std::optional<MeasuredSweep> read_sweep(TomlReader& k) {
+  if (k.has("measured") != k.has("measured_ranks"))
+    k.fail(k.has("measured") ? "measured_ranks" : "measured",
+           "is missing; a measured sweep has measured_ranks (its group size) and measured (its times), or neither");
+  if (!k.has("measured")) return std::nullopt;
+  MeasuredSweep sweep;
+  sweep.ranks = static_cast<int>(k.integer("measured_ranks", 0, 2, 1 << 24));
+  for (TomlReader& p : k.tables("measured")) {
+    for (const char* key : {"bytes", "us"})
+      if (!p.has(key)) p.fail(key, "is missing; a measured size has bytes (nccl-tests size) and us (one call)");
+    const double bytes = p.number("bytes", 0, 1, 1e15);
+    if (!sweep.points.empty() && !(bytes > sweep.points.back().bytes))
+      p.fail("bytes", "= " + format_number("%g", bytes) +
+                          " is not above the size before it; list a sweep's sizes ascending, each once");
+    sweep.points.push_back({bytes, p.number("us", 0, 1e-3, 1e9) * 1e-6});
+    p.finish();
+  }
+  if (sweep.points.empty()) k.fail("measured", "is an empty list; give the sizes calibrate measured or remove it");
+  return sweep;
+}
+
 // Per collective kind { latency_us, bandwidth_GBps }, both required, and the small-message
 // line's three keys all or none: the kinds of [network.<tier>] or of one of its groups.
 CollectiveFits read_kind_fits(TomlReader& t) {
@@ -92,6 +115,7 @@ CollectiveFits read_kind_fits(TomlReader& t) {
     fit.small_max_bytes = k.integer("small_max_bytes", 0, 1, int64_t{1} << 40);
     fit.small_latency_us = k.number("small_latency_us", 0, 0, 1e6);
     fit.small_bandwidth_GBps = k.number("small_bandwidth_GBps", 0, kMeasuredMin, 1e6);
+    fit.measured = read_sweep(k);
     k.finish();
     fits[static_cast<size_t>(kind)] = fit;
   }

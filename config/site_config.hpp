@@ -26,6 +26,11 @@ struct CollectiveFit {
   int64_t small_max_bytes = 0;     // 0: one line for every size
   double small_latency_us = 0;
   double small_bandwidth_GBps = 0;
+  // The times the lines were fitted to, { measured_ranks = 4, measured = [{ bytes = 4096,
+  // us = 43.6 }, ...] } in the same inline table (sizes ascending), which price a call on
+  // groups of measured_ranks within those sizes (layout/measured_sweep.hpp); absent: the
+  // lines price every call.
+  std::optional<MeasuredSweep> measured;
 };
 // Per CollectiveKind (as index); calibrate fits the kinds the trainer uses, kCalibratedKinds
 // (all_to_all: the token exchange of expert parallelism), and [network.<tier>] accepts them.

@@ -59,8 +59,10 @@ std::string gemm_value(const std::vector<SiteGemm>& gemm) {
   return out + "]";
 }
 
-std::string fit_value(const CollectiveFit& fit) {
-  std::string out = "{ latency_us = ";
+// "latency_us = ..., bandwidth_GBps = ...[, small_max_bytes = ..., small_latency_us = ...,
+// small_bandwidth_GBps = ...]": the fit's lines, entries of its inline table.
+std::string line_entries(const CollectiveFit& fit) {
+  std::string out = "latency_us = ";
   out.append(number(fit.latency_us)).append(", bandwidth_GBps = ").append(number(fit.bandwidth_GBps));
   if (fit.small_max_bytes > 0)
     out.append(", small_max_bytes = ")
@@ -69,6 +71,35 @@ std::string fit_value(const CollectiveFit& fit) {
         .append(number(fit.small_latency_us))
         .append(", small_bandwidth_GBps = ")
         .append(number(fit.small_bandwidth_GBps));
+  return out;
+}
+
+// The fit as the differences show it: its lines, and the sweep's sizes counted rather than listed.
+std::string fit_lines(const CollectiveFit& fit) {
+  std::string out = "{ " + line_entries(fit);
+  if (fit.measured)
+    out.append(", measured at ")
+        .append(std::to_string(fit.measured->points.size()))
+        .append(" sizes on groups of ")
+        .append(std::to_string(fit.measured->ranks));
+  return out + " }";
+}
+
+// The fit's inline table: its lines and, where calibrate swept it, measured_ranks and
+// measured = [{ bytes = 4096, us = 43.6 }, ...].
+std::string fit_value(const CollectiveFit& fit) {
+  std::string out = "{ " + line_entries(fit);
+  if (fit.measured) {
+    out.append(", measured_ranks = ").append(std::to_string(fit.measured->ranks)).append(", measured = [");
+    for (size_t i = 0; i < fit.measured->points.size(); ++i)
+      out.append(i ? ", " : "")
+          .append("{ bytes = ")
+          .append(number(fit.measured->points[i].bytes))
+          .append(", us = ")
+          .append(number(fit.measured->points[i].seconds * 1e6))
+          .append(" }");
+    out.append("]");
+  }
   return out + " }";
 }
 
@@ -172,8 +203,10 @@ std::vector<SiteKey> site_keys(const SiteConfig& s) {
       add(std::string("network.") + tier.key, "cores_busy", number(s.*tier.cores_busy),
           "measured: fraction of the node's cores a collective's ranks keep busy for its time");
     for (const CollectiveKind kind : kCalibratedKinds)
-      if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)])
+      if (const auto& fit = (s.*tier.fits)[static_cast<size_t>(kind)]) {
         add(std::string("network.") + tier.key, collective_name(kind), fit_value(*fit), "measured");
+        if (fit->measured) keys.back().summary = fit_lines(*fit);
+      }
     if (const auto& groups = s.*tier.groups; !groups.empty()) {
       add(std::string("network.") + tier.key, "groups", groups_value(groups),
           "measured on groups of other sizes, every group of a size at once");

@@ -129,6 +129,16 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
   return collective_link(m, tier, kind, bytes);
 }
 
+std::optional<double> measured_call_seconds(const Machine& m, LinkTier tier, CollectiveKind kind, double bytes,
+                                            int group_size) {
+  const MeasuredTier* measured = measured_tier(m, tier);
+  if (measured == nullptr) return std::nullopt;
+  const auto k = static_cast<size_t>(kind);
+  for (const MeasuredGroup& group : measured->groups)
+    if (group.ranks == group_size && group.sweeps[k]) return group.sweeps[k]->seconds_at(bytes, group_size);
+  return measured->sweeps[k] ? measured->sweeps[k]->seconds_at(bytes, group_size) : std::nullopt;
+}
+
 const OverlapCurve* overlap_curve(const Machine& m, LinkTier tier, int group_size) {
   const MeasuredTier* measured = measured_tier(m, tier);
   if (measured == nullptr) return nullptr;
@@ -175,6 +185,9 @@ std::array<GemmShape, 5> local_gemm_shapes(const ChooserInput& input, const Layo
 }
 
 double collective_calls_seconds(const Machine& machine, LinkTier tier, const CollectiveCalls& calls, int group_size) {
+  if (const std::optional<double> measured =
+          measured_call_seconds(machine, tier, calls.kind, static_cast<double>(calls.bytes), group_size))
+    return static_cast<double>(calls.calls) * *measured;
   const Link& link = collective_link(machine, tier, calls.kind, calls.bytes, group_size);
   return static_cast<double>(calls.calls) *
          (ring_steps(calls.kind, group_size) * link.latency_s +

@@ -23,6 +23,7 @@
 // memory-bound ops' bytes (memory_bound_bytes.hpp) at the measured elementwise rate, added to
 // the compute time.
 #include <array>
+#include <optional>
 
 #include "layout/layout.hpp"
 #include "layout/layout_memory.hpp"
@@ -89,8 +90,15 @@ double filled_by_others(const Machine& machine, LinkTier tier, int group_size);
 // keeps busy for its time (MeasuredTier::cores_busy; the group size's own, else the tier's).
 double cores_busy(const Machine& machine, LinkTier tier, int group_size);
 
+// One call of `kind` and `bytes` on groups of `group_size` over `tier` as calibrate's sweep
+// measured it (MeasuredSweep::seconds_at: the group size's sweep, else the tier's where its
+// probe ran on groups of that size); nullopt where no sweep covers the size.
+std::optional<double> measured_call_seconds(const Machine& machine, LinkTier tier, CollectiveKind kind, double bytes,
+                                            int group_size);
+
 // Seconds of `calls` (each of calls.bytes) in groups of `group_size` over a link of `tier`:
-// per call ring_steps·α + bus_factor·bytes/β of the collective's fitted line for that size.
+// per call the measured sweep's time where one covers it (measured_call_seconds), else
+// ring_steps·α + bus_factor·bytes/β of the collective's fitted line for that size.
 double collective_calls_seconds(const Machine& machine, LinkTier tier, const CollectiveCalls& calls, int group_size);
 
 // The GEMM of each layer of linear_shapes on one rank of `layout`, in the same order.

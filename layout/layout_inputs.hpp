@@ -10,6 +10,7 @@
 
 #include "layout/collective.hpp"
 #include "layout/element_type.hpp"
+#include "layout/measured_sweep.hpp"
 #include "layout/overlap_curve.hpp"
 
 namespace axonn {
@@ -111,6 +112,10 @@ struct SmallMessageLink {
 };
 using SmallMessageLinks = std::array<std::optional<SmallMessageLink>, kCollectiveKindCount>;
 
+// Per collective kind, the sweep calibrate fitted those lines to (measured_sweep.hpp): a call
+// on groups of the sweep's size, within its sizes, is priced by the sweep itself.
+using KindSweeps = std::array<std::optional<MeasuredSweep>, kCollectiveKindCount>;
+
 // What `axonn calibrate` measured of a tier on groups of `ranks`, a size other than its main
 // probe's (MeasuredTier::kinds): every group of an axis runs its collectives at the same
 // time, so where a node's ranks share its cores or links a group's price depends on how many
@@ -121,6 +126,7 @@ struct MeasuredGroup {
   int ranks = 0;
   KindLinks kinds;
   SmallMessageLinks small;
+  KindSweeps sweeps;
   double filled_by_others = 0;  // as MeasuredTier's, on groups of `ranks`
   double cores_busy = 0;        // as MeasuredTier's, on groups of `ranks`
   // As MeasuredTier's, on groups of `ranks`; empty: the tier's. Where ranks share cores a
@@ -135,6 +141,7 @@ struct MeasuredGroup {
 struct MeasuredTier {
   KindLinks kinds;
   SmallMessageLinks small;
+  KindSweeps sweeps;  // on groups of the tier's main probe
   // Other group sizes, each at most once; a collective on groups of a size listed here is
   // priced by that size's fit of its kind, every other by `kinds`.
   std::vector<MeasuredGroup> groups;

@@ -51,9 +51,10 @@ std::string describe_calibration(const Machine& m) {
       {{LinkTier::intra_node, &m.intra_node_measured},
        {LinkTier::inter_node, &m.inter_node_measured},
        {LinkTier::inter_switch, &m.inter_switch_measured}}};
-  // "  measured intra-node all_reduce[ on groups of 2]: alpha 30 us, beta 2 GB/s[; up to ...]"
+  // "  measured intra-node all_reduce[ on groups of 2]: alpha 30 us, beta 2 GB/s[; up to ...]
+  // [; on groups of 2 from 4096 to 268435456 bytes its 17 measured sizes]"
   const auto fit_lines = [&](LinkTier tier, const std::string& groups, const KindLinks& kinds,
-                             const SmallMessageLinks& smalls) {
+                             const SmallMessageLinks& smalls, const KindSweeps& sweeps) {
     for (int k = 0; k < kCollectiveKindCount; ++k) {
       const auto& fit = kinds[static_cast<size_t>(k)];
       if (!fit) continue;
@@ -64,13 +65,18 @@ std::string describe_calibration(const Machine& m) {
         s += "; up to " + std::to_string(small->max_bytes) + " bytes alpha " +
              format_number("%.3g", small->link.latency_s * 1e6) + " us, beta " +
              format_number("%.3g", small->link.bandwidth_bytes_per_s / 1e9) + " GB/s";
+      if (const auto& sweep = sweeps[static_cast<size_t>(k)]; sweep && !sweep->points.empty())
+        s += "; on groups of " + std::to_string(sweep->ranks) + " from " +
+             format_number("%.0f", sweep->points.front().bytes) + " to " +
+             format_number("%.0f", sweep->points.back().bytes) + " bytes its " + std::to_string(sweep->points.size()) +
+             " measured sizes";
       s += "\n";
     }
   };
   for (const auto& [tier, measured] : tiers) {
-    fit_lines(tier, "", measured->kinds, measured->small);
+    fit_lines(tier, "", measured->kinds, measured->small, measured->sweeps);
     for (const MeasuredGroup& group : measured->groups)
-      fit_lines(tier, " on groups of " + std::to_string(group.ranks), group.kinds, group.small);
+      fit_lines(tier, " on groups of " + std::to_string(group.ranks), group.kinds, group.small, group.sweeps);
     if (!measured->overlap.empty())
       s += std::string("  measured ") + link_tier_name(tier) + " overlap: " + overlap_curve_text(measured->overlap) +
            " of an overlapped collective's time hidden behind compute (below 0: the extra it costs)\n";
@@ -242,14 +248,16 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        format_number("%.2f", in.machine.compute_efficiency) + "; links intra " +
        format_number("%.3g", in.machine.intra_node.bandwidth_bytes_per_s) + " B/s, inter " +
        format_number("%.3g", in.machine.inter_node.bandwidth_bytes_per_s) + " B/s\n";
-  s += "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta\n"
-       "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
-       "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
-       "  tier's overlap fraction at its size (site network.<tier>.overlap, 0 where not set), at most the\n"
-       "  compute beside them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
-       "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set); hidden\n"
-       "  and filled together at most the collectives' time less every call's time times its tier's\n"
-       "  cores_busy (the cores its own ranks keep busy; 0 where not set)\n";
+  s +=
+      "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta\n"
+      "  (a call within the sizes calibrate swept on groups of its size: calls*the sweep's time there)\n"
+      "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
+      "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
+      "  tier's overlap fraction at its size (site network.<tier>.overlap, 0 where not set), at most the\n"
+      "  compute beside them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
+      "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set); hidden\n"
+      "  and filled together at most the collectives' time less every call's time times its tier's\n"
+      "  cores_busy (the cores its own ranks keep busy; 0 where not set)\n";
   s += describe_calibration(in.machine);
   s.append("  bytes per element: ").append(describe_collective_types(in.batch.dtype)).append("\n");
   s += std::string("  recompute: ") +

@@ -134,11 +134,21 @@ TEST_F(Calibrate, TwoRanksQuickWriteASiteTheStrictLoaderReadsAndTheModelUses) {
                                     [&](const GemmRate& rate) { return rate.shape == s; });
     EXPECT_TRUE(listed) << s.m << "x" << s.k << "x" << s.n;
   }
+  // A call within the swept sizes is priced by the sweep calibrate wrote (measured on groups
+  // of 2, every swept size listed), every other by the lines.
   const StepVolume v = predict_step_volume(in, l);
   double want = 0;  // groups of 2: ring_steps 2 for all-reduce, 1 for the others; bus factor 1 and 1/2
   for (const CollectiveCalls& calls : v.calls) {
     if (calls.axis != CommAxis::z) continue;
     const CollectiveFit& fit = *site.intra_node_fits[kind(calls.kind)];
+    ASSERT_TRUE(fit.measured);
+    EXPECT_EQ(fit.measured->ranks, 2);
+    EXPECT_EQ(fit.measured->points.front().bytes, 4096);
+    const auto bytes = static_cast<double>(calls.bytes);
+    if (const std::optional<double> swept = fit.measured->seconds_at(bytes, 2)) {
+      want += static_cast<double>(calls.calls) * *swept;
+      continue;
+    }
     const bool small = calls.bytes <= fit.small_max_bytes;
     const double latency_us = small ? fit.small_latency_us : fit.latency_us;
     const double bandwidth_GBps = small ? fit.small_bandwidth_GBps : fit.bandwidth_GBps;

@@ -602,6 +602,10 @@ TEST(SwitchMap, BadSwitchListsNameThePosition) {
 
 // ---- calibrated sites: the keys `axonn calibrate` writes, and the writer (site_writer.hpp).
 
+// An all-reduce sweep on groups of 4 with a step between 64 and 128 KiB, in times that
+// microseconds write and read back exactly.
+const MeasuredSweep kIntraSweep{4, {{4096, 0.0000625}, {65536, 0.000125}, {131072, 0.0005}}};
+
 // A site with every measured key set, on top of the laptop site.
 SiteConfig calibrated_laptop() {
   SiteConfig s = load_site_config((kSource / "site_configs/laptop-cpu.toml").string());
@@ -612,16 +616,21 @@ SiteConfig calibrated_laptop() {
   s.gemm = {{ElementType::float32, 256, 64, 192, 0.0211}, {ElementType::float32, 256, 32, 192, 0.0153}};
   s.intra_node_bandwidth_GBps = 1.5;
   s.intra_node_latency_us = 61.5;
-  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{61.5, 1.5, 0.083, 65536, 12.5, 0.75};
+  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_reduce)] =
+      CollectiveFit{61.5, 1.5, 0.083, 65536, 12.5, 0.75, kIntraSweep};
   s.intra_node_overlap = {{{16384, -0.25}, {196608, 0.375}}};
   s.intra_node_filled_by_others = 0.3125;
   s.intra_node_cores_busy = 0.5625;
-  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{40.25, 2.125, 0.05};
-  s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] = CollectiveFit{45, 1.75, std::nullopt};
+  s.intra_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] =
+      CollectiveFit{40.25, 2.125, 0.05, 0, 0, 0, std::nullopt};
+  s.intra_node_fits[static_cast<size_t>(CollectiveKind::reduce_scatter)] =
+      CollectiveFit{45, 1.75, std::nullopt, 0, 0, 0, std::nullopt};
   GroupFits pairs;
   pairs.ranks = 2;
-  pairs.fits[static_cast<size_t>(CollectiveKind::all_reduce)] = CollectiveFit{120.5, 0.625, 0.25, 65536, 20, 0.5};
-  pairs.fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{80, 0.875, std::nullopt};
+  pairs.fits[static_cast<size_t>(CollectiveKind::all_reduce)] =
+      CollectiveFit{120.5, 0.625, 0.25, 65536, 20, 0.5, MeasuredSweep{2, {{4096, 0.0000625}, {131072, 0.0005}}}};
+  pairs.fits[static_cast<size_t>(CollectiveKind::all_gather)] =
+      CollectiveFit{80, 0.875, std::nullopt, 0, 0, 0, std::nullopt};
   pairs.filled_by_others = 0.4375;
   pairs.cores_busy = 0.6875;
   pairs.overlap = {{{16384, -0.75}, {196608, -0.125}}};
@@ -703,6 +712,8 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(ar->small_latency_us, 12.5);
   EXPECT_EQ(ar->small_bandwidth_GBps, 0.75);
   EXPECT_EQ(ag->small_max_bytes, 0);
+  EXPECT_EQ(ar->measured, kIntraSweep);
+  EXPECT_FALSE(ag->measured);
   EXPECT_EQ(back.intra_node_overlap, s.intra_node_overlap);
   EXPECT_EQ(back.intra_node_filled_by_others, 0.3125);
   EXPECT_EQ(back.intra_node_cores_busy, 0.5625);
@@ -716,6 +727,7 @@ TEST(SiteWriter, CalibratedSiteLoadsBackThroughTheStrictLoader) {
   EXPECT_EQ(pair_ar->latency_us, 120.5);
   EXPECT_EQ(pair_ar->residual, 0.25);
   EXPECT_EQ(pair_ar->small_latency_us, 20);
+  EXPECT_EQ(pair_ar->measured, s.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_reduce)]->measured);
   EXPECT_FALSE(back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::all_gather)]->residual);
   EXPECT_FALSE(back.intra_node_groups[0].fits[static_cast<size_t>(CollectiveKind::reduce_scatter)]);
   EXPECT_TRUE(back.inter_node_groups.empty());
@@ -745,7 +757,8 @@ TEST(SiteWriter, DifferencesNameEachChangedKeyOldAndNew) {
   EXPECT_NE(all.find("[network] intra_node_latency_us: 30 -> 61.5\n"), std::string::npos) << all;
   EXPECT_NE(all.find("[compute] gemm: (absent) -> 2 shapes\n"), std::string::npos) << all;
   EXPECT_NE(all.find("[network.intra_node] all_reduce: (absent) -> { latency_us = 61.5, bandwidth_GBps = 1.5, "
-                     "small_max_bytes = 65536, small_latency_us = 12.5, small_bandwidth_GBps = 0.75 }\n"),
+                     "small_max_bytes = 65536, small_latency_us = 12.5, small_bandwidth_GBps = 0.75, "
+                     "measured at 3 sizes on groups of 4 }\n"),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("[calibration] date: (absent) -> \"2026-11-27T10:31:02Z\"\n"), std::string::npos) << all;
@@ -839,7 +852,8 @@ TEST(Config, ChooserInputTakesTheCalibratedFiguresOfTheJobsDtype) {
   SiteConfig site = calibrated_laptop();
   site.gemm.push_back({ElementType::bfloat16, 256, 64, 192, 7.5});
   site.gemm_tflops_bfloat16 = 6;
-  site.inter_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] = CollectiveFit{120, 0.25, 0.1};
+  site.inter_node_fits[static_cast<size_t>(CollectiveKind::all_gather)] =
+      CollectiveFit{120, 0.25, 0.1, 0, 0, 0, std::nullopt};
   JobConfig job = load_job_config((kSource / "job_templates/tiny.toml").string(), site);
   const Machine m = chooser_input(site, job, 2, 4).machine;
   EXPECT_DOUBLE_EQ(m.gemm_flops, 0.0312e12);

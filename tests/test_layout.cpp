@@ -1211,6 +1211,44 @@ TEST(LayoutCalibrated, SmallMessageLinePricesTheCallsUpToItsSize) {
   EXPECT_DOUBLE_EQ(estimate_cost(in, l, v).comm_s[static_cast<size_t>(CommAxis::x)], want);
 }
 
+// A sweep prices its own group size's calls within its sizes, interpolated as a power law
+// between the two measured sizes around a call (a step between 64 and 128 KiB stays a step),
+// and leaves another group size, a kind without a sweep and a size outside it to the lines.
+TEST(LayoutCalibrated, AMeasuredSweepPricesItsGroupSizesCallsWithinItsSizes) {
+  const MeasuredSweep sweep{2, {{4096, 50e-6}, {65536, 66e-6}, {131072, 421e-6}}};
+  EXPECT_EQ(sweep.seconds_at(65536, 2), 66e-6);
+  EXPECT_EQ(sweep.seconds_at(4096, 2), 50e-6);
+  EXPECT_EQ(sweep.seconds_at(131072, 2), 421e-6);
+  EXPECT_NEAR(*sweep.seconds_at(98304, 2), 66e-6 * std::pow(421.0 / 66.0, std::log2(1.5)), 1e-15);
+  EXPECT_FALSE(sweep.seconds_at(2048, 2));
+  EXPECT_FALSE(sweep.seconds_at(262144, 2));
+  EXPECT_FALSE(sweep.seconds_at(65536, 4));
+
+  Machine m;
+  m.intra_node = {1e10, 1e-6};
+  const auto ar = static_cast<size_t>(CollectiveKind::all_reduce);
+  m.intra_node_measured.kinds[ar] = Link{1e9, 20e-6};
+  MeasuredGroup pairs;
+  pairs.ranks = 2;
+  pairs.kinds[ar] = Link{1e9, 20e-6};
+  pairs.sweeps[ar] = sweep;
+  m.intra_node_measured.groups.push_back(pairs);
+  const CollectiveCalls calls{CommAxis::x, CollectiveKind::all_reduce, 3, 131072, false};
+  EXPECT_DOUBLE_EQ(collective_calls_seconds(m, LinkTier::intra_node, calls, 2), 3 * 421e-6);
+  const double line4 = 3 * (ring_steps(CollectiveKind::all_reduce, 4) * 20e-6 +
+                            bus_factor(CollectiveKind::all_reduce, 4) * 131072 / 1e9);
+  EXPECT_DOUBLE_EQ(collective_calls_seconds(m, LinkTier::intra_node, calls, 4), line4);
+  const CollectiveCalls large{CommAxis::x, CollectiveKind::all_reduce, 1, 1 << 20, false};
+  EXPECT_DOUBLE_EQ(collective_calls_seconds(m, LinkTier::intra_node, large, 2),
+                   ring_steps(CollectiveKind::all_reduce, 2) * 20e-6 + (1 << 20) / 1e9);
+  // The tier's own sweep, where its probe ran on groups of the call's size.
+  m.intra_node_measured.groups.clear();
+  m.intra_node_measured.sweeps[ar] = MeasuredSweep{4, sweep.points};
+  EXPECT_DOUBLE_EQ(collective_calls_seconds(m, LinkTier::intra_node, calls, 4), 3 * 421e-6);
+  EXPECT_DOUBLE_EQ(collective_calls_seconds(m, LinkTier::intra_node, calls, 2),
+                   3 * (ring_steps(CollectiveKind::all_reduce, 2) * 20e-6 + 131072 / 1e9));
+}
+
 // The calls of the step, by size, add up to the table the trainer's counters are checked
 // against, and the overlapped ones are the z gathers and reduce-scatters and the data
 // buckets of blocks L-1..1, only with training.overlap_comm.

@@ -323,6 +323,12 @@ KindsMeasured measure_kinds(Communicator& group, CommGrid& grid, Backend& backen
     site_fit.latency_us = fit.fit.latency_s * 1e6;
     site_fit.bandwidth_GBps = fit.fit.bandwidth_bytes_per_s / 1e9;
     site_fit.residual = fit.residual;
+    // The times themselves price the calls of this group size within the swept sizes: a step
+    // in the cost between two sizes (Gloo's all-reduce going from one exchange to a ring of
+    // pieces) is what the lines, fitted over every size, miss (layout/measured_sweep.hpp).
+    MeasuredSweep& swept = site_fit.measured.emplace();
+    swept.ranks = size;
+    for (const CollectiveSample& sample : samples) swept.points.push_back({sample.bytes, sample.seconds});
     std::string said = "  alpha " + format_number("%.3g", site_fit.latency_us) + " us, beta " +
                        format_number("%.3g", site_fit.bandwidth_GBps) + " GB/s";
     if (fit.small) {
