@@ -67,6 +67,25 @@ std::vector<SiteGemm> read_gemm(TomlReader& t) {
   return out;
 }
 
+// `t`'s `list` = [{ bytes = 4096, <value> = ... }, ...]: every entry with both, the sizes
+// ascending, each value within [lo, hi]; `what` names an entry in the errors ("a measured
+// overlap"), `owner` the list's ("an overlap's"). Pairs of (bytes, value).
+std::vector<std::pair<double, double>> read_sized_list(TomlReader& t, const char* list, const char* value, double lo,
+                                                       double hi, const std::string& what, const std::string& owner) {
+  std::vector<std::pair<double, double>> points;
+  for (TomlReader& p : t.tables(list)) {
+    for (const char* key : {"bytes", value})
+      if (!p.has(key)) p.fail(key, "is missing; " + what + " has bytes (nccl-tests size) and " + value);
+    const double bytes = p.number("bytes", 0, 1, 1e15);
+    if (!points.empty() && !(bytes > points.back().first))
+      p.fail("bytes", "= " + format_number("%g", bytes) + " is not above the size before it; list " + owner +
+                          " sizes ascending, each once");
+    points.emplace_back(bytes, p.number(value, 0, lo, hi));
+    p.finish();
+  }
+  return points;
+}
+
 // A fitted kind's measured_ranks and measured = [{ bytes, us }, ...]: both or neither, the
 // sizes ascending, each time above 0.
 std::optional<MeasuredSweep> read_sweep(TomlReader& k) {
@@ -76,16 +95,8 @@ std::optional<MeasuredSweep> read_sweep(TomlReader& k) {
   if (!k.has("measured")) return std::nullopt;
   MeasuredSweep sweep;
   sweep.ranks = static_cast<int>(k.integer("measured_ranks", 0, 2, 1 << 24));
-  for (TomlReader& p : k.tables("measured")) {
-    for (const char* key : {"bytes", "us"})
-      if (!p.has(key)) p.fail(key, "is missing; a measured size has bytes (nccl-tests size) and us (one call)");
-    const double bytes = p.number("bytes", 0, 1, 1e15);
-    if (!sweep.points.empty() && !(bytes > sweep.points.back().bytes))
-      p.fail("bytes", "= " + format_number("%g", bytes) +
-                          " is not above the size before it; list a sweep's sizes ascending, each once");
-    sweep.points.push_back({bytes, p.number("us", 0, 1e-3, 1e9) * 1e-6});
-    p.finish();
-  }
+  for (const auto& [bytes, us] : read_sized_list(k, "measured", "us", 1e-3, 1e9, "a measured size", "a sweep's"))
+    sweep.points.push_back({bytes, us * 1e-6});
   if (sweep.points.empty()) k.fail("measured", "is an empty list; give the sizes calibrate measured or remove it");
   return sweep;
 }
@@ -137,16 +148,9 @@ int read_group_ranks(TomlReader& e, const std::vector<GroupFits>& before, const 
 OverlapCurve read_overlap(TomlReader& t) {
   if (!t.is_array("overlap")) return OverlapCurve::flat(t.number("overlap", 0, -1, 1));
   OverlapCurve curve;
-  for (TomlReader& p : t.tables("overlap")) {
-    for (const char* key : {"bytes", "fraction"})
-      if (!p.has(key)) p.fail(key, "is missing; a measured overlap has bytes (the collective's size) and fraction");
-    const double bytes = p.number("bytes", 0, 1, 1e15);
-    if (!curve.points.empty() && !(bytes > curve.points.back().bytes))
-      p.fail("bytes", "= " + format_number("%g", bytes) +
-                          " is not above the size before it; list an overlap's sizes ascending, each once");
-    curve.points.push_back({bytes, p.number("fraction", 0, -1, 1)});
-    p.finish();
-  }
+  for (const auto& [bytes, fraction] :
+       read_sized_list(t, "overlap", "fraction", -1, 1, "a measured overlap", "an overlap's"))
+    curve.points.push_back({bytes, fraction});
   if (curve.points.empty())
     t.fail("overlap", "is an empty list; give a fraction (overlap = 0.8) or the sizes calibrate measured");
   return curve;

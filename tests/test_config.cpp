@@ -784,6 +784,24 @@ TEST(SiteConfig, CalibratedKeysAreCheckedLikeEveryOther) {
                 .find("network.intra_node.all_reduce.small_latency_us is missing; a small-message line has "
                       "small_max_bytes, small_latency_us and small_bandwidth_GBps, or none of them"),
             std::string::npos);
+  // A sweep: both keys or neither, each size with bytes and us, ascending, times above 0.
+  EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, measured = [{ bytes = 4096, "
+                "us = 40 }] }\n")
+                .find("network.intra_node.all_reduce.measured_ranks is missing; a measured sweep has measured_ranks"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, measured_ranks = 2, "
+                "measured = [{ bytes = 8192, us = 40 }, { bytes = 4096, us = 30 }] }\n")
+                .find("network.intra_node.all_reduce.measured[1].bytes = 4096 is not above the size before it; list a "
+                      "sweep's sizes ascending, each once"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, measured_ranks = 2, "
+                "measured = [{ bytes = 4096, us = 0 }] }\n")
+                .find("network.intra_node.all_reduce.measured[0].us = 0 is out of range"),
+            std::string::npos);
+  EXPECT_NE(err("[network.intra_node]\nall_reduce = { latency_us = 3, bandwidth_GBps = 1, measured_ranks = 2, "
+                "measured = [{ us = 40 }] }\n")
+                .find("network.intra_node.all_reduce.measured[0].bytes is missing; a measured size has bytes"),
+            std::string::npos);
   EXPECT_NE(err("[network.inter_node]\noverlap = 1.5\n").find("network.inter_node.overlap = 1.5 is out of range"),
             std::string::npos);
   EXPECT_NE(err("[network.inter_node]\noverlap = -1.5\n").find("network.inter_node.overlap = -1.5 is out of range"),
