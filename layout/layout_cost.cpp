@@ -98,6 +98,14 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
   return per_micro * split.accumulation;
 }
 
+// What calibrate measured on groups of `group_size` over a tier (MeasuredTier::groups, each
+// size at most once); nullptr where it measured no such size and the tier's own figures apply.
+const MeasuredGroup* measured_group(const MeasuredTier& measured, int group_size) {
+  for (const MeasuredGroup& group : measured.groups)
+    if (group.ranks == group_size) return &group;
+  return nullptr;
+}
+
 }  // namespace
 
 const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind) {
@@ -122,10 +130,8 @@ const Link& collective_link(const Machine& m, LinkTier tier, CollectiveKind kind
   const MeasuredTier* measured = measured_tier(m, tier);
   if (measured == nullptr) return collective_link(m, tier, kind, bytes);
   const auto k = static_cast<size_t>(kind);
-  for (const MeasuredGroup& group : measured->groups) {
-    if (group.ranks != group_size || !group.kinds[k]) continue;
-    return group.small[k] && bytes <= group.small[k]->max_bytes ? group.small[k]->link : *group.kinds[k];
-  }
+  if (const MeasuredGroup* group = measured_group(*measured, group_size); group != nullptr && group->kinds[k])
+    return group->small[k] && bytes <= group->small[k]->max_bytes ? group->small[k]->link : *group->kinds[k];
   return collective_link(m, tier, kind, bytes);
 }
 
@@ -134,16 +140,16 @@ std::optional<double> measured_call_seconds(const Machine& m, LinkTier tier, Col
   const MeasuredTier* measured = measured_tier(m, tier);
   if (measured == nullptr) return std::nullopt;
   const auto k = static_cast<size_t>(kind);
-  for (const MeasuredGroup& group : measured->groups)
-    if (group.ranks == group_size && group.sweeps[k]) return group.sweeps[k]->seconds_at(bytes, group_size);
+  if (const MeasuredGroup* group = measured_group(*measured, group_size); group != nullptr && group->sweeps[k])
+    return group->sweeps[k]->seconds_at(bytes, group_size);
   return measured->sweeps[k] ? measured->sweeps[k]->seconds_at(bytes, group_size) : std::nullopt;
 }
 
 const OverlapCurve* overlap_curve(const Machine& m, LinkTier tier, int group_size) {
   const MeasuredTier* measured = measured_tier(m, tier);
   if (measured == nullptr) return nullptr;
-  for (const MeasuredGroup& group : measured->groups)
-    if (group.ranks == group_size && !group.overlap.empty()) return &group.overlap;
+  if (const MeasuredGroup* group = measured_group(*measured, group_size); group != nullptr && !group->overlap.empty())
+    return &group->overlap;
   return &measured->overlap;
 }
 
@@ -160,8 +166,7 @@ double sharing_fraction(const Machine& m, LinkTier tier, int group_size, double 
                         double MeasuredGroup::*group_field) {
   const MeasuredTier* measured = measured_tier(m, tier);
   if (measured == nullptr) return 0;
-  for (const MeasuredGroup& group : measured->groups)
-    if (group.ranks == group_size) return group.*group_field;
+  if (const MeasuredGroup* group = measured_group(*measured, group_size)) return group->*group_field;
   return measured->*tier_field;
 }
 

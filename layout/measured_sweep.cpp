@@ -9,11 +9,11 @@ std::optional<double> MeasuredSweep::seconds_at(double bytes, int group_size) co
     return std::nullopt;
   size_t hi = 0;
   while (points[hi].bytes < bytes) ++hi;
-  if (points[hi].bytes == bytes || hi == 0) return points[hi].seconds;
+  if (points[hi].bytes == bytes) return points[hi].seconds;  // hi > 0 below: bytes >= the first size
   const SweepPoint& a = points[hi - 1];
   const SweepPoint& b = points[hi];
   const double t = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
-  return std::exp(std::log(a.seconds) + t * (std::log(b.seconds) - std::log(a.seconds)));
+  return a.seconds * std::pow(b.seconds / a.seconds, t);
 }
 
 }  // namespace axonn
