@@ -46,6 +46,10 @@ LoadResult load_checkpoint(const fs::path& dir, std::span<const SliceRead> slice
       result.step_dir = reader.step_dir();
       result.metadata = reader.metadata();
       result.fell_back = step != first;
+      result.bytes_read = reader.bytes_read();
+      result.bytes_wanted = 0;
+      for (const SliceRead& s : slices)
+        result.bytes_wanted += element_count(s.rect) * static_cast<int64_t>(sizeof(float));
       return result;
     } catch (const RequestMismatch&) {
       throw;

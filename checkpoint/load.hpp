@@ -33,6 +33,11 @@ struct LoadResult {
   Metadata metadata;
   bool fell_back = false;            // true: NOT the step asked for; log it loudly
   std::vector<std::string> skipped;  // "step-000000012: <why>" for each step given up on
+  // This rank's float32 bytes: those its slices asked for, and those read from the step's
+  // shard files to fill them (more where a shard holds more than the slice, or verifying
+  // reads whole checksum tiles).
+  int64_t bytes_wanted = 0;
+  int64_t bytes_read = 0;
 };
 
 // Fills every slice. Throws NoCheckpoint when there is nothing to load, RequestMismatch

@@ -46,23 +46,26 @@ bool runs(const ChooserInput& input, Layout l) {
   return false;
 }
 
-// Where a layout runs near the job's rank count, in whole nodes: the largest count below it
-// and the smallest above it.
+// Where a layout runs near the job's rank count: the largest count below it and the smallest
+// above it, in whole nodes of the same size, or (on_one_node) in any count of ranks on one node.
 struct Nearest {
   std::optional<int> below, above;
   bool complete = true;  // false: the split budget ran out first
 };
 
-Nearest nearest_running_counts(const ChooserInput& input) {
+Nearest nearest_running_counts(const ChooserInput& input, bool on_one_node) {
   const int world = input.world(), per_node = input.machine.tasks_per_node;
   ChooserInput at = input;
   Nearest n;
   n.complete = for_each_dividing_split(input, kMaxWorld, kHintSplitBudget, [&](const Layout& l) {
     const int w = l.world();
-    if (w == world || w % per_node != 0) return;
+    if (w == world || (!on_one_node && w % per_node != 0)) return;
     std::optional<int>& side = w < world ? n.below : n.above;
     if (side && (w < world ? *side >= w : *side <= w)) return;  // not nearer
-    at.machine.nodes = w / per_node;
+    if (on_one_node)
+      at.machine.tasks_per_node = w;
+    else
+      at.machine.nodes = w / per_node;
     if (runs(at, l)) side = w;
   });
   return n;
@@ -77,20 +80,30 @@ std::string searched(const Nearest& n) {
   return n.complete ? "" : " (stopped after the first " + std::to_string(kHintSplitBudget) + " splits of the job)";
 }
 
-// "; the nearest GPU counts on which a layout runs: 7680 GPUs (960 nodes of 8) and 8192 ..."
+// "; the nearest GPU counts on which a layout runs: 7680 GPUs (960 nodes of 8) and 8192 ...".
+// A job that no split of its rank count divides, on one node (`srun -n 5`, `axonn run -n 5`):
+// the nearest counts of ranks on that node instead, since such a step changes its task count,
+// not its node count; "; the nearest rank counts on one node on which a layout runs: 4 and 6".
 std::string nearest_counts(const ChooserInput& input) {
-  const Nearest n = nearest_running_counts(input);
+  const bool on_one_node = input.machine.nodes == 1;
+  const Nearest n = nearest_running_counts(input, on_one_node);
   const int per_node = input.machine.tasks_per_node;
   const std::string world = std::to_string(input.world());
+  const std::string kind = on_one_node ? "rank count" : "GPU count";
+  const std::string where = on_one_node ? " on one node" : "";
+  auto count = [&](int c) { return on_one_node ? std::to_string(c) : gpus(c, per_node); };
   if (n.below && n.above)
-    return "; the nearest GPU counts on which a layout runs: " + gpus(*n.below, per_node) + " and " +
-           gpus(*n.above, per_node);
+    return "; the nearest " + kind + "s" + where + " on which a layout runs: " + count(*n.below) + " and " +
+           count(*n.above);
   if (n.below)
-    return "; the nearest GPU count on which a layout runs: " + gpus(*n.below, per_node) + ", none above " + world +
+    return "; the nearest " + kind + where + " on which a layout runs: " + count(*n.below) + ", none above " + world +
            searched(n);
   if (n.above)
-    return "; the nearest GPU count on which a layout runs: " + gpus(*n.above, per_node) + ", none below " + world +
+    return "; the nearest " + kind + where + " on which a layout runs: " + count(*n.above) + ", none below " + world +
            searched(n);
+  if (on_one_node)
+    return "; no rank count on one node runs it" + searched(n) +
+           ": use a job with more divisors (hidden, heads, vocab, global_batch)";
   return "; no count of whole nodes of " + std::to_string(per_node) + " runs it" + searched(n) +
          ": use a job with more divisors (hidden, heads, vocab, global_batch) or another --gpus-per-node";
 }
@@ -124,7 +137,7 @@ std::string smallest_fitting_change(const ChooserInput& input) {
   // divisor of its share of the batch that is <= micro_batch, always a divisor of global_batch,
   // so those are the only sizes worth trying.
   std::vector<std::string> options;
-  const Nearest n = nearest_running_counts(input);
+  const Nearest n = nearest_running_counts(input, false);
   if (n.above) options.push_back("needs >= " + gpus(*n.above, per_node));
   const std::vector<int64_t> sizes = divisors(input.batch.global_batch);
   ChooserInput smaller = input;

@@ -75,6 +75,21 @@ TEST(CliLayout, RanksLayoutsForTheTinyJob) {
   EXPECT_NE(r.output.find("runner-ups:"), std::string::npos) << r.output;
 }
 
+// As the README gives it, without --site: the site `axonn train` would use, AXONN_SITE_CONFIG
+// (the SPANK plugin's) else the built-in one, and the first line says which.
+TEST(CliLayout, WithoutSiteUsesAxonnSiteConfigElseTheBuiltInSite) {
+  const std::string args = "layout --job " + kSource + "/job_templates/tiny.toml --nodes 1 --gpus-per-node 4";
+  const Result from_env =
+      run_command("AXONN_SITE_CONFIG=" + kSource + "/site_configs/dgx-h100.toml " + kAxonn + " " + args);
+  EXPECT_EQ(from_env.code, 0) << from_env.output;
+  EXPECT_EQ(first_line(from_env.output).rfind("site dgx-h100 from AXONN_SITE_CONFIG=", 0), 0u) << from_env.output;
+  EXPECT_NE(from_env.output.find("site dgx-h100, job "), std::string::npos) << from_env.output;
+  const Result builtin = run_command("env -u AXONN_SITE_CONFIG " + kAxonn + " " + args);
+  EXPECT_EQ(builtin.code, 0) << builtin.output;
+  EXPECT_NE(first_line(builtin.output).find("neither --site nor AXONN_SITE_CONFIG names one"), std::string::npos)
+      << builtin.output;
+}
+
 TEST(CliLayout, KeepsTensorGroupsInsideNodesWhenInterNodeIsSlow) {
   const Result r = run("layout --site " + kSource + "/site_configs/dgx-h100.toml --job " + kSource +
                        "/job_templates/gpt-small.toml --nodes 16 --explain");

@@ -333,6 +333,41 @@ TEST(LocalLauncher, SigtermEndsWithSeventyFiveWhenEveryRankExitsSeventyFive) {
   run_command("pkill -f \"[s]leep 44.5\"");  // the shells' background sleeps
 }
 
+// One stop request delivered twice, as `timeout` does (SIGTERM to its child, then to its own
+// process group, which holds the launcher): one request. The ranks take 0.5 s to save, and
+// the launcher still ends with 75, every rank having saved. A second SIGTERM two seconds
+// later is a second request, which kills the ranks still saving at once, long before the
+// grace period (30 s) is over: 143, none saved.
+TEST(LocalLauncher, ASignalDeliveredTwiceByOneEventIsOneRequestAndALaterOneForces) {
+  struct Case {
+    const char* name;
+    const char* second_after;  // sleep(1) between the two SIGTERMs
+    const char* save_seconds;  // how long each rank takes to save on SIGTERM
+    int code;
+    const char* saved;
+  };
+  for (const Case& c : {Case{"twice-at-once", "0", "0.5", 75, "3\n"}, Case{"twice-two-seconds-apart", "2", "20", 143, "0\n"}}) {
+    const std::string log = kBinaryDir + "/launcher_" + c.name + ".log";
+    const pid_t launcher = fork();
+    if (launcher == 0) {
+      const std::string cmd = "exec " + kAxonn + " run -n 3 --grace-ms 30000 -- sh -c 'trap \"sleep " + c.save_seconds +
+                              "; echo saved; exit 75\" TERM; echo ready; sleep 45.5 & wait' > " + log + " 2>&1";
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+      _exit(127);
+    }
+    ASSERT_TRUE(ranks_ready(log, 3)) << run_command("cat " + log).output;
+    const std::string pid = std::to_string(launcher);
+    ASSERT_EQ(run_command(std::string("kill -TERM ") + pid + "; sleep " + c.second_after + "; kill -TERM " + pid).code, 0);
+    int status = 0;
+    waitpid(launcher, &status, 0);
+    const std::string out = run_command("cat " + log).output;
+    ASSERT_TRUE(WIFEXITED(status)) << c.name << "\n" << out;
+    EXPECT_EQ(WEXITSTATUS(status), c.code) << c.name << "\n" << out;
+    EXPECT_EQ(run_command("grep -c saved " + log).output, c.saved) << c.name << "\n" << out;
+    run_command("pkill -f \"[s]leep 45.5\"");  // the shells' background sleeps
+  }
+}
+
 TEST(LocalLauncher, BadOptionsExitTwo) {
   EXPECT_EQ(run_command(kAxonn + " run -n 2 --nodes-sim 3 selftest").code, 2);
   EXPECT_EQ(run_command(kAxonn + " run -n 0 selftest").code, 2);

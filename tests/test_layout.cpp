@@ -895,6 +895,18 @@ TEST(LayoutSearch, NoFitSuggestionMakesALayoutFit) {
   }
 }
 
+// One node of 5 ranks (`srun -n 5`, `axonn run -n 5`): a single-node step changes its task
+// count, so the hint names the nearest rank counts there, not whole nodes of 5 (none of which
+// runs a job of hidden 8 and global batch 4) nor GPUs.
+TEST(LayoutSearch, OnOneNodeTheHintNamesTheNearestRankCountsThatRun) {
+  ChooserInput in = tiny_input();  // C = 8, H = 2, V = 16, B = 4
+  in.machine.nodes = 1;
+  in.machine.tasks_per_node = 5;
+  EXPECT_EQ(smallest_fitting_change(in),
+            "no data x X x Y x Z split of 5 ranks divides the job (e.g. 5x1x1x1: global_batch=4 is not divisible by "
+            "G_data*G_z=5); the nearest rank counts on one node on which a layout runs: 4 and 8");
+}
+
 // The chooser takes its sizes from the count's divisors and checks a size tuple before pricing
 // its orders; the no-fit hint builds its candidates from the job's dimensions. So counts of a
 // million GPUs answer at once (ctest's TIMEOUT is the hang guard): a prime, the two counts

@@ -130,6 +130,14 @@ TEST_F(TrainResume, SavedAt2x2x1x2ContinuesAtOtherLayoutsAndWorldSizes) {
       EXPECT_EQ(resumed.steps[i].data_cursor, want.data_cursor) << layout;
     }
     EXPECT_TRUE(contains(resumed.summary, "\"start_step\": 3")) << resumed.summary;
+    // The log says whether the state was resharded, from which layout to which, and what it read.
+    const std::string said = std::string(layout) == "2x2x1x2"
+                                 ? "checkpoint: same layout 2x2x1x2:"
+                                 : "checkpoint: resharded from layout 2x2x1x2:";
+    EXPECT_TRUE(contains(resumed.output, said)) << resumed.output;
+    EXPECT_TRUE(std::regex_search(resumed.output, std::regex("read [0-9.]+ MiB of shards for the [0-9.]+ MiB the ranks "
+                                                             "hold")))
+        << resumed.output;
     TrainedRun want = full;
     want.steps.erase(want.steps.begin(), want.steps.begin() + 3);
     expect_same_run(resumed, want, std::string("resumed at ") + layout);

@@ -179,6 +179,22 @@ TEST_F(TrainCheckpointDir, ADirectoryThatCannotBeWrittenStopsEveryRankWithExitTw
   EXPECT_FALSE(fs::exists(dir_ / "blocked" / "run" / "metrics.jsonl")) << "a rank trained";
 }
 
+// The same for run.dir (metrics, summary, traces): one line from rank 0 naming the directory
+// and the fix, exit 2, nothing trained, no rank blaming another.
+TEST_F(TrainCheckpointDir, ARunDirThatCannotBeWrittenStopsEveryRankWithExitTwoBeforeTraining) {
+  fs::create_directories(dir_ / "blocked-run");
+  write_file(dir_ / "blocked-run" / "not-a-dir", "x");
+  std::string job = tiny_job(4, 2);
+  job.replace(job.find("dir = \"run\""), 11, "dir = \"not-a-dir/run\"");
+  write_file(dir_ / "blocked-run" / "job.toml", job);
+  const CommandResult r = train("blocked-run", 2, 4, 2);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(contains(r.output, "run.dir " + (dir_ / "blocked-run" / "not-a-dir" / "run").string() + ": ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "; set run.dir to a directory this user can write")) << r.output;
+  EXPECT_FALSE(contains(r.output, "did not arrive")) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "blocked-run" / "ckpt" / "latest")) << "a rank trained";
+}
+
 TEST_F(TrainCheckpointDir, AShortDiskIsWarnedAboutAndAFullOneFailsTheSaveInOneLineLeavingLatest) {
   if (run_command("unshare -m true").code != 0) GTEST_SKIP() << "unshare -m needs root here: no private mounts";
   const fs::path dir = dir_ / "small";

@@ -272,6 +272,24 @@ TEST_F(MoeTrain, SavedAtExpertParallelism4ContinuesAtOtherExpertParallelisms) {
   }
 }
 
+// The optimizer sharded over data (E_p = 1: shards_optimizer) with the job's clipping: the
+// gradient norm counts every expert's piece once (the experts' tensors are copied over
+// expert_data, which is the data axis here), so the losses and norms are the unsharded run's
+// within float32 rounding, and the final save stores every piece of the experts' moments.
+TEST_F(MoeTrain, TheShardedOptimizerTrainsAsTheUnshardedOneAndSavesEveryMoment) {
+  for (const char* layout : {"2x1x1x2", "4x1x1x1"}) {
+    const int world = parse_layout(layout).world();
+    const std::string job = moe_job(4, 0);
+    const TrainedRun plain = train_in(dir_ / (std::string("plain-") + layout), job, world, layout,
+                                      "training.shard_optimizer=false");
+    const TrainedRun sharded = train_in(dir_ / (std::string("sharded-") + layout), job, world, layout,
+                                        "training.shard_optimizer=true");
+    ASSERT_EQ(plain.steps.size(), 4u) << layout;
+    EXPECT_TRUE(contains(sharded.summary, "\"shard_optimizer\": true")) << sharded.summary;
+    expect_same_run(sharded, plain, kLossTolerance, kWeightTolerance, std::string("sharded at ") + layout);
+  }
+}
+
 TEST_F(MoeTrain, ADenseJobRefusesAnMoeCheckpointNamingBothModels) {
   train_moe(dir_ / "a", "1x1x1x1", 2, 0);
   write_file(dir_ / "a" / "job.toml", tiny_job(4, 0));

@@ -65,6 +65,7 @@ inline std::string launcher_pattern(const std::filesystem::path& dir, int ranks)
 struct StepLine {
   int64_t step = 0;
   double loss = 0;
+  double grad_norm = 0;  // before clipping: every gradient element counted once
   int64_t data_cursor = 0;
 };
 
@@ -72,10 +73,12 @@ struct StepLine {
 inline std::vector<StepLine> read_metrics(const std::filesystem::path& run_dir) {
   std::ifstream in(run_dir / "metrics.jsonl");
   std::vector<StepLine> out;
-  const std::regex re(R"(\"step\": (\d+), \"loss\": ([-0-9.eE+]+).*\"data_cursor\": (\d+))");
+  const std::regex re(
+      R"(\"step\": (\d+), \"loss\": ([-0-9.eE+]+),.*\"grad_norm\": ([-0-9.eE+]+),.*\"data_cursor\": (\d+))");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, re)) out.push_back({std::stoll(m[1]), std::stod(m[2]), std::stoll(m[3])});
+    if (std::regex_search(line, m, re))
+      out.push_back({std::stoll(m[1]), std::stod(m[2]), std::stod(m[3]), std::stoll(m[4])});
   }
   return out;
 }
@@ -170,6 +173,11 @@ inline void expect_same_run(const TrainedRun& got, const TrainedRun& want, doubl
       EXPECT_EQ(got.steps[i].loss, want.steps[i].loss) << what << " step " << want.steps[i].step;
     else
       EXPECT_NEAR(got.steps[i].loss, want.steps[i].loss, loss_tolerance) << what << " step " << want.steps[i].step;
+    // The norm's squares are summed in other groups across layouts and shardings, even where
+    // the weights are the same bits: float32 rounding, far below what a gradient counted
+    // twice or left out changes.
+    EXPECT_NEAR(got.steps[i].grad_norm, want.steps[i].grad_norm, 1e-4 * want.steps[i].grad_norm)
+        << what << " step " << want.steps[i].step << ": gradient norm";
     EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor) << what;
   }
   expect_same_tensors(got.tensors, want.tensors, weight_tolerance, what);

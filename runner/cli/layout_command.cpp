@@ -1,5 +1,6 @@
-// axonn layout --site S --job J [--nodes N] [--gpus-per-node G] [--top K] [--explain] [--json]
-// Ranks every 4D layout of N nodes x G GPUs for the job on the site; without --nodes, of the
+// axonn layout [--site S] --job J [--nodes N] [--gpus-per-node G] [--top K] [--explain] [--json]
+// Ranks every 4D layout of N nodes x G GPUs for the job on the site (--site, else
+// AXONN_SITE_CONFIG, else the built-in one, as axonn train chooses); without --nodes, of the
 // Slurm allocation it runs in. Exit 0 with the best, 2 on bad input, 3 when nothing fits
 // (naming the smallest change that would make one fit).
 // axonn layout --site S --job J --scan A:B|A,B,C [--gpus-per-node G] [--json]
@@ -14,6 +15,7 @@
 #include "cli/layout_scan.hpp"
 #include "cli/run_layout.hpp"
 #include "cli/scan_counts.hpp"
+#include "cli/train_inputs.hpp"
 #include "config/job_config.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout_report.hpp"
@@ -86,7 +88,8 @@ int scan_command(const Args& args, const SiteConfig& site, const JobConfig& job,
 
 int command_layout(const CommandArgs& argv) {
   const std::vector<OptionSpec> specs = {
-      {"site", true, "site config TOML (site_configs/*.toml)"},
+      {"site", true,
+       "site config TOML (site_configs/*.toml); default: AXONN_SITE_CONFIG, else the built-in laptop-cpu site"},
       {"job", true, "job TOML (job_templates/*.toml)"},
       {"model", true, "same as --job"},
       {"nodes", true, "number of nodes; default: the Slurm allocation's (SLURM_JOB_NUM_NODES)"},
@@ -102,13 +105,16 @@ int command_layout(const CommandArgs& argv) {
       {"help", false, "this help"},
   };
   const std::optional<Args> parsed =
-      parse_or_usage(argv, specs, "axonn layout --site S --job J [--nodes N | --scan A:B] [options]");
+      parse_or_usage(argv, specs, "axonn layout [--site S] --job J [--nodes N | --scan A:B] [options]");
   if (!parsed) return exit_code::ok;
   const Args& args = *parsed;
   if (!args.positionals().empty()) throw UsageError("unexpected argument '" + args.positionals()[0] + "'");
   const std::string job_path = args.value("job").value_or(args.value("model").value_or(""));
   if (job_path.empty()) throw UsageError("missing required option '--job' (a job TOML, e.g. job_templates/tiny.toml)");
-  const SiteConfig site = load_site_config(args.required("site"));
+  // The site as `axonn train` chooses it: --site, else AXONN_SITE_CONFIG, else the built-in one.
+  const RunSite run_site = choose_run_site(args.value("site"));
+  const SiteConfig& site = run_site.config;
+  if (!args.has("site") && !args.has("json")) std::printf("%s\n", run_site.chosen_by.c_str());
   const JobConfig job = load_job_config(job_path, site);
   if (args.has("scan")) return scan_command(args, site, job, job_path);
   const RankCount count = rank_count(args, site);

@@ -1,6 +1,7 @@
 #include "cli/run_layout.hpp"
 
 #include "cli/environment.hpp"
+#include "layout/layout_memory.hpp"
 
 namespace axonn {
 namespace {
@@ -21,6 +22,9 @@ void check_layout(const Layout& layout, const ChooserInput& plan, const std::str
   if (!problem.empty())
     throw LayoutError("layout " + format_layout(layout) + " (" + source + ") does not fit the job: " + problem +
                       "; pick axis sizes that divide the model (`axonn layout` lists the ones that do)");
+  // A mode the job forces that the layout cannot run with: names both settings.
+  const std::string modes = sharding_problem(plan, layout);
+  if (!modes.empty()) throw LayoutError(modes + " (layout from " + source + ")");
 }
 
 }  // namespace

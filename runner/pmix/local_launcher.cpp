@@ -41,6 +41,10 @@ void wake(unsigned char what) {
 
 void on_signal(int sig) { wake(static_cast<unsigned char>(sig)); }
 
+// A stop signal repeated within this window of the first is the same request; a person who
+// means "stop now" sends the second one after seeing the first did not stop the job.
+constexpr std::chrono::milliseconds kRepeatWindow{1000};
+
 // Installs on_signal for kHandledSignals and restores the previous handlers on exit.
 class SignalHandlers {
  public:
@@ -168,6 +172,10 @@ class LocalJob {
 
   bool stopping_ = false;
   bool killed_ = false;
+  // The SIGINT or SIGTERM that stopped the job, and when it arrived: the same signal again
+  // within kRepeatWindow is the same request (see handle_wake_bytes).
+  int stop_signal_ = 0;
+  Clock::time_point stop_signal_at_;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> drain_until_;
 };
@@ -320,7 +328,15 @@ void LocalJob::handle_wake_bytes() {
       } else if (!stopping_) {  // SIGINT, SIGTERM: forwarded; the ranks get the grace period
         fail("the launcher received " + signal_abbrev(what) + " (" + signal_text(what) + ") and forwarded it",
              128 + what, what);
-      } else if (!killed_) {  // a second one, or one after a failure: no more waiting
+        stop_signal_ = what;
+        stop_signal_at_ = Clock::now();
+      } else if (what == stop_signal_ && Clock::now() - stop_signal_at_ < kRepeatWindow) {
+        // One event often delivers the signal twice: `timeout` signals its child and then its
+        // own process group, a shell's Ctrl-C reaches a whole foreground group, and Slurm
+        // signals the step's processes and the batch script's. One request, not two.
+        spdlog::debug("axonn run: {} again within {} ms, the same request", signal_abbrev(what),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(kRepeatWindow).count());
+      } else if (!killed_) {  // a second request, or one after a failure: no more waiting
         spdlog::debug("axonn run: {} while stopping, killing the remaining {} ranks", signal_abbrev(what), running_);
         signal_group(SIGKILL);
         killed_ = true;

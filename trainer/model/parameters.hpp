@@ -71,6 +71,12 @@ bool splits_over(const ParamSpec& spec, Axis axis);
 // expert_data for data when the tensor is split over the expert ranks.
 std::vector<Axis> replica_axes(const ParamSpec& spec);
 
+// Whether the sharded optimizer cuts a shard's copies over replica axis `a` (each copy then
+// holds another piece of its moments): data, which replica_axes names expert_data for an
+// experts' tensor. The optimizer is sharded only without expert parallelism
+// (shards_optimizer, layout/model_plan.hpp), where expert_data is the whole data axis.
+inline bool optimizer_pieces_over(Axis a) { return a == Axis::data || a == Axis::expert_data; }
+
 // Where each tensor's shard lives in a rank's flat parameter (and gradient, Adam) buffers.
 struct ParamSlot {
   ParamSpec spec;

@@ -26,7 +26,7 @@ Optimizer::Optimizer(Backend& backend, CommGrid& grid, ParameterStore& params, G
   for (const auto& slot : params.layout().slots) {
     const auto replicas = replica_axes(slot.spec);
     const bool mine = std::all_of(replicas.begin(), replicas.end(), [&](Axis a) {
-      return grid.layout().coordinate(grid.coords(), a) == 0 || (a == Axis::data && params.sharded());
+      return grid.layout().coordinate(grid.coords(), a) == 0 || (optimizer_pieces_over(a) && params.sharded());
     });
     if (!mine) continue;
     for (const StateRun& run : params.state_runs()) {

@@ -17,7 +17,7 @@ std::vector<float> all_gather_floats(Backend& backend, Communicator& group, cons
   return all.download();
 }
 
-std::vector<int64_t> all_gather_steps(Backend& backend, Communicator& group, int64_t step) {
+std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t step) {
   // step = high * 2^20 + low with 0 <= low < 2^20: both are exact in float32's 24-bit mantissa.
   const std::vector<float> all =
       all_gather_floats(backend, group, {static_cast<float>(step >> 20), static_cast<float>(step & 0xFFFFF)});

@@ -14,8 +14,9 @@ namespace axonn {
 // mine (n) from every rank of `group` -> (n · size), rank r's values at r·n.
 std::vector<float> all_gather_floats(Backend& backend, Communicator& group, const std::vector<float>& mine);
 
-// One step number (or a small negative code) from every rank: [size], rank r's at r. Exact for
-// |step| < 2^43: it travels as two floats of 20 bits and a sign-carrying high part.
-std::vector<int64_t> all_gather_steps(Backend& backend, Communicator& group, int64_t step);
+// One integer (a step number, a byte count, a small negative code) from every rank: [size],
+// rank r's at r. Exact for |value| < 2^43: it travels as two floats of 20 bits and a
+// sign-carrying high part.
+std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t step);
 
 }  // namespace axonn

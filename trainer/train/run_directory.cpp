@@ -1,6 +1,11 @@
 #include "trainer/train/run_directory.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/fs_util.hpp"
@@ -25,6 +30,23 @@ void warn_if_space_is_short(const std::filesystem::path& dir, int64_t checkpoint
       mib(*free), dir.string(), mib(checkpoint_bytes), mib(needed), mib(needed - *free));
 }
 
+// run.dir created and a file written and removed there, as the metrics log will.
+void check_run_dir(const std::filesystem::path& dir) {
+  const auto unavailable = [&](const std::string& why) {
+    return DirectoryUnavailable(dir.string(), "prepare",
+                                "run.dir " + dir.string() + ": " + why +
+                                    "; set run.dir to a directory this user can write (metrics, summary, traces)");
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw unavailable(ec.message());
+  const std::filesystem::path probe = dir / (".axonn-write-check-" + std::to_string(getpid()));
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  if (!f) throw unavailable(std::strerror(errno));
+  std::fclose(f);
+  std::filesystem::remove(probe, ec);
+}
+
 }  // namespace
 
 std::optional<DirectoryLock> open_run_directory(Backend& backend, Communicator& world, const std::filesystem::path& dir,
@@ -38,6 +60,7 @@ std::optional<DirectoryLock> open_run_directory(Backend& backend, Communicator& 
       if (!lock->note().empty()) spdlog::warn("checkpoint: {}", lock->note());
       remove_uncommitted(dir);  // what a crashed save left; only the lock holder may
       warn_if_space_is_short(dir, options.checkpoint_bytes);
+      if (!options.run_dir.empty()) check_run_dir(options.run_dir);
     } catch (const DirectoryUnavailable&) {
       failure = std::current_exception();
       outcome = 1;
@@ -46,10 +69,10 @@ std::optional<DirectoryLock> open_run_directory(Backend& backend, Communicator& 
       outcome = 2;
     }
   }
-  outcome = all_gather_steps(backend, world, outcome).front();
+  outcome = all_gather_integers(backend, world, outcome).front();
   if (failure) std::rethrow_exception(failure);
   const std::string what = "rank 0 could not prepare the checkpoint directory " + dir.string() +
-                           " (its message says why); nothing was trained";
+                           " or run.dir (its message says why); nothing was trained";
   if (outcome == 1) throw DirectoryUnavailable(dir.string(), "lock", what);
   if (outcome == 2) throw CheckpointError(dir.string(), "prepare", what);
   return lock;

@@ -83,7 +83,7 @@ bool TrainingCheckpoint::writes(size_t index, const StateSlice& slice) const {
   const Coords& at = trainer_.grid().coords();
   int64_t copies = 1, replica = 0;
   for (Axis a : replica_axes(slice.slot->spec)) {
-    if (a == Axis::data && slice.split_over_data) continue;
+    if (optimizer_pieces_over(a) && slice.split_over_data) continue;
     replica = replica * layout.size(a) + layout.coordinate(at, a);
     copies *= layout.size(a);
   }

@@ -68,7 +68,7 @@ std::optional<int64_t> recovered_step(const std::filesystem::path& dir, Backend&
       chosen = kFailed;
     }
   }
-  chosen = all_gather_steps(backend, world, chosen).front();
+  chosen = all_gather_integers(backend, world, chosen).front();
   if (failure) std::rethrow_exception(failure);
   if (chosen == kFailed)
     throw CheckpointError(
@@ -79,13 +79,15 @@ std::optional<int64_t> recovered_step(const std::filesystem::path& dir, Backend&
 }
 
 // Resume from the checkpoint directory; returns the step resumed from (0 for a fresh start).
-int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& world, bool fallback, bool lead) {
+// `layout`: this run's, as the checkpoint records it (format_layout_with_order).
+int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& world, const std::string& layout,
+               bool fallback, bool lead) {
   const std::optional<int64_t> recovered = recovered_step(checkpoint.dir(), backend, world, lead);
   std::optional<LoadResult> loaded = checkpoint.load(fallback, recovered);
   if (fallback) {
     // After a fallback load, ranks may have landed on different steps (each reads other
     // shards): all take the oldest.
-    const std::vector<int64_t> steps = all_gather_steps(backend, world, loaded ? loaded->step : -1);
+    const std::vector<int64_t> steps = all_gather_integers(backend, world, loaded ? loaded->step : -1);
     const int64_t oldest = *std::min_element(steps.begin(), steps.end());
     if (loaded && oldest != loaded->step) loaded = checkpoint.load(false, oldest);
   }
@@ -101,6 +103,20 @@ int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& w
   if (lead)
     spdlog::info("checkpoint: resumed from {} (step {}, data cursor {}, written at layout {})",
                  loaded->step_dir.string(), loaded->step, loaded->metadata.data_cursor, loaded->metadata.layout);
+  // Every rank's bytes, summed: what the resume cost, and at another layout what resharding read.
+  int64_t wanted = 0, read = 0;
+  for (int64_t b : all_gather_integers(backend, world, loaded->bytes_wanted)) wanted += b;
+  for (int64_t b : all_gather_integers(backend, world, loaded->bytes_read)) read += b;
+  if (lead) {
+    const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+    if (loaded->metadata.layout == layout)
+      spdlog::info("checkpoint: same layout {}: read {:.2f} MiB of shards for the {:.2f} MiB the ranks hold", layout,
+                   mib(read), mib(wanted));
+    else
+      spdlog::info("checkpoint: resharded from layout {} to {}: read {:.2f} MiB of shards for the {:.2f} MiB the "
+                   "ranks hold",
+                   loaded->metadata.layout, layout, mib(read), mib(wanted));
+  }
   // Steps past the one resumed from are evidence (or the user's to restore): this run's
   // retention leaves them alone.
   const std::vector<int64_t>& kept = checkpoint.protect_steps_after(loaded->step);
@@ -142,6 +158,7 @@ RunDirectoryOptions run_directory_options(const JobConfig& job, const TrainingRu
   directory.owner = options.lock_owner;
   directory.break_lock = options.break_lock;
   directory.checkpoint_bytes = checkpoint_payload_bytes(job.model);
+  directory.run_dir = job.run.dir;
   return directory;
 }
 
@@ -299,7 +316,7 @@ class TrainingRun {
 
   TrainingRunResult run() {
     TrainingRunResult result;
-    result.start_step = resume(checkpoint_, backend_, world_, options_.fallback, lead_);
+    result.start_step = resume(checkpoint_, backend_, world_, format_layout_with_order(grid_.layout()), options_.fallback, lead_);
     startup_.mark("checkpoint_loaded");
     if (options_.init_only) {
       save_initial_state(result.start_step);
@@ -612,7 +629,7 @@ class TrainingRun {
     for (const auto& [axis, kind] : routing_entries(prediction.volume)) {
       const auto& counted = totals.counted[static_cast<size_t>(axis)][static_cast<size_t>(kind)];
       int64_t world_bytes = 0, most = 0;
-      for (const int64_t b : all_gather_steps(backend_, world_, counted.bytes)) {
+      for (const int64_t b : all_gather_integers(backend_, world_, counted.bytes)) {
         world_bytes += b;
         most = std::max(most, b);
       }

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The combination matrix of `axonn train`'s features (tests/test_train_matrix.cpp).
+
+Every feature that changes what a step computes or stores is a factor below; a case sets
+each factor to one of its levels. The cases form a covering array of strength 2: every pair
+of levels of two factors that some valid case can hold is held by at least one case. They
+are chosen greedily (each new case the valid one covering the most pairs not yet covered,
+ties broken by a seeded random order), so the list is reproducible and adding a factor or a
+level regrows it without hand-picking.
+
+  python3 tests/combination_matrix.py > tests/combination_matrix.txt   # regenerate
+  python3 tests/combination_matrix.py --check tests/combination_matrix.txt
+
+--check regenerates the list, compares it with the committed file, and verifies on its own
+that every allowed pair is covered and that no case breaks a rule (ctest runs it).
+
+A case line: `name key=value ...`, keys as FACTORS. The first QUICK cases are the quick
+subset (ctest label `mp`); the rest are labelled `mp` and `matrix_tail` (CI runs them all; a
+developer's `ctest -L mp -LE matrix_tail` runs the quick subset).
+"""
+import itertools
+import random
+import sys
+
+SEED = 20261203
+QUICK = 10
+
+# Factor -> levels. Layouts of 2 and 4 ranks ("eN": expert parallelism N, MoE only); the
+# resume layout has another world size than the case's.
+FACTORS = {
+    "layout": ["2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "2x1x1x2", "2x2x1x1", "1x2x1x2",
+               "2x1x1x1e2", "4x1x1x1e2", "2x1x1x2e2"],
+    # dense; MoE with 4 experts, top-1 or top-2, dropless or with capacity 1.5 (drops tokens)
+    "model": ["dense", "top1", "top2", "top2-capacity"],
+    "recompute": ["none", "attention", "block"],
+    "shard_optimizer": ["false", "true"],
+    "overlap_comm": ["false", "true"],
+    "moe_chunks": ["1", "2"],
+    # one micro-batch per rank (micro_batch = global_batch), or several (micro_batch 2)
+    "micro_batches": ["one", "several"],
+    "resume_at": ["1x1x1x1", "1x1x1x2", "3x1x1x1", "2x1x2x1", "4x1x1x1e2"],
+}
+
+
+def world(layout):
+    d, x, y, z = (int(v) for v in layout.split("e")[0].split("x"))
+    return d * x * y * z
+
+
+def experts(layout):
+    return int(layout.split("e")[1]) if "e" in layout else 1
+
+
+def broken_rule(case):
+    """The rule a case breaks, or None. Rules are what cannot run, never a preference:
+    - expert parallelism needs an MoE model; model.moe_chunks pipelines the MoE exchange;
+    - the sharded optimizer does not go with expert parallelism: `axonn train` refuses it
+      (exit 2, naming both settings), test_train_matrix checks that refusal;
+    - the resume is at another world size;
+    - an MoE model with several micro-batches per rank computes its balance loss over each
+      micro-batch step's tokens (docs/moe.md), a grouping that depends on the layout: such
+      cases train with aux_loss_weight = 0, which the case's job sets, so no rule here."""
+    moe = case["model"] != "dense"
+    for key in ("layout", "resume_at"):
+        if experts(case[key]) > 1 and not moe:
+            return f"{key} {case[key]} has expert parallelism and the model is dense"
+        if experts(case[key]) > 1 and case["shard_optimizer"] == "true":
+            return f"{key} {case[key]} has expert parallelism and the optimizer is sharded"
+    if case["moe_chunks"] != "1" and not moe:
+        return "moe_chunks > 1 on a dense model"
+    if world(case["resume_at"]) == world(case["layout"]):
+        return "the resume is at the same world size"
+    return None
+
+
+def valid_cases():
+    names = list(FACTORS)
+    for levels in itertools.product(*FACTORS.values()):
+        case = dict(zip(names, levels))
+        if broken_rule(case) is None:
+            yield case
+
+
+def pairs(case):
+    items = sorted(case.items())
+    return {(a, b) for a, b in itertools.combinations(items, 2)}
+
+
+def covering_array():
+    cases = list(valid_cases())
+    random.Random(SEED).shuffle(cases)
+    uncovered = set().union(*(pairs(c) for c in cases))
+    chosen = []
+    while uncovered:
+        best = max(cases, key=lambda c: len(pairs(c) & uncovered))
+        chosen.append(best)
+        uncovered -= pairs(best)
+    return chosen
+
+
+def lines():
+    out = []
+    for i, case in enumerate(covering_array()):
+        name = f"case{i:02d}"
+        out.append(name + " " + " ".join(f"{k}={v}" for k, v in case.items()))
+    return out
+
+
+def check(path):
+    with open(path) as f:
+        committed = [l.rstrip("\n") for l in f if l.strip() and not l.startswith("#")]
+    want = lines()
+    if committed != want:
+        print(f"{path} is not what tests/combination_matrix.py generates; regenerate it:\n"
+              f"  python3 tests/combination_matrix.py > {path}", file=sys.stderr)
+        return 1
+    # Independently of the greedy choice: every pair some valid case holds is held by a
+    # committed case, and no committed case breaks a rule.
+    cases = [dict(kv.split("=") for kv in l.split()[1:]) for l in committed]
+    for c in cases:
+        if set(c) != set(FACTORS) or any(c[k] not in FACTORS[k] for k in c):
+            print(f"a case with unknown factors or levels: {c}", file=sys.stderr)
+            return 1
+        if broken_rule(c):
+            print(f"a case breaks a rule ({broken_rule(c)}): {c}", file=sys.stderr)
+            return 1
+    allowed = set()
+    for c in valid_cases():
+        allowed |= pairs(c)
+    held = set().union(*(pairs(c) for c in cases))
+    missing = allowed - held
+    if missing:
+        print(f"{len(missing)} allowed pairs are not covered, e.g. {sorted(missing)[:3]}", file=sys.stderr)
+        return 1
+    print(f"{len(cases)} cases cover all {len(allowed)} allowed pairs of {len(FACTORS)} factors")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        sys.exit(check(sys.argv[2]))
+    if len(sys.argv) != 1:
+        print("usage: combination_matrix.py [--check FILE]", file=sys.stderr)
+        sys.exit(2)
+    print("# Generated by tests/combination_matrix.py (seed %d): do not edit by hand." % SEED)
+    print("# The first %d cases are the quick subset; the rest are labelled matrix_tail." % QUICK)
+    print("\n".join(lines()))
