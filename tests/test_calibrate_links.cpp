@@ -22,6 +22,20 @@ CollectiveSweep sweep(std::vector<double> seconds, std::vector<double> cpu_secon
 
 // 8 ranks on 2 cores (4 per core): a call of 600 us that ran 100 us on a core keeps the cores
 // 4 x 100 / 600 = 67% busy (the documented example).
+// --quick measures fewer sizes (to 4 MiB), each as often as the full sweep does: a mean of a
+// few calls on shared cores is a peer's lost time slice, not the call.
+TEST(MessageRepetitions, QuickTimesEachOfItsSizesAsOftenAsTheFullSweep) {
+  const std::vector<double> quick = message_sizes(true), full = message_sizes(false);
+  EXPECT_EQ(quick.back(), 4.0 * 1024 * 1024);
+  EXPECT_EQ(full.back(), kLargestMessage);
+  for (double bytes : quick) {
+    EXPECT_GE(message_repetitions(bytes), 10) << bytes;
+    if (bytes <= 64 * 1024) {
+      EXPECT_EQ(message_repetitions(bytes), 100) << bytes;
+    }
+  }
+}
+
 TEST(CoresBusy, IsCpuOverWallTimesRanksPerCore) {
   EXPECT_NEAR(cores_busy_fraction({sweep({600e-6}, {100e-6})}, 4.0), 4.0 * 100 / 600, 1e-12);
   EXPECT_NEAR(cores_busy_fraction({sweep({600e-6}, {100e-6})}, 2.0), 2.0 * 100 / 600, 1e-12);

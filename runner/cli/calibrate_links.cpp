@@ -123,8 +123,7 @@ std::vector<double> message_sizes(bool quick) {
   return sizes;
 }
 
-int message_repetitions(double bytes, bool quick) {
-  if (quick) return 5;
+int message_repetitions(double bytes) {
   return bytes <= 64.0 * 1024 ? 100 : bytes <= 1024.0 * 1024 ? 20 : bytes <= 16.0 * 1024 * 1024 ? 10 : 5;
 }
 
@@ -145,7 +144,7 @@ double collective_bytes(CollectiveKind kind, double bytes, int n) {
   return kind == CollectiveKind::all_reduce ? count : count * n;
 }
 
-CollectiveTimes time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
+CollectiveTimes time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes,
                                 CollectiveBuffers& buffers, const std::function<void()>& compute) {
   const int n = c.size();
   buffers.reserve(*std::max_element(sizes.begin(), sizes.end()));
@@ -175,7 +174,7 @@ CollectiveTimes time_collective(Communicator& c, CollectiveKind kind, const std:
   std::vector<std::vector<double>> cpu_passes(sizes.size());
   CollectiveTimes times;
   times.seconds = median_over_passes(sizes.size(), kTimingPasses, [&](size_t i) {
-    const int repetitions = pass_repetitions(message_repetitions(sizes[i], quick));
+    const int repetitions = pass_repetitions(message_repetitions(sizes[i]));
     double total = 0, cpu = 0;
     for (int r = 0; r < repetitions; ++r) {
       compute();
@@ -317,7 +316,7 @@ CollectiveSweep sweep_collective(Communicator& c, CollectiveKind kind, bool quic
   std::vector<double> sizes = message_sizes(quick);
   for (;;) {
     // One over_ranks for both: the wall means, then the CPU means.
-    CollectiveTimes mine = time_collective(c, kind, sizes, quick, buffers, compute);
+    CollectiveTimes mine = time_collective(c, kind, sizes, buffers, compute);
     mine.seconds.insert(mine.seconds.end(), mine.cpu_seconds.begin(), mine.cpu_seconds.end());
     const std::vector<double> medians = over_ranks(mine.seconds);
     for (size_t i = 0; i < sizes.size(); ++i) {

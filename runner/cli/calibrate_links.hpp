@@ -71,8 +71,10 @@ inline constexpr double kLargestMessage = 256.0 * 1024 * 1024;
 // short, few where one call takes a large part of a second. Up to 64 KiB 100: a call there
 // takes tens of microseconds but one in five to twenty waits out a peer's lost time slice
 // (milliseconds on shared cores), and the mean of 20 moved by more than the call itself from
-// one size to the next, which left the small-message line unfitted.
-int message_repetitions(double bytes, bool quick);
+// one size to the next, which left the small-message line unfitted. The same when quick (which
+// is quick by stopping at 4 MiB): with 5 calls a lost time slice put the 4-64 KiB all-reduces
+// of 4 ranks on 2 cores at 2-3 ms, ten times the trainer's, and the tiny job's step with them.
+int message_repetitions(double bytes);
 
 // Device buffers for the largest message so far, grown when a larger one comes.
 class CollectiveBuffers {
@@ -110,7 +112,7 @@ struct CollectiveTimes {
   std::vector<double> seconds;
   std::vector<double> cpu_seconds;
 };
-CollectiveTimes time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes, bool quick,
+CollectiveTimes time_collective(Communicator& c, CollectiveKind kind, const std::vector<double>& sizes,
                                 CollectiveBuffers& buffers, const std::function<void()>& compute);
 
 // The times a fit needs: message_sizes(quick), then doubled sizes while the largest takes
