@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <csignal>
 #include <map>
 #include <thread>
 
@@ -82,6 +83,12 @@ sockaddr_storage gloo_host_address(bool single_host) {
 }
 
 std::shared_ptr<gloo::transport::Device> make_gloo_device(bool single_host) {
+  // Gloo's TCP pairs write without MSG_NOSIGNAL: a write to a peer whose process has ended
+  // raises SIGPIPE, which killed the writing rank (signal 13) before its collective could say
+  // which peer was gone, and made the job's result that death instead of the peer's own
+  // failure. Ignored, the write fails with EPIPE and the collective throws naming the peer.
+  // A rank runs no other program, so nothing it starts inherits the setting.
+  std::signal(SIGPIPE, SIG_IGN);
   const gloo::transport::tcp::attr attr = device_attr(single_host);
   try {
     return gloo::transport::tcp::CreateDevice(attr);
