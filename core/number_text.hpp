@@ -1,7 +1,8 @@
 #pragma once
 // Numbers in reports and messages: one double as a printf format writes it, a size in bytes,
-// and a cell right-aligned in a column of a text table.
+// bytes in MiB, and a cell right-aligned in a column of a text table.
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -14,6 +15,9 @@ inline std::string format_number(const char* format, double value) {
   std::snprintf(buf, sizeof buf, format, value);
   return buf;
 }
+
+// Bytes in MiB, for messages that print a fraction of one ("%.2f MiB").
+inline double in_mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 // A message size rounded to whole KiB below a MiB and whole MiB from there: "192 KiB", "4 MiB".
 inline std::string bytes_text(double bytes) {

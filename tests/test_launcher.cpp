@@ -191,6 +191,21 @@ TEST(LocalLauncher, FailingRankExitStatusIsReportedAndOthersStopped) {
   EXPECT_EQ(run_command("pgrep -f \"[s]leep 41.5\"").output, "");
 }
 
+// `axonn run OPTIONS -- sh -c 'SCRIPT'` started as a child of this test, exec'd so that the
+// child is the launcher itself (a kill of its pid or a pkill of its command line reaches the
+// launcher, not a shell that SIGTERM ends at once), its output in `log`. The log is removed
+// first: a previous run's "ready" lines would pass for this one's until the shell truncates it.
+pid_t start_shell_ranks(const std::string& log, const std::string& options, const std::string& script) {
+  std::filesystem::remove(log);
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    const std::string cmd = "exec " + kAxonn + " run " + options + " -- sh -c '" + script + "' > " + log + " 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    _exit(127);
+  }
+  return launcher;
+}
+
 // Waits until `log` holds a "ready" line of each of `ranks` ranks (up to 30 s: a loaded
 // machine starts them slowly, and a TERM before a shell's trap kills it without its line),
 // then lets the shells reach their `wait`. False when not every rank said so.
@@ -205,18 +220,8 @@ bool ranks_ready(const std::string& log, int ranks) {
 
 TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
   const std::string log = std::string(AXONN_BINARY_DIR) + "/launcher_sigterm.log";
-  // A previous run's "ready" lines would pass for this one's until the shell truncates the log.
-  std::filesystem::remove(log);
-  const pid_t launcher = fork();
-  if (launcher == 0) {
-    // exec: the launcher is this process, not a child of a shell that the pattern below also
-    // names, which SIGTERM ends at once, before the ranks' last lines are in the log.
-    const std::string cmd =
-        "exec " + kAxonn +
-        " run -n 2 -- sh -c 'trap \"echo got TERM; exit 0\" TERM; echo ready; sleep 42.5 & wait' > " + log + " 2>&1";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-    _exit(127);
-  }
+  const pid_t launcher =
+      start_shell_ranks(log, "-n 2", "trap \"echo got TERM; exit 0\" TERM; echo ready; sleep 42.5 & wait");
   // Once both ranks have set their trap, signal the launcher (found by name; the pattern's
   // brackets keep pkill's own shell from matching).
   if (!ranks_ready(log, 2)) {
@@ -313,14 +318,8 @@ TEST(LocalLauncher, RankCountTheMachineCannotHoldIsRefusedSayingWhy) {
 // launcher (as srun would): a wrapper requeues instead of seeing 143.
 TEST(LocalLauncher, SigtermEndsWithSeventyFiveWhenEveryRankExitsSeventyFive) {
   const std::string log = kBinaryDir + "/launcher_sigterm75.log";
-  const pid_t launcher = fork();
-  if (launcher == 0) {
-    const std::string cmd =  // exec: the launcher is the only process the pkill below matches
-        "exec " + kAxonn + " run -n 3 -- sh -c 'trap \"echo saved; exit 75\" TERM; echo ready; sleep 44.5 & wait' > " +
-        log + " 2>&1";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-    _exit(127);
-  }
+  const pid_t launcher =
+      start_shell_ranks(log, "-n 3", "trap \"echo saved; exit 75\" TERM; echo ready; sleep 44.5 & wait");
   ASSERT_TRUE(ranks_ready(log, 3)) << run_command("cat " + log).output;
   ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 3 -- sh -c\"").code, 0);
   int status = 0;
@@ -341,20 +340,18 @@ TEST(LocalLauncher, SigtermEndsWithSeventyFiveWhenEveryRankExitsSeventyFive) {
 TEST(LocalLauncher, ASignalDeliveredTwiceByOneEventIsOneRequestAndALaterOneForces) {
   struct Case {
     const char* name;
-    const char* second_after;  // sleep(1) between the two SIGTERMs
+    const char* second_after;  // seconds between the two SIGTERMs (sleep(1)'s argument)
     const char* save_seconds;  // how long each rank takes to save on SIGTERM
     int code;
     const char* saved;
   };
-  for (const Case& c : {Case{"twice-at-once", "0", "0.5", 75, "3\n"}, Case{"twice-two-seconds-apart", "2", "20", 143, "0\n"}}) {
+  for (const Case& c :
+       {Case{"twice-at-once", "0", "0.5", 75, "3\n"}, Case{"twice-two-seconds-apart", "2", "20", 143, "0\n"}}) {
     const std::string log = kBinaryDir + "/launcher_" + c.name + ".log";
-    const pid_t launcher = fork();
-    if (launcher == 0) {
-      const std::string cmd = "exec " + kAxonn + " run -n 3 --grace-ms 30000 -- sh -c 'trap \"sleep " + c.save_seconds +
-                              "; echo saved; exit 75\" TERM; echo ready; sleep 45.5 & wait' > " + log + " 2>&1";
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
-      _exit(127);
-    }
+    const pid_t launcher =
+        start_shell_ranks(log, "-n 3 --grace-ms 30000",
+                          "trap \"sleep " + std::string(c.save_seconds) + "; echo saved; exit 75\" TERM; echo ready; " +
+                              "sleep 45.5 & wait");
     ASSERT_TRUE(ranks_ready(log, 3)) << run_command("cat " + log).output;
     const std::string pid = std::to_string(launcher);
     ASSERT_EQ(run_command(std::string("kill -TERM ") + pid + "; sleep " + c.second_after + "; kill -TERM " + pid).code, 0);

@@ -165,12 +165,19 @@ TEST_F(TrainCheckpointDir, AFinishedJobRunAgainExitsZeroAndLeavesItsSummaryAndMe
   EXPECT_EQ(read_text(run / "metrics.jsonl"), metrics);
 }
 
-TEST_F(TrainCheckpointDir, ADirectoryThatCannotBeWrittenStopsEveryRankWithExitTwoBeforeTraining) {
-  fs::create_directories(dir_ / "blocked");
-  write_file(dir_ / "blocked" / "not-a-dir", "x");
+// The tiny job in `dir` with its `dir = "<relative>"` line (checkpoint's "ckpt" or run's
+// "run") moved under a regular file, not-a-dir/<relative>, which no user can create.
+void write_job_with_a_dir_under_a_file(const fs::path& dir, const std::string& relative) {
+  fs::create_directories(dir);
+  write_file(dir / "not-a-dir", "x");
   std::string job = tiny_job(4, 2);
-  job.replace(job.find("dir = \"ckpt\""), 12, "dir = \"not-a-dir/ckpt\"");
-  write_file(dir_ / "blocked" / "job.toml", job);
+  const std::string line = "dir = \"" + relative + "\"";
+  job.replace(job.find(line), line.size(), "dir = \"not-a-dir/" + relative + "\"");
+  write_file(dir / "job.toml", job);
+}
+
+TEST_F(TrainCheckpointDir, ADirectoryThatCannotBeWrittenStopsEveryRankWithExitTwoBeforeTraining) {
+  write_job_with_a_dir_under_a_file(dir_ / "blocked", "ckpt");
   const CommandResult r = train("blocked", 2, 4, 2);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, (dir_ / "blocked" / "not-a-dir" / "ckpt").string() +
@@ -182,11 +189,7 @@ TEST_F(TrainCheckpointDir, ADirectoryThatCannotBeWrittenStopsEveryRankWithExitTw
 // The same for run.dir (metrics, summary, traces): one line from rank 0 naming the directory
 // and the fix, exit 2, nothing trained, no rank blaming another.
 TEST_F(TrainCheckpointDir, ARunDirThatCannotBeWrittenStopsEveryRankWithExitTwoBeforeTraining) {
-  fs::create_directories(dir_ / "blocked-run");
-  write_file(dir_ / "blocked-run" / "not-a-dir", "x");
-  std::string job = tiny_job(4, 2);
-  job.replace(job.find("dir = \"run\""), 11, "dir = \"not-a-dir/run\"");
-  write_file(dir_ / "blocked-run" / "job.toml", job);
+  write_job_with_a_dir_under_a_file(dir_ / "blocked-run", "run");
   const CommandResult r = train("blocked-run", 2, 4, 2);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(contains(r.output, "run.dir " + (dir_ / "blocked-run" / "not-a-dir" / "run").string() + ": ")) << r.output;

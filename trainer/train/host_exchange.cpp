@@ -17,14 +17,22 @@ std::vector<float> all_gather_floats(Backend& backend, Communicator& group, cons
   return all.download();
 }
 
-std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t step) {
-  // step = high * 2^20 + low with 0 <= low < 2^20: both are exact in float32's 24-bit mantissa.
-  const std::vector<float> all =
-      all_gather_floats(backend, group, {static_cast<float>(step >> 20), static_cast<float>(step & 0xFFFFF)});
-  std::vector<int64_t> steps;
-  for (size_t r = 0; r < all.size(); r += 2)
-    steps.push_back(static_cast<int64_t>(all[r]) * (int64_t{1} << 20) + static_cast<int64_t>(all[r + 1]));
-  return steps;
+std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, const std::vector<int64_t>& mine) {
+  // value = high * 2^20 + low with 0 <= low < 2^20: both are exact in float32's 24-bit mantissa.
+  std::vector<float> parts;
+  for (const int64_t v : mine) {
+    parts.push_back(static_cast<float>(v >> 20));
+    parts.push_back(static_cast<float>(v & 0xFFFFF));
+  }
+  const std::vector<float> all = all_gather_floats(backend, group, parts);
+  std::vector<int64_t> values;
+  for (size_t i = 0; i < all.size(); i += 2)
+    values.push_back(static_cast<int64_t>(all[i]) * (int64_t{1} << 20) + static_cast<int64_t>(all[i + 1]));
+  return values;
+}
+
+std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t value) {
+  return all_gather_integers(backend, group, std::vector<int64_t>{value});
 }
 
 }  // namespace axonn

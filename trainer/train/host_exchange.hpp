@@ -17,6 +17,8 @@ std::vector<float> all_gather_floats(Backend& backend, Communicator& group, cons
 // One integer (a step number, a byte count, a small negative code) from every rank: [size],
 // rank r's at r. Exact for |value| < 2^43: it travels as two floats of 20 bits and a
 // sign-carrying high part.
-std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t step);
+std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t value);
+// The same for n integers a rank: (n · size), rank r's at r·n.
+std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, const std::vector<int64_t>& mine);
 
 }  // namespace axonn

@@ -10,12 +10,11 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/step_dir.hpp"
+#include "core/number_text.hpp"
 #include "trainer/train/host_exchange.hpp"
 
 namespace axonn {
 namespace {
-
-double mib(int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
 // A save writes the new step beside the committed one before retention deletes the older:
 // the directory needs room for two checkpoints at once.
@@ -27,7 +26,7 @@ void warn_if_space_is_short(const std::filesystem::path& dir, int64_t checkpoint
       "checkpoint: only {:.1f} MiB free on the file system of {}; a save needs room for two checkpoints of this "
       "model ({:.1f} MiB each: every parameter and both AdamW moments in float32), {:.1f} MiB in all: free "
       "{:.1f} MiB there, or saves will fail (and stop the run) when the disk fills",
-      mib(*free), dir.string(), mib(checkpoint_bytes), mib(needed), mib(needed - *free));
+      in_mib(*free), dir.string(), in_mib(checkpoint_bytes), in_mib(needed), in_mib(needed - *free));
 }
 
 // run.dir created and a file written and removed there, as the metrics log will.

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/latest_recovery.hpp"
 #include "checkpoint/step_dir.hpp"
+#include "core/number_text.hpp"
 #include "layout/comm_overlap.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
@@ -105,17 +106,19 @@ int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& w
                  loaded->step_dir.string(), loaded->step, loaded->metadata.data_cursor, loaded->metadata.layout);
   // Every rank's bytes, summed: what the resume cost, and at another layout what resharding read.
   int64_t wanted = 0, read = 0;
-  for (int64_t b : all_gather_integers(backend, world, loaded->bytes_wanted)) wanted += b;
-  for (int64_t b : all_gather_integers(backend, world, loaded->bytes_read)) read += b;
+  const std::vector<int64_t> bytes = all_gather_integers(backend, world, {loaded->bytes_wanted, loaded->bytes_read});
+  for (size_t r = 0; r < bytes.size(); r += 2) {
+    wanted += bytes[r];
+    read += bytes[r + 1];
+  }
   if (lead) {
-    const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
     if (loaded->metadata.layout == layout)
       spdlog::info("checkpoint: same layout {}: read {:.2f} MiB of shards for the {:.2f} MiB the ranks hold", layout,
-                   mib(read), mib(wanted));
+                   in_mib(read), in_mib(wanted));
     else
       spdlog::info("checkpoint: resharded from layout {} to {}: read {:.2f} MiB of shards for the {:.2f} MiB the "
                    "ranks hold",
-                   loaded->metadata.layout, layout, mib(read), mib(wanted));
+                   loaded->metadata.layout, layout, in_mib(read), in_mib(wanted));
   }
   // Steps past the one resumed from are evidence (or the user's to restore): this run's
   // retention leaves them alone.
