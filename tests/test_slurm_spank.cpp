@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "process_helpers.hpp"
@@ -47,6 +48,10 @@ class SlurmSpank : public ::testing::Test {
   }
 
   static void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+  static std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
   void write_plugstack(const std::string& args) {
     write_file(plugstack_, "required " + std::string(AXONN_SPANK_PLUGIN) + " " + args + "\n");
   }
@@ -75,9 +80,11 @@ class SlurmSpank : public ::testing::Test {
       std::string(AXONN_BINARY_DIR) + "/slurm-spank-test-" + std::to_string(getpid()) + "/show-env.sh";
 };
 
+// srun's exit codes when the plugin refuses a step (Slurm's, documented in the README): 1
+// when srun's local_user_init fails, 255 when the option's own check does.
 TEST_F(SlurmSpank, WrongProductFailsSrunBeforeAnyTaskStarts) {
   const auto r = run_command("srun -n 4 --axonn-layout=3x1x1x1 echo TASK-RAN", 30);
-  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_LT(r.seconds, 5) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn: --axonn-layout=3x1x1x1 has 3 ranks")) << r.output;
   EXPECT_TRUE(contains(r.output, "the step has 4 tasks")) << r.output;
@@ -87,7 +94,7 @@ TEST_F(SlurmSpank, WrongProductFailsSrunBeforeAnyTaskStarts) {
 
 TEST_F(SlurmSpank, MalformedValueFailsSrunAndSbatch) {
   const auto r = run_command("srun -n 1 --axonn-layout=2x2 echo TASK-RAN", 30);
-  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_EQ(r.code, 255) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn: --axonn-layout '2x2' has 2 sizes, not four")) << r.output;
   EXPECT_FALSE(contains(r.output, "TASK-RAN")) << r.output;
   const auto s = run_command("sbatch --axonn-layout=everything --wrap true", 30);
@@ -285,6 +292,41 @@ TEST_F(SlurmSpank, AutoWithABrokenJobTomlNamesTheFile) {
                              dir_ + "/broken.toml does not load: " + dir_ + "/broken.toml:2:"))
       << r.output;
   EXPECT_FALSE(contains(r.output, "TASK-RAN")) << r.output;
+}
+
+// An `axonn train` step whose job TOML does not load is refused in srun, in every mode: one
+// error line (not one per task), the fix, srun's exit 1, no task started, and the reason in
+// the file AXONN_REFUSAL_FILE names (the templates read it). Another program's .toml, or a
+// job file srun cannot see here (a node-local copy), still only warns.
+TEST_F(SlurmSpank, AnAxonnTrainStepWhoseJobDoesNotLoadIsRefusedOnceInEveryMode) {
+  write_file(dir_ + "/job.toml", read_file(kTinyJob));
+  const std::string refusal = dir_ + "/refusal.txt";
+  for (const std::string option : {"--axonn-layout=4x1x1x1", "--axonn-layout=auto"}) {
+    SCOPED_TRACE(option);
+    write_file(refusal, "");
+    const auto r = run_command("AXONN_REFUSAL_FILE=" + refusal + " srun -n 4 --mpi=pmix " + option + " " + kAxonn +
+                                   " train " + dir_ + "/job.toml training.stepz=5",
+                               60);
+    EXPECT_EQ(r.code, 1) << r.output;
+    const std::string why = "the step was not started: axonn train's job " + dir_ + "/job.toml does not load: ";
+    EXPECT_EQ(count_of(r.output, why), 1) << r.output;
+    EXPECT_EQ(count_of(r.output, "stepz"), 1) << "the error is printed once, by srun\n" << r.output;
+    EXPECT_TRUE(contains(r.output, "every task would stop on it. Fix what the message names")) << r.output;
+    EXPECT_FALSE(contains(r.output, "give the layout yourself")) << r.output;
+    EXPECT_FALSE(contains(r.output, "[info]")) << "no task started\n" << r.output;
+    EXPECT_TRUE(contains(read_file(refusal), why)) << read_file(refusal);
+  }
+  // Not axonn train: the .toml may be another program's.
+  const auto other = run_command("srun -n 2 --axonn-layout=2x1x1x1 " + show_env_ + " " + dir_ + "/job.toml x.y=1", 30);
+  EXPECT_EQ(other.code, 0) << other.output;
+  EXPECT_TRUE(contains(other.output, "is not a job TOML the plugin can read")) << other.output;
+  EXPECT_EQ(count_of(other.output, " layout=2x1x1x1:xyzd site="), 2) << other.output;
+  // A job file srun cannot see: the tasks may (a node-local copy); they report it themselves.
+  const auto missing = run_command("srun -n 1 --mpi=pmix --axonn-layout=1x1x1x1 " + kAxonn + " train " + dir_ +
+                                       "/elsewhere.toml",
+                                   60);
+  EXPECT_EQ(missing.code, 2) << "the task's own exit code\n" << missing.output;
+  EXPECT_TRUE(contains(missing.output, "is not a job TOML the plugin can read")) << missing.output;
 }
 
 }  // namespace

@@ -343,7 +343,8 @@ TEST_F(SlurmTrain, PreemptibleTemplateForwardsTheJobsPreemptSignalAndNeverDisagr
 }
 
 // Slurm end to end, 3 (the templates with axonn train): the single-node template finds the job TOML beside
-// itself and lets the plugin choose; an #SBATCH --axonn-layout line reaches its srun instead.
+// itself and lets the plugin choose; an #SBATCH --axonn-layout line reaches its srun instead,
+// and one the plugin refuses is reported as a refusal.
 TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {
   const fs::path d = dir_ / "single";
   fs::create_directories(d);
@@ -371,6 +372,20 @@ TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {
       << log;
   EXPECT_FALSE(contains(log, "--axonn-layout=auto")) << "the template must not override sbatch's layout\n" << log;
   EXPECT_EQ(read_metrics(e / "run").size(), 3u) << log;
+
+  // A layout line the step cannot run: the plugin refuses the step and the template says so,
+  // not that axonn train failed (it never started).
+  script = read_text(kTemplates + "/single-node.sbatch");
+  script.insert(script.find('\n') + 1, "#SBATCH --axonn-layout=3x1x1x1\n");
+  write_file(e / "refused.sbatch", script);
+  const std::string refused_id = submit(e, "-o refused.out refused.sbatch job.toml");
+  wait_for_job(refused_id, "JobState=FAILED");
+  const std::string refused = read_text(e / "refused.out");
+  EXPECT_TRUE(contains(refused,
+                       "single-node.sbatch: the axonn SPANK plugin refused the step, so axonn train never started "
+                       "(srun exit 1): --axonn-layout=3x1x1x1 has 3 ranks"))
+      << refused;
+  EXPECT_FALSE(contains(refused, "axonn train failed")) << refused;
 }
 
 // Slurm end to end, 4 (several nodes): two pretend nodes and a site whose inter-node links are 2000x slower than

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "config/job_config.hpp"
@@ -185,6 +186,18 @@ TEST(SpankOptions, FindsTheFirstJobTomlAndItsOverrides) {
   ASSERT_TRUE(job);
   EXPECT_EQ(job->toml, "jobs/gpt.toml");
   EXPECT_EQ(job->overrides, (std::vector<std::string>{"training.micro_batch=2", "model.layers=4"}));
+  EXPECT_TRUE(job->axonn_train);
+  // Only `axonn train`, wherever axonn is, tells the plugin every task will load the file.
+  for (const auto& [program, subcommand, trains] :
+       {std::tuple{"/opt/axonn/bin/axonn", "train", true}, std::tuple{"axonn", "selftest", false},
+        std::tuple{"python3", "train", false}, std::tuple{"/bin/not-axonn", "train", false}}) {
+    const char* command[] = {program, subcommand, "job.toml"};
+    const auto found = find_job_toml(3, command);
+    ASSERT_TRUE(found) << program;
+    EXPECT_EQ(found->axonn_train, trains) << program << " " << subcommand;
+  }
+  const char* bare[] = {"job.toml"};
+  EXPECT_FALSE(find_job_toml(1, bare)->axonn_train);
 
   const char* none[] = {"axonn", "selftest", ".toml", "notes.tomlx"};
   EXPECT_FALSE(find_job_toml(static_cast<int>(std::size(none)), none));

@@ -6,10 +6,13 @@
 //   sbatch/salloc (allocator)  only the option check below; the batch script's srun decides
 // No exception crosses the C ABI: each entry point catches everything and reports it with
 // slurm_error("axonn: ...").
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
 #include "spank/spank_contexts.hpp"
+#include "spank/spank_env.hpp"
 
 extern "C" {
 // Declared extern first: a const object at namespace scope would otherwise get internal
@@ -24,15 +27,28 @@ SPANK_PLUGIN(axonn, 1)
 namespace axonn::spank {
 namespace {
 
+// In srun, why the step was refused also goes to the file the user's AXONN_REFUSAL_FILE
+// names (spank_env.hpp), so a batch script can tell a refused step from a failed run.
+void report_refusal(const std::string& message) {
+  slurm_error("axonn: %s", message.c_str());
+  if (spank_context() != S_CTX_LOCAL) return;
+  const char* path = std::getenv(kEnvRefusalFile);
+  if (!path || !*path) return;
+  if (std::FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "%s\n", message.c_str());
+    std::fclose(f);
+  }
+}
+
 template <typename F>
 int guarded(const char* where, F&& body) noexcept {
   try {
     body();
     return 0;
   } catch (const std::exception& e) {
-    slurm_error("axonn: %s", e.what());
+    report_refusal(e.what());
   } catch (...) {
-    slurm_error("axonn: unexpected failure in %s", where);
+    report_refusal(std::string("unexpected failure in ") + where);
   }
   return -1;
 }

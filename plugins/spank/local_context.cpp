@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -79,9 +80,22 @@ StepShape step_shape(spank_t sp) {
   return step;
 }
 
-// The job TOML named on the step's command line, if it loads. auto needs it to price a model,
-// so there a bad one is an error; explicit and validate check without it, with a warning.
-std::optional<JobInput> job_from_command(spank_t sp, const SiteConfig& site, Mode mode) {
+// Whether the tasks of an `axonn train` step load `command`'s job as the plugin does: the file
+// is here (not a node-local copy only the compute nodes hold) and they read the same site
+// config (the plugin's, unless the user's AXONN_SITE_CONFIG names another one).
+bool tasks_load_it_as_here(const JobCommand& command, const PluginConfig& config) {
+  std::error_code ec;
+  if (!command.axonn_train || !std::filesystem::is_regular_file(command.toml, ec)) return false;
+  const auto user_site = env_value(kEnvSiteConfig, kMaxPathLength);
+  return !user_site || *user_site == config.site_config;
+}
+
+// The job TOML named on the step's command line, if it loads. When the tasks of an `axonn
+// train` step would load it as the plugin does, each would stop on a TOML that does not load
+// and print the same error: the step is refused here instead, once, before any task starts.
+// For another program the .toml may not be an axonn job at all: auto needs it to price a
+// model, so there a bad one is an error; explicit and validate check without it, with a warning.
+std::optional<JobInput> job_from_command(spank_t sp, const PluginConfig& config, const SiteConfig& site, Mode mode) {
   int argc = 0;
   char** argv = nullptr;
   if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS) return std::nullopt;
@@ -90,10 +104,15 @@ std::optional<JobInput> job_from_command(spank_t sp, const SiteConfig& site, Mod
   try {
     return JobInput{command->toml, load_job_config(command->toml, site, command->overrides)};
   } catch (const std::exception& e) {
+    if (tasks_load_it_as_here(*command, config))
+      throw SpankError("the step was not started: axonn train's job " + command->toml + " does not load: " +
+                       e.what() + "; every task would stop on it. Fix what the message names (in the file or in "
+                       "a section.key=value argument after it) and run the step again");
     if (mode == Mode::automatic)
       throw SpankError("--axonn-layout=auto prices the first .toml on the step's command line as the job, and " +
                        command->toml + " does not load: " + e.what() +
-                       "; fix it, or give the layout yourself (--axonn-layout=DxXxYxZ)");
+                       "; if it is an axonn job, fix it; if it is not, give the layout yourself "
+                       "(--axonn-layout=DxXxYxZ)");
     slurm_info(
         "axonn: warning: %s on the command line is not a job TOML the plugin can read (%s); the layout is "
         "checked against the task count and site policy only",
@@ -111,7 +130,7 @@ void decide_and_hand_off(spank_t sp, const PluginConfig& config, const LayoutReq
                      ") does not load: " + e.what() + "; tell your site admin");
   }
   const StepShape step = step_shape(sp);
-  const std::optional<JobInput> job = job_from_command(sp, site, request.mode);
+  const std::optional<JobInput> job = job_from_command(sp, config, site, request.mode);
   const Decision d = decide_layout(request, step, site, job ? &*job : nullptr, env_value(kEnvLayout, kMaxOptionLength));
   for (const std::string& w : d.warnings) slurm_info("axonn: warning: %s", w.c_str());
   slurm_info("axonn: %s", d.summary.c_str());

@@ -18,6 +18,12 @@ inline constexpr const char* kEnvLayout = "AXONN_LAYOUT";
 inline constexpr const char* kEnvSiteConfig = "AXONN_SITE_CONFIG";
 inline constexpr const char* kEnvOrigin = "AXONN_LAYOUT_ORIGIN";
 
+// When srun refuses a step (a bad --axonn-layout, a layout that cannot run, a job TOML that
+// does not load), the plugin in srun writes why, one line, to the file this variable of the
+// user's environment names. The job templates set it to tell "the plugin refused the step,
+// axonn never started" from a run that failed.
+inline constexpr const char* kEnvRefusalFile = "AXONN_REFUSAL_FILE";
+
 inline constexpr const char* kHandoffLayout = "SLURM_AXONN_SPANK_LAYOUT";
 inline constexpr const char* kHandoffOrigin = "SLURM_AXONN_SPANK_ORIGIN";
 

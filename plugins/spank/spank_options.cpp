@@ -214,7 +214,13 @@ std::optional<JobCommand> find_job_toml(int argc, const char* const* argv) {
     if (!argv[i]) return std::nullopt;
     const std::string_view word(argv[i]);
     if (word.size() <= 5 || word.size() > kMaxPathLength || !word.ends_with(".toml")) continue;
-    JobCommand job{std::string(word), {}};
+    JobCommand job{std::string(word), {}, false};
+    if (n >= 2 && argv[1]) {
+      const std::string_view program(argv[0]);
+      const size_t slash = program.rfind('/');
+      job.axonn_train = program.substr(slash == std::string_view::npos ? 0 : slash + 1) == "axonn" &&
+                        std::string_view(argv[1]) == "train";
+    }
     for (int j = i + 1; j < n && argv[j]; ++j)
       if (is_override(argv[j])) job.overrides.emplace_back(argv[j]);
     return job;

@@ -68,9 +68,12 @@ void check_mode_allowed(const PluginConfig& config, Mode mode, std::string_view 
 
 // The job TOML on a step's command line: the first word ending in ".toml", and after it the
 // words of the form section.key=value (the job-config overrides `axonn train` accepts).
+// axonn_train: the command is `axonn train` (a program named axonn, any directory), so every
+// task will load this TOML with these overrides and stop on what stops the plugin.
 struct JobCommand {
   std::string toml;
   std::vector<std::string> overrides;
+  bool axonn_train = false;
 };
 std::optional<JobCommand> find_job_toml(int argc, const char* const* argv);
 
