@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The combination matrix of `axonn train`'s features (tests/test_train_matrix.cpp).
+"""The combination matrices of `axonn train`'s features.
 
 Every feature that changes what a step computes or stores is a factor below; a case sets
 each factor to one of its levels. The cases form a covering array of strength 2: every pair
@@ -8,15 +8,25 @@ are chosen greedily (each new case the valid one covering the most pairs not yet
 ties broken by a seeded random order), so the list is reproducible and adding a factor or a
 level regrows it without hand-picking.
 
-  python3 tests/combination_matrix.py > tests/combination_matrix.txt   # regenerate
-  python3 tests/combination_matrix.py --check tests/combination_matrix.txt
+Two matrices:
+  process  tests/combination_matrix.txt, run by tests/test_train_matrix.cpp: `axonn run` as
+           users run it (real processes, Gloo, checkpoints), each case also saved, verified
+           and resumed at another world size. The first QUICK cases are the quick subset
+           (ctest label `mp`); the rest are labelled `mp` and `matrix_tail` (CI runs them all;
+           a developer's `ctest -L mp -LE matrix_tail` runs the quick subset).
+  device   tests/combination_matrix_device.txt, run by
+           tests/cuda_emulator/test_train_matrix_emulated.cpp: the CUDA backend on the CPU
+           emulation, ranks as threads, over Gloo or the emulated NCCL, in float32 and in
+           bfloat16 (which only the CUDA backend runs, and one emulated GPU per process
+           allows only in-process ranks: no resume factor here).
+
+  python3 tests/combination_matrix.py [--device] > FILE   # regenerate
+  python3 tests/combination_matrix.py [--device] --check FILE
 
 --check regenerates the list, compares it with the committed file, and verifies on its own
 that every allowed pair is covered and that no case breaks a rule (ctest runs it).
 
-A case line: `name key=value ...`, keys as FACTORS. The first QUICK cases are the quick
-subset (ctest label `mp`); the rest are labelled `mp` and `matrix_tail` (CI runs them all; a
-developer's `ctest -L mp -LE matrix_tail` runs the quick subset).
+A case line: `name key=value ...`, keys as the matrix's factors.
 """
 import itertools
 import random
@@ -38,7 +48,25 @@ FACTORS = {
     "moe_chunks": ["1", "2"],
     # one micro-batch per rank (micro_batch = global_batch), or several (micro_batch 2)
     "micro_batches": ["one", "several"],
+    # training.grad_clip: 1.0 (on) or 0 (off)
+    "grad_clip": ["on", "off"],
     "resume_at": ["1x1x1x1", "1x1x1x2", "3x1x1x1", "2x1x2x1", "4x1x1x1e2"],
+}
+
+# The device matrix: the same features less the resume, plus the element type of activations
+# and GEMM weights (training.dtype) and the communicators' backend.
+DEVICE_FACTORS = {
+    "dtype": ["float32", "bfloat16"],
+    "comm": ["gloo", "nccl"],
+    "layout": ["2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "2x1x1x2", "2x2x1x1", "1x2x1x2",
+               "2x1x1x1e2", "4x1x1x1e2", "2x1x2x1e2"],
+    "model": FACTORS["model"],
+    "recompute": FACTORS["recompute"],
+    "shard_optimizer": FACTORS["shard_optimizer"],
+    "overlap_comm": FACTORS["overlap_comm"],
+    "moe_chunks": FACTORS["moe_chunks"],
+    "micro_batches": FACTORS["micro_batches"],
+    "grad_clip": FACTORS["grad_clip"],
 }
 
 
@@ -62,20 +90,22 @@ def broken_rule(case):
       cases train with aux_loss_weight = 0, which the case's job sets, so no rule here."""
     moe = case["model"] != "dense"
     for key in ("layout", "resume_at"):
+        if key not in case:
+            continue
         if experts(case[key]) > 1 and not moe:
             return f"{key} {case[key]} has expert parallelism and the model is dense"
         if experts(case[key]) > 1 and case["shard_optimizer"] == "true":
             return f"{key} {case[key]} has expert parallelism and the optimizer is sharded"
     if case["moe_chunks"] != "1" and not moe:
         return "moe_chunks > 1 on a dense model"
-    if world(case["resume_at"]) == world(case["layout"]):
+    if "resume_at" in case and world(case["resume_at"]) == world(case["layout"]):
         return "the resume is at the same world size"
     return None
 
 
-def valid_cases():
-    names = list(FACTORS)
-    for levels in itertools.product(*FACTORS.values()):
+def valid_cases(factors):
+    names = list(factors)
+    for levels in itertools.product(*factors.values()):
         case = dict(zip(names, levels))
         if broken_rule(case) is None:
             yield case
@@ -86,8 +116,8 @@ def pairs(case):
     return {(a, b) for a, b in itertools.combinations(items, 2)}
 
 
-def covering_array():
-    cases = list(valid_cases())
+def covering_array(factors):
+    cases = list(valid_cases(factors))
     random.Random(SEED).shuffle(cases)
     uncovered = set().union(*(pairs(c) for c in cases))
     chosen = []
@@ -98,50 +128,62 @@ def covering_array():
     return chosen
 
 
-def lines():
+def lines(factors):
     out = []
-    for i, case in enumerate(covering_array()):
+    for i, case in enumerate(covering_array(factors)):
         name = f"case{i:02d}"
         out.append(name + " " + " ".join(f"{k}={v}" for k, v in case.items()))
     return out
 
 
-def check(path):
+def check(path, factors):
     with open(path) as f:
         committed = [l.rstrip("\n") for l in f if l.strip() and not l.startswith("#")]
-    want = lines()
+    want = lines(factors)
+    device = " --device" if factors is DEVICE_FACTORS else ""
     if committed != want:
-        print(f"{path} is not what tests/combination_matrix.py generates; regenerate it:\n"
-              f"  python3 tests/combination_matrix.py > {path}", file=sys.stderr)
+        print(f"{path} is not what tests/combination_matrix.py{device} generates; regenerate it:\n"
+              f"  python3 tests/combination_matrix.py{device} > {path}", file=sys.stderr)
         return 1
     # Independently of the greedy choice: every pair some valid case holds is held by a
     # committed case, and no committed case breaks a rule.
     cases = [dict(kv.split("=") for kv in l.split()[1:]) for l in committed]
     for c in cases:
-        if set(c) != set(FACTORS) or any(c[k] not in FACTORS[k] for k in c):
+        if set(c) != set(factors) or any(c[k] not in factors[k] for k in c):
             print(f"a case with unknown factors or levels: {c}", file=sys.stderr)
             return 1
         if broken_rule(c):
             print(f"a case breaks a rule ({broken_rule(c)}): {c}", file=sys.stderr)
             return 1
     allowed = set()
-    for c in valid_cases():
+    for c in valid_cases(factors):
         allowed |= pairs(c)
     held = set().union(*(pairs(c) for c in cases))
     missing = allowed - held
     if missing:
         print(f"{len(missing)} allowed pairs are not covered, e.g. {sorted(missing)[:3]}", file=sys.stderr)
         return 1
-    print(f"{len(cases)} cases cover all {len(allowed)} allowed pairs of {len(FACTORS)} factors")
+    print(f"{len(cases)} cases cover all {len(allowed)} allowed pairs of {len(factors)} factors")
+    return 0
+
+
+def main(argv):
+    factors = FACTORS
+    if argv[:1] == ["--device"]:
+        factors = DEVICE_FACTORS
+        argv = argv[1:]
+    if len(argv) == 2 and argv[0] == "--check":
+        return check(argv[1], factors)
+    if argv:
+        print("usage: combination_matrix.py [--device] [--check FILE]", file=sys.stderr)
+        return 2
+    print("# Generated by tests/combination_matrix.py%s (seed %d): do not edit by hand."
+          % (" --device" if factors is DEVICE_FACTORS else "", SEED))
+    if factors is FACTORS:
+        print("# The first %d cases are the quick subset; the rest are labelled matrix_tail." % QUICK)
+    print("\n".join(lines(factors)))
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        sys.exit(check(sys.argv[2]))
-    if len(sys.argv) != 1:
-        print("usage: combination_matrix.py [--check FILE]", file=sys.stderr)
-        sys.exit(2)
-    print("# Generated by tests/combination_matrix.py (seed %d): do not edit by hand." % SEED)
-    print("# The first %d cases are the quick subset; the rest are labelled matrix_tail." % QUICK)
-    print("\n".join(lines()))
+    sys.exit(main(sys.argv[1:]))
