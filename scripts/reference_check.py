@@ -4,10 +4,12 @@ same batches, same optimizer, N steps; prints the per-step loss and gradient-nor
 and the final weights' differences, for a one-rank run and for multi-rank layouts.
 
     /usr/bin/python3 scripts/reference_check.py [--axonn build/bin/axonn] [--job job_templates/tiny.toml]
-        [--text FILE] [--steps N] [--layout 1x1x1x1] [--layout 2x1x2x1] [--work DIR] [--slack 2]
+        [--text FILE] [--steps N] [--layout 1x1x1x1] [--layout 2x1x2x1] [--set SECTION.KEY=VALUE]
+        [--work DIR] [--slack 2]
 
-Not a ctest test (it needs Debian's python3-torch and python3-h5py and takes ~half a minute);
-run it with /usr/bin/python3, where those packages live.
+Run it with /usr/bin/python3, where Debian's python3-torch and python3-h5py live. ctest runs it
+(label mp, tests/CMakeLists.txt: reference.*) on the dense and the MoE tiny jobs at several
+layouts, with recomputation, the sharded optimizer and overlap.
 
 The reference runs in float64. The same PyTorch code in float32 is the yardstick: its distance
 from the reference is what float32 rounding alone does to this run (a loss spike amplifies it
@@ -294,11 +296,27 @@ def read_metrics(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def load_job(path):
+def load_job(path, settings=()):
+    """The job's model and training sections with their defaults, then each `section.key=value`
+    of settings applied (the value in TOML syntax, as axonn's own overrides take it)."""
     with open(path, "rb") as f:
         raw = tomllib.load(f)
-    return {"model": {**MODEL_DEFAULTS, **raw.get("model", {})},
-            "training": {**TRAINING_DEFAULTS, **raw.get("training", {})}}
+    job = {"model": {**MODEL_DEFAULTS, **raw.get("model", {})},
+           "training": {**TRAINING_DEFAULTS, **raw.get("training", {})}}
+    for setting in settings:
+        key, _, value = setting.partition("=")
+        section, _, name = key.partition(".")
+        if section in job:
+            job[section][name] = toml_value(value)
+    return job
+
+
+def toml_value(text):
+    """A TOML value, else the text itself: `block` as well as `"block"`, as axonn reads it."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
 
 
 def weight_diff(mine, ref):
@@ -324,6 +342,9 @@ def main():
     ap.add_argument("--layout", action="append",
                     help="DxXxYxZ, or DxXxYxZeN with N-way expert parallelism; repeatable "
                          "(default: 1x1x1x1 and 2x1x2x1)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="a job setting for every run (and the reference, where it changes the math), e.g. "
+                         "training.recompute=block; repeatable")
     ap.add_argument("--work", help="directory for the runs (default: a temporary one, removed)")
     ap.add_argument("--slack", type=float, default=2.0,
                     help="pass when ours is within SLACK x PyTorch float32's distance from the float64 reference")
@@ -331,7 +352,7 @@ def main():
     if not os.access(args.axonn, os.X_OK):
         ap.error(f"{args.axonn} is not an executable; build it (cmake --build build --target axonn) or pass --axonn")
     layouts = args.layout or ["1x1x1x1", "2x1x2x1"]
-    job = load_job(args.job)
+    job = load_job(args.job, args.set)
     steps = args.steps or job["training"]["steps"]
     job["training"]["steps"] = steps
     moe = job["model"]["experts"] > 0
@@ -357,7 +378,7 @@ def main():
     tmp = None if args.work else tempfile.TemporaryDirectory(prefix="axonn-refcheck-")
     work = os.path.abspath(args.work or tmp.name)
     overrides = [f"data.path={os.path.abspath(args.text)}", "data.format=text", "checkpoint.dir=ckpt",
-                 "checkpoint.interval=0", "run.dir=run", f"training.steps={steps}"]
+                 "checkpoint.interval=0", "run.dir=run", f"training.steps={steps}", *args.set]
     job_path = os.path.abspath(args.job)
     m, t = job["model"], job["training"]
     print(f"job {args.job}: {m['layers']} layers, hidden {m['hidden']}, {m['heads']} heads, vocab {m['vocab']}, "
