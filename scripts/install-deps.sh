@@ -21,6 +21,8 @@ packages=(
   python3-torch python3-h5py python3-matplotlib python3-numpy hdf5-tools
   # the events files read back without TensorBoard (tests/tensorboard_events_check.py)
   python3-protobuf python3-crc32c
+  # the checkpoint format's checksums recomputed by another XXH3 (tests/checkpoint_xxh3_check.py)
+  python3-xxhash
   # tests: kill/timeout/ps, small file systems for disk-full tests
   procps psmisc coreutils util-linux e2fsprogs
   # scripts/gpu_bundle.sh (and its test): large libraries travel xz-compressed

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/index_file.hpp"
 #include "checkpoint/inspect.hpp"
 #include "checkpoint/raw_read.hpp"
 #include "checkpoint/read_plan.hpp"
+#include "checkpoint/rect.hpp"
 #include "checkpoint/shard_meta.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "checkpoint/verify.hpp"
@@ -301,6 +303,75 @@ TEST(CheckpointFormat, Version1StepsLoadPlanAndVerifyWithTheirRowBlocks) {
       << format_verify_report(verify_checkpoint(step));
 }
 
+// ---- committed fixtures: a step of every format version an axonn wrote ----
+//
+// tests/fixtures/checkpoint-vN/ holds step 3 of small_model() saved by 2 ranks as row tiles
+// (the test metadata: layout, model config, cursor, RNG bytes, meta keys), format version N,
+// written once by DISABLED_WriteTheFixtures below and committed. The tests read those bytes,
+// not what this build writes, so a change in how a checksum, an attribute or a dataset is
+// written that would orphan the checkpoints users have fails here. Regenerate only for a new
+// format version (add checkpoint-vN+1; never rewrite an older one):
+//   build/tests/test_checkpoint_format --gtest_also_run_disabled_tests --gtest_filter='*WriteTheFixtures'
+// (writes tests/fixtures/checkpoint-v1, -v2 and -v3).
+const fs::path kFixtures = fs::path(test::kSourceDir) / "tests" / "fixtures";
+constexpr int64_t kFixtureStep = 3;
+
+TEST(CheckpointFixtures, DISABLED_WriteTheFixtures) {
+  ASSERT_TRUE(test::python_has_h5py());
+  for (const int version : {1, 2, 3}) {
+    const fs::path dir = kFixtures / ("checkpoint-v" + std::to_string(version));
+    fs::remove_all(dir);
+    save_step(dir, kFixtureStep, 2, row_tiles);
+    const fs::path step = dir / "step-000000003";
+    if (version < 3) rewrite_shard_datasets(step, "");  // contiguous, as versions 1 and 2 stored them
+    if (version == 2) set_format_version(step, 2);
+    if (version == 1) rewrite_as_format_v1(step);
+    fs::remove(dir / "rewrite_datasets.py");
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.path().filename().string().find("lock") != std::string::npos) fs::remove_all(entry.path());
+  }
+}
+
+// Each fixture, copied (a reader takes the directory's lock), opens as its version, verifies,
+// and loads at other tilings with the values small_model() had at step 3.
+TEST(CheckpointFixtures, EveryFormatVersionAnAxonnWroteLoadsAndVerifies) {
+  for (const int version : {1, 2, 3}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    const fs::path dir = test_dir() / ("v" + std::to_string(version));
+    fs::create_directories(dir);
+    fs::copy(kFixtures / ("checkpoint-v" + std::to_string(version)), dir, fs::copy_options::recursive);
+    const CheckpointReader reader = CheckpointReader::open_latest(dir);
+    EXPECT_EQ(reader.format_version(), version);
+    EXPECT_EQ(reader.step(), kFixtureStep);
+    EXPECT_EQ(reader.metadata().data_cursor, test_metadata(kFixtureStep).data_cursor);
+    EXPECT_EQ(reader.metadata().model_config, test_metadata(kFixtureStep).model_config);
+    const VerifyReport report = verify_checkpoint(dir / "step-000000003");
+    EXPECT_TRUE(report.ok()) << format_verify_report(report);
+    for (const ReadOptions& o : {kVerified, kVds}) {
+      expect_model_load(dir, small_model(), col_tiles, 3, kFixtureStep, o);
+      expect_model_load(dir, small_model(), block_tiles, 4, kFixtureStep, o);
+    }
+  }
+}
+
+// The fixtures, and a step this build writes, against checkpoint/README.md by code that shares
+// nothing with ours: h5py and python3-xxhash (tests/checkpoint_xxh3_check.py).
+TEST(CheckpointFixtures, AnIndependentXxh3AndH5pyFindEveryHashAndAttributeAsTheSpecSays) {
+  ASSERT_EQ(std::system("/usr/bin/python3 -c 'import h5py, numpy, xxhash' 2>/dev/null"), 0)
+      << "/usr/bin/python3 needs h5py, numpy and xxhash: scripts/install-deps.sh installs python3-h5py, python3-xxhash";
+  const fs::path fresh = test_dir();
+  save_step(fresh, 4, 2, block_tiles, 3, tiled_model());  // "big" in several tiles per rectangle
+  std::vector<std::pair<fs::path, int>> steps = {{fresh / "step-000000004", 3}};
+  for (const int version : {1, 2, 3})
+    steps.emplace_back(kFixtures / ("checkpoint-v" + std::to_string(version)) / "step-000000003", version);
+  for (const auto& [step, version] : steps) {
+    const auto r = test::run_command("/usr/bin/python3 " + test::kSourceDir + "/tests/checkpoint_xxh3_check.py " +
+                                     step.string() + " " + std::to_string(version), 120);
+    EXPECT_EQ(r.code, 0) << step << "\n" << r.output;
+    EXPECT_TRUE(has(r.output, "ok: format version " + std::to_string(version))) << r.output;
+  }
+}
+
 TEST(CheckpointFormat, UnknownVersionsAreRefusedByIndexAndShard) {
   const fs::path dir = test_dir();
   save_step(dir, 7, 1, row_tiles);
@@ -351,7 +422,15 @@ TEST(CheckpointFormat, IndexRectanglesAreRefusedWhenOutsideTheTensorHoweverFarOr
   EXPECT_TRUE(has(e, wte + "tensor 'wte': rectangle offset [9223372036854775802, 0] count [12, 16] does not lie "
                            "inside global shape [25, 16]"))
       << e;
+  // A negative offset, a zero count: the format's rectangles lie inside the tensor with
+  // counts of at least 1 (checkpoint/README.md).
+  patch_tensor_attr(index, "wte", format::kAttrSourceOffset, {0, 0, 13, -1});
+  e = read_index_error(index);
+  EXPECT_TRUE(has(e, wte + "tensor 'wte': rectangle offset [13, -1] count [12, 16] does not lie inside")) << e;
   patch_tensor_attr(index, "wte", format::kAttrSourceOffset, {0, 0, 13, 0});
+  patch_tensor_attr(index, "wte", format::kAttrSourceCount, {13, 16, 12, 0});
+  e = read_index_error(index);
+  EXPECT_TRUE(has(e, wte + "tensor 'wte': rectangle offset [13, 0] count [12, 0] does not lie inside")) << e;
   // Row 13 stored twice (the block extents follow, so the checksums stay consistent).
   patch_tensor_attr(index, "wte", format::kAttrSourceCount, {14, 16, 12, 16});
   patch_tensor_attr(index, "wte", format::kAttrSourceRowsPerBlock, {14, 12});
@@ -374,6 +453,44 @@ TEST(CheckpointFormat, IndexRectanglesAreRefusedWhenOutsideTheTensorHoweverFarOr
   }
   e = read_index_error(index);
   EXPECT_TRUE(has(e, index.string() + ": tensor 'wte' is listed twice; the index is corrupt")) << e;
+}
+
+// validate_rect against the format's rule written out here, not the function itself: a
+// rectangle of the tensor's rank, in every dimension 0 <= offset, 1 <= count and
+// offset + count <= extent (exactly: offsets and counts come from files, any int64).
+TEST(Rect, ValidateAcceptsExactlyTheRectanglesInsideTheTensorWithPositiveCounts) {
+  const std::vector<int64_t> values = {INT64_MIN, -3, -1, 0, 1, 2, 3, 4, INT64_MAX - 1, INT64_MAX};
+  const auto inside = [](int64_t extent, int64_t offset, int64_t count) {
+    if (offset < 0 || count < 1) return false;
+    // offset + count <= extent, exactly: both are below 2^63, so their sum in uint64_t is exact.
+    return static_cast<uint64_t>(offset) + static_cast<uint64_t>(count) <= static_cast<uint64_t>(extent);
+  };
+  int accepted = 0, checked = 0;
+  for (const int64_t extent : {int64_t{1}, int64_t{3}, INT64_MAX})
+    for (const int64_t o0 : values)
+      for (const int64_t c0 : values)
+        for (const int64_t o1 : {int64_t{-1}, int64_t{0}, int64_t{2}})
+          for (const int64_t c1 : {int64_t{0}, int64_t{1}, int64_t{2}}) {
+            const std::vector<int64_t> shape = {extent, 3};
+            const Rect rect{{o0, o1}, {c0, c1}};
+            const bool want = inside(extent, o0, c0) && inside(3, o1, c1);
+            bool got = true;
+            try {
+              validate_rect(shape, rect, "t");
+            } catch (const std::invalid_argument&) {
+              got = false;
+            }
+            EXPECT_EQ(got, want) << "shape [" << extent << ", 3] " << rect_string(rect);
+            accepted += want;
+            ++checked;
+          }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, checked);
+  // Another rank than the shape's, or a shape with an empty extent, is never inside.
+  EXPECT_THROW(validate_rect({4}, Rect{{0, 0}, {1, 1}}, "t"), std::invalid_argument);
+  EXPECT_THROW(validate_rect({4, 4}, Rect{{0}, {1}}, "t"), std::invalid_argument);
+  EXPECT_THROW(validate_rect({0, 4}, Rect{{0, 0}, {0, 1}}, "t"), std::invalid_argument);
+  EXPECT_THROW(validate_rect({}, Rect{{}, {}}, "t"), std::invalid_argument);
 }
 
 TEST(CheckpointFormat, AnIndexOfMoreElementsThanAnInt64CountsInBytesIsRefused) {
