@@ -3,6 +3,8 @@
 // an earlier run of the same requeued Slurm job, is taken over saying so; a record from
 // another host only with break_lock; a directory that cannot be written is refused by name.
 // fcntl locks belong to processes, so the holders here are forked children.
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -18,6 +22,26 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/dir_lock.hpp"
 #include "scratch_dir.hpp"
+
+// File systems without fcntl locks (NFS mounted with nolock) answer F_SETLK with ENOLCK. This
+// test binary stands in for one: its own fcntl, which the checkpoint library (linked
+// statically into it) calls instead of the C library's, refuses F_SETLK with ENOLCK while
+// g_no_fcntl_locks is set and passes every call on otherwise.
+std::atomic<bool> g_no_fcntl_locks{false};
+
+extern "C" int fcntl(int fd, int cmd, ...) {
+  va_list args;
+  va_start(args, cmd);
+  void* arg = va_arg(args, void*);  // an int or a pointer: the same register either way, as glibc reads it
+  va_end(args);
+  if (cmd == F_SETLK && g_no_fcntl_locks) {
+    errno = ENOLCK;
+    return -1;
+  }
+  using Fcntl = int (*)(int, int, ...);
+  static const auto next = reinterpret_cast<Fcntl>(::dlsym(RTLD_NEXT, "fcntl"));
+  return next(fd, cmd, arg);
+}
 
 namespace axonn {
 namespace {
@@ -96,6 +120,32 @@ TEST_F(DirLock, HoldsTheRecordForItsLifeAndClearsItOnRelease) {
   EXPECT_EQ(record(), "");  // released: the next run takes it without a note
   DirectoryLock again = DirectoryLock::acquire(ckpt(), me, false);
   EXPECT_TRUE(again.note().empty()) << again.note();
+}
+
+// Without fcntl locks the record alone decides, as dir_lock.hpp says: a run started while a
+// live holder's record is there is refused naming it; the holder's crash leaves a record the
+// next run takes over; and the run says that only the record protects the directory.
+TEST_F(DirLock, WhereTheFileSystemHasNoFcntlLocksTheRecordAloneStopsALaterRun) {
+  struct NoFcntlLocks {
+    NoFcntlLocks() { g_no_fcntl_locks = true; }
+    ~NoFcntlLocks() { g_no_fcntl_locks = false; }
+  } no_locks;
+  Holder holder(ckpt());  // forked with the flag set: its lock is a record only
+  ASSERT_GT(holder.pid, 0);
+  const std::string holder_pid = std::to_string(holder.pid);
+  const LockOwner me = LockOwner::this_process("", 0);
+  const std::string refused = refusal(ckpt(), me);
+  EXPECT_NE(refused.find("pid " + holder_pid + " on host " + me.host), std::string::npos) << refused;
+  EXPECT_NE(refused.find("is running and holds"), std::string::npos) << refused;
+  holder.kill();
+  DirectoryLock lock = DirectoryLock::acquire(ckpt(), me, false);
+  EXPECT_FALSE(lock.kernel_locked());
+  EXPECT_NE(lock.note().find("took over the lock left by pid " + holder_pid), std::string::npos)
+      << lock.note();
+  EXPECT_NE(lock.note().find("refused an fcntl lock, so only the record in " + (ckpt() / kLockFileName).string() +
+                             " protects the directory"),
+            std::string::npos)
+      << lock.note();
 }
 
 TEST_F(DirLock, ALiveHolderStopsASecondRunNamingItEvenWithBreakLock) {
