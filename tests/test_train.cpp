@@ -234,6 +234,39 @@ TEST_F(TrainResume, ALayoutThatDoesNotFitIsABadInputNamingWhatIsWrong) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run" / "metrics.jsonl")) << "nothing may start";
 }
 
+// Data the job cannot train on, through `axonn run` as a user meets it: an empty file, one
+// shorter than a global batch of samples, a token outside model.vocab (text: one token per
+// byte, so 'z' = 122 is outside a vocabulary of 100). Each is exit 2 with one line naming the
+// file and the fix, before any rank starts or writes a metric.
+TEST_F(TrainResume, EmptyShortOrOutOfVocabularyDataIsABadInputBeforeAnyRankStarts) {
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* settings;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"empty", "", "", "is empty (0 bytes); point data.path at a non-empty file"},
+      {"short", std::string(100, 'a'), "", "fewer than one global batch of 24 samples; use a longer file"},
+      {"oov", std::string(24 * 16 + 1, 'a') + "z", "model.vocab=100",
+       "has token id 122 at position 385, outside the model's vocabulary [0, 100)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto dir = dir_ / c.name;
+    std::filesystem::create_directories(dir);
+    write_file(dir / "job.toml", tiny_job(2, 0));
+    write_file(dir / "data.txt", c.text);
+    const CommandResult r =
+        run_train(dir, 2, "2x1x1x1", "data.path=" + (dir / "data.txt").string() + " data.format=text " + c.settings);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_TRUE(contains(r.output, (dir / "data.txt").string())) << r.output;
+    EXPECT_TRUE(contains(r.output, c.says)) << r.output;
+    EXPECT_FALSE(contains(r.output, "[0] ")) << "no rank may start:\n" << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "run" / "metrics.jsonl"));
+  }
+}
+
 // The stop signals as a wrapper sends them: SIGTERM to the launcher, and a job's own
 // run.preempt_signal. Each run is the tiny job on 2 ranks, signalled once 2 steps are logged.
 class TrainSignals : public ::testing::Test {
@@ -279,6 +312,26 @@ TEST_F(TrainSignals, AJobsPreemptSignalUsr2StopsItWithACheckpoint) {
   EXPECT_TRUE(contains(r.output, "[0] [info] stop signals: SIGUSR2 (run.preempt_signal), SIGTERM, SIGINT")) << r.output;
   EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir_ / "usr2" / "ckpt" / "latest")) << r.output;
+}
+
+// SIGINT (Ctrl-C at a terminal) is a stop request like SIGTERM: a checkpoint and 75.
+TEST_F(TrainSignals, SigintToTheLauncherSavesAndExitsSeventyFive) {
+  const CommandResult r = signalled_run("int", tiny_job(200, 0), "INT");
+  ASSERT_EQ(r.code, 75) << r.output;
+  const auto steps = read_metrics(dir_ / "int" / "run");
+  ASSERT_LT(steps.size(), 200u) << "the signal came too late to test anything";
+  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
+  EXPECT_EQ(read_text(dir_ / "int" / "ckpt" / "latest"),
+            "step-" + std::string(9 - std::to_string(steps.size()).size(), '0') + std::to_string(steps.size()) + "\n");
+}
+
+// run.preempt_signal = "HUP", the third signal a site may give its preemption.
+TEST_F(TrainSignals, AJobsPreemptSignalHupStopsItWithACheckpoint) {
+  const CommandResult r = signalled_run("hup", tiny_job(200, 0) + "preempt_signal = \"HUP\"\n", "HUP");
+  ASSERT_EQ(r.code, 75) << r.output;
+  EXPECT_TRUE(contains(r.output, "[0] [info] stop signals: SIGHUP (run.preempt_signal), SIGTERM, SIGINT")) << r.output;
+  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "hup" / "ckpt" / "latest")) << r.output;
 }
 
 // What the sbatch templates forward: the job's key, else the site's policy, with overrides

@@ -70,6 +70,9 @@ void check_train_command(const CommandArgs& words, const LocalJobOptions& opt) {
   if (!data.empty() && access(data.c_str(), R_OK) != 0)
     throw DataError(inputs.job.source + ": data.path " + data + " cannot be read: " + std::strerror(errno) +
                     "; give a token or text file (axonn data prepare), or an empty path for the built-in corpus");
+  // Read once here as every rank will read it (an empty or short file, an id outside the
+  // vocabulary): one read more, which leaves the file in the page cache the ranks read from.
+  load_train_data(inputs.job);
   decide_run_layout(local_topology(opt), inputs.site.config, inputs.job, args.value("layout"));
 }
 

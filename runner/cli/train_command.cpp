@@ -81,12 +81,6 @@ int64_t slurm_restart_count() {
   return ec == std::errc() && end == text.data() + text.size() ? count : 0;
 }
 
-TokenData load_data(const JobConfig& job) {
-  TokenData data = job.data.path.empty() ? builtin_corpus() : TokenData::load({job.data.path, job.data.format});
-  data.validate(job.model.vocab, job.model.sequence, job.training.global_batch);
-  return data;
-}
-
 }  // namespace
 
 const std::vector<OptionSpec>& train_option_specs() {
@@ -154,7 +148,7 @@ int command_train(const CommandArgs& argv) {
   priced.training.device = device.cuda ? "cuda" : "cpu";
   const RunLayout run = decide_run_layout(topology, site, priced, args.value("layout"));
   auto backend = make_train_backend(device, job, topology);
-  const TokenData data = load_data(job);
+  const TokenData data = load_train_data(job);
   startup.mark("layout");
   if (lead) {
     spdlog::info("axonn train {}: {} ranks on {} node(s), site {}, {}", job.source, topology.world, topology.nodes,

@@ -70,4 +70,10 @@ void check_wrapper_preempt_signal(const TrainInputs& inputs) {
                     "\" in the job (or as an override), or let the wrapper forward SIG" + job_signal);
 }
 
+TokenData load_train_data(const JobConfig& job) {
+  TokenData data = job.data.path.empty() ? builtin_corpus() : TokenData::load({job.data.path, job.data.format});
+  data.validate(job.model.vocab, job.model.sequence, job.training.global_batch);
+  return data;
+}
+
 }  // namespace axonn

@@ -1,7 +1,7 @@
 #pragma once
-// What `axonn train` reads before it touches PMIx, shared with `axonn run`, which checks the
-// same inputs before it starts a rank: the command line, the site config, the job TOML with
-// its overrides, and the preemption signal a wrapper announced.
+// What `axonn train` reads before it trains, shared with `axonn run`, which checks the same
+// inputs before it starts a rank: the command line, the site config, the job TOML with its
+// overrides, the preemption signal a wrapper announced, and the training data.
 //
 // The site config, first match wins:
 //   1. --site PATH: an explicit flag beats the environment, as for every other option;
@@ -18,6 +18,7 @@
 #include "cli/args.hpp"
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
+#include "trainer/data/token_data.hpp"
 
 namespace axonn {
 
@@ -54,5 +55,10 @@ TrainInputs load_train_inputs(const Args& args);
 // when it is set and is not the job's run.preempt_signal: that wrapper's signal would not
 // stop the run, and on the job's own signal nobody would send.
 void check_wrapper_preempt_signal(const TrainInputs& inputs);
+
+// The job's tokens (data.path in data.format, else the built-in corpus), checked against the
+// model: every id inside model.vocab, at least one global batch of samples. Throws DataError
+// naming the file and the fix.
+TokenData load_train_data(const JobConfig& job);
 
 }  // namespace axonn
