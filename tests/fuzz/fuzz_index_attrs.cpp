@@ -225,12 +225,24 @@ void edit(FuzzedDataProvider& in, h5::Id file, const std::vector<std::string>& t
   }
 }
 
+// The format's rule for a stored rectangle (checkpoint/README.md), written out here rather
+// than asked of validate_rect, the reader's own check: the tensor's rank, and in every
+// dimension an offset of at least 0, a count of at least 1, and offset + count within the extent.
+bool inside_tensor(const std::vector<int64_t>& shape, const axonn::Rect& r) {
+  if (r.offset.size() != shape.size() || r.count.size() != shape.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] < 1 || r.offset[d] < 0 || r.count[d] < 1 || r.count[d] > shape[d] ||
+        r.offset[d] > shape[d] - r.count[d])
+      return false;
+  return true;
+}
+
 void check_index(const axonn::IndexContents& c) {
   require(c.format_version >= format::kOldestReadableVersion && c.format_version <= format::kVersion);
   for (const axonn::TensorInfo& t : c.tensors) {
     require(!t.global_shape.empty());
     for (const axonn::StoredRect& s : t.sources) {
-      axonn::validate_rect(t.global_shape, s.rect, t.name);  // throws std::invalid_argument: escapes
+      require(inside_tensor(t.global_shape, s.rect));
       require(s.rows_per_block >= 1 && s.cols_per_block >= 1);
       require(static_cast<int64_t>(s.block_hashes.size()) == s.blocks().count());
       require(axonn::combine_hashes(s.block_hashes) == s.xxh3);
