@@ -493,6 +493,35 @@ TEST(Rect, ValidateAcceptsExactlyTheRectanglesInsideTheTensorWithPositiveCounts)
   EXPECT_THROW(validate_rect({}, Rect{{}, {}}, "t"), std::invalid_argument);
 }
 
+// A shard's own rectangles (its datasets' offset attribute and extents) are held to the same
+// rule when verify or a commit reads them: a negative offset, or one past the tensor's end.
+TEST(CheckpointFormat, ShardRectanglesOutsideTheTensorAreRefusedNamingTheDataset) {
+  const fs::path dir = test_dir();
+  save_step(dir, 7, 2, row_tiles);  // shard 1's slice-00000: wte rows 13..24 of [25, 16]
+  const fs::path shard = dir / "step-000000007" / "shard-00001.h5";
+  const auto shard_error = [&](const std::vector<int64_t>& offset) {
+    {
+      h5::Handle f = h5::open_file_readwrite(shard);
+      h5::Handle ds = h5::open_dataset(f.get(), "slice-00000", shard.string());
+      h5::Attrs(ds.get(), shard.string()).set_i64s(format::kAttrOffset, offset);
+      ds.close(shard.string(), "close dataset");
+      f.close(shard.string(), "close");
+    }
+    try {
+      read_shard_meta(shard);
+    } catch (const FormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(read)");
+  };
+  const std::string where = shard.string() + " /slice-00000 (tensor 'wte'): tensor 'wte': rectangle ";
+  std::string e = shard_error({-1, 0});
+  EXPECT_TRUE(has(e, where + "offset [-1, 0] count [12, 16] does not lie inside global shape [25, 16]")) << e;
+  e = shard_error({14, 0});
+  EXPECT_TRUE(has(e, where + "offset [14, 0] count [12, 16] does not lie inside global shape [25, 16]")) << e;
+  EXPECT_EQ(shard_error({13, 0}), "(read)");
+}
+
 TEST(CheckpointFormat, AnIndexOfMoreElementsThanAnInt64CountsInBytesIsRefused) {
   const fs::path dir = test_dir();
   fs::create_directories(dir);
