@@ -318,6 +318,8 @@ TEST(GlooCommunicator, ReduceScatterAndAllGatherGiveTheAllReducesBitsWhereTheOrd
 
 // A rank that never joins: the others' blocking reads on the sync pairs give up after the
 // timeout, and the error names the group, the collective, its size and the missing rank.
+// Rank 2 stays silent until both have given up, so their all_reduce can only end by giving
+// up; a read that waited without a limit would hang until ctest's TIMEOUT.
 TEST(GlooCommunicator, LatencyPathTimesOutOnAStalledPeer) {
   std::atomic<int> gave_up{0};
   run_ranks(3, [&](int rank, Exchange& exchange) {
@@ -329,7 +331,6 @@ TEST(GlooCommunicator, LatencyPathTimesOutOnAStalledPeer) {
       while (gave_up < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return;
     }
-    const auto start = std::chrono::steady_clock::now();
     try {
       comms[0]->all_reduce(&v, 1, ElementType::float32);
       ADD_FAILURE() << "all_reduce returned without rank 2";
@@ -337,7 +338,6 @@ TEST(GlooCommunicator, LatencyPathTimesOutOnAStalledPeer) {
       EXPECT_THAT(e.what(), HasSubstr("all_reduce on axis 'world' (world ranks 0,1,2, 4 bytes) timed out after 500 ms: "
                                       "a peer did not arrive (waiting for world rank 2: "));
     }
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
     ++gave_up;
   });
 }
@@ -649,8 +649,8 @@ TEST(CommGridWatch, ATimeoutNamesTheRankThatDidNotArriveAndWhatItDoes) {
   }
 }
 
-// A collective whose peer is gone fails at once and says "failed", not "timed out", naming
-// the peer that is gone.
+// A collective whose peer is gone fails at once and says "failed", not "timed out" (which it
+// says once the 10 s timeout has passed), naming the peer that is gone.
 TEST(CommGridWatch, APeerThatIsGoneFailsAtOnceSayingSo) {
   run_ranks(2, [&](int rank, Exchange& exchange) {
     auto grid = std::make_unique<CommGrid>(exchange, parse_layout("2x1x1x1"), kTimeout, true);
@@ -660,7 +660,6 @@ TEST(CommGridWatch, APeerThatIsGoneFailsAtOnceSayingSo) {
     if (rank == 1) grid.reset();  // its connections and its watch close
     exchange.fence();             // rank 0 goes on only once rank 1's grid is gone
     if (rank == 1) return;
-    const auto start = std::chrono::steady_clock::now();
     try {
       std::vector<float> big(100000, 1.0f);  // the ring path
       grid->world().all_reduce(big.data(), big.size(), ElementType::float32);
@@ -670,7 +669,6 @@ TEST(CommGridWatch, APeerThatIsGoneFailsAtOnceSayingSo) {
       EXPECT_THAT(e.what(), HasSubstr(" ms: world rank 1 on host "));
       EXPECT_THAT(e.what(), HasSubstr("did not arrive: it is gone (exited, or killed)"));
     }
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the 10 s timeout was waited for";
   });
 }
 

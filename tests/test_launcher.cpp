@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -62,14 +61,18 @@ TEST(LocalLauncher, RankKilledMidCollectiveStopsTheJobAndIsNamed) {
   const auto r = run_command(kAxonn + " run -n 4 selftest --layout 1x2x2x1 --kill-rank 2 --timeout-ms 20000");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn run: rank 2 was killed by signal 9")) << r.output;
-  EXPECT_LT(r.seconds, 10.0) << "the launcher waited for the collective timeout instead of acting on the death";
+  EXPECT_FALSE(contains(r.output, "timed out after 20000 ms"))
+      << "the launcher waited for the collective timeout instead of acting on the death\n"
+      << r.output;
   EXPECT_EQ(run_command("pgrep -f \"[s]elftest --layout 1x2x2x1 --kill-rank\"").output, "");
 }
 
 TEST(LocalLauncher, StalledRankTimesOutNamingAxisCollectiveAndRanks) {
   const auto r =
       run_command(kAxonn + " run -n 4 --grace-ms 500 selftest --layout 1x2x2x1 --stall-rank 3 --timeout-ms 1500");
-  EXPECT_NE(r.code, 0) << r.output;
+  // The status of the rank that gave up first: the launcher ended the job, stopping rank 3
+  // (which sleeps until stopped), not run_command's time limit (124).
+  EXPECT_EQ(r.code, 1) << r.output;
   // Whichever rank gives up first, its line names rank 3, its host, and what it is doing
   // (sleeping outside the collectives), and so do the lines of the others.
   const size_t first = r.output.find("] axonn selftest: ");
@@ -79,10 +82,6 @@ TEST(LocalLauncher, StalledRankTimesOutNamingAxisCollectiveAndRanks) {
   EXPECT_TRUE(contains(line, "timed out after 1500 ms: ")) << line;
   EXPECT_TRUE(contains(line, "world rank 3 on host " + host() + " (pid ")) << line;
   EXPECT_TRUE(contains(line, ") did not arrive: it runs but is in no collective (for ")) << line;
-  // Ended by the 1.5 s timeout and 0.5 s grace after the ranks' start (several seconds for 4
-  // sanitized ranks on 2 busy cores: 10.3 s once), well before selftest's default timeout of
-  // 30 s would have.
-  EXPECT_LT(r.seconds, 20.0);
   EXPECT_EQ(run_command("pgrep -f \"[s]elftest --layout 1x2x2x1 --stall-rank\"").output, "");
 }
 
@@ -117,15 +116,15 @@ pid_t rank_pid(pid_t launcher, int rank) {
 // failure line names the stopped rank, its host, its pid and the axis, every time (5 runs,
 // each stopping another rank of a 1x2x2x1 layout, so the rank that gives up first is
 // sometimes a direct peer of the stopped one and sometimes only waits on such a peer); the
-// launcher then kills the stopped rank at once and the job exits soon after the timeout.
+// launcher then kills the stopped rank at once, and says so.
 TEST(LocalLauncher, AStoppedRankIsNamedByTheFirstFailureLineEveryTime) {
   const std::string dir = kBinaryDir + "/launcher-sigstop-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   constexpr int kTimeoutMs = 2000;
-  std::string times;
+  int run = 0;
   for (const int victim : {3, 1, 2, 0, 3}) {
-    const std::string log = dir + "/run-" + std::to_string(victim) + "-" + std::to_string(times.size()) + ".log";
+    const std::string log = dir + "/run-" + std::to_string(run++) + "-rank-" + std::to_string(victim) + ".log";
     const pid_t launcher = fork();
     if (launcher == 0) {
       if (chdir(dir.c_str()) != 0) _exit(127);
@@ -153,12 +152,9 @@ TEST(LocalLauncher, AStoppedRankIsNamedByTheFirstFailureLineEveryTime) {
       FAIL() << "rank " << victim << " (pid " << stopped << ") did not start training\n"
              << run_command("cat " + log).output;
     }
-    const auto start = std::chrono::steady_clock::now();
     kill(stopped, SIGSTOP);
     int status = 0;
     waitpid(launcher, &status, 0);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    times += (times.empty() ? "" : ", ") + std::to_string(seconds).substr(0, 4) + " s";
     const std::string out = run_command("cat " + log).output;
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << out;
     const size_t at = out.find("] axonn train: ");
@@ -174,20 +170,16 @@ TEST(LocalLauncher, AStoppedRankIsNamedByTheFirstFailureLineEveryTime) {
     EXPECT_TRUE(contains(out, "rank " + std::to_string(victim) + " (pid " + std::to_string(stopped) +
                                   ") was stopped by SIGSTOP and is killed"))
         << out;
-    // A hang guard, not a timing claim: the job ends at about the timeout plus the question
-    // round (measured on the 2-core CI machine: 2.5-2.7 s for the 2 s timeout).
-    EXPECT_LT(seconds, 10.0 * (kTimeoutMs / 1000.0 + 1.0)) << out;
   }
-  std::printf("stopped rank: job exited %s after SIGSTOP (collective timeout %d ms)\n", times.c_str(), kTimeoutMs);
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir);
 }
 
 TEST(LocalLauncher, FailingRankExitStatusIsReportedAndOthersStopped) {
-  const auto r =
-      run_command(kAxonn + " run -n 3 -- sh -c \"if [ \\$PMIX_RANK = 1 ]; then exit 3; fi; exec sleep 41.5\"");
+  const auto r = run_command(kAxonn + " run -n 3 -- sh -c \"if [ \\$PMIX_RANK = 1 ]; then exit 3; fi; " +
+                             "sleep 41.5; echo slept 41.5 s\"");
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn run: rank 1 exited with status 3")) << r.output;
-  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_FALSE(contains(r.output, "slept 41.5 s")) << "the others sleep 41.5 s unless stopped\n" << r.output;
   EXPECT_EQ(run_command("pgrep -f \"[s]leep 41.5\"").output, "");
 }
 
@@ -229,15 +221,13 @@ TEST(LocalLauncher, SigtermIsForwardedToEveryRank) {
     waitpid(launcher, nullptr, 0);
     FAIL() << "the ranks did not both say ready:\n" << run_command("cat " + log).output;
   }
-  const auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(run_command("pkill -TERM -f \"bin/axon[n] run -n 2 -- sh -c\"").code, 0);
   int status = 0;
   waitpid(launcher, &status, 0);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string out = run_command("cat " + log).output;
+  // The ranks' trap exits: they ended on the forwarded SIGTERM, not after their 42.5 s sleep.
   EXPECT_TRUE(contains(out, "[0] got TERM")) << out;
   EXPECT_TRUE(contains(out, "[1] got TERM")) << out;
-  EXPECT_LT(seconds, 10.0);
   run_command("pkill -f \"[s]leep 42.5\"");  // the shells' background sleeps
 }
 
@@ -311,7 +301,6 @@ TEST(LocalLauncher, RankCountTheMachineCannotHoldIsRefusedSayingWhy) {
                        "and the open-file limit is 100 (RLIMIT_NOFILE hard limit, ulimit -Hn)"))
       << r.output;
   EXPECT_FALSE(contains(r.output, "[0] ")) << r.output;
-  EXPECT_LT(r.seconds, 10.0);
 }
 
 // SIGTERM to the launcher is forwarded; when every rank then saves and exits 75, so does the
@@ -371,12 +360,15 @@ TEST(LocalLauncher, BadOptionsExitTwo) {
   EXPECT_EQ(run_command(kAxonn + " run -n 2").code, 2);
 }
 
+// Refused before PMIx_Init, which would look for a server: the message names the unset
+// variables.
 TEST(PmixWorker, OutsideAnyServerFailsAtOnceSayingWhatToDo) {
   const auto r = run_command("env -u PMIX_NAMESPACE " + kAxonn + " selftest");
   EXPECT_EQ(r.code, 1);
-  EXPECT_TRUE(contains(r.output, "start it with `srun --mpi=pmix ...` under Slurm, or `axonn run -n N ...`"))
+  EXPECT_TRUE(contains(r.output, "axonn selftest: no PMIx server started this process (PMIX_NAMESPACE and "
+                                 "PMIX_SERVER_URI* are not set): start it with `srun --mpi=pmix ...` under Slurm, "
+                                 "or `axonn run -n N ...`"))
       << r.output;
-  EXPECT_LT(r.seconds, 2.0);
 }
 
 TEST(PmixWorker, NcclBackendWithoutAGpuFailsAtOnceSayingSo) {
@@ -384,7 +376,10 @@ TEST(PmixWorker, NcclBackendWithoutAGpuFailsAtOnceSayingSo) {
   const auto r = run_command(kAxonn + " run -n 2 selftest --backend nccl");
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_TRUE(contains(r.output, "] axonn selftest: no CUDA device: ")) << r.output;
-  EXPECT_LT(r.seconds, 10.0);
+  // Every rank that failed did so at the device check, before connecting to its peers: none
+  // waited for another and gave up on a timeout.
+  EXPECT_EQ(occurrences(r.output, "] axonn selftest: "), occurrences(r.output, "] axonn selftest: no CUDA device: "))
+      << r.output;
 }
 
 TEST(PmixWorker, UnknownBackendIsBadInput) {

@@ -96,7 +96,6 @@ std::vector<int> members_of_group(int group) {
 struct Job {
   LocalJobResult result;
   std::string out, err;
-  double seconds = 0;
 };
 
 // Runs the worker as an N-rank local job in this process, its output captured.
@@ -113,9 +112,7 @@ Job run_worker_job(int ranks, int nodes, std::vector<std::string> args = {},
   opt.stdout_fd = fileno(out);
   opt.stderr_fd = fileno(err);
   Job job;
-  const auto start = Clock::now();
   job.result = run_local_job(opt);
-  job.seconds = seconds_since(start);
   job.out = read_fd(fileno(out));
   job.err = read_fd(fileno(err));
   std::fclose(out);
@@ -242,7 +239,7 @@ TEST(LocalJob, FailingRankIsNamedWithItsStatusAndTheOthersAreStopped) {
   const Job job = run_worker_job(4, 1, {"--exit-rank", "2", "--exit-code", "3"});
   EXPECT_EQ(job.result.exit_code, 3);
   EXPECT_EQ(job.result.failure, "rank 2 exited with status 3");
-  EXPECT_LT(job.seconds, 5.0) << "the others sleep 30 s unless stopped";
+  // The others sleep 30 s and exit 0 unless the launcher stops them.
   for (int r : {0, 1, 3}) EXPECT_EQ(job.result.exits[static_cast<size_t>(r)].signal, SIGTERM) << "rank " << r;
   expect_job_gone(job.result);
 }
@@ -251,7 +248,7 @@ TEST(LocalJob, RankKilledBySignalIsNamedWithTheSignal) {
   const Job job = run_worker_job(3, 1, {"--kill-rank", "1"});
   EXPECT_EQ(job.result.exit_code, 128 + SIGKILL);
   EXPECT_EQ(job.result.failure, "rank 1 was killed by signal 9 (SIGKILL, Killed)");
-  EXPECT_LT(job.seconds, 5.0);
+  for (int r : {0, 2}) EXPECT_EQ(job.result.exits[static_cast<size_t>(r)].signal, SIGTERM) << "rank " << r;
   expect_job_gone(job.result);
 }
 
@@ -259,13 +256,13 @@ TEST(LocalJob, PmixAbortStopsTheJobWithItsStatusAndMessage) {
   const Job job = run_worker_job(3, 1, {"--abort-rank", "0"});
   EXPECT_EQ(job.result.exit_code, 5);
   EXPECT_EQ(job.result.failure, "rank 0 called PMIx_Abort with status 5: worker gave up");
-  EXPECT_LT(job.seconds, 5.0);
+  for (int r : {1, 2}) EXPECT_EQ(job.result.exits[static_cast<size_t>(r)].signal, SIGTERM) << "rank " << r;
   expect_job_gone(job.result);
 }
 
 TEST(LocalJob, GraceOverSigkillsRanksThatIgnoreSigterm) {
   // Rank 0 and its background sleep ignore SIGTERM: only the SIGKILL after the grace
-  // period stops them.
+  // period stops them (rank 0 would exit 0 after the 20 s sleep).
   FILE* out = std::tmpfile();
   const std::string marker = std::filesystem::temp_directory_path().string() + "/test_pmix_trap_" + std::to_string(getpid());
   std::filesystem::remove(marker);
@@ -277,9 +274,7 @@ TEST(LocalJob, GraceOverSigkillsRanksThatIgnoreSigterm) {
               "trap '' TERM; touch " + marker + "; sleep 20 & wait; wait"};
   opt.grace = std::chrono::milliseconds(300);
   opt.stdout_fd = opt.stderr_fd = fileno(out);
-  const auto start = Clock::now();
   const LocalJobResult result = run_local_job(opt);
-  EXPECT_LT(seconds_since(start), 5.0);
   EXPECT_EQ(result.failure, "rank 1 exited with status 6");
   EXPECT_EQ(result.exits[0].signal, SIGKILL);
   expect_job_gone(result);
@@ -300,7 +295,8 @@ TEST(LocalJob, EveryRankExitingSeventyFiveIsAStopNotAFailure) {
 }
 
 // A stopped rank cannot act on SIGTERM: when another rank fails, the launcher kills it at
-// once instead of after the grace period, and says it was stopped.
+// once instead of after the grace period, and says it was stopped. The grace period is longer
+// than the test's ctest TIMEOUT, so a launcher that waited for it fails the test.
 TEST(LocalJob, AStoppedRankIsKilledAtOnceWhenTheJobFailsAndNamed) {
   FILE* out = std::tmpfile();
   LocalJobOptions opt;
@@ -313,16 +309,13 @@ TEST(LocalJob, AStoppedRankIsKilledAtOnceWhenTheJobFailsAndNamed) {
       "while ! [ -s stopped.pid.$PPID ] || ! grep -q \"^[0-9]* ([a-z]*) T\" /proc/$(cat stopped.pid.$PPID)/stat; "
       "do sleep 0.02; done; rm -f stopped.pid.$PPID; sleep 0.3; exit 4; fi; "
       "sleep 30"};
-  opt.grace = std::chrono::milliseconds(20000);
+  opt.grace = std::chrono::minutes(10);
   opt.stdout_fd = opt.stderr_fd = fileno(out);
-  const auto start = Clock::now();
   const LocalJobResult result = run_local_job(opt);
-  const double seconds = seconds_since(start);
   EXPECT_EQ(result.exit_code, 4) << read_fd(fileno(out));
   EXPECT_EQ(result.failure.rfind("rank 0 exited with status 4; rank 2 (pid ", 0), 0u) << result.failure;
   EXPECT_TRUE(contains(result.failure, ") was stopped by SIGSTOP and is killed")) << result.failure;
   EXPECT_EQ(result.exits[2].signal, SIGKILL);
-  EXPECT_LT(seconds, 10.0) << "the 20 s grace period was waited for the stopped rank";
   expect_job_gone(result);
   std::fclose(out);
 }
@@ -385,7 +378,9 @@ TEST(LocalJob, FenceTimeoutFailsTheWaitingRanksNamingTheFence) {
   EXPECT_EQ(job.result.exit_code, 1);
   EXPECT_EQ(job.result.failure, "rank 0 exited with status 1");
   EXPECT_TRUE(contains(job.err, "[0] pmix_topology_worker: PMIx_Fence(all ranks) failed: TIMEOUT")) << job.err;
-  EXPECT_LT(job.seconds, 2.9) << "rank 1 sleeps 3 s: the fence must time out after 1 s, not wait for it";
+  // Rank 1 sleeps 3 s, then exits 0: the fence timed out after 1 s, while it slept, and the
+  // launcher stopped it.
+  EXPECT_EQ(job.result.exits[1].signal, SIGTERM) << "rank 1 exit status " << job.result.exits[1].exit_status;
 }
 
 TEST(LocalJob, SeveralJobsRunOneAfterAnotherInOneProcess) {
@@ -468,14 +463,14 @@ struct Launcher {
     }
     return {};
   }
-  int wait_exit(double limit_s, double* seconds) {
+  // The launcher's exit code (128+signal when killed); -1 while it still runs after limit_s.
+  int wait_exit(double limit_s) {
     const auto start = Clock::now();
     int status = 0;
     while (waitpid(pid, &status, WNOHANG) == 0) {
       if (seconds_since(start) > limit_s) return -1;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    *seconds = seconds_since(start);
     pid = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
@@ -506,11 +501,9 @@ TEST(Launcher, ForwardsSigusr1AndSigtermToEveryRankThenExitsAndCleansUp) {
   for (const auto start = Clock::now(); seconds_since(start) < 5.0 && !contains(launcher.out(), "[2] got SIGUSR1");)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   kill(launcher.pid, SIGTERM);
-  double seconds = 0;
-  const int code = launcher.wait_exit(5.0, &seconds);
+  const int code = launcher.wait_exit(5.0);
   const std::string out = launcher.out(), err = launcher.err();
   EXPECT_EQ(code, 128 + SIGTERM) << out << err;
-  EXPECT_LT(seconds, 2.0);
   for (const std::string r : {"0", "1", "2"}) {
     EXPECT_TRUE(contains(out, "[" + r + "] got SIGUSR1 rank=" + r)) << out;
     EXPECT_TRUE(contains(out, "[" + r + "] got SIGTERM rank=" + r)) << out;
@@ -525,8 +518,7 @@ TEST(Launcher, KilledWithSigkillTakesEveryRankWithIt) {
   const std::vector<int> pids = launcher.wait_ready(4);
   ASSERT_EQ(pids.size(), 4u) << launcher.out() << launcher.err();
   kill(launcher.pid, SIGKILL);
-  double seconds = 0;
-  EXPECT_EQ(launcher.wait_exit(5.0, &seconds), 128 + SIGKILL);
+  EXPECT_EQ(launcher.wait_exit(5.0), 128 + SIGKILL);
   expect_gone_soon(pids);
 }
 
@@ -537,8 +529,7 @@ TEST(Launcher, KilledWithSigkillTakesEveryRankWithIt) {
 TEST(Launcher, ExitsWhenItsRanksAreLostTogetherInAFence) {
   for (int run = 0; run < 10; ++run) {
     Launcher launcher(4, {"--kill-job-in-fence"});
-    double seconds = 0;
-    const int code = launcher.wait_exit(20.0, &seconds);
+    const int code = launcher.wait_exit(20.0);
     ASSERT_EQ(code, 128 + SIGKILL) << "run " << run << (code < 0 ? ": the launcher did not exit in 20 s" : "") << "\n"
                                    << launcher.out() << launcher.err();
     EXPECT_TRUE(contains(launcher.err(), "was killed by signal 9 (SIGKILL, Killed)")) << launcher.err();
@@ -576,8 +567,9 @@ TEST(OtherLaunchers, WorkerSeesTheSameUnderMpirun) {
   }
 }
 
+// The worker refuses before PMIx_Init, which would look for a server: its only output is
+// the refusal naming the unset variables.
 TEST(OutsideAnyServer, WorkerFailsAtOnceSayingHowToStartIt) {
-  const auto start = Clock::now();
   FILE* pipe = popen(("env -u PMIX_NAMESPACE -u PMIX_SERVER_URI41 -u PMIX_SERVER_URI4 -u PMIX_SERVER_URI3 "
                       "-u PMIX_SERVER_URI21 -u PMIX_SERVER_URI2 " + kWorker + " 2>&1").c_str(), "r");
   ASSERT_NE(pipe, nullptr);
@@ -586,9 +578,9 @@ TEST(OutsideAnyServer, WorkerFailsAtOnceSayingHowToStartIt) {
   while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
   const int status = pclose(pipe);
   EXPECT_EQ(WEXITSTATUS(status), 1);
-  EXPECT_TRUE(contains(out, "start it with `srun --mpi=pmix ...` under Slurm, or `axonn run -n N ...` on one machine"))
-      << out;
-  EXPECT_LT(seconds_since(start), 1.0);
+  EXPECT_EQ(out,
+            "pmix_topology_worker: no PMIx server started this process (PMIX_NAMESPACE and PMIX_SERVER_URI* are not "
+            "set): start it with `srun --mpi=pmix ...` under Slurm, or `axonn run -n N ...` on one machine\n");
 }
 
 }  // namespace

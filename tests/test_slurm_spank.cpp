@@ -85,7 +85,6 @@ class SlurmSpank : public ::testing::Test {
 TEST_F(SlurmSpank, WrongProductFailsSrunBeforeAnyTaskStarts) {
   const auto r = run_command("srun -n 4 --axonn-layout=3x1x1x1 echo TASK-RAN", 30);
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_LT(r.seconds, 5) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn: --axonn-layout=3x1x1x1 has 3 ranks")) << r.output;
   EXPECT_TRUE(contains(r.output, "the step has 4 tasks")) << r.output;
   EXPECT_TRUE(contains(r.output, "use --axonn-layout=4x1x1x1 or --axonn-layout=auto")) << r.output;

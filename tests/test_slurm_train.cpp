@@ -215,7 +215,6 @@ TEST_F(SlurmTrain, SrunAutoTrainsTheTinyJobWithThePluginsLayout) {
   // A layout of the wrong size fails srun at once, before any task starts.
   const auto bad = run_command("srun -n 4 --mpi=pmix --axonn-layout=3x1x1x1 " + train, 30);
   EXPECT_NE(bad.code, 0) << bad.output;
-  EXPECT_LT(bad.seconds, 5) << bad.output;
   EXPECT_TRUE(contains(bad.output,
                        "axonn: --axonn-layout=3x1x1x1 has 3 ranks (data 3 x X 1 x Y 1 x Z 1) but the step "
                        "has 4 tasks; use --axonn-layout=4x1x1x1 or --axonn-layout=auto"))
