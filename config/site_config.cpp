@@ -50,7 +50,8 @@ std::vector<SiteGemm> read_gemm(TomlReader& t) {
   std::vector<SiteGemm> out;
   for (TomlReader& e : t.tables("gemm")) {
     for (const char* key : {"m", "k", "n", "tflops"})
-      if (!e.has(key)) e.fail(key, "is missing; every compute.gemm entry has dtype, m, k, n and tflops");
+      if (!e.has(key))
+        e.fail(key, "is missing; every compute.gemm entry has m, k, n and tflops (and dtype, float32 unless given)");
     SiteGemm g;
     g.dtype = parse_element_type(e.string("dtype", "float32", {"float32", "bfloat16"}));
     g.m = e.integer("m", 0, 1, int64_t{1} << 40);
