@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.hpp"
+#include "runner/cli/args.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout_inputs.hpp"
 

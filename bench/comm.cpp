@@ -31,7 +31,7 @@
 #include "comm/comm_grid.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 
 namespace {
 

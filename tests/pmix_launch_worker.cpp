@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "pmix/local_launcher.hpp"
-#include "pmix/pmix_server.hpp"
+#include "runner/pmix/local_launcher.hpp"
+#include "runner/pmix/pmix_server.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 5) {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 
 namespace {
 

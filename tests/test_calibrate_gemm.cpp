@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "cli/calibrate_gemm.hpp"
-#include "cli/mean_seconds.hpp"
+#include "runner/cli/calibrate_gemm.hpp"
+#include "runner/cli/mean_seconds.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 
 namespace axonn {

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "cli/calibrate_links.hpp"
+#include "runner/cli/calibrate_links.hpp"
 
 namespace axonn {
 namespace {

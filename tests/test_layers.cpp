@@ -19,9 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Each layer folder and the folders its files may include (besides its own). An include's
-// first path component names a folder; runner/ and plugins/ are included through their
-// subfolders (cli/, pmix/, spank/).
+// Each layer folder and the folders its files may include (besides its own). Every include
+// is written from the repository root, so its first path component names the folder.
 const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"core", {}},
     {"layout", {"core"}},
@@ -32,7 +31,6 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"plugins", {"core", "layout", "config"}},
     {"runner", {"core", "layout", "checkpoint", "config", "comm", "trainer"}},
 };
-const std::map<std::string, std::string> kSubfolderLayer = {{"cli", "runner"}, {"pmix", "runner"}, {"spank", "plugins"}};
 
 // Top-level folders that hold no layer: tests, benchmarks and non-C++ material may use anything.
 const std::set<std::string> kNotLayers = {"tests", "bench", "docs", "cmake", "scripts", "site_configs", "job_templates"};
@@ -45,13 +43,10 @@ bool is_source(const fs::path& p) {
 // The layer folder a quoted include's first component names, or "" for a file of the same folder.
 std::string included_layer(const std::string& include) {
   const auto slash = include.find('/');
-  if (slash == std::string::npos) return "";
-  const std::string first = include.substr(0, slash);
-  const auto sub = kSubfolderLayer.find(first);
-  return sub != kSubfolderLayer.end() ? sub->second : first;
+  return slash == std::string::npos ? "" : include.substr(0, slash);
 }
 
-// One line per violation: "trainer/x.cpp:12 includes cli/args.hpp (runner is above trainer)",
+// One line per violation: "trainer/x.cpp:12 includes runner/cli/args.hpp (runner is not below trainer)",
 // and one per top-level folder with C++ sources that the table does not place.
 std::vector<std::string> layer_violations(const fs::path& root) {
   std::vector<std::string> found;
@@ -113,14 +108,15 @@ TEST(Layers, ATrainerFileIncludingTheCliIsFound) {
   const fs::path root = scratch_tree();
   write_file(root / "trainer/train/step.cpp",
              "#include \"trainer/train/step.hpp\"\n#include <vector>\n#include \"layout/layout.hpp\"\n"
-             "  #include \"cli/args.hpp\"\n");
+             "  #include \"runner/cli/args.hpp\"\n");
   write_file(root / "layout/layout.hpp", "#pragma once\n#include \"comm/communicator.hpp\"\n");
   write_file(root / "comm/communicator.hpp", "#pragma once\n");
-  write_file(root / "tests/test_x.cpp", "#include \"cli/args.hpp\"\n");
+  write_file(root / "tests/test_x.cpp", "#include \"runner/cli/args.hpp\"\n");
+  write_file(root / "runner/cli/args.hpp", "#pragma once\n");
   const auto violations = layer_violations(root);
   std::set<std::string> got(violations.begin(), violations.end());
   EXPECT_EQ(got, (std::set<std::string>{"layout/layout.hpp:2 includes comm/communicator.hpp (comm is not below layout)",
-                                        "trainer/train/step.cpp:4 includes cli/args.hpp (runner is not below trainer)"}));
+                                        "trainer/train/step.cpp:4 includes runner/cli/args.hpp (runner is not below trainer)"}));
   fs::remove_all(root);
 }
 

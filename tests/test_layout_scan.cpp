@@ -6,8 +6,8 @@
 #include <functional>
 #include <stdexcept>
 
-#include "cli/args.hpp"
-#include "cli/scan_counts.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/scan_counts.hpp"
 #include "layout/layout_scan.hpp"
 
 namespace axonn {

@@ -3,7 +3,7 @@
 // the built-in site's policy; a GPU older than sm_80 is refused naming the fix.
 #include <gtest/gtest.h>
 
-#include "cli/local_gpu_site.hpp"
+#include "runner/cli/local_gpu_site.hpp"
 #include "config/config_error.hpp"
 #include "config/gpu_rates.hpp"
 

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "pmix/labelled_output.hpp"
-#include "pmix/local_capacity.hpp"
-#include "pmix/local_launcher.hpp"
+#include "runner/pmix/labelled_output.hpp"
+#include "runner/pmix/local_capacity.hpp"
+#include "runner/pmix/local_launcher.hpp"
 
 namespace axonn {
 namespace {

@@ -14,8 +14,8 @@
 #include "config/site_config.hpp"
 #include "layout/layout_search.hpp"
 #include "process_helpers.hpp"
-#include "spank/layout_decision.hpp"
-#include "spank/spank_options.hpp"
+#include "plugins/spank/layout_decision.hpp"
+#include "plugins/spank/spank_options.hpp"
 
 namespace axonn::spank {
 namespace {

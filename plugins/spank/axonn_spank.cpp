@@ -11,8 +11,8 @@
 #include <exception>
 #include <string>
 
-#include "spank/spank_contexts.hpp"
-#include "spank/spank_env.hpp"
+#include "plugins/spank/spank_contexts.hpp"
+#include "plugins/spank/spank_env.hpp"
 
 extern "C" {
 // Declared extern first: a const object at namespace scope would otherwise get internal

@@ -1,4 +1,4 @@
-#include "spank/layout_decision.hpp"
+#include "plugins/spank/layout_decision.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -12,7 +12,7 @@
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
 #include "layout/layout_search.hpp"
-#include "spank/spank_options.hpp"
+#include "plugins/spank/spank_options.hpp"
 
 namespace axonn::spank {
 

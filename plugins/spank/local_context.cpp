@@ -23,9 +23,9 @@
 #include <string>
 
 #include "config/hostlist.hpp"
-#include "spank/layout_decision.hpp"
-#include "spank/spank_contexts.hpp"
-#include "spank/spank_env.hpp"
+#include "plugins/spank/layout_decision.hpp"
+#include "plugins/spank/spank_contexts.hpp"
+#include "plugins/spank/spank_env.hpp"
 
 namespace axonn::spank {
 namespace {

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "config/site_config.hpp"
-#include "spank/layout_decision.hpp"
-#include "spank/spank_contexts.hpp"
-#include "spank/spank_env.hpp"
+#include "plugins/spank/layout_decision.hpp"
+#include "plugins/spank/spank_contexts.hpp"
+#include "plugins/spank/spank_env.hpp"
 
 namespace axonn::spank {
 namespace {

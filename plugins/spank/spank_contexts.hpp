@@ -8,7 +8,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
-#include "spank/spank_options.hpp"
+#include "plugins/spank/spank_options.hpp"
 
 namespace axonn::spank {
 

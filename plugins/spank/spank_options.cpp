@@ -1,4 +1,4 @@
-#include "spank/spank_options.hpp"
+#include "plugins/spank/spank_options.hpp"
 
 #include <algorithm>
 #include <cstdint>

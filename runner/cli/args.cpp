@@ -1,4 +1,4 @@
-#include "cli/args.hpp"
+#include "runner/cli/args.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -24,22 +24,22 @@
 #include <fstream>
 #include <functional>
 
-#include "cli/args.hpp"
-#include "cli/calibrate_gemm.hpp"
-#include "cli/calibrate_inputs.hpp"
-#include "cli/calibrate_links.hpp"
-#include "cli/commands.hpp"
-#include "cli/environment.hpp"
-#include "cli/mean_seconds.hpp"
-#include "cli/median.hpp"
-#include "cli/report_error.hpp"
-#include "cli/train_device.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/calibrate_gemm.hpp"
+#include "runner/cli/calibrate_inputs.hpp"
+#include "runner/cli/calibrate_links.hpp"
+#include "runner/cli/commands.hpp"
+#include "runner/cli/environment.hpp"
+#include "runner/cli/mean_seconds.hpp"
+#include "runner/cli/median.hpp"
+#include "runner/cli/report_error.hpp"
+#include "runner/cli/train_device.hpp"
 #include "comm/comm_grid.hpp"
 #include "config/site_writer.hpp"
 #include "core/exit_codes.hpp"
 #include "core/number_text.hpp"
 #include "layout/alpha_beta_fit.hpp"
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 #include "version.hpp"
 
 namespace axonn {

@@ -1,4 +1,4 @@
-#include "cli/calibrate_inputs.hpp"
+#include "runner/cli/calibrate_inputs.hpp"
 
 #include <unistd.h>
 
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "cli/calibrate_links.hpp"
-#include "cli/local_gpu_site.hpp"
+#include "runner/cli/calibrate_links.hpp"
+#include "runner/cli/local_gpu_site.hpp"
 #include "comm/cuda_device.hpp"
 #include "layout/alpha_beta_fit.hpp"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.hpp"
-#include "cli/train_inputs.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/train_inputs.hpp"
 #include "config/job_config.hpp"
 #include "layout/layout_cost.hpp"
 

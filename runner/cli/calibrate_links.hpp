@@ -23,7 +23,7 @@
 #include "layout/layout.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_inputs.hpp"
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 #include "trainer/backend.hpp"
 
 namespace axonn {

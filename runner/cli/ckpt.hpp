@@ -2,7 +2,7 @@
 // `axonn ckpt <inspect|verify|plan|export> DIR`: the subcommands, one file each
 // (cli/ckpt_<name>.cpp; verify and export are small and live in ckpt_command.cpp). Each
 // returns the exit code; exceptions go to command_ckpt, which prints one line.
-#include "cli/commands.hpp"
+#include "runner/cli/commands.hpp"
 
 namespace axonn {
 

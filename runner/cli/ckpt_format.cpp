@@ -1,4 +1,4 @@
-#include "cli/ckpt_format.hpp"
+#include "runner/cli/ckpt_format.hpp"
 
 #include <cstdio>
 

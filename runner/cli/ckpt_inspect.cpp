@@ -17,10 +17,10 @@
 
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/format.hpp"
-#include "cli/args.hpp"
-#include "cli/ckpt.hpp"
-#include "cli/ckpt_format.hpp"
-#include "cli/ckpt_open.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/ckpt.hpp"
+#include "runner/cli/ckpt_format.hpp"
+#include "runner/cli/ckpt_open.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout.hpp"
 

@@ -1,4 +1,4 @@
-#include "cli/ckpt_open.hpp"
+#include "runner/cli/ckpt_open.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/step_dir.hpp"
-#include "cli/args.hpp"
+#include "runner/cli/args.hpp"
 
 namespace fs = std::filesystem;
 

@@ -13,11 +13,11 @@
 #include <string>
 
 #include "checkpoint/step_dir.hpp"
-#include "cli/args.hpp"
-#include "cli/ckpt.hpp"
-#include "cli/ckpt_format.hpp"
-#include "cli/ckpt_open.hpp"
-#include "cli/ckpt_resume.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/ckpt.hpp"
+#include "runner/cli/ckpt_format.hpp"
+#include "runner/cli/ckpt_open.hpp"
+#include "runner/cli/ckpt_resume.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/train/training_checkpoint.hpp"

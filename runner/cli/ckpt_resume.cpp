@@ -1,4 +1,4 @@
-#include "cli/ckpt_resume.hpp"
+#include "runner/cli/ckpt_resume.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -7,8 +7,8 @@
 #include <string>
 #include <utility>
 
-#include "cli/args.hpp"
-#include "cli/commands.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/commands.hpp"
 #include "core/exit_codes.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/data/token_file.hpp"

@@ -1,4 +1,4 @@
-#include "cli/environment.hpp"
+#include "runner/cli/environment.hpp"
 
 #include <cstdlib>
 

@@ -1,11 +1,11 @@
-#include "cli/export_names.hpp"
+#include "runner/cli/export_names.hpp"
 
 #include <cctype>
 #include <optional>
 #include <set>
 
 #include "checkpoint/checkpoint_error.hpp"
-#include "cli/args.hpp"
+#include "runner/cli/args.hpp"
 
 namespace axonn {
 namespace {

@@ -1,9 +1,9 @@
-#include "cli/layout_allocation.hpp"
+#include "runner/cli/layout_allocation.hpp"
 
 #include <charconv>
 
-#include "cli/args.hpp"
-#include "cli/environment.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/environment.hpp"
 
 namespace axonn {
 namespace {

@@ -8,14 +8,14 @@
 // no layout fits at any count, after saying why at each.
 #include <cstdio>
 
-#include "cli/args.hpp"
-#include "cli/commands.hpp"
-#include "cli/layout_allocation.hpp"
-#include "cli/layout_json.hpp"
-#include "cli/layout_scan.hpp"
-#include "cli/run_layout.hpp"
-#include "cli/scan_counts.hpp"
-#include "cli/train_inputs.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/commands.hpp"
+#include "runner/cli/layout_allocation.hpp"
+#include "runner/cli/layout_json.hpp"
+#include "runner/cli/layout_scan.hpp"
+#include "runner/cli/run_layout.hpp"
+#include "runner/cli/scan_counts.hpp"
+#include "runner/cli/train_inputs.hpp"
 #include "config/job_config.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout_report.hpp"

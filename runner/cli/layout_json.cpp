@@ -1,4 +1,4 @@
-#include "cli/layout_json.hpp"
+#include "runner/cli/layout_json.hpp"
 
 #include <toml++/toml.h>
 

@@ -1,4 +1,4 @@
-#include "cli/layout_scan.hpp"
+#include "runner/cli/layout_scan.hpp"
 
 #include "layout/layout_hint.hpp"
 

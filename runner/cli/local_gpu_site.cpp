@@ -1,4 +1,4 @@
-#include "cli/local_gpu_site.hpp"
+#include "runner/cli/local_gpu_site.hpp"
 
 #include <spdlog/fmt/fmt.h>
 

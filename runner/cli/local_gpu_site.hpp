@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "cli/train_inputs.hpp"
+#include "runner/cli/train_inputs.hpp"
 #include "comm/cuda_device.hpp"
 #include "config/site_config.hpp"
 

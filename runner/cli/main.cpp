@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.hpp"
-#include "cli/report_error.hpp"
+#include "runner/cli/commands.hpp"
+#include "runner/cli/report_error.hpp"
 #include "core/exit_codes.hpp"
 #include "version.hpp"
 

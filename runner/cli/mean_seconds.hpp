@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "cli/median.hpp"
+#include "runner/cli/median.hpp"
 
 namespace axonn {
 

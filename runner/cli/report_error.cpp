@@ -1,4 +1,4 @@
-#include "cli/report_error.hpp"
+#include "runner/cli/report_error.hpp"
 
 #include <cstdio>
 

@@ -16,16 +16,16 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cli/args.hpp"
-#include "cli/calibrate_inputs.hpp"
-#include "cli/calibrate_links.hpp"
-#include "cli/commands.hpp"
-#include "cli/run_layout.hpp"
-#include "cli/train_inputs.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/calibrate_inputs.hpp"
+#include "runner/cli/calibrate_links.hpp"
+#include "runner/cli/commands.hpp"
+#include "runner/cli/run_layout.hpp"
+#include "runner/cli/train_inputs.hpp"
 #include "core/exit_codes.hpp"
-#include "pmix/local_capacity.hpp"
-#include "pmix/local_launcher.hpp"
-#include "pmix/worker_process.hpp"
+#include "runner/pmix/local_capacity.hpp"
+#include "runner/pmix/local_launcher.hpp"
+#include "runner/pmix/worker_process.hpp"
 #include "trainer/data/token_data.hpp"
 
 namespace axonn {

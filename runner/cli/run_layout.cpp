@@ -1,6 +1,6 @@
-#include "cli/run_layout.hpp"
+#include "runner/cli/run_layout.hpp"
 
-#include "cli/environment.hpp"
+#include "runner/cli/environment.hpp"
 #include "layout/layout_memory.hpp"
 
 namespace axonn {

@@ -13,7 +13,7 @@
 #include "config/job_config.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/model_plan.hpp"
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 
 namespace axonn {
 

@@ -1,9 +1,9 @@
-#include "cli/scan_counts.hpp"
+#include "runner/cli/scan_counts.hpp"
 
 #include <charconv>
 #include <cstdint>
 
-#include "cli/args.hpp"
+#include "runner/cli/args.hpp"
 
 namespace axonn {
 namespace {

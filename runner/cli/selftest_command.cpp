@@ -12,15 +12,15 @@
 #include <cstdlib>
 #include <memory>
 
-#include "cli/args.hpp"
-#include "cli/commands.hpp"
-#include "cli/environment.hpp"
-#include "cli/report_error.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/commands.hpp"
+#include "runner/cli/environment.hpp"
+#include "runner/cli/report_error.hpp"
 #include "comm/bfloat16.hpp"
 #include "comm/comm_grid.hpp"
 #include "comm/cuda_device.hpp"
 #include "core/exit_codes.hpp"
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 
 namespace axonn {
 namespace {

@@ -1,4 +1,4 @@
-#include "cli/train_device.hpp"
+#include "runner/cli/train_device.hpp"
 
 #include <algorithm>
 #include <thread>

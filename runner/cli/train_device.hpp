@@ -16,7 +16,7 @@
 
 #include "comm/comm_grid.hpp"
 #include "config/job_config.hpp"
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 #include "trainer/backend.hpp"
 
 namespace axonn {

@@ -1,10 +1,10 @@
-#include "cli/train_inputs.hpp"
+#include "runner/cli/train_inputs.hpp"
 
 #include <algorithm>
 
 #include "builtin_site.hpp"
-#include "cli/environment.hpp"
-#include "cli/local_gpu_site.hpp"
+#include "runner/cli/environment.hpp"
+#include "runner/cli/local_gpu_site.hpp"
 #include "config/config_error.hpp"
 
 namespace axonn {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/args.hpp"
+#include "runner/cli/args.hpp"
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
 #include "trainer/data/token_data.hpp"

@@ -1,10 +1,10 @@
-#include "pmix/job_info.hpp"
+#include "runner/pmix/job_info.hpp"
 
 #include <pmix_server.h>
 
 #include <cstdlib>
 
-#include "pmix/pmix_error.hpp"
+#include "runner/pmix/pmix_error.hpp"
 
 namespace axonn::pmix_detail {
 namespace {

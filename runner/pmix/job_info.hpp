@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "pmix/pmix_util.hpp"
-#include "pmix/pretend_nodes.hpp"
+#include "runner/pmix/pmix_util.hpp"
+#include "runner/pmix/pretend_nodes.hpp"
 
 namespace axonn::pmix_detail {
 

@@ -1,4 +1,4 @@
-#include "pmix/labelled_output.hpp"
+#include "runner/pmix/labelled_output.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "pmix/local_capacity.hpp"
+#include "runner/pmix/local_capacity.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "pmix/local_launcher.hpp"
+#include "runner/pmix/local_launcher.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,9 +15,9 @@
 #include <mutex>
 #include <optional>
 
-#include "pmix/labelled_output.hpp"
-#include "pmix/pmix_server.hpp"
-#include "pmix/worker_process.hpp"
+#include "runner/pmix/labelled_output.hpp"
+#include "runner/pmix/pmix_server.hpp"
+#include "runner/pmix/worker_process.hpp"
 
 extern char** environ;
 

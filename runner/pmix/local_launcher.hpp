@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "pmix/pretend_nodes.hpp"
+#include "runner/pmix/pretend_nodes.hpp"
 
 namespace axonn {
 

@@ -1,4 +1,4 @@
-#include "pmix/pmix_client.hpp"
+#include "runner/pmix/pmix_client.hpp"
 
 #include <pmix.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "pmix/pmix_util.hpp"
+#include "runner/pmix/pmix_util.hpp"
 
 namespace axonn {
 namespace {

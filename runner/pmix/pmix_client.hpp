@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "comm/exchange.hpp"
-#include "pmix/pmix_error.hpp"
+#include "runner/pmix/pmix_error.hpp"
 
 namespace axonn {
 

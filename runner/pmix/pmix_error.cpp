@@ -1,4 +1,4 @@
-#include "pmix/pmix_error.hpp"
+#include "runner/pmix/pmix_error.hpp"
 
 #include <pmix.h>
 

@@ -1,4 +1,4 @@
-#include "pmix/pmix_server.hpp"
+#include "runner/pmix/pmix_server.hpp"
 
 #include <pmix.h>
 #include <pmix_server.h>
@@ -14,9 +14,9 @@
 #include <filesystem>
 #include <mutex>
 
-#include "pmix/job_info.hpp"
-#include "pmix/pmix_error.hpp"
-#include "pmix/pmix_util.hpp"
+#include "runner/pmix/job_info.hpp"
+#include "runner/pmix/pmix_error.hpp"
+#include "runner/pmix/pmix_util.hpp"
 
 namespace axonn {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "pmix/pretend_nodes.hpp"
+#include "runner/pmix/pretend_nodes.hpp"
 
 namespace axonn {
 

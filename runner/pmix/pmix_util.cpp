@@ -1,8 +1,8 @@
-#include "pmix/pmix_util.hpp"
+#include "runner/pmix/pmix_util.hpp"
 
 #include <cstring>
 
-#include "pmix/pmix_error.hpp"
+#include "runner/pmix/pmix_error.hpp"
 
 namespace axonn::pmix_detail {
 

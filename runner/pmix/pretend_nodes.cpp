@@ -1,4 +1,4 @@
-#include "pmix/pretend_nodes.hpp"
+#include "runner/pmix/pretend_nodes.hpp"
 
 #include <unistd.h>
 

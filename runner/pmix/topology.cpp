@@ -1,11 +1,11 @@
-#include "pmix/topology.hpp"
+#include "runner/pmix/topology.hpp"
 
 #include <pmix.h>
 
 #include <algorithm>
 #include <map>
 
-#include "pmix/pretend_nodes.hpp"
+#include "runner/pmix/pretend_nodes.hpp"
 
 namespace axonn {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "pmix/pmix_client.hpp"
+#include "runner/pmix/pmix_client.hpp"
 
 namespace axonn {
 

@@ -1,4 +1,4 @@
-#include "pmix/worker_process.hpp"
+#include "runner/pmix/worker_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "pmix/local_launcher.hpp"
+#include "runner/pmix/local_launcher.hpp"
 
 namespace axonn {
 namespace {

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "cli/run_layout.hpp"
+#include "runner/cli/run_layout.hpp"
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
 #include "fuzz_checks.hpp"

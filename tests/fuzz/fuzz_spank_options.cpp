@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "spank/spank_options.hpp"
+#include "plugins/spank/spank_options.hpp"
 
 namespace {
 
