@@ -1,4 +1,4 @@
-// What calibrate times of a rank's GEMMs (runner/cli/calibrate_gemm.hpp): each run on the
+// What calibrate times of a rank's GEMMs (runner/calibrate/calibrate_gemm.hpp): each run on the
 // next of enough operand sets to fill 64 MiB, so the operands come from memory as in training;
 // and how it repeats its timings (mean_seconds.hpp): windows, and passes taken in turns.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "runner/cli/calibrate_gemm.hpp"
-#include "runner/cli/mean_seconds.hpp"
+#include "runner/calibrate/calibrate_gemm.hpp"
+#include "runner/calibrate/mean_seconds.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
 
 namespace axonn {

@@ -1,4 +1,4 @@
-// calibrate's arithmetic on what it measured of the links (runner/cli/calibrate_links.hpp),
+// calibrate's arithmetic on what it measured of the links (runner/calibrate/calibrate_links.hpp),
 // on hand-made measurements: the cores a tier's collectives keep busy, the fraction of a
 // collective the compute beside it hides, and how much compute the probe runs beside it.
 // The measurements themselves: tests/test_calibrate.cpp (mp).
@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "runner/cli/calibrate_links.hpp"
+#include "runner/calibrate/calibrate_links.hpp"
 
 namespace axonn {
 namespace {

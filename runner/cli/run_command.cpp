@@ -17,8 +17,8 @@
 #include <cstring>
 
 #include "runner/cli/args.hpp"
-#include "runner/cli/calibrate_inputs.hpp"
-#include "runner/cli/calibrate_links.hpp"
+#include "runner/calibrate/calibrate_inputs.hpp"
+#include "runner/calibrate/calibrate_links.hpp"
 #include "runner/cli/commands.hpp"
 #include "runner/cli/run_layout.hpp"
 #include "runner/cli/train_inputs.hpp"

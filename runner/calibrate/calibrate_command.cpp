@@ -25,13 +25,13 @@
 #include <functional>
 
 #include "runner/cli/args.hpp"
-#include "runner/cli/calibrate_gemm.hpp"
-#include "runner/cli/calibrate_inputs.hpp"
-#include "runner/cli/calibrate_links.hpp"
+#include "runner/calibrate/calibrate_gemm.hpp"
+#include "runner/calibrate/calibrate_inputs.hpp"
+#include "runner/calibrate/calibrate_links.hpp"
 #include "runner/cli/commands.hpp"
 #include "runner/cli/environment.hpp"
-#include "runner/cli/mean_seconds.hpp"
-#include "runner/cli/median.hpp"
+#include "runner/calibrate/mean_seconds.hpp"
+#include "runner/calibrate/median.hpp"
 #include "runner/cli/report_error.hpp"
 #include "runner/cli/train_device.hpp"
 #include "comm/comm_grid.hpp"

@@ -1,11 +1,11 @@
-#include "runner/cli/calibrate_links.hpp"
+#include "runner/calibrate/calibrate_links.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "runner/cli/args.hpp"
-#include "runner/cli/mean_seconds.hpp"
+#include "runner/calibrate/mean_seconds.hpp"
 #include "config/switch_map.hpp"
 #include "core/cpu_clock.hpp"
 #include "layout/layout_search.hpp"

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "runner/cli/median.hpp"
+#include "runner/calibrate/median.hpp"
 
 namespace axonn {
 

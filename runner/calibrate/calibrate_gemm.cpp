@@ -1,4 +1,4 @@
-#include "runner/cli/calibrate_gemm.hpp"
+#include "runner/calibrate/calibrate_gemm.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include <string>
 #include <tuple>
 
-#include "runner/cli/mean_seconds.hpp"
+#include "runner/calibrate/mean_seconds.hpp"
 #include "comm/bfloat16.hpp"
 #include "comm/cuda_device.hpp"
 #include "layout/layout_search.hpp"

@@ -1,4 +1,4 @@
-#include "runner/cli/calibrate_inputs.hpp"
+#include "runner/calibrate/calibrate_inputs.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runner/cli/calibrate_links.hpp"
+#include "runner/calibrate/calibrate_links.hpp"
 #include "runner/cli/local_gpu_site.hpp"
 #include "comm/cuda_device.hpp"
 #include "layout/alpha_beta_fit.hpp"
