@@ -4,7 +4,7 @@
 // "<name>": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ...} padded with
 // spaces to a multiple of 8, then the raw little-endian data, tensors in name order, contiguous.
 // The checkpoint library knows no model: a caller that wants another program's tensor names
-// (runner/cli/export_names.hpp) builds the entries.
+// (runner/ckpt/export_names.hpp) builds the entries.
 #include <cstdint>
 #include <filesystem>
 #include <string>

@@ -1,4 +1,4 @@
-#include "runner/cli/ckpt_format.hpp"
+#include "runner/ckpt/ckpt_format.hpp"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "runner/cli/ckpt_resume.hpp"
+#include "runner/ckpt/ckpt_resume.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "runner/cli/export_names.hpp"
+#include "runner/ckpt/export_names.hpp"
 
 #include <cctype>
 #include <optional>

@@ -18,9 +18,9 @@
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/format.hpp"
 #include "runner/cli/args.hpp"
-#include "runner/cli/ckpt.hpp"
-#include "runner/cli/ckpt_format.hpp"
-#include "runner/cli/ckpt_open.hpp"
+#include "runner/ckpt/ckpt.hpp"
+#include "runner/ckpt/ckpt_format.hpp"
+#include "runner/ckpt/ckpt_open.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout.hpp"
 

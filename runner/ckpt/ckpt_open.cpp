@@ -1,4 +1,4 @@
-#include "runner/cli/ckpt_open.hpp"
+#include "runner/ckpt/ckpt_open.hpp"
 
 #include <algorithm>
 #include <cstdio>
