@@ -1,13 +1,13 @@
 // Scaling advice on hand-built points: throughput, the marginal gain of the added GPUs, time,
 // energy and cost to train, the knee and the axis whose communication grows there; and the
-// GPU counts `--scan` accepts (cli/scan_counts.hpp).
+// GPU counts `--scan` accepts (runner/scan/scan_counts.hpp).
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <stdexcept>
 
 #include "runner/cli/args.hpp"
-#include "runner/cli/scan_counts.hpp"
+#include "runner/scan/scan_counts.hpp"
 #include "layout/layout_scan.hpp"
 
 namespace axonn {

@@ -4,7 +4,7 @@
 // Slurm allocation it runs in. Exit 0 with the best, 2 on bad input, 3 when nothing fits
 // (naming the smallest change that would make one fit).
 // axonn layout --site S --job J --scan A:B|A,B,C [--gpus-per-node G] [--json]
-// The best layout at each GPU count and what it buys (cli/layout_scan.hpp); exit 3 only when
+// The best layout at each GPU count and what it buys (runner/scan/layout_scan.hpp); exit 3 only when
 // no layout fits at any count, after saying why at each.
 #include <cstdio>
 
@@ -12,9 +12,9 @@
 #include "runner/cli/commands.hpp"
 #include "runner/cli/layout_allocation.hpp"
 #include "runner/cli/layout_json.hpp"
-#include "runner/cli/layout_scan.hpp"
+#include "runner/scan/layout_scan.hpp"
 #include "runner/cli/run_layout.hpp"
-#include "runner/cli/scan_counts.hpp"
+#include "runner/scan/scan_counts.hpp"
 #include "runner/cli/train_inputs.hpp"
 #include "config/job_config.hpp"
 #include "core/exit_codes.hpp"

@@ -2,7 +2,7 @@
 // the knee line, and what the energy and cost columns count.
 #include <algorithm>
 
-#include "runner/cli/layout_scan.hpp"
+#include "runner/scan/layout_scan.hpp"
 #include "core/number_text.hpp"
 
 namespace axonn {

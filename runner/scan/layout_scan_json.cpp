@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "runner/cli/layout_scan.hpp"
+#include "runner/scan/layout_scan.hpp"
 
 namespace axonn {
 namespace {

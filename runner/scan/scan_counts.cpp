@@ -1,4 +1,4 @@
-#include "runner/cli/scan_counts.hpp"
+#include "runner/scan/scan_counts.hpp"
 
 #include <charconv>
 #include <cstdint>

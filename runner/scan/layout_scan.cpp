@@ -1,4 +1,4 @@
-#include "runner/cli/layout_scan.hpp"
+#include "runner/scan/layout_scan.hpp"
 
 #include "layout/layout_hint.hpp"
 
