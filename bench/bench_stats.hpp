@@ -1,7 +1,7 @@
 #pragma once
-// Timing helpers every benchmark uses: wall seconds since a point, the median of repeated
-// measurements (odd counts take the middle one, even counts the mean of the middle two), a
-// quantile (the nearest rank), and an interval for the median that assumes no distribution.
+// Timing helpers every benchmark uses: wall seconds since a point and the median of repeated
+// measurements (core's, here under axonn::bench too), a quantile (the nearest rank), and an
+// interval for the median that assumes no distribution.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,19 +9,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/median.hpp"
+#include "core/wall_clock.hpp"
+
 namespace axonn::bench {
 
-using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using Clock = WallClock;
+using axonn::median;
+using axonn::seconds_since;
 
 // The q-quantile (0 <= q <= 1) of `v`, non-empty: the value at rank round(q * (size - 1)).
 inline double quantile(std::vector<double> v, double q) {

@@ -37,9 +37,8 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-
 using axonn::bench::median;
+using axonn::bench::seconds_since;
 using axonn::bench::quantile;
 
 constexpr int kRounds = 5;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench_args.hpp"
+#include "core/wall_clock.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/data/token_file.hpp"
 
@@ -28,8 +29,6 @@ using namespace axonn;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Best of `reps` runs of f, in seconds.
 template <typename F>

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/wall_clock.hpp"
 #include "runner/pmix/labelled_output.hpp"
 #include "runner/pmix/local_capacity.hpp"
 #include "runner/pmix/local_launcher.hpp"
@@ -24,11 +25,9 @@
 namespace axonn {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = WallClock;
 const std::string kWorker = AXONN_PMIX_WORKER;
 const std::string kLaunchWorker = AXONN_PMIX_LAUNCH_WORKER;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string read_fd(int fd) {
   std::string out;

@@ -31,7 +31,7 @@
 #include "runner/cli/commands.hpp"
 #include "runner/cli/environment.hpp"
 #include "runner/calibrate/mean_seconds.hpp"
-#include "runner/calibrate/median.hpp"
+#include "core/median.hpp"
 #include "runner/cli/report_error.hpp"
 #include "runner/cli/train_device.hpp"
 #include "comm/comm_grid.hpp"

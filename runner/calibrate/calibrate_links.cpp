@@ -8,6 +8,7 @@
 #include "runner/calibrate/mean_seconds.hpp"
 #include "config/switch_map.hpp"
 #include "core/cpu_clock.hpp"
+#include "core/wall_clock.hpp"
 #include "layout/layout_search.hpp"
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
@@ -211,9 +212,7 @@ OverlapTimes over_rounds(int rounds, const std::function<OverlapTimes()>& round)
   return t;
 }
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using Clock = WallClock;
 
 }  // namespace
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "runner/calibrate/median.hpp"
+#include "core/median.hpp"
 
 namespace axonn {
 

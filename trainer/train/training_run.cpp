@@ -14,6 +14,7 @@
 #include "checkpoint/latest_recovery.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "core/number_text.hpp"
+#include "core/wall_clock.hpp"
 #include "layout/comm_overlap.hpp"
 #include "layout/layout_cost.hpp"
 #include "layout/layout_memory.hpp"
@@ -34,9 +35,7 @@
 namespace axonn {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using Clock = WallClock;
 
 std::string duration_text(double s) {
   const long total = std::lround(s);

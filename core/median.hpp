@@ -1,6 +1,6 @@
 #pragma once
-// The median of repeated measurements (calibrate's times and rates): robust to the few runs a
-// shared machine slows down, which a mean is not.
+// The median of repeated measurements (calibrate's and the benchmarks' times): robust to the
+// few runs a shared machine slows down, which a mean is not.
 #include <algorithm>
 #include <vector>
 
