@@ -13,6 +13,7 @@ invariants, and add a mutation when a new one matters. Exit 0 when every mutatio
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -96,7 +97,8 @@ def main():
             else:
                 code, out, seconds = run(["ctest", "--test-dir", args.build, "-R", tests, "-j", "2",
                                           "--timeout", "600"], 7200)
-                failed = [l.split("- ", 1)[1] for l in out.splitlines() if l.strip()[:1].isdigit() and " - " in l]
+                # ctest's summary lists "  12 - Name (Failed)"; disabled tests appear there too.
+                failed = [m.group(1) for m in re.finditer(r"^\s*\d+ - (\S+) \((?!Disabled|Not Run)", out, re.M)]
                 ran = "no tests ran" not in out.lower() and "No tests were found" not in out
                 if not ran:
                     verdict = f"NO TESTS match {tests}"
