@@ -52,6 +52,14 @@ def expect_attr(where, attrs, name, kind):
     return value
 
 
+def check_file_header(where, attrs, kind, version):
+    """The root attributes every shard and index file opens with."""
+    expect(text(expect_attr(where, attrs, "magic", "str")) == "AXONNCKP", f"{where}: magic is not AXONNCKP")
+    expect(int(expect_attr(where, attrs, "format_version", "i64")) == version, f"{where}: format_version is not {version}")
+    expect(text(expect_attr(where, attrs, "kind", "str")) == kind, f"{where}: kind is not {kind}")
+    expect(text(expect_attr(where, attrs, "checksum_algorithm", "str")) == "XXH3-64", f"{where}: not XXH3-64")
+
+
 def tiles(data, rows_per_block, cols_per_block):
     """The spec's checksum tiles of a stored rectangle, in block order."""
     rows = data.shape[0]
@@ -66,10 +74,7 @@ def check_shard(path, version):
     where = os.path.basename(path)
     with h5py.File(path, "r") as f:
         a = f.attrs
-        expect(text(expect_attr(where, a, "magic", "str")) == "AXONNCKP", f"{where}: magic is not AXONNCKP")
-        expect(int(expect_attr(where, a, "format_version", "i64")) == version, f"{where}: format_version is not {version}")
-        expect(text(expect_attr(where, a, "kind", "str")) == "shard", f"{where}: kind is not shard")
-        expect(text(expect_attr(where, a, "checksum_algorithm", "str")) == "XXH3-64", f"{where}: not XXH3-64")
+        check_file_header(where, a, "shard", version)
         for name in ("step", "rank"):
             expect_attr(where, a, name, "i64")
         expect_attr(where, a, "save_token", "str")
@@ -113,10 +118,7 @@ def check_index(step, version):
     where = "index.h5"
     with h5py.File(path, "r") as f:
         a = f.attrs
-        expect(text(expect_attr(where, a, "magic", "str")) == "AXONNCKP", f"{where}: magic is not AXONNCKP")
-        expect(int(expect_attr(where, a, "format_version", "i64")) == version, f"{where}: format_version is not {version}")
-        expect(text(expect_attr(where, a, "kind", "str")) == "index", f"{where}: kind is not index")
-        expect(text(expect_attr(where, a, "checksum_algorithm", "str")) == "XXH3-64", f"{where}: not XXH3-64")
+        check_file_header(where, a, "index", version)
         for name, kind in (("step", "i64"), ("save_token", "str"), ("layout", "str"), ("model_config", "str"),
                            ("data_cursor", "i64")):
             expect_attr(where, a, name, kind)

@@ -292,46 +292,35 @@ class TrainSignals : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-// SIGTERM to `axonn run`: every rank commits its step and exits 75, and so does the
-// launcher (not 143), as srun would, so a wrapper requeues.
-TEST_F(TrainSignals, SigtermToTheLauncherSavesAndTheLauncherExitsSeventyFive) {
-  const CommandResult r = signalled_run("term", tiny_job(200, 0), "TERM");
-  ASSERT_EQ(r.code, 75) << r.output;
-  const auto steps = read_metrics(dir_ / "term" / "run");
-  ASSERT_LT(steps.size(), 200u) << "the signal came too late to test anything";
-  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
-  EXPECT_TRUE(contains(r.output, "axonn run: every rank exited with 75")) << r.output;
-  EXPECT_EQ(read_text(dir_ / "term" / "ckpt" / "latest"),
-            "step-" + std::string(9 - std::to_string(steps.size()).size(), '0') + std::to_string(steps.size()) + "\n");
+// SIGTERM to `axonn run`, or SIGINT (Ctrl-C at a terminal): every rank commits its step and
+// exits 75, and so does the launcher (not 143 or 130), as srun would, so a wrapper requeues.
+TEST_F(TrainSignals, SigtermOrSigintToTheLauncherSavesAndTheLauncherExitsSeventyFive) {
+  for (const std::string signal : {"TERM", "INT"}) {
+    SCOPED_TRACE("SIG" + signal);
+    const CommandResult r = signalled_run(signal, tiny_job(200, 0), signal);
+    ASSERT_EQ(r.code, 75) << r.output;
+    const auto steps = read_metrics(dir_ / signal / "run");
+    ASSERT_LT(steps.size(), 200u) << "the signal came too late to test anything";
+    EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
+    EXPECT_TRUE(contains(r.output, "axonn run: every rank exited with 75")) << r.output;
+    EXPECT_EQ(read_text(dir_ / signal / "ckpt" / "latest"), "step-" +
+                                                                std::string(9 - std::to_string(steps.size()).size(), '0') +
+                                                                std::to_string(steps.size()) + "\n");
+  }
 }
 
-// run.preempt_signal = "USR2": SIGUSR2 stops the run at a step boundary with a checkpoint.
-TEST_F(TrainSignals, AJobsPreemptSignalUsr2StopsItWithACheckpoint) {
-  const CommandResult r = signalled_run("usr2", tiny_job(200, 0) + "preempt_signal = \"USR2\"\n", "USR2");
-  ASSERT_EQ(r.code, 75) << r.output;
-  EXPECT_TRUE(contains(r.output, "[0] [info] stop signals: SIGUSR2 (run.preempt_signal), SIGTERM, SIGINT")) << r.output;
-  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "usr2" / "ckpt" / "latest")) << r.output;
-}
-
-// SIGINT (Ctrl-C at a terminal) is a stop request like SIGTERM: a checkpoint and 75.
-TEST_F(TrainSignals, SigintToTheLauncherSavesAndExitsSeventyFive) {
-  const CommandResult r = signalled_run("int", tiny_job(200, 0), "INT");
-  ASSERT_EQ(r.code, 75) << r.output;
-  const auto steps = read_metrics(dir_ / "int" / "run");
-  ASSERT_LT(steps.size(), 200u) << "the signal came too late to test anything";
-  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
-  EXPECT_EQ(read_text(dir_ / "int" / "ckpt" / "latest"),
-            "step-" + std::string(9 - std::to_string(steps.size()).size(), '0') + std::to_string(steps.size()) + "\n");
-}
-
-// run.preempt_signal = "HUP", the third signal a site may give its preemption.
-TEST_F(TrainSignals, AJobsPreemptSignalHupStopsItWithACheckpoint) {
-  const CommandResult r = signalled_run("hup", tiny_job(200, 0) + "preempt_signal = \"HUP\"\n", "HUP");
-  ASSERT_EQ(r.code, 75) << r.output;
-  EXPECT_TRUE(contains(r.output, "[0] [info] stop signals: SIGHUP (run.preempt_signal), SIGTERM, SIGINT")) << r.output;
-  EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
-  EXPECT_TRUE(std::filesystem::exists(dir_ / "hup" / "ckpt" / "latest")) << r.output;
+// run.preempt_signal = "USR2" or "HUP" (the default, USR1, stops TrainResume's run above): it stops
+// the run at a step boundary with a checkpoint.
+TEST_F(TrainSignals, AJobsPreemptSignalUsr2OrHupStopsItWithACheckpoint) {
+  for (const std::string signal : {"USR2", "HUP"}) {
+    SCOPED_TRACE("SIG" + signal);
+    const CommandResult r = signalled_run(signal, tiny_job(200, 0) + "preempt_signal = \"" + signal + "\"\n", signal);
+    ASSERT_EQ(r.code, 75) << r.output;
+    EXPECT_TRUE(contains(r.output, "[0] [info] stop signals: SIG" + signal + " (run.preempt_signal), SIGTERM, SIGINT"))
+        << r.output;
+    EXPECT_TRUE(contains(r.output, "stop requested")) << r.output;
+    EXPECT_TRUE(std::filesystem::exists(dir_ / signal / "ckpt" / "latest")) << r.output;
+  }
 }
 
 // What the sbatch templates forward: the job's key, else the site's policy, with overrides
