@@ -48,7 +48,7 @@ MUTATIONS = [
      "std::pow(static_cast<double>(step.beta2), t)", "std::pow(static_cast<double>(step.beta1), t)",
      r"^(TrainerOps|reference\.TinyAtEveryAxis$)"),
     ("AdamW decays every tensor", "trainer/op_checks.hpp",
-     "k.wd = decay ? step.weight_decay : 0.0f;", "k.wd = step.weight_decay;",
+     "k.wd = decay ? step.weight_decay : 0.0f;", "k.wd = decay || step.t > 0 ? step.weight_decay : 0.0f;",
      r"^(TrainerOps|reference\.TinyAtEveryAxis$)"),
     ("ln1 and ln2 swapped, forward and backward alike", "trainer/model/gpt.cpp",
      'params.param(p + "ln1.weight"),\n        params.param(p + "ln1.bias"),\n'
