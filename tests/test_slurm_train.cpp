@@ -358,10 +358,13 @@ TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {
   EXPECT_TRUE(fs::exists(d / "checkpoints" / "single-node" / "latest")) << out;
 
   // The same template with an #SBATCH --axonn-layout line, given the test job as its argument.
-  std::string script = read_text(kTemplates + "/single-node.sbatch");
-  script.insert(script.find('\n') + 1, "#SBATCH --axonn-layout=2x1x1x2\n");
   const fs::path e = job_dir("explicit", 3);
-  write_file(e / "explicit.sbatch", script);
+  const auto with_layout_line = [&](const std::string& name, const std::string& layout) {
+    std::string script = read_text(kTemplates + "/single-node.sbatch");
+    script.insert(script.find('\n') + 1, "#SBATCH --axonn-layout=" + layout + "\n");
+    write_file(e / name, script);
+  };
+  with_layout_line("explicit.sbatch", "2x1x1x2");
   const std::string explicit_id = submit(e, "-o job.out explicit.sbatch job.toml");
   wait_for_job(explicit_id, "JobState=COMPLETED");
   const std::string log = read_text(e / "job.out");
@@ -374,9 +377,7 @@ TEST_F(SlurmTrain, SingleNodeTemplateAndAnSbatchLayoutLine) {
 
   // A layout line the step cannot run: the plugin refuses the step and the template says so,
   // not that axonn train failed (it never started).
-  script = read_text(kTemplates + "/single-node.sbatch");
-  script.insert(script.find('\n') + 1, "#SBATCH --axonn-layout=3x1x1x1\n");
-  write_file(e / "refused.sbatch", script);
+  with_layout_line("refused.sbatch", "3x1x1x1");
   const std::string refused_id = submit(e, "-o refused.out refused.sbatch job.toml");
   wait_for_job(refused_id, "JobState=FAILED");
   const std::string refused = read_text(e / "refused.out");
