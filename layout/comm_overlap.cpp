@@ -13,7 +13,8 @@ namespace axonn {
 namespace {
 
 // The axes whose collectives the trainer starts beside compute when overlapping.
-constexpr std::array<CommAxis, 3> kOverlappedAxes = {CommAxis::z, CommAxis::data, CommAxis::expert_data};
+constexpr std::array<CommAxis, 5> kOverlappedAxes = {CommAxis::x, CommAxis::y, CommAxis::z, CommAxis::data,
+                                                     CommAxis::expert_data};
 
 bool overlappable(CommAxis axis) {
   return std::find(kOverlappedAxes.begin(), kOverlappedAxes.end(), axis) != kOverlappedAxes.end();
@@ -92,7 +93,7 @@ bool overlaps_comm(const ChooserInput& input, const Layout& layout) {
 std::string overlap_reason(const ChooserInput& input, const Layout& layout) {
   if (input.overlap_comm) return std::string("training.overlap_comm = ") + (*input.overlap_comm ? "true" : "false");
   if (!may_cost(input.machine, layout))
-    return "auto: on: no link tier of the overlapped axes (z, data, expert_data) has a negative "
+    return "auto: on: no link tier of the overlapped axes (x, y, z, data, expert_data) has a negative "
            "network.<tier>.overlap in the site";
   const OverlapBalance b = overlap_balance(input, layout);
   if (b.hidden_s >= 0)

@@ -1,7 +1,8 @@
 #pragma once
 // Whether the trainer runs its overlappable collectives beside compute at a layout
 // (training.overlap_comm): the forward's z all-gathers, the weight gradients' z
-// reduce-scatters and the last backward's gradient buckets over data (and expert_data).
+// reduce-scatters, the backward's x and y all-reduces of dX (beside the dW GEMMs) and the last
+// backward's gradient buckets over data (and expert_data).
 //
 // "auto" (ChooserInput::overlap_comm unset) overlaps unless `axonn calibrate` measured, on the
 // tiers of the axes whose collectives would overlap, that a collective started beside compute

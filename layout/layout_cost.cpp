@@ -299,14 +299,17 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
   // Hidden: the overlapped calls' time at their tier's efficiency, the gradient buckets' (over
   // data, and the experts' over expert_data) at most one micro-batch's compute (they run beside
   // the last backward), the expert all-to-all's pipelined rounds at most the experts' GEMMs
-  // but one round's (n rounds: each round's GEMMs hide the next round's move), all of it at
-  // most the step's.
+  // but one round's (n rounds: each round's GEMMs hide the next round's move), each dX
+  // all-reduce (OAR) at most its dW GEMM's time, all of it at most the step's.
   // Filled: the blocking calls' time at their tier's and group size's fill, which other ranks
   // on the same cores compute through (0 where every rank has cores of its own), at most the
   // compute not already beside a hidden collective.
   // Busy: every call's time at its tier's and group size's cores_busy, which neither credit
   // takes off (where ranks share cores, a collective's own copying and summing keeps them).
-  double hidden_data = 0, hidden_experts = 0, hidden_other = 0, filled = 0;
+  // Per category (the caps below) and axis, before the caps.
+  enum Category { data_buckets, expert_rounds, beside_gemm, beside_step, kCategories };
+  std::array<std::array<double, kCommAxisCount>, kCategories> hidden_by{};
+  double filled = 0;
   for (const CollectiveCalls& calls : volume.calls) {
     const auto ai = static_cast<size_t>(calls.axis);
     const double t = collective_calls_seconds(input.machine, c.link[ai], calls, volume.group_size[ai]);
@@ -321,25 +324,50 @@ CostEstimate estimate_cost(const ChooserInput& input, const Layout& g, const Ste
       continue;
     }
     c.overlapped_s += t;
+    c.overlapped_axis_s[ai] += t;
     const bool bucket = calls.axis == CommAxis::data || calls.axis == CommAxis::expert_data;
-    double& hidden = bucket ? hidden_data : calls.axis == CommAxis::expert ? hidden_experts : hidden_other;
-    hidden +=
+    const Category category = bucket                          ? data_buckets
+                              : calls.axis == CommAxis::expert ? expert_rounds
+                              : calls.beside.m > 0             ? beside_gemm
+                                                               : beside_step;
+    double hidden =
         t * overlap_efficiency(input.machine, c.link[ai], static_cast<double>(calls.bytes), volume.group_size[ai]);
+    if (category == beside_gemm) {
+      const GemmShape& s = calls.beside;
+      const double gemm_s = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n) /
+                            gemm_rate(input.machine, s);
+      hidden = std::min(hidden, static_cast<double>(calls.calls) * gemm_s);
+    }
+    hidden_by[category][ai] += hidden;
   }
+  std::array<double, kCategories> raw{};
+  for (int k = 0; k < kCategories; ++k)
+    for (const double h : hidden_by[static_cast<size_t>(k)]) raw[static_cast<size_t>(k)] += h;
   const BatchSplit split = batch_split(input.model, input.batch, g);
   const double accumulation = static_cast<double>(split.accumulation);
   const MoeShape moe = moe_shape(input.model, split, g);
   const double rounds = static_cast<double>(decided_rounds(moe));
   const double experts_s =
       accumulation * moe_flops_per_micro_batch(input.model, g, split) / default_gemm_rate(input.machine);
-  c.hidden_s = std::min(c.compute_s, std::min(hidden_data, c.compute_s / accumulation) + hidden_other +
-                                         std::min(hidden_experts, experts_s * (rounds - 1) / rounds));
+  std::array<double, kCategories> capped = raw;
+  capped[data_buckets] = std::min(raw[data_buckets], c.compute_s / accumulation);
+  capped[expert_rounds] = std::min(raw[expert_rounds], experts_s * (rounds - 1) / rounds);
+  double category_total = 0;
+  for (const double h : capped) category_total += h;
+  c.hidden_s = std::min(c.compute_s, category_total);
   // Below zero (a tier whose overlap costs): the overlapped calls' extra time, added to the
   // step; the fill's caps count only what overlap hides.
   c.filled_s = std::min(filled, c.compute_s - std::max(0.0, c.hidden_s));
   const double creditable = std::max(0.0, c.comm_total_s() - c.busy_s);
   c.hidden_s = std::min(c.hidden_s, creditable);
   c.filled_s = std::min(c.filled_s, creditable - std::max(0.0, c.hidden_s));
+  // Each axis's share: its hidden time in each category scaled by that category's cap, then
+  // all by the step's caps.
+  const double step_scale = category_total > 0 ? c.hidden_s / category_total : 1.0;
+  for (size_t k = 0; k < kCategories; ++k) {
+    const double category_scale = raw[k] > 0 ? capped[k] / raw[k] : 1.0;
+    for (size_t a = 0; a < kCommAxisCount; ++a) c.hidden_axis_s[a] += hidden_by[k][a] * category_scale * step_scale;
+  }
   return c;
 }
 

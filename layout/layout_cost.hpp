@@ -5,7 +5,8 @@
 // (CollectiveCalls::overlapped, with training.overlap_comm, comm_overlap.hpp) are hidden by
 // the fraction the site measured for their tier at their size (MeasuredTier::overlap;
 // calibrate's overlap probe), at most the compute they run beside: the data axis's beside one micro-batch's
-// compute (they start in the last backward), the z axis's beside the whole step's. Without a
+// compute (they start in the last backward), the z axis's beside the whole step's, each x and y
+// all-reduce of dX beside its layer's dW GEMM (CollectiveCalls::beside, at that shape's rate). Without a
 // measured fraction nothing is hidden, and the prediction is an upper bound for overlapping
 // backends; a fraction below zero adds that part of the calls' time (a tier where overlap
 // costs: "auto" does not overlap there, a job that forces it pays). Where a
@@ -119,6 +120,9 @@ struct CostEstimate {
   double overlapped_s = 0;  // of the comm_s: the collectives the trainer runs beside compute
   double hidden_s = 0;      // of overlapped_s: the time hidden behind compute, not in the step (negative:
                             // the overlap's extra time, in the step)
+  // The same two per axis: hidden_s's share of each (the caps shared in proportion).
+  std::array<double, kCommAxisCount> overlapped_axis_s{};
+  std::array<double, kCommAxisCount> hidden_axis_s{};
   double filled_s = 0;      // of the blocking rest: the time other ranks on the same cores compute through
   double busy_s = 0;        // of the comm_s: the time the collectives keep the cores busy, which neither
                             // hidden_s nor filled_s takes off

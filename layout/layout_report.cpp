@@ -190,6 +190,17 @@ std::string explain_expert_placement(const ChooserResult& r, size_t listed) {
   return s;
 }
 
+// "7196.8 ms in the step, 1312.4 ms of 2653.0 ms overlapped hidden behind compute" for one
+// axis of `cost`: what the step pays for it, and what overlap took off.
+std::string axis_time_text(const CostEstimate& cost, size_t axis) {
+  const double hidden = cost.hidden_axis_s[axis];
+  std::string s = format_number("%.1f ms", 1e3 * (cost.comm_s[axis] - hidden)) + " in the step";
+  if (cost.overlapped_axis_s[axis] <= 0) return s + ", none overlapped";
+  return s + ", " + format_number("%.1f ms", 1e3 * hidden) + " of " +
+         format_number("%.1f ms", 1e3 * cost.overlapped_axis_s[axis]) + " overlapped " +
+         (hidden < 0 ? "added by the overlap" : "hidden behind compute");
+}
+
 }  // namespace
 
 std::string format_ranked_table(const ChooserResult& r, int top_k) {
@@ -252,9 +263,10 @@ std::string format_explain(const ChooserResult& r, int top_k) {
       "cost model: step = compute + sum over collectives of calls*ring_steps*alpha + bus_factor*bytes/beta\n"
       "  (a call within the sizes calibrate swept on groups of its size: calls*the sweep's time there)\n"
       "  - hidden, beta and alpha of the slowest link the group spans; hidden: the overlapped collectives'\n"
-      "  time (z gathers and reduce-scatters, data and expert_data buckets but block 0's) times the\n"
-      "  tier's overlap fraction at its size (site network.<tier>.overlap, 0 where not set), at most the\n"
-      "  compute beside them; - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
+      "  time (z gathers and reduce-scatters, x and y all-reduces of dX in the backward, data and\n"
+      "  expert_data buckets but block 0's) times the tier's overlap fraction at its size (site\n"
+      "  network.<tier>.overlap, 0 where not set), at most the compute beside them (a dX all-reduce's:\n"
+      "  its layer's dW GEMM); - filled: the blocking collectives' time times their tier's time-sharing fraction (site\n"
       "  network.<tier>.filled_by_others, where ranks outnumber a node's cores; 0 where not set); hidden\n"
       "  and filled together at most the collectives' time less every call's time times its tier's\n"
       "  cores_busy (the cores its own ranks keep busy; 0 where not set)\n";
@@ -282,10 +294,11 @@ std::string format_explain(const ChooserResult& r, int top_k) {
                                : std::string("unsharded")) +
          "\n";
     for (int a = 0; a < kCommAxisCount; ++a) {
-      if (best.volume.group_size[static_cast<size_t>(a)] <= 1) continue;
+      const auto ai = static_cast<size_t>(a);
+      if (best.volume.group_size[ai] <= 1) continue;
       s += "  " + pad_left(comm_axis_name(static_cast<CommAxis>(a)), 5) + " groups of " +
-           std::to_string(best.volume.group_size[static_cast<size_t>(a)]) + " over " +
-           link_tier_name(best.cost.link[static_cast<size_t>(a)]) + " links\n";
+           std::to_string(best.volume.group_size[ai]) + " over " + link_tier_name(best.cost.link[ai]) + " links: " +
+           axis_time_text(best.cost, ai) + "\n";
     }
     if (best.cost.recompute_flops > 0) {
       s += "  recomputation adds " + format_number("%.3g", best.cost.recompute_flops) + " FLOP per rank per step (" +

@@ -10,12 +10,13 @@
 
 namespace axonn {
 
-void StepVolume::add(CommAxis a, CollectiveKind k, int64_t count, int64_t bytes_each, bool overlapped) {
+void StepVolume::add(CommAxis a, CollectiveKind k, int64_t count, int64_t bytes_each, bool overlapped,
+                     GemmShape beside) {
   if (group_size[static_cast<size_t>(a)] <= 1 || count == 0) return;
   auto& v = table[static_cast<size_t>(a)][static_cast<size_t>(k)];
   v.calls += count;
   v.bytes += count * bytes_each;
-  calls.push_back({a, k, count, bytes_each, overlapped});
+  calls.push_back({a, k, count, bytes_each, overlapped, beside});
 }
 
 void StepVolume::mark_varies(CommAxis a, CollectiveKind k) {
@@ -121,7 +122,7 @@ void add_in_rounds(StepVolume& v, const MoeShape& moe, int64_t calls, int64_t by
 // does not rerun them. The sums over x and y run once over all the rows this rank's experts
 // received, R_r (MoeShape): predicted as `rows`, exact except dropless at P > 1, where those
 // entries are marked as varying with the routing.
-void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, const BatchSplit& split) {
+void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, const BatchSplit& split, bool overlap) {
   const MoeShape moe = moe_shape(input.model, split, g);
   if (moe.layers == 0) return;
   using K = CollectiveKind;
@@ -157,8 +158,13 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
     v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_sent);
     v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_returned);
   }
-  v.add(CommAxis::x, K::all_reduce, calls * 2, received * hidden_local * e);
-  v.add(CommAxis::y, K::all_reduce, calls * 2, received * c_local * e);
+  // Forward: fc's output over x, proj's over y. Backward (trainer/model/moe_layer.cpp): proj's
+  // input gradient over x beside proj's dW GEMMs, fc's over y beside fc's, each R_r·c·h.
+  const GemmShape expert_dw{received, c_local, hidden_local};
+  v.add(CommAxis::x, K::all_reduce, calls, received * hidden_local * e);
+  v.add(CommAxis::x, K::all_reduce, calls, received * hidden_local * e, overlap, expert_dw);
+  v.add(CommAxis::y, K::all_reduce, calls, received * c_local * e);
+  v.add(CommAxis::y, K::all_reduce, calls, received * c_local * e, overlap, expert_dw);
   v.add(CommAxis::x, K::all_reduce, calls, m * moe.top_k * stat);
   v.add(CommAxis::z, K::reduce_scatter, calls * 2 * local, expert_block * grad);
   if (moe.rows_vary()) {
@@ -216,7 +222,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
     const int64_t calls = A * lin.count;
     v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w, overlap);
     v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
-    v.add(comm_axis(lin.n_axis()), K::all_reduce, calls, m * k_local * e);
+    v.add(comm_axis(lin.n_axis()), K::all_reduce, calls, m * k_local * e, overlap, GemmShape{m, k_local, n_local});
     v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * grad, overlap);
   }
   v.add(CommAxis::y, K::all_reduce, A, m * (C / g.x) * e);  // token embedding
@@ -226,7 +232,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   v.add(CommAxis::y, K::all_gather, A, m * g.y * stat);
   v.add(CommAxis::y, K::all_reduce, A, m * 2 * stat);
 
-  add_moe_blocks(v, input, g, split);
+  add_moe_blocks(v, input, g, split, overlap);
 
   // The recomputed forwards (trainer/model/gpt.cpp, Gpt::recompute).
   const auto shapes = linear_shapes(model);  // qkv, attn.proj, mlp.fc, mlp.proj, then the head

@@ -5,10 +5,11 @@
 // Bytes per element (collective_types): weights gathered over z and activations (the tensor
 // axes' all-reduces) move in the job's dtype, e = 4 (float32) or 2 (bfloat16); gradients and
 // statistics move in float32, 4 bytes, whatever the dtype.
-// Per micro-batch (A per step, m = mb*T tokens), for every linear layer (k, n, k-axis a, n-axis b):
+// Per micro-batch (A per step, m = mb*T tokens), for every linear layer (k, n, k-axis a, n-axis b;
+// the LM head's k is C over x and n is V over y):
 //   all_gather     z : k/G_a * n/G_b * e      forward: the z-shards of W
 //   all_reduce     a : m * n/G_b * e          forward: partial Y
-//   all_reduce     b : m * k/G_a * e          backward: partial dX
+//   all_reduce     b : m * k/G_a * e          backward: partial dX (overlapped: beside the layer's dW GEMM)
 //   reduce_scatter z : k/G_a * n/G_b * 4      backward: dW back to z-shards
 // and further:
 //   all_reduce     y : m * C/G_x * e          token embedding (vocab-parallel lookup)
@@ -32,8 +33,10 @@
 //   all_to_all expert : E * 4                 (P > 1) the routed row counts, E_l per peer
 //   all_to_all expert : R * c * e             (P > 1) the rows to the experts' ranks
 //   all_to_all expert : R_r * c * e           (P > 1) the experts' outputs back
-//   all_reduce     x : 2 calls of R_r * h * e fc output, proj's input gradient
-//   all_reduce     y : 2 calls of R_r * c * e proj output, fc's input gradient
+//   all_reduce     x : 2 calls of R_r * h * e fc output, proj's input gradient (overlapped: beside
+//                      proj's dW GEMMs)
+//   all_reduce     y : 2 calls of R_r * c * e proj output, fc's input gradient (overlapped: beside
+//                      fc's dW GEMMs)
 //   all_reduce     x : m * k * 4              the gates' gradient
 //   all_to_all expert : R * c * e, R_r * c * e  (P > 1) the rows' gradients out and back
 //   reduce_scatter z : 2 E_l calls of c * h * 4   each local expert's dW
@@ -77,6 +80,7 @@ struct CollectiveVolume {
 //   z all-gathers of the weights (prefetched: the forward's all at its start, with block
 //     recomputation the next block's beside the current one),
 //   z reduce-scatters of dW (beside the layers below),
+//   x and y all-reduces of dX in the backward (OAR: each beside its layer's dW GEMM, `beside`),
 //   data all-reduces (or reduce-scatters) of blocks L-1..1's buckets (beside the backward
 //     below them; block 0's, the wte's and the small tensors' start when it is done),
 //   data all-gathers of blocks L-1..1's updated weights (beside the next bucket's AdamW).
@@ -86,6 +90,9 @@ struct CollectiveCalls {
   int64_t calls = 0;
   int64_t bytes = 0;  // each
   bool overlapped = false;
+  // Overlapped calls that each run beside one GEMM of this shape and nothing else: 2·m·k·n
+  // FLOPs at its rate cap what each can hide. Empty (m = 0) for those beside the step's compute.
+  GemmShape beside{};
 };
 
 struct StepVolume {
@@ -108,7 +115,8 @@ struct StepVolume {
   // Marks (a, k) as varying with the routing; ignored on groups of one, as add is.
   void mark_varies(CommAxis a, CollectiveKind k);
   // Adds `calls` collectives of `bytes` each; ignored on groups of one.
-  void add(CommAxis a, CollectiveKind k, int64_t calls, int64_t bytes, bool overlapped = false);
+  void add(CommAxis a, CollectiveKind k, int64_t calls, int64_t bytes, bool overlapped = false,
+           GemmShape beside = {});
   int64_t bytes(CommAxis a) const;         // all kinds
   double wire_bytes(CommAxis a) const;     // sum of bus_factor * size: what one rank sends
 };

@@ -42,13 +42,15 @@ def size_label(nbytes):
 
 def print_table(profile, steps):
     print(f"{'axis kind':24} {'ranks':>5} {'link':>12} {'calls':>7} {'MiB':>10} {'s':>9} {'pred. s':>9} "
-          f"{'meas/pred':>9} {'bus GB/s':>9} {'hidden':>7}")
+          f"{'meas/pred':>9} {'bus GB/s':>9} {'hidden':>7} {'pred.':>7}")
     for e in profile:
         ratio = e["seconds"] / e["predicted_seconds"] if e["predicted_seconds"] > 0 else float("nan")
         hidden = "-" if e["hidden_fraction"] is None else f"{100 * e['hidden_fraction']:.0f}%"
+        predicted = e.get("predicted_hidden_fraction")
+        predicted = "-" if predicted is None else f"{100 * predicted:.0f}%"
         print(f"{e['axis'] + ' ' + e['kind']:24} {e['group_size']:>5} {e['link']:>12} {e['calls']:>7} "
               f"{e['bytes'] / 2**20:>10.3f} {e['seconds']:>9.4f} {e['predicted_seconds']:>9.4f} {ratio:>9.2f} "
-              f"{e['bus_GBps']:>9.3g} {hidden:>7}")
+              f"{e['bus_GBps']:>9.3g} {hidden:>7} {predicted:>7}")
     print(f"({steps} steps, rank 0)")
 
 

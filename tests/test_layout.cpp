@@ -1262,26 +1262,36 @@ TEST(LayoutCalibrated, AMeasuredSweepPricesItsGroupSizesCallsWithinItsSizes) {
 }
 
 // The calls of the step, by size, add up to the table the trainer's counters are checked
-// against, and the overlapped ones are the z gathers and reduce-scatters and the data
-// buckets of blocks L-1..1, only with training.overlap_comm.
+// against, and the overlapped ones are the z gathers and reduce-scatters, the x all-reduces of
+// dX (attn.proj's and mlp.proj's, each beside its dW GEMM) and the data buckets of blocks
+// L-1..1, only with training.overlap_comm.
 TEST(LayoutVolume, CallsBySizeAddUpToTheTableAndMarkTheOverlappedOnes) {
   for (const bool shard : {false, true}) {
     ChooserInput in = tiny_input();
     in.machine.tasks_per_node = 8;
     const Layout l = parse_layout("2x2x1x2");
     const StepVolume v = predict_step_volume(in, l, MemoryModes(Recompute::none, shard));
+    const BatchSplit split = batch_split(in.model, in.batch, l);
     std::array<std::array<CollectiveVolume, kCollectiveKindCount>, kCommAxisCount> sums{};
-    int64_t data_overlapped = 0, data_calls = 0;
+    int64_t data_overlapped = 0, data_calls = 0, x_overlapped = 0;
     for (const CollectiveCalls& c : v.calls) {
       auto& s = sums[static_cast<size_t>(c.axis)][static_cast<size_t>(c.kind)];
       s.calls += c.calls;
       s.bytes += c.calls * c.bytes;
       const bool z_moved = c.axis == CommAxis::z && c.kind != CollectiveKind::all_reduce;
       if (c.axis == CommAxis::data) (c.overlapped ? data_overlapped : data_calls) += c.calls;
-      if (c.axis != CommAxis::data) {
+      if (c.axis == CommAxis::x && c.overlapped) {
+        x_overlapped += c.calls;
+        // beside the dW GEMM of attn.proj or mlp.proj: m rows, k = C/G_y or 4C/G_y, n = C/G_x
+        EXPECT_EQ(c.beside.m, split.tokens);
+        EXPECT_EQ(c.beside.n, in.model.hidden / l.x);
+        EXPECT_EQ(c.bytes, c.beside.m * c.beside.k * 4);  // dX [m, k/G_a] in float32
+      }
+      if (c.axis != CommAxis::data && c.axis != CommAxis::x) {
         EXPECT_EQ(c.overlapped, z_moved) << comm_axis_name(c.axis);
       }
     }
+    EXPECT_EQ(x_overlapped, split.accumulation * 2 * in.model.layers);
     for (int a = 0; a < kCommAxisCount; ++a)
       for (int k = 0; k < kCollectiveKindCount; ++k) {
         EXPECT_EQ(sums[a][k].calls, v.table[a][k].calls) << a << " " << k;
@@ -1338,8 +1348,49 @@ TEST(LayoutCost, OverlapHidesTheMeasuredFractionOfTheOverlappedCollectives) {
   EXPECT_EQ(estimate_cost(in, l, predict_step_volume(in, l)).hidden_s, 0);
 }
 
+// The backward's all-reduces of dX (OAR) hide behind their layers' dW GEMMs: each call at its
+// tier's overlap fraction, at most its dW GEMM's time (2·m·k·n at the shape's rate); the
+// forward's all-reduces of Y hide nothing. The axes' shares add up to the step's hidden time.
+TEST(LayoutCost, AnAllReduceOfDxHidesAtMostItsWeightGradientGemm) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 8;
+  in.overlap_comm = true;
+  const Layout l = parse_layout("1x2x1x1");
+  for (const double fraction : {0.4, 1.0}) {
+    in.machine.intra_node_measured.overlap = OverlapCurve::flat(fraction);
+    const StepVolume v = predict_step_volume(in, l);
+    const CostEstimate c = estimate_cost(in, l, v);
+    double overlapped = 0, want_hidden = 0;
+    int capped = 0;
+    for (const CollectiveCalls& calls : v.calls) {
+      if (calls.axis != CommAxis::x || !calls.overlapped) continue;
+      ASSERT_GT(calls.beside.m, 0);
+      const double t = collective_calls_seconds(in.machine, LinkTier::intra_node, calls, 2);
+      const double gemm = static_cast<double>(calls.calls) * 2.0 * static_cast<double>(calls.beside.m) *
+                          static_cast<double>(calls.beside.k) * static_cast<double>(calls.beside.n) /
+                          gemm_rate(in.machine, calls.beside);
+      overlapped += t;
+      want_hidden += std::min(t * fraction, gemm);
+      capped += t * fraction > gemm ? 1 : 0;
+    }
+    ASSERT_GT(overlapped, 0);
+    EXPECT_DOUBLE_EQ(c.overlapped_axis_s[static_cast<size_t>(CommAxis::x)], overlapped);
+    EXPECT_DOUBLE_EQ(c.overlapped_s, overlapped);  // nothing else overlaps at 1x2x1x1
+    EXPECT_NEAR(c.hidden_axis_s[static_cast<size_t>(CommAxis::x)], want_hidden, 1e-12 * want_hidden);
+    EXPECT_NEAR(c.hidden_s, want_hidden, 1e-12 * want_hidden);
+    EXPECT_LT(c.hidden_s, fraction * c.comm_s[static_cast<size_t>(CommAxis::x)]);  // the forward's hide nothing
+    if (fraction == 1.0) {
+      EXPECT_GT(capped, 0) << "the tiny model's dW GEMMs are shorter than their all-reduces";
+    }
+  }
+  in.overlap_comm = false;
+  const CostEstimate off = estimate_cost(in, l, predict_step_volume(in, l));
+  EXPECT_EQ(off.hidden_s, 0);
+  EXPECT_EQ(off.hidden_axis_s[static_cast<size_t>(CommAxis::x)], 0);
+}
+
 // training.overlap_comm = "auto" overlaps unless calibrate measured, on the tier of an axis
-// whose collectives overlap (z, data), that overlap costs (overlap < 0): then the model prices
+// whose collectives overlap (x, y, z, data), that overlap costs (overlap < 0): then the model prices
 // every call blocking and the memory holds one block's gathered weights, as the trainer runs
 // it. A job that forces overlap there pays the measured extra time; a layout whose overlapped
 // axes cross no such tier, or a site that measured nothing, overlaps.
@@ -1373,7 +1424,14 @@ TEST(LayoutCost, AutoOverlapIsOffWhereCalibrateMeasuredThatItCosts) {
   const CostEstimate blocking = estimate_cost(in, z, predict_step_volume(in, z));
   EXPECT_EQ(blocking.overlapped_s, 0);
   EXPECT_DOUBLE_EQ(blocking.step_s(), blocking.compute_s + blocking.comm_total_s());
-  EXPECT_TRUE(overlaps_comm(in, x));  // x's collectives never overlap
+  // x's all-reduces of dX overlap too (OAR), on the same links: off there as well.
+  EXPECT_FALSE(overlaps_comm(in, x));
+  EXPECT_EQ(overlap_reason(in, x).rfind("auto: off: on the x axis's intra-node links", 0), 0u) << overlap_reason(in, x);
+  // Across nodes, whose tier calibrate did not measure, overlap stays on.
+  ChooserInput across = in;
+  across.machine.tasks_per_node = 1;
+  across.machine.nodes = 2;
+  EXPECT_TRUE(overlaps_comm(across, x)) << overlap_reason(across, x);
 
   in.overlap_comm = true;
   EXPECT_TRUE(overlaps_comm(in, z));

@@ -200,12 +200,15 @@ TEST(TrainerModel, EveryLayoutGivesTheSerialLossAndGradients) {
   }
 }
 
-// Overlap moves the z all-gathers and the data all-reduce beside compute; the same
-// collectives run in the same order, so every layout gives the same bits with it on, and
-// the counted bytes and calls (checked in run_step) stay the model's.
+// Overlap moves the z all-gathers, the data all-reduce and the backward's dX all-reduces over
+// x and y (OAR) beside compute; the same collectives run on the same buffers, so every layout
+// gives the same bits with it on, and the counted bytes and calls (checked in run_step) stay
+// the model's. The tensor-parallel layouts are those where every x and y all-reduce of dX is
+// started: 1x2x1x2, 1x1x2x2, 2x2x2x1, 1x4x1x1.
 TEST(TrainerModel, OverlappedCollectivesGiveTheSameBits) {
   const ModelShape model = tiny_model();
-  for (const char* text : {"1x1x1x2", "1x1x2x2:zyxd", "2x1x1x2", "4x1x1x1", "2x2x1x2", "1x2x1x4", "2x1x2x1"}) {
+  for (const char* text : {"1x1x1x2", "1x1x2x2:zyxd", "2x1x1x2", "4x1x1x1", "2x2x1x2", "1x2x1x4", "2x1x2x1",
+                           "1x2x1x2", "1x1x2x2", "2x2x2x1", "1x4x1x1"}) {
     const Layout layout = parse_layout(text);
     const StepResult blocking = run_step(model, layout, 8, 1, false);
     const StepResult overlapped = run_step(model, layout, 8, 1, true);
@@ -219,6 +222,22 @@ TEST(TrainerModel, OverlappedCollectivesGiveTheSameBits) {
             << text << " " << name << "[" << i << "]: " << got[i] << " vs " << want[i];
     }
   }
+}
+
+// An MoE model's experts sum their input gradients over x (proj) and y (fc) beside their dW
+// GEMMs with overlap (OAR): the same bits as blocking, dropless and with a capacity, with the
+// experts split over x and y and over the expert axis.
+TEST(TrainerModel, OverlappedExpertInputGradientsGiveTheSameBits) {
+  ModelShape model = tiny_model();
+  model.experts = 4;
+  model.top_k = 2;
+  for (const double capacity : {0.0, 1.0})
+    for (const char* text : {"1x2x2x1", "2x2x1x1e2", "1x1x2x2"}) {
+      SCOPED_TRACE(std::string(text) + (capacity > 0 ? " capacity" : " dropless"));
+      model.capacity_factor = capacity;
+      const Layout layout = parse_layout(text);
+      expect_same_bits(run_step(model, layout, 8, 1, true), run_step(model, layout, 8, 1, false), "overlap on vs off");
+    }
 }
 
 // model.moe_chunks pipelines the expert all-to-all in rounds of local experts (MoeShape::rounds):

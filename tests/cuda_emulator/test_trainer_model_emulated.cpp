@@ -76,11 +76,14 @@ TEST(TrainerModelEmulatedCuda, Fp32StepMatchesTheCpuOnEveryAxis) {
 
 // NCCL's collectives run on their communicators' streams; started ones are outstanding
 // until every peer has reached them, and finish() makes the compute stream wait. Overlap
-// moves when they run, never what they add in which order: the same bits on and off. Gloo
-// sums groups of more than two in another order than NCCL's rank order: rounding apart.
+// moves when they run, never what they add in which order: the same bits on and off, also
+// for the backward's dX all-reduces over x and y beside the dW GEMMs (OAR) at the
+// tensor-parallel layouts 1x2x1x2, 1x1x2x2, 2x2x2x1 and 1x4x1x1. Gloo sums groups of more
+// than two in another order than NCCL's rank order: rounding apart.
 TEST(TrainerModelEmulatedCuda, NcclStepEqualsGlooAndOverlapKeepsItsBits) {
   const ModelShape model = tiny_model();
-  for (const char* text : {"1x1x1x2", "2x1x1x1", "1x2x1x1", "1x1x2x1", "2x2x1x2", "1x1x2x2:zyxd", "1x2x1x4"}) {
+  for (const char* text : {"1x1x1x2", "2x1x1x1", "1x2x1x1", "1x1x2x1", "2x2x1x2", "1x1x2x2:zyxd", "1x2x1x4",
+                           "1x2x1x2", "1x1x2x2", "2x2x2x1", "1x4x1x1"}) {
     SCOPED_TRACE(text);
     const Layout layout = parse_layout(text);
     const StepResult gloo = run_step(model, layout, 8, 2, false, emulated_cuda(GemmMath::fp32));
@@ -91,6 +94,21 @@ TEST(TrainerModelEmulatedCuda, NcclStepEqualsGlooAndOverlapKeepsItsBits) {
     EXPECT_EQ(overlapped.loss, blocking.loss);
     EXPECT_EQ(overlapped.grad_norm, blocking.grad_norm);
     EXPECT_EQ(gradient_error(overlapped, blocking), 0.0);
+  }
+}
+
+// An MoE model's experts split over x and y sum their input gradients beside their dW GEMMs
+// with overlap (OAR), on the emulated NCCL streams: the bits of the blocking step.
+TEST(TrainerModelEmulatedCuda, OverlappedExpertInputGradientsKeepTheirBits) {
+  ModelShape model = tiny_model();
+  model.experts = 4;
+  model.top_k = 2;
+  for (const char* text : {"1x2x2x1", "2x2x1x1e2"}) {
+    SCOPED_TRACE(text);
+    const Layout layout = parse_layout(text);
+    const auto nccl = emulated_cuda(GemmMath::fp32, CommBackend::nccl);
+    test::expect_same_bits(run_step(model, layout, 8, 2, true, nccl), run_step(model, layout, 8, 2, false, nccl),
+                           "overlap on vs off");
   }
 }
 

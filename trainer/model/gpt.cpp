@@ -59,7 +59,7 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   auto gathered = [&](int64_t elements) { return z_split ? arena_.act(elements) : nullptr; };
 
   embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, weight("wte"), params.grad("wte"), gathered(v * c),
-                                               z_split ? arena_.floats(v * c) : nullptr);
+                                               z_split ? arena_.floats(v * c) : nullptr, overlap_comm);
   // The blocks' gathered weights: a set of four per block, or one or two sets the blocks take
   // turns on (block recomputation), as the layout model counts them (model_plan.hpp).
   gathered_sets_ = static_cast<size_t>(std::max<int64_t>(1, gathered_weight_blocks(model, recompute, overlap_comm)));
@@ -74,7 +74,7 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
       largest_block_layer = std::max(largest_block_layer, block);
       if (!set[slot]) set[slot] = gathered(block);
       return ShardedLinear(backend, grid, k, n, k_axis, weight(p + name + ".weight"), params.grad(p + name + ".weight"),
-                           params.param(p + name + ".bias"), params.grad(p + name + ".bias"), set[slot]);
+                           params.param(p + name + ".bias"), params.grad(p + name + ".bias"), set[slot], overlap_comm);
     };
     const bool moe = model.is_moe_block(l);
     auto b = std::unique_ptr<Block>(new Block{
@@ -83,7 +83,8 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
         moe ? std::nullopt : std::optional(linear("mlp.fc", C, 4 * C, Axis::x, 2)),
         moe ? std::nullopt : std::optional(linear("mlp.proj", 4 * C, C, Axis::y, 3)),
         moe ? std::make_unique<MoeLayer>(backend, grid, model, l, micro_batch, params,
-                                         weight(p + "mlp.experts.fc.weight"), weight(p + "mlp.experts.proj.weight"))
+                                         weight(p + "mlp.experts.fc.weight"), weight(p + "mlp.experts.proj.weight"),
+                                         overlap_comm)
             : nullptr,
         params.param(p + "ln1.weight"),
         params.param(p + "ln1.bias"),
@@ -268,9 +269,9 @@ void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
   const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
   Communicator& x_group = grid_.axis(CommAxis::x);
 
-  // logits_ holds dlogits from the forward, kept until the end, when the head's weight
-  // gradient joins the embedding's.
-  embedding_->logits_backward_input(logits_, d_normed_, m);
+  // logits_ holds dlogits from the forward; the head's weight gradient waits for the
+  // embedding's at the end.
+  embedding_->logits_backward(logits_, lnf_out_, d_normed_, m);
   backend_.memset_zero(d_residual_.raw(), static_cast<size_t>(m * c) * d_residual_.element_bytes());
   layernorm_backward(backend_, x_group, d_residual_, params_.grad("ln_f.weight"), params_.grad("ln_f.bias"),
                      ln_partials_, d_normed_, residual_.back(), lnf_mean_, lnf_rstd_, params_.param("ln_f.weight"), m,
@@ -307,7 +308,7 @@ void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
   }
 
   backend_.position_backward(params_.grad("wpe"), d_residual_, mb_, T, c);
-  embedding_->weight_backward(logits_, lnf_out_, d_residual_, tokens, m, scatter_);
+  embedding_->weight_backward(d_residual_, tokens, m, scatter_);
   scatter_.flush();  // every gradient is in when forward_backward returns
 }
 

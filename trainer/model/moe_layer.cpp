@@ -9,8 +9,8 @@
 namespace axonn {
 
 MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, int layer, int micro_batch,
-                   ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight)
-    : backend_(backend), arena_(backend), grid_(grid) {
+                   ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight, bool overlap)
+    : backend_(backend), arena_(backend), grid_(grid), overlap_(overlap) {
   const Layout& g = grid.layout();
   const int64_t C = model.hidden;
   experts_ = model.experts;
@@ -543,15 +543,19 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
     backward_in_rounds(scatter);
   } else {
     // proj: d(gelu out) = d(expert out)·W^T summed over x, then through the GELU; dW, dbias.
+    // dX first, then dW beside its sum (OAR): proj's dW reads the GELU's output and d(expert
+    // out), not d(gelu out); the GELU's backward waits for the sum.
     expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_gelu_);
-    grid_.axis(CommAxis::x).all_reduce(d_gelu_.raw(), static_cast<size_t>(Rr * h), d_gelu_.type());
-    backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, Rr * h);
+    const Sum d_gelu_sum = start_sum(CommAxis::x, d_gelu_, Rr * h);
     weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_expert_out_, h, c, scatter);
+    finish_sum(d_gelu_sum);
+    backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, Rr * h);
 
-    // fc: d(expert in) = d(fc out)·W^T summed over y; dW, dbias.
+    // fc: d(expert in) = d(fc out)·W^T summed over y; dW, dbias beside the sum.
     expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_);
-    grid_.axis(CommAxis::y).all_reduce(d_expert_in_.raw(), static_cast<size_t>(Rr * c), d_expert_in_.type());
+    const Sum d_in_sum = start_sum(CommAxis::y, d_expert_in_, Rr * c);
     weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
+    finish_sum(d_in_sum);
   }
 
   // Back to the tokens: each token's rows summed, then the router's path added.
@@ -564,6 +568,20 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
   }
   backend_.router_logits_grad(d_logits_, probs_, choices_, d_gates_, coef_, m, E, k);
   backend_.router_backward(d_in, d_router_, d_logits_, in, router_, m, c, E);
+}
+
+MoeLayer::Sum MoeLayer::start_sum(CommAxis axis, ActPtr buffer, int64_t elements) {
+  Communicator& group = grid_.axis(axis);
+  const auto count = static_cast<size_t>(elements);
+  if (!overlap_ || group.size() == 1) {
+    group.all_reduce(buffer.raw(), count, buffer.type());
+    return {&group, std::nullopt};
+  }
+  return {&group, group.start_all_reduce(buffer.raw(), count, buffer.type())};
+}
+
+void MoeLayer::finish_sum(const Sum& sum) {
+  if (sum.ticket) sum.group->finish(*sum.ticket);
 }
 
 void MoeLayer::weight_grads(float* grad, float* bias_grad, int64_t bias_width, ConstActPtr x, ConstActPtr dy,

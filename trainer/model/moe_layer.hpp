@@ -34,6 +34,7 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "comm/comm_grid.hpp"
@@ -61,8 +62,10 @@ class MoeLayer {
  public:
   // layer: the block's index (parameter names h.<layer>.mlp.*); fc_weight, proj_weight: the
   // GEMMs' copy of the local experts' shards, expert by expert; micro_batch: mb sequences.
+  // overlap: the backward's input-gradient all-reduces (over x for proj, y for fc) beside the
+  // experts' dW GEMMs (OAR, as ShardedLinear's).
   MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, int layer, int micro_batch,
-           ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight);
+           ParameterStore& params, ConstActPtr fc_weight, ConstActPtr proj_weight, bool overlap = false);
   MoeLayer(const MoeLayer&) = delete;
   MoeLayer& operator=(const MoeLayer&) = delete;
 
@@ -146,10 +149,19 @@ class MoeLayer {
   // (bias_width) += Σ dy, through the z reduce-scatter when the weights are split over z.
   void weight_grads(float* grad, float* bias_grad, int64_t bias_width, ConstActPtr x, ConstActPtr dy,
                     int64_t k_local, int64_t n_local, GradScatter& scatter);
+  // An input gradient's all-reduce over `axis`: started with overlap (the caller computes the
+  // dW beside it, then finishes it), else run at once (finish_sum has nothing left to do).
+  struct Sum {
+    Communicator* group;
+    std::optional<Communicator::Ticket> ticket;
+  };
+  Sum start_sum(CommAxis axis, ActPtr buffer, int64_t elements);
+  void finish_sum(const Sum& sum);
 
   Backend& backend_;
   DeviceArena arena_;  // every buffer below, allocated in the constructor
   CommGrid& grid_;
+  bool overlap_;
   int64_t experts_, local_experts_, expert_ranks_;  // E, E_l, E_p
   int64_t y_shares_, y_rank_;  // MoeShape::y_shares (G_y or 1), this rank's y coordinate
   bool gathers_;               // MoeShape::gathers: all-gather dispatch

@@ -1,9 +1,11 @@
 #include "trainer/model/sharded_linear.hpp"
 
+#include <optional>
+
 namespace axonn {
 
 ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, ConstActPtr weight,
-                             float* grad, const float* bias, float* dbias, ActPtr gathered)
+                             float* grad, const float* bias, float* dbias, ActPtr gathered, bool overlap)
     : backend_(backend),
       grid_(grid),
       k_axis_(k_axis),
@@ -16,7 +18,8 @@ ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_
       bias_(bias),
       dbias_(dbias),
       gathered_(gathered),
-      z_split_(grid.layout().z > 1) {
+      z_split_(grid.layout().z > 1),
+      overlap_(overlap) {
   if (z_split_ && !gathered) throw BackendError("ShardedLinear: G_z > 1 needs a gathered-weight buffer");
   if (z_split_) gather_ = ZGather(grid.axis(CommAxis::z), weight, gathered, shard_rows_ * n_local_);
 }
@@ -53,17 +56,34 @@ void ShardedLinear::forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t 
   backend_.gelu_forward(out, pre, m * n_local_);
 }
 
+// dX first, then dW: the dW GEMM reads x and dy, not dx, so with overlap it is the compute
+// that dX's all-reduce over b runs beside (OAR); the other order would leave the all-reduce
+// nothing to hide behind, as the caller reads dx next. The GELU's backward reads the summed
+// dx, so it waits for the sum. With G_b = 1 nothing is summed and the GELU path fuses into
+// the dX GEMM; the order is then free and stays the same.
 void ShardedLinear::backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m, GradScatter& scatter,
                              ConstActPtr gelu_pre) {
   const ConstActPtr w = gemm_weight();
-  if (dx && gelu_pre && grid_.layout().size(n_axis_) == 1) {
+  Communicator& b_group = grid_.axis(comm_axis(n_axis_));
+  const bool sums_dx = dx && b_group.size() > 1;
+  std::optional<Communicator::Ticket> dx_sum;
+  if (dx && gelu_pre && !sums_dx) {
     backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
   } else if (dx) {
     backend_.gemm(Transpose::no, Transpose::yes, m, k_local_, n_local_, 1.0f, dy, n_local_, w, n_local_, 0.0f, dx,
                   k_local_);
-    grid_.axis(comm_axis(n_axis_)).all_reduce(dx.raw(), static_cast<size_t>(m * k_local_), dx.type());
-    if (gelu_pre) backend_.gelu_backward(dx, gelu_pre, dx, m * k_local_);
+    const auto count = static_cast<size_t>(m * k_local_);
+    if (overlap_ && sums_dx)
+      dx_sum = b_group.start_all_reduce(dx.raw(), count, dx.type());
+    else
+      b_group.all_reduce(dx.raw(), count, dx.type());
   }
+  weight_backward(dy, x, m, scatter);
+  if (dx_sum) b_group.finish(*dx_sum);
+  if (dx && gelu_pre && sums_dx) backend_.gelu_backward(dx, gelu_pre, dx, m * k_local_);
+}
+
+void ShardedLinear::weight_backward(ConstActPtr dy, ConstActPtr x, int64_t m, GradScatter& scatter) {
   if (!z_split_) {
     backend_.linear_weight_grad(grad_, 1.0f, dbias_, x, dy, m, n_local_, k_local_);
     return;

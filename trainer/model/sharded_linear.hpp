@@ -10,6 +10,9 @@
 // Collectives per micro-batch: all-gather W over z; all-reduce Y over a (forward);
 // all-reduce dX over b; reduce-scatter dW over z (backward). With G_z = 1 the shard is used
 // in place and dW accumulates straight into its gradient.
+// Overlap (training.overlap_comm): the z all-gather can be prefetched, and the backward's
+// all-reduce of dX over b runs beside the dW GEMM (AxoNN's OAR): the same collectives on the
+// same buffers, so the same bits.
 #include <cstdint>
 
 #include "comm/comm_grid.hpp"
@@ -23,9 +26,9 @@ class ShardedLinear {
  public:
   // weight: this rank's shard as the GEMMs read it; grad: its gradient in the flat buffer;
   // bias, dbias: [n/G_b] or null. gathered: [k/G_a · n/G_b] of the weight's type, owned by
-  // the caller when G_z > 1, else null.
+  // the caller when G_z > 1, else null. overlap: the backward's dX all-reduce beside the dW GEMM.
   ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, ConstActPtr weight, float* grad,
-                const float* bias, float* dbias, ActPtr gathered);
+                const float* bias, float* dbias, ActPtr gathered, bool overlap = false);
 
   int64_t k_local() const { return k_local_; }  // k/G_a
   int64_t n_local() const { return n_local_; }  // n/G_b
@@ -43,7 +46,8 @@ class ShardedLinear {
   void forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t m);
   // dx (m, k/G_a) = dy · W^T summed over b (skipped when dx is null); dW += x^T · dy summed
   // over z into this rank's rows (through `scatter`, maybe still in flight on return);
-  // dbias += Σ_rows dy.
+  // dbias += Σ_rows dy. With overlap the sum over b runs beside the dW GEMM; dx holds it on
+  // return either way.
   // gelu_pre: the layer's input was x = gelu(gelu_pre); dx is then the gradient at gelu_pre,
   // dx ⊙ gelu'(gelu_pre) after the sum over b (in the dX GEMM when G_b = 1).
   void backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m, GradScatter& scatter,
@@ -53,6 +57,8 @@ class ShardedLinear {
   ConstActPtr gemm_weight() const;  // the gathered weight when G_z > 1, else the shard
   // The bias joins the forward GEMM's epilogue when no all-reduce over a comes before it (G_a = 1).
   bool bias_in_epilogue() const;
+  // dW += x^T · dy (summed over z through `scatter` when G_z > 1), dbias += Σ_rows dy.
+  void weight_backward(ConstActPtr dy, ConstActPtr x, int64_t m, GradScatter& scatter);
 
   Backend& backend_;
   CommGrid& grid_;
@@ -64,6 +70,7 @@ class ShardedLinear {
   float* dbias_;
   ActPtr gathered_;
   bool z_split_;
+  bool overlap_;
   ZGather gather_;  // weight_ -> gathered_ (G_z > 1)
 };
 

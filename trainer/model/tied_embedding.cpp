@@ -1,9 +1,11 @@
 #include "trainer/model/tied_embedding.hpp"
 
+#include <optional>
+
 namespace axonn {
 
 TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, ConstActPtr weight,
-                             float* grad, ActPtr gathered, float* staging)
+                             float* grad, ActPtr gathered, float* staging, bool overlap)
     : backend_(backend),
       grid_(grid),
       v_(vocab / grid.layout().y),
@@ -13,7 +15,8 @@ TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, in
       weight_(weight),
       grad_(grad),
       gathered_(gathered),
-      staging_(staging) {
+      staging_(staging),
+      overlap_(overlap) {
   if (z_ > 1 && (!gathered || staging == nullptr))
     throw BackendError("TiedEmbedding: G_z > 1 needs gathered and staging buffers");
   if (z_ > 1) gather_ = ZGather(grid.axis(CommAxis::z), weight, gather_staging(), v_ * (c_ / z_));
@@ -42,25 +45,35 @@ void TiedEmbedding::logits(ConstActPtr x, ActPtr logits, int64_t m) {
   grid_.axis(CommAxis::x).all_reduce(logits.raw(), static_cast<size_t>(m * v_), logits.type());
 }
 
-void TiedEmbedding::logits_backward_input(ConstActPtr dlogits, ActPtr dx, int64_t m) {
+// dX first, then the head's dW beside dX's all-reduce over y (OAR), as ShardedLinear's backward.
+void TiedEmbedding::logits_backward(ConstActPtr dlogits, ConstActPtr x_head, ActPtr dx, int64_t m) {
   backend_.gemm(Transpose::no, Transpose::no, m, c_, v_, 1.0f, dlogits, v_, full(), c_, 0.0f, dx, c_);
-  grid_.axis(CommAxis::y).all_reduce(dx.raw(), static_cast<size_t>(m * c_), dx.type());
+  Communicator& y = grid_.axis(CommAxis::y);
+  const auto count = static_cast<size_t>(m * c_);
+  std::optional<Communicator::Ticket> dx_sum;
+  if (overlap_ && y.size() > 1)
+    dx_sum = y.start_all_reduce(dx.raw(), count, dx.type());
+  else
+    y.all_reduce(dx.raw(), count, dx.type());
+  // [v, c]: into the gradient (G_z = 1), else into staging, free until the next forward's gather.
+  if (z_ == 1)
+    backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 1.0f, grad_, c_);
+  else
+    backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 0.0f, staging_, c_);
+  if (dx_sum) y.finish(*dx_sum);
 }
 
-void TiedEmbedding::weight_backward(ConstActPtr dlogits, ConstActPtr x_head, ConstActPtr d_embedded,
-                                    const int32_t* tokens, int64_t m, GradScatter& scatter) {
+void TiedEmbedding::weight_backward(ConstActPtr d_embedded, const int32_t* tokens, int64_t m, GradScatter& scatter) {
   if (z_ == 1) {
-    backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 1.0f, grad_, c_);
     backend_.embedding_backward(grad_, d_embedded, tokens, m, c_, v0_, v_);
     return;
   }
-  float* dw = scatter.block(v_ * c_);  // [v, c]
-  backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 0.0f, dw, c_);
-  backend_.embedding_backward(dw, d_embedded, tokens, m, c_, v0_, v_);
+  backend_.embedding_backward(staging_, d_embedded, tokens, m, c_, v0_, v_);
   // The reduce-scatter wants z-major blocks: [G_z][v][c/G_z], block z = columns of z.
+  float* dw = scatter.block(v_ * c_);
   const int64_t cz = c_ / z_;
-  for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(staging_ + z * v_ * cz, cz, dw + z * cz, c_, v_, cz);
-  scatter.add_to(grad_, staging_, v_ * cz);
+  for (int64_t z = 0; z < z_; ++z) backend_.copy_2d(dw + z * v_ * cz, cz, staging_ + z * cz, c_, v_, cz);
+  scatter.add_to(grad_, dw, v_ * cz);
 }
 
 }  // namespace axonn

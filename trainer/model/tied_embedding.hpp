@@ -6,9 +6,11 @@
 //   embed:  out (m, c) = wte rows of the tokens in range, all-reduced over y
 //   logits: (m, v) = x (m, c) · wte_g^T, all-reduced over x (the head's forward all-reduce)
 // wte is read in the activations' type (Gpt's copy of the weights); its gradient is float32.
-// Backward: dx (m, c) = dlogits · wte_g, all-reduced over y; at the end of the micro-batch
-// the head's dW and the embedding's scatter-add go into one dW block, reduce-scattered over z
-// once (docs/parallel-plan.md: one all-gather and one reduce-scatter of wte per micro-batch).
+// Backward: dx (m, c) = dlogits · wte_g, all-reduced over y, and the head's dW = dlogits^T ·
+// x (v, c) beside that all-reduce with overlap (OAR); at the end of the micro-batch the
+// embedding's scatter-add joins the head's dW, and with G_z > 1 the sum is reduce-scattered
+// over z once (docs/parallel-plan.md: one all-gather and one reduce-scatter of wte per
+// micro-batch).
 #include <cstdint>
 
 #include "comm/comm_grid.hpp"
@@ -22,10 +24,11 @@ class TiedEmbedding {
  public:
   // weight: the wte shard as the GEMMs read it; grad: its gradient in the flat buffer.
   // gathered ([v · c] of the weight's type) and staging ([v · c] float32) when G_z > 1, else
-  // null: staging receives the raw z-blocks of the all-gather (in the weight's type) and of
-  // the gradient's reduce-scatter.
+  // null: staging receives the raw z-blocks of the all-gather (in the weight's type), and in
+  // the backward holds the head's dW [v, c] until weight_backward. overlap: the dx all-reduce
+  // over y beside the head's dW GEMM.
   TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, ConstActPtr weight, float* grad,
-                ActPtr gathered, float* staging);
+                ActPtr gathered, float* staging, bool overlap = false);
 
   int64_t v_local() const { return v_; }
   int64_t v0() const { return v0_; }
@@ -35,11 +38,12 @@ class TiedEmbedding {
   void gather_weight();
   void embed(const int32_t* tokens, ActPtr out, int64_t m);
   void logits(ConstActPtr x, ActPtr logits, int64_t m);
-  void logits_backward_input(ConstActPtr dlogits, ActPtr dx, int64_t m);
-  // wte grad += dlogits^T · x_head + the rows of d_embedded at `tokens`, summed over z
-  // (through `scatter`: flush it before reading the gradient).
-  void weight_backward(ConstActPtr dlogits, ConstActPtr x_head, ConstActPtr d_embedded, const int32_t* tokens,
-                       int64_t m, GradScatter& scatter);
+  // The head's backward: dx (m, c) = dlogits · wte_g summed over y, and its dW = dlogits^T ·
+  // x_head (m, c) kept for weight_backward (in the gradient when G_z = 1, else in staging).
+  void logits_backward(ConstActPtr dlogits, ConstActPtr x_head, ActPtr dx, int64_t m);
+  // wte grad += the head's dW + the rows of d_embedded at `tokens`, summed over z (through
+  // `scatter`: flush it before reading the gradient).
+  void weight_backward(ConstActPtr d_embedded, const int32_t* tokens, int64_t m, GradScatter& scatter);
 
  private:
   ConstActPtr full() const { return z_ > 1 ? gathered_ : weight_; }           // [v, c]
@@ -52,6 +56,7 @@ class TiedEmbedding {
   float* grad_;
   ActPtr gathered_;
   float* staging_;
+  bool overlap_;
   ZGather gather_;  // weight_ -> staging_ (G_z > 1)
 };
 

@@ -24,8 +24,8 @@ std::string size_text(int64_t bytes) {
 
 std::vector<CommProfileEntry> comm_profile(const CommCounters& counted,
                                            const std::array<std::chrono::nanoseconds, kCommAxisCount>& waited,
-                                           const StepVolume& predicted, const Machine& machine, const Layout& layout,
-                                           int64_t steps) {
+                                           const StepVolume& predicted, const CostEstimate& cost,
+                                           const Machine& machine, const Layout& layout, int64_t steps) {
   std::vector<CommProfileEntry> profile;
   for (int a = 0; a < kCommAxisCount; ++a) {
     const auto axis = static_cast<CommAxis>(a);
@@ -50,10 +50,15 @@ std::vector<CommProfileEntry> comm_profile(const CommCounters& counted,
         e.bus_bytes_per_s = bus_factor(e.kind, e.group_size) * static_cast<double>(e.bytes) / e.seconds;
       if (c.started_time.count() > 0 && started_s > 0)
         e.hidden_fraction = std::clamp(1.0 - waited_s / started_s, 0.0, 1.0);
-      for (const CollectiveCalls& calls : predicted.calls)
-        if (calls.axis == axis && calls.kind == e.kind)
-          e.predicted_seconds +=
-              static_cast<double>(steps) * collective_calls_seconds(machine, e.link, calls, e.group_size);
+      bool overlapped = false;
+      for (const CollectiveCalls& calls : predicted.calls) {
+        if (calls.axis != axis || calls.kind != e.kind) continue;
+        e.predicted_seconds +=
+            static_cast<double>(steps) * collective_calls_seconds(machine, e.link, calls, e.group_size);
+        overlapped = overlapped || calls.overlapped;
+      }
+      if (overlapped && cost.overlapped_axis_s[ai] > 0)
+        e.predicted_hidden_fraction = cost.hidden_axis_s[ai] / cost.overlapped_axis_s[ai];
       profile.push_back(e);
     }
   }
@@ -88,6 +93,10 @@ std::vector<std::string> comm_profile_lines(const std::vector<CommProfileEntry>&
       std::snprintf(buf, sizeof buf, ", %.0f%% hidden", 100.0 * *e.hidden_fraction);
       line += buf;
     }
+    if (e.predicted_hidden_fraction) {
+      std::snprintf(buf, sizeof buf, " (predicted %.0f%%)", 100.0 * *e.predicted_hidden_fraction);
+      line += buf;
+    }
     if (smallest >= 0)
       line += ", sizes " + size_text(size_bucket_floor(smallest)) +
               (largest > smallest ? ".." + size_text(size_bucket_floor(largest)) : std::string());
@@ -106,6 +115,8 @@ std::string comm_profile_json(const std::vector<CommProfileEntry>& profile) {
          ", \"bytes\": " + std::to_string(e.bytes) + ", \"seconds\": " + json_number(e.seconds) +
          ", \"bus_GBps\": " + json_number(e.bus_bytes_per_s / 1e9) +
          ", \"hidden_fraction\": " + (e.hidden_fraction ? json_number(*e.hidden_fraction) : std::string("null")) +
+         ", \"predicted_hidden_fraction\": " +
+         (e.predicted_hidden_fraction ? json_number(*e.predicted_hidden_fraction) : std::string("null")) +
          ", \"predicted_seconds\": " + json_number(e.predicted_seconds) + ", \"size_histogram\": {";
     bool first = true;
     for (int b = 0; b < kSizeBuckets; ++b) {

@@ -33,18 +33,22 @@ struct CommProfileEntry {
   // call was started or the host never waits for them (NCCL orders them on streams).
   std::optional<double> hidden_fraction;
   double predicted_seconds = 0;  // the layout model's price of the same calls
+  // The layout model's hidden fraction of the axis's overlapped calls (CostEstimate's
+  // hidden_axis_s / overlapped_axis_s), where it overlaps calls of this kind; unset elsewhere.
+  std::optional<double> predicted_hidden_fraction;
 };
 
 // The entries with calls, in axis then kind order. `waited`: CommGrid::started_wait_times;
 // `predicted`: the layout model's step volume, priced with `machine` at `layout`'s links for
-// `steps` steps.
+// `steps` steps; `cost`: the model's estimate of that volume (its hidden time per axis).
 std::vector<CommProfileEntry> comm_profile(const CommCounters& counted,
                                            const std::array<std::chrono::nanoseconds, kCommAxisCount>& waited,
-                                           const StepVolume& predicted, const Machine& machine, const Layout& layout,
-                                           int64_t steps);
+                                           const StepVolume& predicted, const CostEstimate& cost,
+                                           const Machine& machine, const Layout& layout, int64_t steps);
 
 // The profile as log lines, one per entry: "z all_gather (4 ranks, intra-node): 48 calls,
-// 12.0 MiB, 0.031 s (predicted 0.028 s, 1.11x), bus 0.39 GB/s, 62% hidden, sizes 64 KiB..256 KiB".
+// 12.0 MiB, 0.031 s (predicted 0.028 s, 1.11x), bus 0.39 GB/s, 62% hidden (predicted 40%),
+// sizes 64 KiB..256 KiB".
 std::vector<std::string> comm_profile_lines(const std::vector<CommProfileEntry>& profile);
 
 // The profile as a JSON array, for summary.json.

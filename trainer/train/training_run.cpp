@@ -697,8 +697,8 @@ class TrainingRun {
         bytes_per_tier(decided_.plan.machine, grid_.layout(), bytes_per_axis(prediction.volume));
     spdlog::info("communication per link tier (rank 0, per step): {}",
                  tier_summary(summary.counted_per_tier, summary.predicted_per_tier, steps_run));
-    summary.comm_profile = comm_profile(totals.counted, totals.waited, prediction.volume, decided_.plan.machine,
-                                        grid_.layout(), steps_run);
+    summary.comm_profile = comm_profile(totals.counted, totals.waited, prediction.volume, prediction.cost,
+                                        decided_.plan.machine, grid_.layout(), steps_run);
     if (!summary.comm_profile.empty())
       spdlog::info("communication profile (rank 0, {} steps; time on the thread or stream that ran each call):",
                    steps_run);
