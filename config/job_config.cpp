@@ -116,6 +116,11 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     c.dtype = parse_element_type(t.string("dtype", element_type_name(site.default_dtype), {"float32", "bfloat16"}));
     c.device = t.string("device", c.device, {"auto", "cpu", "cuda"});
     c.overlap_comm = t.boolean_or_auto("overlap_comm", c.overlap_comm);
+    const auto chunks = t.integer_or_auto("tp_chunks",
+                                          c.tp_chunks == BatchShape::kAutoTpChunks ? std::nullopt
+                                                                                   : std::optional<int64_t>(c.tp_chunks),
+                                          1, BatchShape::kMaxTpChunks);
+    c.tp_chunks = chunks ? static_cast<int>(*chunks) : BatchShape::kAutoTpChunks;
     const std::string recompute =
         t.string("recompute", recompute_setting_name(c.recompute), {"auto", "none", "attention", "block"});
     c.recompute.reset();
@@ -246,7 +251,7 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
                       " must both be >= 1");
   ChooserInput in;
   in.model = job.model;
-  in.batch = {job.training.global_batch, job.training.micro_batch, job.training.dtype};
+  in.batch = {job.training.global_batch, job.training.micro_batch, job.training.dtype, job.training.tp_chunks};
   in.recompute = job.training.recompute;
   in.shard_optimizer = job.training.shard_optimizer;
   in.overlap_comm = job.training.overlap_comm;

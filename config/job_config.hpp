@@ -44,6 +44,12 @@ struct TrainingConfig {
   // "auto" (unset): overlapped unless calibrate measured that it costs on a tier those axes use
   // (layout/comm_overlap.hpp). Either way the results are bit for bit the same.
   std::optional<bool> overlap_comm;
+  // Each micro-batch's rows in this many equal chunks for the linear layers' x and y
+  // all-reduces, chunk i's beside chunk i+1's GEMM (layout_inputs.hpp, BatchShape::tp_chunks);
+  // BatchShape::kAutoTpChunks ("auto"): the layout model's fastest count per layout. Chunks
+  // change when the sums run and, over groups of more than 2, their order (within float32
+  // rounding); never which bytes move.
+  int tp_chunks = 1;
   // Activation recomputation (layout_inputs.hpp, Recompute): "none", "attention", "block", or
   // "auto" (unset): the layout model picks per layout the least recomputation that fits in
   // the site's memory (resolved_recompute). Either way the results are bit for bit the same.

@@ -45,7 +45,10 @@ struct OverlapBalance {
   int64_t smallest = 0, largest = 0;  // of the worst axis's overlapped calls, bytes each
 };
 OverlapBalance overlap_balance(const ChooserInput& input, const Layout& layout) {
-  const StepVolume v = predict_step_volume(input, layout, MemoryModes{}, true);
+  // At one chunk where training.tp_chunks is "auto": the count is decided with overlap decided.
+  ChooserInput at = input;
+  if (at.batch.tp_chunks_auto()) at.batch.tp_chunks = 1;
+  const StepVolume v = predict_step_volume(at, layout, MemoryModes{}, true);
   OverlapBalance b;
   std::array<double, kCommAxisCount> hidden{};
   for (const CollectiveCalls& calls : v.calls) {

@@ -80,14 +80,22 @@ double measured_compute_s(const ChooserInput& input, const Layout& g, Recompute 
   const auto shapes = local_gemm_shapes(input, g);
   const int64_t blocks = recomputed_blocks(model, mode);
   const size_t rerun_gemms = mode == Recompute::attention ? 1 : mode == Recompute::block ? 3 : 0;
+  const int64_t chunks = decided_tp_chunks(input.batch);
   double per_micro = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     const GemmShape& s = shapes[i];
     // Forward, dX and dW per layer and micro-batch, and the forwards recomputation reruns.
-    const double gemms =
-        3.0 * static_cast<double>(layers[i].count) + (i < rerun_gemms ? static_cast<double>(blocks) : 0.0);
-    per_micro += gemms * 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n) /
-                 gemm_rate(machine, s);
+    // With training.tp_chunks the forward GEMM runs in row chunks where its output is summed
+    // over a, the dX GEMM where its output is summed over b, each chunk at its smaller
+    // shape's rate; dW always whole.
+    const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
+    const auto seconds = [&](bool chunked) {
+      return flops / gemm_rate(machine, chunked ? GemmShape{s.m / chunks, s.k, s.n} : s);
+    };
+    const double count = static_cast<double>(layers[i].count);
+    const double forwards = count + (i < rerun_gemms ? static_cast<double>(blocks) : 0.0);
+    per_micro += forwards * seconds(g.size(layers[i].k_axis) > 1) + count * seconds(g.size(layers[i].n_axis()) > 1) +
+                 count * seconds(false);
   }
   const double T = model.sequence;
   const double head_dim = static_cast<double>(model.hidden) / model.heads;

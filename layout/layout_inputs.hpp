@@ -54,6 +54,15 @@ struct BatchShape {
   int global_batch = 8;  // sequences per optimizer step
   int micro_batch = 1;   // sequences per forward/backward on one rank, upper bound
   ElementType dtype = ElementType::float32;
+  // training.tp_chunks: each micro-batch's rows (mb·T tokens) in this many equal chunks for the
+  // linear layers' tensor-parallel all-reduces, chunk i's beside chunk i+1's GEMM
+  // (docs/parallel-plan.md, "Chunks"). kAutoTpChunks ("auto"): per layout the count the layout
+  // model predicts fastest (resolved_tp_chunks, layout_search.hpp), decided before anything
+  // runs or is priced.
+  static constexpr int kAutoTpChunks = 0;
+  static constexpr int kMaxTpChunks = 64;
+  int tp_chunks = 1;
+  bool tp_chunks_auto() const { return tp_chunks == kAutoTpChunks; }
 };
 
 // Activation recomputation (training.recompute; docs/parallel-plan.md, "Activation

@@ -329,8 +329,11 @@ std::string format_explain(const ChooserResult& r, int top_k) {
     }
     s += '\n';
     s += memory_formula(in, best.layout);
-    if (const std::string rounds = moe_chunks_reason(in, best.layout, resolved_modes(in, best.layout)); !rounds.empty())
+    const MemoryModes best_modes = resolved_modes(in, best.layout);
+    if (const std::string rounds = moe_chunks_reason(in, best.layout, best_modes); !rounds.empty())
       s += "  " + rounds + "\n";
+    if (const std::string chunks = tp_chunks_reason(in, best.layout, best_modes); !chunks.empty())
+      s += "  " + chunks + "\n";
     s += '\n';
     const size_t n = std::min(r.ranked.size(), static_cast<size_t>(std::max(top_k, 1)));
     if (in.model.moe()) s += explain_expert_placement(r, n) + "\n";

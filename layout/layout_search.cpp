@@ -103,7 +103,6 @@ struct Failure {
   double amount = 0;
 };
 constexpr int kWorldCheck = -1;                            // another world size (choose_among)
-constexpr int kExpertCheck = kDivisibilityChecks - 1;      // E_p does not divide E (first_indivisible)
 constexpr int kTensorParallelCheck = kDivisibilityChecks;  // then one per axis, then the modes, then memory
 constexpr int kShardingCheck = kTensorParallelCheck + 1 + static_cast<int>(kAllAxes.size());
 constexpr int kMemoryCheck = kShardingCheck + 1;
@@ -150,26 +149,30 @@ bool rejected_before(const Rejection& a, const Rejection& b) {
 Candidate evaluate_at(const ChooserInput& input, const Layout& l, MemoryModes modes) {
   ChooserInput at = input;
   at.model.moe_chunks = resolved_moe_chunks(input, l, modes);
+  at.batch.tp_chunks = resolved_tp_chunks(at, l, modes);
   Candidate c;
   c.layout = l;
   c.recompute = modes.recompute;
   c.shard_optimizer = shards_optimizer(l, modes.shard_optimizer);
   c.moe_chunks = at.model.moe_chunks;
+  c.tp_chunks = at.batch.tp_chunks;
   c.volume = predict_step_volume(at, l, modes);
   c.memory = estimate_memory(at, l, modes);
   c.cost = estimate_cost(at, l, c.volume, modes);
   return c;
 }
 
-// The predicted step at each round count "auto" tries: 1, 2, 4, ... and max_rounds.
-struct RoundsPrice {
+// The predicted step at one count of an "auto" setting (MoE rounds, tensor-parallel chunks).
+struct CountPrice {
   int chunks;
   double step_s;
 };
-std::vector<RoundsPrice> rounds_prices(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+// The predicted step at each round count "auto" tries: 1, 2, 4, ... and max_rounds.
+std::vector<CountPrice> rounds_prices(const ChooserInput& input, const Layout& l, MemoryModes modes) {
   const MoeShape moe = moe_shape(input.model, batch_split(input.model, input.batch, l), l);
   ChooserInput at = input;
-  std::vector<RoundsPrice> prices;
+  if (at.batch.tp_chunks_auto()) at.batch.tp_chunks = 1;  // decided after the rounds, at their count
+  std::vector<CountPrice> prices;
   for (int64_t n = 1;; n *= 2) {
     at.model.moe_chunks = static_cast<int>(std::min(n, moe.max_rounds));
     prices.push_back({at.model.moe_chunks, estimate_cost(at, l, predict_step_volume(at, l, modes), modes).step_s()});
@@ -177,10 +180,10 @@ std::vector<RoundsPrice> rounds_prices(const ChooserInput& input, const Layout& 
   }
 }
 
-// The fewest rounds of the shortest predicted step.
-int fastest_rounds(const std::vector<RoundsPrice>& prices) {
-  RoundsPrice best = prices.front();
-  for (const RoundsPrice& p : prices)
+// The fewest rounds (or chunks) of the shortest predicted step.
+int fewest_fastest(const std::vector<CountPrice>& prices) {
+  CountPrice best = prices.front();
+  for (const CountPrice& p : prices)
     if (p.step_s < best.step_s) best = p;
   return best.chunks;
 }
@@ -331,7 +334,7 @@ bool layout_runs(const ChooserInput& input, const Layout& l) { return !failure(i
 int resolved_moe_chunks(const ChooserInput& input, const Layout& l, MemoryModes modes) {
   if (!input.model.moe_chunks_auto()) return input.model.moe_chunks;
   if (!input.model.moe()) return 1;
-  return fastest_rounds(rounds_prices(input, l, modes));
+  return fewest_fastest(rounds_prices(input, l, modes));
 }
 
 std::string moe_chunks_reason(const ChooserInput& input, const Layout& l, MemoryModes modes) {
@@ -351,8 +354,8 @@ std::string moe_chunks_reason(const ChooserInput& input, const Layout& l, Memory
     s += rounds_text(moe.rounds);
     return s;
   }
-  const std::vector<RoundsPrice> prices = rounds_prices(input, l, modes);
-  s += rounds_text(fastest_rounds(prices));
+  const std::vector<CountPrice> prices = rounds_prices(input, l, modes);
+  s += rounds_text(fewest_fastest(prices));
   s += ", the shortest predicted step (";
   for (size_t i = 0; i < prices.size(); ++i) {
     if (i > 0) s += ", ";
@@ -363,6 +366,52 @@ std::string moe_chunks_reason(const ChooserInput& input, const Layout& l, Memory
   }
   s += ")";
   return s;
+}
+
+namespace {
+
+// Whether the layout sums any linear layer's output or input gradient over x or y: where
+// training.tp_chunks has something to split.
+bool has_tensor_all_reduces(const Layout& l) { return l.x > 1 || l.y > 1; }
+
+// The predicted step at each count "auto" tries: the powers of two up to kMaxTpChunks that
+// split the micro-batch's rows.
+std::vector<CountPrice> tp_chunks_prices(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+  const int64_t rows = batch_split(input.model, input.batch, l).tokens;
+  ChooserInput at = input;
+  std::vector<CountPrice> prices;
+  for (int n = 1; n <= BatchShape::kMaxTpChunks && rows % n == 0; n *= 2) {
+    at.batch.tp_chunks = n;
+    prices.push_back({n, estimate_cost(at, l, predict_step_volume(at, l, modes), modes).step_s()});
+  }
+  return prices;
+}
+
+}  // namespace
+
+int resolved_tp_chunks(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+  if (!input.batch.tp_chunks_auto()) return input.batch.tp_chunks;
+  if (!has_tensor_all_reduces(l)) return 1;
+  return fewest_fastest(tp_chunks_prices(input, l, modes));
+}
+
+std::string tp_chunks_reason(const ChooserInput& input, const Layout& l, MemoryModes modes) {
+  const int chunks = input.batch.tp_chunks;
+  if (chunks == 1) return "";
+  std::string s = "training.tp_chunks = ";
+  s += input.batch.tp_chunks_auto() ? "auto" : std::to_string(chunks);
+  s += ": ";
+  if (!has_tensor_all_reduces(l)) return s + "nothing to split, as no linear layer sums over x or y (G_x = G_y = 1)";
+  if (!input.batch.tp_chunks_auto())
+    return s + "each micro-batch's rows in " + std::to_string(chunks) +
+           " chunks for the x and y all-reduces of the linear layers";
+  ChooserInput at = input;
+  at.model.moe_chunks = resolved_moe_chunks(input, l, modes);
+  const std::vector<CountPrice> prices = tp_chunks_prices(at, l, modes);
+  s += std::to_string(fewest_fastest(prices)) + " chunk(s), the shortest predicted step (";
+  for (size_t i = 0; i < prices.size(); ++i)
+    s += (i > 0 ? ", " : "") + std::to_string(prices[i].chunks) + ": " + format_number("%.4f", prices[i].step_s) + " s";
+  return s + ")";
 }
 
 Candidate evaluate_layout(const ChooserInput& input, const Layout& l) {

@@ -46,6 +46,7 @@ struct Candidate {
   Recompute recompute = Recompute::none;  // resolved_modes: the job's mode, or auto's pick
   bool shard_optimizer = false;           // resolved_modes: the optimizer state sharded over data
   int moe_chunks = 1;                     // resolved_moe_chunks: model.moe_chunks, or auto's pick
+  int tp_chunks = 1;                      // resolved_tp_chunks: training.tp_chunks, or auto's pick
   StepVolume volume;
   MemoryEstimate memory;
   CostEstimate cost;
@@ -94,6 +95,17 @@ int resolved_moe_chunks(const ChooserInput& input, const Layout& layout, MemoryM
 // pipelined rounds of local experts, the shortest predicted step (1: 0.4476 s, 2: 0.4401 s,
 // 4: 0.4420 s)", "model.moe_chunks = 2: one exchange, as there is no expert parallelism (E_p = 1)".
 std::string moe_chunks_reason(const ChooserInput& input, const Layout& layout, MemoryModes modes);
+
+// training.tp_chunks at `layout` and `modes` (model.moe_chunks decided): the job's count, or
+// for "auto" the fewest chunks among 1, 2, 4, ... up to BatchShape::kMaxTpChunks that split
+// the micro-batch's rows whose predicted step is the shortest (1 where the layout sums nothing
+// over x or y).
+int resolved_tp_chunks(const ChooserInput& input, const Layout& layout, MemoryModes modes);
+
+// What training.tp_chunks became at `layout`, one line for the trainer's log and `axonn
+// layout --explain`; empty for tp_chunks = 1. "training.tp_chunks = auto: 2 chunk(s), the
+// shortest predicted step (1: 0.4476 s, 2: 0.4401 s, 4: 0.4420 s)".
+std::string tp_chunks_reason(const ChooserInput& input, const Layout& layout, MemoryModes modes);
 
 // Full evaluation of one layout at its modes (resolved_modes) and MoE rounds
 // (resolved_moe_chunks); throws LayoutError if it does not divide the job.

@@ -122,6 +122,29 @@ void add_in_rounds(StepVolume& v, const MoeShape& moe, int64_t calls, int64_t by
 // does not rerun them. The sums over x and y run once over all the rows this rank's experts
 // received, R_r (MoeShape): predicted as `rows`, exact except dropless at P > 1, where those
 // entries are marked as varying with the routing.
+// A linear layer's all-reduces over the tensor axes, in training.tp_chunks calls of equal rows
+// (bytes / chunks each) per micro-batch (trainer/model/sharded_linear.cpp). With overlap:
+//   forward, Y over a: chunk i's beside chunk i+1's GEMM, the last one waited for;
+//   backward, dX over b: chunk i's beside chunk i+1's dX GEMM, the last one's beside the
+//     layer's dW GEMM (one chunk: AxoNN's OAR).
+// `layer`: the layer's GEMM, m rows.
+struct TensorAllReduces {
+  StepVolume& v;
+  int64_t chunks;
+  bool overlap;
+
+  void forward(CommAxis a, int64_t calls, int64_t bytes, GemmShape layer) const {
+    const GemmShape chunk{layer.m / chunks, layer.k, layer.n};
+    v.add(a, CollectiveKind::all_reduce, calls * (chunks - 1), bytes / chunks, overlap, chunk);
+    v.add(a, CollectiveKind::all_reduce, calls, bytes / chunks);
+  }
+  void backward(CommAxis a, int64_t calls, int64_t bytes, GemmShape layer) const {
+    const GemmShape chunk{layer.m / chunks, layer.k, layer.n};
+    v.add(a, CollectiveKind::all_reduce, calls * (chunks - 1), bytes / chunks, overlap, chunk);
+    v.add(a, CollectiveKind::all_reduce, calls, bytes / chunks, overlap, layer);
+  }
+};
+
 void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, const BatchSplit& split, bool overlap) {
   const MoeShape moe = moe_shape(input.model, split, g);
   if (moe.layers == 0) return;
@@ -216,13 +239,15 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   for (int a = 0; a < kCommAxisCount; ++a) v.group_size[static_cast<size_t>(a)] = g.comm_size(static_cast<CommAxis>(a));
 
   using K = CollectiveKind;
+  const int64_t chunks = decided_tp_chunks(input.batch);
+  const TensorAllReduces tensor{v, chunks, overlap};
   for (const auto& lin : linear_shapes(model)) {
     const int64_t k_local = lin.k / g.size(lin.k_axis);
     const int64_t n_local = lin.n / g.size(lin.n_axis());
     const int64_t calls = A * lin.count;
     v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w, overlap);
-    v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
-    v.add(comm_axis(lin.n_axis()), K::all_reduce, calls, m * k_local * e, overlap, GemmShape{m, k_local, n_local});
+    tensor.forward(comm_axis(lin.k_axis), calls, m * n_local * e, GemmShape{m, k_local, n_local});
+    tensor.backward(comm_axis(lin.n_axis()), calls, m * k_local * e, GemmShape{m, k_local, n_local});
     v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * grad, overlap);
   }
   v.add(CommAxis::y, K::all_reduce, A, m * (C / g.x) * e);  // token embedding
@@ -239,7 +264,8 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
   const int64_t rerun = A * recomputed_blocks(model, mode);
   if (mode == Recompute::attention) {
     const LinearShape& qkv = shapes[0];
-    v.add(comm_axis(qkv.k_axis), K::all_reduce, rerun, m * (qkv.n / g.size(qkv.n_axis())) * e);
+    const int64_t n_local = qkv.n / g.size(qkv.n_axis());
+    tensor.forward(comm_axis(qkv.k_axis), rerun, m * n_local * e, GemmShape{m, qkv.k / g.size(qkv.k_axis), n_local});
   } else if (mode == Recompute::block) {
     // Every block layer gathers its weight again; qkv, attn.proj and mlp.fc rerun their GEMMs
     // (mlp.proj's output is the next block's input, which is kept).
@@ -253,7 +279,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
       const int64_t n_local = lin.n / g.size(lin.n_axis());
       const int64_t calls = i >= first_mlp ? dense_rerun : rerun;
       v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w, overlap);
-      if (i < rerun_gemms) v.add(comm_axis(lin.k_axis), K::all_reduce, calls, m * n_local * e);
+      if (i < rerun_gemms) tensor.forward(comm_axis(lin.k_axis), calls, m * n_local * e, GemmShape{m, k_local, n_local});
     }
     v.add(CommAxis::x, K::all_reduce, rerun * 2 * 2, m * stat);  // ln1 and ln2, two stages each
   }

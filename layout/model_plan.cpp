@@ -141,8 +141,8 @@ int64_t parameters_total(const ModelShape& m) {
 
 namespace {
 
-// The model-dimension checks (divisibility_checks), then the expert parallelism's.
-constexpr int kExpertCheck = kDivisibilityChecks - 1;
+// The model-dimension checks (divisibility_checks), then the expert parallelism's, then
+// training.tp_chunks'.
 
 struct Check {
   const char* dim;
@@ -198,13 +198,39 @@ Indivisible first_indivisible(const ModelShape& m, const BatchShape& batch, cons
   for (size_t i = 0; i < checks.size(); ++i)
     if (checks[i].value % checks[i].ways != 0) return {static_cast<int>(i), checks[i].ways};
   if (!expert_parallelism_fits(m, g)) return {kExpertCheck, g.experts};
+  if (batch.tp_chunks > 1 && batch_split(m, batch, g).tokens % batch.tp_chunks != 0)
+    return {kTpChunksCheck, batch.tp_chunks};
   return {};
+}
+
+int64_t decided_tp_chunks(const BatchShape& batch) {
+  if (batch.tp_chunks_auto())
+    throw LayoutError(
+        "training.tp_chunks = \"auto\" is undecided here: the layout model picks the count per layout "
+        "(resolved_tp_chunks); decide it before predicting or running the step, as the chooser and run_training do");
+  return batch.tp_chunks;
+}
+
+std::string tp_chunks_problem(const ModelShape& m, const BatchShape& batch, const Layout& g) {
+  if (batch.tp_chunks <= 1 || batch.global_batch % (g.data * g.z) != 0) return "";
+  const BatchSplit split = batch_split(m, batch, g);
+  if (split.tokens % batch.tp_chunks == 0) return "";
+  std::string counts;
+  for (const int64_t d : divisors(split.tokens)) {
+    if (d > BatchShape::kMaxTpChunks) break;
+    counts += std::to_string(d) + ", ";
+  }
+  return "training.tp_chunks = " + std::to_string(batch.tp_chunks) + " does not split the micro-batch's " +
+         std::to_string(split.tokens) + " rows (micro-batch " + std::to_string(split.micro_batch) + " x sequence " +
+         std::to_string(m.sequence) + " at layout " + format_layout(g) + ") into equal chunks; counts that would: " +
+         counts + "or \"auto\"";
 }
 
 std::string divisibility_problem(const ModelShape& m, const BatchShape& batch, const Layout& g) {
   const Indivisible bad = first_indivisible(m, batch, g);
   if (bad.check < 0) return "";
   if (bad.check == kExpertCheck) return expert_problem(m, g);
+  if (bad.check == kTpChunksCheck) return tp_chunks_problem(m, batch, g);
   const auto checks = divisibility_checks(m, batch, g);
   const Check& c = checks[static_cast<size_t>(bad.check)];
   return std::string(c.dim) + "=" + std::to_string(c.value) + " is not divisible by " + c.by + "=" +

@@ -213,15 +213,27 @@ inline bool expert_parallelism_fits(const ModelShape& model, const Layout& layou
 // is dense ..."); empty when it fits.
 std::string expert_problem(const ModelShape& model, const Layout& layout);
 
+// training.tp_chunks as the step runs it; throws LayoutError while it is "auto" (undecided:
+// resolved_tp_chunks decides it per layout).
+int64_t decided_tp_chunks(const BatchShape& batch);
+
+// Why training.tp_chunks cannot split the micro-batch's rows at `layout` (its micro-batch,
+// batch_split's, times the sequence), naming the key, the value, the rows and the counts that
+// would; empty when it can, or for "auto".
+std::string tp_chunks_problem(const ModelShape& model, const BatchShape& batch, const Layout& layout);
+
 // The first model dimension that `layout` does not divide, as "hidden=64 is not divisible
-// by G_x*G_z=3", or last its expert_problem; empty when everything divides.
+// by G_x*G_z=3", then its expert_problem, then its tp_chunks_problem; empty when everything
+// divides.
 std::string divisibility_problem(const ModelShape& model, const BatchShape& batch, const Layout& layout);
 
 // The same test without building a message, for the chooser's loops over many layouts:
 // which check fails first (its position in divisibility_problem's list, 0 .. kDivisibilityChecks-1,
 // or -1 when every dimension divides) and the product of axis sizes it failed on (E_p for the
-// last check, the experts').
-inline constexpr int kDivisibilityChecks = 7;
+// experts' check, training.tp_chunks for the last).
+inline constexpr int kExpertCheck = 6;
+inline constexpr int kTpChunksCheck = 7;
+inline constexpr int kDivisibilityChecks = 8;
 struct Indivisible {
   int check = -1;
   int64_t ways = 0;

@@ -45,6 +45,8 @@ FACTORS = {
     "recompute": ["none", "attention", "block"],
     "shard_optimizer": ["false", "true"],
     "overlap_comm": ["false", "true"],
+    # training.tp_chunks: the linear layers' x and y all-reduces in 1 or 4 row chunks
+    "tp_chunks": ["1", "4"],
     "moe_chunks": ["1", "2"],
     # one micro-batch per rank (micro_batch = global_batch), or several (micro_batch 2)
     "micro_batches": ["one", "several"],
@@ -64,6 +66,7 @@ DEVICE_FACTORS = {
     "recompute": FACTORS["recompute"],
     "shard_optimizer": FACTORS["shard_optimizer"],
     "overlap_comm": FACTORS["overlap_comm"],
+    "tp_chunks": FACTORS["tp_chunks"],
     "moe_chunks": FACTORS["moe_chunks"],
     "micro_batches": FACTORS["micro_batches"],
     "grad_clip": FACTORS["grad_clip"],

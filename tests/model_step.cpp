@@ -90,7 +90,7 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     ParameterStore params(backend, model, layout, grid.coords());
     params.initialize(1234);
     const BatchSplit split = batch_split(model, {global_batch, micro_batch, ElementType::float32}, layout);
-    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap, setup.recompute);
+    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap, setup.recompute, setup.tp_chunks);
     TrainingConfig training;
     training.lr = 0;
     training.grad_clip = 0;
@@ -123,7 +123,7 @@ StepResult run_step(const ModelShape& model, const Layout& layout, int global_ba
     input.model = model;
     // Activations and the GEMMs' weights move in the backend's activation type; gradients
     // and statistics in float32 whatever it is.
-    input.batch = {global_batch, micro_batch, backend.activation_type()};
+    input.batch = {global_batch, micro_batch, backend.activation_type(), setup.tp_chunks};
     input.recompute = setup.recompute;
     input.overlap_comm = overlap;
     const StepVolume step_volume = predict_step_volume(input, layout);
@@ -172,7 +172,7 @@ TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_
     ParameterStore params(backend, model, layout, grid.coords(), setup.shard_optimizer);
     params.initialize(1234);
     const BatchSplit split = batch_split(model, {global_batch, micro_batch, ElementType::float32}, layout);
-    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap, setup.recompute);
+    Gpt gpt(backend, grid, model, split.micro_batch, params, overlap, setup.recompute, setup.tp_chunks);
     TrainingConfig training;
     training.lr = 1e-2;
     training.weight_decay = 0.1;
@@ -210,7 +210,7 @@ TrainResult run_steps(const ModelShape& model, const Layout& layout, int global_
     grid.synchronize();
     ChooserInput input;
     input.model = model;
-    input.batch = {global_batch, micro_batch, backend.activation_type()};
+    input.batch = {global_batch, micro_batch, backend.activation_type(), setup.tp_chunks};
     input.overlap_comm = overlap;
     const StepVolume step_volume = predict_step_volume(input, layout, {setup.recompute, setup.shard_optimizer});
     {

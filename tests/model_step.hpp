@@ -43,6 +43,8 @@ struct RankSetup {
   // training.shard_optimizer (run_steps only: run_step reads every synchronized gradient,
   // which a sharded step leaves only in each rank's pieces).
   bool shard_optimizer = false;
+  // training.tp_chunks: the row chunks of the linear layers' x and y all-reduces.
+  int tp_chunks = 1;
 };
 
 // One step's forward/backward and gradient synchronization (lr = 0, so weights stay) at

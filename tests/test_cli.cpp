@@ -183,6 +183,37 @@ TEST(CliRun, ExpertParallelismIsCheckedAgainstTheModelBeforeAnyRankStarts) {
   }
 }
 
+// A training.tp_chunks that does not split the micro-batch's rows into equal chunks exits 2
+// before any rank starts, naming the key, the value and the counts that would, at the layout
+// given or the one the chooser picks; 0 or a word fails at load.
+TEST(CliRun, TpChunksThatDoNotSplitTheMicroBatchExitTwoBeforeAnyRankStarts) {
+  const std::string tiny = kSource + "/job_templates/tiny.toml";
+  const std::string run_2 = "env -u AXONN_LAYOUT -u AXONN_LAYOUT_ORIGIN " + kAxonn + " run -n 2 " + tiny;
+  // tiny: 12 sequences of 64 tokens, micro-batch 4 on one data rank: 256 rows.
+  const std::string counts = "counts that would: 1, 2, 4, 8, 16, 32, 64, or \"auto\"";
+  struct Case {
+    std::string command, says;
+  };
+  const std::vector<Case> cases = {
+      {run_2 + " --layout 1x2x1x1 training.tp_chunks=3",
+       "training.tp_chunks = 3 does not split the micro-batch's 256 rows (micro-batch 4 x sequence 64 at layout "
+       "1x2x1x1) into equal chunks; " + counts + " (layout from --layout)"},
+      // The chooser's 2x1x1x1 (micro-batch 3 of 6 sequences per rank) takes 3 but not 5.
+      {run_2 + " training.tp_chunks=5",
+       "training.tp_chunks = 5 does not split the micro-batch's 192 rows (micro-batch 3 x sequence 64 at layout "
+       "2x1x1x1) into equal chunks; counts that would: 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, or \"auto\" (the "
+       "layout the chooser picks with one chunk)"},
+      {run_2 + " training.tp_chunks=0", "training.tp_chunks = 0 is out of range; allowed [1, 64]"},
+      {run_2 + " training.tp_chunks='\"many\"'", "training.tp_chunks must be an integer or \"auto\", got \"many\""},
+  };
+  for (const Case& c : cases) {
+    const Result r = run_command(c.command);
+    EXPECT_EQ(r.code, 2) << c.command << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.command << "\n" << r.output;
+    EXPECT_EQ(r.output.find("[0] "), std::string::npos) << "a rank started: " << c.command << "\n" << r.output;
+  }
+}
+
 TEST(CliLayout, BadInputExitsTwoWithThePosition) {
   const fs::path bad = fs::path(AXONN_BINARY_DIR) / "test_cli_bad.toml";
   std::ofstream(bad) << "[model]\nlayers = 2\nhiden = 64\n";

@@ -14,6 +14,7 @@
 #include "config/job_config.hpp"
 #include "config/site_writer.hpp"
 #include "config/switch_map.hpp"
+#include "layout/model_plan.hpp"
 
 namespace axonn {
 namespace {
@@ -140,6 +141,44 @@ TEST(Config, HeadsThatDoNotDivideHiddenPointAtTheKeyAndSuggestADivisor) {
                         "count that divides it is 3"),
             std::string::npos)
       << hidden;
+}
+
+// training.tp_chunks: a count from 1 to 64, or "auto" (decided per layout); anything else
+// fails at load naming the key, the value and what is allowed. A count that does not split a
+// layout's micro-batch rows is that layout's divisibility problem, naming the counts that would.
+TEST(Config, TpChunksIsACountOrAutoAndMustSplitTheMicroBatchRows) {
+  EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}).training.tp_chunks, 1);
+  EXPECT_EQ(load_job_config_string("[training]\ntp_chunks = 4\n", "j.toml", SiteConfig{}).training.tp_chunks, 4);
+  EXPECT_EQ(load_job_config_string("[training]\ntp_chunks = \"auto\"\n", "j.toml", SiteConfig{}).training.tp_chunks,
+            BatchShape::kAutoTpChunks);
+  const std::pair<const char*, const char*> bad[] = {
+      {"tp_chunks = 0", "j.toml:2:13: training.tp_chunks = 0 is out of range; allowed [1, 64]"},
+      {"tp_chunks = -2", "j.toml:2:13: training.tp_chunks = -2 is out of range; allowed [1, 64]"},
+      {"tp_chunks = 128", "j.toml:2:13: training.tp_chunks = 128 is out of range; allowed [1, 64]"},
+      {"tp_chunks = 1.5", "j.toml:2:13: training.tp_chunks must be an integer or \"auto\", got a float"},
+      {"tp_chunks = \"two\"", "j.toml:2:13: training.tp_chunks must be an integer or \"auto\", got \"two\""},
+  };
+  for (const auto& [text, want] : bad) {
+    try {
+      load_job_config_string(std::string("[training]\n") + text + "\n", "j.toml", SiteConfig{});
+      ADD_FAILURE() << text << " loaded";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
+      EXPECT_EQ(e.exit_code(), exit_code::bad_input) << text;
+    }
+  }
+  // T = 64 tokens, micro-batch 2 at 1x2x1x1 with global batch 4: 128 rows.
+  ModelShape model;
+  model.sequence = 64;
+  BatchShape batch{4, 2, ElementType::float32, 3};
+  const std::string why = divisibility_problem(model, batch, parse_layout("1x2x1x1"));
+  EXPECT_EQ(why,
+            "training.tp_chunks = 3 does not split the micro-batch's 128 rows (micro-batch 2 x sequence 64 at layout "
+            "1x2x1x1) into equal chunks; counts that would: 1, 2, 4, 8, 16, 32, 64, or \"auto\"");
+  batch.tp_chunks = 4;
+  EXPECT_EQ(divisibility_problem(model, batch, parse_layout("1x2x1x1")), "");
+  batch.tp_chunks = BatchShape::kAutoTpChunks;
+  EXPECT_EQ(divisibility_problem(model, batch, parse_layout("1x2x1x1")), "");
 }
 
 // model.experts and the MoE keys reach ModelShape as given, from the file and from overrides;

@@ -218,7 +218,7 @@ TEST(Layout, ExpertParallelismMustSuitTheModel) {
             "e4 asks for expert parallelism 4 but the model is dense; set model.experts or drop 'e4'");
   EXPECT_EQ(divisibility_problem(dense, batch, e4), expert_problem(dense, e4));
   const Indivisible bad = first_indivisible(dense, batch, e4);
-  EXPECT_EQ(bad.check, kDivisibilityChecks - 1);
+  EXPECT_EQ(bad.check, kExpertCheck);
   EXPECT_EQ(bad.ways, 4);
   EXPECT_EQ(divisibility_problem(dense, batch, parse_layout("8x1x1x1")), "");
 
@@ -1387,6 +1387,78 @@ TEST(LayoutCost, AnAllReduceOfDxHidesAtMostItsWeightGradientGemm) {
   const CostEstimate off = estimate_cost(in, l, predict_step_volume(in, l));
   EXPECT_EQ(off.hidden_s, 0);
   EXPECT_EQ(off.hidden_axis_s[static_cast<size_t>(CommAxis::x)], 0);
+}
+
+// training.tp_chunks = c makes each linear layer's x and y all-reduce c calls of a c-th of the
+// bytes: the bytes per step stay, the calls grow by (c - 1) per layer call; with overlap all
+// but the forward's last chunk run beside a GEMM (a chunk's, or the dW GEMM for the backward's
+// last). The other collectives (LayerNorms, embedding, loss) are unchanged.
+TEST(LayoutVolume, TpChunksMultiplyTheTensorCallsAndKeepTheBytes) {
+  ChooserInput in = tiny_input();  // L = 1, T = 4, micro-batch 1 at 1x2x2x1: m = 4 rows, A = 4
+  in.overlap_comm = true;
+  const Layout l = parse_layout("1x2x2x1");
+  const StepVolume one = predict_step_volume(in, l);
+  in.batch.tp_chunks = 4;
+  const StepVolume four = predict_step_volume(in, l);
+  const int64_t A = batch_split(in.model, in.batch, l).accumulation;
+  // Per micro-batch each axis sums 4L + 1 linear outputs or input gradients: x the forward of
+  // qkv, fc and the head and the backward of attn.proj and mlp.proj; y the others.
+  const int64_t linear_calls = A * (4 * in.model.layers + 1);
+  for (const CommAxis axis : {CommAxis::x, CommAxis::y}) {
+    const auto& a = one.at(axis, CollectiveKind::all_reduce);
+    const auto& b = four.at(axis, CollectiveKind::all_reduce);
+    EXPECT_EQ(b.bytes, a.bytes) << comm_axis_name(axis);
+    EXPECT_EQ(b.calls - a.calls, 3 * linear_calls) << comm_axis_name(axis);
+    int64_t blocking_chunks = 0;
+    for (const CollectiveCalls& c : four.calls)
+      if (c.axis == axis && c.kind == CollectiveKind::all_reduce && c.beside.m > 0) {
+        EXPECT_TRUE(c.overlapped);
+        EXPECT_TRUE(c.beside.m == 1 || c.beside.m == 4) << c.beside.m;  // a chunk's GEMM, or the dW GEMM
+      } else if (c.axis == axis && c.kind == CollectiveKind::all_reduce && c.bytes >= 4 * 4) {
+        blocking_chunks += c.calls;  // the forward's last chunks (the LayerNorms' and loss's are smaller)
+      }
+    EXPECT_GE(blocking_chunks, A * (2 * in.model.layers + (axis == CommAxis::x ? 1 : 0)));
+  }
+  for (const CommAxis axis : {CommAxis::z, CommAxis::data, CommAxis::world})
+    for (int k = 0; k < kCollectiveKindCount; ++k)
+      EXPECT_EQ(four.table[static_cast<size_t>(axis)][static_cast<size_t>(k)].calls,
+                one.table[static_cast<size_t>(axis)][static_cast<size_t>(k)].calls);
+  in.batch.tp_chunks = BatchShape::kAutoTpChunks;
+  EXPECT_THROW(predict_step_volume(in, l), LayoutError);  // "auto" undecided
+}
+
+// training.tp_chunks = "auto" takes, per layout, the fewest chunks among 1, 2, 4, ... that
+// split the rows whose predicted step is the shortest, and says what it compared; a layout
+// that sums nothing over x or y takes 1. The chooser ranks each layout at its count.
+TEST(LayoutSearch, AutoTpChunksTakesTheShortestPredictedStep) {
+  ChooserInput in = tiny_input();
+  in.machine.tasks_per_node = 4;
+  in.overlap_comm = true;
+  in.machine.intra_node_measured.overlap = OverlapCurve::flat(0.9);
+  in.batch.tp_chunks = BatchShape::kAutoTpChunks;
+  const Layout l = parse_layout("1x2x2x1");
+  const MemoryModes modes = resolved_modes(in, l);
+  double best = 0;
+  int want = 0;
+  for (const int n : {1, 2, 4}) {  // m = 4 rows
+    ChooserInput at = in;
+    at.batch.tp_chunks = n;
+    const double step = estimate_cost(at, l, predict_step_volume(at, l, modes), modes).step_s();
+    if (want == 0 || step < best) best = step, want = n;
+  }
+  EXPECT_EQ(resolved_tp_chunks(in, l, modes), want);
+  const std::string why = tp_chunks_reason(in, l, modes);
+  EXPECT_EQ(why.rfind("training.tp_chunks = auto: " + std::to_string(want) + " chunk(s), the shortest predicted "
+                      "step (1: ", 0), 0u) << why;
+  EXPECT_NE(why.find(", 4: "), std::string::npos) << why;
+  EXPECT_EQ(resolved_tp_chunks(in, parse_layout("4x1x1x1"), modes), 1);
+  EXPECT_EQ(tp_chunks_reason(in, parse_layout("4x1x1x1"), modes),
+            "training.tp_chunks = auto: nothing to split, as no linear layer sums over x or y (G_x = G_y = 1)");
+  const ChooserResult r = choose_layout(in);
+  ASSERT_TRUE(r.fits());
+  for (const Candidate& c : r.ranked) {
+    EXPECT_EQ(c.tp_chunks, resolved_tp_chunks(in, c.layout, resolved_modes(in, c.layout))) << format_layout(c.layout);
+  }
 }
 
 // training.overlap_comm = "auto" overlaps unless calibrate measured, on the tier of an axis

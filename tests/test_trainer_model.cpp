@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "comm/comm_grid.hpp"
 #include "layout/layout_volume.hpp"
@@ -28,6 +29,7 @@ namespace axonn {
 namespace {
 
 using test::expect_same_bits;
+using test::RankSetup;
 using test::global_index;
 using test::run_ranks;
 using test::run_step;
@@ -220,6 +222,51 @@ TEST(TrainerModel, OverlappedCollectivesGiveTheSameBits) {
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
             << text << " " << name << "[" << i << "]: " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
+// training.tp_chunks splits each micro-batch's rows for the linear layers' x and y
+// all-reduces (ShardedLinear, the LM head): every chunk count, overlap on and off, stays within
+// the float32 bound of the serial run that the layouts keep. Each element is still one k-long
+// sum and a group of 2 adds the same two numbers, but OpenBLAS rounds a row by where it falls
+// in its kernels' blocks (trainer/cpu/gemm.hpp), so on the CPU a chunk's rows may differ from
+// the whole GEMM's in the last place (the emulated CUDA path, whose GEMMs do not, keeps the
+// bits: test_trainer_model_emulated). A ring over 4 ranks (1x4x1x1) also splits a chunk
+// differently from the whole. An MoE model's dense layers chunk (its experts do not). run_step
+// checks the counted calls and bytes against the model's chunked calls.
+TEST(TrainerModel, TensorParallelChunksKeepTheSums) {
+  ModelShape model = tiny_model();
+  const auto within_serial_bound = [](const StepResult& got, const StepResult& serial, const std::string& what) {
+    EXPECT_NEAR(got.loss, serial.loss, 2e-6) << what;
+    EXPECT_NEAR(got.grad_norm, serial.grad_norm, 1e-5 * serial.grad_norm) << what;
+    for (const auto& [name, want] : serial.grads) {
+      const auto& have = got.grads.at(name);
+      float scale = 0;
+      for (float v : want) scale = std::max(scale, std::fabs(v));
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(have[i], want[i], 1e-5f * scale + 1e-9f) << what << " " << name << "[" << i << "]";
+    }
+  };
+  for (const bool moe : {false, true}) {
+    if (moe) {
+      model.experts = 4;
+      model.top_k = 2;
+    }
+    const StepResult serial = run_step(model, parse_layout("1x1x1x1"), 8, 2);
+    for (const char* text : moe ? std::vector<const char*>{"1x2x2x1"}
+                                : std::vector<const char*>{"1x2x1x2", "1x1x2x2", "2x2x2x1", "1x4x1x1"}) {
+      const Layout layout = parse_layout(text);
+      for (const bool overlap : {false, true}) {
+        for (const int chunks : {1, 2, 4}) {
+          const std::string what = std::string(text) + (moe ? " moe" : "") + (overlap ? " overlap" : "") + ", " +
+                                   std::to_string(chunks) + " chunks";
+          RankSetup setup;
+          setup.tp_chunks = chunks;
+          const StepResult chunked = run_step(model, layout, 8, 2, overlap, setup);
+          within_serial_bound(chunked, serial, what + " vs serial");
+        }
+      }
     }
   }
 }

@@ -24,6 +24,8 @@ toml::table candidate_json(const ChooserInput& input, const Candidate& c, double
     axes.insert(comm_axis_name(axis), toml::table{{"group_size", c.volume.group_size[static_cast<size_t>(a)]},
                                                   {"link", link_tier_name(c.cost.link[static_cast<size_t>(a)])},
                                                   {"time_s", c.cost.comm_s[static_cast<size_t>(a)]},
+                                                  {"overlapped_time_s", c.cost.overlapped_axis_s[static_cast<size_t>(a)]},
+                                                  {"hidden_time_s", c.cost.hidden_axis_s[static_cast<size_t>(a)]},
                                                   {"bytes", c.volume.bytes(axis)},
                                                   {"collectives", std::move(kinds)}});
   }
@@ -41,6 +43,7 @@ toml::table candidate_json(const ChooserInput& input, const Candidate& c, double
       {"recompute_flops_per_rank", c.cost.recompute_flops},
       {"shard_optimizer", c.shard_optimizer},
       {"overlap_comm", overlaps_comm(input, c.layout)},
+      {"tp_chunks", c.tp_chunks},
       {"overlap_reason", overlap_reason(input, c.layout)},
       {"memory_bytes", c.memory.total()},
       {"memory_headroom_fraction", 1.0 - static_cast<double>(c.memory.total()) / usable_bytes},

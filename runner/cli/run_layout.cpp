@@ -18,6 +18,9 @@ void check_layout(const Layout& layout, const ChooserInput& plan, const std::str
   const std::string experts = expert_problem(plan.model, layout);
   if (!experts.empty())
     throw LayoutError("layout " + format_layout(layout) + " (" + source + ") does not fit the job: " + experts);
+  // Its own counts that would run, not the axis sizes'.
+  const std::string chunks = tp_chunks_problem(plan.model, plan.batch, layout);
+  if (!chunks.empty()) throw LayoutError(chunks + " (layout from " + source + ")");
   const std::string problem = divisibility_problem(plan.model, plan.batch, layout);
   if (!problem.empty())
     throw LayoutError("layout " + format_layout(layout) + " (" + source + ") does not fit the job: " + problem +
@@ -53,9 +56,20 @@ RunLayout decide_run_layout(const Topology& topology, const SiteConfig& site, co
     return run;
   }
   ChooserResult result = choose_layout(run.plan);
-  if (!result.fits())
+  if (!result.fits()) {
+    // A training.tp_chunks that splits no layout's micro-batch is the job's error, not the
+    // resources': name it at the layout the chooser picks without it.
+    if (run.plan.batch.tp_chunks > 1) {
+      ChooserInput one_chunk = run.plan;
+      one_chunk.batch.tp_chunks = 1;
+      const ChooserResult without = choose_layout(one_chunk);
+      if (without.fits())
+        throw LayoutError(tp_chunks_problem(run.plan.model, run.plan.batch, without.best().layout) +
+                          " (the layout the chooser picks with one chunk)");
+    }
     throw NoFittingLayout("no layout of " + std::to_string(run.plan.world()) +
                           " ranks fits this job: " + smallest_fitting_change(run.plan));
+  }
   run.layout = result.best().layout;
   run.origin = "the chooser: best of " + std::to_string(result.ranked.size()) + " ranked layouts for " +
                std::to_string(run.plan.world()) + " ranks on " + std::to_string(nodes) + " node(s) (site " + site.name +

@@ -2,7 +2,8 @@
 // tests/combination_matrix_device.txt, a covering array of strength 2 (combination_matrix.py
 // --device) over training.dtype (float32, bfloat16), the communicators (Gloo, NCCL), the
 // layout with the expert axis, MoE top-1/top-2 and capacity, recomputation, the sharded
-// optimizer, overlap, MoE exchange chunks, micro-batches per rank and gradient clipping. Each
+// optimizer, overlap, tensor-parallel chunks, MoE exchange chunks, micro-batches per rank and
+// gradient clipping. Each
 // case trains 3 AdamW steps on the emulated CUDA backend (cuda_emulator.hpp), ranks as threads,
 // and equals the serial run of the same model on the CPU backend in float32: losses and
 // gradient norms at every step and every tensor of the final state (weights, moments) within
@@ -97,6 +98,7 @@ RankSetup case_setup(const MatrixCase& c) {
   for (const Recompute mode : kRecomputeModes)
     if (c.level.at("recompute") == recompute_name(mode)) setup.recompute = mode;
   setup.shard_optimizer = c.level.at("shard_optimizer") == "true";
+  setup.tp_chunks = std::stoi(c.level.at("tp_chunks"));
   return setup;
 }
 

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/trace_recorder.hpp"
 #include "layout/model_plan.hpp"
@@ -94,6 +95,38 @@ TEST(TrainerModelEmulatedCuda, NcclStepEqualsGlooAndOverlapKeepsItsBits) {
     EXPECT_EQ(overlapped.loss, blocking.loss);
     EXPECT_EQ(overlapped.grad_norm, blocking.grad_norm);
     EXPECT_EQ(gradient_error(overlapped, blocking), 0.0);
+  }
+}
+
+// training.tp_chunks on the emulated CUDA backend and NCCL: its GEMMs sum each element in the
+// same order whatever the rows, and its all-reduce adds the ranks' values in rank order
+// whatever the buffer, so every chunk count gives the bits of one chunk (overlap on: the
+// chunks' sums on the communicators' streams beside the GEMMs; off is the CPU test's), at the
+// tensor-parallel layouts and an MoE one (its dense layers chunk); against the CPU's serial run
+// within the float32 bound.
+TEST(TrainerModelEmulatedCuda, TensorParallelChunksKeepTheBits) {
+  ModelShape model = tiny_model();
+  const auto nccl = [](int chunks) {
+    test::RankSetup setup = emulated_cuda(GemmMath::fp32, CommBackend::nccl);
+    setup.tp_chunks = chunks;
+    return setup;
+  };
+  for (const bool moe : {false, true}) {
+    if (moe) {
+      model.experts = 4;
+      model.top_k = 2;
+    }
+    const StepResult serial = run_step(model, parse_layout("1x1x1x1"), 8, 2, false);
+    for (const char* text : moe ? std::vector<const char*>{"1x2x2x1"}
+                                : std::vector<const char*>{"1x2x1x2", "1x1x2x2", "2x2x2x1", "1x4x1x1"}) {
+      const Layout layout = parse_layout(text);
+      const StepResult one = run_step(model, layout, 8, 2, true, nccl(1));
+      EXPECT_NEAR(one.loss, serial.loss, 4e-6) << text;
+      EXPECT_LE(gradient_error(one, serial), 1e-5) << text;
+      for (const int chunks : {2, 4})
+        test::expect_same_bits(run_step(model, layout, 8, 2, true, nccl(chunks)), one,
+                               std::string(text) + (moe ? " moe, " : ", ") + std::to_string(chunks) + " chunks vs one");
+    }
   }
 }
 

@@ -38,7 +38,7 @@ ConstActPtr Gpt::weight(const std::string& name) const {
 }
 
 Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
-         bool overlap_comm, Recompute recompute)
+         bool overlap_comm, Recompute recompute, int64_t tp_chunks)
     : backend_(backend),
       arena_(backend),
       grid_(grid),
@@ -59,7 +59,7 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
   auto gathered = [&](int64_t elements) { return z_split ? arena_.act(elements) : nullptr; };
 
   embedding_ = std::make_unique<TiedEmbedding>(backend, grid, V, C, weight("wte"), params.grad("wte"), gathered(v * c),
-                                               z_split ? arena_.floats(v * c) : nullptr, overlap_comm);
+                                               z_split ? arena_.floats(v * c) : nullptr, overlap_comm, tp_chunks);
   // The blocks' gathered weights: a set of four per block, or one or two sets the blocks take
   // turns on (block recomputation), as the layout model counts them (model_plan.hpp).
   gathered_sets_ = static_cast<size_t>(std::max<int64_t>(1, gathered_weight_blocks(model, recompute, overlap_comm)));
@@ -74,7 +74,8 @@ Gpt::Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_ba
       largest_block_layer = std::max(largest_block_layer, block);
       if (!set[slot]) set[slot] = gathered(block);
       return ShardedLinear(backend, grid, k, n, k_axis, weight(p + name + ".weight"), params.grad(p + name + ".weight"),
-                           params.param(p + name + ".bias"), params.grad(p + name + ".bias"), set[slot], overlap_comm);
+                           params.param(p + name + ".bias"), params.grad(p + name + ".bias"), set[slot], overlap_comm,
+                           tp_chunks);
     };
     const bool moe = model.is_moe_block(l);
     auto b = std::unique_ptr<Block>(new Block{

@@ -42,9 +42,10 @@ class Gpt {
   // compute (each layer waits for its own), as training.overlap_comm asks; with block
   // recomputation, whose blocks take turns on two sets of gathered weights, each block's
   // gathers start when the block before the previous one is done (forward) or when the
-  // backward of the block after it starts (its rerun).
+  // backward of the block after it starts (its rerun). tp_chunks: training.tp_chunks, the
+  // row chunks of the linear layers' x and y all-reduces (ShardedLinear); it divides mb·T.
   Gpt(Backend& backend, CommGrid& grid, const ModelShape& model, int micro_batch, ParameterStore& params,
-      bool overlap_comm = false, Recompute recompute = Recompute::none);
+      bool overlap_comm = false, Recompute recompute = Recompute::none, int64_t tp_chunks = 1);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;

@@ -1,11 +1,14 @@
 #include "trainer/model/sharded_linear.hpp"
 
-#include <optional>
+#include <string>
+
+#include "trainer/model/chunked_sum.hpp"
 
 namespace axonn {
 
 ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, ConstActPtr weight,
-                             float* grad, const float* bias, float* dbias, ActPtr gathered, bool overlap)
+                             float* grad, const float* bias, float* dbias, ActPtr gathered, bool overlap,
+                             int64_t chunks)
     : backend_(backend),
       grid_(grid),
       k_axis_(k_axis),
@@ -19,7 +22,8 @@ ShardedLinear::ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_
       dbias_(dbias),
       gathered_(gathered),
       z_split_(grid.layout().z > 1),
-      overlap_(overlap) {
+      overlap_(overlap),
+      chunks_(chunks) {
   if (z_split_ && !gathered) throw BackendError("ShardedLinear: G_z > 1 needs a gathered-weight buffer");
   if (z_split_) gather_ = ZGather(grid.axis(CommAxis::z), weight, gathered, shard_rows_ * n_local_);
 }
@@ -41,9 +45,15 @@ void ShardedLinear::forward(ConstActPtr x, ActPtr y, int64_t m) {
     backend_.linear_forward(y, x, gemm_weight(), bias_, m, n_local_, k_local_);
     return;
   }
-  backend_.gemm(Transpose::no, Transpose::no, m, n_local_, k_local_, 1.0f, x, k_local_, gemm_weight(), n_local_, 0.0f,
-                y, n_local_);
-  grid_.axis(comm_axis(k_axis_)).all_reduce(y.raw(), static_cast<size_t>(m * n_local_), y.type());
+  Communicator& a_group = grid_.axis(comm_axis(k_axis_));
+  ChunkedSum sum(a_group, chunks_of(a_group), m, overlap_);
+  for (int64_t c = 0; c < sum.chunks; ++c) {
+    const int64_t first = c * sum.rows;
+    backend_.gemm(Transpose::no, Transpose::no, sum.rows, n_local_, k_local_, 1.0f, x + first * k_local_, k_local_,
+                  gemm_weight(), n_local_, 0.0f, y + first * n_local_, n_local_);
+    sum.add(y + first * n_local_, n_local_, c + 1 < sum.chunks);
+  }
+  sum.finish();
   if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);
 }
 
@@ -66,22 +76,23 @@ void ShardedLinear::backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m
   const ConstActPtr w = gemm_weight();
   Communicator& b_group = grid_.axis(comm_axis(n_axis_));
   const bool sums_dx = dx && b_group.size() > 1;
-  std::optional<Communicator::Ticket> dx_sum;
+  ChunkedSum sum(b_group, dx ? chunks_of(b_group) : 1, m, overlap_);
   if (dx && gelu_pre && !sums_dx) {
     backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
   } else if (dx) {
-    backend_.gemm(Transpose::no, Transpose::yes, m, k_local_, n_local_, 1.0f, dy, n_local_, w, n_local_, 0.0f, dx,
-                  k_local_);
-    const auto count = static_cast<size_t>(m * k_local_);
-    if (overlap_ && sums_dx)
-      dx_sum = b_group.start_all_reduce(dx.raw(), count, dx.type());
-    else
-      b_group.all_reduce(dx.raw(), count, dx.type());
+    for (int64_t c = 0; c < sum.chunks; ++c) {
+      const int64_t first = c * sum.rows;
+      backend_.gemm(Transpose::no, Transpose::yes, sum.rows, k_local_, n_local_, 1.0f, dy + first * n_local_,
+                    n_local_, w, n_local_, 0.0f, dx + first * k_local_, k_local_);
+      sum.add(dx + first * k_local_, k_local_, true);  // the last chunk's beside the dW GEMM
+    }
   }
   weight_backward(dy, x, m, scatter);
-  if (dx_sum) b_group.finish(*dx_sum);
+  sum.finish();
   if (dx && gelu_pre && sums_dx) backend_.gelu_backward(dx, gelu_pre, dx, m * k_local_);
 }
+
+int64_t ShardedLinear::chunks_of(const Communicator& group) const { return group.size() > 1 ? chunks_ : 1; }
 
 void ShardedLinear::weight_backward(ConstActPtr dy, ConstActPtr x, int64_t m, GradScatter& scatter) {
   if (!z_split_) {

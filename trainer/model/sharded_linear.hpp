@@ -13,6 +13,13 @@
 // Overlap (training.overlap_comm): the z all-gather can be prefetched, and the backward's
 // all-reduce of dX over b runs beside the dW GEMM (AxoNN's OAR): the same collectives on the
 // same buffers, so the same bits.
+// Chunks (training.tp_chunks = c): where Y is summed over a (forward) or dX over b (backward),
+// that GEMM runs in c chunks of m/c rows, each chunk's sum started as soon as its GEMM is done,
+// beside the next chunk's GEMM (the last dX chunk's beside the dW GEMM; the last Y chunk's is
+// waited for). Each element's GEMM sum over k is unchanged; a group of 2 adds the same two
+// numbers; a larger group's ring splits a chunk differently from the whole, which moves the sum
+// by float32 rounding (docs/parallel-plan.md, "Chunks"). Without overlap the chunks' sums run
+// where they are issued.
 #include <cstdint>
 
 #include "comm/comm_grid.hpp"
@@ -26,9 +33,10 @@ class ShardedLinear {
  public:
   // weight: this rank's shard as the GEMMs read it; grad: its gradient in the flat buffer;
   // bias, dbias: [n/G_b] or null. gathered: [k/G_a · n/G_b] of the weight's type, owned by
-  // the caller when G_z > 1, else null. overlap: the backward's dX all-reduce beside the dW GEMM.
+  // the caller when G_z > 1, else null. overlap: the all-reduces beside the GEMMs; chunks:
+  // training.tp_chunks, which must divide every m passed to forward and backward.
   ShardedLinear(Backend& backend, CommGrid& grid, int64_t k, int64_t n, Axis k_axis, ConstActPtr weight, float* grad,
-                const float* bias, float* dbias, ActPtr gathered, bool overlap = false);
+                const float* bias, float* dbias, ActPtr gathered, bool overlap = false, int64_t chunks = 1);
 
   int64_t k_local() const { return k_local_; }  // k/G_a
   int64_t n_local() const { return n_local_; }  // n/G_b
@@ -57,6 +65,9 @@ class ShardedLinear {
   ConstActPtr gemm_weight() const;  // the gathered weight when G_z > 1, else the shard
   // The bias joins the forward GEMM's epilogue when no all-reduce over a comes before it (G_a = 1).
   bool bias_in_epilogue() const;
+  // The row chunks of a GEMM whose output `group` sums: training.tp_chunks, or 1 where the
+  // group is a single rank (nothing is summed).
+  int64_t chunks_of(const Communicator& group) const;
   // dW += x^T · dy (summed over z through `scatter` when G_z > 1), dbias += Σ_rows dy.
   void weight_backward(ConstActPtr dy, ConstActPtr x, int64_t m, GradScatter& scatter);
 
@@ -71,6 +82,7 @@ class ShardedLinear {
   ActPtr gathered_;
   bool z_split_;
   bool overlap_;
+  int64_t chunks_;
   ZGather gather_;  // weight_ -> gathered_ (G_z > 1)
 };
 

@@ -1,11 +1,11 @@
 #include "trainer/model/tied_embedding.hpp"
 
-#include <optional>
+#include "trainer/model/chunked_sum.hpp"
 
 namespace axonn {
 
 TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, ConstActPtr weight,
-                             float* grad, ActPtr gathered, float* staging, bool overlap)
+                             float* grad, ActPtr gathered, float* staging, bool overlap, int64_t chunks)
     : backend_(backend),
       grid_(grid),
       v_(vocab / grid.layout().y),
@@ -16,7 +16,8 @@ TiedEmbedding::TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, in
       grad_(grad),
       gathered_(gathered),
       staging_(staging),
-      overlap_(overlap) {
+      overlap_(overlap),
+      chunks_(chunks) {
   if (z_ > 1 && (!gathered || staging == nullptr))
     throw BackendError("TiedEmbedding: G_z > 1 needs gathered and staging buffers");
   if (z_ > 1) gather_ = ZGather(grid.axis(CommAxis::z), weight, gather_staging(), v_ * (c_ / z_));
@@ -40,27 +41,36 @@ void TiedEmbedding::embed(const int32_t* tokens, ActPtr out, int64_t m) {
   grid_.axis(CommAxis::y).all_reduce(out.raw(), static_cast<size_t>(m * c_), out.type());
 }
 
+// In training.tp_chunks row chunks where the logits are summed over x, as ShardedLinear::forward.
 void TiedEmbedding::logits(ConstActPtr x, ActPtr logits, int64_t m) {
-  backend_.gemm(Transpose::no, Transpose::yes, m, v_, c_, 1.0f, x, c_, full(), c_, 0.0f, logits, v_);
-  grid_.axis(CommAxis::x).all_reduce(logits.raw(), static_cast<size_t>(m * v_), logits.type());
+  Communicator& x_group = grid_.axis(CommAxis::x);
+  ChunkedSum sum(x_group, x_group.size() > 1 ? chunks_ : 1, m, overlap_);
+  for (int64_t c = 0; c < sum.chunks; ++c) {
+    const int64_t first = c * sum.rows;
+    backend_.gemm(Transpose::no, Transpose::yes, sum.rows, v_, c_, 1.0f, x + first * c_, c_, full(), c_, 0.0f,
+                  logits + first * v_, v_);
+    sum.add(logits + first * v_, v_, c + 1 < sum.chunks);
+  }
+  sum.finish();
 }
 
-// dX first, then the head's dW beside dX's all-reduce over y (OAR), as ShardedLinear's backward.
+// dX first (in row chunks where it is summed over y), then the head's dW beside dX's
+// all-reduce (OAR), as ShardedLinear's backward.
 void TiedEmbedding::logits_backward(ConstActPtr dlogits, ConstActPtr x_head, ActPtr dx, int64_t m) {
-  backend_.gemm(Transpose::no, Transpose::no, m, c_, v_, 1.0f, dlogits, v_, full(), c_, 0.0f, dx, c_);
-  Communicator& y = grid_.axis(CommAxis::y);
-  const auto count = static_cast<size_t>(m * c_);
-  std::optional<Communicator::Ticket> dx_sum;
-  if (overlap_ && y.size() > 1)
-    dx_sum = y.start_all_reduce(dx.raw(), count, dx.type());
-  else
-    y.all_reduce(dx.raw(), count, dx.type());
+  Communicator& y_group = grid_.axis(CommAxis::y);
+  ChunkedSum sum(y_group, y_group.size() > 1 ? chunks_ : 1, m, overlap_);
+  for (int64_t c = 0; c < sum.chunks; ++c) {
+    const int64_t first = c * sum.rows;
+    backend_.gemm(Transpose::no, Transpose::no, sum.rows, c_, v_, 1.0f, dlogits + first * v_, v_, full(), c_, 0.0f,
+                  dx + first * c_, c_);
+    sum.add(dx + first * c_, c_, true);
+  }
   // [v, c]: into the gradient (G_z = 1), else into staging, free until the next forward's gather.
   if (z_ == 1)
     backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 1.0f, grad_, c_);
   else
     backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 0.0f, staging_, c_);
-  if (dx_sum) y.finish(*dx_sum);
+  sum.finish();
 }
 
 void TiedEmbedding::weight_backward(ConstActPtr d_embedded, const int32_t* tokens, int64_t m, GradScatter& scatter) {

@@ -25,10 +25,10 @@ class TiedEmbedding {
   // weight: the wte shard as the GEMMs read it; grad: its gradient in the flat buffer.
   // gathered ([v · c] of the weight's type) and staging ([v · c] float32) when G_z > 1, else
   // null: staging receives the raw z-blocks of the all-gather (in the weight's type), and in
-  // the backward holds the head's dW [v, c] until weight_backward. overlap: the dx all-reduce
-  // over y beside the head's dW GEMM.
+  // the backward holds the head's dW [v, c] until weight_backward. overlap, chunks: as
+  // ShardedLinear's, for the logits' all-reduce over x and dx's over y.
   TiedEmbedding(Backend& backend, CommGrid& grid, int64_t vocab, int64_t hidden, ConstActPtr weight, float* grad,
-                ActPtr gathered, float* staging, bool overlap = false);
+                ActPtr gathered, float* staging, bool overlap = false, int64_t chunks = 1);
 
   int64_t v_local() const { return v_; }
   int64_t v0() const { return v0_; }
@@ -57,6 +57,7 @@ class TiedEmbedding {
   ActPtr gathered_;
   float* staging_;
   bool overlap_;
+  int64_t chunks_;
   ZGather gather_;  // weight_ -> staging_ (G_z > 1)
 };
 

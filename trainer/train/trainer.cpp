@@ -10,7 +10,7 @@
 namespace axonn {
 namespace {
 
-BatchShape batch_shape(const TrainingConfig& t) { return {t.global_batch, t.micro_batch, t.dtype}; }
+BatchShape batch_shape(const TrainingConfig& t) { return {t.global_batch, t.micro_batch, t.dtype, t.tp_chunks}; }
 
 // A training setting that "auto" leaves to the layout model (`how`: which decision and where),
 // as run_training decided it; ConfigError where it reached the trainer undecided.
@@ -54,7 +54,7 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const T
       split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
       params_(backend, job.model, grid.layout(), grid.coords(), shard_mode(job.training)),
       model_(backend, grid, decided_model(job.model), split_.micro_batch, params_, overlap_mode(job.training),
-             recompute_mode(job.training)),
+             recompute_mode(job.training), decided_tp_chunks(batch_shape(job.training))),
       sync_(grid, params_, job.model.layers, overlap_mode(job.training)),
       optimizer_(backend, grid, params_, sync_, job.training),
       host_inputs_(static_cast<size_t>(split_.tokens)),

@@ -232,16 +232,16 @@ Prediction predict(const ChooserInput& plan, const Layout& layout) {
 }
 
 // training.recompute and training.shard_optimizer "auto" become this layout's modes, and
-// model.moe_chunks "auto" its rounds at those modes: every prediction is at them, and the
+// model.moe_chunks and training.tp_chunks "auto" their counts at those modes: every prediction is at them, and the
 // trainer runs them. The `why`s say how they were decided, for the log.
 struct DecidedPlan {
   ChooserInput plan;
-  std::string recompute_why, shard_why, moe_chunks_why, overlap_why;
+  std::string recompute_why, shard_why, moe_chunks_why, overlap_why, tp_chunks_why;
   JobConfig job;
 };
 
 DecidedPlan decide_modes(const JobConfig& job, const ChooserInput& plan, const Layout& layout) {
-  DecidedPlan d{plan, recompute_reason(plan, layout), shard_reason(plan, layout), "", "", job};
+  DecidedPlan d{plan, recompute_reason(plan, layout), shard_reason(plan, layout), "", "", "", job};
   d.overlap_why = overlap_reason(plan, layout);
   const MemoryModes modes = resolved_modes(plan, layout);
   d.moe_chunks_why = moe_chunks_reason(plan, layout, modes);
@@ -249,7 +249,10 @@ DecidedPlan decide_modes(const JobConfig& job, const ChooserInput& plan, const L
   d.plan.shard_optimizer = modes.shard_optimizer;
   d.plan.model.moe_chunks = resolved_moe_chunks(plan, layout, modes);
   d.plan.overlap_comm = overlaps_comm(plan, layout);
+  d.tp_chunks_why = tp_chunks_reason(d.plan, layout, modes);
+  d.plan.batch.tp_chunks = resolved_tp_chunks(d.plan, layout, modes);
   d.job.training.overlap_comm = d.plan.overlap_comm;
+  d.job.training.tp_chunks = d.plan.batch.tp_chunks;
   d.job.training.recompute = modes.recompute;
   d.job.training.shard_optimizer = modes.shard_optimizer;
   d.job.model.moe_chunks = d.plan.model.moe_chunks;
@@ -396,6 +399,7 @@ class TrainingRun {
                      : std::string("unsharded"),
                  decided_.shard_why);
     if (!decided_.moe_chunks_why.empty()) spdlog::info("train: {}", decided_.moe_chunks_why);
+    if (!decided_.tp_chunks_why.empty()) spdlog::info("train: {}", decided_.tp_chunks_why);
     spdlog::info("train: communication per step per rank: {}", comm_summary(prediction.volume));
     spdlog::info("train: overlap {} ({})",
                  *decided_.plan.overlap_comm
