@@ -148,6 +148,21 @@ inline std::map<std::string, double> comm_seconds_per_step(const std::string& pr
   return seconds;
 }
 
+// `axonn calibrate --quick` on `ranks` ranks with the shapes of <dir>/job.toml, writing
+// <dir>/site.toml: the site a benchmark's runs then train with (--site site.toml), so their
+// predictions use what this machine measured. Exits, naming `program`, when it fails.
+inline void calibrate_quick(const std::string& program, const std::filesystem::path& dir, int ranks) {
+  const std::string command = "cd " + dir.string() + " && " + AXONN_BINARY_DIR + "/bin/axonn run -n " +
+                              std::to_string(ranks) +
+                              " calibrate --quick --max-residual 1 --job job.toml --output site.toml 2>&1";
+  int status = 0;
+  const std::string output = run_capture(command, status);
+  if (status != 0) {
+    std::fprintf(stderr, "%s: failed (status %d): %s\n%s\n", program.c_str(), status, command.c_str(), output.c_str());
+    std::exit(1);
+  }
+}
+
 // Trains the job in <dir>/job.toml at its layout (on o.nodes_sim pretend nodes) with
 // `overrides` (section.key=value words, and axonn train options such as --site), in fresh
 // checkpoint and run folders, and returns its summary.json. Exits, naming `program`,

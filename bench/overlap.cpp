@@ -34,9 +34,6 @@ namespace {
 namespace fs = std::filesystem;
 using axonn::bench::median;
 using axonn::bench::read_text;
-using axonn::bench::run_capture;
-
-const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
 
 // Big enough that a step's collectives take a measurable share (~17M parameters, ~67 MB of
 // float32 gradients), small enough for one step in about a second on two cores.
@@ -73,18 +70,6 @@ struct Run {
   double overlappable_s = 0;
   double predicted_step_s = 0;
 };
-
-// `axonn calibrate --quick` on `ranks` ranks with the job's shapes, writing dir/site.toml.
-void calibrate(const fs::path& dir, int ranks) {
-  const std::string command = "cd " + dir.string() + " && " + kAxonn + " run -n " + std::to_string(ranks) +
-                              " calibrate --quick --max-residual 1 --job job.toml --output site.toml 2>&1";
-  int status = 0;
-  const std::string output = run_capture(command, status);
-  if (status != 0) {
-    std::fprintf(stderr, "bench_overlap: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
-    std::exit(1);
-  }
-}
 
 // One run of job.toml at `layout` with the calibrated site (run_cpu_job: exits when it fails
 // or its counted bytes differ from the model's).
@@ -136,7 +121,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> layouts = {std::to_string(ranks) + "x1x1x1", "1x1x1x" + std::to_string(ranks)};
   std::printf("overlap of communication with compute: %d ranks (axonn run, Gloo on loopback), %d steps, %d reps\n",
               ranks, steps, reps);
-  calibrate(dir, ranks);
+  axonn::bench::calibrate_quick("bench_overlap", dir, ranks);
   const axonn::SiteConfig site = axonn::load_site_config((dir / "site.toml").string());
   std::printf(
       "calibrated with the same ranks and job: overlap intra-node %s, inter-node %s (the probe's hidden "

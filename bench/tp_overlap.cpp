@@ -33,9 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using axonn::bench::median;
-using axonn::bench::run_capture;
 
-const std::string kAxonn = std::string(AXONN_BINARY_DIR) + "/bin/axonn";
 constexpr int kRanks = 4;
 
 // Wide enough that the x and y all-reduces ([512 rows, 512 / G] floats) take a measurable
@@ -85,17 +83,6 @@ Run run_job(const fs::path& dir, const std::string& layout, int steps, bool over
           profile_fraction(summary, axis, "predicted_hidden_fraction")};
 }
 
-void calibrate(const fs::path& dir) {
-  const std::string command = "cd " + dir.string() + " && " + kAxonn + " run -n " + std::to_string(kRanks) +
-                              " calibrate --quick --max-residual 1 --job job.toml --output site.toml 2>&1";
-  int status = 0;
-  const std::string output = run_capture(command, status);
-  if (status != 0) {
-    std::fprintf(stderr, "bench_tp_overlap: failed (status %d): %s\n%s\n", status, command.c_str(), output.c_str());
-    std::exit(1);
-  }
-}
-
 std::string percent(const std::vector<std::optional<double>>& values) {
   std::vector<double> known;
   for (const auto& v : values)
@@ -138,7 +125,7 @@ int main(int argc, char** argv) {
   std::ofstream(dir / "job.toml") << axonn::bench::cpu_job_toml(job_at("1x1x1x1", steps));
   std::printf("tensor-parallel overlap: %d ranks (axonn run, Gloo on loopback), %d steps, %d reps, chunks %d\n",
               kRanks, steps, reps, chunks);
-  calibrate(dir);
+  axonn::bench::calibrate_quick("bench_tp_overlap", dir, kRanks);
   const axonn::SiteConfig site = axonn::load_site_config((dir / "site.toml").string());
   std::printf("calibrated with the same ranks and job: overlap intra-node %s\n",
               axonn::overlap_curve_text(site.intra_node_overlap).c_str());

@@ -12,7 +12,8 @@
 #                       without it any size is accepted
 #
 # OUT_DIR (emptied first) gets:
-#   bin/     axonn, the tests labelled gpu in tests/CMakeLists.txt, bench_train_gpu, bench_ops_gpu
+#   bin/     axonn, the tests labelled gpu in tests/CMakeLists.txt, bench_train_gpu, bench_ops_gpu,
+#            bench_stream_overlap_gpu
 #            (copies without debug sections)
 #   lib/     every shared library they and the PMIx components need, except glibc's and
 #            the GPU node's (libcuda, libcudart, libcublas, libcublasLt, libnccl), under the
@@ -70,7 +71,8 @@ glibc_libs='^(linux-vdso|ld-linux-x86-64|libc|libm|libmvec|libpthread|libdl|libr
 [ -f "$source_dir/tests/CMakeLists.txt" ] || die "$source_dir is not the axonn source tree (no tests/CMakeLists.txt)"
 gpu_tests=$(sed -n 's/^ *axonn_test(\([a-z0-9_]*\) LABEL gpu .*/\1/p' "$source_dir/tests/CMakeLists.txt")
 [ -n "$gpu_tests" ] || die "no test labelled gpu in $source_dir/tests/CMakeLists.txt (axonn_test(NAME LABEL gpu ...))"
-binaries=("$build/bin/axonn" "$build/bench/bench_train_gpu" "$build/bench/bench_ops_gpu")
+binaries=("$build/bin/axonn" "$build/bench/bench_train_gpu" "$build/bench/bench_ops_gpu"
+  "$build/bench/bench_stream_overlap_gpu")
 for t in $gpu_tests; do binaries+=("$build/tests/$t"); done
 for b in "${binaries[@]}"; do
   [ -x "$b" ] || die "$b is missing; build it: cmake --build $build --target $(basename "$b")"

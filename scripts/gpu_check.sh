@@ -121,6 +121,7 @@ run_job uncalibrated_gpt2_124m 240 gpt2-124m.toml training.device=cuda --site "$
 # ---- 3. where the step's time goes, then throughput against the GPU's peak and PyTorch
 step profile 180 bench_train_gpu --profile --steps 3
 step ops 60 bench_ops_gpu
+step stream_overlap 60 bench_stream_overlap_gpu
 step bench_train_gpu 420 bench_train_gpu
 step bench_train_gpu_f32 180 bench_train_gpu --model 350m --no-torch --float32-activations
 
