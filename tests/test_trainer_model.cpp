@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/comm_grid.hpp"
@@ -269,6 +271,44 @@ TEST(TrainerModel, TensorParallelChunksKeepTheSums) {
       }
     }
   }
+}
+
+// A started all-reduce of dX whose peer never arrives fails the backward where it is finished,
+// with the message a blocking one gives: the axis, the ranks, the timeout and the rank that did
+// not arrive (the grid's watch); the communicator's thread drops what is queued behind it, so
+// the grid closes at once. attn.proj's shape: k = C over y, n over x, so dX is summed over x.
+TEST(TrainerModel, AStartedAllReduceOfDxWhosePeerNeverComesFailsNamingIt) {
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::string message;
+  test::run_ranks(2, [&](int rank, Exchange& exchange) {
+    const std::unique_ptr<Backend> backend = test::one_thread_cpu_backend();
+    CommGrid grid(exchange, parse_layout("1x2x1x1"), std::chrono::milliseconds(800), true);
+    const int64_t C = 16, m = 8, c = C / 2;
+    DeviceBuffer<float> w(*backend, std::vector<float>(static_cast<size_t>(C * c), 0.5f));
+    DeviceBuffer<float> grad(*backend, static_cast<size_t>(C * c));
+    DeviceBuffer<float> x(*backend, std::vector<float>(static_cast<size_t>(m * C), 1.0f));
+    DeviceBuffer<float> dy(*backend, std::vector<float>(static_cast<size_t>(m * c), 1.0f));
+    DeviceBuffer<float> dx(*backend, static_cast<size_t>(m * C));
+    ShardedLinear proj(*backend, grid, C, C, Axis::y, w.data(), grad.data(), nullptr, nullptr, nullptr, true);
+    GradScatter unused;
+    if (rank == 1) {  // alive, but never comes to the backward
+      while (!failed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    try {
+      proj.backward(dy.data(), x.data(), dx.data(), m, unused);
+      ADD_FAILURE() << "the backward returned without rank 1";
+    } catch (const CommError& e) {
+      std::lock_guard lock(mu);
+      message = e.what();
+    }
+    failed = true;
+  });
+  EXPECT_EQ(message.rfind("all_reduce on axis 'x' (world ranks 0,1, 512 bytes) timed out after 800 ms: ", 0), 0u)
+      << message;
+  EXPECT_NE(message.find("world rank 1 on host "), std::string::npos) << message;
+  EXPECT_NE(message.find(") did not arrive: it runs but is in no collective"), std::string::npos) << message;
 }
 
 // An MoE model's experts sum their input gradients over x (proj) and y (fc) beside their dW

@@ -70,7 +70,9 @@ void ShardedLinear::forward_gelu(ConstActPtr x, ActPtr pre, ActPtr out, int64_t 
 // that dX's all-reduce over b runs beside (OAR); the other order would leave the all-reduce
 // nothing to hide behind, as the caller reads dx next. The GELU's backward reads the summed
 // dx, so it waits for the sum. With G_b = 1 nothing is summed and the GELU path fuses into
-// the dX GEMM; the order is then free and stays the same.
+// the dX GEMM; the order is then free and stays the same. Recomputation reruns a block's
+// forwards before its backward starts, never between these GEMMs, so every mode hides the
+// same; the MoE experts order theirs the same way (moe_layer.cpp).
 void ShardedLinear::backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m, GradScatter& scatter,
                              ConstActPtr gelu_pre) {
   const ConstActPtr w = gemm_weight();
