@@ -65,6 +65,20 @@ TEST(CoresBusy, StaysWithinZeroAndOneAndSkipsWhatWasNotTimed) {
 // (compute + collective - both) / collective: all hidden when the pair took the compute's
 // time, none when it took both in turn, negative when it took longer (the collective cost
 // more started beside compute than waited for), within [-1, 1] when noise says more or less.
+// The overlap probe's sizes span the job's overlapped calls over every layout of the world;
+// a job whose training.tp_chunks is "auto" (decided later, per layout) is probed at one chunk.
+TEST(OverlapProbeSizes, SpanTheJobsOverlappedCallsWithTpChunksAutoAtOneChunk) {
+  ChooserInput job;
+  job.model = {2, 64, 4, 256, 32};
+  job.batch = {8, 2, ElementType::float32};
+  job.machine.tasks_per_node = 4;
+  const std::vector<double> one = overlap_probe_sizes(job, 4);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_LT(one[0], one[1]);
+  job.batch.tp_chunks = BatchShape::kAutoTpChunks;
+  EXPECT_EQ(overlap_probe_sizes(job, 4), one);
+}
+
 TEST(OverlapFraction, IsTheShareOfTheCollectiveThePairSaved) {
   EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 2.0}), 1.0);
   EXPECT_DOUBLE_EQ(overlap_fraction({.compute_s = 2.0, .collective_s = 1.0, .both_s = 3.0}), 0.0);

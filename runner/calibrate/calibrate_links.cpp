@@ -274,10 +274,14 @@ OverlapTimes time_sharing(Communicator& c, double bytes, int rounds, CollectiveB
 
 std::vector<double> overlap_probe_sizes(const std::optional<ChooserInput>& job, int world) {
   if (!job) return {kDefaultOverlapSizes.begin(), kDefaultOverlapSizes.end()};
+  // training.tp_chunks "auto" is decided per layout with what this probe measures: the calls
+  // at one chunk, the largest the tensor all-reduces make (more chunks only make them smaller).
+  ChooserInput at = *job;
+  if (at.batch.tp_chunks_auto()) at.batch.tp_chunks = 1;
   double smallest = 0, largest = 0;
   for (const Layout& layout : enumerate_layouts(world)) {
-    if (!divisibility_problem(job->model, job->batch, layout).empty()) continue;
-    for (const CollectiveCalls& calls : predict_step_volume(*job, layout).calls) {
+    if (!divisibility_problem(at.model, at.batch, layout).empty()) continue;
+    for (const CollectiveCalls& calls : predict_step_volume(at, layout).calls) {
       if (!calls.overlapped) continue;
       const auto bytes = std::max(kSmallestOverlapProbe, static_cast<double>(calls.bytes));
       smallest = smallest > 0 ? std::min(smallest, bytes) : bytes;
