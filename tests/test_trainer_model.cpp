@@ -181,6 +181,20 @@ TEST(TrainerParameters, InitOfAShardEqualsTheFullTensorThere) {
   }
 }
 
+// `got` against the serial run: float32 sums in another order, a few ulps of the loss (~3.5,
+// ulp 2.4e-7), and every gradient element within 1e-5 of its tensor's largest.
+void expect_within_serial_bound(const StepResult& got, const StepResult& serial, const std::string& what) {
+  EXPECT_NEAR(got.loss, serial.loss, 2e-6) << what;
+  EXPECT_NEAR(got.grad_norm, serial.grad_norm, 1e-5 * serial.grad_norm) << what;
+  for (const auto& [name, want] : serial.grads) {
+    const auto& have = got.grads.at(name);
+    float scale = 0;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(have[i], want[i], 1e-5f * scale + 1e-9f) << what << " " << name << "[" << i << "]";
+  }
+}
+
 TEST(TrainerModel, EveryLayoutGivesTheSerialLossAndGradients) {
   const ModelShape model = tiny_model();
   const int global_batch = 8, micro_batch = 2;
@@ -190,17 +204,7 @@ TEST(TrainerModel, EveryLayoutGivesTheSerialLossAndGradients) {
   for (const char* text : {"2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "1x2x2x1", "2x1x1x2", "1x1x2x2:zyxd", "4x1x1x1",
                            "2x2x1x2", "1x2x2x2", "2x2x2x1", "1x2x1x4", "1x4x1x2:yxzd"}) {
     const Layout layout = parse_layout(text);
-    const StepResult r = run_step(model, layout, global_batch, micro_batch);
-    // float32 sums in another order: a few ulps of the loss (~3.5, ulp 2.4e-7).
-    EXPECT_NEAR(r.loss, serial.loss, 2e-6) << text;
-    EXPECT_NEAR(r.grad_norm, serial.grad_norm, 1e-5 * serial.grad_norm) << text;
-    for (const auto& [name, want] : serial.grads) {
-      const auto& got = r.grads.at(name);
-      float scale = 0;
-      for (float v : want) scale = std::max(scale, std::fabs(v));
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], 1e-5f * scale + 1e-9f) << text << " " << name << "[" << i << "]";
-    }
+    expect_within_serial_bound(run_step(model, layout, global_batch, micro_batch), serial, text);
   }
 }
 
@@ -239,17 +243,6 @@ TEST(TrainerModel, OverlappedCollectivesGiveTheSameBits) {
 // checks the counted calls and bytes against the model's chunked calls.
 TEST(TrainerModel, TensorParallelChunksKeepTheSums) {
   ModelShape model = tiny_model();
-  const auto within_serial_bound = [](const StepResult& got, const StepResult& serial, const std::string& what) {
-    EXPECT_NEAR(got.loss, serial.loss, 2e-6) << what;
-    EXPECT_NEAR(got.grad_norm, serial.grad_norm, 1e-5 * serial.grad_norm) << what;
-    for (const auto& [name, want] : serial.grads) {
-      const auto& have = got.grads.at(name);
-      float scale = 0;
-      for (float v : want) scale = std::max(scale, std::fabs(v));
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(have[i], want[i], 1e-5f * scale + 1e-9f) << what << " " << name << "[" << i << "]";
-    }
-  };
   for (const bool moe : {false, true}) {
     if (moe) {
       model.experts = 4;
@@ -266,7 +259,7 @@ TEST(TrainerModel, TensorParallelChunksKeepTheSums) {
           RankSetup setup;
           setup.tp_chunks = chunks;
           const StepResult chunked = run_step(model, layout, 8, 2, overlap, setup);
-          within_serial_bound(chunked, serial, what + " vs serial");
+          expect_within_serial_bound(chunked, serial, what + " vs serial");
         }
       }
     }

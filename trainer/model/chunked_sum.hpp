@@ -39,6 +39,17 @@ class ChunkedSum {
       group_.all_reduce(first_row.raw(), count, first_row.type());
     }
   }
+  // Each chunk in turn: gemm(first_row) computes rows [first_row, first_row + rows) of `out`
+  // ([m, width]), then add() sums them, beside the next chunk's GEMM; the last chunk's beside
+  // what the caller computes next when `last_beside`, else at once.
+  template <typename Gemm>
+  void compute_and_add(ActPtr out, int64_t width, bool last_beside, Gemm gemm) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t first_row = c * rows;
+      gemm(first_row);
+      add(out + first_row * width, width, c + 1 < chunks || last_beside);
+    }
+  }
   // Waits for the started chunks (finishing the last finishes every one before it).
   void finish() {
     if (started_) group_.finish(last_started_);

@@ -47,12 +47,10 @@ void ShardedLinear::forward(ConstActPtr x, ActPtr y, int64_t m) {
   }
   Communicator& a_group = grid_.axis(comm_axis(k_axis_));
   ChunkedSum sum(a_group, chunks_of(a_group), m, overlap_);
-  for (int64_t c = 0; c < sum.chunks; ++c) {
-    const int64_t first = c * sum.rows;
+  sum.compute_and_add(y, n_local_, false, [&](int64_t first) {
     backend_.gemm(Transpose::no, Transpose::no, sum.rows, n_local_, k_local_, 1.0f, x + first * k_local_, k_local_,
                   gemm_weight(), n_local_, 0.0f, y + first * n_local_, n_local_);
-    sum.add(y + first * n_local_, n_local_, c + 1 < sum.chunks);
-  }
+  });
   sum.finish();
   if (bias_ != nullptr) backend_.bias_forward(y, bias_, m, n_local_, n_local_);
 }
@@ -82,12 +80,11 @@ void ShardedLinear::backward(ConstActPtr dy, ConstActPtr x, ActPtr dx, int64_t m
   if (dx && gelu_pre && !sums_dx) {
     backend_.linear_input_grad_gelu(dx, dy, w, gelu_pre, m, n_local_, k_local_);
   } else if (dx) {
-    for (int64_t c = 0; c < sum.chunks; ++c) {
-      const int64_t first = c * sum.rows;
+    // The last chunk's sum beside the dW GEMM.
+    sum.compute_and_add(dx, k_local_, true, [&](int64_t first) {
       backend_.gemm(Transpose::no, Transpose::yes, sum.rows, k_local_, n_local_, 1.0f, dy + first * n_local_,
                     n_local_, w, n_local_, 0.0f, dx + first * k_local_, k_local_);
-      sum.add(dx + first * k_local_, k_local_, true);  // the last chunk's beside the dW GEMM
-    }
+    });
   }
   weight_backward(dy, x, m, scatter);
   sum.finish();

@@ -45,12 +45,10 @@ void TiedEmbedding::embed(const int32_t* tokens, ActPtr out, int64_t m) {
 void TiedEmbedding::logits(ConstActPtr x, ActPtr logits, int64_t m) {
   Communicator& x_group = grid_.axis(CommAxis::x);
   ChunkedSum sum(x_group, x_group.size() > 1 ? chunks_ : 1, m, overlap_);
-  for (int64_t c = 0; c < sum.chunks; ++c) {
-    const int64_t first = c * sum.rows;
+  sum.compute_and_add(logits, v_, false, [&](int64_t first) {
     backend_.gemm(Transpose::no, Transpose::yes, sum.rows, v_, c_, 1.0f, x + first * c_, c_, full(), c_, 0.0f,
                   logits + first * v_, v_);
-    sum.add(logits + first * v_, v_, c + 1 < sum.chunks);
-  }
+  });
   sum.finish();
 }
 
@@ -59,12 +57,10 @@ void TiedEmbedding::logits(ConstActPtr x, ActPtr logits, int64_t m) {
 void TiedEmbedding::logits_backward(ConstActPtr dlogits, ConstActPtr x_head, ActPtr dx, int64_t m) {
   Communicator& y_group = grid_.axis(CommAxis::y);
   ChunkedSum sum(y_group, y_group.size() > 1 ? chunks_ : 1, m, overlap_);
-  for (int64_t c = 0; c < sum.chunks; ++c) {
-    const int64_t first = c * sum.rows;
+  sum.compute_and_add(dx, c_, true, [&](int64_t first) {
     backend_.gemm(Transpose::no, Transpose::no, sum.rows, c_, v_, 1.0f, dlogits + first * v_, v_, full(), c_, 0.0f,
                   dx + first * c_, c_);
-    sum.add(dx + first * c_, c_, true);
-  }
+  });
   // [v, c]: into the gradient (G_z = 1), else into staging, free until the next forward's gather.
   if (z_ == 1)
     backend_.gemm(Transpose::yes, Transpose::no, v_, c_, m, 1.0f, dlogits, v_, x_head, c_, 1.0f, grad_, c_);
