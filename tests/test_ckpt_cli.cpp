@@ -29,6 +29,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/commit.hpp"
 #include "checkpoint/safetensors.hpp"
+#include "checkpoint/safetensors_file.hpp"
 #include "checkpoint/shard_writer.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "layout/layout.hpp"
@@ -574,41 +575,22 @@ class CkptExportNames : public ::testing::Test {
   std::map<std::string, std::vector<float>> values_;
 };
 
-// A safetensors file read back by hand: the 8-byte little-endian header length, the JSON
-// header (our writer's compact form), the data; data_offsets must tile the data exactly.
-struct SafetensorsTensor {
+// A safetensors file read back through the reader the import uses (SafetensorsFile, which
+// checks that data_offsets tile the data exactly): every tensor whole, in float32.
+struct FileTensor {
   std::vector<int64_t> shape;
   std::vector<float> data;
 };
-std::map<std::string, SafetensorsTensor> read_safetensors(const fs::path& path) {
-  const std::string bytes = read_text(path);
-  EXPECT_GE(bytes.size(), 8u) << path;
-  if (bytes.size() < 8) return {};
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
-  const std::string header = bytes.substr(8, n);
-  const std::regex entry(
-      R"re("([^"]+)":\{"dtype":"F32","shape":\[([0-9,]*)\],"data_offsets":\[([0-9]+),([0-9]+)\]\})re");
-  std::map<std::string, SafetensorsTensor> out;
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
-  for (auto it = std::sregex_iterator(header.begin(), header.end(), entry); it != std::sregex_iterator(); ++it) {
-    SafetensorsTensor t;
-    std::stringstream dims((*it)[2].str());
-    for (std::string d; std::getline(dims, d, ',');) t.shape.push_back(std::stoll(d));
-    const uint64_t begin = std::stoull((*it)[3].str()), end = std::stoull((*it)[4].str());
-    spans.emplace_back(begin, end);
-    EXPECT_EQ((end - begin) / 4, static_cast<uint64_t>(element_count(t.shape))) << (*it)[1];
-    t.data.resize((end - begin) / 4);
-    if (8 + n + end <= bytes.size()) std::memcpy(t.data.data(), bytes.data() + 8 + n + begin, end - begin);
-    out[(*it)[1].str()] = std::move(t);
+std::map<std::string, FileTensor> read_safetensors(const fs::path& path) {
+  const SafetensorsFile file(path);
+  std::map<std::string, FileTensor> out;
+  for (const auto& t : file.tensors()) {
+    EXPECT_EQ(t.dtype, SafetensorsType::f32) << t.name;
+    FileTensor& f = out[t.name];
+    f.shape = t.shape;
+    f.data.resize(static_cast<size_t>(t.elements()));
+    file.read_floats(t, 0, t.elements(), f.data.data());
   }
-  std::sort(spans.begin(), spans.end());
-  uint64_t next = 0;
-  for (const auto& [begin, end] : spans) {
-    EXPECT_EQ(begin, next) << path;
-    next = end;
-  }
-  EXPECT_EQ(8 + n + next, bytes.size()) << path;
   return out;
 }
 
@@ -627,7 +609,7 @@ TEST_F(CkptExportNames, MixtralNamesHoldEachExpertTransposedAndTheRestUnchanged)
 
   // gate.weight [E, C] = router [C, E] transposed.
   ASSERT_TRUE(file.count(moe + "gate.weight")) << r.output;
-  const SafetensorsTensor& gate = file.at(moe + "gate.weight");
+  const FileTensor& gate = file.at(moe + "gate.weight");
   EXPECT_EQ(gate.shape, (std::vector<int64_t>{E, C}));
   for (int64_t e = 0; e < E; ++e)
     for (int64_t c = 0; c < C; ++c)
@@ -637,8 +619,8 @@ TEST_F(CkptExportNames, MixtralNamesHoldEachExpertTransposedAndTheRestUnchanged)
     const std::string expert = moe + "experts." + std::to_string(e) + ".";
     ASSERT_TRUE(file.count(expert + "w1.weight") && file.count(expert + "w2.weight")) << expert;
     // w1.weight [4C, C] = fc.weight[e] [C, 4C] transposed; w2.weight [C, 4C] = proj.weight[e] [4C, C] transposed.
-    const SafetensorsTensor& w1 = file.at(expert + "w1.weight");
-    const SafetensorsTensor& w2 = file.at(expert + "w2.weight");
+    const FileTensor& w1 = file.at(expert + "w1.weight");
+    const FileTensor& w2 = file.at(expert + "w2.weight");
     EXPECT_EQ(w1.shape, (std::vector<int64_t>{H, C}));
     EXPECT_EQ(w2.shape, (std::vector<int64_t>{C, H}));
     for (int64_t o = 0; o < H; ++o)
@@ -647,8 +629,8 @@ TEST_F(CkptExportNames, MixtralNamesHoldEachExpertTransposedAndTheRestUnchanged)
         EXPECT_EQ(w2.data[static_cast<size_t>(i * H + o)], at("h.1.mlp.experts.proj.weight", e * H * C, C, o, i));
       }
     // The biases are expert e's row, as they are.
-    const SafetensorsTensor& b1 = file.at(expert + "w1.bias");
-    const SafetensorsTensor& b2 = file.at(expert + "w2.bias");
+    const FileTensor& b1 = file.at(expert + "w1.bias");
+    const FileTensor& b2 = file.at(expert + "w2.bias");
     EXPECT_EQ(b1.shape, (std::vector<int64_t>{H}));
     EXPECT_EQ(b2.shape, (std::vector<int64_t>{C}));
     const std::vector<float>& fc_bias = values_["h.1.mlp.experts.fc.bias"];
