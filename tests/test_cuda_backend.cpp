@@ -847,7 +847,9 @@ class Activations {
   DeviceBuffer<std::byte> bytes_;
 };
 
-class CudaMixtureOfExperts : public CudaBackendOps {
+// Ops compared on both activation types: the same values as float32 on the CPU and as
+// `type` on the GPU.
+class CudaActivationOps : public CudaBackendOps {
  protected:
   // The same values as activations on the CPU (float32) and the GPU (`type`).
   struct ActTwin {
@@ -871,6 +873,8 @@ class CudaMixtureOfExperts : public CudaBackendOps {
     }
   }
 };
+
+class CudaMixtureOfExperts : public CudaActivationOps {};
 
 TEST_F(CudaMixtureOfExperts, RouterLogitsAndBackwardOnBothActivationTypes) {
   const int64_t m = 300, c = 70, E = 8;
@@ -970,6 +974,154 @@ TEST_F(CudaMixtureOfExperts, DispatchAndCombineOnBothActivationTypes) {
   }
 }
 
+// ---------------------------------------------------------------- Llama ops
+
+// RMSNorm's stages on a local shard (c < C) and on whole rows (c = C), with the aliasing the
+// trainer uses (rstd over squares, the residual sum over its first input), the backward
+// accumulating twice; then the whole-row ops, which must equal the stages bitwise on the GPU.
+TEST_F(CudaActivationOps, RmsNormStagesAndWholeRowsOnBothActivationTypes) {
+  constexpr float eps = 1e-5f;
+  struct Case {
+    int64_t m, c, C;
+  };
+  for (ElementType type : kActivationTypes)
+    for (const Case& cs : {Case{301, 1000, 1000}, Case{301, 48, 96}, Case{7, 100, 100}}) {
+      const int64_t m = cs.m, c = cs.c, C = cs.C;
+      SCOPED_TRACE(std::string(element_type_name(type)) + " m=" + std::to_string(m) + " c=" + std::to_string(c) +
+                   " C=" + std::to_string(C));
+      const Floats a = rounded_to_bf16(random_floats(rng_, m * c, -2.0f, 3.0f));
+      const Floats b = rounded_to_bf16(random_floats(rng_, m * c));
+      ActTwin x = act_twin(type, a), branch = act_twin(type, b), out = act_twin(type, Floats(m * c, kNaN));
+      Twin<float> gamma = twin(random_floats(rng_, c, 0.5f, 1.5f)), squares = poisoned(m), rstd = poisoned(m);
+      both([&](Backend& be, int s) {
+        be.rmsnorm_row_squares(squares[s], x[s], m, c);
+        be.rmsnorm_residual_row_squares(branch[s], rstd[s], branch[s], x[s], m, c);
+      });
+      expect_close(squares, kTol, "row squares");
+      expect_act_close(branch, type, false, "residual sum");
+      if (type == ElementType::bfloat16) {
+        // The GPU sums the squares of the sum as it stored it, rounded to bf16: the CPU's squares
+        // of those values.
+        DeviceBuffer<float> stored(*cpu_, branch.side[1].values()), want(*cpu_, static_cast<size_t>(m));
+        cpu_->rmsnorm_row_squares(want.data(), stored.data(), m, c);
+        EXPECT_LE(normalized_error(rstd.gpu(), want.download()), kTol) << "residual row squares of the stored sum";
+      } else {
+        expect_close(rstd, kTol, "residual row squares");
+      }
+      both([&](Backend& be, int s) {
+        be.rmsnorm_normalize(out[s], squares[s], x[s], squares[s], gamma[s], m, c, C, eps);
+      });
+      expect_close(squares, kTol, "rstd");
+      expect_act_close(out, type, false, "rmsnorm out");
+
+      // Backward from the CPU's rstd on both, so each stage is compared on its own.
+      const Twin<float> trstd = twin(squares.cpu());
+      ActTwin dout = act_twin(type, rounded_to_bf16(random_floats(rng_, m * c)));
+      ActTwin dx = act_twin(type, rounded_to_bf16(random_floats(rng_, m * c)));
+      Twin<float> partials = poisoned(m), dgamma = twin(random_floats(rng_, c));
+      both([&](Backend& be, int s) {
+        be.rmsnorm_backward_partials(partials[s], dout[s], x[s], trstd[s], gamma[s], m, c);
+      });
+      expect_close(partials, kTol, "backward partials");
+      const Twin<float> tpartials = twin(partials.cpu());
+      for (int call = 0; call < 2; ++call)
+        both([&](Backend& be, int s) {
+          be.rmsnorm_backward_finish(dx[s], dgamma[s], tpartials[s], dout[s], x[s], trstd[s], gamma[s], m, c, C);
+        });
+      // Two accumulations, each rounded once in bf16.
+      if (type == ElementType::bfloat16)
+        EXPECT_LE(normalized_error(dx.side[1].values(), dx.side[0].values()), 2 * kOneBf16Rounding) << "dx, twice";
+      else
+        expect_act_close(dx, type, false, "dx, twice");
+      expect_close(dgamma, kTol, "dgamma, twice");
+      if (c != C) continue;
+
+      // Whole rows on the GPU: the same bits as the stages there.
+      auto run = [&](bool whole) {
+        Activations xx(*gpu_, type, a), bb(*gpu_, type, b), o(*gpu_, type, Floats(m * C, kNaN));
+        Activations dy(*gpu_, type, dout.side[0].values()), d(*gpu_, type, Floats(m * C, 0.5f));
+        DeviceBuffer<float> g(*gpu_, gamma.cpu()), r(*gpu_, static_cast<size_t>(m)), p(*gpu_, static_cast<size_t>(m));
+        DeviceBuffer<float> dg(*gpu_, Floats(static_cast<size_t>(C), 0.25f));
+        if (whole) {
+          gpu_->residual_rmsnorm_rows(xx.ptr(), o.ptr(), r.data(), xx.ptr(), bb.ptr(), g.data(), m, C, eps);
+          gpu_->rmsnorm_rows_backward(d.ptr(), dg.data(), p.data(), dy.ptr(), xx.ptr(), r.data(), g.data(), m, C);
+        } else {
+          gpu_->rmsnorm_residual_row_squares(xx.ptr(), r.data(), xx.ptr(), bb.ptr(), m, C);
+          gpu_->rmsnorm_normalize(o.ptr(), r.data(), xx.ptr(), r.data(), g.data(), m, C, C, eps);
+          gpu_->rmsnorm_backward_partials(p.data(), dy.ptr(), xx.ptr(), r.data(), g.data(), m, C);
+          gpu_->rmsnorm_backward_finish(d.ptr(), dg.data(), p.data(), dy.ptr(), xx.ptr(), r.data(), g.data(), m, C, C);
+        }
+        Activations plain(*gpu_, type, Floats(m * C, kNaN));
+        DeviceBuffer<float> plain_rstd(*gpu_, static_cast<size_t>(m));
+        if (whole) {
+          gpu_->rmsnorm_rows(plain.ptr(), plain_rstd.data(), xx.ptr(), g.data(), m, C, eps);
+        } else {
+          gpu_->rmsnorm_row_squares(plain_rstd.data(), xx.ptr(), m, C);
+          gpu_->rmsnorm_normalize(plain.ptr(), plain_rstd.data(), xx.ptr(), plain_rstd.data(), g.data(), m, C, C, eps);
+        }
+        return std::vector<Floats>{xx.values(),   o.values(),   r.download(),   d.values(),
+                                   dg.download(), p.download(), plain.values(), plain_rstd.download()};
+      };
+      const std::vector<Floats> whole = run(true), staged = run(false);
+      for (size_t i = 0; i < whole.size(); ++i)
+        EXPECT_EQ(first_bit_difference(whole[i], staged[i]), -1)
+            << "whole-row output " << i << " differs from the stages";
+    }
+}
+
+// SwiGLU over gates in [-8, 8] and far tails (σ saturates), on both activation types; the
+// backward's dgate_up is a separate buffer (no aliasing allowed).
+TEST_F(CudaActivationOps, SwigluForwardAndBackwardOnBothActivationTypes) {
+  const int64_t m = 61, f = 45;
+  Floats gate_up = random_floats(rng_, 2 * m * f, -8.0f, 8.0f);
+  const float tails[] = {-100.0f, -40.0f, -12.0f, 12.0f, 40.0f, 100.0f, 0.0f};
+  for (size_t i = 0; i < std::size(tails); ++i) gate_up[i] = tails[i];  // gates of row 0
+  gate_up = rounded_to_bf16(gate_up);
+  for (ElementType type : kActivationTypes) {
+    SCOPED_TRACE(element_type_name(type));
+    ActTwin in = act_twin(type, gate_up), dout = act_twin(type, rounded_to_bf16(random_floats(rng_, m * f)));
+    ActTwin out = act_twin(type, Floats(m * f, kNaN)), grad = act_twin(type, Floats(2 * m * f, kNaN));
+    both([&](Backend& be, int s) {
+      be.swiglu_forward(out[s], in[s], m, f);
+      be.swiglu_backward(grad[s], in[s], dout[s], m, f);
+    });
+    expect_act_close(out, type, false, "swiglu_forward");
+    expect_act_close(grad, type, false, "swiglu_backward");
+  }
+}
+
+// RoPE on q and k inside a packed qkv (ld = 3·heads·d), forward then backward, on both
+// activation types; the v columns must keep their bits.
+TEST_F(CudaActivationOps, RopeOnPackedQkvViewsOnBothActivationTypes) {
+  const int64_t B = 2, T = 37, heads = 3, d = 24, hd = heads * d, ld = 3 * hd;
+  Floats cs(T * d);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double angle =
+          static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      cs[(t * d / 2 + i) * 2] = static_cast<float>(std::cos(angle));
+      cs[(t * d / 2 + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+    }
+  Twin<float> table = twin(cs);
+  const Floats qkv = rounded_to_bf16(random_floats(rng_, B * T * ld, -2.0f, 2.0f));
+  for (ElementType type : kActivationTypes) {
+    SCOPED_TRACE(element_type_name(type));
+    ActTwin x = act_twin(type, qkv);
+    both([&](Backend& be, int s) {
+      be.rope_forward(x[s], table[s], B, T, heads, d, ld);       // q
+      be.rope_forward(x[s] + hd, table[s], B, T, heads, d, ld);  // k
+    });
+    expect_act_close(x, type, false, "rope_forward on q and k");
+    both([&](Backend& be, int s) { be.rope_backward(x[s] + hd, table[s], B, T, heads, d, ld); });
+    expect_act_close(x, type, false, "rope_backward on k");
+    const Floats got = x.side[1].values();
+    for (int64_t row = 0; row < B * T; ++row)
+      for (int64_t j = 2 * hd; j < ld; ++j)
+        ASSERT_EQ(std::memcmp(&got[row * ld + j], &qkv[row * ld + j], sizeof(float)), 0)
+            << "v column " << j << " of row " << row << " changed";
+  }
+}
+
 // ---------------------------------------------------------------- errors
 
 TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
@@ -985,6 +1137,16 @@ TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
   expect_backend_error([&] { g.copy_2d(p, 2, p, 4, 2, 3); }, "copy_2d: cols = 3 exceeds ld_dst = 2");
   expect_backend_error([&] { g.layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
                        "layernorm_normalize: local width c = 8 exceeds full width C = 4");
+  expect_backend_error([&] { g.rmsnorm_normalize(p, p, p, p, p, 4, 8, 4, 1e-5f); },
+                       "rmsnorm_normalize: local width c = 8 exceeds full width C = 4");
+  expect_backend_error([&] { g.rmsnorm_backward_finish(p, p, p, p, p, p, p, -1, 4, 4); },
+                       "rmsnorm_backward_finish: m = -1");
+  expect_backend_error([&] { g.rmsnorm_row_squares(p, p, 4, -2); }, "rmsnorm_row_squares: c = -2");
+  expect_backend_error([&] { g.swiglu_forward(p, p, 4, -1); }, "swiglu_forward: f = -1");
+  expect_backend_error([&] { g.swiglu_backward(p, p, p, -3, 4); }, "swiglu_backward: m = -3");
+  expect_backend_error([&] { g.rope_forward(p, p, 1, 2, 2, 5, 10); }, "rope_forward: head size d = 5 must be even");
+  expect_backend_error([&] { g.rope_backward(p, p, 1, 2, 2, 4, 6); },
+                       "rope_backward: heads·d = 8 exceeds row stride ld = 6");
   expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward: h·d = 8");
   expect_backend_error([&] { g.embedding_backward(p, p, tokens.data(), -1, 4, 0, 4); }, "embedding_backward: m = -1");
   expect_backend_error([&] { g.cross_entropy_row_max(p, p, 4, 0); }, "cross_entropy_row_max: v_local = 0");

@@ -474,6 +474,201 @@ TEST_F(TrainerOps, ResidualRowSumsEqualAddThenRowSumsBitwise) {
   }
 }
 
+// ---------------------------------------------------------------- RMSNorm
+
+struct RmsNormRef {
+  Doubles out, rstd, dx, dgamma;
+};
+
+// Plain RMSNorm over full rows in double; backward through the explicit Jacobian
+// d x̂_k / d x_j = rstd·(δ_kj − x̂_k·x̂_j/C), so it does not share the op's formula.
+RmsNormRef rmsnorm_reference(const Floats& x, const Floats& gamma, const Floats& dout, const Floats& dx0,
+                             const Floats& dgamma0, int64_t m, int64_t C, double eps) {
+  RmsNormRef r{Doubles(m * C), Doubles(m), to_doubles(dx0), to_doubles(dgamma0)};
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = &x[i * C];
+    double ms = 0.0;
+    for (int64_t j = 0; j < C; ++j) ms += static_cast<double>(row[j]) * row[j];
+    const double rstd = 1.0 / std::sqrt(ms / static_cast<double>(C) + eps);
+    r.rstd[i] = rstd;
+    Doubles xhat(C);
+    for (int64_t j = 0; j < C; ++j) {
+      xhat[j] = row[j] * rstd;
+      r.out[i * C + j] = xhat[j] * gamma[j];
+      r.dgamma[j] += dout[i * C + j] * xhat[j];
+    }
+    for (int64_t j = 0; j < C; ++j) {
+      double d = 0.0;
+      for (int64_t kk = 0; kk < C; ++kk) {
+        const double jac = rstd * ((kk == j ? 1.0 : 0.0) - xhat[kk] * xhat[j] / static_cast<double>(C));
+        d += dout[i * C + kk] * gamma[kk] * jac;
+      }
+      r.dx[i * C + j] += d;
+    }
+  }
+  return r;
+}
+
+struct RmsNormResult {
+  Floats out, rstd, dx, dgamma;
+};
+
+// The staged RMSNorm split over G simulated ranks, each holding C/G columns; the all-reduces
+// between the stages are done here by hand (sums in rank order). rstd is written over
+// squares, the aliasing the interface allows.
+RmsNormResult rmsnorm_on_ranks(Backend& be, int64_t G, const Floats& x, const Floats& gamma, const Floats& dout,
+                               const Floats& dx0, const Floats& dgamma0, int64_t m, int64_t C, float eps) {
+  const int64_t c = C / G;
+  auto slice_cols = [&](const Floats& full, int64_t r) {
+    Floats s(m * c);
+    for (int64_t i = 0; i < m; ++i)
+      std::copy(full.begin() + i * C + r * c, full.begin() + i * C + (r + 1) * c, s.begin() + i * c);
+    return s;
+  };
+  auto slice = [&](const Floats& v, int64_t r) { return Floats(v.begin() + r * c, v.begin() + (r + 1) * c); };
+  auto all_reduce = [&](std::vector<DeviceBuffer<float>>& bufs) {
+    Floats total = bufs[0].download();
+    for (int64_t r = 1; r < G; ++r) {
+      const Floats part = bufs[r].download();
+      for (size_t i = 0; i < total.size(); ++i) total[i] += part[i];
+    }
+    for (auto& b : bufs) b.upload(total);
+  };
+  auto nan_buffer = [&](size_t n) {
+    DeviceBuffer<float> b(be, n);
+    be.fill(b.data(), kNaN, static_cast<int64_t>(n));
+    return b;
+  };
+  std::vector<DeviceBuffer<float>> xs, gs, outs, squares, dys, dxs, dgs, partials;
+  for (int64_t r = 0; r < G; ++r) {
+    xs.emplace_back(be, slice_cols(x, r));
+    gs.emplace_back(be, slice(gamma, r));
+    outs.push_back(nan_buffer(m * c));
+    squares.push_back(nan_buffer(m));
+    dys.emplace_back(be, slice_cols(dout, r));
+    dxs.emplace_back(be, slice_cols(dx0, r));
+    dgs.emplace_back(be, slice(dgamma0, r));
+    partials.push_back(nan_buffer(m));
+  }
+  for (int64_t r = 0; r < G; ++r) be.rmsnorm_row_squares(squares[r].data(), xs[r].data(), m, c);
+  all_reduce(squares);
+  for (int64_t r = 0; r < G; ++r)
+    be.rmsnorm_normalize(outs[r].data(), squares[r].data(), xs[r].data(), squares[r].data(), gs[r].data(), m, c, C,
+                         eps);
+  for (int64_t r = 0; r < G; ++r)
+    be.rmsnorm_backward_partials(partials[r].data(), dys[r].data(), xs[r].data(), squares[r].data(), gs[r].data(), m,
+                                 c);
+  all_reduce(partials);
+  for (int64_t r = 0; r < G; ++r)
+    be.rmsnorm_backward_finish(dxs[r].data(), dgs[r].data(), partials[r].data(), dys[r].data(), xs[r].data(),
+                               squares[r].data(), gs[r].data(), m, c, C);
+
+  RmsNormResult res{Floats(m * C), squares[0].download(), Floats(m * C), {}};
+  for (int64_t r = 0; r < G; ++r) {
+    EXPECT_EQ(squares[r].download(), res.rstd) << "every rank must hold the same rstd";
+    const Floats o = outs[r].download(), d = dxs[r].download(), dg = dgs[r].download();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        res.out[i * C + r * c + j] = o[i * c + j];
+        res.dx[i * C + r * c + j] = d[i * c + j];
+      }
+    res.dgamma.insert(res.dgamma.end(), dg.begin(), dg.end());
+  }
+  return res;
+}
+
+class TrainerRmsNorm : public TrainerOps {
+ protected:
+  void SetUp() override {
+    x = random_floats(rng_, m * C, -2.0f, 3.0f);
+    gamma = random_floats(rng_, C, 0.5f, 1.5f);
+    dout = random_floats(rng_, m * C);
+    dx0 = random_floats(rng_, m * C);  // dx accumulates onto the residual gradient
+    dgamma0 = random_floats(rng_, C);
+  }
+  const int64_t m = 19, C = 48;
+  const float eps = 1e-5f;
+  Floats x, gamma, dout, dx0, dgamma0;
+};
+
+TEST_F(TrainerRmsNorm, OneRankStagesEqualPlainRmsNorm) {
+  const RmsNormRef ref = rmsnorm_reference(x, gamma, dout, dx0, dgamma0, m, C, eps);
+  const RmsNormResult got = rmsnorm_on_ranks(*be_, 1, x, gamma, dout, dx0, dgamma0, m, C, eps);
+  EXPECT_LE(normalized_error(got.out, ref.out), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.rstd, ref.rstd), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.dx, ref.dx), kNormalizedTol);
+  EXPECT_LE(normalized_error(got.dgamma, ref.dgamma), kNormalizedTol);
+}
+
+TEST_F(TrainerRmsNorm, SplitOverTwoAndFourRanksEqualsOneRank) {
+  const RmsNormResult one = rmsnorm_on_ranks(*be_, 1, x, gamma, dout, dx0, dgamma0, m, C, eps);
+  for (int64_t G : {2, 4}) {
+    SCOPED_TRACE("G_x = " + std::to_string(G));
+    const RmsNormResult split = rmsnorm_on_ranks(*be_, G, x, gamma, dout, dx0, dgamma0, m, C, eps);
+    // Only the order of the row sums differs: a few roundings of C-term sums.
+    EXPECT_LE(normalized_error(split.out, to_doubles(one.out)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.rstd, to_doubles(one.rstd)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.dx, to_doubles(one.dx)), kNormalizedTol);
+    EXPECT_LE(normalized_error(split.dgamma, to_doubles(one.dgamma)), kNormalizedTol);
+  }
+}
+
+// The residual add fused into the first stage: the same bits as add() then row squares, with
+// x a separate buffer or aliasing either input.
+TEST_F(TrainerOps, RmsNormResidualRowSquaresEqualAddThenRowSquaresBitwise) {
+  const int64_t m = 37, c = 203;
+  const Floats a = random_floats(rng_, m * c, -2.0f, 3.0f), b = random_floats(rng_, m * c, -1.0f, 1.0f);
+  auto sa = upload(a), sb = upload(b);
+  DeviceBuffer<float> want_x = poisoned(m * c), want_squares = poisoned(m);
+  be_->add(want_x.data(), sa.data(), sb.data(), m * c);
+  be_->rmsnorm_row_squares(want_squares.data(), want_x.data(), m, c);
+
+  for (int alias = 0; alias < 3; ++alias) {  // x separate, x over a, x over b
+    SCOPED_TRACE("alias " + std::to_string(alias));
+    auto ta = upload(a), tb = upload(b);
+    DeviceBuffer<float> separate = poisoned(m * c), squares = poisoned(m);
+    float* x = alias == 0 ? separate.data() : alias == 1 ? ta.data() : tb.data();
+    be_->rmsnorm_residual_row_squares(x, squares.data(), ta.data(), tb.data(), m, c);
+    const Floats got_x = (alias == 0 ? separate : alias == 1 ? ta : tb).download();
+    EXPECT_EQ(got_x, want_x.download());
+    EXPECT_EQ(squares.download(), want_squares.download());
+  }
+}
+
+// The whole-row ops are their stages in order: the same bits, including the residual sum
+// written over its first input and the backward's partials scratch.
+TEST_F(TrainerOps, WholeRowRmsNormEqualsItsStagesBitwise) {
+  const int64_t m = 23, C = 70;
+  const float eps = 1e-6f;
+  const Floats a = random_floats(rng_, m * C, -2.0f, 3.0f), b = random_floats(rng_, m * C);
+  const Floats gamma = random_floats(rng_, C, 0.5f, 1.5f), dout = random_floats(rng_, m * C);
+  const Floats dx0 = random_floats(rng_, m * C), dgamma0 = random_floats(rng_, C);
+  auto run = [&](bool whole) {
+    auto x = upload(a), bb = upload(b), g = upload(gamma), dy = upload(dout), dx = upload(dx0), dg = upload(dgamma0);
+    auto out = poisoned(m * C), rstd = poisoned(m), plain = poisoned(m * C), plain_rstd = poisoned(m),
+         partials = poisoned(m);
+    if (whole) {
+      be_->residual_rmsnorm_rows(x.data(), out.data(), rstd.data(), x.data(), bb.data(), g.data(), m, C, eps);
+      be_->rmsnorm_rows(plain.data(), plain_rstd.data(), x.data(), g.data(), m, C, eps);
+      be_->rmsnorm_rows_backward(dx.data(), dg.data(), partials.data(), dy.data(), x.data(), rstd.data(), g.data(), m,
+                                 C);
+    } else {
+      be_->rmsnorm_residual_row_squares(x.data(), rstd.data(), x.data(), bb.data(), m, C);
+      be_->rmsnorm_normalize(out.data(), rstd.data(), x.data(), rstd.data(), g.data(), m, C, C, eps);
+      be_->rmsnorm_row_squares(plain_rstd.data(), x.data(), m, C);
+      be_->rmsnorm_normalize(plain.data(), plain_rstd.data(), x.data(), plain_rstd.data(), g.data(), m, C, C, eps);
+      be_->rmsnorm_backward_partials(partials.data(), dy.data(), x.data(), rstd.data(), g.data(), m, C);
+      be_->rmsnorm_backward_finish(dx.data(), dg.data(), partials.data(), dy.data(), x.data(), rstd.data(), g.data(), m,
+                                   C, C);
+    }
+    return std::vector<Floats>{x.download(),          out.download(), rstd.download(), plain.download(),
+                               plain_rstd.download(), dx.download(),  dg.download(),   partials.download()};
+  };
+  const std::vector<Floats> whole = run(true), staged = run(false);
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(whole[i], staged[i]) << "output " << i;
+  EXPECT_TRUE(std::none_of(whole[1].begin(), whole[1].end(), [](float f) { return std::isnan(f); }));
+}
+
 // ---------------------------------------------------------------- GELU
 
 TEST_F(TrainerOps, GeluForwardAndBackwardMatchTheTanhFormula) {
@@ -504,6 +699,124 @@ TEST_F(TrainerOps, GeluForwardAndBackwardMatchTheTanhFormula) {
     EXPECT_NEAR(g[i], dref, rel * dmag + 1e-15 * std::fabs(dout[i]) * (1.0 + std::fabs(v * du)))
         << "gelu'(" << v << ")";
   }
+}
+
+// ---------------------------------------------------------------- SwiGLU
+
+TEST_F(TrainerOps, SwigluForwardAndBackwardMatchTheSiluFormula) {
+  // Rows of [gate | up]: gates over [-8, 8] and far tails, where σ saturates to 0 or 1.
+  const int64_t f = 37;
+  Floats gates;
+  for (int i = -400; i <= 400; ++i) gates.push_back(static_cast<float>(i) * 0.02f);
+  for (float v : {-90.0f, -40.0f, -12.0f, 12.0f, 40.0f, 90.0f, 0.0f, 1e-20f}) gates.push_back(v);
+  while (gates.size() % f != 0) gates.push_back(0.5f);
+  const int64_t m = static_cast<int64_t>(gates.size()) / f;
+  const Floats ups = random_floats(rng_, m * f, -2.0f, 2.0f), dout = random_floats(rng_, m * f);
+  Floats gate_up(2 * m * f);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < f; ++j) {
+      gate_up[i * 2 * f + j] = gates[i * f + j];
+      gate_up[i * 2 * f + f + j] = ups[i * f + j];
+    }
+  auto in = upload(gate_up), dy = upload(dout), out = poisoned(m * f), dgate_up = poisoned(2 * m * f);
+  be_->swiglu_forward(out.data(), in.data(), m, f);
+  be_->swiglu_backward(dgate_up.data(), in.data(), dy.data(), m, f);
+  const Floats y = out.download(), g = dgate_up.download();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < f; ++j) {
+      const double x = gates[i * f + j], u = ups[i * f + j], dd = dout[i * f + j];
+      const double s = 1.0 / (1.0 + std::exp(-x)), silu = x * s;
+      const double dsilu = s * (1.0 + x * (1.0 - s));
+      // exp's argument carries no rounding here (−g is exact), so a few float roundings:
+      // relative 1e-6, plus an absolute floor for the saturated tails.
+      EXPECT_NEAR(y[i * f + j], silu * u, 1e-6 * std::fabs(silu * u) + 1e-30) << "silu(" << x << ")·" << u;
+      EXPECT_NEAR(g[i * 2 * f + j], dd * u * dsilu,
+                  1e-6 * std::fabs(dd * u) * (s + std::fabs(x * s * (1.0 - s))) + 1e-30)
+          << "dgate at g = " << x;
+      EXPECT_NEAR(g[i * 2 * f + f + j], dd * silu, 1e-6 * std::fabs(dd * silu) + 1e-30) << "dup at g = " << x;
+    }
+}
+
+// ---------------------------------------------------------------- RoPE
+
+// The cos/sin table of the tests: angle t·base^(−2i/d) in double, rounded to float (the same
+// rule as trainer/model/rope_table.hpp, written out here so the kernels are tested alone).
+Floats rope_test_table(int64_t T, int64_t d, double base) {
+  Floats cs(T * d);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double angle =
+          static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      cs[(t * d / 2 + i) * 2] = static_cast<float>(std::cos(angle));
+      cs[(t * d / 2 + i) * 2 + 1] = static_cast<float>(std::sin(angle));
+    }
+  return cs;
+}
+
+// Rotation of every pair in double, by +θ (sign 1) or −θ (sign −1), on a (B, T, heads, d)
+// view at column col of rows ld apart.
+Doubles rope_reference(const Floats& buf, const Floats& cs, int64_t B, int64_t T, int64_t heads, int64_t d, int64_t ld,
+                       int64_t col, double sign) {
+  Doubles r = to_doubles(buf);
+  for (int64_t row = 0; row < B * T; ++row)
+    for (int64_t hh = 0; hh < heads; ++hh)
+      for (int64_t i = 0; i < d / 2; ++i) {
+        const int64_t t = row % T, at = row * ld + col + hh * d + 2 * i;
+        const double c = cs[(t * d / 2 + i) * 2], s = sign * cs[(t * d / 2 + i) * 2 + 1];
+        const double x0 = buf[at], x1 = buf[at + 1];
+        r[at] = x0 * c - x1 * s;
+        r[at + 1] = x0 * s + x1 * c;
+      }
+  return r;
+}
+
+// q and k inside a packed qkv buffer (ld = 3·heads·d): each rotated in place, against the
+// double reference; every column outside the rotated view keeps its bits.
+TEST_F(TrainerOps, RopeOnViewsInsidePackedQkvMatchesReferenceAndLeavesOtherColumns) {
+  const int64_t B = 2, T = 19, heads = 3, d = 10, hd = heads * d, ld = 3 * hd;
+  const Floats cs = rope_test_table(T, d, 10000.0);
+  auto table = upload(cs);
+  const Floats qkv = random_floats(rng_, B * T * ld, -2.0f, 2.0f);
+  for (int64_t col : {int64_t{0}, hd}) {  // q, then k
+    for (double sign : {1.0, -1.0}) {
+      SCOPED_TRACE("column " + std::to_string(col) + (sign > 0 ? " forward" : " backward"));
+      auto buf = upload(qkv);
+      if (sign > 0)
+        be_->rope_forward(buf.data() + col, table.data(), B, T, heads, d, ld);
+      else
+        be_->rope_backward(buf.data() + col, table.data(), B, T, heads, d, ld);
+      const Floats got = buf.download();
+      const Doubles ref = rope_reference(qkv, cs, B, T, heads, d, ld, col, sign);
+      EXPECT_LE(normalized_error(got, ref), kNormalizedTol);
+      for (int64_t row = 0; row < B * T; ++row)
+        for (int64_t j = 0; j < ld; ++j) {
+          if (j >= col && j < col + hd) continue;
+          ASSERT_EQ(std::memcmp(&got[row * ld + j], &qkv[row * ld + j], sizeof(float)), 0)
+              << "column " << j << " of row " << row << " outside the view changed";
+        }
+    }
+  }
+}
+
+// The backward is the forward's transpose: <R x, g> = <x, R^T g> in double, and backward after
+// forward gives x back to rounding (a rotation is orthogonal).
+TEST_F(TrainerOps, RopeBackwardIsTheTransposeOfTheForward) {
+  const int64_t B = 3, T = 40, heads = 2, d = 16, ld = heads * d;
+  auto table = upload(rope_test_table(T, d, 500000.0));
+  const Floats x = random_floats(rng_, B * T * ld), g = random_floats(rng_, B * T * ld);
+  auto rx = upload(x), rtg = upload(g);
+  be_->rope_forward(rx.data(), table.data(), B, T, heads, d, ld);
+  be_->rope_backward(rtg.data(), table.data(), B, T, heads, d, ld);
+  const Floats Rx = rx.download(), Rtg = rtg.download();
+  double lhs = 0.0, rhs = 0.0, scale = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    lhs += static_cast<double>(Rx[i]) * g[i];
+    rhs += static_cast<double>(x[i]) * Rtg[i];
+    scale += std::fabs(static_cast<double>(x[i]) * g[i]);
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-6 * scale);
+  be_->rope_backward(rx.data(), table.data(), B, T, heads, d, ld);
+  EXPECT_LE(normalized_error(rx.download(), to_doubles(x)), kNormalizedTol);
 }
 
 // ---------------------------------------------------------------- attention
@@ -1168,6 +1481,16 @@ TEST_F(TrainerOps, BadSizesThrowBackendErrorNamingTheOp) {
                        "lda = 2");
   expect_backend_error([&] { be_->layernorm_normalize(p, p, p, p, p, p, p, 4, 8, 4, 1e-5f); },
                        "local width c = 8 exceeds full width C = 4");
+  expect_backend_error([&] { be_->rmsnorm_normalize(p, p, p, p, p, 4, 8, 4, 1e-5f); },
+                       "rmsnorm_normalize: local width c = 8 exceeds full width C = 4");
+  expect_backend_error([&] { be_->rmsnorm_backward_finish(p, p, p, p, p, p, p, -1, 4, 4); },
+                       "rmsnorm_backward_finish: m = -1");
+  expect_backend_error([&] { be_->rmsnorm_row_squares(p, p, 4, -2); }, "rmsnorm_row_squares: c = -2");
+  expect_backend_error([&] { be_->swiglu_forward(p, p, 4, -1); }, "swiglu_forward: f = -1");
+  expect_backend_error([&] { be_->swiglu_backward(p, p, p, -3, 4); }, "swiglu_backward: m = -3");
+  expect_backend_error([&] { be_->rope_forward(p, p, 1, 2, 2, 5, 10); }, "rope_forward: head size d = 5 must be even");
+  expect_backend_error([&] { be_->rope_backward(p, p, 1, 2, 2, 4, 6); },
+                       "rope_backward: heads·d = 8 exceeds row stride ld = 6");
   expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward");
   expect_backend_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
   DeviceBuffer<int32_t> ints(*be_, 8);

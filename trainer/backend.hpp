@@ -206,11 +206,76 @@ class Backend {
     layernorm_backward_finish(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C, C);
   }
 
+  // ---- RMSNorm (Llama's: no mean, no beta) over rows of full width C whose columns are split
+  // over ranks as LayerNorm's: this rank has x (m, c), c = C/G_x, and gamma (c). Forward, 2
+  // stages; the caller all-reduces `squares` after (1) over the ranks sharing the rows:
+  // (1) squares (m) = Σ_j x[i, j]² over the local columns.
+  virtual void rmsnorm_row_squares(float* squares, ConstActPtr x, int64_t m, int64_t c) = 0;
+  // (1) with the residual add before it, in one pass: x (m, c) = a + b (x may alias a or b),
+  //     then squares as above; the same bits as add() then rmsnorm_row_squares().
+  virtual void rmsnorm_residual_row_squares(ActPtr x, float* squares, ConstActPtr a, ConstActPtr b, int64_t m,
+                                            int64_t c) = 0;
+  // (2) rstd (m) = 1/sqrt(squares/C + eps) (rstd may alias squares); out (m, c) = x·rstd·gamma.
+  //     rstd is kept for backward.
+  virtual void rmsnorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* squares, const float* gamma,
+                                 int64_t m, int64_t c, int64_t C, float eps) = 0;
+  // Backward, 2 stages, x̂ = x·rstd; the caller all-reduces `partials` between them:
+  // (1) partials (m) = Σ_j dout·gamma·x̂ over the local columns.
+  virtual void rmsnorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* rstd,
+                                         const float* gamma, int64_t m, int64_t c) = 0;
+  // (2) dx (m, c) += rstd·(dout·gamma − x̂·partials[i]/C) (accumulates, as LayerNorm's dx);
+  //     dgamma (c) += Σ_rows dout·x̂.
+  virtual void rmsnorm_backward_finish(ActPtr dx, float* dgamma, const float* partials, ConstActPtr dout, ConstActPtr x,
+                                       const float* rstd, const float* gamma, int64_t m, int64_t c, int64_t C) = 0;
+
+  // ---- RMSNorm of whole rows (one rank holds all C columns), each one op: the stages above
+  // in order, so the same bits; the CUDA backend runs each in one kernel per row pass.
+  // out (m, C) = RMSNorm(x); rstd (m) kept for backward.
+  virtual void rmsnorm_rows(ActPtr out, float* rstd, ConstActPtr x, const float* gamma, int64_t m, int64_t C,
+                            float eps) {
+    rmsnorm_row_squares(rstd, x, m, C);
+    rmsnorm_normalize(out, rstd, x, rstd, gamma, m, C, C, eps);
+  }
+  // x (m, C) = a + b (x may alias a or b), then rmsnorm_rows of x.
+  virtual void residual_rmsnorm_rows(ActPtr x, ActPtr out, float* rstd, ConstActPtr a, ConstActPtr b,
+                                     const float* gamma, int64_t m, int64_t C, float eps) {
+    rmsnorm_residual_row_squares(x, rstd, a, b, m, C);
+    rmsnorm_normalize(out, rstd, x, rstd, gamma, m, C, C, eps);
+  }
+  // Backward of rmsnorm_rows: dx (m, C) +=, dgamma (C) += as the two backward stages;
+  // partials (m) is their scratch (the stage-1 values on return).
+  virtual void rmsnorm_rows_backward(ActPtr dx, float* dgamma, float* partials, ConstActPtr dout, ConstActPtr x,
+                                     const float* rstd, const float* gamma, int64_t m, int64_t C) {
+    rmsnorm_backward_partials(partials, dout, x, rstd, gamma, m, C);
+    rmsnorm_backward_finish(dx, dgamma, partials, dout, x, rstd, gamma, m, C, C);
+  }
+
   // ---- GELU, tanh approximation (GPT-2): 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))).
   // out = gelu(x), out may alias x
   virtual void gelu_forward(ActPtr out, ConstActPtr x, int64_t n) = 0;
   // dx = gelu'(x)·dout, dx may alias dout
   virtual void gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) = 0;
+
+  // ---- SwiGLU (Llama's MLP activation): gate_up (m, 2f) holds per row [gate (f) | up (f)],
+  // a fused gate/up projection's output (this rank's columns of both).
+  // out (m, f) = silu(gate)·up, silu(g) = g/(1 + exp(−g)).
+  virtual void swiglu_forward(ActPtr out, ConstActPtr gate_up, int64_t m, int64_t f) = 0;
+  // dgate_up (m, 2f) = [dout·up·silu'(gate) | dout·silu(gate)], silu'(g) = σ(g)·(1 + g·(1 − σ(g)));
+  // overwritten; overlaps neither gate_up nor dout.
+  virtual void swiglu_backward(ActPtr dgate_up, ConstActPtr gate_up, ConstActPtr dout, int64_t m, int64_t f) = 0;
+
+  // ---- rotary position embedding (RoPE, the interleaved pairs of Meta's Llama reference), in
+  // place on x, a (B, T, heads, d) view with row stride ld (q or k inside a packed qkv: ld
+  // elements from one token to the next); d even. cos_sin (T, d/2, 2) float32 holds
+  // [cos θ_{t,i}, sin θ_{t,i}] for position t (0 .. T−1 within its sequence) and pair i
+  // (trainer/model/rope_table.hpp). Pair (x0, x1) = elements (2i, 2i + 1) of a head:
+  //   forward   (x0, x1) <- (x0·cos − x1·sin, x0·sin + x1·cos)
+  //   backward  (g0, g1) <- (g0·cos + g1·sin, −g0·sin + g1·cos), the transpose (rotation by −θ).
+  // Columns of a row outside the heads·d it rotates are not touched.
+  virtual void rope_forward(ActPtr x, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                            int64_t ld) = 0;
+  virtual void rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                             int64_t ld) = 0;
 
   // ---- causal self-attention on this rank's h heads of size d, scale 1/sqrt(d).
   // q, k, v are (B, T, h, d) views with row stride ld (elements from one token to the next):

@@ -162,11 +162,60 @@ class ObservedBackend final : public Backend {
              [&] { inner_.layernorm_rows_backward(dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C); });
   }
 
+  void rmsnorm_row_squares(float* squares, ConstActPtr x, int64_t m, int64_t c) override {
+    observed("rmsnorm forward", [&] { inner_.rmsnorm_row_squares(squares, x, m, c); });
+  }
+  void rmsnorm_residual_row_squares(ActPtr x, float* squares, ConstActPtr a, ConstActPtr b, int64_t m,
+                                    int64_t c) override {
+    observed("rmsnorm forward", [&] { inner_.rmsnorm_residual_row_squares(x, squares, a, b, m, c); });
+  }
+  void rmsnorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* squares, const float* gamma, int64_t m,
+                         int64_t c, int64_t C, float eps) override {
+    observed("rmsnorm forward", [&] { inner_.rmsnorm_normalize(out, rstd, x, squares, gamma, m, c, C, eps); });
+  }
+  void rmsnorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* rstd,
+                                 const float* gamma, int64_t m, int64_t c) override {
+    observed("rmsnorm backward", [&] { inner_.rmsnorm_backward_partials(partials, dout, x, rstd, gamma, m, c); });
+  }
+  void rmsnorm_backward_finish(ActPtr dx, float* dgamma, const float* partials, ConstActPtr dout, ConstActPtr x,
+                               const float* rstd, const float* gamma, int64_t m, int64_t c, int64_t C) override {
+    observed("rmsnorm backward",
+             [&] { inner_.rmsnorm_backward_finish(dx, dgamma, partials, dout, x, rstd, gamma, m, c, C); });
+  }
+  void rmsnorm_rows(ActPtr out, float* rstd, ConstActPtr x, const float* gamma, int64_t m, int64_t C,
+                    float eps) override {
+    observed("rmsnorm forward", [&] { inner_.rmsnorm_rows(out, rstd, x, gamma, m, C, eps); });
+  }
+  void residual_rmsnorm_rows(ActPtr x, ActPtr out, float* rstd, ConstActPtr a, ConstActPtr b, const float* gamma,
+                             int64_t m, int64_t C, float eps) override {
+    observed("rmsnorm forward", [&] { inner_.residual_rmsnorm_rows(x, out, rstd, a, b, gamma, m, C, eps); });
+  }
+  void rmsnorm_rows_backward(ActPtr dx, float* dgamma, float* partials, ConstActPtr dout, ConstActPtr x,
+                             const float* rstd, const float* gamma, int64_t m, int64_t C) override {
+    observed("rmsnorm backward",
+             [&] { inner_.rmsnorm_rows_backward(dx, dgamma, partials, dout, x, rstd, gamma, m, C); });
+  }
+
   void gelu_forward(ActPtr out, ConstActPtr x, int64_t n) override {
     observed("gelu_forward", [&] { inner_.gelu_forward(out, x, n); });
   }
   void gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) override {
     observed("gelu_backward", [&] { inner_.gelu_backward(dx, x, dout, n); });
+  }
+
+  void swiglu_forward(ActPtr out, ConstActPtr gate_up, int64_t m, int64_t f) override {
+    observed("swiglu_forward", [&] { inner_.swiglu_forward(out, gate_up, m, f); });
+  }
+  void swiglu_backward(ActPtr dgate_up, ConstActPtr gate_up, ConstActPtr dout, int64_t m, int64_t f) override {
+    observed("swiglu_backward", [&] { inner_.swiglu_backward(dgate_up, gate_up, dout, m, f); });
+  }
+  void rope_forward(ActPtr x, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                    int64_t ld) override {
+    observed("rope_forward", [&] { inner_.rope_forward(x, cos_sin, B, T, heads, d, ld); });
+  }
+  void rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                     int64_t ld) override {
+    observed("rope_backward", [&] { inner_.rope_backward(dx, cos_sin, B, T, heads, d, ld); });
   }
 
   void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,

@@ -53,6 +53,23 @@ inline void require_attention_shape(const char* op, int64_t ld, int64_t B, int64
   require_at_most(op, "h·d", h * d, "row stride ld", ld);
 }
 
+// SwiGLU: m rows of f outputs, from m rows of 2f (gate | up).
+inline void require_swiglu_shape(const char* op, int64_t m, int64_t f) {
+  require_nonnegative(op, "m", m);
+  require_nonnegative(op, "f", f);
+}
+
+// RoPE: B sequences of T tokens, `heads` heads of size d (even: rotated in pairs), rows ld apart.
+inline void require_rope_shape(const char* op, int64_t B, int64_t T, int64_t heads, int64_t d, int64_t ld) {
+  require_nonnegative(op, "B", B);
+  require_nonnegative(op, "T", T);
+  require_nonnegative(op, "heads", heads);
+  require_positive(op, "d", d);
+  if (d % 2 != 0)
+    fail(op, "head size d = " + std::to_string(d) + " must be even (RoPE rotates element pairs (2i, 2i + 1))");
+  require_at_most(op, "heads·d", heads * d, "row stride ld", ld);
+}
+
 // Vocab-parallel embedding: m tokens, width c, v_local table rows on this rank.
 inline void require_embedding_sizes(const char* op, int64_t m, int64_t c, int64_t v_local) {
   require_nonnegative(op, "m", m);

@@ -19,6 +19,9 @@
 #include "trainer/cpu/layernorm.hpp"
 #include "trainer/cpu/moe.hpp"
 #include "trainer/cpu/reductions.hpp"
+#include "trainer/cpu/rmsnorm.hpp"
+#include "trainer/cpu/rope.hpp"
+#include "trainer/cpu/swiglu.hpp"
 
 namespace axonn {
 namespace {
@@ -128,12 +131,56 @@ void CpuBackend::layernorm_backward_finish(ActPtr dx, float* dgamma, float* dbet
                                  mean, rstd, gamma, m, c, C);
 }
 
+void CpuBackend::rmsnorm_row_squares(float* squares, ConstActPtr x, int64_t m, int64_t c) {
+  cpu::rmsnorm_row_squares(pool_, squares, x.f32(__func__), m, c);
+}
+
+void CpuBackend::rmsnorm_residual_row_squares(ActPtr x, float* squares, ConstActPtr a, ConstActPtr b, int64_t m,
+                                              int64_t c) {
+  cpu::rmsnorm_residual_row_squares(pool_, x.f32(__func__), squares, a.f32(__func__), b.f32(__func__), m, c);
+}
+
+void CpuBackend::rmsnorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* squares, const float* gamma,
+                                   int64_t m, int64_t c, int64_t C, float eps) {
+  cpu::rmsnorm_normalize(pool_, out.f32(__func__), rstd, x.f32(__func__), squares, gamma, m, c, C, eps);
+}
+
+void CpuBackend::rmsnorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* rstd,
+                                           const float* gamma, int64_t m, int64_t c) {
+  cpu::rmsnorm_backward_partials(pool_, partials, dout.f32(__func__), x.f32(__func__), rstd, gamma, m, c);
+}
+
+void CpuBackend::rmsnorm_backward_finish(ActPtr dx, float* dgamma, const float* partials, ConstActPtr dout,
+                                         ConstActPtr x, const float* rstd, const float* gamma, int64_t m, int64_t c,
+                                         int64_t C) {
+  cpu::rmsnorm_backward_finish(pool_, dx.f32(__func__), dgamma, partials, dout.f32(__func__), x.f32(__func__), rstd,
+                               gamma, m, c, C);
+}
+
 void CpuBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) {
   cpu::gelu_forward(pool_, out.f32(__func__), x.f32(__func__), n);
 }
 
 void CpuBackend::gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) {
   cpu::gelu_backward(pool_, dx.f32(__func__), x.f32(__func__), dout.f32(__func__), n);
+}
+
+void CpuBackend::swiglu_forward(ActPtr out, ConstActPtr gate_up, int64_t m, int64_t f) {
+  cpu::swiglu_forward(pool_, out.f32(__func__), gate_up.f32(__func__), m, f);
+}
+
+void CpuBackend::swiglu_backward(ActPtr dgate_up, ConstActPtr gate_up, ConstActPtr dout, int64_t m, int64_t f) {
+  cpu::swiglu_backward(pool_, dgate_up.f32(__func__), gate_up.f32(__func__), dout.f32(__func__), m, f);
+}
+
+void CpuBackend::rope_forward(ActPtr x, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                              int64_t ld) {
+  cpu::rope_forward(pool_, x.f32(__func__), cos_sin, B, T, heads, d, ld);
+}
+
+void CpuBackend::rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                               int64_t ld) {
+  cpu::rope_backward(pool_, dx.f32(__func__), cos_sin, B, T, heads, d, ld);
 }
 
 void CpuBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,

@@ -17,6 +17,9 @@
 #include "trainer/cuda/layernorm.hpp"
 #include "trainer/cuda/moe.hpp"
 #include "trainer/cuda/reductions.hpp"
+#include "trainer/cuda/rmsnorm.hpp"
+#include "trainer/cuda/rope.hpp"
+#include "trainer/cuda/swiglu.hpp"
 
 namespace axonn {
 namespace {
@@ -267,10 +270,68 @@ void CudaBackend::layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta
   cuda::layernorm_rows_backward(ctx_, dx, dgamma, dbeta, partials, dout, x, mean, rstd, gamma, m, C);
 }
 
+void CudaBackend::rmsnorm_row_squares(float* squares, ConstActPtr x, int64_t m, int64_t c) {
+  cuda::rmsnorm_row_squares(ctx_, squares, x, m, c);
+}
+
+void CudaBackend::rmsnorm_residual_row_squares(ActPtr x, float* squares, ConstActPtr a, ConstActPtr b, int64_t m,
+                                               int64_t c) {
+  cuda::rmsnorm_residual_row_squares(ctx_, x, squares, a, b, m, c);
+}
+
+void CudaBackend::rmsnorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* squares, const float* gamma,
+                                    int64_t m, int64_t c, int64_t C, float eps) {
+  cuda::rmsnorm_normalize(ctx_, out, rstd, x, squares, gamma, m, c, C, eps);
+}
+
+void CudaBackend::rmsnorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* rstd,
+                                            const float* gamma, int64_t m, int64_t c) {
+  cuda::rmsnorm_backward_partials(ctx_, partials, dout, x, rstd, gamma, m, c);
+}
+
+void CudaBackend::rmsnorm_backward_finish(ActPtr dx, float* dgamma, const float* partials, ConstActPtr dout,
+                                          ConstActPtr x, const float* rstd, const float* gamma, int64_t m, int64_t c,
+                                          int64_t C) {
+  cuda::rmsnorm_backward_finish(ctx_, dx, dgamma, partials, dout, x, rstd, gamma, m, c, C);
+}
+
+void CudaBackend::rmsnorm_rows(ActPtr out, float* rstd, ConstActPtr x, const float* gamma, int64_t m, int64_t C,
+                               float eps) {
+  cuda::rmsnorm_rows(ctx_, out, rstd, x, gamma, m, C, eps);
+}
+
+void CudaBackend::residual_rmsnorm_rows(ActPtr x, ActPtr out, float* rstd, ConstActPtr a, ConstActPtr b,
+                                        const float* gamma, int64_t m, int64_t C, float eps) {
+  cuda::residual_rmsnorm_rows(ctx_, x, out, rstd, a, b, gamma, m, C, eps);
+}
+
+void CudaBackend::rmsnorm_rows_backward(ActPtr dx, float* dgamma, float* partials, ConstActPtr dout, ConstActPtr x,
+                                        const float* rstd, const float* gamma, int64_t m, int64_t C) {
+  cuda::rmsnorm_rows_backward(ctx_, dx, dgamma, partials, dout, x, rstd, gamma, m, C);
+}
+
 void CudaBackend::gelu_forward(ActPtr out, ConstActPtr x, int64_t n) { cuda::gelu_forward(ctx_, out, x, n); }
 
 void CudaBackend::gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) {
   cuda::gelu_backward(ctx_, dx, x, dout, n);
+}
+
+void CudaBackend::swiglu_forward(ActPtr out, ConstActPtr gate_up, int64_t m, int64_t f) {
+  cuda::swiglu_forward(ctx_, out, gate_up, m, f);
+}
+
+void CudaBackend::swiglu_backward(ActPtr dgate_up, ConstActPtr gate_up, ConstActPtr dout, int64_t m, int64_t f) {
+  cuda::swiglu_backward(ctx_, dgate_up, gate_up, dout, m, f);
+}
+
+void CudaBackend::rope_forward(ActPtr x, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                               int64_t ld) {
+  cuda::rope_forward(ctx_, x, cos_sin, B, T, heads, d, ld);
+}
+
+void CudaBackend::rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                                int64_t ld) {
+  cuda::rope_backward(ctx_, dx, cos_sin, B, T, heads, d, ld);
 }
 
 void CudaBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,

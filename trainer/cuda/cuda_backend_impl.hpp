@@ -77,8 +77,31 @@ class CudaBackend final : public Backend {
   void layernorm_rows_backward(ActPtr dx, float* dgamma, float* dbeta, float* partials, ConstActPtr dout, ConstActPtr x,
                                const float* mean, const float* rstd, const float* gamma, int64_t m, int64_t C) override;
 
+  void rmsnorm_row_squares(float* squares, ConstActPtr x, int64_t m, int64_t c) override;
+  void rmsnorm_residual_row_squares(ActPtr x, float* squares, ConstActPtr a, ConstActPtr b, int64_t m,
+                                    int64_t c) override;
+  void rmsnorm_normalize(ActPtr out, float* rstd, ConstActPtr x, const float* squares, const float* gamma, int64_t m,
+                         int64_t c, int64_t C, float eps) override;
+  void rmsnorm_backward_partials(float* partials, ConstActPtr dout, ConstActPtr x, const float* rstd,
+                                 const float* gamma, int64_t m, int64_t c) override;
+  void rmsnorm_backward_finish(ActPtr dx, float* dgamma, const float* partials, ConstActPtr dout, ConstActPtr x,
+                               const float* rstd, const float* gamma, int64_t m, int64_t c, int64_t C) override;
+  void rmsnorm_rows(ActPtr out, float* rstd, ConstActPtr x, const float* gamma, int64_t m, int64_t C,
+                    float eps) override;
+  void residual_rmsnorm_rows(ActPtr x, ActPtr out, float* rstd, ConstActPtr a, ConstActPtr b, const float* gamma,
+                             int64_t m, int64_t C, float eps) override;
+  void rmsnorm_rows_backward(ActPtr dx, float* dgamma, float* partials, ConstActPtr dout, ConstActPtr x,
+                             const float* rstd, const float* gamma, int64_t m, int64_t C) override;
+
   void gelu_forward(ActPtr out, ConstActPtr x, int64_t n) override;
   void gelu_backward(ActPtr dx, ConstActPtr x, ConstActPtr dout, int64_t n) override;
+
+  void swiglu_forward(ActPtr out, ConstActPtr gate_up, int64_t m, int64_t f) override;
+  void swiglu_backward(ActPtr dgate_up, ConstActPtr gate_up, ConstActPtr dout, int64_t m, int64_t f) override;
+  void rope_forward(ActPtr x, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                    int64_t ld) override;
+  void rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
+                     int64_t ld) override;
 
   void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
                          int64_t T, int64_t h, int64_t d) override;
