@@ -574,16 +574,18 @@ TEST_F(CudaBackendOps, GeluForwardAndBackwardInPlace) {
 
 struct AttentionCase {
   int64_t B, T, h, d;
-  bool packed;  // q, k, v inside one (B, T, 3·h·d) buffer, ld = 3·h·d; else three buffers, ld = h·d
+  bool packed;     // q, k, v inside one (B, T, (h + 2·kv)·d) buffer; else three buffers, ld = h·d
+  int64_t kv = 0;  // key/value heads; 0: h (multi-head attention)
 };
 
 class CudaAttention : public CudaBackendOps {
  protected:
   void check(const AttentionCase& a, double tol) {
-    const int64_t B = a.B, T = a.T, h = a.h, d = a.d, hd = h * d;
+    const int64_t B = a.B, T = a.T, h = a.h, kv = a.kv > 0 ? a.kv : a.h, d = a.d, hd = h * d, kvd = kv * d;
     SCOPED_TRACE("attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " h=" + std::to_string(h) +
-                 " d=" + std::to_string(d) + (a.packed ? " packed" : " three buffers"));
-    const int64_t ld = a.packed ? 3 * hd : hd;
+                 " kv=" + std::to_string(kv) + " d=" + std::to_string(d) + (a.packed ? " packed" : " three buffers"));
+    // Three buffers hold rows of ld = h·d elements, k and v using their first kv·d.
+    const int64_t ld = a.packed ? hd + 2 * kvd : hd;
     // Inputs: one packed buffer, or three; q, k, v point into them.
     std::vector<Twin<float>> in;
     if (a.packed) {
@@ -593,9 +595,9 @@ class CudaAttention : public CudaBackendOps {
     }
     auto q = [&](int s) { return in[0][s]; };
     auto k = [&](int s) { return a.packed ? in[0][s] + hd : in[1][s]; };
-    auto v = [&](int s) { return a.packed ? in[0][s] + 2 * hd : in[2][s]; };
+    auto v = [&](int s) { return a.packed ? in[0][s] + hd + kvd : in[2][s]; };
     Twin<float> out = poisoned(B * T * hd), lse = poisoned(B * h * T);
-    both([&](Backend& be, int s) { be.attention_forward(out[s], lse[s], q(s), k(s), v(s), ld, B, T, h, d); });
+    both([&](Backend& be, int s) { be.attention_forward(out[s], lse[s], q(s), k(s), v(s), ld, B, T, h, kv, d); });
     expect_close(out, tol, "attention out");
     expect_close(lse, tol, "attention lse");
 
@@ -607,14 +609,35 @@ class CudaAttention : public CudaBackendOps {
     for (int i = 0; i < (a.packed ? 1 : 3); ++i) grads.push_back(poisoned(B * T * ld));
     auto dq = [&](int s) { return grads[0][s]; };
     auto dk = [&](int s) { return a.packed ? grads[0][s] + hd : grads[1][s]; };
-    auto dv = [&](int s) { return a.packed ? grads[0][s] + 2 * hd : grads[2][s]; };
+    auto dv = [&](int s) { return a.packed ? grads[0][s] + hd + kvd : grads[2][s]; };
     both([&](Backend& be, int s) {
-      be.attention_backward(dq(s), dk(s), dv(s), dout[s], cpu_out[s], cpu_lse[s], q(s), k(s), v(s), ld, B, T, h, d);
+      be.attention_backward(dq(s), dk(s), dv(s), dout[s], cpu_out[s], cpu_lse[s], q(s), k(s), v(s), ld, B, T, h, kv, d);
     });
-    for (size_t i = 0; i < grads.size(); ++i)
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!a.packed && i > 0 && kv < h) {  // dk, dv use kv·d of each h·d row: compare those
+        const Floats cpu = grads[i].cpu(), gpu = grads[i].gpu();
+        Floats c, g;
+        for (int64_t row = 0; row < B * T; ++row) {
+          c.insert(c.end(), cpu.begin() + row * ld, cpu.begin() + row * ld + kvd);
+          g.insert(g.end(), gpu.begin() + row * ld, gpu.begin() + row * ld + kvd);
+        }
+        EXPECT_LE(normalized_error(g, c), tol) << "attention gradient buffer " << i;
+        continue;
+      }
       expect_close(grads[i], tol, "attention gradient buffer " + std::to_string(i));
+    }
   }
 };
+
+// Grouped-query attention (kv < h, query head i reading key/value head i/(h/kv)): multi-query
+// (kv 1) and groups of 2 and 3, packed and in three buffers, partial tiles, each column count.
+const std::vector<AttentionCase> kGroupedQueryCases = {{2, 37, 4, 16, true, 2},  {1, 65, 4, 24, false, 1},
+                                                       {2, 96, 6, 64, true, 2},  {1, 130, 4, 40, true, 1},
+                                                       {1, 70, 3, 96, false, 1}, {1, 257, 2, 128, true, 1}};
+
+TEST_F(CudaAttention, GroupedQueryAttentionMatchesTheCpu) {
+  for (const AttentionCase& a : kGroupedQueryCases) check(a, kTol);
+}
 
 // The kernels work on tiles of 32 query rows and 32 keys, d/32 columns per lane (d = 64 has
 // its own compiled version); the shapes cover partial tiles, each column count and one token.
@@ -653,12 +676,19 @@ TEST_F(CudaAttention, Bf16BackendRunsAttentionOnTensorCoresWithinBf16Error) {
   gpu_ = fp32_.get();
 }
 
+TEST_F(CudaAttention, Bf16GroupedQueryAttentionOnTensorCoresWithinBf16Error) {
+  auto be = make_cuda_backend(CudaBackendOptions{0, GemmMath::bf16});
+  gpu_ = be.get();
+  for (const AttentionCase& a : kGroupedQueryCases) check(a, kBf16AttentionTol);
+  gpu_ = fp32_.get();
+}
+
 TEST_F(CudaAttention, HeadSizeOver128IsRejectedNamingIt) {
   DeviceBuffer<float> buf(*gpu_, 4 * 160);
   float* p = buf.data();
-  expect_backend_error([&] { gpu_->attention_forward(p, p, p, p, p, 160, 1, 1, 1, 160); },
+  expect_backend_error([&] { gpu_->attention_forward(p, p, p, p, p, 160, 1, 1, 1, 1, 160); },
                        "attention_forward: head size d = 160 exceeds 128");
-  expect_backend_error([&] { gpu_->attention_backward(p, p, p, p, p, p, p, p, p, 160, 1, 1, 1, 160); },
+  expect_backend_error([&] { gpu_->attention_backward(p, p, p, p, p, p, p, p, p, 160, 1, 1, 1, 1, 160); },
                        "attention_backward: head size d = 160 exceeds 128");
 }
 
@@ -1147,7 +1177,11 @@ TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
   expect_backend_error([&] { g.rope_forward(p, p, 1, 2, 2, 5, 10); }, "rope_forward: head size d = 5 must be even");
   expect_backend_error([&] { g.rope_backward(p, p, 1, 2, 2, 4, 6); },
                        "rope_backward: heads·d = 8 exceeds row stride ld = 6");
-  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward: h·d = 8");
+  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 2, 4); }, "attention_forward: h·d = 8");
+  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 64, 1, 2, 4, 3, 4); },
+                       "attention_forward: h = 4 query heads is not a multiple of kv = 3 key/value heads");
+  expect_backend_error([&] { g.attention_backward(p, p, p, p, p, p, p, p, p, 64, 1, 2, 2, 0, 4); },
+                       "attention_backward: h = 2 query heads is not a multiple of kv = 0 key/value heads");
   expect_backend_error([&] { g.embedding_backward(p, p, tokens.data(), -1, 4, 0, 4); }, "embedding_backward: m = -1");
   expect_backend_error([&] { g.cross_entropy_row_max(p, p, 4, 0); }, "cross_entropy_row_max: v_local = 0");
   expect_backend_error([&] { g.sum(p, p, -3); }, "sum: n = -3");

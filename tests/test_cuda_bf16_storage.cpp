@@ -392,9 +392,9 @@ TEST_F(CudaBf16Storage, AttentionOnBothKernelSets) {
             out_b(*backend, kStorage[s], m * h * d), d_qkv(*backend, kStorage[s], m * ld);
         DeviceBuffer<float> lse_b(*backend, Floats(B * h * T, kNaN));
         const ActPtr q = in.ptr(), k = q + h * d, v = q + 2 * h * d, dq = d_qkv.ptr();
-        backend->attention_forward(out_b.ptr(), lse_b.data(), q, k, v, ld, B, T, h, d);
+        backend->attention_forward(out_b.ptr(), lse_b.data(), q, k, v, ld, B, T, h, h, d);
         backend->attention_backward(dq, dq + h * d, dq + 2 * h * d, dout_b.ptr(), out_b.ptr(), lse_b.data(), q, k, v,
-                                    ld, B, T, h, d);
+                                    ld, B, T, h, h, d);
         out[s] = out_b.download();
         lse[s] = lse_b.download();
         grads[s] = d_qkv.download();

@@ -164,8 +164,7 @@ TEST_F(TrainerOps, GemmSplitOverThreadsIsTheSameSumEveryRun) {
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
             double mag = std::fabs(beta * static_cast<double>(c0[i * ldc + j]));
-            for (int64_t p = 0; p < k; ++p)
-              mag += std::fabs(alpha * op_at(a, ta, lda, i, p) * op_at(b, tb, ldb, p, j));
+            for (int64_t p = 0; p < k; ++p) mag += std::fabs(alpha * op_at(a, ta, lda, i, p) * op_at(b, tb, ldb, p, j));
             const double got = three[i * ldc + j], want = one[i * ldc + j];
             if (!(std::fabs(got - want) <= 2.0 * static_cast<double>(k + 2) * kU * mag) && ++bad <= 3)
               ADD_FAILURE() << "C[" << i << "," << j << "] = " << got << " on three threads, " << want << " on one";
@@ -822,24 +821,25 @@ TEST_F(TrainerOps, RopeBackwardIsTheTransposeOfTheForward) {
 // ---------------------------------------------------------------- attention
 
 struct AttentionRef {
-  Doubles out, lse, dq, dk, dv;  // lse (B, h, T); dq, dk, dv as (B, T, h·d)
+  Doubles out, lse, dq, dk, dv;  // lse (B, h, T); dq as (B, T, h·d); dk, dv as (B, T, kv·d)
 };
 
-// Naive causal attention in double, straight from the definition, and its chain rule.
+// Naive causal attention in double, straight from the definition, and its chain rule; query
+// head hh reads key/value head hh/(h/kv), and dk, dv add up over the query heads that read them.
 AttentionRef attention_reference(const float* q, const float* k, const float* v, int64_t ld, const Floats& dout,
-                                 int64_t B, int64_t T, int64_t h, int64_t d) {
-  const int64_t hd = h * d;
-  AttentionRef r{Doubles(B * T * hd), Doubles(B * h * T), Doubles(B * T * hd, 0.0), Doubles(B * T * hd, 0.0),
-                 Doubles(B * T * hd, 0.0)};
+                                 int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
+  const int64_t hd = h * d, kvd = kv * d, group = h / kv;
+  AttentionRef r{Doubles(B * T * hd), Doubles(B * h * T), Doubles(B * T * hd, 0.0), Doubles(B * T * kvd, 0.0),
+                 Doubles(B * T * kvd, 0.0)};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   auto Q = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
     return static_cast<double>(q[(b * T + t) * ld + hh * d + e]);
   };
   auto K = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
-    return static_cast<double>(k[(b * T + t) * ld + hh * d + e]);
+    return static_cast<double>(k[(b * T + t) * ld + hh / group * d + e]);
   };
   auto V = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
-    return static_cast<double>(v[(b * T + t) * ld + hh * d + e]);
+    return static_cast<double>(v[(b * T + t) * ld + hh / group * d + e]);
   };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t hh = 0; hh < h; ++hh)
@@ -871,11 +871,11 @@ AttentionRef attention_reference(const float* q, const float* k, const float* v,
         }
         for (int64_t j = 0; j <= t; ++j) {
           const double ds = p[j] * (dp[j] - dot);
-          const int64_t oj = (b * T + j) * hd + hh * d;
+          const int64_t kj = (b * T + j) * kvd + hh / group * d;
           for (int64_t e = 0; e < d; ++e) {
-            r.dv[oj + e] += p[j] * dout[o + e];
+            r.dv[kj + e] += p[j] * dout[o + e];
             r.dq[o + e] += ds * K(b, j, hh, e) * scale;
-            r.dk[oj + e] += ds * Q(b, t, hh, e) * scale;
+            r.dk[kj + e] += ds * Q(b, t, hh, e) * scale;
           }
         }
       }
@@ -891,27 +891,31 @@ Floats columns(const Floats& buf, int64_t ld, int64_t col, int64_t width) {
   return out;
 }
 
-// Forward and backward of one shape against the reference, q, k, v packed in one buffer.
-void expect_attention_matches_reference(Backend& be, std::mt19937& rng, int64_t B, int64_t T, int64_t h, int64_t d) {
+// Forward and backward of one shape against the reference, q, k, v packed in one buffer
+// (B, T, (h + 2·kv)·d); kv = h by default (multi-head, ld = 3·h·d).
+void expect_attention_matches_reference(Backend& be, std::mt19937& rng, int64_t B, int64_t T, int64_t h, int64_t d,
+                                        int64_t kv = 0) {
+  if (kv == 0) kv = h;
   SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " h=" + std::to_string(h) +
-               " d=" + std::to_string(d));
-  const int64_t hd = h * d, ld = 3 * hd;
+               " kv=" + std::to_string(kv) + " d=" + std::to_string(d));
+  const int64_t hd = h * d, kvd = kv * d, ld = hd + 2 * kvd;
   const Floats qkv = random_floats(rng, B * T * ld, -1.5f, 1.5f);
   const Floats dout = random_floats(rng, B * T * hd);
   DeviceBuffer<float> dqkv_in(be, qkv), ddout(be, dout);
   DeviceBuffer<float> out(be, B * T * hd), lse(be, B * h * T), dqkv(be, B * T * ld);
   for (auto* buf : {&out, &lse, &dqkv}) be.fill(buf->data(), kNaN, static_cast<int64_t>(buf->size()));
   const float* base = dqkv_in.data();
-  be.attention_forward(out.data(), lse.data(), base, base + hd, base + 2 * hd, ld, B, T, h, d);
-  be.attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), out.data(), lse.data(), base,
-                        base + hd, base + 2 * hd, ld, B, T, h, d);
-  const AttentionRef ref = attention_reference(qkv.data(), qkv.data() + hd, qkv.data() + 2 * hd, ld, dout, B, T, h, d);
+  be.attention_forward(out.data(), lse.data(), base, base + hd, base + hd + kvd, ld, B, T, h, kv, d);
+  be.attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + hd + kvd, ddout.data(), out.data(), lse.data(),
+                        base, base + hd, base + hd + kvd, ld, B, T, h, kv, d);
+  const AttentionRef ref =
+      attention_reference(qkv.data(), qkv.data() + hd, qkv.data() + hd + kvd, ld, dout, B, T, h, kv, d);
   EXPECT_LE(normalized_error(out.download(), ref.out), kNormalizedTol);
   EXPECT_LE(normalized_error(lse.download(), ref.lse), kNormalizedTol);
   const Floats g = dqkv.download();
   EXPECT_LE(normalized_error(columns(g, ld, 0, hd), ref.dq), kNormalizedTol);
-  EXPECT_LE(normalized_error(columns(g, ld, hd, hd), ref.dk), kNormalizedTol);
-  EXPECT_LE(normalized_error(columns(g, ld, 2 * hd, hd), ref.dv), kNormalizedTol);
+  EXPECT_LE(normalized_error(columns(g, ld, hd, kvd), ref.dk), kNormalizedTol);
+  EXPECT_LE(normalized_error(columns(g, ld, hd + kvd, kvd), ref.dv), kNormalizedTol);
 }
 
 // The CPU kernel runs query rows in blocks of 64 and keys in tiles of 256, rescaling the
@@ -924,6 +928,57 @@ TEST_F(TrainerOps, AttentionOnPackedQkvMatchesNaiveReference) {
   expect_attention_matches_reference(*be_, rng_, 2, 130, 2, 24);  // d not a power of two
 }
 
+// Grouped-query attention: h = 4 query heads on kv = 2 and kv = 1 (multi-query) key/value
+// heads; dk and dv sum over each group's query heads.
+TEST_F(TrainerOps, GroupedQueryAttentionMatchesNaiveReference) {
+  expect_attention_matches_reference(*be_, rng_, 2, 70, 4, 8, 2);
+  expect_attention_matches_reference(*be_, rng_, 1, 300, 4, 8, 1);  // two key tiles
+  expect_attention_matches_reference(*be_, rng_, 2, 33, 6, 12, 3);
+}
+
+// A query head attends its group's key/value head exactly as multi-head attention attends a
+// copy of it: with k and v replicated per query head (kv = h) the forward and dq are the same
+// bits, and each replicated head's dk, dv add up to the group's.
+TEST_F(TrainerOps, GroupedQueryAttentionEqualsMultiHeadOnReplicatedKeysAndValues) {
+  const int64_t B = 2, T = 150, h = 4, kv = 2, d = 8, group = h / kv, hd = h * d, kvd = kv * d;
+  const int64_t ld_g = hd + 2 * kvd, ld_m = 3 * hd;
+  const Floats qkv = random_floats(rng_, B * T * ld_g, -1.5f, 1.5f), dout = random_floats(rng_, B * T * hd);
+  Floats replicated(B * T * ld_m);  // [q | k of head hh/group for every hh | v likewise]
+  for (int64_t row = 0; row < B * T; ++row)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t e = 0; e < d; ++e) {
+        const float* src = &qkv[row * ld_g];
+        float* dst = &replicated[row * ld_m];
+        dst[hh * d + e] = src[hh * d + e];
+        dst[hd + hh * d + e] = src[hd + hh / group * d + e];
+        dst[2 * hd + hh * d + e] = src[hd + kvd + hh / group * d + e];
+      }
+  auto g_in = upload(qkv), m_in = upload(replicated), dy = upload(dout);
+  auto g_out = poisoned(B * T * hd), g_lse = poisoned(B * h * T), g_grad = poisoned(B * T * ld_g);
+  auto m_out = poisoned(B * T * hd), m_lse = poisoned(B * h * T), m_grad = poisoned(B * T * ld_m);
+  const float *g = g_in.data(), *m = m_in.data();
+  be_->attention_forward(g_out.data(), g_lse.data(), g, g + hd, g + hd + kvd, ld_g, B, T, h, kv, d);
+  be_->attention_forward(m_out.data(), m_lse.data(), m, m + hd, m + 2 * hd, ld_m, B, T, h, h, d);
+  be_->attention_backward(g_grad.data(), g_grad.data() + hd, g_grad.data() + hd + kvd, dy.data(), g_out.data(),
+                          g_lse.data(), g, g + hd, g + hd + kvd, ld_g, B, T, h, kv, d);
+  be_->attention_backward(m_grad.data(), m_grad.data() + hd, m_grad.data() + 2 * hd, dy.data(), m_out.data(),
+                          m_lse.data(), m, m + hd, m + 2 * hd, ld_m, B, T, h, h, d);
+  EXPECT_EQ(g_out.download(), m_out.download());
+  EXPECT_EQ(g_lse.download(), m_lse.download());
+  const Floats gg = g_grad.download(), mg = m_grad.download();
+  EXPECT_EQ(columns(gg, ld_g, 0, hd), columns(mg, ld_m, 0, hd)) << "dq";
+  // The group's sum of the replicated heads' gradients, in double.
+  Doubles dk(B * T * kvd, 0.0), dv(B * T * kvd, 0.0);
+  for (int64_t row = 0; row < B * T; ++row)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t e = 0; e < d; ++e) {
+        dk[row * kvd + hh / group * d + e] += mg[row * ld_m + hd + hh * d + e];
+        dv[row * kvd + hh / group * d + e] += mg[row * ld_m + 2 * hd + hh * d + e];
+      }
+  EXPECT_LE(normalized_error(columns(gg, ld_g, hd, kvd), dk), kNormalizedTol);
+  EXPECT_LE(normalized_error(columns(gg, ld_g, hd + kvd, kvd), dv), kNormalizedTol);
+}
+
 TEST_F(TrainerOps, AttentionOnThreeBuffersEqualsPackedBitwise) {
   const int64_t B = 2, T = 300, h = 2, d = 16, hd = h * d, ld = 3 * hd;  // five row blocks, two key tiles
   const Floats qkv = random_floats(rng_, B * T * ld);
@@ -934,12 +989,12 @@ TEST_F(TrainerOps, AttentionOnThreeBuffersEqualsPackedBitwise) {
   auto out_p = poisoned(B * T * hd), lse_p = poisoned(B * h * T), dqkv = poisoned(B * T * ld);
   auto out_s = poisoned(B * T * hd), lse_s = poisoned(B * h * T);
   auto dq = poisoned(B * T * hd), dk = poisoned(B * T * hd), dv = poisoned(B * T * hd);
-  be_->attention_forward(out_p.data(), lse_p.data(), dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, d);
-  be_->attention_forward(out_s.data(), lse_s.data(), q.data(), k.data(), v.data(), hd, B, T, h, d);
+  be_->attention_forward(out_p.data(), lse_p.data(), dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, h, d);
+  be_->attention_forward(out_s.data(), lse_s.data(), q.data(), k.data(), v.data(), hd, B, T, h, h, d);
   be_->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), out_p.data(), lse_p.data(),
-                          dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, d);
+                          dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, h, d);
   be_->attention_backward(dq.data(), dk.data(), dv.data(), ddout.data(), out_s.data(), lse_s.data(), q.data(), k.data(),
-                          v.data(), hd, B, T, h, d);
+                          v.data(), hd, B, T, h, h, d);
   // The same products on the same numbers: only the strides differ. (Bitwise equality is
   // expected of one BLAS; a CUDA backend may compare by normalized error instead.)
   const Floats out = out_s.download();
@@ -964,9 +1019,9 @@ TEST_F(TrainerOps, AttentionIsBitwiseTheSameOnOneOrThreeThreads) {
     DeviceBuffer<float> in(*be, qkv), ddout(*be, dout), out(*be, B * T * hd), lse(*be, B * h * T),
         dqkv(*be, B * T * ld);
     const float* base = in.data();
-    be->attention_forward(out.data(), lse.data(), base, base + hd, base + 2 * hd, ld, B, T, h, d);
+    be->attention_forward(out.data(), lse.data(), base, base + hd, base + 2 * hd, ld, B, T, h, h, d);
     be->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), out.data(), lse.data(),
-                           base, base + hd, base + 2 * hd, ld, B, T, h, d);
+                           base, base + hd, base + 2 * hd, ld, B, T, h, h, d);
     return std::vector<Floats>{out.download(), lse.download(), dqkv.download()};
   };
   const std::vector<Floats> one = run(1), three = run(3);
@@ -982,7 +1037,7 @@ TEST_F(TrainerOps, AttentionIsCausalAFutureTokenLeavesEarlierOutputsBitwiseUncha
   auto run = [&](const Floats& input) {
     auto in = upload(input);
     auto out = poisoned(B * T * hd), lse = poisoned(B * h * T);
-    be_->attention_forward(out.data(), lse.data(), in.data(), in.data() + hd, in.data() + 2 * hd, ld, B, T, h, d);
+    be_->attention_forward(out.data(), lse.data(), in.data(), in.data() + hd, in.data() + 2 * hd, ld, B, T, h, h, d);
     return std::make_pair(out.download(), lse.download());
   };
   const auto before = run(qkv);
@@ -1491,7 +1546,11 @@ TEST_F(TrainerOps, BadSizesThrowBackendErrorNamingTheOp) {
   expect_backend_error([&] { be_->rope_forward(p, p, 1, 2, 2, 5, 10); }, "rope_forward: head size d = 5 must be even");
   expect_backend_error([&] { be_->rope_backward(p, p, 1, 2, 2, 4, 6); },
                        "rope_backward: heads·d = 8 exceeds row stride ld = 6");
-  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 4); }, "attention_forward");
+  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 2, 4); }, "attention_forward");
+  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 64, 1, 2, 4, 3, 4); },
+                       "attention_forward: h = 4 query heads is not a multiple of kv = 3 key/value heads");
+  expect_backend_error([&] { be_->attention_backward(p, p, p, p, p, p, p, p, p, 64, 1, 2, 2, 0, 4); },
+                       "attention_backward: h = 2 query heads is not a multiple of kv = 0 key/value heads");
   expect_backend_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
   DeviceBuffer<int32_t> ints(*be_, 8);
   int32_t* i = ints.data();

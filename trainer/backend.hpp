@@ -277,21 +277,26 @@ class Backend {
   virtual void rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64_t T, int64_t heads, int64_t d,
                              int64_t ld) = 0;
 
-  // ---- causal self-attention on this rank's h heads of size d, scale 1/sqrt(d).
-  // q, k, v are (B, T, h, d) views with row stride ld (elements from one token to the next):
-  //   a packed qkv buffer (B, T, 3·h·d): q = qkv, k = qkv + h·d, v = qkv + 2·h·d, ld = 3·h·d;
-  //   three buffers (B, T, h·d): ld = h·d.
+  // ---- causal self-attention on this rank's h query heads and kv key/value heads of size d,
+  // scale 1/sqrt(d); h a multiple of kv, query head i attending key/value head i/(h/kv)
+  // (grouped-query attention; kv = h is multi-head attention, kv = 1 multi-query).
+  // q is a (B, T, h, d) view, k and v (B, T, kv, d) views, all with row stride ld (elements
+  // from one token to the next):
+  //   a packed qkv buffer (B, T, (h + 2·kv)·d): q = qkv, k = qkv + h·d, v = qkv + (h + kv)·d,
+  //   ld = (h + 2·kv)·d (multi-head: 3·h·d);
+  //   three buffers (B, T, h·d), (B, T, kv·d) twice: ld = h·d with kv = h.
   // No (T, T) matrix is kept (flash-style): out (B, T, h·d); lse (B, h, T) float32 is each
   // query row's log Σ_{j<=t} exp(s_tj), s = q·k/sqrt(d), kept for backward.
   virtual void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                 int64_t B, int64_t T, int64_t h, int64_t d) = 0;
+                                 int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) = 0;
   // dq, dk, dv: views like q, k, v (same ld), overwritten, and overlapping none of q, k, v,
-  // dout (the kernels read those in place while they write); dout and forward's out (B, T, h·d),
-  // forward's lse (B, h, T). The probabilities are recomputed, P = exp(s − lse), and the
-  // softmax backward uses D = rowsum(dout ⊙ out).
+  // dout (the kernels read those in place while they write); dk and dv of a key/value head
+  // are the sums over its h/kv query heads. dout and forward's out (B, T, h·d), forward's lse
+  // (B, h, T). The probabilities are recomputed, P = exp(s − lse), and the softmax backward
+  // uses D = rowsum(dout ⊙ out).
   virtual void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
                                   ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
-                                  int64_t h, int64_t d) = 0;
+                                  int64_t h, int64_t kv, int64_t d) = 0;
 
   // ---- vocab-parallel token embedding: this rank holds the table rows [v0, v0 + v_local)
   // as table (v_local, c), in the activations' type (the GEMMs' copy of wte, which the LM

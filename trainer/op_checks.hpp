@@ -44,11 +44,17 @@ inline void require_layernorm_shape(const char* op, int64_t m, int64_t c, int64_
   require_at_most(op, "local width c", c, "full width C", C);
 }
 
-// Attention: B sequences of T tokens, h heads of size d, rows ld apart.
-inline void require_attention_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+// Attention: B sequences of T tokens, h query heads and kv key/value heads (h a multiple of
+// kv: grouped-query attention) of size d, rows ld apart.
+inline void require_attention_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv,
+                                    int64_t d) {
   require_nonnegative(op, "B", B);
   require_nonnegative(op, "T", T);
   require_nonnegative(op, "h", h);
+  require_nonnegative(op, "kv", kv);
+  if (kv > h || (h > 0 && (kv == 0 || h % kv != 0)))
+    fail(op, "h = " + std::to_string(h) + " query heads is not a multiple of kv = " + std::to_string(kv) +
+                 " key/value heads");
   require_positive(op, "d", d);
   require_at_most(op, "h·d", h * d, "row stride ld", ld);
 }

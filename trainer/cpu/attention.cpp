@@ -30,20 +30,19 @@ struct Pair {
   float scale = 1.0f;  // 1/sqrt(d)
 };
 
-// Pair b·h + head of (B, T, h·d) views with row stride ld: the q, k, v views set, the rest
-// left to the caller.
+// Pair b·h + head of the (B, T, h·d) query view with row stride ld, against key/value head
+// kv_head of k and v: the q, k, v views set, the rest left to the caller.
 Pair pair_at(const float* q, const float* k, const float* v, int64_t ld, int64_t T, int64_t h, int64_t d, int64_t b,
-             int64_t head) {
+             int64_t head, int64_t kv_head) {
   Pair p;
   p.ld = ld;
   p.hd = h * d;
   p.T = T;
   p.d = d;
   p.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const int64_t offset = b * T * ld + head * d;
-  p.q = q + offset;
-  p.k = k + offset;
-  p.v = v + offset;
+  p.q = q + b * T * ld + head * d;
+  p.k = k + b * T * ld + kv_head * d;
+  p.v = v + b * T * ld + kv_head * d;
   return p;
 }
 
@@ -154,11 +153,14 @@ void for_each_pair(ThreadPool& pool, int64_t B, int64_t h, const std::function<v
 }  // namespace
 
 void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q, const float* k, const float* v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d, std::vector<float>& scratch) {
-  op_checks::require_attention_shape("attention_forward", ld, B, T, h, d);
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d,
+                       std::vector<float>& scratch) {
+  op_checks::require_attention_shape("attention_forward", ld, B, T, h, kv, d);
+  if (h == 0) return;
+  const int64_t group = h / kv;  // query heads per key/value head
   scratch.resize(static_cast<size_t>(pool.size() * kTile));
   for_each_pair(pool, B, h, [&](int part, int64_t b, int64_t head) {
-    Pair a = pair_at(q, k, v, ld, T, h, d, b, head);
+    Pair a = pair_at(q, k, v, ld, T, h, d, b, head, head / group);
     a.out = out + b * T * a.hd + head * d;
     a.lse_out = lse + (b * h + head) * T;
     for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) forward_rows(a, t0, scratch.data() + part * kTile);
@@ -167,25 +169,31 @@ void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q,
 
 void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* out,
                         const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
-                        int64_t T, int64_t h, int64_t d, std::vector<float>& scratch) {
-  op_checks::require_attention_shape("attention_backward", ld, B, T, h, d);
+                        int64_t T, int64_t h, int64_t kv, int64_t d, std::vector<float>& scratch) {
+  op_checks::require_attention_shape("attention_backward", ld, B, T, h, kv, d);
+  if (h == 0) return;
+  const int64_t group = h / kv;  // query heads per key/value head
   scratch.resize(static_cast<size_t>(pool.size() * 2 * kTile));
-  for_each_pair(pool, B, h, [&](int part, int64_t b, int64_t head) {
-    Pair a = pair_at(q, k, v, ld, T, h, d, b, head);
-    const int64_t offset = b * T * ld + head * d, out_offset = b * T * a.hd + head * d;
-    a.o = out + out_offset;
-    a.dout = dout + out_offset;
-    a.lse = lse + (b * h + head) * T;
-    a.dq = dq + offset;
-    a.dk = dk + offset;
-    a.dv = dv + offset;
-    // dK and dV gather a term from every row block that sees their key: start from 0.
+  // One (sequence, key/value head) per task: its dK and dV gather a term from every row block
+  // of every query head of its group that sees their key, so they start from 0.
+  for_each_pair(pool, B, kv, [&](int part, int64_t b, int64_t kv_head) {
+    const int64_t kv_offset = b * T * ld + kv_head * d;
     for (int64_t t = 0; t < T; ++t) {
-      std::fill(a.dk + t * ld, a.dk + t * ld + d, 0.0f);
-      std::fill(a.dv + t * ld, a.dv + t * ld + d, 0.0f);
+      std::fill(dk + kv_offset + t * ld, dk + kv_offset + t * ld + d, 0.0f);
+      std::fill(dv + kv_offset + t * ld, dv + kv_offset + t * ld + d, 0.0f);
     }
     float* p = scratch.data() + part * 2 * kTile;
-    for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) backward_rows(a, t0, p, p + kTile);
+    for (int64_t head = kv_head * group; head < (kv_head + 1) * group; ++head) {
+      Pair a = pair_at(q, k, v, ld, T, h, d, b, head, kv_head);
+      const int64_t out_offset = b * T * a.hd + head * d;
+      a.o = out + out_offset;
+      a.dout = dout + out_offset;
+      a.lse = lse + (b * h + head) * T;
+      a.dq = dq + b * T * ld + head * d;
+      a.dk = dk + kv_offset;
+      a.dv = dv + kv_offset;
+      for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) backward_rows(a, t0, p, p + kTile);
+    }
   });
 }
 

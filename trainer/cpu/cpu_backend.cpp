@@ -184,16 +184,16 @@ void CpuBackend::rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64
 }
 
 void CpuBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                   int64_t B, int64_t T, int64_t h, int64_t d) {
+                                   int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
   cpu::attention_forward(pool_, out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h,
-                         d, attention_scratch_);
+                         kv, d, attention_scratch_);
 }
 
 void CpuBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                                     const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                    int64_t B, int64_t T, int64_t h, int64_t d) {
+                                    int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
   cpu::attention_backward(pool_, dq.f32(__func__), dk.f32(__func__), dv.f32(__func__), dout.f32(__func__),
-                          out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h, d,
+                          out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h, kv, d,
                           attention_scratch_);
 }
 

@@ -20,8 +20,8 @@ constexpr int kRowsPerWarp = kTile / kWarpsPerBlock;  // 4: the rows (or keys) o
 static_assert(kTile % kWarpsPerBlock == 0, "the tile's rows split evenly over the block's warps");
 
 // The shared checks, and the head size these kernels hold per row.
-void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
-  op_checks::require_attention_shape(op, ld, B, T, h, d);
+void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
+  op_checks::require_attention_shape(op, ld, B, T, h, kv, d);
   if (d > kAttentionMaxHeadSize)
     fail(op, "head size d = " + std::to_string(d) + " exceeds " + std::to_string(kAttentionMaxHeadSize) +
                  ", the most the CUDA attention kernels hold per row; use more heads (hidden/heads <= " +
@@ -84,11 +84,11 @@ __global__ void __launch_bounds__(kThreads)
   float* qs = smem;
   float* ks = qs + kTile * d;
   float* vs = ks + kTile * stride;
-  const BlockTile bt = block_tile(s, true);
+  const BlockTile bt = block_tile(s, s.pairs, true);
   const PairBase base = pair_base(s, bt.pair);
   const int64_t q0 = bt.tile * kTile;
   const int lane = threadIdx.x % kWarpSize, r0 = threadIdx.x / kWarpSize * kRowsPerWarp;  // rows r0 .. r0+3
-  load_tile(qs, d, q + base.qkv, s.ld, q0, s.T, d);
+  load_tile(qs, d, q + base.q, s.ld, q0, s.T, d);
   float row_max[kRowsPerWarp], row_sum[kRowsPerWarp], acc[kRowsPerWarp][kCols];
   for (int r = 0; r < kRowsPerWarp; ++r) {
     row_max[r] = neg_inf();
@@ -99,8 +99,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t keys = q0 + kTile < s.T ? q0 + kTile : s.T;  // the tile's rows see keys < keys
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     __syncthreads();  // every warp is done with the previous ks, vs (and qs is loaded)
-    load_tile(ks, stride, k + base.qkv, s.ld, j0, s.T, d);
-    load_tile(vs, d, v + base.qkv, s.ld, j0, s.T, d);
+    load_tile(ks, stride, k + base.kv, s.ld, j0, s.T, d);
+    load_tile(vs, d, v + base.kv, s.ld, j0, s.T, d);
     __syncthreads();
     float p[kRowsPerWarp];
     row_dots(p, qs + r0 * d, ks + lane * stride, d);
@@ -158,11 +158,11 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(Act* dq, const Act* dout, 
   float* dos = qs + kTile * d;
   float* ks = dos + kTile * d;
   float* vs = ks + kTile * stride;
-  const BlockTile bt = block_tile(s, true);
+  const BlockTile bt = block_tile(s, s.pairs, true);
   const PairBase base = pair_base(s, bt.pair);
   const int64_t q0 = bt.tile * kTile;
   const int lane = threadIdx.x % kWarpSize, r0 = threadIdx.x / kWarpSize * kRowsPerWarp;
-  load_tile(qs, d, q + base.qkv, s.ld, q0, s.T, d);
+  load_tile(qs, d, q + base.q, s.ld, q0, s.T, d);
   load_tile(dos, d, dout + base.out, s.h * d, q0, s.T, d);
   // Rows at or past T: zero q and dO, lse = D = 0, so finite; never written.
   float row_lse[kRowsPerWarp], row_d[kRowsPerWarp], acc[kRowsPerWarp][kCols];
@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(Act* dq, const Act* dout, 
   const int64_t keys = q0 + kTile < s.T ? q0 + kTile : s.T;
   for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
     __syncthreads();  // every warp is done with the previous ks, vs (and qs, dos are loaded)
-    load_tile(ks, stride, k + base.qkv, s.ld, j0, s.T, d);
-    load_tile(vs, stride, v + base.qkv, s.ld, j0, s.T, d);
+    load_tile(ks, stride, k + base.kv, s.ld, j0, s.T, d);
+    load_tile(vs, stride, v + base.kv, s.ld, j0, s.T, d);
     __syncthreads();
     float score[kRowsPerWarp], dp[kRowsPerWarp];
     row_dots(score, qs + r0 * d, ks + lane * stride, d);
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(Act* dq, const Act* dout, 
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t t = q0 + r0 + r;
     if (t >= s.T) continue;
-    Act* g = dq + base.qkv + t * s.ld;
+    Act* g = dq + base.q + t * s.ld;
     for (int c = 0; c < kCols; ++c) {
       const int e = lane + c * kWarpSize;
       if (e < d) store(g + e, acc[r][c] * s.scale);
@@ -200,9 +200,10 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(Act* dq, const Act* dout, 
   }
 }
 
-// dK, dV, one block per (pair, 32 keys), over the query tiles that see them (queries >= the
-// first key): dV = Σ P^T · dO, dK = Σ dS^T · Q / sqrt(d). A warp owns 4 keys; lane i is query
-// row i of the current query tile for the scores.
+// dK, dV, one block per (kv pair, 32 keys), over the query heads of its group in order and
+// for each the query tiles that see them (queries >= the first key): dV = Σ P^T · dO,
+// dK = Σ dS^T · Q / sqrt(d). A warp owns 4 keys; lane i is query row i of the current query
+// tile for the scores.
 // Shared: ks, vs (32, d) the block's keys and values; qs, dos (32, odd) one query tile;
 // lse_s, d_s (32) its rows' lse and D.
 template <int kCols, int kD, typename Act>
@@ -217,45 +218,48 @@ __global__ void __launch_bounds__(kThreads)
   float* dos = qs + kTile * stride;
   float* lse_s = dos + kTile * stride;
   float* d_s = lse_s + kTile;
-  const BlockTile bt = block_tile(s, false);  // rank 0 = the first keys, seen by the most queries
-  const PairBase base = pair_base(s, bt.pair);
+  const BlockTile bt = block_tile(s, s.kv_pairs, false);  // rank 0 = the first keys, seen by the most queries
+  const int64_t pair0 = first_query_pair(s, bt.pair);
+  const int64_t kv_base = pair_base(s, pair0).kv;
   const int64_t k0 = bt.tile * kTile;
   const int lane = threadIdx.x % kWarpSize, r0 = threadIdx.x / kWarpSize * kRowsPerWarp;  // keys k0+r0 ..
-  load_tile(ks, d, k + base.qkv, s.ld, k0, s.T, d);
-  load_tile(vs, d, v + base.qkv, s.ld, k0, s.T, d);
+  load_tile(ks, d, k + kv_base, s.ld, k0, s.T, d);
+  load_tile(vs, d, v + kv_base, s.ld, k0, s.T, d);
   float acc_k[kRowsPerWarp][kCols], acc_v[kRowsPerWarp][kCols];
   for (int r = 0; r < kRowsPerWarp; ++r)
     for (int c = 0; c < kCols; ++c) acc_k[r][c] = acc_v[r][c] = 0.0f;
-  for (int64_t q0 = k0; q0 < s.T; q0 += kTile) {
-    __syncthreads();  // every warp is done with the previous query tile (and ks, vs are loaded)
-    load_tile(qs, stride, q + base.qkv, s.ld, q0, s.T, d);
-    load_tile(dos, stride, dout + base.out, s.h * d, q0, s.T, d);
-    if (threadIdx.x < kTile) {
-      const int64_t t = q0 + threadIdx.x;
-      lse_s[threadIdx.x] = t < s.T ? lse[bt.pair * s.T + t] : 0.0f;
-      d_s[threadIdx.x] = t < s.T ? dsum[bt.pair * s.T + t] : 0.0f;
+  for (int64_t pair = pair0; pair < pair0 + s.group; ++pair)
+    for (int64_t q0 = k0; q0 < s.T; q0 += kTile) {
+      const PairBase base = pair_base(s, pair);
+      __syncthreads();  // every warp is done with the previous query tile (and ks, vs are loaded)
+      load_tile(qs, stride, q + base.q, s.ld, q0, s.T, d);
+      load_tile(dos, stride, dout + base.out, s.h * d, q0, s.T, d);
+      if (threadIdx.x < kTile) {
+        const int64_t t = q0 + threadIdx.x;
+        lse_s[threadIdx.x] = t < s.T ? lse[pair * s.T + t] : 0.0f;
+        d_s[threadIdx.x] = t < s.T ? dsum[pair * s.T + t] : 0.0f;
+      }
+      __syncthreads();
+      float p[kRowsPerWarp], ds[kRowsPerWarp];  // of the warp's keys against this lane's query
+      row_dots(p, ks + r0 * d, qs + lane * stride, d);
+      row_dots(ds, vs + r0 * d, dos + lane * stride, d);
+      const int64_t t = q0 + lane;  // this lane's query
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const bool seen = k0 + r0 + r <= t && t < s.T;
+        p[r] = seen ? expf(p[r] * s.scale - lse_s[lane]) : 0.0f;
+        ds[r] = seen ? p[r] * (ds[r] - d_s[lane]) : 0.0f;
+      }
+      add_weighted_rows(acc_v, p, dos, stride, d);  // dV += P^T · dO
+      add_weighted_rows(acc_k, ds, qs, stride, d);  // dK += dS^T · Q
     }
-    __syncthreads();
-    float p[kRowsPerWarp], ds[kRowsPerWarp];  // of the warp's keys against this lane's query
-    row_dots(p, ks + r0 * d, qs + lane * stride, d);
-    row_dots(ds, vs + r0 * d, dos + lane * stride, d);
-    const int64_t t = q0 + lane;  // this lane's query
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const bool seen = k0 + r0 + r <= t && t < s.T;
-      p[r] = seen ? expf(p[r] * s.scale - lse_s[lane]) : 0.0f;
-      ds[r] = seen ? p[r] * (ds[r] - d_s[lane]) : 0.0f;
-    }
-    add_weighted_rows(acc_v, p, dos, stride, d);  // dV += P^T · dO
-    add_weighted_rows(acc_k, ds, qs, stride, d);  // dK += dS^T · Q
-  }
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t j = k0 + r0 + r;
     if (j >= s.T) continue;
     for (int c = 0; c < kCols; ++c) {
       const int e = lane + c * kWarpSize;
       if (e >= d) continue;
-      store(dk + base.qkv + j * s.ld + e, acc_k[r][c] * s.scale);
-      store(dv + base.qkv + j * s.ld + e, acc_v[r][c]);
+      store(dk + kv_base + j * s.ld + e, acc_k[r][c] * s.scale);
+      store(dv + kv_base + j * s.ld + e, acc_v[r][c]);
     }
   }
 }
@@ -298,32 +302,34 @@ bool on_tensor_cores(const Context& ctx) { return ctx.gemm != nullptr && ctx.gem
 }  // namespace
 
 void attention_forward(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
   const char* op = "attention_forward";
-  require_shape(op, ld, B, T, h, d);
+  require_shape(op, ld, B, T, h, kv, d);
   const ElementType type = common_type(op, {out, q, k, v});
   if (B == 0 || T == 0 || h == 0) return;
-  if (on_tensor_cores(ctx)) return attention_forward_bf16(ctx, out, lse, q, k, v, ld, B, T, h, d);
-  const Shape s = shape_of(ld, B, T, h, d, kTile);
+  if (on_tensor_cores(ctx)) return attention_forward_bf16(ctx, out, lse, q, k, v, ld, B, T, h, kv, d);
+  const Shape s = shape_of(ld, B, T, h, kv, d, kTile);
   const size_t shared = static_cast<size_t>(kTile) * (2 * d + odd_stride(s.d)) * sizeof(float);
   with_storage(type, [&](auto storage) {
     using Act = decltype(storage);
     launch(ctx, op,
            pick(d, forward_kernel<2, 64, Act>, forward_kernel<1, 0, Act>, forward_kernel<2, 0, Act>,
                 forward_kernel<3, 0, Act>, forward_kernel<4, 0, Act>),
-           tile_blocks(op, s), kThreads, shared, typed<Act>(out), lse, typed<Act>(q), typed<Act>(k), typed<Act>(v), s);
+           tile_blocks(op, s, s.pairs), kThreads, shared, typed<Act>(out), lse, typed<Act>(q), typed<Act>(k),
+           typed<Act>(v), s);
   });
 }
 
 void attention_backward(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                         const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
-                        int64_t h, int64_t d) {
+                        int64_t h, int64_t kv, int64_t d) {
   const char* op = "attention_backward";
-  require_shape(op, ld, B, T, h, d);
+  require_shape(op, ld, B, T, h, kv, d);
   const ElementType type = common_type(op, {dq, dk, dv, dout, out, q, k, v});
   if (B == 0 || T == 0 || h == 0) return;
-  if (on_tensor_cores(ctx)) return attention_backward_bf16(ctx, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, d);
-  const Shape s = shape_of(ld, B, T, h, d, kTile);
+  if (on_tensor_cores(ctx))
+    return attention_backward_bf16(ctx, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, kv, d);
+  const Shape s = shape_of(ld, B, T, h, kv, d, kTile);
   auto* dsum = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(B * h * T) * sizeof(float), op));
   attention_row_dots(ctx, op, dsum, dout, out, s);
   const int64_t tile = kTile * d, odd_tile = static_cast<int64_t>(kTile) * odd_stride(s.d);
@@ -336,11 +342,12 @@ void attention_backward(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, Con
     launch(ctx, op,
            pick(d, dkdv_kernel<2, 64, Act>, dkdv_kernel<1, 0, Act>, dkdv_kernel<2, 0, Act>, dkdv_kernel<3, 0, Act>,
                 dkdv_kernel<4, 0, Act>),
-           tile_blocks(op, s), kThreads, dkdv_shared, typed<Act>(dk), typed<Act>(dv), pdout, lse, sums, pq, pk, pv, s);
+           tile_blocks(op, s, s.kv_pairs), kThreads, dkdv_shared, typed<Act>(dk), typed<Act>(dv), pdout, lse, sums, pq,
+           pk, pv, s);
     launch(ctx, op,
            pick(d, dq_kernel<2, 64, Act>, dq_kernel<1, 0, Act>, dq_kernel<2, 0, Act>, dq_kernel<3, 0, Act>,
                 dq_kernel<4, 0, Act>),
-           tile_blocks(op, s), kThreads, dq_shared, typed<Act>(dq), pdout, lse, sums, pq, pk, pv, s);
+           tile_blocks(op, s, s.pairs), kThreads, dq_shared, typed<Act>(dq), pdout, lse, sums, pq, pk, pv, s);
   });
 }
 

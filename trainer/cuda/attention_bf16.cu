@@ -49,9 +49,8 @@ struct ForwardLayout {  // qs (128, kDp) the block's queries; ks, vs 2 × (64, k
 template <int kDp>
 struct KeyValueLayout {  // ks, vs (128, kDp) the block's keys; qs, dos 2 × (64, kDp) query tiles; one tile's lse and D
   static constexpr size_t k = 0, v = k + tile_bytes<kDp>(kBlockRows), q = v + tile_bytes<kDp>(kBlockRows),
-                          dout = q + kBuffers * tile_bytes<kDp>(kTile),
-                          lse = dout + kBuffers * tile_bytes<kDp>(kTile), dsum = lse + kTile * sizeof(float),
-                          bytes = dsum + kTile * sizeof(float);
+                          dout = q + kBuffers * tile_bytes<kDp>(kTile), lse = dout + kBuffers * tile_bytes<kDp>(kTile),
+                          dsum = lse + kTile * sizeof(float), bytes = dsum + kTile * sizeof(float);
 };
 template <int kDp>
 struct QueryGradLayout {  // qs, dos (128, kDp) the block's queries; ks, vs 2 × (64, kDp) key tiles
@@ -176,18 +175,22 @@ __device__ float group_sum(float v) {
 }
 
 // Where the kernels read one tensor's bf16 rows of kDp elements (16-byte aligned rows):
-// its packed copy, (B·h, T, kDp) pair after pair, or the activations themselves when they
-// are bf16 with d = kDp, the (B, T, h, d) view with row stride ld (no pack pass).
+// its packed copy, (B·heads, T, kDp) pair after pair, or the activations themselves when
+// they are bf16 with d = kDp, the (B, T, heads, d) view with row stride ld (no pack pass).
+// heads: h for q and dout, kv for k and v.
 struct RowSource {
   const bf16* data;
   int64_t ld;  // row stride in elements; kDp when packed
   bool packed;
+  int64_t heads;
 };
 
-// Row 0 of one (sequence, head) pair's T rows in `src`.
+// Row 0 of the T rows query pair `pair` (b·h + head) reads in `src`: its own head in q and
+// dout, its key/value head head/group in k and v.
 __device__ const bf16* pair_rows(const RowSource& src, const Shape& s, int64_t pair) {
-  if (src.packed) return src.data + pair * s.T * src.ld;
-  const int64_t b = pair / s.h, head = pair - b * s.h;
+  const int64_t b = pair / s.h, query_head = pair - b * s.h;
+  const int64_t head = src.heads == s.h ? query_head : query_head / s.group;
+  if (src.packed) return src.data + (b * src.heads + head) * s.T * src.ld;
   return src.data + b * s.T * src.ld + head * s.d;
 }
 
@@ -241,7 +244,8 @@ __device__ RowStats row_stats(const float* lse, const float* dsum, const Shape& 
 }
 
 // dst (B·h, T, dp) = the (B, T, h, d) view at src (row stride ld) rounded to bf16, one pair's
-// rows after another, columns d .. dp zero. Act: the activations' storage (act_storage.cuh).
+// rows after another, columns d .. dp zero (h: the view's heads, kv for k and v). Act: the activations' storage
+// (act_storage.cuh).
 template <typename Act>
 __global__ void pack_kernel(bf16* dst, const Act* src, int64_t ld, int64_t T, int64_t h, int d, int dp, int64_t total) {
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
@@ -281,7 +285,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   bf16 *qs = tile_at(smem, L::q), *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
   const int warp = threadIdx.x / kWarpSize;
   const Lane lane;
-  const BlockTile bt = block_tile(s, true);
+  const BlockTile bt = block_tile(s, s.pairs, true);
   const int64_t q0 = bt.tile * kBlockRows, warp_row0 = q0 + warp * kWarpRows;
   const int64_t rows[2] = {warp_row0 + lane.g, warp_row0 + lane.g + 8};
   const bf16 *pair_k = pair_rows(k, s, bt.pair), *pair_v = pair_rows(v, s, bt.pair);
@@ -351,7 +355,9 @@ __global__ void __launch_bounds__(kBlockThreads)
       if (rows[r] < s.T) lse[bt.pair * s.T + rows[r]] = row_max[r] * kLn2 + logf(row_sum[r]);
 }
 
-// dK, dV, one block per (pair, 128 keys), over the query tiles of 64 that see them:
+// dK, dV, one block per (kv pair, 128 keys), over the query heads of its group in order and
+// for each the query tiles of 64 that see them (one sequence of steps, so the next tile's
+// copies are in flight across a change of head too):
 // dV = Σ P^T · dO, dK = Σ dS^T · Q / sqrt(d), dS = P ⊙ (dP − D), P = exp(Q·K^T/sqrt(d) − lse).
 // A warp computes its 16 keys' transposed scores S^T (16 keys, 64 queries) directly, from
 // its keys' K and V held as A operands in registers.
@@ -367,17 +373,19 @@ __global__ void __launch_bounds__(kBlockThreads)
   float* d_s = reinterpret_cast<float*>(smem + L::dsum);
   const int warp = threadIdx.x / kWarpSize;
   const Lane lane;
-  const BlockTile bt = block_tile(s, false);  // rank 0 = the first keys, seen by the most queries
+  const BlockTile bt = block_tile(s, s.kv_pairs, false);  // rank 0 = the first keys, seen by the most queries
   const int64_t k0 = bt.tile * kBlockRows, warp_key0 = k0 + warp * kWarpRows;
   const int64_t keys[2] = {warp_key0 + lane.g, warp_key0 + lane.g + 8};
-  const bf16 *pair_q = pair_rows(q, s, bt.pair), *pair_dout = pair_rows(dout, s, bt.pair);
-  stage_rows<kDp>(ks, kBlockRows, pair_rows(k, s, bt.pair), k.ld, k0, s.T);
-  stage_rows<kDp>(vs, kBlockRows, pair_rows(v, s, bt.pair), v.ld, k0, s.T);
+  // Step i: query pair pair0 + i / head_tiles, its query tile i % head_tiles from k0.
+  const int64_t pair0 = first_query_pair(s, bt.pair), head_tiles = (s.T - k0 + kTile - 1) / kTile;
+  const int64_t steps = s.group * head_tiles;
+  stage_rows<kDp>(ks, kBlockRows, pair_rows(k, s, pair0), k.ld, k0, s.T);
+  stage_rows<kDp>(vs, kBlockRows, pair_rows(v, s, pair0), v.ld, k0, s.T);
   commit_copies();
-  stage_tile<kDp>(0, qs, pair_q, q.ld, dos, pair_dout, dout.ld, k0, s.T);
+  stage_tile<kDp>(0, qs, pair_rows(q, s, pair0), q.ld, dos, pair_rows(dout, s, pair0), dout.ld, k0, s.T);
   // Thread t < 64 holds query row t's lse and D of the tile after the one in shared memory,
   // loaded an iteration ahead so that its latency hides behind the tile before.
-  RowStats next_stats = threadIdx.x < kTile ? row_stats(lse, dsum, s, bt.pair, k0 + threadIdx.x) : RowStats{};
+  RowStats next_stats = threadIdx.x < kTile ? row_stats(lse, dsum, s, pair0, k0 + threadIdx.x) : RowStats{};
   wait_for_copies<1>();  // the keys and values
   __syncthreads();
   uint32_t ka[kDp / 16][4], va[kDp / 16][4];
@@ -387,15 +395,20 @@ __global__ void __launch_bounds__(kBlockThreads)
   zero(dk_acc);
   zero(dv_acc);
   const float scale2 = s.scale * kLog2e;
-  for (int64_t i = 0, q0 = k0; q0 < s.T; ++i, q0 += kTile) {
+  for (int64_t i = 0; i < steps; ++i) {
+    const int64_t q0 = k0 + (i % head_tiles) * kTile;
+    // Step i + 1's pair and first query row (past T after the last step: no rows, zero stats).
+    const bool next = i + 1 < steps;
+    const int64_t next_pair = next ? pair0 + (i + 1) / head_tiles : pair0;
+    const int64_t next_q0 = next ? k0 + ((i + 1) % head_tiles) * kTile : s.T;
     __syncthreads();  // every warp is done with tile i - 1: its lse and D, the buffer tile i + 1 takes
     if (threadIdx.x < kTile) {
       lse_s[threadIdx.x] = next_stats.lse2;
       d_s[threadIdx.x] = next_stats.d;
-      next_stats = row_stats(lse, dsum, s, bt.pair, q0 + kTile + threadIdx.x);
+      next_stats = row_stats(lse, dsum, s, next_pair, next_q0 + threadIdx.x);
     }
-    const bool next = q0 + kTile < s.T;
-    stage_next_tile<kDp>(next, i, qs, pair_q, q.ld, dos, pair_dout, dout.ld, q0 + kTile, s.T);
+    stage_next_tile<kDp>(next, i, qs, pair_rows(q, s, next_pair), q.ld, dos, pair_rows(dout, s, next_pair), dout.ld,
+                         next_q0, s.T);
     __syncthreads();
     if (q0 + kTile <= warp_key0 || warp_key0 >= s.T) continue;  // no query of the tile sees the warp's keys
     const bf16 *qt = buffer_for<kDp>(qs, i), *dot = buffer_for<kDp>(dos, i);
@@ -421,9 +434,9 @@ __global__ void __launch_bounds__(kBlockThreads)
     as_a_operand(pa, ds);
     multiply_accumulate<kDp>(dk_acc, pa, qt);  // dK += dS^T · Q
   }
-  const PairBase base = pair_base(s, bt.pair);
-  write_rows<kDp>(dk_acc, {s.scale, s.scale}, dk + base.qkv, s.ld, warp_key0, s.T, s.d);
-  write_rows<kDp>(dv_acc, {1.0f, 1.0f}, dv + base.qkv, s.ld, warp_key0, s.T, s.d);
+  const PairBase base = pair_base(s, pair0);
+  write_rows<kDp>(dk_acc, {s.scale, s.scale}, dk + base.kv, s.ld, warp_key0, s.T, s.d);
+  write_rows<kDp>(dv_acc, {1.0f, 1.0f}, dv + base.kv, s.ld, warp_key0, s.T, s.d);
 }
 
 // dQ, one block per (pair, 128 query rows), over the key tiles of 64 the rows see:
@@ -437,7 +450,7 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource do
   bf16 *ks = tile_at(smem, L::k), *vs = tile_at(smem, L::v);
   const int warp = threadIdx.x / kWarpSize;
   const Lane lane;
-  const BlockTile bt = block_tile(s, true);
+  const BlockTile bt = block_tile(s, s.pairs, true);
   const int64_t pair = bt.pair, q0 = bt.tile * kBlockRows, warp_row0 = q0 + warp * kWarpRows;
   const int64_t rows[2] = {warp_row0 + lane.g, warp_row0 + lane.g + 8};
   const bf16 *pair_k = pair_rows(k, s, pair), *pair_v = pair_rows(v, s, pair);
@@ -482,7 +495,7 @@ __global__ void __launch_bounds__(kBlockThreads) dq_kernel(Act* dq, RowSource do
     multiply_accumulate<kDp>(dq_acc, dsa, kt);  // dQ += dS · K
   }
   const PairBase base = pair_base(s, pair);
-  write_rows<kDp>(dq_acc, {s.scale, s.scale}, dq + base.qkv, s.ld, warp_row0, s.T, s.d);
+  write_rows<kDp>(dq_acc, {s.scale, s.scale}, dq + base.q, s.ld, warp_row0, s.T, s.d);
 }
 
 // Calls f(std::integral_constant<int, kDp>) for d padded to a multiple of 32 (d <= 128).
@@ -505,37 +518,40 @@ bool reads_in_place(ConstActPtr src, int64_t ld, int64_t d, int dp) {
          reinterpret_cast<uintptr_t>(src.raw()) % 16 == 0;
 }
 
-// Packs src into dst (B·h, T, dp) bf16 (pack_kernel).
-void pack(const Context& ctx, const char* op, bf16* dst, ConstActPtr src, int64_t ld, const Shape& s, int dp) {
-  const int64_t total = s.pairs * s.T * dp;
+// Packs src, a (B, T, heads, d) view, into dst (B·heads, T, dp) bf16 (pack_kernel).
+void pack(const Context& ctx, const char* op, bf16* dst, ConstActPtr src, int64_t ld, int64_t heads, const Shape& s,
+          int dp) {
+  const int64_t total = s.pairs / s.h * heads * s.T * dp;
   with_storage(src.type(), [&](auto storage) {
     using Act = decltype(storage);
-    pack_kernel<Act><<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, typed<Act>(src), ld, s.T, s.h, s.d, dp, total);
+    pack_kernel<Act>
+        <<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, typed<Act>(src), ld, s.T, heads, s.d, dp, total);
   });
   check_launch(ctx, op);
 }
 
-// One input of the kernels as the backend got it: a (B, T, h, d) view with row stride ld.
+// One input of the kernels as the backend got it: a (B, T, heads, d) view with row stride ld.
 struct View {
   ConstActPtr data;
-  int64_t ld;
+  int64_t ld, heads;
 };
 
 // The kernels' sources for q, k, v (and dout), in order: each read in place or packed, the
-// packs in one scratch request (B·h·T·dp·2 bytes each) with D (B·h·T floats) when with_dsum.
+// packs in one scratch request (B·heads·T·dp·2 bytes each) with D (B·h·T floats) when
+// with_dsum.
 struct Sources {
   RowSource rows[4] = {};
   float* dsum = nullptr;
 };
 Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp, std::initializer_list<View> views,
                      bool with_dsum) {
-  const size_t pack_bytes = static_cast<size_t>(s.pairs * s.T * dp) * sizeof(bf16);
   Sources out;
   ScratchLayout layout;
   size_t at[4] = {};
   int i = 0;
   for (const View& v : views) {
     out.rows[i].packed = !reads_in_place(v.data, v.ld, s.d, dp);
+    const size_t pack_bytes = static_cast<size_t>(s.pairs / s.h * v.heads * s.T * dp) * sizeof(bf16);
     at[i] = layout.add(out.rows[i].packed ? pack_bytes : 0);
     ++i;
   }
@@ -546,10 +562,10 @@ Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp,
     RowSource& rows = out.rows[i];
     if (rows.packed) {
       auto* packed = reinterpret_cast<bf16*>(base + at[i]);
-      pack(ctx, op, packed, v.data, v.ld, s, dp);
-      rows = {packed, dp, true};
+      pack(ctx, op, packed, v.data, v.ld, v.heads, s, dp);
+      rows = {packed, dp, true, v.heads};
     } else {
-      rows = {static_cast<const bf16*>(v.data.raw()), v.ld, false};
+      rows = {static_cast<const bf16*>(v.data.raw()), v.ld, false, v.heads};
     }
     ++i;
   }
@@ -560,15 +576,15 @@ Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp,
 }  // namespace
 
 void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
-                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d) {
+                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
   const char* op = "attention_forward";
-  const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
+  const Shape s = shape_of(ld, B, T, h, kv, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld}, {k, ld}, {v, ld}}, false);
+    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld, h}, {k, ld, kv}, {v, ld, kv}}, false);
     with_storage(out.type(), [&](auto storage) {
       using Act = decltype(storage);
-      launch(ctx, op, forward_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, ForwardLayout<kDp>::bytes,
+      launch(ctx, op, forward_kernel<kDp, Act>, tile_blocks(op, s, s.pairs), kBlockThreads, ForwardLayout<kDp>::bytes,
              typed<Act>(out), lse, in.rows[0], in.rows[1], in.rows[2], s);
     });
   });
@@ -576,20 +592,20 @@ void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstAct
 
 void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                              const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
-                             int64_t T, int64_t h, int64_t d) {
+                             int64_t T, int64_t h, int64_t kv, int64_t d) {
   const char* op = "attention_backward";
-  const Shape s = shape_of(ld, B, T, h, d, kBlockRows);
+  const Shape s = shape_of(ld, B, T, h, kv, d, kBlockRows);
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld}, {k, ld}, {v, ld}, {dout, h * d}}, true);
+    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld, h}, {k, ld, kv}, {v, ld, kv}, {dout, h * d, h}}, true);
     attention_row_dots(ctx, op, in.dsum, dout, out, s);
     const RowSource pq = in.rows[0], pk = in.rows[1], pv = in.rows[2], pdout = in.rows[3];
     const float* dsum = in.dsum;
     with_storage(dq.type(), [&](auto storage) {
       using Act = decltype(storage);
-      launch(ctx, op, dkdv_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, KeyValueLayout<kDp>::bytes,
+      launch(ctx, op, dkdv_kernel<kDp, Act>, tile_blocks(op, s, s.kv_pairs), kBlockThreads, KeyValueLayout<kDp>::bytes,
              typed<Act>(dk), typed<Act>(dv), pdout, lse, dsum, pq, pk, pv, s);
-      launch(ctx, op, dq_kernel<kDp, Act>, tile_blocks(op, s), kBlockThreads, QueryGradLayout<kDp>::bytes,
+      launch(ctx, op, dq_kernel<kDp, Act>, tile_blocks(op, s, s.pairs), kBlockThreads, QueryGradLayout<kDp>::bytes,
              typed<Act>(dq), pdout, lse, dsum, pq, pk, pv, s);
     });
   });

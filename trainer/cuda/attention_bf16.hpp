@@ -4,11 +4,12 @@
 // to a multiple of 32 (kernels for 32, 64, 96, 128), in contiguous 16-byte copies (each K/V
 // tile is read from L2 once per 128 query rows). bf16 activations with d = dp (GPT-2's 64)
 // are read in place; others are first packed, rounded to bf16 (when float32), into scratch
-// as (B·h, T, dp) with zeros in the padding. The probabilities P and their gradients dS are
-// rounded to bf16 before they multiply V, dO, Q or K, and every product accumulates in float32
-// (mma.sync m16n8k16, warp_mma.cuh). Softmax statistics (row max, sum, lse) and
-// D = rowsum(dout ⊙ out) stay float32. Same arguments as attention.hpp; d <= 128. Each pack
-// takes B·h·T·dp·2 bytes of the backend's scratch.
+// as (B·heads, T, dp) (heads: h for q and dout, kv for k and v) with zeros in the padding.
+// The probabilities P and their gradients dS are rounded to bf16 before they multiply V, dO,
+// Q or K, and every product accumulates in float32 (mma.sync m16n8k16, warp_mma.cuh).
+// Softmax statistics (row max, sum, lse) and D = rowsum(dout ⊙ out) stay float32. Same
+// arguments as attention.hpp (grouped-query attention too); d <= 128. Each pack takes
+// B·heads·T·dp·2 bytes of the backend's scratch.
 //
 // Tiles (FlashAttention-2's): a block is 8 warps and owns 128 rows (queries in the forward and
 // dQ kernels, keys in the dK/dV kernel); a warp owns 16 of them and holds their operands (Q, or
@@ -27,9 +28,9 @@ namespace axonn::cuda {
 
 // The activations share one type (float32 or bf16), which attention.cu has checked.
 void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
-                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d);
+                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d);
 void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                              const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
-                             int64_t T, int64_t h, int64_t d);
+                             int64_t T, int64_t h, int64_t kv, int64_t d);
 
 }  // namespace axonn::cuda

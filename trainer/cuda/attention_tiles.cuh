@@ -16,45 +16,59 @@ namespace axonn::cuda::attention_tiles {
 
 constexpr size_t kDefaultSharedBytes = 48 * 1024;  // above this a kernel must opt in
 
-// The shapes every kernel needs, by value. A pair is one (sequence, head).
+// The shapes every kernel needs, by value. A pair is one (sequence, query head); a kv pair
+// one (sequence, key/value head), which the group = h/kv query pairs b·h + kv_head·group + g
+// (g < group) read (grouped-query attention; group 1 is multi-head attention).
 struct Shape {
   int64_t ld, T, h, pairs, tiles;  // pairs = B·h; tiles = ceil(T / rows per block) per pair
+  int64_t kv, group, kv_pairs;     // kv_pairs = B·kv
   int d;
   float scale;  // 1/sqrt(d)
 };
 
-inline Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t d, int64_t rows_per_block) {
+inline Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t rows_per_block) {
   return Shape{ld,
                T,
                h,
                B * h,
                (T + rows_per_block - 1) / rows_per_block,
+               kv,
+               h / kv,
+               B * kv,
                static_cast<int>(d),
                1.0f / std::sqrt(static_cast<float>(d))};
 }
 
-// Block x = rank·pairs + pair: rank r of every pair is scheduled before rank r + 1. With
+// Block x = rank·pairs + pair over `pairs` pairs (s.pairs, or s.kv_pairs for the kernels that
+// own a key/value head's rows): rank r of every pair is scheduled before rank r + 1. With
 // `longest_first` rank 0 is the last tile (the query tiles that see the most keys).
 struct BlockTile {
   int64_t pair, tile;
 };
-__device__ inline BlockTile block_tile(const Shape& s, bool longest_first) {
-  const int64_t x = blockIdx.x, rank = x / s.pairs;
-  return {x - rank * s.pairs, longest_first ? s.tiles - 1 - rank : rank};
+__device__ inline BlockTile block_tile(const Shape& s, int64_t pairs, bool longest_first) {
+  const int64_t x = blockIdx.x, rank = x / pairs;
+  return {x - rank * pairs, longest_first ? s.tiles - 1 - rank : rank};
 }
 
-// Where pair b·h + head starts: in q, k, v (row stride ld) and in out, dout (row stride h·d).
+// Where query pair b·h + head starts: in q (row stride ld), in k and v at its key/value head
+// head/group (row stride ld), and in out, dout (row stride h·d).
 struct PairBase {
-  int64_t qkv, out;
+  int64_t q, kv, out;
 };
 __device__ inline PairBase pair_base(const Shape& s, int64_t pair) {
   const int64_t b = pair / s.h, head = pair - b * s.h;
-  return {b * s.T * s.ld + head * s.d, b * s.T * s.h * s.d + head * s.d};
+  return {b * s.T * s.ld + head * s.d, b * s.T * s.ld + head / s.group * s.d, b * s.T * s.h * s.d + head * s.d};
 }
 
-// One block per (pair, tile).
-inline unsigned tile_blocks(const char* op, const Shape& s) {
-  return grid_dim(op, "attention tiles", s.pairs * s.tiles, true);
+// The first query pair of kv pair b·kv + kv_head: b·h + kv_head·group.
+__device__ inline int64_t first_query_pair(const Shape& s, int64_t kv_pair) {
+  const int64_t b = kv_pair / s.kv, kv_head = kv_pair - b * s.kv;
+  return b * s.h + kv_head * s.group;
+}
+
+// One block per (pair, tile) of `pairs` pairs.
+inline unsigned tile_blocks(const char* op, const Shape& s, int64_t pairs) {
+  return grid_dim(op, "attention tiles", pairs * s.tiles, true);
 }
 
 // dsum (B, h, T) = D = rowsum(dout ⊙ out) of every query row, in float32 (attention.cu).

@@ -180,7 +180,7 @@ void Gpt::recompute(size_t l) {
   b.qkv.forward(b.ln1_out, b.qkv_out, m);
   const int64_t ld = 3 * cy_;
   backend_.attention_forward(b.attention_out, b.lse, b.qkv_out, b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T,
-                             heads_, head_dim_);
+                             heads_, heads_, head_dim_);
   if (recompute_ != Recompute::block) return;
   b.proj.gather_weight();
   b.proj.forward(b.attention_out, b.residual_mid, m);
@@ -233,7 +233,7 @@ void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scal
     b.qkv.forward(b.ln1_out, b.qkv_out, m);
     const int64_t ld = 3 * cy_;
     backend_.attention_forward(b.attention_out, b.lse, b.qkv_out, b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T,
-                               heads_, head_dim_);
+                               heads_, heads_, head_dim_);
     b.proj.gather_weight();
     b.proj.forward(b.attention_out, b.residual_mid, m);
     // residual_mid = attention branch + in, and ln2 of it
@@ -298,7 +298,7 @@ void Gpt::backward(const int32_t* tokens, GradientSync* sync) {
     b.proj.backward(d_residual_, b.attention_out, d_attention_, m, scatter_);
     const int64_t ld = 3 * cy_;
     backend_.attention_backward(d_qkv_, d_qkv_ + cy_, d_qkv_ + 2 * cy_, d_attention_, b.attention_out, b.lse, b.qkv_out,
-                                b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T, heads_, head_dim_);
+                                b.qkv_out + cy_, b.qkv_out + 2 * cy_, ld, mb_, T, heads_, heads_, head_dim_);
     b.qkv.backward(d_qkv_, b.ln1_out, d_normed_, m, scatter_);
     if (sync) {  // the block's weight gradients are final once its last reduce-scatter is in
       scatter_.flush();
