@@ -283,11 +283,11 @@ int main(int argc, char** argv) try {
     };
     const double forward_flops = 2.0 * static_cast<double>(B * h * d) * static_cast<double>(T) * static_cast<double>(T);
     const double forward_s = seconds_per_call(backend, o.calls, [&] {
-      backend.attention_forward(out.ptr(), lse.data(), at(qkv, 0), at(qkv, 1), at(qkv, 2), 3 * h * d, B, T, h, h, d);
+      backend.attention_forward(out.ptr(), lse.data(), at(qkv, 0), at(qkv, 1), at(qkv, 2), 3 * h * d, B, T, h, h, d, d);
     });
     const double backward_s = seconds_per_call(backend, o.calls, [&] {
       backend.attention_backward(at(dqkv, 0), at(dqkv, 1), at(dqkv, 2), dout.ptr(), out.ptr(), lse.data(), at(qkv, 0),
-                                 at(qkv, 1), at(qkv, 2), 3 * h * d, B, T, h, h, d);
+                                 at(qkv, 1), at(qkv, 2), 3 * h * d, B, T, h, h, d, d);
     });
     std::printf("\n%-34s %10s %10s\n", "causal attention (B, T, h, d)", "us/call", "TFLOP/s");
     const std::string dims =

@@ -64,6 +64,10 @@ void read_experts(TomlReader& t, ModelShape& m) {
       "moe_chunks", m.moe_chunks_auto() ? std::nullopt : std::optional<int64_t>(m.moe_chunks), 1, 1024);
   m.moe_chunks = chunks ? static_cast<int>(*chunks) : ModelShape::kAutoMoeChunks;
   if (!m.moe()) reject_moe_keys_of_a_dense_model(t, m);
+  if (m.moe() && m.mlp == Mlp::swiglu)
+    t.fail("experts", "= " + std::to_string(m.experts) +
+                          " with model.mlp = \"swiglu\": this axonn's experts are GELU MLPs (SwiGLU experts, "
+                          "Mixtral's shape, are not built yet); set model.mlp = \"gelu\" or model.experts = 0");
   if (m.moe() && m.top_k > m.experts) {
     // A token goes to top_k distinct experts, so there must be that many (only E = 1 has too few).
     const std::string fix = "; set model.top_k = 1 or model.experts >= 2";
@@ -71,6 +75,60 @@ void read_experts(TomlReader& t, ModelShape& m) {
     if (t.has("top_k")) t.fail("top_k", "= " + top_k + " is more than model.experts = " + experts + fix);
     t.fail("experts", "= " + experts + " is fewer than model.top_k = " + top_k + " (its default)" + fix);
   }
+}
+
+// The keys that only mean something with another key's value: an error when given without
+// it, rather than a setting silently ignored.
+void reject_keys_without(TomlReader& t, const std::vector<std::string>& keys, const std::string& needs) {
+  for (const std::string& key : keys)
+    if (t.has(key)) t.fail(key, "applies only with " + needs + "; set that, or drop model." + key);
+}
+
+// [model.rope_scaling]: Llama 3.1's frequency scaling, keyed as Hugging Face's config.json
+// keys it (layout_inputs.hpp, RopeScaling).
+RopeScaling read_rope_scaling(TomlReader&& t) {
+  RopeScaling s;
+  t.string("rope_type", "llama3", {"llama3"});
+  s.factor = t.number("factor", s.factor, 1.0, 1e6);
+  s.low_freq_factor = t.number("low_freq_factor", s.low_freq_factor, 1e-6, 1e6);
+  s.high_freq_factor = t.number("high_freq_factor", s.high_freq_factor, 1e-6, 1e6);
+  s.original_positions =
+      static_cast<int>(t.integer("original_max_position_embeddings", s.original_positions, 1, kMaxDim));
+  if (s.high_freq_factor <= s.low_freq_factor)
+    t.fail("high_freq_factor", "= " + number_text(s.high_freq_factor) + " must be above low_freq_factor = " +
+                                   number_text(s.low_freq_factor) + " (Llama 3.1: 4 and 1)");
+  t.finish();
+  return s;
+}
+
+// The architecture keys (layout_inputs.hpp, ModelShape): normalization, MLP, positions,
+// grouped-query attention, biases, tied embeddings. model.hidden and model.heads are read.
+void read_architecture(TomlReader& t, ModelShape& m) {
+  m.norm = t.string("norm", norm_name(m.norm), {"layernorm", "rmsnorm"}) == "rmsnorm" ? Norm::rmsnorm
+                                                                                       : Norm::layernorm;
+  m.norm_eps = t.number("norm_eps", m.norm_eps, 1e-12, 1.0);
+  m.mlp = t.string("mlp", mlp_name(m.mlp), {"gelu", "swiglu"}) == "swiglu" ? Mlp::swiglu : Mlp::gelu;
+  m.mlp_hidden = static_cast<int>(t.integer("mlp_hidden", m.ffn(), 1, kMaxDim));
+  m.positions = t.string("positions", positions_name(m.positions), {"learned", "rope"}) == "rope"
+                    ? Positions::rope
+                    : Positions::learned;
+  m.rope_theta = t.number("rope_theta", m.rope_theta, 1.0, 1e12);  // read always, so "valid keys" lists it
+  if (m.positions == Positions::rope) {
+    if (t.has("rope_scaling")) m.rope_scaling = read_rope_scaling(t.table("rope_scaling"));
+    if (m.head_dim() % 2 != 0)
+      t.fail("positions", "= \"rope\" rotates pairs of a head's elements, and the head size model.hidden / "
+                          "model.heads = " +
+                              std::to_string(m.head_dim()) + " is odd; pick hidden and heads with an even ratio");
+  } else {
+    reject_keys_without(t, {"rope_theta", "rope_scaling"}, "model.positions = \"rope\"");
+  }
+  m.kv_heads = static_cast<int>(t.integer("kv_heads", m.heads, 1, m.heads));
+  if (m.heads % m.kv_heads != 0)
+    t.fail("kv_heads", "= " + std::to_string(m.kv_heads) + " must divide model.heads = " + std::to_string(m.heads) +
+                           " (each key/value head serves an equal group of query heads); the nearest that does is " +
+                           std::to_string(nearest_divisor(m.heads, m.kv_heads)));
+  m.bias = t.boolean("bias", m.bias);
+  m.tie_embeddings = t.boolean("tie_embeddings", m.tie_embeddings);
 }
 
 JobConfig read_job(toml::table root, const std::string& file, const fs::path& data_base, const SiteConfig& site,
@@ -94,6 +152,7 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     }
     m.vocab = static_cast<int>(t.integer("vocab", m.vocab, 2, kMaxDim));
     m.sequence = static_cast<int>(t.integer("sequence", m.sequence, 1, kMaxDim));
+    read_architecture(t, m);
     read_experts(t, m);
     t.finish();
   }

@@ -58,8 +58,10 @@ const Link& link_of(const Machine& m, LinkTier tier) {
 double moe_flops_per_micro_batch(const ModelShape& model, const Layout& g, const BatchSplit& split) {
   const MoeShape moe = moe_shape(model, split, g);
   if (moe.layers == 0) return 0;
-  const double c_local = static_cast<double>(model.hidden / g.x), hidden_local = 4.0 * model.hidden / g.y;
-  const double experts = 2 * 6.0 * static_cast<double>(moe.rows) * c_local * hidden_local;
+  // fc (c -> its width / G_y) and proj (F / G_y -> c), forward, dX and dW.
+  const double c_local = static_cast<double>(model.hidden / g.x);
+  const double widths_local = static_cast<double>(model.fc_width() + model.ffn()) / g.y;
+  const double experts = 6.0 * static_cast<double>(moe.rows) * c_local * widths_local;
   const double router = 6.0 * static_cast<double>(split.tokens) * c_local * static_cast<double>(moe.experts);
   return static_cast<double>(moe.layers) * (experts + router);
 }

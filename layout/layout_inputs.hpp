@@ -15,13 +15,56 @@
 
 namespace axonn {
 
-// GPT-2 shape. vocab is the padded vocabulary the model actually uses.
+// The architecture's choices (model.norm, model.mlp, model.positions): GPT-2's first.
+enum class Norm { layernorm = 0, rmsnorm = 1 };
+enum class Mlp { gelu = 0, swiglu = 1 };
+enum class Positions { learned = 0, rope = 1 };
+constexpr const char* norm_name(Norm n) { return n == Norm::rmsnorm ? "rmsnorm" : "layernorm"; }
+constexpr const char* mlp_name(Mlp m) { return m == Mlp::swiglu ? "swiglu" : "gelu"; }
+constexpr const char* positions_name(Positions p) { return p == Positions::rope ? "rope" : "learned"; }
+
+// Llama 3.1's rotary frequency scaling (model.rope_scaling = "llama3"): wavelengths longer than
+// original_positions / low_freq_factor are stretched by `factor`, those shorter than
+// original_positions / high_freq_factor kept, the band between blended (docs/llama.md).
+struct RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int original_positions = 8192;
+  bool operator==(const RopeScaling&) const = default;
+};
+
+// The transformer's shape: GPT-2 by default (LayerNorm, 4x GELU MLP, learned positions,
+// biases, tied embeddings); the Llama family with rmsnorm, swiglu, rope, kv_heads < heads, no
+// biases and untied embeddings (docs/llama.md). vocab is the padded vocabulary the model uses.
 struct ModelShape {
   int layers = 2;
   int hidden = 64;    // C
-  int heads = 4;      // H, head size C/H
+  int heads = 4;      // H, head size d = C/H
   int vocab = 256;    // V
   int sequence = 64;  // T, also the number of learned position embeddings
+  Norm norm = Norm::layernorm;
+  double norm_eps = 1e-5;  // GPT-2's and Llama 3's
+  Mlp mlp = Mlp::gelu;
+  int mlp_hidden = 0;  // F, the MLP's hidden width; 0: 4·C
+  Positions positions = Positions::learned;
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling = std::nullopt;  // none
+  // KV, grouped-query attention's key/value heads (a divisor of H; 1: multi-query); 0: H.
+  int kv_heads = 0;
+  bool bias = true;            // the linear layers' biases and LayerNorm's beta
+  bool tie_embeddings = true;  // the LM head reads wte; false: its own lm_head [V, C]
+
+  int64_t head_dim() const { return hidden / heads; }
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t ffn() const { return mlp_hidden > 0 ? mlp_hidden : int64_t{4} * hidden; }
+  // Columns of the attention's input projection: H query heads and KV key and value heads.
+  int64_t qkv_width() const { return (heads + 2 * kv()) * head_dim(); }
+  // Columns of the MLP's first layer: F, or gate and up (2F) under SwiGLU.
+  int64_t fc_width() const { return mlp == Mlp::swiglu ? 2 * ffn() : ffn(); }
+  // Whether qkv is laid out in key/value groups ([C, KV, H/KV + 2, d], docs/parallel-plan.md)
+  // rather than GPT-2's [C, 3, C].
+  bool grouped_attention() const { return kv() < heads; }
   // Mixture of experts (docs/moe.md). experts = E, 0: every block's MLP is dense. Else the
   // MLP of every moe_every-th block (blocks moe_every-1, 2·moe_every-1, ...) is E expert
   // MLPs behind a float32 router [C, E] that sends each token to its top_k (1 or 2) experts.

@@ -15,11 +15,11 @@ namespace {
 // what each recomputation mode keeps of them.
 struct ActivationParts {
   int64_t input = 0;      // per block: its input, the residual stream, m C/G_x
-  int64_t attention = 0;  // per block: q, k, v and the attention output, 4 m C/G_y, and the
-                          // attention's row log-sum-exp mb (H/G_y) T = m H/G_y (the flash-style
-                          // kernels keep no T×T probabilities: backward recomputes them)
+  int64_t attention = 0;  // per block: q, k, v, m (H + 2KV) d/G_y, the attention output, m C/G_y,
+                          // and the attention's row log-sum-exp mb (H/G_y) T = m H/G_y (the
+                          // flash-style kernels keep no T×T probabilities: backward recomputes them)
   int64_t rest = 0;       // per block: ln1 out, input + attention (ln2 in), ln2 out, 3 m C/G_x;
-                          // mlp.fc out and GELU out, 2 m 4C/G_y
+                          // mlp.fc out (F or SwiGLU's 2F) and the activation's, m F/G_y
   int64_t head = 0;       // ln_f in and out; the logits, which become their softmax and then
                           // their gradient in place
 };
@@ -28,8 +28,8 @@ ActivationParts activation_parts(const ModelShape& model, const Layout& g, int64
   const int64_t C = model.hidden, T = model.sequence;
   ActivationParts p;
   p.input = m * C / g.x;
-  p.attention = 4 * m * C / g.y + mb * (model.heads / g.y) * T;
-  p.rest = 3 * m * C / g.x + 8 * m * C / g.y;
+  p.attention = m * (model.qkv_width() + C) / g.y + mb * (model.heads / g.y) * T;
+  p.rest = 3 * m * C / g.x + m * (model.fc_width() + model.ffn()) / g.y;
   p.head = 2 * m * C / g.x + m * model.vocab / g.y;
   return p;
 }
@@ -51,14 +51,16 @@ int64_t activation_elements(const ActivationParts& p, int64_t layers, Recompute 
 }
 
 // Backward's working buffers, reused by every block: the residual stream's gradient and a
-// LayerNorm output's, 2 m C/G_x; the MLP hidden's, attention output's and qkv's, 8 m C/G_y.
+// normalization output's, 2 m C/G_x; mlp.fc output's (SwiGLU's also the activation's, F),
+// the attention output's, C, and qkv's, (H + 2KV) d, all m ·/G_y.
 int64_t workspace_elements(const ModelShape& model, const Layout& g, int64_t m) {
   const int64_t C = model.hidden;
-  return 2 * m * C / g.x + 8 * m * C / g.y;
+  const int64_t mlp = model.fc_width() + (model.mlp == Mlp::swiglu ? model.ffn() : 0);
+  return 2 * m * C / g.x + m * (mlp + C + model.qkv_width()) / g.y;
 }
 
 // The MoE blocks' own buffers (trainer/model/moe_layer.hpp), each block's, under every
-// recomputation mode (R = MoeShape::rows, c = C/G_x, h = 4C/G_y, E_l local experts):
+// recomputation mode (R = MoeShape::rows, c = C/G_x, h = F/G_y, E_l local experts):
 //   kept: float32 router logits and probabilities [m, E], gates [m, k], int32 choices and
 //   slots [m, k], each row's token and gate [R]; the experts' rows: input [R, c], fc output
 //   and GELU [R, h], output [R, c];
@@ -84,7 +86,7 @@ void add_moe_layers(MemoryEstimate& mem, const ModelShape& model, const Layout& 
   if (moe.layers == 0) return;
   const int64_t m = split.tokens, R = moe.rows, E = moe.experts, k = moe.top_k;
   const int64_t R_max = moe.expert_rows, send_side = moe.expert_ranks > 1 && !moe.gathers ? 2 * R : 0;
-  const int64_t c = model.hidden / g.x, h = 4 * model.hidden / g.y;
+  const int64_t c = model.hidden / g.x, h = model.ffn() / g.y;
   mem.activations +=
       moe.layers * ((send_side * c + 2 * R_max * c + 2 * R_max * h) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
   mem.workspace += moe.layers * ((send_side * c + 2 * R_max * c + R_max * h) * e + 4 * (m * k + m * E));

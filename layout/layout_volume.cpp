@@ -154,8 +154,8 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
   const int64_t grad = element_size(types.gradients), stat = element_size(types.statistics);
   const int64_t m = split.tokens, C = input.model.hidden;
   const int64_t calls = split.accumulation * moe.layers, E = moe.experts, local = moe.local_experts;
-  const int64_t hidden_local = 4 * C / g.y, c_local = C / g.x;
-  const int64_t expert_block = c_local * hidden_local;  // fc [C/G_x, 4C/G_y], proj [4C/G_y, C/G_x]
+  const int64_t hidden_local = input.model.ffn() / g.y, c_local = C / g.x;
+  const int64_t expert_block = c_local * hidden_local;  // fc [C/G_x, F/G_y], proj [F/G_y, C/G_x]
   const int64_t received = moe.rows;                    // R_r, exact or its mean
   const ExpertCallBytes exchange = expert_call_bytes(moe, c_local, e, received);
   v.add(CommAxis::x, K::all_reduce, calls, m * E * stat);
@@ -250,10 +250,18 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
     tensor.backward(comm_axis(lin.n_axis()), calls, m * k_local * e, GemmShape{m, k_local, n_local});
     v.add(CommAxis::z, K::reduce_scatter, calls, k_local * n_local * grad, overlap);
   }
+  if (!model.tie_embeddings) {  // the token embedding's own wte, gathered and its gradient scattered
+    const LinearShape head = linear_shapes(model).back();
+    const int64_t block = head.k / g.size(head.k_axis) * (head.n / g.size(head.n_axis()));
+    v.add(CommAxis::z, K::all_gather, A, block * w, overlap);
+    v.add(CommAxis::z, K::reduce_scatter, A, block * grad, overlap);
+  }
   v.add(CommAxis::y, K::all_reduce, A, m * (C / g.x) * e);  // token embedding
-  const int64_t layer_norms = 2 * int64_t{model.layers} + 1;
-  v.add(CommAxis::x, K::all_reduce, A * layer_norms * 2, m * stat);
-  v.add(CommAxis::x, K::all_reduce, A * layer_norms, m * 2 * stat);
+  // Each normalization over x: LayerNorm's sums and centered squares forward, its two
+  // partials [m, 2] backward; RMSNorm's squares forward and one partial [m] backward.
+  const int64_t norms = 2 * int64_t{model.layers} + 1, norm_stages = norm_forward_stages(model);
+  v.add(CommAxis::x, K::all_reduce, A * norms * norm_stages, m * stat);
+  v.add(CommAxis::x, K::all_reduce, A * norms, m * norm_stages * stat);
   v.add(CommAxis::y, K::all_gather, A, m * g.y * stat);
   v.add(CommAxis::y, K::all_reduce, A, m * 2 * stat);
 
@@ -281,13 +289,14 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
       v.add(CommAxis::z, K::all_gather, calls, k_local * n_local * w, overlap);
       if (i < rerun_gemms) tensor.forward(comm_axis(lin.k_axis), calls, m * n_local * e, GemmShape{m, k_local, n_local});
     }
-    v.add(CommAxis::x, K::all_reduce, rerun * 2 * 2, m * stat);  // ln1 and ln2, two stages each
+    v.add(CommAxis::x, K::all_reduce, rerun * 2 * norm_forward_stages(model), m * stat);  // ln1 and ln2
   }
 
   const GradientBuckets buckets = gradient_buckets(model, g);
-  // The small tensors' gradients summed over z: the experts' biases in a bucket of their own.
+  // The small tensors' gradients summed over z: the experts' biases, where the model has them
+  // (model.bias), in a bucket of their own.
   v.add(CommAxis::z, K::all_reduce, 1, buckets.small * grad);
-  if (buckets.moe_layers > 0) v.add(CommAxis::z, K::all_reduce, 1, buckets.small_experts * grad);
+  if (buckets.small_experts > 0) v.add(CommAxis::z, K::all_reduce, 1, buckets.small_experts * grad);
   // Blocks 1..L-1, whose buckets go beside the backward, dense and MoE.
   const int64_t first_moe = model.is_moe_block(0) ? 1 : 0, later_moe = model.moe_layers() - first_moe;
   const struct { int64_t dense, moe; } later{model.layers - 1 - later_moe, later_moe};
@@ -317,7 +326,7 @@ StepVolume predict_step_volume(const ChooserInput& input, const Layout& g, Memor
                       {experts_axis, first_moe, buckets.moe_experts, updated, false},
                       {CommAxis::data, 1, buckets.wte, updated, false},
                       {CommAxis::data, 1, buckets.small, small_bytes, false},
-                      {experts_axis, buckets.moe_layers > 0 ? 1 : 0, buckets.small_experts, small_bytes, false}};
+                      {experts_axis, buckets.small_experts > 0 ? 1 : 0, buckets.small_experts, small_bytes, false}};
   const bool shard = shards_optimizer(g, modes.shard_optimizer);
   for (const auto& b : bucket_calls) {
     if (!shard) {

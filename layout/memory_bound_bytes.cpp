@@ -13,31 +13,43 @@ constexpr size_t kQkv = 0, kProj = 1, kFc = 2, kFcProj = 3, kHead = 4;
 struct BlockElements {
   double ln1_forward = 0, ln2_forward = 0;
   double bias_forward[4] = {};  // qkv, attn.proj, mlp.fc, mlp.proj
-  double gelu_forward = 0;
-  double backward = 0;  // every backward pass of the block
+  double rope_forward = 0;      // q and k rotated in place
+  double gelu_forward = 0;      // or SwiGLU's
+  double backward = 0;          // every backward pass of the block
   double forward() const {
     return ln1_forward + ln2_forward + bias_forward[0] + bias_forward[1] + bias_forward[2] + bias_forward[3] +
-           gelu_forward;
+           rope_forward + gelu_forward;
   }
 };
 
 BlockElements block_elements(const ChooserInput& input, const Layout& g, double m) {
-  const auto layers = linear_shapes(input.model);
+  const ModelShape& model = input.model;
+  const auto layers = linear_shapes(model);
   const bool epilogues = input.machine.gemm_epilogues;
-  const double residual = m * static_cast<double>(input.model.hidden / g.x);  // (m, C/G_x)
-  const double gelu_width = m * static_cast<double>(layers[kFc].n / g.size(layers[kFc].n_axis()));
+  const double residual = m * static_cast<double>(model.hidden / g.x);  // (m, C/G_x)
+  const double fc_width = m * static_cast<double>(layers[kFc].n / g.size(layers[kFc].n_axis()));
   BlockElements b;
-  b.ln1_forward = b.ln2_forward = 4 * residual;
+  // LayerNorm reads x for its sums, its centered squares and its output; RMSNorm has no mean.
+  b.ln1_forward = b.ln2_forward = (model.norm == Norm::layernorm ? 4 : 3) * residual;
   b.backward = 2 * 4 * residual;
-  for (size_t i = kQkv; i <= kFcProj; ++i) {
+  for (size_t i = kQkv; i <= kFcProj && model.bias; ++i) {
     const double out = m * static_cast<double>(layers[i].n / g.size(layers[i].n_axis()));
     const bool fused = epilogues && g.size(layers[i].k_axis) == 1;
     b.bias_forward[i] = fused ? 0 : 2 * out;
     b.backward += epilogues ? 0 : out;  // the column sums, else BGRADA inside the dW GEMM
   }
-  const bool gelu_fused = epilogues && g.x == 1;
-  b.gelu_forward = (gelu_fused ? 1 : 2) * gelu_width;
-  b.backward += (gelu_fused ? 1 : 3) * gelu_width;
+  if (model.positions == Positions::rope) {  // read and write q and k, and dq and dk
+    b.rope_forward = 2 * m * static_cast<double>((model.heads + model.kv()) * model.head_dim() / g.y);
+    b.backward += b.rope_forward;
+  }
+  if (model.mlp == Mlp::swiglu) {  // gate | up in, their product out; backward also reads dout
+    b.gelu_forward = 1.5 * fc_width;
+    b.backward += 2.5 * fc_width;
+  } else {
+    const bool gelu_fused = epilogues && g.x == 1;
+    b.gelu_forward = (gelu_fused ? 1 : 2) * fc_width;
+    b.backward += (gelu_fused ? 1 : 3) * fc_width;
+  }
   return b;
 }
 
@@ -47,10 +59,10 @@ double rerun_elements(const BlockElements& b, Recompute mode) {
     case Recompute::none:
       return 0;
     case Recompute::attention:
-      return b.ln1_forward + b.bias_forward[kQkv];
+      return b.ln1_forward + b.bias_forward[kQkv] + b.rope_forward;
     case Recompute::block:
-      return b.ln1_forward + b.ln2_forward + b.bias_forward[kQkv] + b.bias_forward[kProj] + b.bias_forward[kFc] +
-             b.gelu_forward;
+      return b.ln1_forward + b.ln2_forward + b.bias_forward[kQkv] + b.rope_forward + b.bias_forward[kProj] +
+             b.bias_forward[kFc] + b.gelu_forward;
   }
   return 0;
 }

@@ -12,7 +12,10 @@ namespace axonn {
 
 std::array<LinearShape, 5> linear_shapes(const ModelShape& m) {
   const int64_t C = m.hidden, L = m.layers, dense = L - m.moe_layers();
-  return {{{C, 3 * C, Axis::x, L}, {C, C, Axis::y, L}, {C, 4 * C, Axis::x, dense}, {4 * C, C, Axis::y, dense},
+  return {{{C, m.qkv_width(), Axis::x, L},
+           {C, C, Axis::y, L},
+           {C, m.fc_width(), Axis::x, dense},
+           {m.ffn(), C, Axis::y, dense},
            {C, m.vocab, Axis::x, 1}}};
 }
 
@@ -30,6 +33,11 @@ int64_t local_experts(const ModelShape& m, const Layout& g) {
   if (!m.moe()) return 0;
   if (!expert_parallelism_fits(m, g)) throw LayoutError(expert_problem(m, g));
   return m.experts / g.experts;
+}
+
+// One expert's biases on a rank: fc's (its width / G_y) and proj's (C/G_x); none without biases.
+int64_t expert_biases(const ModelShape& m, const Layout& g) {
+  return m.bias ? m.fc_width() / g.y + m.hidden / g.x : 0;
 }
 
 }  // namespace
@@ -89,16 +97,22 @@ BatchSplit batch_split(const ModelShape& model, const BatchShape& batch, const L
 
 ParameterCount parameters_per_rank(const ModelShape& m, const Layout& g) {
   ParameterCount p;
-  for (const auto& lin : linear_shapes(m)) p.big += lin.count * (lin.k * lin.n / (int64_t{g.x} * g.y * g.z));
+  const int64_t tensor = int64_t{g.x} * g.y * g.z;
+  for (const auto& lin : linear_shapes(m)) p.big += lin.count * (lin.k * lin.n / tensor);
   const int64_t C = m.hidden;
-  // Per block: ln1, ln2 (gamma, beta: C/G_x each), qkv bias 3C/G_y, attn.proj bias C/G_x,
-  // mlp.fc bias 4C/G_y, mlp.proj bias C/G_x. Then ln_f (2 C/G_x) and wpe (T x C/G_x).
-  p.small = m.layers * (6 * C / g.x + 7 * C / g.y) + 2 * C / g.x + int64_t{m.sequence} * C / g.x;
-  // An MoE block: its E_l local experts' fc and proj instead of one MLP's (biases 4C/G_y
-  // and C/G_x each), and the router [C/G_x, E] (every rank routes to every expert).
+  if (!m.tie_embeddings) p.big += int64_t{m.vocab} * C / tensor;  // lm_head beside wte
+  // Per block: ln1, ln2 (gain C/G_x each, and LayerNorm's beta), and with biases qkv's
+  // (its width / G_y), attn.proj's C/G_x, mlp.fc's (its width / G_y), mlp.proj's C/G_x. Then
+  // ln_f, and wpe (T x C/G_x) with learned positions.
+  const int64_t norm = (m.norm == Norm::layernorm && m.bias ? 2 : 1) * C / g.x;
+  const int64_t biases = m.bias ? (m.qkv_width() + m.fc_width()) / g.y + 2 * C / g.x : 0;
+  p.small = m.layers * (2 * norm + biases) + norm;
+  if (m.positions == Positions::learned) p.small += int64_t{m.sequence} * C / g.x;
+  // An MoE block: its E_l local experts' fc and proj instead of one MLP's (with biases, fc's
+  // width / G_y and C/G_x each), and the router [C/G_x, E] (every rank routes to every expert).
   const int64_t moe = m.moe_layers(), local = local_experts(m, g), E = m.experts;
-  p.big += moe * local * (8 * C * C / (int64_t{g.x} * g.y * g.z));
-  p.small += moe * ((local - 1) * (4 * C / g.y + C / g.x) + C / g.x * E);
+  p.big += moe * local * ((m.fc_width() + m.ffn()) * C / tensor);
+  p.small += moe * ((local - 1) * expert_biases(m, g) + C / g.x * E);
   return p;
 }
 
@@ -108,12 +122,12 @@ GradientBuckets gradient_buckets(const ModelShape& m, const Layout& g) {
   GradientBuckets b;
   for (size_t i = 0; i + 1 < shapes.size(); ++i) b.block += shapes[i].k * shapes[i].n / tensor;
   const int64_t C = m.hidden, local = local_experts(m, g);
-  b.moe_attention = 4 * C * C / tensor;
-  b.moe_experts = local * (8 * C * C / tensor);
-  b.wte = shapes.back().k * shapes.back().n / tensor;
+  b.moe_attention = (m.qkv_width() + C) * C / tensor;
+  b.moe_experts = local * ((m.fc_width() + m.ffn()) * C / tensor);
+  b.wte = (m.tie_embeddings ? 1 : 2) * (shapes.back().k * shapes.back().n / tensor);  // and lm_head
   b.layers = m.layers;
   b.moe_layers = m.moe_layers();
-  b.small_experts = b.moe_layers * local * (4 * C / g.y + C / g.x);
+  b.small_experts = b.moe_layers * local * expert_biases(m, g);
   b.small = parameters_per_rank(m, g).small - b.small_experts;
   return b;
 }
@@ -156,8 +170,9 @@ std::array<Check, kExpertCheck> divisibility_checks(const ModelShape& m, const B
   return {{
       {"hidden", C, "G_x*G_z", int64_t{g.x} * g.z},  // xy layers: k = C over x then z
       {"hidden", C, "G_y*G_z", int64_t{g.y} * g.z},  // attn.proj: k = C over y then z
-      {"4*hidden", 4 * C, "G_y*G_z", int64_t{g.y} * g.z},
-      {"heads", m.heads, "G_y", g.y},  // attention runs on whole heads
+      {"mlp_hidden", m.ffn(), "G_y*G_z", int64_t{g.y} * g.z},  // mlp.proj: k = F over y then z
+      // attention runs on whole heads; grouped, on whole key/value groups
+      m.grouped_attention() ? Check{"kv_heads", m.kv(), "G_y", g.y} : Check{"heads", m.heads, "G_y", g.y},
       {"vocab", m.vocab, "G_y", g.y},  // vocab-parallel head and loss
       {"global_batch", batch.global_batch, "G_data*G_z", int64_t{g.data} * g.z},
   }};

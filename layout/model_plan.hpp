@@ -13,10 +13,16 @@ namespace axonn {
 
 // The linear layers as (shape, how many). Y = X*W, W: [k, n]. k_axis splits k (x for role
 // "xy", y for role "yx"); the other tensor axis splits n; z splits the rows of each block
-// again. Per block: attn.qkv (C -> 3C, xy), attn.proj (C -> C, yx), mlp.fc (C -> 4C, xy),
-// mlp.proj (4C -> C, yx), each `layers` times (the MLPs: once per dense block, MoeShape has
-// the experts'); then lm_head (C -> V, xy, the tied wte).
+// again. Per block: attn.qkv (C -> (H + 2KV)·d, 3C without grouped-query attention, xy),
+// attn.proj (C -> C, yx), mlp.fc (C -> F, or 2F under SwiGLU, xy), mlp.proj (F -> C, yx),
+// each `layers` times (the MLPs: once per dense block, MoeShape has the experts'); then
+// lm_head (C -> V, xy: wte, or its own weight when untied).
 // The cost model iterates these, so pricing a layout allocates nothing per layer.
+// The all-reduces over x of one normalization's forward, each of [m] floats: LayerNorm's
+// row sums and centered squares, RMSNorm's squares; its backward's one all-reduce is of this
+// many floats per row (trainer/model/dist_ops.hpp).
+inline int64_t norm_forward_stages(const ModelShape& model) { return model.norm == Norm::layernorm ? 2 : 1; }
+
 struct LinearShape {
   int64_t k = 0, n = 0;
   Axis k_axis = Axis::x;
@@ -150,7 +156,7 @@ int64_t parameters_total(const ModelShape& model);  // the whole model, for repo
 //   "h.<l>"          a dense block's four weight shards (`block`), or an MoE block's attention
 //                    weights, qkv and attn.proj (`moe_attention`);
 //   "h.<l>.experts"  an MoE block's E_l local experts' fc and proj (`moe_experts`);
-//   "wte"            the wte shard;
+//   "wte"            the wte shard, and lm_head's when the embeddings are untied;
 //   "small"          every small tensor but the experts' biases: LayerNorms, dense biases,
 //                    routers, wpe, ln_f;
 //   "small.experts"  every MoE block's local experts' biases (only in an MoE model).
@@ -158,11 +164,11 @@ int64_t parameters_total(const ModelShape& model);  // the whole model, for repo
 // expert_reduce_axis (the ranks that hold the same experts), the others over data.
 struct GradientBuckets {
   int64_t block = 0;          // a dense block's
-  int64_t moe_attention = 0;  // an MoE block's "h.l": 4C·C/(G_x G_y G_z)
-  int64_t moe_experts = 0;    // an MoE block's "h.l.experts": E_l·8C·C/(G_x G_y G_z)
+  int64_t moe_attention = 0;  // an MoE block's "h.l": qkv and attn.proj, (qkv width + C)·C/(G_x G_y G_z)
+  int64_t moe_experts = 0;    // an MoE block's "h.l.experts": E_l·(fc width + F)·C/(G_x G_y G_z)
   int64_t wte = 0;
   int64_t small = 0;
-  int64_t small_experts = 0;  // MoE blocks × E_l·(4C/G_y + C/G_x); 0 for a dense model
+  int64_t small_experts = 0;  // MoE blocks × E_l·(fc width/G_y + C/G_x) with biases; else 0
   int64_t layers = 0;         // blocks, dense and MoE
   int64_t moe_layers = 0;     // of which MoE
   int64_t dense_layers() const { return layers - moe_layers; }

@@ -18,7 +18,7 @@
 #   lib/     every shared library they and the PMIx components need, except glibc's and
 #            the GPU node's (libcuda, libcudart, libcublas, libcublasLt, libnccl), under the
 #            name they are linked by (symbolic links resolved: links travel as links);
-#            those over 8 MiB as NAME.xz, which env.sh unpacks under $TMPDIR
+#            those over 4 MiB as NAME.xz, which env.sh unpacks under $TMPDIR
 #   lib/pmix PMIx's MCA components, which libpmix dlopens at run time
 #   share/pmix PMIx's help texts
 #   env.sh   sourced on the GPU node: library path, PMIx's install directories,
@@ -184,10 +184,10 @@ for f in "$out"/bin/* "$out"/lib/*.so* "$out"/lib/pmix/*.so; do
 done
 [ "$bad" -eq 0 ] || die "libraries missing from $out/lib (above)"
 
-# ---- size: libraries over 8 MiB (OpenBLAS, 36 MiB with its kernels for every x86 CPU)
+# ---- size: libraries over 4 MiB (OpenBLAS, 36 MiB with its kernels for every x86 CPU; libcrypto)
 # travel xz-compressed, and env.sh unpacks them on the GPU node.
 for f in "$out"/lib/*.so*; do
-  [ "$(stat -c %s "$f")" -le $((8 * 1024 * 1024)) ] || xz -9 -T2 "$f"
+  [ "$(stat -c %s "$f")" -le $((4 * 1024 * 1024)) ] || xz -9 -T2 "$f"
 done
 bytes=$(du -sb "$out" | cut -f1)
 mib=$(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1048576 }')

@@ -42,6 +42,10 @@ FACTORS = {
                "2x1x1x1e2", "4x1x1x1e2", "2x1x1x2e2"],
     # dense; MoE with 4 experts, top-1 or top-2, dropless or with capacity 1.5 (drops tokens)
     "model": ["dense", "top1", "top2", "top2-capacity"],
+    # gpt2: LayerNorm, GELU, learned positions, biases, tied embeddings; llama: RMSNorm, RoPE,
+    # grouped-query attention (half as many key/value heads as heads), no biases, untied
+    # embeddings, and a SwiGLU MLP where the model is dense (the experts stay GELU MLPs)
+    "architecture": ["gpt2", "llama"],
     "recompute": ["none", "attention", "block"],
     "shard_optimizer": ["false", "true"],
     "overlap_comm": ["false", "true"],
@@ -63,6 +67,7 @@ DEVICE_FACTORS = {
     "layout": ["2x1x1x1", "1x2x1x1", "1x1x2x1", "1x1x1x2", "2x1x1x2", "2x2x1x1", "1x2x1x2",
                "2x1x1x1e2", "4x1x1x1e2", "2x1x2x1e2"],
     "model": FACTORS["model"],
+    "architecture": FACTORS["architecture"],
     "recompute": FACTORS["recompute"],
     "shard_optimizer": FACTORS["shard_optimizer"],
     "overlap_comm": FACTORS["overlap_comm"],

@@ -432,11 +432,11 @@ TEST_F(CkptCli, PlanRefusesAModelConfigOrTensorsItDoesNotKnow) {
     std::string message;
   } cases[] = {
       {good + " shared_experts=1", "unknown key 'shared_experts'; this axonn knows layers, hidden, heads, vocab, sequence"},
-      {good + " experts=4", "key 'moe_every' is missing"},  // an MoE model's keys come together
+      {good + " experts=4", "key 'top_k' is missing"},  // an MoE model's keys come together
       {"layers=2 hidden=32 heads=8 vocab=256", "key 'sequence' is missing"},
       {"layers=2 hidden=32 heads=8 vocab=256 sequence=16 layers=2", "key 'layers' appears twice"},
       {"layers=2 hidden=-32 heads=8 vocab=256 sequence=16", "hidden = '-32' is not a positive integer"},
-      {"layers=2 hidden=032 heads=8 vocab=256 sequence=16", "is not in the trainer's form '" + good + "'"},
+      {"layers=2 hidden=032 heads=8 vocab=256 sequence=16", "not in the trainer's form '" + good + "'"},
       {"layers=2  hidden=32 heads=8 vocab=256 sequence=16", "token '' is not key=value"},
   };
   auto everything = [](const std::string&) { return true; };

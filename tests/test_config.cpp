@@ -312,6 +312,77 @@ TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
   EXPECT_NE(typo.find("did you mean 'model.experts'?"), std::string::npos) << typo;
 }
 
+// The architecture keys: GPT-2's by default, Llama's as the templates set them.
+TEST(Config, ArchitectureKeysDefaultToGpt2AndReadLlamasShape) {
+  const ModelShape gpt2 = load_job_config_string("[model]\nhidden = 64\n", "j.toml", SiteConfig{}).model;
+  EXPECT_EQ(gpt2.norm, Norm::layernorm);
+  EXPECT_EQ(gpt2.mlp, Mlp::gelu);
+  EXPECT_EQ(gpt2.ffn(), 256);
+  EXPECT_EQ(gpt2.positions, Positions::learned);
+  EXPECT_EQ(gpt2.kv(), gpt2.heads);
+  EXPECT_TRUE(gpt2.bias);
+  EXPECT_TRUE(gpt2.tie_embeddings);
+  EXPECT_FALSE(gpt2.rope_scaling);
+  EXPECT_EQ(gpt2.qkv_width(), 3 * 64);
+
+  const ModelShape llama =
+      load_job_config((kSource / "job_templates/llama3-8b.toml").string(), SiteConfig{}).model;
+  EXPECT_EQ(llama.norm, Norm::rmsnorm);
+  EXPECT_EQ(llama.norm_eps, 1e-5);
+  EXPECT_EQ(llama.mlp, Mlp::swiglu);
+  EXPECT_EQ(llama.ffn(), 14336);
+  EXPECT_EQ(llama.fc_width(), 2 * 14336);
+  EXPECT_EQ(llama.positions, Positions::rope);
+  EXPECT_EQ(llama.rope_theta, 500000.0);
+  ASSERT_TRUE(llama.rope_scaling);
+  EXPECT_EQ(*llama.rope_scaling, (RopeScaling{8.0, 1.0, 4.0, 8192}));
+  EXPECT_EQ(llama.kv(), 8);
+  EXPECT_TRUE(llama.grouped_attention());
+  EXPECT_EQ(llama.qkv_width(), (32 + 2 * 8) * 128);
+  EXPECT_FALSE(llama.bias);
+  EXPECT_FALSE(llama.tie_embeddings);
+  // Meta's published counts (Hugging Face's model cards): 8,030,261,248 and 70,553,706,496.
+  EXPECT_EQ(parameters_total(llama), 8030261248);
+  const ModelShape llama70 =
+      load_job_config((kSource / "job_templates/llama3-70b.toml").string(), SiteConfig{}).model;
+  EXPECT_EQ(parameters_total(llama70), 70553706496);
+}
+
+TEST(Config, BadArchitectureValuesNameTheKeyTheValueAndTheFix) {
+  struct Case {
+    std::string toml, expect;
+  };
+  const std::vector<Case> cases = {
+      {"norm = \"batchnorm\"", "j.toml:2:8: model.norm = \"batchnorm\" is not allowed; use one of \"layernorm\", \"rmsnorm\""},
+      {"mlp = \"relu\"", "model.mlp = \"relu\" is not allowed; use one of \"gelu\", \"swiglu\""},
+      {"mlp_hidden = 0", "j.toml:2:14: model.mlp_hidden = 0 is out of range; allowed [1, "},
+      {"heads = 4\nkv_heads = 3",
+       "j.toml:3:12: model.kv_heads = 3 must divide model.heads = 4 (each key/value head serves an equal group of "
+       "query heads); the nearest that does is 2"},
+      {"heads = 4\nkv_heads = 8", "j.toml:3:12: model.kv_heads = 8 is out of range; allowed [1, 4]"},
+      {"rope_theta = 500000.0",
+       "j.toml:2:14: model.rope_theta applies only with model.positions = \"rope\"; set that, or drop "
+       "model.rope_theta"},
+      {"[model.rope_scaling]\nfactor = 8.0", "model.rope_scaling applies only with model.positions = \"rope\""},
+      {"hidden = 12\nheads = 4\npositions = \"rope\"",
+       "model.positions = \"rope\" rotates pairs of a head's elements, and the head size model.hidden / model.heads = "
+       "3 is odd"},
+      {"positions = \"rope\"\n[model.rope_scaling]\nlow_freq_factor = 4.0\nhigh_freq_factor = 1.0",
+       "model.rope_scaling.high_freq_factor = 1 must be above low_freq_factor = 4 (Llama 3.1: 4 and 1)"},
+      {"positions = \"rope\"\n[model.rope_scaling]\nrope_type = \"yarn\"",
+       "model.rope_scaling.rope_type = \"yarn\" is not allowed; use one of \"llama3\""},
+      {"positions = \"rope\"\n[model.rope_scaling]\nfactr = 8.0", "unknown key 'model.rope_scaling.factr'"},
+      {"mlp = \"swiglu\"\nexperts = 8",
+       "model.experts = 8 with model.mlp = \"swiglu\": this axonn's experts are GELU MLPs"},
+      {"bias = 1", "model.bias must be true or false, got an integer"},
+  };
+  for (const Case& c : cases) {
+    const std::string err =
+        error_of([&] { load_job_config_string("[model]\n" + c.toml + "\n", "j.toml", SiteConfig{}); });
+    EXPECT_NE(err.find(c.expect), std::string::npos) << c.toml << "\n" << err;
+  }
+}
+
 TEST(Config, SyntaxErrorHasPosition) {
   const std::string err = error_of([] { load_job_config_string("[model\nlayers = 2\n", "bad.toml", SiteConfig{}); });
   EXPECT_EQ(err.rfind("bad.toml:1:", 0), 0u) << err;

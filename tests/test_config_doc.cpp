@@ -144,6 +144,8 @@ const std::string kCalibration = "[calibration]\ndate = \"2026-01-01T00:00:00Z\"
 
 const std::map<std::string, Probe> kProbes = {
     {"model", {Loader::job, "[model]\nzzz_not_a_key = 1\n"}},
+    {"model.rope_scaling",
+     {Loader::job, "[model]\npositions = \"rope\"\n[model.rope_scaling]\nzzz_not_a_key = 1\n"}},
     {"training", {Loader::job, "[training]\nzzz_not_a_key = 1\n"}},
     {"data", {Loader::job, "[data]\nzzz_not_a_key = 1\n"}},
     {"checkpoint", {Loader::job, "[checkpoint]\nzzz_not_a_key = 1\n"}},

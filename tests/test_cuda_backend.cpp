@@ -574,66 +574,102 @@ TEST_F(CudaBackendOps, GeluForwardAndBackwardInPlace) {
 
 struct AttentionCase {
   int64_t B, T, h, d;
-  bool packed;     // q, k, v inside one (B, T, (h + 2·kv)·d) buffer; else three buffers, ld = h·d
-  int64_t kv = 0;  // key/value heads; 0: h (multi-head attention)
+  // q, k, v inside one buffer: multi-head GPT-2's (B, T, 3·h·d) [q | k | v]; grouped-query
+  // Megatron-LM's (B, T, kv·(g + 2)·d), per group [g query heads | k | v]. Else three buffers
+  // of rows ld = h·d, groups g·d apart: q plain, key/value head j at j·g·d.
+  bool packed;
+  int64_t kv = 0;   // key/value heads; 0: h (multi-head attention)
+  int64_t pad = 0;  // packed grouped-query only: unused columns after each group, NaN in the inputs
 };
 
 class CudaAttention : public CudaBackendOps {
  protected:
   void check(const AttentionCase& a, double tol) {
-    const int64_t B = a.B, T = a.T, h = a.h, kv = a.kv > 0 ? a.kv : a.h, d = a.d, hd = h * d, kvd = kv * d;
+    const int64_t B = a.B, T = a.T, h = a.h, kv = a.kv > 0 ? a.kv : a.h, d = a.d, hd = h * d, g = h / kv;
     SCOPED_TRACE("attention B=" + std::to_string(B) + " T=" + std::to_string(T) + " h=" + std::to_string(h) +
                  " kv=" + std::to_string(kv) + " d=" + std::to_string(d) + (a.packed ? " packed" : " three buffers"));
-    // Three buffers hold rows of ld = h·d elements, k and v using their first kv·d.
-    const int64_t ld = a.packed ? hd + 2 * kvd : hd;
+    const bool gpt2 = a.packed && kv == h;
+    const int64_t group_stride = gpt2 ? d : a.packed ? (g + 2) * d + a.pad : g * d;
+    const int64_t ld = gpt2 ? 3 * hd : a.packed ? kv * group_stride : hd;
+    const int64_t k_at = gpt2 ? hd : a.packed ? g * d : 0, v_at = gpt2 ? 2 * hd : a.packed ? (g + 1) * d : 0;
     // Inputs: one packed buffer, or three; q, k, v point into them.
+    // Which columns of a row of buffer i (packed: the one) some head covers; the rest are
+    // NaN in the inputs, and the backward must leave them as the poison it found.
+    auto covered = [&](size_t i) {
+      std::vector<bool> c(static_cast<size_t>(ld), !a.packed && i == 0);  // three buffers: q is dense
+      auto mark = [&](int64_t at) { std::fill(c.begin() + at, c.begin() + at + d, true); };
+      for (int64_t j = 0; j < kv && (a.packed || i > 0); ++j) {
+        if (a.packed) {
+          for (int64_t e = 0; e < g; ++e) mark(j * group_stride + e * d);
+          mark(k_at + j * group_stride);
+          mark(v_at + j * group_stride);
+        } else {
+          mark(j * group_stride);
+        }
+      }
+      return c;
+    };
     std::vector<Twin<float>> in;
     if (a.packed) {
-      in.push_back(twin(random_floats(rng_, B * T * ld, -1.5f, 1.5f)));
+      Floats qkv = random_floats(rng_, B * T * ld, -1.5f, 1.5f);
+      const std::vector<bool> c = covered(0);
+      for (int64_t e = 0; e < B * T * ld; ++e)
+        if (!c[static_cast<size_t>(e % ld)]) qkv[e] = std::numeric_limits<float>::quiet_NaN();
+      in.push_back(twin(qkv));
     } else {
       for (int i = 0; i < 3; ++i) in.push_back(twin(random_floats(rng_, B * T * ld, -1.5f, 1.5f)));
     }
     auto q = [&](int s) { return in[0][s]; };
-    auto k = [&](int s) { return a.packed ? in[0][s] + hd : in[1][s]; };
-    auto v = [&](int s) { return a.packed ? in[0][s] + hd + kvd : in[2][s]; };
+    auto k = [&](int s) { return a.packed ? in[0][s] + k_at : in[1][s]; };
+    auto v = [&](int s) { return a.packed ? in[0][s] + v_at : in[2][s]; };
     Twin<float> out = poisoned(B * T * hd), lse = poisoned(B * h * T);
-    both([&](Backend& be, int s) { be.attention_forward(out[s], lse[s], q(s), k(s), v(s), ld, B, T, h, kv, d); });
+    both([&](Backend& be, int s) {
+      be.attention_forward(out[s], lse[s], q(s), k(s), v(s), ld, B, T, h, kv, d, group_stride);
+    });
     expect_close(out, tol, "attention out");
     expect_close(lse, tol, "attention lse");
 
     // Backward from the CPU's out and lse on both, so it is compared on its own. The gradients
-    // are views like q, k, v: with packed inputs one packed (B, T, 3·h·d) buffer, all written.
+    // are views like q, k, v: with packed inputs one packed buffer, all written.
     const Twin<float> cpu_out = twin(out.cpu()), cpu_lse = twin(lse.cpu());
     Twin<float> dout = twin(random_floats(rng_, B * T * hd));
     std::vector<Twin<float>> grads;
     for (int i = 0; i < (a.packed ? 1 : 3); ++i) grads.push_back(poisoned(B * T * ld));
     auto dq = [&](int s) { return grads[0][s]; };
-    auto dk = [&](int s) { return a.packed ? grads[0][s] + hd : grads[1][s]; };
-    auto dv = [&](int s) { return a.packed ? grads[0][s] + hd + kvd : grads[2][s]; };
+    auto dk = [&](int s) { return a.packed ? grads[0][s] + k_at : grads[1][s]; };
+    auto dv = [&](int s) { return a.packed ? grads[0][s] + v_at : grads[2][s]; };
     both([&](Backend& be, int s) {
-      be.attention_backward(dq(s), dk(s), dv(s), dout[s], cpu_out[s], cpu_lse[s], q(s), k(s), v(s), ld, B, T, h, kv, d);
+      be.attention_backward(dq(s), dk(s), dv(s), dout[s], cpu_out[s], cpu_lse[s], q(s), k(s), v(s), ld, B, T, h, kv, d,
+                            group_stride);
     });
+    // The head columns by normalized error; the others still NaN on both backends.
     for (size_t i = 0; i < grads.size(); ++i) {
-      if (!a.packed && i > 0 && kv < h) {  // dk, dv use kv·d of each h·d row: compare those
-        const Floats cpu = grads[i].cpu(), gpu = grads[i].gpu();
-        Floats c, g;
-        for (int64_t row = 0; row < B * T; ++row) {
-          c.insert(c.end(), cpu.begin() + row * ld, cpu.begin() + row * ld + kvd);
-          g.insert(g.end(), gpu.begin() + row * ld, gpu.begin() + row * ld + kvd);
+      const std::vector<bool> c = covered(i);
+      const Floats cpu = grads[i].cpu(), gpu = grads[i].gpu();
+      Floats cpu_heads, gpu_heads;
+      int64_t touched = 0;
+      for (int64_t e = 0; e < B * T * ld; ++e) {
+        if (c[static_cast<size_t>(e % ld)]) {
+          cpu_heads.push_back(cpu[e]);
+          gpu_heads.push_back(gpu[e]);
+        } else {
+          touched += std::isnan(cpu[e]) && std::isnan(gpu[e]) ? 0 : 1;
         }
-        EXPECT_LE(normalized_error(g, c), tol) << "attention gradient buffer " << i;
-        continue;
       }
-      expect_close(grads[i], tol, "attention gradient buffer " + std::to_string(i));
+      EXPECT_LE(normalized_error(gpu_heads, cpu_heads), tol) << "attention gradient buffer " << i;
+      EXPECT_EQ(touched, 0) << "attention gradient buffer " << i << ": columns outside every head written";
     }
   }
 };
 
 // Grouped-query attention (kv < h, query head i reading key/value head i/(h/kv)): multi-query
-// (kv 1) and groups of 2 and 3, packed and in three buffers, partial tiles, each column count.
-const std::vector<AttentionCase> kGroupedQueryCases = {{2, 37, 4, 16, true, 2},  {1, 65, 4, 24, false, 1},
-                                                       {2, 96, 6, 64, true, 2},  {1, 130, 4, 40, true, 1},
-                                                       {1, 70, 3, 96, false, 1}, {1, 257, 2, 128, true, 1}};
+// (kv 1) and groups of 2 and 3, packed in Megatron-LM's grouped layout and in three buffers,
+// partial tiles, each column count; and unused columns between the groups (group_stride
+// past (g + 2)·d), which neither backend may read or write.
+const std::vector<AttentionCase> kGroupedQueryCases = {
+    {2, 37, 4, 16, true, 2},    {1, 65, 4, 24, false, 1},   {2, 96, 6, 64, true, 2},
+    {1, 130, 4, 40, true, 1},   {1, 70, 3, 96, false, 1},   {1, 257, 2, 128, true, 1},
+    {2, 37, 4, 32, true, 2, 8}, {1, 70, 6, 64, true, 3, 5}, {2, 45, 3, 32, true, 3, 16}};
 
 TEST_F(CudaAttention, GroupedQueryAttentionMatchesTheCpu) {
   for (const AttentionCase& a : kGroupedQueryCases) check(a, kTol);
@@ -686,9 +722,9 @@ TEST_F(CudaAttention, Bf16GroupedQueryAttentionOnTensorCoresWithinBf16Error) {
 TEST_F(CudaAttention, HeadSizeOver128IsRejectedNamingIt) {
   DeviceBuffer<float> buf(*gpu_, 4 * 160);
   float* p = buf.data();
-  expect_backend_error([&] { gpu_->attention_forward(p, p, p, p, p, 160, 1, 1, 1, 1, 160); },
+  expect_backend_error([&] { gpu_->attention_forward(p, p, p, p, p, 160, 1, 1, 1, 1, 160, 160); },
                        "attention_forward: head size d = 160 exceeds 128");
-  expect_backend_error([&] { gpu_->attention_backward(p, p, p, p, p, p, p, p, p, 160, 1, 1, 1, 1, 160); },
+  expect_backend_error([&] { gpu_->attention_backward(p, p, p, p, p, p, p, p, p, 160, 1, 1, 1, 1, 160, 160); },
                        "attention_backward: head size d = 160 exceeds 128");
 }
 
@@ -1177,11 +1213,18 @@ TEST_F(CudaBackendOps, BadSizesThrowBackendErrorNamingTheOp) {
   expect_backend_error([&] { g.rope_forward(p, p, 1, 2, 2, 5, 10); }, "rope_forward: head size d = 5 must be even");
   expect_backend_error([&] { g.rope_backward(p, p, 1, 2, 2, 4, 6); },
                        "rope_backward: heads·d = 8 exceeds row stride ld = 6");
-  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 2, 4); }, "attention_forward: h·d = 8");
-  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 64, 1, 2, 4, 3, 4); },
+  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 4, 1, 2, 2, 2, 4, 4); }, "attention_forward: h·d = 8");
+  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 64, 1, 2, 4, 3, 4, 4); },
                        "attention_forward: h = 4 query heads is not a multiple of kv = 3 key/value heads");
-  expect_backend_error([&] { g.attention_backward(p, p, p, p, p, p, p, p, p, 64, 1, 2, 2, 0, 4); },
+  expect_backend_error([&] { g.attention_backward(p, p, p, p, p, p, p, p, p, 64, 1, 2, 2, 0, 4, 4); },
                        "attention_backward: h = 2 query heads is not a multiple of kv = 0 key/value heads");
+  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 64, 1, 2, 4, 2, 4, -1); },
+                       "attention_forward: group_stride = -1 must not be negative");
+  expect_backend_error([&] { g.attention_forward(p, p, p, p, p, 64, 1, 2, 4, 2, 4, 7); },
+                       "attention_forward: group_stride = 7 is smaller than the (h/kv)·d = 8 elements of one group's "
+                       "query heads");
+  expect_backend_error([&] { g.attention_backward(p, p, p, p, p, p, p, p, p, 24, 1, 2, 4, 2, 4, 20); },
+                       "attention_backward: (kv−1)·group_stride + (h/kv)·d = 28 exceeds row stride ld = 24");
   expect_backend_error([&] { g.embedding_backward(p, p, tokens.data(), -1, 4, 0, 4); }, "embedding_backward: m = -1");
   expect_backend_error([&] { g.cross_entropy_row_max(p, p, 4, 0); }, "cross_entropy_row_max: v_local = 0");
   expect_backend_error([&] { g.sum(p, p, -3); }, "sum: n = -3");

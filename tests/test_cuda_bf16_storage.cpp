@@ -377,32 +377,36 @@ TEST_F(CudaBf16Storage, GemmOperandsOfTwoTypesAreRejectedNamingBoth) {
 // backward reads a rounded out (for D = rowsum(dout ⊙ out)) and stores rounded gradients.
 // The tensor-core kernels read bf16 q, k, v, dout in place when d is their padded head size
 // (d = 32) and pack them first otherwise (d = 24); float32 storage is always packed, so
-// equal outputs say both ways read the same rows.
+// equal outputs say both ways read the same rows. Multi-head attention in GPT-2's layout
+// [q | k | v] (kv = h = 2), and multi-query (kv = 1) in the grouped layout [q0 q1 | k | v].
 TEST_F(CudaBf16Storage, AttentionOnBothKernelSets) {
-  for (const int64_t d : {32, 24})
-    for (GemmMath math : {GemmMath::fp32, GemmMath::bf16}) {
-      const int64_t B = 2, T = 37, h = 2, ld = 3 * h * d, m = B * T;
-      const Floats qkv = inputs(m * ld), dout = inputs(m * h * d);
-      auto backend = make_cuda_backend(CudaBackendOptions{0, math});
-      const std::string what =
-          std::string("attention, ") + gemm_math_name(math) + " math, head size " + std::to_string(d);
-      Floats out[2], lse[2], grads[2];
-      for (int s = 0; s < 2; ++s) {
-        ActBuffer in(*backend, kStorage[s], qkv), dout_b(*backend, kStorage[s], dout),
-            out_b(*backend, kStorage[s], m * h * d), d_qkv(*backend, kStorage[s], m * ld);
-        DeviceBuffer<float> lse_b(*backend, Floats(B * h * T, kNaN));
-        const ActPtr q = in.ptr(), k = q + h * d, v = q + 2 * h * d, dq = d_qkv.ptr();
-        backend->attention_forward(out_b.ptr(), lse_b.data(), q, k, v, ld, B, T, h, h, d);
-        backend->attention_backward(dq, dq + h * d, dq + 2 * h * d, dout_b.ptr(), out_b.ptr(), lse_b.data(), q, k, v,
-                                    ld, B, T, h, h, d);
-        out[s] = out_b.download();
-        lse[s] = lse_b.download();
-        grads[s] = d_qkv.download();
+  for (const int64_t kv : {2, 1})
+    for (const int64_t d : {32, 24})
+      for (GemmMath math : {GemmMath::fp32, GemmMath::bf16}) {
+        const int64_t B = 2, T = 37, h = 2, ld = (h + 2 * kv) * d, m = B * T, g = h / kv;
+        const int64_t group_stride = kv == h ? d : (g + 2) * d, k_at = kv == h ? h * d : g * d,
+                      v_at = k_at + d * (kv == h ? h : 1);
+        const Floats qkv = inputs(m * ld), dout = inputs(m * h * d);
+        auto backend = make_cuda_backend(CudaBackendOptions{0, math});
+        const std::string what = std::string("attention, ") + gemm_math_name(math) + " math, head size " +
+                                 std::to_string(d) + ", kv " + std::to_string(kv);
+        Floats out[2], lse[2], grads[2];
+        for (int s = 0; s < 2; ++s) {
+          ActBuffer in(*backend, kStorage[s], qkv), dout_b(*backend, kStorage[s], dout),
+              out_b(*backend, kStorage[s], m * h * d), d_qkv(*backend, kStorage[s], m * ld);
+          DeviceBuffer<float> lse_b(*backend, Floats(B * h * T, kNaN));
+          const ActPtr q = in.ptr(), k = q + k_at, v = q + v_at, dq = d_qkv.ptr();
+          backend->attention_forward(out_b.ptr(), lse_b.data(), q, k, v, ld, B, T, h, kv, d, group_stride);
+          backend->attention_backward(dq, dq + k_at, dq + v_at, dout_b.ptr(), out_b.ptr(), lse_b.data(), q, k, v, ld, B,
+                                      T, h, kv, d, group_stride);
+          out[s] = out_b.download();
+          lse[s] = lse_b.download();
+          grads[s] = d_qkv.download();
+        }
+        expect_rounded_equal(out[1], out[0], what + ": out");
+        EXPECT_EQ(lse[1], lse[0]) << what << ": lse";
+        expect_close(grads[1], grads[0], 4 * kOneRounding, what + ": dq, dk, dv");
       }
-      expect_rounded_equal(out[1], out[0], what + ": out");
-      EXPECT_EQ(lse[1], lse[0]) << what << ": lse";
-      expect_close(grads[1], grads[0], 4 * kOneRounding, what + ": dq, dk, dv");
-    }
 }
 
 TEST_F(CudaBf16Storage, Copy2dCopiesBf16RowsAndRejectsTwoTypes) {

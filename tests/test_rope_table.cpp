@@ -72,7 +72,7 @@ TEST(RopeTable, Llama31ScalingKeepsHighDividesLowAndBlendsTheMiddle) {
 }
 
 // One frequency per regime, chosen by hand: with d 2 the only frequency is theta^0 = 1, of
-// wavelength 2π ≈ 6.28; low 1, high 2, so original_max_positions P puts the thresholds at P/2
+// wavelength 2π ≈ 6.28; low 1, high 2, so original_positions P puts the thresholds at P/2
 // and P: P 16 keeps it (2π < 8), P 6 divides it by the factor (2π > 6), P 10 blends (5 < 2π < 10).
 TEST(RopeTable, EachScalingRegimeOnASingleFrequency) {
   const RopeScaling high{4.0, 1.0, 2.0, 16}, low{4.0, 1.0, 2.0, 6}, mid{4.0, 1.0, 2.0, 10};

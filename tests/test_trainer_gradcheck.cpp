@@ -121,7 +121,8 @@ class TinyGpt {
       layernorm(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), a.res.data(), p(h + "ln1.g"), p(h + "ln1.b"));
       linear(a.qkv.data(), a.ln1.data(), p(h + "qkv.w"), p(h + "qkv.b"), C, 3 * C);
       const float* qkv = a.qkv.data();
-      be_.attention_forward(a.att.data(), a.lse.data(), qkv, qkv + C, qkv + 2 * C, 3 * C, B, T, c_.H, c_.H, C / c_.H);
+      be_.attention_forward(a.att.data(), a.lse.data(), qkv, qkv + C, qkv + 2 * C, 3 * C, B, T, c_.H, c_.H, C / c_.H,
+                            C / c_.H);
       linear(tmp_.data(), a.att.data(), p(h + "proj.w"), p(h + "proj.b"), C, C);
       be_.add(a.res2.data(), a.res.data(), tmp_.data(), m * C);  // residual
       layernorm(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p(h + "ln2.g"), p(h + "ln2.b"));
@@ -176,7 +177,7 @@ class TinyGpt {
       const float* qkv = a.qkv.data();
       float* dqkv = dqkv_.data();
       be_.attention_backward(dqkv, dqkv + C, dqkv + 2 * C, datt_.data(), a.att.data(), a.lse.data(), qkv, qkv + C,
-                             qkv + 2 * C, 3 * C, B, T, c_.H, c_.H, C / c_.H);
+                             qkv + 2 * C, 3 * C, B, T, c_.H, c_.H, C / c_.H, C / c_.H);
       linear_backward(dtmp_.data(), g(h + "qkv.w"), g(h + "qkv.b"), dqkv, a.ln1.data(), p(h + "qkv.w"), C, 3 * C);
       layernorm_backward(dres_.data(), g(h + "ln1.g"), g(h + "ln1.b"), dtmp_.data(), a.res.data(), a.ln1_mean.data(),
                          a.ln1_rstd.data(), p(h + "ln1.g"));

@@ -820,26 +820,80 @@ TEST_F(TrainerOps, RopeBackwardIsTheTransposeOfTheForward) {
 
 // ---------------------------------------------------------------- attention
 
+// Where q, k, v lie in one packed (B, T, ld) buffer, as offsets within a row: GPT-2's
+// [q (h·d) | k (h·d) | v (h·d)] for multi-head attention (group_stride d), Megatron-LM's
+// per key/value group [its g query heads | k | v] then `pad` unused columns for
+// grouped-query attention (group_stride (g + 2)·d + pad).
+struct QkvLayout {
+  int64_t h, kv, d, g, group_stride, ld, k, v;  // k, v: where key/value head 0 starts
+  int64_t q_at(int64_t i) const { return i / g * group_stride + i % g * d; }
+  int64_t k_at(int64_t j) const { return k + j * group_stride; }
+  int64_t v_at(int64_t j) const { return v + j * group_stride; }
+};
+
+QkvLayout gpt2_layout(int64_t h, int64_t d) { return {h, h, d, 1, d, 3 * h * d, h * d, 2 * h * d}; }
+
+QkvLayout grouped_layout(int64_t h, int64_t kv, int64_t d, int64_t pad = 0) {
+  const int64_t g = h / kv, group_stride = (g + 2) * d + pad;
+  return {h, kv, d, g, group_stride, kv * group_stride, g * d, (g + 1) * d};
+}
+
+// Heads at the row offsets `at(0) .. at(heads − 1)` of every row of a (rows, ld) buffer, as
+// (rows, heads·d).
+template <typename At>
+Floats gather_heads(const Floats& buf, int64_t ld, int64_t heads, int64_t d, At at) {
+  const auto rows = static_cast<int64_t>(buf.size()) / ld;
+  Floats out;
+  out.reserve(static_cast<size_t>(rows * heads * d));
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < heads; ++j)
+      for (int64_t e = 0; e < d; ++e) out.push_back(buf[row * ld + at(j) + e]);
+  return out;
+}
+Floats q_heads(const Floats& buf, const QkvLayout& L) {
+  return gather_heads(buf, L.ld, L.h, L.d, [&](int64_t i) { return L.q_at(i); });
+}
+Floats k_heads(const Floats& buf, const QkvLayout& L) {
+  return gather_heads(buf, L.ld, L.kv, L.d, [&](int64_t j) { return L.k_at(j); });
+}
+Floats v_heads(const Floats& buf, const QkvLayout& L) {
+  return gather_heads(buf, L.ld, L.kv, L.d, [&](int64_t j) { return L.v_at(j); });
+}
+
+// Which columns of a row some head of q, k or v covers.
+std::vector<bool> head_columns(const QkvLayout& L) {
+  std::vector<bool> covered(static_cast<size_t>(L.ld), false);
+  auto mark = [&](int64_t at) { std::fill(covered.begin() + at, covered.begin() + at + L.d, true); };
+  for (int64_t i = 0; i < L.h; ++i) mark(L.q_at(i));
+  for (int64_t j = 0; j < L.kv; ++j) {
+    mark(L.k_at(j));
+    mark(L.v_at(j));
+  }
+  return covered;
+}
+
 struct AttentionRef {
   Doubles out, lse, dq, dk, dv;  // lse (B, h, T); dq as (B, T, h·d); dk, dv as (B, T, kv·d)
 };
 
 // Naive causal attention in double, straight from the definition, and its chain rule; query
-// head hh reads key/value head hh/(h/kv), and dk, dv add up over the query heads that read them.
+// head hh reads key/value head hh/g, g = h/kv, the heads found by the offset rule of
+// Backend::attention_forward (groups group_stride apart), and dk, dv add up over the query
+// heads that read them.
 AttentionRef attention_reference(const float* q, const float* k, const float* v, int64_t ld, const Floats& dout,
-                                 int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
+                                 int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
   const int64_t hd = h * d, kvd = kv * d, group = h / kv;
   AttentionRef r{Doubles(B * T * hd), Doubles(B * h * T), Doubles(B * T * hd, 0.0), Doubles(B * T * kvd, 0.0),
                  Doubles(B * T * kvd, 0.0)};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   auto Q = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
-    return static_cast<double>(q[(b * T + t) * ld + hh * d + e]);
+    return static_cast<double>(q[(b * T + t) * ld + hh / group * group_stride + hh % group * d + e]);
   };
   auto K = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
-    return static_cast<double>(k[(b * T + t) * ld + hh / group * d + e]);
+    return static_cast<double>(k[(b * T + t) * ld + hh / group * group_stride + e]);
   };
   auto V = [&](int64_t b, int64_t t, int64_t hh, int64_t e) {
-    return static_cast<double>(v[(b * T + t) * ld + hh / group * d + e]);
+    return static_cast<double>(v[(b * T + t) * ld + hh / group * group_stride + e]);
   };
   for (int64_t b = 0; b < B; ++b)
     for (int64_t hh = 0; hh < h; ++hh)
@@ -891,92 +945,118 @@ Floats columns(const Floats& buf, int64_t ld, int64_t col, int64_t width) {
   return out;
 }
 
-// Forward and backward of one shape against the reference, q, k, v packed in one buffer
-// (B, T, (h + 2·kv)·d); kv = h by default (multi-head, ld = 3·h·d).
-void expect_attention_matches_reference(Backend& be, std::mt19937& rng, int64_t B, int64_t T, int64_t h, int64_t d,
-                                        int64_t kv = 0) {
-  if (kv == 0) kv = h;
+// Forward and backward of one shape against the reference, q, k, v packed in one buffer laid
+// out as L says. The columns outside every head (L's padding) are NaN in the input, which the
+// forward must not read, and in the gradient buffer, where the backward must leave them
+// bitwise; every head column of the gradients is written.
+void expect_attention_matches_reference(Backend& be, std::mt19937& rng, int64_t B, int64_t T, const QkvLayout& L) {
+  const int64_t h = L.h, kv = L.kv, d = L.d, ld = L.ld, hd = h * d;
   SCOPED_TRACE("B=" + std::to_string(B) + " T=" + std::to_string(T) + " h=" + std::to_string(h) +
-               " kv=" + std::to_string(kv) + " d=" + std::to_string(d));
-  const int64_t hd = h * d, kvd = kv * d, ld = hd + 2 * kvd;
-  const Floats qkv = random_floats(rng, B * T * ld, -1.5f, 1.5f);
+               " kv=" + std::to_string(kv) + " d=" + std::to_string(d) +
+               " group_stride=" + std::to_string(L.group_stride) + " ld=" + std::to_string(ld));
+  const std::vector<bool> covered = head_columns(L);
+  Floats qkv = random_floats(rng, B * T * ld, -1.5f, 1.5f);
+  for (int64_t i = 0; i < B * T * ld; ++i)
+    if (!covered[static_cast<size_t>(i % ld)]) qkv[i] = kNaN;
   const Floats dout = random_floats(rng, B * T * hd);
   DeviceBuffer<float> dqkv_in(be, qkv), ddout(be, dout);
   DeviceBuffer<float> out(be, B * T * hd), lse(be, B * h * T), dqkv(be, B * T * ld);
   for (auto* buf : {&out, &lse, &dqkv}) be.fill(buf->data(), kNaN, static_cast<int64_t>(buf->size()));
   const float* base = dqkv_in.data();
-  be.attention_forward(out.data(), lse.data(), base, base + hd, base + hd + kvd, ld, B, T, h, kv, d);
-  be.attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + hd + kvd, ddout.data(), out.data(), lse.data(),
-                        base, base + hd, base + hd + kvd, ld, B, T, h, kv, d);
+  float* grad = dqkv.data();
+  be.attention_forward(out.data(), lse.data(), base, base + L.k, base + L.v, ld, B, T, h, kv, d, L.group_stride);
+  be.attention_backward(grad, grad + L.k, grad + L.v, ddout.data(), out.data(), lse.data(), base, base + L.k,
+                        base + L.v, ld, B, T, h, kv, d, L.group_stride);
   const AttentionRef ref =
-      attention_reference(qkv.data(), qkv.data() + hd, qkv.data() + hd + kvd, ld, dout, B, T, h, kv, d);
+      attention_reference(qkv.data(), qkv.data() + L.k, qkv.data() + L.v, ld, dout, B, T, h, kv, d, L.group_stride);
   EXPECT_LE(normalized_error(out.download(), ref.out), kNormalizedTol);
   EXPECT_LE(normalized_error(lse.download(), ref.lse), kNormalizedTol);
   const Floats g = dqkv.download();
-  EXPECT_LE(normalized_error(columns(g, ld, 0, hd), ref.dq), kNormalizedTol);
-  EXPECT_LE(normalized_error(columns(g, ld, hd, kvd), ref.dk), kNormalizedTol);
-  EXPECT_LE(normalized_error(columns(g, ld, hd + kvd, kvd), ref.dv), kNormalizedTol);
+  EXPECT_LE(normalized_error(q_heads(g, L), ref.dq), kNormalizedTol);
+  EXPECT_LE(normalized_error(k_heads(g, L), ref.dk), kNormalizedTol);
+  EXPECT_LE(normalized_error(v_heads(g, L), ref.dv), kNormalizedTol);
+  int64_t unwritten = 0, touched = 0;
+  for (int64_t i = 0; i < B * T * ld; ++i) {
+    if (covered[static_cast<size_t>(i % ld)])
+      unwritten += std::isnan(g[i]) ? 1 : 0;
+    else
+      touched += std::memcmp(&g[i], &kNaN, sizeof(float)) != 0 ? 1 : 0;
+  }
+  EXPECT_EQ(unwritten, 0) << "gradient elements of a head left NaN";
+  EXPECT_EQ(touched, 0) << "gradient elements outside every head written";
 }
 
 // The CPU kernel runs query rows in blocks of 64 and keys in tiles of 256, rescaling the
 // running output when a later tile raises a row's maximum.
 TEST_F(TrainerOps, AttentionOnPackedQkvMatchesNaiveReference) {
-  expect_attention_matches_reference(*be_, rng_, 2, 70, 3, 8);    // two row blocks (64 and 6 rows)
-  expect_attention_matches_reference(*be_, rng_, 3, 1, 2, 8);     // one token: its probability is 1
-  expect_attention_matches_reference(*be_, rng_, 1, 257, 2, 8);   // a second key tile of one key
-  expect_attention_matches_reference(*be_, rng_, 1, 600, 1, 4);   // three key tiles, the last partial
-  expect_attention_matches_reference(*be_, rng_, 2, 130, 2, 24);  // d not a power of two
+  expect_attention_matches_reference(*be_, rng_, 2, 70, gpt2_layout(3, 8));    // two row blocks (64 and 6 rows)
+  expect_attention_matches_reference(*be_, rng_, 3, 1, gpt2_layout(2, 8));     // one token: its probability is 1
+  expect_attention_matches_reference(*be_, rng_, 1, 257, gpt2_layout(2, 8));   // a second key tile of one key
+  expect_attention_matches_reference(*be_, rng_, 1, 600, gpt2_layout(1, 4));   // three key tiles, the last partial
+  expect_attention_matches_reference(*be_, rng_, 2, 130, gpt2_layout(2, 24));  // d not a power of two
 }
 
-// Grouped-query attention: h = 4 query heads on kv = 2 and kv = 1 (multi-query) key/value
-// heads; dk and dv sum over each group's query heads.
+// Grouped-query attention in Megatron-LM's layout, per token and group [g query heads | k | v]:
+// h = 4 query heads on kv = 2 and kv = 1 (multi-query) key/value heads, and 6 on 3; dk and dv
+// sum over each group's query heads. The layout is dense: the gradients fill the buffer.
 TEST_F(TrainerOps, GroupedQueryAttentionMatchesNaiveReference) {
-  expect_attention_matches_reference(*be_, rng_, 2, 70, 4, 8, 2);
-  expect_attention_matches_reference(*be_, rng_, 1, 300, 4, 8, 1);  // two key tiles
-  expect_attention_matches_reference(*be_, rng_, 2, 33, 6, 12, 3);
+  expect_attention_matches_reference(*be_, rng_, 2, 70, grouped_layout(4, 2, 8));
+  expect_attention_matches_reference(*be_, rng_, 1, 300, grouped_layout(4, 1, 8));  // two key tiles
+  expect_attention_matches_reference(*be_, rng_, 2, 33, grouped_layout(6, 3, 12));
+}
+
+// group_stride past (g + 2)·d: unused columns between the groups, which neither pass reads
+// and the backward leaves bitwise as they were. Multi-head attention interleaved per head
+// [q | k | v] (g = 1, group_stride 3·d) is the same layout with one query head per group.
+TEST_F(TrainerOps, AttentionWithPaddingBetweenGroupsLeavesThePaddingUntouched) {
+  expect_attention_matches_reference(*be_, rng_, 2, 70, grouped_layout(4, 2, 8, 5));
+  expect_attention_matches_reference(*be_, rng_, 1, 90, grouped_layout(6, 3, 12, 12));
+  expect_attention_matches_reference(*be_, rng_, 2, 40, grouped_layout(3, 3, 8));
+  expect_attention_matches_reference(*be_, rng_, 2, 40, grouped_layout(3, 3, 8, 3));
 }
 
 // A query head attends its group's key/value head exactly as multi-head attention attends a
-// copy of it: with k and v replicated per query head (kv = h) the forward and dq are the same
-// bits, and each replicated head's dk, dv add up to the group's.
+// copy of it: with k and v replicated per query head (kv = h, GPT-2's layout) the forward and
+// dq are the same bits, and each replicated head's dk, dv add up to the group's.
 TEST_F(TrainerOps, GroupedQueryAttentionEqualsMultiHeadOnReplicatedKeysAndValues) {
   const int64_t B = 2, T = 150, h = 4, kv = 2, d = 8, group = h / kv, hd = h * d, kvd = kv * d;
-  const int64_t ld_g = hd + 2 * kvd, ld_m = 3 * hd;
-  const Floats qkv = random_floats(rng_, B * T * ld_g, -1.5f, 1.5f), dout = random_floats(rng_, B * T * hd);
-  Floats replicated(B * T * ld_m);  // [q | k of head hh/group for every hh | v likewise]
+  const QkvLayout G = grouped_layout(h, kv, d), M = gpt2_layout(h, d);
+  const Floats qkv = random_floats(rng_, B * T * G.ld, -1.5f, 1.5f), dout = random_floats(rng_, B * T * hd);
+  Floats replicated(B * T * M.ld);  // [q | k of head hh/group for every hh | v likewise]
   for (int64_t row = 0; row < B * T; ++row)
     for (int64_t hh = 0; hh < h; ++hh)
       for (int64_t e = 0; e < d; ++e) {
-        const float* src = &qkv[row * ld_g];
-        float* dst = &replicated[row * ld_m];
-        dst[hh * d + e] = src[hh * d + e];
-        dst[hd + hh * d + e] = src[hd + hh / group * d + e];
-        dst[2 * hd + hh * d + e] = src[hd + kvd + hh / group * d + e];
+        const float* src = &qkv[row * G.ld];
+        float* dst = &replicated[row * M.ld];
+        dst[M.q_at(hh) + e] = src[G.q_at(hh) + e];
+        dst[M.k_at(hh) + e] = src[G.k_at(hh / group) + e];
+        dst[M.v_at(hh) + e] = src[G.v_at(hh / group) + e];
       }
   auto g_in = upload(qkv), m_in = upload(replicated), dy = upload(dout);
-  auto g_out = poisoned(B * T * hd), g_lse = poisoned(B * h * T), g_grad = poisoned(B * T * ld_g);
-  auto m_out = poisoned(B * T * hd), m_lse = poisoned(B * h * T), m_grad = poisoned(B * T * ld_m);
+  auto g_out = poisoned(B * T * hd), g_lse = poisoned(B * h * T), g_grad = poisoned(B * T * G.ld);
+  auto m_out = poisoned(B * T * hd), m_lse = poisoned(B * h * T), m_grad = poisoned(B * T * M.ld);
   const float *g = g_in.data(), *m = m_in.data();
-  be_->attention_forward(g_out.data(), g_lse.data(), g, g + hd, g + hd + kvd, ld_g, B, T, h, kv, d);
-  be_->attention_forward(m_out.data(), m_lse.data(), m, m + hd, m + 2 * hd, ld_m, B, T, h, h, d);
-  be_->attention_backward(g_grad.data(), g_grad.data() + hd, g_grad.data() + hd + kvd, dy.data(), g_out.data(),
-                          g_lse.data(), g, g + hd, g + hd + kvd, ld_g, B, T, h, kv, d);
-  be_->attention_backward(m_grad.data(), m_grad.data() + hd, m_grad.data() + 2 * hd, dy.data(), m_out.data(),
-                          m_lse.data(), m, m + hd, m + 2 * hd, ld_m, B, T, h, h, d);
+  float *gd = g_grad.data(), *md = m_grad.data();
+  be_->attention_forward(g_out.data(), g_lse.data(), g, g + G.k, g + G.v, G.ld, B, T, h, kv, d, G.group_stride);
+  be_->attention_forward(m_out.data(), m_lse.data(), m, m + M.k, m + M.v, M.ld, B, T, h, h, d, M.group_stride);
+  be_->attention_backward(gd, gd + G.k, gd + G.v, dy.data(), g_out.data(), g_lse.data(), g, g + G.k, g + G.v, G.ld, B,
+                          T, h, kv, d, G.group_stride);
+  be_->attention_backward(md, md + M.k, md + M.v, dy.data(), m_out.data(), m_lse.data(), m, m + M.k, m + M.v, M.ld, B,
+                          T, h, h, d, M.group_stride);
   EXPECT_EQ(g_out.download(), m_out.download());
   EXPECT_EQ(g_lse.download(), m_lse.download());
   const Floats gg = g_grad.download(), mg = m_grad.download();
-  EXPECT_EQ(columns(gg, ld_g, 0, hd), columns(mg, ld_m, 0, hd)) << "dq";
+  EXPECT_EQ(q_heads(gg, G), q_heads(mg, M)) << "dq";
   // The group's sum of the replicated heads' gradients, in double.
   Doubles dk(B * T * kvd, 0.0), dv(B * T * kvd, 0.0);
   for (int64_t row = 0; row < B * T; ++row)
     for (int64_t hh = 0; hh < h; ++hh)
       for (int64_t e = 0; e < d; ++e) {
-        dk[row * kvd + hh / group * d + e] += mg[row * ld_m + hd + hh * d + e];
-        dv[row * kvd + hh / group * d + e] += mg[row * ld_m + 2 * hd + hh * d + e];
+        dk[row * kvd + hh / group * d + e] += mg[row * M.ld + M.k_at(hh) + e];
+        dv[row * kvd + hh / group * d + e] += mg[row * M.ld + M.v_at(hh) + e];
       }
-  EXPECT_LE(normalized_error(columns(gg, ld_g, hd, kvd), dk), kNormalizedTol);
-  EXPECT_LE(normalized_error(columns(gg, ld_g, hd + kvd, kvd), dv), kNormalizedTol);
+  EXPECT_LE(normalized_error(k_heads(gg, G), dk), kNormalizedTol);
+  EXPECT_LE(normalized_error(v_heads(gg, G), dv), kNormalizedTol);
 }
 
 TEST_F(TrainerOps, AttentionOnThreeBuffersEqualsPackedBitwise) {
@@ -989,12 +1069,13 @@ TEST_F(TrainerOps, AttentionOnThreeBuffersEqualsPackedBitwise) {
   auto out_p = poisoned(B * T * hd), lse_p = poisoned(B * h * T), dqkv = poisoned(B * T * ld);
   auto out_s = poisoned(B * T * hd), lse_s = poisoned(B * h * T);
   auto dq = poisoned(B * T * hd), dk = poisoned(B * T * hd), dv = poisoned(B * T * hd);
-  be_->attention_forward(out_p.data(), lse_p.data(), dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, h, d);
-  be_->attention_forward(out_s.data(), lse_s.data(), q.data(), k.data(), v.data(), hd, B, T, h, h, d);
+  be_->attention_forward(out_p.data(), lse_p.data(), dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, h, d,
+                         d);
+  be_->attention_forward(out_s.data(), lse_s.data(), q.data(), k.data(), v.data(), hd, B, T, h, h, d, d);
   be_->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), out_p.data(), lse_p.data(),
-                          dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, h, d);
+                          dp.data(), dp.data() + hd, dp.data() + 2 * hd, ld, B, T, h, h, d, d);
   be_->attention_backward(dq.data(), dk.data(), dv.data(), ddout.data(), out_s.data(), lse_s.data(), q.data(), k.data(),
-                          v.data(), hd, B, T, h, h, d);
+                          v.data(), hd, B, T, h, h, d, d);
   // The same products on the same numbers: only the strides differ. (Bitwise equality is
   // expected of one BLAS; a CUDA backend may compare by normalized error instead.)
   const Floats out = out_s.download();
@@ -1019,9 +1100,9 @@ TEST_F(TrainerOps, AttentionIsBitwiseTheSameOnOneOrThreeThreads) {
     DeviceBuffer<float> in(*be, qkv), ddout(*be, dout), out(*be, B * T * hd), lse(*be, B * h * T),
         dqkv(*be, B * T * ld);
     const float* base = in.data();
-    be->attention_forward(out.data(), lse.data(), base, base + hd, base + 2 * hd, ld, B, T, h, h, d);
+    be->attention_forward(out.data(), lse.data(), base, base + hd, base + 2 * hd, ld, B, T, h, h, d, d);
     be->attention_backward(dqkv.data(), dqkv.data() + hd, dqkv.data() + 2 * hd, ddout.data(), out.data(), lse.data(),
-                           base, base + hd, base + 2 * hd, ld, B, T, h, h, d);
+                           base, base + hd, base + 2 * hd, ld, B, T, h, h, d, d);
     return std::vector<Floats>{out.download(), lse.download(), dqkv.download()};
   };
   const std::vector<Floats> one = run(1), three = run(3);
@@ -1037,7 +1118,7 @@ TEST_F(TrainerOps, AttentionIsCausalAFutureTokenLeavesEarlierOutputsBitwiseUncha
   auto run = [&](const Floats& input) {
     auto in = upload(input);
     auto out = poisoned(B * T * hd), lse = poisoned(B * h * T);
-    be_->attention_forward(out.data(), lse.data(), in.data(), in.data() + hd, in.data() + 2 * hd, ld, B, T, h, h, d);
+    be_->attention_forward(out.data(), lse.data(), in.data(), in.data() + hd, in.data() + 2 * hd, ld, B, T, h, h, d, d);
     return std::make_pair(out.download(), lse.download());
   };
   const auto before = run(qkv);
@@ -1546,11 +1627,18 @@ TEST_F(TrainerOps, BadSizesThrowBackendErrorNamingTheOp) {
   expect_backend_error([&] { be_->rope_forward(p, p, 1, 2, 2, 5, 10); }, "rope_forward: head size d = 5 must be even");
   expect_backend_error([&] { be_->rope_backward(p, p, 1, 2, 2, 4, 6); },
                        "rope_backward: heads·d = 8 exceeds row stride ld = 6");
-  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 2, 4); }, "attention_forward");
-  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 64, 1, 2, 4, 3, 4); },
+  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 4, 1, 2, 2, 2, 4, 4); }, "attention_forward");
+  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 64, 1, 2, 4, 3, 4, 4); },
                        "attention_forward: h = 4 query heads is not a multiple of kv = 3 key/value heads");
-  expect_backend_error([&] { be_->attention_backward(p, p, p, p, p, p, p, p, p, 64, 1, 2, 2, 0, 4); },
+  expect_backend_error([&] { be_->attention_backward(p, p, p, p, p, p, p, p, p, 64, 1, 2, 2, 0, 4, 4); },
                        "attention_backward: h = 2 query heads is not a multiple of kv = 0 key/value heads");
+  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 64, 1, 2, 4, 2, 4, -1); },
+                       "attention_forward: group_stride = -1 must not be negative");
+  expect_backend_error([&] { be_->attention_forward(p, p, p, p, p, 64, 1, 2, 4, 2, 4, 7); },
+                       "attention_forward: group_stride = 7 is smaller than the (h/kv)·d = 8 elements of one group's "
+                       "query heads");
+  expect_backend_error([&] { be_->attention_backward(p, p, p, p, p, p, p, p, p, 24, 1, 2, 4, 2, 4, 20); },
+                       "attention_backward: (kv−1)·group_stride + (h/kv)·d = 28 exceeds row stride ld = 24");
   expect_backend_error([&] { be_->cross_entropy_row_max(p, p, 4, 0); }, "v_local = 0");
   DeviceBuffer<int32_t> ints(*be_, 8);
   int32_t* i = ints.data();

@@ -278,25 +278,31 @@ class Backend {
                              int64_t ld) = 0;
 
   // ---- causal self-attention on this rank's h query heads and kv key/value heads of size d,
-  // scale 1/sqrt(d); h a multiple of kv, query head i attending key/value head i/(h/kv)
+  // scale 1/sqrt(d); h a multiple of kv, query head i attending key/value head i/g, g = h/kv
   // (grouped-query attention; kv = h is multi-head attention, kv = 1 multi-query).
   // q is a (B, T, h, d) view, k and v (B, T, kv, d) views, all with row stride ld (elements
-  // from one token to the next):
-  //   a packed qkv buffer (B, T, (h + 2·kv)·d): q = qkv, k = qkv + h·d, v = qkv + (h + kv)·d,
-  //   ld = (h + 2·kv)·d (multi-head: 3·h·d);
-  //   three buffers (B, T, h·d), (B, T, kv·d) twice: ld = h·d with kv = h.
-  // No (T, T) matrix is kept (flash-style): out (B, T, h·d); lse (B, h, T) float32 is each
-  // query row's log Σ_{j<=t} exp(s_tj), s = q·k/sqrt(d), kept for backward.
+  // from one token to the next); within a row the key/value groups are group_stride elements
+  // apart: query head i at q + (i/g)·group_stride + (i mod g)·d, key/value head j at
+  // k + j·group_stride and v + j·group_stride.
+  //   multi-head (GPT-2), a packed qkv buffer (B, T, 3·h·d) [q (h·d) | k (h·d) | v (h·d)]:
+  //   q = qkv, k = qkv + h·d, v = qkv + 2·h·d, ld = 3·h·d, group_stride = d;
+  //   three buffers (B, T, h·d): ld = h·d, kv = h, group_stride = d;
+  //   grouped (Megatron-LM), per token and group [its g query heads (g·d) | k (d) | v (d)]:
+  //   q = qkv, k = qkv + g·d, v = qkv + (g + 1)·d, ld = kv·(g + 2)·d,
+  //   group_stride = (g + 2)·d.
+  // No (T, T) matrix is kept (flash-style): out (B, T, h·d), head i at i·d; lse (B, h, T)
+  // float32 is each query row's log Σ_{j<=t} exp(s_tj), s = q·k/sqrt(d), kept for backward.
   virtual void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                 int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) = 0;
-  // dq, dk, dv: views like q, k, v (same ld), overwritten, and overlapping none of q, k, v,
-  // dout (the kernels read those in place while they write); dk and dv of a key/value head
-  // are the sums over its h/kv query heads. dout and forward's out (B, T, h·d), forward's lse
-  // (B, h, T). The probabilities are recomputed, P = exp(s − lse), and the softmax backward
-  // uses D = rowsum(dout ⊙ out).
+                                 int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) = 0;
+  // dq, dk, dv: views like q, k, v (same ld and group_stride), overwritten, and overlapping
+  // none of q, k, v, dout (the kernels read those in place while they write); elements of
+  // their rows outside the heads are not touched. dk and dv of a key/value head are the sums
+  // over its g query heads. dout and forward's out (B, T, h·d), forward's lse (B, h, T). The
+  // probabilities are recomputed, P = exp(s − lse), and the softmax backward uses
+  // D = rowsum(dout ⊙ out).
   virtual void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
                                   ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
-                                  int64_t h, int64_t kv, int64_t d) = 0;
+                                  int64_t h, int64_t kv, int64_t d, int64_t group_stride) = 0;
 
   // ---- vocab-parallel token embedding: this rank holds the table rows [v0, v0 + v_local)
   // as table (v_local, c), in the activations' type (the GEMMs' copy of wte, which the LM

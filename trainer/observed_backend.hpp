@@ -219,14 +219,15 @@ class ObservedBackend final : public Backend {
   }
 
   void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
-                         int64_t T, int64_t h, int64_t kv, int64_t d) override {
-    observed("attention_forward", [&] { inner_.attention_forward(out, lse, q, k, v, ld, B, T, h, kv, d); });
+                         int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) override {
+    observed("attention_forward",
+             [&] { inner_.attention_forward(out, lse, q, k, v, ld, B, T, h, kv, d, group_stride); });
   }
   void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
                           ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T, int64_t h,
-                          int64_t kv, int64_t d) override {
+                          int64_t kv, int64_t d, int64_t group_stride) override {
     observed("attention_backward",
-             [&] { inner_.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, kv, d); });
+             [&] { inner_.attention_backward(dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, kv, d, group_stride); });
   }
 
   void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c, int64_t v0,

@@ -45,9 +45,16 @@ inline void require_layernorm_shape(const char* op, int64_t m, int64_t c, int64_
 }
 
 // Attention: B sequences of T tokens, h query heads and kv key/value heads (h a multiple of
-// kv: grouped-query attention) of size d, rows ld apart.
-inline void require_attention_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv,
-                                    int64_t d) {
+// kv: grouped-query attention, g = h/kv query heads per group) of size d, rows ld apart, the
+// groups group_stride apart within a row (Backend::attention_forward). Within a row:
+// - h·d <= ld: the query heads fit;
+// - with kv > 1, group_stride >= g·d: one group's query heads end before the next group's
+//   start (with kv = 1 there is one group and group_stride is never used);
+// - (kv−1)·group_stride + g·d <= ld: the last group's last query head ends inside the row;
+//   k and v, whose offsets from q are not known here, read (kv−1)·group_stride + d <= that
+//   from their own start, so the same bound is the check for them too.
+inline void require_attention_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d,
+                                    int64_t group_stride) {
   require_nonnegative(op, "B", B);
   require_nonnegative(op, "T", T);
   require_nonnegative(op, "h", h);
@@ -57,6 +64,13 @@ inline void require_attention_shape(const char* op, int64_t ld, int64_t B, int64
                  " key/value heads");
   require_positive(op, "d", d);
   require_at_most(op, "h·d", h * d, "row stride ld", ld);
+  require_nonnegative(op, "group_stride", group_stride);
+  if (kv <= 1) return;
+  const int64_t group_width = h / kv * d;  // g·d: one group's query heads
+  if (group_stride < group_width)
+    fail(op, "group_stride = " + std::to_string(group_stride) + " is smaller than the (h/kv)·d = " +
+                 std::to_string(group_width) + " elements of one group's query heads: the groups would overlap");
+  require_at_most(op, "(kv−1)·group_stride + (h/kv)·d", (kv - 1) * group_stride + group_width, "row stride ld", ld);
 }
 
 // SwiGLU: m rows of f outputs, from m rows of 2f (gate | up).

@@ -180,8 +180,8 @@ double time_attention(Backend& backend, ElementType dtype, const AttentionShape&
   return mean_seconds_cycling(sets, window_s, start, [&](AttentionOperands& o) {
     const ActPtr q = o.qkv.ptr(), k = q + width, v = q + 2 * width;
     const ActPtr dq = o.dqkv.ptr(), dk = dq + width, dv = dq + 2 * width;
-    backend.attention_forward(o.out.ptr(), o.lse.data(), q, k, v, ld, B, T, h, h, d);
-    backend.attention_backward(dq, dk, dv, o.dout.ptr(), o.out.ptr(), o.lse.data(), q, k, v, ld, B, T, h, h, d);
+    backend.attention_forward(o.out.ptr(), o.lse.data(), q, k, v, ld, B, T, h, h, d, d);
+    backend.attention_backward(dq, dk, dv, o.dout.ptr(), o.out.ptr(), o.lse.data(), q, k, v, ld, B, T, h, h, d, d);
     backend.synchronize();
   });
 }

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <initializer_list>
 #include <iterator>
 #include <map>
+#include <utility>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "trainer/model/parameters.hpp"
@@ -17,58 +19,103 @@ const char* const kStatePrefixes[] = {"", "adam.m/", "adam.v/"};
 
 }  // namespace
 
+namespace {
+
+// The keys a model_config text may hold: the shape's, the architecture's where it is not
+// GPT-2's, and an MoE model's (model_config_text writes them in this order).
+constexpr const char* kShapeKeys[] = {"layers", "hidden", "heads", "vocab", "sequence"};
+constexpr const char* kOptionalKeys[] = {"norm", "norm_eps",  "mlp",  "mlp_hidden",     "positions", "rope_theta",
+                                         "rope_scaling", "kv_heads", "bias", "tie_embeddings", "experts",
+                                         "top_k",        "moe_every"};
+
+}  // namespace
+
 ModelShape parse_model_config(const std::string& text, const std::string& file) {
   const std::string where = file + ": model_config '" + text + "'";
-  ModelShape model;
-  std::map<std::string, int*> fields = {{"layers", &model.layers},
-                                        {"hidden", &model.hidden},
-                                        {"heads", &model.heads},
-                                        {"vocab", &model.vocab},
-                                        {"sequence", &model.sequence},
-                                        {"experts", &model.experts},
-                                        {"top_k", &model.top_k},
-                                        {"moe_every", &model.moe_every}};
-  // An MoE model's keys come all three or not at all (a dense model's text has none).
-  const char* const moe_keys[] = {"experts", "top_k", "moe_every"};
-  std::map<std::string, bool> seen;
+  auto bad = [&](const std::string& what) { return FormatError(file, "parse model config", where + ": " + what); };
+  std::map<std::string, std::string> values;
   size_t pos = 0;
   while (pos < text.size()) {
     const size_t end = std::min(text.find(' ', pos), text.size());
     const std::string token = text.substr(pos, end - pos);
     const size_t eq = token.find('=');
     if (token.empty() || eq == std::string::npos)
-      throw FormatError(
-          file, "parse model config",
-          where + ": token '" + token + "' is not key=value; expected " + model_config_text(ModelShape{}));
-    const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
-    const auto field = fields.find(key);
-    if (field == fields.end())
-      throw FormatError(file, "parse model config",
-                        where + ": unknown key '" + key +
-                            "'; this axonn knows layers, hidden, heads, vocab, sequence, and for an MoE model experts, "
-                            "top_k, moe_every");
-    if (seen[key]) throw FormatError(file, "parse model config", where + ": key '" + key + "' appears twice");
-    seen[key] = true;
-    int parsed = 0;
-    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-    if (ec != std::errc() || ptr != value.data() + value.size() || parsed <= 0)
-      throw FormatError(file, "parse model config",
-                        where + ": " + key + " = '" + value + "' is not a positive integer");
-    *field->second = parsed;
+      throw bad("token '" + token + "' is not key=value; expected " + model_config_text(ModelShape{}));
+    const std::string key = token.substr(0, eq);
+    const bool known = std::find(std::begin(kShapeKeys), std::end(kShapeKeys), key) != std::end(kShapeKeys) ||
+                       std::find(std::begin(kOptionalKeys), std::end(kOptionalKeys), key) != std::end(kOptionalKeys);
+    if (!known)
+      throw bad("unknown key '" + key +
+                "'; this axonn knows layers, hidden, heads, vocab, sequence, the architecture's norm, norm_eps, mlp, "
+                "mlp_hidden, positions, rope_theta, rope_scaling, kv_heads, bias, tie_embeddings, and for an MoE "
+                "model experts, top_k, moe_every");
+    if (!values.emplace(key, token.substr(eq + 1)).second) throw bad("key '" + key + "' appears twice");
     pos = end + 1;
   }
-  const bool moe = seen["experts"] || seen["top_k"] || seen["moe_every"];
-  for (const auto& [key, unused] : fields) {
-    const bool moe_key = std::find(std::begin(moe_keys), std::end(moe_keys), key) != std::end(moe_keys);
-    if (!seen[key] && (!moe_key || moe))
-      throw FormatError(file, "parse model config", where + ": key '" + key + "' is missing");
+  auto integer = [&](const std::string& key, int& field) {
+    const auto it = values.find(key);
+    if (it == values.end()) return false;
+    const std::string& value = it->second;
+    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), field);
+    if (ec != std::errc() || ptr != value.data() + value.size() || field <= 0)
+      throw bad(key + " = '" + value + "' is not a positive integer");
+    return true;
+  };
+  auto number = [&](const std::string& value, const std::string& key) {
+    double parsed = 0.0;
+    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+    if (ec != std::errc() || ptr != value.data() + value.size() || !(parsed > 0.0))
+      throw bad(key + " = '" + value + "' is not a positive number");
+    return parsed;
+  };
+  auto word = [&](const std::string& key, std::initializer_list<const char*> allowed) -> std::string {
+    const auto it = values.find(key);
+    if (it == values.end()) return "";
+    for (const char* a : allowed)
+      if (it->second == a) return it->second;
+    throw bad(key + " = '" + it->second + "' is not one this axonn knows");
+  };
+  ModelShape model;
+  for (const auto& [key, field] : {std::pair{"layers", &model.layers}, std::pair{"hidden", &model.hidden},
+                                   std::pair{"heads", &model.heads}, std::pair{"vocab", &model.vocab},
+                                   std::pair{"sequence", &model.sequence}})
+    if (!integer(key, *field)) throw bad("key '" + std::string(key) + "' is missing");
+  if (word("norm", {"rmsnorm"}) == "rmsnorm") model.norm = Norm::rmsnorm;
+  if (values.count("norm_eps")) model.norm_eps = number(values["norm_eps"], "norm_eps");
+  if (word("mlp", {"swiglu"}) == "swiglu") model.mlp = Mlp::swiglu;
+  integer("mlp_hidden", model.mlp_hidden);
+  if (word("positions", {"rope"}) == "rope") model.positions = Positions::rope;
+  if (values.count("rope_theta")) model.rope_theta = number(values["rope_theta"], "rope_theta");
+  if (values.count("rope_scaling")) {
+    // llama3:<factor>:<low_freq_factor>:<high_freq_factor>:<original positions>
+    std::vector<std::string> parts;
+    std::string rest = values["rope_scaling"];
+    for (size_t colon; (colon = rest.find(':')) != std::string::npos; rest = rest.substr(colon + 1))
+      parts.push_back(rest.substr(0, colon));
+    parts.push_back(rest);
+    if (parts.size() != 5 || parts[0] != "llama3")
+      throw bad("rope_scaling = '" + values["rope_scaling"] + "' is not llama3:FACTOR:LOW:HIGH:POSITIONS");
+    RopeScaling r;
+    r.factor = number(parts[1], "rope_scaling factor");
+    r.low_freq_factor = number(parts[2], "rope_scaling low_freq_factor");
+    r.high_freq_factor = number(parts[3], "rope_scaling high_freq_factor");
+    r.original_positions = static_cast<int>(number(parts[4], "rope_scaling original positions"));
+    model.rope_scaling = r;
   }
-  // Same keys and values, but spelled otherwise ("hidden=064", another order, two spaces):
-  // not written by this trainer, and the trainer compares the text itself on resume.
+  integer("kv_heads", model.kv_heads);
+  if (word("bias", {"false"}) == "false") model.bias = false;
+  if (word("tie_embeddings", {"false"}) == "false") model.tie_embeddings = false;
+  // An MoE model's keys come all three or not at all (a dense model's text has none).
+  const bool moe = values.count("experts") || values.count("top_k") || values.count("moe_every");
+  for (const auto& [key, field] : {std::pair{"experts", &model.experts}, std::pair{"top_k", &model.top_k},
+                                   std::pair{"moe_every", &model.moe_every}})
+    if (!integer(key, *field) && moe) throw bad("key '" + std::string(key) + "' is missing");
+  if (model.heads <= 0 || model.hidden % model.heads != 0 || model.heads % model.kv() != 0)
+    throw bad("heads must divide hidden, and kv_heads heads");
+  // Same keys and values, but spelled otherwise ("hidden=064", another order, two spaces, a
+  // GPT-2 default written out): not written by this trainer, which compares the text itself on resume.
   if (model_config_text(model) != text)
-    throw FormatError(file, "parse model config",
-                      where + " is not in the trainer's form '" + model_config_text(model) +
-                          "'; axonn train would refuse to resume it");
+    throw bad("not in the trainer's form '" + model_config_text(model) + "'; axonn train would refuse to resume it");
   return model;
 }
 

@@ -13,7 +13,8 @@
 
 namespace axonn {
 
-// The inverse of model_config_text: "layers=2 hidden=64 heads=4 vocab=256 sequence=64".
+// The inverse of model_config_text: "layers=2 hidden=64 heads=4 vocab=256 sequence=64", and a
+// Llama-shaped model's architecture keys ("norm=rmsnorm mlp=swiglu ... tie_embeddings=false").
 // FormatError naming `file` and the offending token for anything else: an unknown, missing
 // or repeated key, a value that is not a positive integer, another spelling or order.
 ModelShape parse_model_config(const std::string& text, const std::string& file);

@@ -68,8 +68,8 @@ TensorDifference largest_weight_rms_difference(const TrainResult& got, const Tra
   return worst;
 }
 
-// test_trainer_model_emulated's model (head size 16 over 16 positions); MoE: 4 experts in
-// both blocks. Several micro-batches per rank give an MoE model a balance loss over each
+// test_trainer_model_emulated's model (head size 16 over 16 positions), or Llama-shaped; MoE:
+// 4 experts in both blocks. Several micro-batches per rank give an MoE model a balance loss over each
 // micro-batch step's tokens, which depend on the layout (docs/moe.md): those train without it.
 ModelShape case_model(const MatrixCase& c) {
   ModelShape m{.layers = 2, .hidden = 32, .heads = 2, .vocab = 48, .sequence = 16};
@@ -80,6 +80,18 @@ ModelShape case_model(const MatrixCase& c) {
     m.capacity_factor = model == "top2-capacity" ? 1.5 : 0.0;
     m.moe_chunks = std::stoi(c.level.at("moe_chunks"));
     if (c.level.at("micro_batches") == "several") m.aux_loss_weight = 0;
+  }
+  if (c.level.at("architecture") == "llama") {  // 4 heads of size 8 sharing 2 key/value heads
+    m.heads = 4;
+    m.kv_heads = 2;
+    m.norm = Norm::rmsnorm;
+    m.positions = Positions::rope;
+    m.bias = false;
+    m.tie_embeddings = false;
+    if (model == "dense") {
+      m.mlp = Mlp::swiglu;
+      m.mlp_hidden = 48;
+    }
   }
   return m;
 }

@@ -30,19 +30,26 @@ struct Pair {
   float scale = 1.0f;  // 1/sqrt(d)
 };
 
-// Pair b·h + head of the (B, T, h·d) query view with row stride ld, against key/value head
-// kv_head of k and v: the q, k, v views set, the rest left to the caller.
-Pair pair_at(const float* q, const float* k, const float* v, int64_t ld, int64_t T, int64_t h, int64_t d, int64_t b,
-             int64_t head, int64_t kv_head) {
+// Elements from the start of a row to head `head` of a view whose heads come per_group to a
+// group, the groups group_stride apart: query heads per_group = h/kv, key/value heads 1.
+int64_t head_offset(int64_t head, int64_t per_group, int64_t group_stride, int64_t d) {
+  return head / per_group * group_stride + head % per_group * d;
+}
+
+// Pair b·h + head of the (B, T, h, d) query view with row stride ld, against its key/value
+// head head/group of k and v, groups group_stride apart: the q, k, v views set, the rest left
+// to the caller.
+Pair pair_at(const float* q, const float* k, const float* v, int64_t ld, int64_t T, int64_t h, int64_t d, int64_t group,
+             int64_t group_stride, int64_t b, int64_t head) {
   Pair p;
   p.ld = ld;
   p.hd = h * d;
   p.T = T;
   p.d = d;
   p.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  p.q = q + b * T * ld + head * d;
-  p.k = k + b * T * ld + kv_head * d;
-  p.v = v + b * T * ld + kv_head * d;
+  p.q = q + b * T * ld + head_offset(head, group, group_stride, d);
+  p.k = k + b * T * ld + head / group * group_stride;
+  p.v = v + b * T * ld + head / group * group_stride;
   return p;
 }
 
@@ -153,14 +160,14 @@ void for_each_pair(ThreadPool& pool, int64_t B, int64_t h, const std::function<v
 }  // namespace
 
 void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q, const float* k, const float* v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d,
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride,
                        std::vector<float>& scratch) {
-  op_checks::require_attention_shape("attention_forward", ld, B, T, h, kv, d);
+  op_checks::require_attention_shape("attention_forward", ld, B, T, h, kv, d, group_stride);
   if (h == 0) return;
   const int64_t group = h / kv;  // query heads per key/value head
   scratch.resize(static_cast<size_t>(pool.size() * kTile));
   for_each_pair(pool, B, h, [&](int part, int64_t b, int64_t head) {
-    Pair a = pair_at(q, k, v, ld, T, h, d, b, head, head / group);
+    Pair a = pair_at(q, k, v, ld, T, h, d, group, group_stride, b, head);
     a.out = out + b * T * a.hd + head * d;
     a.lse_out = lse + (b * h + head) * T;
     for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) forward_rows(a, t0, scratch.data() + part * kTile);
@@ -169,27 +176,28 @@ void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q,
 
 void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* out,
                         const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
-                        int64_t T, int64_t h, int64_t kv, int64_t d, std::vector<float>& scratch) {
-  op_checks::require_attention_shape("attention_backward", ld, B, T, h, kv, d);
+                        int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride,
+                        std::vector<float>& scratch) {
+  op_checks::require_attention_shape("attention_backward", ld, B, T, h, kv, d, group_stride);
   if (h == 0) return;
   const int64_t group = h / kv;  // query heads per key/value head
   scratch.resize(static_cast<size_t>(pool.size() * 2 * kTile));
   // One (sequence, key/value head) per task: its dK and dV gather a term from every row block
   // of every query head of its group that sees their key, so they start from 0.
   for_each_pair(pool, B, kv, [&](int part, int64_t b, int64_t kv_head) {
-    const int64_t kv_offset = b * T * ld + kv_head * d;
+    const int64_t kv_offset = b * T * ld + kv_head * group_stride;
     for (int64_t t = 0; t < T; ++t) {
       std::fill(dk + kv_offset + t * ld, dk + kv_offset + t * ld + d, 0.0f);
       std::fill(dv + kv_offset + t * ld, dv + kv_offset + t * ld + d, 0.0f);
     }
     float* p = scratch.data() + part * 2 * kTile;
     for (int64_t head = kv_head * group; head < (kv_head + 1) * group; ++head) {
-      Pair a = pair_at(q, k, v, ld, T, h, d, b, head, kv_head);
+      Pair a = pair_at(q, k, v, ld, T, h, d, group, group_stride, b, head);
       const int64_t out_offset = b * T * a.hd + head * d;
       a.o = out + out_offset;
       a.dout = dout + out_offset;
       a.lse = lse + (b * h + head) * T;
-      a.dq = dq + b * T * ld + head * d;
+      a.dq = dq + b * T * ld + head_offset(head, group, group_stride, d);
       a.dk = dk + kv_offset;
       a.dv = dv + kv_offset;
       for (int64_t t0 = 0; t0 < T; t0 += kAttentionRowBlock) backward_rows(a, t0, p, p + kTile);

@@ -30,14 +30,16 @@ constexpr int64_t kAttentionRowBlock = 64;
 // its first row. 256 keeps the GEMMs of a GPT-2 sized head (T <= 256) in one tile.
 constexpr int64_t kAttentionKeyBlock = 256;
 
-// q (B, T, h, d), k, v (B, T, kv, d), row stride ld; out (B, T, h·d); lse (B, h, T).
+// q (B, T, h, d), k, v (B, T, kv, d), row stride ld, key/value groups group_stride apart
+// within a row (Backend::attention_forward); out (B, T, h·d); lse (B, h, T).
 // scratch: resized to two tiles per thread.
 void attention_forward(ThreadPool& pool, float* out, float* lse, const float* q, const float* k, const float* v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, std::vector<float>& scratch);
-// dq, dk, dv: views like q, k, v (stride ld), overwritten (dk, dv: each the sum over its
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride,
+                       std::vector<float>& scratch);
+// dq, dk, dv: views like q, k, v (ld, group_stride), overwritten (dk, dv: each the sum over its
 // group's query heads); dout, out (B, T, h·d); lse (B, h, T) from attention_forward.
 void attention_backward(ThreadPool& pool, float* dq, float* dk, float* dv, const float* dout, const float* out,
                         const float* lse, const float* q, const float* k, const float* v, int64_t ld, int64_t B,
-                        int64_t T, int64_t h, int64_t kv, int64_t d, std::vector<float>& scratch);
+                        int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride, std::vector<float>& scratch);
 
 }  // namespace axonn::cpu

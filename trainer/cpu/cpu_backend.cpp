@@ -184,17 +184,17 @@ void CpuBackend::rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int64
 }
 
 void CpuBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                   int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
+                                   int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
   cpu::attention_forward(pool_, out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h,
-                         kv, d, attention_scratch_);
+                         kv, d, group_stride, attention_scratch_);
 }
 
 void CpuBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                                     const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                    int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
+                                    int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
   cpu::attention_backward(pool_, dq.f32(__func__), dk.f32(__func__), dv.f32(__func__), dout.f32(__func__),
                           out.f32(__func__), lse, q.f32(__func__), k.f32(__func__), v.f32(__func__), ld, B, T, h, kv, d,
-                          attention_scratch_);
+                          group_stride, attention_scratch_);
 }
 
 void CpuBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,

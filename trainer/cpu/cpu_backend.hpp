@@ -81,10 +81,10 @@ class CpuBackend final : public Backend {
                      int64_t ld) override;
 
   void attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
-                         int64_t T, int64_t h, int64_t kv, int64_t d) override;
+                         int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) override;
   void attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out, const float* lse,
                           ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T, int64_t h,
-                          int64_t kv, int64_t d) override;
+                          int64_t kv, int64_t d, int64_t group_stride) override;
 
   void embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c, int64_t v0,
                          int64_t v_local) override;

@@ -20,8 +20,9 @@ constexpr int kRowsPerWarp = kTile / kWarpsPerBlock;  // 4: the rows (or keys) o
 static_assert(kTile % kWarpsPerBlock == 0, "the tile's rows split evenly over the block's warps");
 
 // The shared checks, and the head size these kernels hold per row.
-void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
-  op_checks::require_attention_shape(op, ld, B, T, h, kv, d);
+void require_shape(const char* op, int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d,
+                   int64_t group_stride) {
+  op_checks::require_attention_shape(op, ld, B, T, h, kv, d, group_stride);
   if (d > kAttentionMaxHeadSize)
     fail(op, "head size d = " + std::to_string(d) + " exceeds " + std::to_string(kAttentionMaxHeadSize) +
                  ", the most the CUDA attention kernels hold per row; use more heads (hidden/heads <= " +
@@ -302,13 +303,13 @@ bool on_tensor_cores(const Context& ctx) { return ctx.gemm != nullptr && ctx.gem
 }  // namespace
 
 void attention_forward(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
   const char* op = "attention_forward";
-  require_shape(op, ld, B, T, h, kv, d);
+  require_shape(op, ld, B, T, h, kv, d, group_stride);
   const ElementType type = common_type(op, {out, q, k, v});
   if (B == 0 || T == 0 || h == 0) return;
-  if (on_tensor_cores(ctx)) return attention_forward_bf16(ctx, out, lse, q, k, v, ld, B, T, h, kv, d);
-  const Shape s = shape_of(ld, B, T, h, kv, d, kTile);
+  if (on_tensor_cores(ctx)) return attention_forward_bf16(ctx, out, lse, q, k, v, ld, B, T, h, kv, d, group_stride);
+  const Shape s = shape_of(ld, B, T, h, kv, d, group_stride, kTile);
   const size_t shared = static_cast<size_t>(kTile) * (2 * d + odd_stride(s.d)) * sizeof(float);
   with_storage(type, [&](auto storage) {
     using Act = decltype(storage);
@@ -322,14 +323,14 @@ void attention_forward(const Context& ctx, ActPtr out, float* lse, ConstActPtr q
 
 void attention_backward(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                         const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
-                        int64_t h, int64_t kv, int64_t d) {
+                        int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
   const char* op = "attention_backward";
-  require_shape(op, ld, B, T, h, kv, d);
+  require_shape(op, ld, B, T, h, kv, d, group_stride);
   const ElementType type = common_type(op, {dq, dk, dv, dout, out, q, k, v});
   if (B == 0 || T == 0 || h == 0) return;
   if (on_tensor_cores(ctx))
-    return attention_backward_bf16(ctx, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, kv, d);
-  const Shape s = shape_of(ld, B, T, h, kv, d, kTile);
+    return attention_backward_bf16(ctx, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, kv, d, group_stride);
+  const Shape s = shape_of(ld, B, T, h, kv, d, group_stride, kTile);
   auto* dsum = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(B * h * T) * sizeof(float), op));
   attention_row_dots(ctx, op, dsum, dout, out, s);
   const int64_t tile = kTile * d, odd_tile = static_cast<int64_t>(kTile) * odd_stride(s.d);

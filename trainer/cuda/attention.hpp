@@ -2,8 +2,9 @@
 // Causal self-attention on this rank's h query heads and kv key/value heads (h a multiple of
 // kv: grouped-query attention, query head i reading key/value head i/(h/kv)) of size
 // d <= 128, scale 1/sqrt(d), fused flash-style (FlashAttention-2): no T×T matrix in memory.
-// q is a (B, T, h, d) view, k and v (B, T, kv, d) views, with row stride ld (see
-// Backend::attention_forward), read in place.
+// q is a (B, T, h, d) view, k and v (B, T, kv, d) views, with row stride ld and the
+// key/value groups group_stride apart within a row (see Backend::attention_forward), read in
+// place.
 //
 // Forward: one block per (sequence, head, tile of 32 query rows) keeps the tile's queries in
 // shared memory and walks the key/value tiles of 32 up to the causal limit, each key tile in
@@ -31,11 +32,11 @@ constexpr int64_t kAttentionMaxHeadSize = 128;
 // out (B, T, h·d); lse (B, h, T). The activations (out, q, k, v; in the backward also dq, dk,
 // dv, dout) are all float32 or all bf16; the math and lse are float32 either way.
 void attention_forward(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
-                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d);
-// dq, dk, dv: views like q, k, v (same ld), overwritten (dk, dv the sums over each group's
+                       int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride);
+// dq, dk, dv: views like q, k, v (same ld, group_stride), overwritten (dk, dv the sums over each group's
 // query heads); dout, out (B, T, h·d); lse (B, h, T)
 void attention_backward(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                         const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B, int64_t T,
-                        int64_t h, int64_t kv, int64_t d);
+                        int64_t h, int64_t kv, int64_t d, int64_t group_stride);
 
 }  // namespace axonn::cuda

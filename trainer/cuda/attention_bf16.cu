@@ -176,13 +176,14 @@ __device__ float group_sum(float v) {
 
 // Where the kernels read one tensor's bf16 rows of kDp elements (16-byte aligned rows):
 // its packed copy, (B·heads, T, kDp) pair after pair, or the activations themselves when
-// they are bf16 with d = kDp, the (B, T, heads, d) view with row stride ld (no pack pass).
+// they are bf16 with d = kDp, the (B, T, heads, d) view with row stride ld (no pack pass),
+// head j at head_offset(j, per_group, group_stride, d) in a row.
 // heads: h for q and dout, kv for k and v.
 struct RowSource {
   const bf16* data;
   int64_t ld;  // row stride in elements; kDp when packed
   bool packed;
-  int64_t heads;
+  int64_t heads, per_group, group_stride;  // per_group, group_stride: read in place only
 };
 
 // Row 0 of the T rows query pair `pair` (b·h + head) reads in `src`: its own head in q and
@@ -191,7 +192,7 @@ __device__ const bf16* pair_rows(const RowSource& src, const Shape& s, int64_t p
   const int64_t b = pair / s.h, query_head = pair - b * s.h;
   const int64_t head = src.heads == s.h ? query_head : query_head / s.group;
   if (src.packed) return src.data + (b * src.heads + head) * s.T * src.ld;
-  return src.data + b * s.T * src.ld + head * s.d;
+  return src.data + b * s.T * src.ld + head_offset(head, src.per_group, src.group_stride, s.d);
 }
 
 // Issues the async copies of rows [0, rows) of dst (row stride kLd) = rows row0, row0 + 1,
@@ -243,15 +244,17 @@ __device__ RowStats row_stats(const float* lse, const float* dsum, const Shape& 
   return {lse[pair * s.T + t] * kLog2e, dsum[pair * s.T + t]};
 }
 
-// dst (B·h, T, dp) = the (B, T, h, d) view at src (row stride ld) rounded to bf16, one pair's
-// rows after another, columns d .. dp zero (h: the view's heads, kv for k and v). Act: the activations' storage
+// dst (B·h, T, dp) = the (B, T, h, d) view at src (row stride ld, head j at
+// head_offset(j, per_group, group_stride, d)) rounded to bf16, one pair's rows after another,
+// columns d .. dp zero (h: the view's heads, kv for k and v). Act: the activations' storage
 // (act_storage.cuh).
 template <typename Act>
-__global__ void pack_kernel(bf16* dst, const Act* src, int64_t ld, int64_t T, int64_t h, int d, int dp, int64_t total) {
+__global__ void pack_kernel(bf16* dst, const Act* src, int64_t ld, int64_t T, int64_t h, int64_t per_group,
+                            int64_t group_stride, int d, int dp, int64_t total) {
   for (int64_t i = global_thread(); i < total; i += grid_threads()) {
     const int64_t row = i / dp, pair = row / T, t = row - pair * T, b = pair / h, head = pair - b * h;
     const int e = static_cast<int>(i - row * dp);
-    store(dst + i, e < d ? load(src + (b * T + t) * ld + head * d + e) : 0.0f);
+    store(dst + i, e < d ? load(src + (b * T + t) * ld + head_offset(head, per_group, group_stride, d) + e) : 0.0f);
   }
 }
 
@@ -511,30 +514,32 @@ void with_padded_head(int64_t d, F f) {
     f(std::integral_constant<int, 128>{});
 }
 
-// The activations can be read in place when they are bf16 rows of kDp elements on 16-byte
-// boundaries (GPT-2's d = 64 in bf16 storage); else they are packed first.
-bool reads_in_place(ConstActPtr src, int64_t ld, int64_t d, int dp) {
-  return src.type() == ElementType::bfloat16 && d == dp && ld % 8 == 0 &&
-         reinterpret_cast<uintptr_t>(src.raw()) % 16 == 0;
+// One input of the kernels as the backend got it: a (B, T, heads, d) view with row stride
+// ld, head j at head_offset(j, per_group, group_stride, d) in a row (q: per_group h/kv; k,
+// v: 1; dout: 1 with group_stride d).
+struct View {
+  ConstActPtr data;
+  int64_t ld, heads, per_group, group_stride;
+};
+
+// The activations can be read in place when every head's rows are bf16 rows of kDp elements
+// on 16-byte boundaries (GPT-2's d = 64 in bf16 storage): the base, the row stride and the
+// group stride all multiples of 8 elements (d = kDp is one too); else they are packed first.
+bool reads_in_place(const View& v, int64_t d, int dp) {
+  return v.data.type() == ElementType::bfloat16 && d == dp && v.ld % 8 == 0 && v.group_stride % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(v.data.raw()) % 16 == 0;
 }
 
-// Packs src, a (B, T, heads, d) view, into dst (B·heads, T, dp) bf16 (pack_kernel).
-void pack(const Context& ctx, const char* op, bf16* dst, ConstActPtr src, int64_t ld, int64_t heads, const Shape& s,
-          int dp) {
-  const int64_t total = s.pairs / s.h * heads * s.T * dp;
-  with_storage(src.type(), [&](auto storage) {
+// Packs the view v into dst (B·heads, T, dp) bf16 (pack_kernel).
+void pack(const Context& ctx, const char* op, bf16* dst, const View& v, const Shape& s, int dp) {
+  const int64_t total = s.pairs / s.h * v.heads * s.T * dp;
+  with_storage(v.data.type(), [&](auto storage) {
     using Act = decltype(storage);
-    pack_kernel<Act>
-        <<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, typed<Act>(src), ld, s.T, heads, s.d, dp, total);
+    pack_kernel<Act><<<grid_for(total), kThreads, 0, ctx.stream>>>(dst, typed<Act>(v.data), v.ld, s.T, v.heads,
+                                                                   v.per_group, v.group_stride, s.d, dp, total);
   });
   check_launch(ctx, op);
 }
-
-// One input of the kernels as the backend got it: a (B, T, heads, d) view with row stride ld.
-struct View {
-  ConstActPtr data;
-  int64_t ld, heads;
-};
 
 // The kernels' sources for q, k, v (and dout), in order: each read in place or packed, the
 // packs in one scratch request (B·heads·T·dp·2 bytes each) with D (B·h·T floats) when
@@ -550,7 +555,7 @@ Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp,
   size_t at[4] = {};
   int i = 0;
   for (const View& v : views) {
-    out.rows[i].packed = !reads_in_place(v.data, v.ld, s.d, dp);
+    out.rows[i].packed = !reads_in_place(v, s.d, dp);
     const size_t pack_bytes = static_cast<size_t>(s.pairs / s.h * v.heads * s.T * dp) * sizeof(bf16);
     at[i] = layout.add(out.rows[i].packed ? pack_bytes : 0);
     ++i;
@@ -562,10 +567,10 @@ Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp,
     RowSource& rows = out.rows[i];
     if (rows.packed) {
       auto* packed = reinterpret_cast<bf16*>(base + at[i]);
-      pack(ctx, op, packed, v.data, v.ld, v.heads, s, dp);
-      rows = {packed, dp, true, v.heads};
+      pack(ctx, op, packed, v, s, dp);
+      rows = {packed, dp, true, v.heads, 1, dp};
     } else {
-      rows = {static_cast<const bf16*>(v.data.raw()), v.ld, false, v.heads};
+      rows = {static_cast<const bf16*>(v.data.raw()), v.ld, false, v.heads, v.per_group, v.group_stride};
     }
     ++i;
   }
@@ -576,12 +581,15 @@ Sources take_sources(const Context& ctx, const char* op, const Shape& s, int dp,
 }  // namespace
 
 void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
-                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
+                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
   const char* op = "attention_forward";
-  const Shape s = shape_of(ld, B, T, h, kv, d, kBlockRows);
+  const Shape s = shape_of(ld, B, T, h, kv, d, group_stride, kBlockRows);
+  const int64_t g = h / kv;
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld, h}, {k, ld, kv}, {v, ld, kv}}, false);
+    const Sources in =
+        take_sources(ctx, op, s, kDp,
+                     {{q, ld, h, g, group_stride}, {k, ld, kv, 1, group_stride}, {v, ld, kv, 1, group_stride}}, false);
     with_storage(out.type(), [&](auto storage) {
       using Act = decltype(storage);
       launch(ctx, op, forward_kernel<kDp, Act>, tile_blocks(op, s, s.pairs), kBlockThreads, ForwardLayout<kDp>::bytes,
@@ -592,12 +600,18 @@ void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstAct
 
 void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                              const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
-                             int64_t T, int64_t h, int64_t kv, int64_t d) {
+                             int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
   const char* op = "attention_backward";
-  const Shape s = shape_of(ld, B, T, h, kv, d, kBlockRows);
+  const Shape s = shape_of(ld, B, T, h, kv, d, group_stride, kBlockRows);
+  const int64_t g = h / kv;
   with_padded_head(d, [&](auto dp) {
     constexpr int kDp = decltype(dp)::value;
-    const Sources in = take_sources(ctx, op, s, kDp, {{q, ld, h}, {k, ld, kv}, {v, ld, kv}, {dout, h * d, h}}, true);
+    const Sources in = take_sources(ctx, op, s, kDp,
+                                    {{q, ld, h, g, group_stride},
+                                     {k, ld, kv, 1, group_stride},
+                                     {v, ld, kv, 1, group_stride},
+                                     {dout, h * d, h, 1, d}},
+                                    true);
     attention_row_dots(ctx, op, in.dsum, dout, out, s);
     const RowSource pq = in.rows[0], pk = in.rows[1], pv = in.rows[2], pdout = in.rows[3];
     const float* dsum = in.dsum;

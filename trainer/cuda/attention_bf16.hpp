@@ -28,9 +28,9 @@ namespace axonn::cuda {
 
 // The activations share one type (float32 or bf16), which attention.cu has checked.
 void attention_forward_bf16(const Context& ctx, ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v,
-                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d);
+                            int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride);
 void attention_backward_bf16(const Context& ctx, ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                              const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld, int64_t B,
-                             int64_t T, int64_t h, int64_t kv, int64_t d);
+                             int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride);
 
 }  // namespace axonn::cuda

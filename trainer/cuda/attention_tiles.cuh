@@ -22,11 +22,13 @@ constexpr size_t kDefaultSharedBytes = 48 * 1024;  // above this a kernel must o
 struct Shape {
   int64_t ld, T, h, pairs, tiles;  // pairs = B·h; tiles = ceil(T / rows per block) per pair
   int64_t kv, group, kv_pairs;     // kv_pairs = B·kv
+  int64_t group_stride;            // elements from one key/value group to the next in a row
   int d;
   float scale;  // 1/sqrt(d)
 };
 
-inline Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t rows_per_block) {
+inline Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride,
+                      int64_t rows_per_block) {
   return Shape{ld,
                T,
                h,
@@ -35,6 +37,7 @@ inline Shape shape_of(int64_t ld, int64_t B, int64_t T, int64_t h, int64_t kv, i
                kv,
                h / kv,
                B * kv,
+               group_stride,
                static_cast<int>(d),
                1.0f / std::sqrt(static_cast<float>(d))};
 }
@@ -50,6 +53,14 @@ __device__ inline BlockTile block_tile(const Shape& s, int64_t pairs, bool longe
   return {x - rank * pairs, longest_first ? s.tiles - 1 - rank : rank};
 }
 
+// Elements from the start of a row to head `head` of a view whose heads come per_group to a
+// group, the groups group_stride apart (Backend::attention_forward): q's query heads
+// per_group = h/kv; k's and v's heads per_group 1; out's and dout's heads per_group 1 with
+// group_stride d (plain (B, T, h·d) rows).
+__host__ __device__ inline int64_t head_offset(int64_t head, int64_t per_group, int64_t group_stride, int64_t d) {
+  return head / per_group * group_stride + head % per_group * d;
+}
+
 // Where query pair b·h + head starts: in q (row stride ld), in k and v at its key/value head
 // head/group (row stride ld), and in out, dout (row stride h·d).
 struct PairBase {
@@ -57,7 +68,8 @@ struct PairBase {
 };
 __device__ inline PairBase pair_base(const Shape& s, int64_t pair) {
   const int64_t b = pair / s.h, head = pair - b * s.h;
-  return {b * s.T * s.ld + head * s.d, b * s.T * s.ld + head / s.group * s.d, b * s.T * s.h * s.d + head * s.d};
+  return {b * s.T * s.ld + head_offset(head, s.group, s.group_stride, s.d),
+          b * s.T * s.ld + head / s.group * s.group_stride, b * s.T * s.h * s.d + head * s.d};
 }
 
 // The first query pair of kv pair b·kv + kv_head: b·h + kv_head·group.

@@ -335,14 +335,14 @@ void CudaBackend::rope_backward(ActPtr dx, const float* cos_sin, int64_t B, int6
 }
 
 void CudaBackend::attention_forward(ActPtr out, float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                    int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
-  cuda::attention_forward(ctx_, out, lse, q, k, v, ld, B, T, h, kv, d);
+                                    int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
+  cuda::attention_forward(ctx_, out, lse, q, k, v, ld, B, T, h, kv, d, group_stride);
 }
 
 void CudaBackend::attention_backward(ActPtr dq, ActPtr dk, ActPtr dv, ConstActPtr dout, ConstActPtr out,
                                      const float* lse, ConstActPtr q, ConstActPtr k, ConstActPtr v, int64_t ld,
-                                     int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d) {
-  cuda::attention_backward(ctx_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, kv, d);
+                                     int64_t B, int64_t T, int64_t h, int64_t kv, int64_t d, int64_t group_stride) {
+  cuda::attention_backward(ctx_, dq, dk, dv, dout, out, lse, q, k, v, ld, B, T, h, kv, d, group_stride);
 }
 
 void CudaBackend::embedding_forward(ActPtr out, const int32_t* tokens, ConstActPtr table, int64_t m, int64_t c,

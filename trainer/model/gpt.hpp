@@ -1,13 +1,16 @@
 #pragma once
-// The 4D-parallel GPT-2 of one rank: token + learned position embeddings, pre-LayerNorm
-// blocks (causal multi-head attention, 4x GELU MLP), final LayerNorm, tied LM head,
-// cross-entropy. Every collective is the one docs/parallel-plan.md lists, so the bytes the
-// grid counts equal the layout model's prediction.
+// The 4D-parallel transformer of one rank, GPT-2 or Llama-shaped (ModelShape): token
+// embedding (and learned positions, or RoPE on q and k), pre-normalization blocks (LayerNorm
+// or RMSNorm; causal attention, multi-head or grouped-query; a GELU or SwiGLU MLP), final
+// normalization, LM head (tied to wte or its own), cross-entropy. Every collective is the one
+// docs/parallel-plan.md lists, so the bytes the grid counts equal the layout model's prediction.
 //
 // Shapes on this rank (m = mb·T tokens of one micro-batch, c = C/G_x, cy = C/G_y,
-// h = H/G_y heads of size d = C/H, v = V/G_y):
-//   residual stream [m, c] (replicated over y), qkv [m, 3cy] packed q|k|v per token,
-//   attention log-sum-exp [mb, h, T] (no T×T matrix), attention output [m, cy], MLP hidden [m, 4cy],
+// h = H/G_y query heads and kv = KV/G_y key/value heads of size d = C/H, f = F/G_y, v = V/G_y):
+//   residual stream [m, c] (replicated over y); qkv [m, (h + 2kv)·d]: [q | k | v] (MHA), or
+//   per key/value head [its h/kv query heads | k | v] (grouped, parameters.hpp);
+//   attention log-sum-exp [mb, h, T] (no T×T matrix), attention output [m, cy];
+//   MLP pre-activation [m, f] (SwiGLU's gate | up, [m, 2f]) and activation [m, f];
 //   logits [m, v] (vocab-parallel over y).
 //
 // Activation recomputation (training.recompute, layout_inputs.hpp's Recompute): "attention"
@@ -26,10 +29,11 @@
 #include "trainer/backend.hpp"
 #include "trainer/model/device_arena.hpp"
 #include "trainer/model/dist_ops.hpp"
+#include "trainer/model/embeddings.hpp"
 #include "trainer/model/moe_layer.hpp"
 #include "trainer/model/parameter_store.hpp"
+#include "trainer/model/row_norm.hpp"
 #include "trainer/model/sharded_linear.hpp"
-#include "trainer/model/tied_embedding.hpp"
 #include "trainer/optim/gradient_sync.hpp"
 
 namespace axonn {
@@ -81,26 +85,45 @@ class Gpt {
   // its weights again.
   void recompute(size_t l);
 
+  // Where k and v start after q in a packed qkv row, its row stride, and the stride from one
+  // key/value head's group to the next (head_dim_ for MHA's [q | k | v]).
+  struct HeadViews {
+    int64_t k, v, ld, group_stride;
+  };
+  HeadViews head_views() const;
+  // Block b's attention on its qkv_out, and its backward into d_qkv_.
+  void attend(const Block& b);
+  void attend_backward(const Block& b);
+  // RoPE on the q and k of a packed qkv buffer, or its transpose on their gradients; nothing
+  // with learned positions.
+  void rotate(ActPtr qkv, bool backward);
+  // The MLP's first layer and its activation (GELU or SwiGLU).
+  void mlp_in(Block& b);
+
   Backend& backend_;
   DeviceArena arena_;  // every activation and scratch buffer, allocated in the constructor
   CommGrid& grid_;
   ModelShape model_;
   ParameterStore& params_;
-  int64_t mb_, m_, c_, cy_, heads_, head_dim_;
+  RowNorm norm_;
+  int64_t mb_, m_, c_, cy_, heads_, kv_heads_, head_dim_;
+  int64_t qkv_local_, fc_local_, ffn_local_;  // (h + 2kv)·d, mlp.fc's output width and f
+  float* rope_cos_sin_ = nullptr;             // [T, d/2, 2] under RoPE (rope_table.hpp)
   bool overlap_comm_;
   Recompute recompute_;
   size_t gathered_sets_ = 0;  // blocks whose gathered weights are held at once (block l uses set l mod this)
 
   std::vector<std::unique_ptr<Block>> blocks_;
-  std::unique_ptr<TiedEmbedding> embedding_;
+  std::unique_ptr<Embeddings> embedding_;
   GradScatter scatter_;           // the dW reduce-scatters over z (G_z > 1)
   std::vector<ActPtr> residual_;  // [L+1] of [m, c]: input of block l, and the final one
-  // Final LayerNorm and head.
+  // Final normalization and head.
   ActPtr lnf_out_, logits_;
   float *lnf_mean_, *lnf_rstd_;
   CrossEntropyBuffers ce_{};
-  // Backward working buffers, reused by every block.
-  ActPtr d_residual_, d_normed_, d_mlp_, d_attention_, d_qkv_;
+  // Backward working buffers, reused by every block: d_mlp_ [m, fc], d_act_ [m, f] (SwiGLU's
+  // activation gradient, before its backward), d_qkv_ laid out as qkv.
+  ActPtr d_residual_, d_normed_, d_mlp_, d_act_ = nullptr, d_attention_, d_qkv_;
   float* ln_partials_;
 };
 

@@ -34,7 +34,7 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   gathers_ = shape.gathers;
   rounds_ = decided_rounds(shape);
   c_ = C / g.x;
-  hidden_ = 4 * C / g.y;
+  hidden_ = model.ffn() / g.y;
   aux_weight_ = static_cast<float>(model.aux_loss_weight);
   z_split_ = g.z > 1;
 
@@ -45,10 +45,10 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   proj_ = proj_weight;
   d_fc_ = params.grad(p + "experts.fc.weight");
   d_proj_ = params.grad(p + "experts.proj.weight");
-  fc_bias_ = params.param(p + "experts.fc.bias");
-  proj_bias_ = params.param(p + "experts.proj.bias");
-  d_fc_bias_ = params.grad(p + "experts.fc.bias");
-  d_proj_bias_ = params.grad(p + "experts.proj.bias");
+  fc_bias_ = params.param_if_any(p + "experts.fc.bias");  // null without biases (model.bias)
+  proj_bias_ = params.param_if_any(p + "experts.proj.bias");
+  d_fc_bias_ = params.grad_if_any(p + "experts.fc.bias");
+  d_proj_bias_ = params.grad_if_any(p + "experts.proj.bias");
   if (z_split_) {
     const int64_t block = expert_block(), shard = block / g.z;
     fc_gathered_ = arena_.act(local_experts_ * block);
@@ -504,6 +504,7 @@ void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, A
 }
 
 void MoeLayer::add_expert_biases(ActPtr rows, const float* bias, int64_t width, int64_t first, int64_t end) {
+  if (bias == nullptr) return;
   for (const ExpertChunk& chunk : exchange_.chunks)
     if (chunk.rows > 0 && chunk.expert >= first && chunk.expert < end)
       backend_.bias_forward(rows + chunk.start * width, bias + chunk.expert * width, chunk.rows, width, width);
@@ -589,7 +590,7 @@ void MoeLayer::weight_grads(float* grad, float* bias_grad, int64_t bias_width, C
   const int64_t block = k_local * n_local;
   const int64_t shard = z_split_ ? block / grid_.layout().z : block;
   for (int64_t e = 0; e < local_experts_; ++e) {
-    float* dbias = bias_grad + e * bias_width;
+    float* dbias = bias_grad != nullptr ? bias_grad + e * bias_width : nullptr;
     // Without a z split the chunks add to the gradient; with one, to a block that is then
     // reduce-scattered: every expert's, also an expert no row reached here (others' may have).
     float* dw = z_split_ ? scatter.block(block) : grad + e * shard;

@@ -12,7 +12,7 @@
 // routing, each rank lays out the same received rows the all-to-all would have delivered, and
 // the outputs are summed back to their tokens by a reduce-scatter.
 //
-// Shapes on this rank (m = mb·T tokens, c = C/G_x, h = 4C/G_y, R = MoeShape::rows, R_r the
+// Shapes on this rank (m = mb·T tokens, c = C/G_x, h = F/G_y, R = MoeShape::rows, R_r the
 // received rows: R at E_p = 1 or with a capacity; dropless with E_p > 1 up to E_p·m·k):
 //   input and output [m, c] (the residual stream's columns), router shard [c, E],
 //   logits and probabilities [m, E] float32, choices and gates [m, k],
@@ -166,7 +166,7 @@ class MoeLayer {
   int64_t y_shares_, y_rank_;  // MoeShape::y_shares (G_y or 1), this rank's y coordinate
   bool gathers_;               // MoeShape::gathers: all-gather dispatch
   int64_t rounds_;             // MoeShape::rounds: the all-to-all's pipelined rounds
-  int64_t top_k_, sequence_, capacity_, segment_, m_, rows_, c_, hidden_;  // hidden_ = 4C/G_y, segment_ = mb·cap
+  int64_t top_k_, sequence_, capacity_, segment_, m_, rows_, c_, hidden_;  // hidden_ = F/G_y, segment_ = mb·cap
   float aux_weight_;
   bool z_split_;
 

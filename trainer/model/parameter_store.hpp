@@ -51,6 +51,10 @@ class ParameterStore {
   float* master() { return master_.data(); }  // [master_size()], master_sharded() only
   float* param(const std::string& name) { return params_at(layout_.slot(name).offset); }
   float* grad(const std::string& name) { return grads_.data() + layout_.slot(name).offset; }
+  // As param() and grad(), or null where the model has no such tensor (a bias of a model
+  // without biases, LayerNorm's beta beside RMSNorm).
+  float* param_if_any(const std::string& name) { return layout_.has(name) ? param(name) : nullptr; }
+  float* grad_if_any(const std::string& name) { return layout_.has(name) ? grad(name) : nullptr; }
   // The GEMMs' copy of the weight buckets [layout().sharded], in the activation type.
   ActPtr weights() { return weights_; }
   // Rewrites a bf16 copy from the whole float32 parameters (mixed precision, unsharded

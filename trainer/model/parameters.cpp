@@ -19,78 +19,78 @@ std::string axes_text(const std::vector<Axis>& axes) {
 }  // namespace
 
 std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
-  const int64_t C = m.hidden, V = m.vocab, T = m.sequence;
+  const int64_t C = m.hidden, V = m.vocab, T = m.sequence, F = m.ffn();
   const Axis x = Axis::x, y = Axis::y, z = Axis::z, expert = Axis::expert;
   // GPT-2 / nanoGPT initialization: N(0, 0.02), the residual projections scaled by
-  // 1/sqrt(2L), biases 0, LayerNorm gain 1.
+  // 1/sqrt(2L), biases 0, normalization gains 1.
   const float std_weight = 0.02f;
   const float std_residual = 0.02f / std::sqrt(2.0f * static_cast<float>(m.layers));
+  auto weight = [](std::string name, std::vector<int64_t> shape, std::vector<std::vector<Axis>> split, float std) {
+    return ParamSpec{std::move(name), std::move(shape), std::move(split), ParamGroup::sharded, true,
+                     ParamInit::normal, std};
+  };
+  auto small_zeros = [](std::string name, std::vector<int64_t> shape, std::vector<std::vector<Axis>> split) {
+    return ParamSpec{std::move(name), std::move(shape), std::move(split), ParamGroup::small, false, ParamInit::zeros,
+                     0.0f};
+  };
+  // qkv: GPT-2's [C, 3, C] (q | k | v, each split over y), or grouped-query attention's
+  // [C, KV, H/KV + 2, d]: per key/value head its group's query heads, then its k and v, the
+  // groups split over y (docs/parallel-plan.md, "Grouped-query attention"). Its bias is its
+  // shape without the rows.
+  struct Shaped {
+    std::vector<int64_t> shape;
+    std::vector<std::vector<Axis>> split;
+  };
+  const int64_t KV = m.kv(), group = m.heads / KV + 2, d = m.head_dim();
+  const Shaped qkv = m.grouped_attention() ? Shaped{{C, KV, group, d}, {{x, z}, {y}, {}, {}}}
+                                           : Shaped{{C, 3, C}, {{x, z}, {}, {y}}};
+  const Shaped qkv_bias = m.grouped_attention() ? Shaped{{KV, group, d}, {{y}, {}, {}}} : Shaped{{3, C}, {{}, {y}}};
+  // mlp.fc: [C, F], or SwiGLU's [C, 2, F] (gate | up, each split over y, so a rank's gate and
+  // up columns are the same F/G_y units).
+  const bool swiglu = m.mlp == Mlp::swiglu;
+  const Shaped fc = swiglu ? Shaped{{C, 2, F}, {{x, z}, {}, {y}}} : Shaped{{C, F}, {{x, z}, {y}}};
+  const Shaped fc_bias = swiglu ? Shaped{{2, F}, {{}, {y}}} : Shaped{{F}, {{y}}};
 
   std::vector<ParamSpec> sharded, small_decayed, small, expert_small;
-  sharded.push_back({"wte", {V, C}, {{y}, {x, z}}, ParamGroup::sharded, true, ParamInit::normal, std_weight});
+  sharded.push_back(weight("wte", {V, C}, {{y}, {x, z}}, std_weight));
+  if (!m.tie_embeddings) sharded.push_back(weight("lm_head.weight", {V, C}, {{y}, {x, z}}, std_weight));
+  auto norm = [&](const std::string& name) {
+    small.push_back({name + ".weight", {C}, {{x}}, ParamGroup::small, false, ParamInit::ones, 0.0f});
+    if (m.norm == Norm::layernorm && m.bias) small.push_back(small_zeros(name + ".bias", {C}, {{x}}));
+  };
   for (int l = 0; l < m.layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
-    sharded.push_back({p + "attn.qkv.weight",
-                       {C, 3, C},
-                       {{x, z}, {}, {y}},
-                       ParamGroup::sharded,
-                       true,
-                       ParamInit::normal,
-                       std_weight});
-    sharded.push_back(
-        {p + "attn.proj.weight", {C, C}, {{y, z}, {x}}, ParamGroup::sharded, true, ParamInit::normal, std_residual});
+    sharded.push_back(weight(p + "attn.qkv.weight", qkv.shape, qkv.split, std_weight));
+    sharded.push_back(weight(p + "attn.proj.weight", {C, C}, {{y, z}, {x}}, std_residual));
     const bool moe = m.is_moe_block(l);
     const int64_t E = m.experts;
-    if (moe) {  // each expert's fc and proj sharded as the dense MLP's, one [E, ...] tensor each
-      sharded.push_back({p + "mlp.experts.fc.weight",
-                         {E, C, 4 * C},
-                         {{expert}, {x, z}, {y}},
-                         ParamGroup::sharded,
-                         true,
-                         ParamInit::normal,
-                         std_weight});
-      sharded.push_back({p + "mlp.experts.proj.weight",
-                         {E, 4 * C, C},
-                         {{expert}, {y, z}, {x}},
-                         ParamGroup::sharded,
-                         true,
-                         ParamInit::normal,
-                         std_residual});
+    if (moe) {  // each expert's fc and proj sharded as the dense (GELU) MLP's, one [E, ...] tensor each
+      sharded.push_back(weight(p + "mlp.experts.fc.weight", {E, C, F}, {{expert}, {x, z}, {y}}, std_weight));
+      sharded.push_back(weight(p + "mlp.experts.proj.weight", {E, F, C}, {{expert}, {y, z}, {x}}, std_residual));
       small_decayed.push_back(
           {p + "mlp.router.weight", {C, E}, {{x}, {}}, ParamGroup::small, true, ParamInit::normal, std_weight});
     } else {
-      sharded.push_back(
-          {p + "mlp.fc.weight", {C, 4 * C}, {{x, z}, {y}}, ParamGroup::sharded, true, ParamInit::normal, std_weight});
-      sharded.push_back({p + "mlp.proj.weight",
-                         {4 * C, C},
-                         {{y, z}, {x}},
-                         ParamGroup::sharded,
-                         true,
-                         ParamInit::normal,
-                         std_residual});
+      sharded.push_back(weight(p + "mlp.fc.weight", fc.shape, fc.split, std_weight));
+      sharded.push_back(weight(p + "mlp.proj.weight", {F, C}, {{y, z}, {x}}, std_residual));
     }
 
-    auto ln = [&](const std::string& name) {
-      small.push_back({p + name + ".weight", {C}, {{x}}, ParamGroup::small, false, ParamInit::ones, 0.0f});
-      small.push_back({p + name + ".bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-    };
-    ln("ln1");
-    small.push_back({p + "attn.qkv.bias", {3, C}, {{}, {y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-    small.push_back({p + "attn.proj.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-    ln("ln2");
-    if (moe) {
-      expert_small.push_back(
-          {p + "mlp.experts.fc.bias", {E, 4 * C}, {{expert}, {y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-      expert_small.push_back(
-          {p + "mlp.experts.proj.bias", {E, C}, {{expert}, {x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-    } else {
-      small.push_back({p + "mlp.fc.bias", {4 * C}, {{y}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
-      small.push_back({p + "mlp.proj.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+    norm(p + "ln1");
+    if (m.bias) {
+      small.push_back(small_zeros(p + "attn.qkv.bias", qkv_bias.shape, qkv_bias.split));
+      small.push_back(small_zeros(p + "attn.proj.bias", {C}, {{x}}));
+    }
+    norm(p + "ln2");
+    if (m.bias && moe) {
+      expert_small.push_back(small_zeros(p + "mlp.experts.fc.bias", {E, F}, {{expert}, {y}}));
+      expert_small.push_back(small_zeros(p + "mlp.experts.proj.bias", {E, C}, {{expert}, {x}}));
+    } else if (m.bias) {
+      small.push_back(small_zeros(p + "mlp.fc.bias", fc_bias.shape, fc_bias.split));
+      small.push_back(small_zeros(p + "mlp.proj.bias", {C}, {{x}}));
     }
   }
-  small_decayed.push_back({"wpe", {T, C}, {{}, {x}}, ParamGroup::small, true, ParamInit::normal, std_weight});
-  small.push_back({"ln_f.weight", {C}, {{x}}, ParamGroup::small, false, ParamInit::ones, 0.0f});
-  small.push_back({"ln_f.bias", {C}, {{x}}, ParamGroup::small, false, ParamInit::zeros, 0.0f});
+  if (m.positions == Positions::learned)
+    small_decayed.push_back({"wpe", {T, C}, {{}, {x}}, ParamGroup::small, true, ParamInit::normal, std_weight});
+  norm("ln_f");
 
   std::vector<ParamSpec> all = std::move(sharded);
   all.insert(all.end(), small_decayed.begin(), small_decayed.end());
@@ -142,6 +142,10 @@ const ParamSlot& ParameterLayout::slot(const std::string& name) const {
   throw std::out_of_range("no parameter named '" + name + "'");
 }
 
+bool ParameterLayout::has(const std::string& name) const {
+  return std::any_of(slots.begin(), slots.end(), [&](const ParamSlot& s) { return s.spec.name == name; });
+}
+
 namespace {
 
 // The bucket a tensor's gradient is synchronized in: "wte", "h.<l>" for a block's weights,
@@ -150,7 +154,7 @@ namespace {
 std::string bucket_of(const ParamSpec& spec) {
   const bool expert = splits_over(spec, Axis::expert);
   if (spec.group == ParamGroup::small) return expert ? "small.experts" : "small";
-  if (spec.name == "wte") return "wte";
+  if (spec.name == "wte" || spec.name == "lm_head.weight") return "wte";  // the embeddings, tied or not
   const std::string block = spec.name.substr(0, spec.name.find('.', 2));  // "h.12.attn.qkv.weight" -> "h.12"
   return expert ? block + ".experts" : block;
 }

@@ -8,27 +8,33 @@
 // [k, n] are split over {x, z}: block index x*G_z + z, so the z-shards of one x-block are
 // adjacent and a z all-gather of row shards is a plain concatenation.
 //
-// Tensors (C hidden, H heads, V vocab, T sequence, L layers; role of each linear layer in
-// parentheses, shard shape after the arrow):
+// Tensors (C hidden, H heads of size d, KV key/value heads, F MLP hidden, V vocab, T
+// sequence, L layers; role of each linear layer in parentheses, shard shape after the arrow):
 //   wte                 [V, C]      rows {y}, cols {x, z}   -> [V/G_y, C/(G_x G_z)]   (lm_head, xy, tied)
+//   lm_head.weight      [V, C]      as wte, when model.tie_embeddings = false         (xy)
 //   h.l.attn.qkv.weight [C, 3, C]   rows {x, z}, cols {y}   -> [C/(G_x G_z), 3, C/G_y] (xy)
+//                       [C, KV, H/KV + 2, d] with grouped-query attention (KV < H): groups {y}
 //   h.l.attn.proj.weight[C, C]      rows {y, z}, cols {x}   -> [C/(G_y G_z), C/G_x]   (yx)
-//   h.l.mlp.fc.weight   [C, 4C]     rows {x, z}, cols {y}                            (xy)
-//   h.l.mlp.proj.weight [4C, C]     rows {y, z}, cols {x}                            (yx)
-//   wpe                 [T, C]      cols {x}
-//   h.l.ln1.weight/bias, h.l.ln2.weight/bias, ln_f.weight/bias  [C] split {x}
-//   h.l.attn.qkv.bias [3, C] cols {y}; h.l.mlp.fc.bias [4C] {y};
-//   h.l.attn.proj.bias, h.l.mlp.proj.bias [C] {x}
+//   h.l.mlp.fc.weight   [C, F]      rows {x, z}, cols {y}; SwiGLU's [C, 2, F] (gate | up) (xy)
+//   h.l.mlp.proj.weight [F, C]      rows {y, z}, cols {x}                            (yx)
+//   wpe                 [T, C]      cols {x}, with learned positions only
+//   h.l.ln1.weight, h.l.ln2.weight, ln_f.weight [C] split {x}; LayerNorm's .bias beside each
+//   With model.bias (GPT-2's; Llama has none): h.l.attn.qkv.bias (qkv's shape without its
+//   rows) {y}; h.l.mlp.fc.bias (fc's without its rows) {y}; h.l.attn.proj.bias,
+//   h.l.mlp.proj.bias [C] {x}
 // In an MoE block (ModelShape::is_moe_block) the MLP is E experts and a router instead:
-//   h.l.mlp.experts.fc.weight   [E, C, 4C]  {expert}, rows {x, z}, cols {y}          (xy per expert)
-//   h.l.mlp.experts.proj.weight [E, 4C, C]  {expert}, rows {y, z}, cols {x}          (yx per expert)
-//   h.l.mlp.experts.fc.bias [E, 4C] {expert, y}; h.l.mlp.experts.proj.bias [E, C] {expert, x}
+//   h.l.mlp.experts.fc.weight   [E, <fc's shape>]  {expert}, then as mlp.fc         (xy per expert)
+//   h.l.mlp.experts.proj.weight [E, F, C]  {expert}, rows {y, z}, cols {x}          (yx per expert)
+//   h.l.mlp.experts.fc.bias [E, <fc bias's shape>] {expert, y}; h.l.mlp.experts.proj.bias [E, C] {expert, x}
 //   h.l.mlp.router.weight   [C, E]      rows {x}  (float32 logits; decayed, beside wpe)
 // Expert rank r (Axis::expert, data coordinate mod E_p) holds experts [r·E/E_p, (r+1)·E/E_p),
 // local expert e's shard the contiguous [e] slab of its rectangle; the copies of a rank's
 // experts are the ranks of its expert_data cut (replica_axes).
 // qkv as [C, 3, C] makes a rank's q, k and v columns one rectangle whose row-major storage
 // is the packed [rows, q|k|v] layout attention reads; reshaped to [C, 3C] it is GPT-2's c_attn.
+// Grouped, a rank's rectangle [C/(G_x G_z), KV/G_y, H/KV + 2, d] is its key/value heads'
+// groups, each [its query heads | k | v] (Megatron-LM's fused layout), which attention reads
+// with a group stride; SwiGLU's [C, 2, F] gives each rank [gate | up] of the same units.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,7 +46,7 @@ namespace axonn {
 
 enum class ParamGroup {
   sharded,  // linear weights and wte: split over x, y and z, replicated over data (experts' over expert_data)
-  small,    // LayerNorm, biases, wpe: split over one tensor axis, gradients summed over z
+  small,    // normalization gains, biases, wpe: split over one tensor axis, gradients summed over z
 };
 
 enum class ParamInit { normal, zeros, ones };
@@ -104,6 +110,7 @@ struct ParameterLayout {
   int64_t sharded = 0;               // the prefix holding ParamGroup::sharded tensors (the weight buckets)
   int64_t decayed = 0;               // the prefix with weight decay (sharded + wpe)
   const ParamSlot& slot(const std::string& name) const;      // throws std::out_of_range naming it
+  bool has(const std::string& name) const;                   // whether the model has that tensor
   const ParamBucket& bucket(const std::string& name) const;  // throws std::out_of_range naming it
   const ParamBucket& small_bucket() const { return bucket("small"); }
   // Whether `b` is an experts' bucket, "h.<l>.experts" or "small.experts", whose gradients

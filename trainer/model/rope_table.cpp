@@ -15,13 +15,13 @@ void check_scaling(const RopeScaling& s) {
   if (!(s.high_freq_factor > s.low_freq_factor))
     reject("scaling high_freq_factor = " + std::to_string(s.high_freq_factor) +
            " must exceed low_freq_factor = " + std::to_string(s.low_freq_factor));
-  if (s.original_max_positions <= 0)
-    reject("scaling original_max_positions = " + std::to_string(s.original_max_positions) + " must be positive");
+  if (s.original_positions <= 0)
+    reject("scaling original_positions = " + std::to_string(s.original_positions) + " must be positive");
 }
 
 // Llama 3.1's rule for one frequency (RopeScaling's comment).
 double scaled(double inv_freq, const RopeScaling& s) {
-  const double original = static_cast<double>(s.original_max_positions);
+  const double original = static_cast<double>(s.original_positions);
   const double wavelen = 2.0 * std::numbers::pi / inv_freq;
   if (wavelen < original / s.high_freq_factor) return inv_freq;
   if (wavelen > original / s.low_freq_factor) return inv_freq / s.factor;

@@ -1,5 +1,7 @@
 #include "trainer/train/training_checkpoint.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 
@@ -28,17 +30,49 @@ uint64_t seed_from_bytes(const std::vector<uint8_t>& bytes, uint64_t fallback) {
 
 }  // namespace
 
+namespace {
+
+// The shortest text that reads back as the same double ("1e-05"); a whole number as one
+// ("500000", where to_chars' shortest would write "5e+05").
+std::string shortest(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  const auto result = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, result.ptr);
+}
+
+}  // namespace
+
 std::string model_config_text(const ModelShape& m) {
   std::string text = "layers=" + std::to_string(m.layers) + " hidden=" + std::to_string(m.hidden) +
                      " heads=" + std::to_string(m.heads) + " vocab=" + std::to_string(m.vocab) +
                      " sequence=" + std::to_string(m.sequence);
-  if (m.moe()) {  // a dense model's text is what it always was
-    text += " experts=";
-    text += std::to_string(m.experts);
-    text += " top_k=";
-    text += std::to_string(m.top_k);
-    text += " moe_every=";
-    text += std::to_string(m.moe_every);
+  // The architecture's keys where they differ from GPT-2's, so a GPT-2's text is what it always was.
+  const ModelShape gpt2;
+  auto add = [&](const char* key, const std::string& value) {
+    text += ' ';
+    text += key;
+    text += '=';
+    text += value;
+  };
+  if (m.norm != gpt2.norm) add("norm", norm_name(m.norm));
+  if (m.norm_eps != gpt2.norm_eps) add("norm_eps", shortest(m.norm_eps));
+  if (m.mlp != gpt2.mlp) add("mlp", mlp_name(m.mlp));
+  if (m.ffn() != 4 * int64_t{m.hidden}) add("mlp_hidden", std::to_string(m.ffn()));
+  if (m.positions != gpt2.positions) add("positions", positions_name(m.positions));
+  if (m.positions == Positions::rope) add("rope_theta", shortest(m.rope_theta));
+  if (m.rope_scaling) {
+    const RopeScaling& r = *m.rope_scaling;
+    add("rope_scaling", "llama3:" + shortest(r.factor) + ":" + shortest(r.low_freq_factor) + ":" +
+                            shortest(r.high_freq_factor) + ":" + std::to_string(r.original_positions));
+  }
+  if (m.kv() != m.heads) add("kv_heads", std::to_string(m.kv()));
+  if (m.bias != gpt2.bias) add("bias", m.bias ? "true" : "false");
+  if (m.tie_embeddings != gpt2.tie_embeddings) add("tie_embeddings", m.tie_embeddings ? "true" : "false");
+  if (m.moe()) {  // a dense model's text has none of these
+    add("experts", std::to_string(m.experts));
+    add("top_k", std::to_string(m.top_k));
+    add("moe_every", std::to_string(m.moe_every));
   }
   return text;
 }
