@@ -41,7 +41,14 @@ LoadResult load_checkpoint(const fs::path& dir, std::span<const SliceRead> slice
       }
       CheckpointReader reader(step_path(dir, step));
       if (options.check) options.check(reader);
-      for (const SliceRead& s : slices) reader.read(s, options.read);
+      result.absent.clear();
+      for (const SliceRead& s : slices) {
+        if (options.may_lack && !reader.has(s.name) && options.may_lack(reader, s)) {
+          result.absent.push_back(s.name);
+          continue;
+        }
+        reader.read(s, options.read);
+      }
       result.step = reader.step();
       result.step_dir = reader.step_dir();
       result.metadata = reader.metadata();

@@ -25,6 +25,10 @@ struct LoadOptions {
   // Called with each step's reader before any tensor is read: throw RequestMismatch to refuse
   // the checkpoint (never fallen back from; the trainer checks the model this way).
   std::function<void(const CheckpointReader&)> check;
+  // Whether a slice's tensor may be missing from the step: such a slice is left untouched and
+  // named in LoadResult::absent (the trainer lets an imported checkpoint, which holds the
+  // parameters only, start AdamW's moments at zero). Unset: every slice's tensor is required.
+  std::function<bool(const CheckpointReader&, const SliceRead&)> may_lack;
 };
 
 struct LoadResult {
@@ -33,6 +37,7 @@ struct LoadResult {
   Metadata metadata;
   bool fell_back = false;            // true: NOT the step asked for; log it loudly
   std::vector<std::string> skipped;  // "step-000000012: <why>" for each step given up on
+  std::vector<std::string> absent;   // the slices' tensors the step lacked (LoadOptions::may_lack)
   // This rank's float32 bytes: those its slices asked for, and those read from the step's
   // shard files to fill them (more where a shard holds more than the slice, or verifying
   // reads whole checksum tiles).

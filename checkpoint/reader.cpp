@@ -300,6 +300,11 @@ const TensorInfo& CheckpointReader::tensor(const std::string& name) const {
   return find_tensor(impl_->index.tensors, name, impl_->dir.string());
 }
 
+bool CheckpointReader::has(const std::string& name) const {
+  const std::vector<TensorInfo>& all = impl_->index.tensors;
+  return std::any_of(all.begin(), all.end(), [&](const TensorInfo& t) { return t.name == name; });
+}
+
 void CheckpointReader::read(const SliceRead& slice, const ReadOptions& options) {
   const TensorInfo& info = tensor(slice.name);
   check_request(info, slice.global_shape, slice.rect, impl_->dir.string());

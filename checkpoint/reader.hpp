@@ -51,6 +51,7 @@ class CheckpointReader {
   const std::vector<TensorInfo>& tensors() const;           // sorted by name
   const std::vector<ShardInfo>& shards() const;             // by rank
   const TensorInfo& tensor(const std::string& name) const;  // RequestMismatch when absent
+  bool has(const std::string& name) const;                  // whether the step holds the tensor
 
   // Fills slice.data with slice.rect of tensor slice.name. RequestMismatch when the tensor
   // is absent or its global shape is not slice.global_shape (names both shapes);

@@ -9,56 +9,12 @@
 #include <utility>
 
 #include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/safetensors_writer.hpp"
 
 namespace fs = std::filesystem;
 
 namespace axonn {
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_ints(const std::vector<int64_t>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(v[i]);
-  }
-  return out + "]";
-}
-
-struct FileCloser {
-  void operator()(FILE* f) const { std::fclose(f); }
-};
 
 constexpr int64_t kGroupBytes = int64_t{64} << 20;
 
@@ -133,52 +89,17 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const std
       bad_entry(reader, *entries[i], words({"the file name is also given to a slab of ", entries[i - 1]->source}));
 
   const Metadata& m = reader.metadata();
-  std::string header = "{\"__metadata__\":{\"axonn.step\":" + json_string(std::to_string(reader.step())) +
-                       ",\"axonn.layout\":" + json_string(m.layout) +
-                       ",\"axonn.data_cursor\":" + json_string(std::to_string(m.data_cursor)) + "}";
-  int64_t offset = 0;
-  for (const ExportTensor* e : entries) {
-    const int64_t bytes = element_count(e->slab) * 4;
-    header += ',';
-    header += json_string(e->name);
-    header += ":{\"dtype\":\"F32\",\"shape\":";
-    header += json_ints(export_shape(*e));
-    header += ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
-    offset += bytes;
-  }
-  header += "}";
-  header.append((8 - header.size() % 8) % 8, ' ');
-
-  const fs::path partial = out.string() + ".partial";
-  const std::string f = partial.string();
-  auto fail = [&](const std::string& op) {
-    const std::string why = std::strerror(errno);
-    std::error_code ec;
-    fs::remove(partial, ec);
-    throw CheckpointError(f, op, op + " " + f + " failed: " + why);
-  };
+  std::vector<SafetensorsEntry> layout;
+  for (const ExportTensor* e : entries) layout.push_back({e->name, export_shape(*e)});
+  SafetensorsWriter file(out, std::move(layout),
+                         {{"axonn.step", std::to_string(reader.step())},
+                          {"axonn.layout", m.layout},
+                          {"axonn.data_cursor", std::to_string(m.data_cursor)}});
   {
-    std::unique_ptr<FILE, FileCloser> file(std::fopen(f.c_str(), "wb"));
-    if (!file) fail("create");
-    auto read = [&](const std::string& source, const Rect& rect, float* dst) {
-      try {
-        reader.read(source, rect, dst, options);
-      } catch (...) {
-        // A checksum mismatch or a missing shard: leave no half-written export behind.
-        std::error_code ec;
-        fs::remove(partial, ec);
-        throw;
-      }
-    };
-    auto write = [&](const float* data, size_t n) {
-      if (std::fwrite(data, sizeof(float), n, file.get()) != n) fail("write");
-    };
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
-    if (std::fwrite(len, 1, 8, file.get()) != 8 ||
-        std::fwrite(header.data(), 1, header.size(), file.get()) != header.size()) {
-      fail("write");
-    }
+    // A read that fails (a checksum mismatch, a missing shard) leaves no file: the writer
+    // removes its partial file when it is destroyed unfinished.
+    auto read = [&](const std::string& source, const Rect& rect, float* dst) { reader.read(source, rect, dst, options); };
+    auto write = [&](const float* data, size_t n) { file.append(data, static_cast<int64_t>(n)); };
     std::vector<float> buf;
     std::vector<float> staged;
     for (const ExportTensor* e : entries) {
@@ -217,11 +138,8 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const std
         write(buf.data(), buf.size());
       }
     }
-    if (std::fflush(file.get()) != 0) fail("flush");
-    FILE* raw = file.release();
-    if (std::fclose(raw) != 0) fail("close");
   }
-  if (std::rename(f.c_str(), out.c_str()) != 0) fail("rename");
+  file.finish();
 }
 
 void export_safetensors(CheckpointReader& reader, const fs::path& out, const ReadOptions& options,

@@ -3,6 +3,8 @@
 // axonn ckpt plan DIR --layout DxXxYxZ[eN][:order] [...]           dry run of a resume at another layout
 // axonn ckpt export DIR --to safetensors [-o FILE] [--only params] [--names axonn|mixtral] [--step N]
 //     full tensors for other tools; --names mixtral: MoE routers and experts as Mixtral names them
+// axonn ckpt import-hf MODEL_DIR --job JOB.toml -o CKPT_DIR   Hugging Face Llama weights as step 0
+// axonn ckpt export-hf CKPT_DIR -o MODEL_DIR [--step N]       a Llama checkpoint as Hugging Face's
 // DIR is a checkpoint directory (then the step `latest` names) or a step directory.
 // Exit codes: 0 ok; 1 the checkpoint is damaged (checksum, missing shard, unknown format,
 // inconsistent index) or cannot be written out; 2 bad input (arguments, no checkpoint at DIR,
@@ -22,6 +24,7 @@
 #include "runner/ckpt/ckpt_format.hpp"
 #include "runner/ckpt/ckpt_open.hpp"
 #include "runner/ckpt/export_names.hpp"
+#include "runner/ckpt/hf_commands.hpp"
 #include "runner/cli/report_error.hpp"
 #include "core/exit_codes.hpp"
 #include "layout/layout.hpp"
@@ -40,6 +43,10 @@ const char* const kUsage =
     "layout reads\n"
     "       axonn ckpt export DIR --to safetensors [-o FILE]          every full tensor in one safetensors file\n"
     "                              [--only params] [--names mixtral]  (MoE experts under Mixtral names)\n"
+    "       axonn ckpt import-hf MODEL_DIR --job JOB.toml -o CKPT_DIR  Hugging Face Llama weights as a step-0 "
+    "checkpoint\n"
+    "       axonn ckpt export-hf DIR -o MODEL_DIR [--step N]          a Llama checkpoint as a Hugging Face model "
+    "directory\n"
     "DIR: a checkpoint directory (the step `latest` names) or a step directory (step-NNNNNNNNN, holding index.h5).\n"
     "`axonn ckpt <command> --help` lists a command's options.\n";
 
@@ -138,13 +145,15 @@ int command_ckpt(const CommandArgs& argv) {
   if (sub == "verify") run = verify;
   if (sub == "plan") run = ckpt_plan;
   if (sub == "export") run = export_command;
+  if (sub == "import-hf") run = ckpt_import_hf;
+  if (sub == "export-hf") run = ckpt_export_hf;
   if (sub == "--help" || sub == "-h" || sub == "help") {
     std::fputs(kUsage, stdout);
     return exit_code::ok;
   }
   if (!run)
     throw UsageError((sub.empty() ? std::string("missing ckpt command") : "unknown ckpt command '" + sub + "'") +
-                     "; use inspect, verify, plan or export (axonn ckpt --help)");
+                     "; use inspect, verify, plan, export, import-hf or export-hf (axonn ckpt --help)");
   try {
     return run(rest);
   } catch (const std::exception& e) {

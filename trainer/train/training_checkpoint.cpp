@@ -212,7 +212,17 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
                                 reader.metadata().model_config + ") than the job's [model] (" + want +
                                 "); resume with the same [model] section or use a new checkpoint.dir");
   };
+  // A checkpoint `axonn ckpt import-hf` wrote holds the parameters only: AdamW's moments start
+  // at zero, as in any run's first step.
+  options.may_lack = [](const CheckpointReader& reader, const SliceRead& slice) {
+    return reader.metadata().strings.count(kImportedFrom) > 0 &&
+           (slice.name.rfind("adam.m/", 0) == 0 || slice.name.rfind("adam.v/", 0) == 0);
+  };
   LoadResult result = load_checkpoint(dir_, reads, options);
+  if (!result.absent.empty() && backend.device_is_host()) {
+    backend.memset_zero(p.adam_m(), state * sizeof(float));
+    backend.memset_zero(p.adam_v(), state * sizeof(float));
+  }
   if (!backend.device_is_host()) {
     p.set_params(staging_.data());
     backend.copy_to_device(p.adam_m(), staging_.data() + n, state * sizeof(float));

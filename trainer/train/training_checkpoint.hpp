@@ -20,6 +20,11 @@ namespace axonn {
 // "layers=2 hidden=64 heads=4 vocab=256 sequence=64".
 std::string model_config_text(const ModelShape& model);
 
+// The metadata string (meta.str.imported_from) that marks a step `axonn ckpt import-hf` wrote
+// from another program's weights (its value: the directory they came from). Such a step holds
+// the parameters only; a resume from it starts AdamW's moments at zero.
+inline constexpr const char* kImportedFrom = "imported_from";
+
 // Bytes of tensor data in one committed step of `model`: every parameter and its two AdamW
 // moments, float32 (the files add HDF5's metadata and the checksums, a few KiB per tensor).
 int64_t checkpoint_payload_bytes(const ModelShape& model);
