@@ -245,6 +245,33 @@ std::string format_ranked_table(const ChooserResult& r, int top_k) {
   return s;
 }
 
+namespace {
+
+// "architecture: ..." for a model that is not GPT-2's form (docs/llama.md), else nothing: what
+// the counts above are of, since the same layers and hidden size cost differently.
+std::string describe_architecture(const ModelShape& m) {
+  const ModelShape gpt2;
+  if (m.norm == gpt2.norm && m.mlp == gpt2.mlp && m.positions == gpt2.positions && m.kv() == m.heads &&
+      m.bias == gpt2.bias && m.tie_embeddings == gpt2.tie_embeddings && m.ffn() == 4 * int64_t{m.hidden})
+    return "";
+  std::string s = "architecture: ";
+  s.append(norm_name(m.norm)).append(" (eps ").append(format_number("%g", m.norm_eps)).append("), ");
+  s.append(mlp_name(m.mlp)).append(" MLP of ").append(std::to_string(m.ffn())).append(", ");
+  if (m.positions == Positions::rope) {
+    s.append("rope (theta ").append(format_number("%g", m.rope_theta));
+    if (m.rope_scaling) s.append(", llama3 scaling x").append(format_number("%g", m.rope_scaling->factor));
+    s.append("), ");
+  } else {
+    s.append("learned positions, ");
+  }
+  s.append(std::to_string(m.kv())).append(" key/value heads for ").append(std::to_string(m.heads));
+  s.append(" query heads, ").append(m.bias ? "biases" : "no biases");
+  s.append(m.tie_embeddings ? ", tied embeddings\n" : ", untied embeddings\n");
+  return s;
+}
+
+}  // namespace
+
 std::string format_explain(const ChooserResult& r, int top_k) {
   std::string s;
   const ChooserInput& in = r.input;
@@ -254,6 +281,7 @@ std::string format_explain(const ChooserResult& r, int top_k) {
        format_number("%.1f", static_cast<double>(parameters_total(in.model)) / 1e6) + "M parameters); global batch " +
        std::to_string(in.batch.global_batch) + ", micro-batch <= " + std::to_string(in.batch.micro_batch) + ", " +
        element_type_name(in.batch.dtype) + "\n";
+  s += describe_architecture(in.model);
   s += "machine: " + std::to_string(in.machine.nodes) + " nodes x " + std::to_string(in.machine.tasks_per_node) +
        " GPUs; peak " + format_number("%.3g", in.machine.peak_flops) + " FLOP/s x efficiency " +
        format_number("%.2f", in.machine.compute_efficiency) + "; links intra " +

@@ -841,6 +841,27 @@ TEST(LayoutSearch, IsDeterministicAndRanksByTime) {
   EXPECT_NE(format_explain(a, 5).find("runner-ups:"), std::string::npos);
 }
 
+// --explain says what the counts are of: a Llama-form model's architecture, and nothing more
+// for GPT-2's.
+TEST(LayoutSearch, ExplainNamesALlamaFormArchitecture) {
+  ChooserInput in = two_nodes_of_four();
+  EXPECT_EQ(format_explain(choose_layout(in), 5).find("architecture:"), std::string::npos);
+  in.model.norm = Norm::rmsnorm;
+  in.model.mlp = Mlp::swiglu;
+  in.model.mlp_hidden = 3 * in.model.hidden;
+  in.model.positions = Positions::rope;
+  in.model.rope_scaling = RopeScaling{};
+  in.model.kv_heads = in.model.heads / 2;
+  in.model.bias = false;
+  in.model.tie_embeddings = false;
+  const std::string explain = format_explain(choose_layout(in), 5);
+  const std::string want = "architecture: rmsnorm (eps 1e-05), swiglu MLP of " + std::to_string(3 * in.model.hidden) +
+                           ", rope (theta 10000, llama3 scaling x8), " + std::to_string(in.model.heads / 2) +
+                           " key/value heads for " + std::to_string(in.model.heads) +
+                           " query heads, no biases, untied embeddings\n";
+  EXPECT_NE(explain.find(want), std::string::npos) << explain;
+}
+
 TEST(LayoutSearch, ResultDoesNotDependOnEnumerationOrder) {
   ChooserInput in = two_nodes_of_four();
   in.policy.max_tensor_parallel = 4;  // rejects the 8-way tensor-parallel tuples, so the rejected list is not empty
