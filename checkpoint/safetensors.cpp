@@ -1,6 +1,7 @@
 #include "checkpoint/safetensors.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
@@ -56,11 +57,31 @@ void validate_entry(const CheckpointReader& reader, const ExportTensor& entry) {
     bad_entry(reader, entry,
               words({"a transpose needs 2 dimensions left after dropping; slab ", rect_string(entry.slab),
                      ", drop_leading ", std::to_string(entry.drop_leading)}));
-  for (size_t d = 0; d + 2 < entry.slab.count.size(); ++d)
-    if (entry.slab.count[d] != 1)
-      bad_entry(reader, entry,
-                words({"a transposed slab must be one matrix (every extent before the last two 1), got ",
-                       rect_string(entry.slab)}));
+  int64_t wide = 0;  // extents above 1
+  for (int64_t extent : entry.slab.count) wide += extent > 1 ? 1 : 0;
+  if (wide > 2)
+    bad_entry(reader, entry,
+              words({"a transposed slab must be one matrix (at most two extents above 1), got ",
+                     rect_string(entry.slab)}));
+}
+
+// A transposed entry's matrix [rows, cols]: the slab's extents after the dropped ones, with
+// extents of 1 removed (the first first) until two remain, so [1, C, 1, F] is [C, F], as its
+// row-major elements lie. Assumes a validated entry.
+std::array<int64_t, 2> matrix_of(const ExportTensor& entry) {
+  const std::vector<int64_t>& count = entry.slab.count;
+  const auto first = static_cast<size_t>(entry.drop_leading);
+  size_t surplus = count.size() - first - 2;  // extents of 1 to drop
+  std::array<int64_t, 2> matrix{1, 1};
+  size_t kept = 0;
+  for (size_t d = first; d < count.size() && kept < 2; ++d) {
+    if (count[d] == 1 && surplus > 0) {
+      --surplus;
+      continue;
+    }
+    matrix[kept++] = count[d];
+  }
+  return matrix;
 }
 
 }  // namespace
@@ -70,9 +91,11 @@ ExportTensor whole_tensor(const TensorInfo& t) {
 }
 
 std::vector<int64_t> export_shape(const ExportTensor& entry) {
-  std::vector<int64_t> shape(entry.slab.count.begin() + entry.drop_leading, entry.slab.count.end());
-  if (entry.transpose) std::swap(shape[shape.size() - 2], shape[shape.size() - 1]);
-  return shape;
+  if (entry.transpose) {
+    const std::array<int64_t, 2> matrix = matrix_of(entry);
+    return {matrix[1], matrix[0]};
+  }
+  return std::vector<int64_t>(entry.slab.count.begin() + entry.drop_leading, entry.slab.count.end());
 }
 
 void export_safetensors(CheckpointReader& reader, const fs::path& out, const std::vector<ExportTensor>& unsorted,
@@ -105,10 +128,9 @@ void export_safetensors(CheckpointReader& reader, const fs::path& out, const std
     for (const ExportTensor* e : entries) {
       const Rect& slab = e->slab;
       if (e->transpose) {
-        // The slab is one matrix [r, c] (validate_entry); the file wants [c, r]: row j of the
+        // The slab is one matrix [r, c] (matrix_of); the file wants [c, r]: row j of the
         // output is column j of the slab, staged about 64 MiB of output rows at a time.
-        const size_t n = slab.count.size();
-        const int64_t r = slab.count[n - 2], c = slab.count[n - 1];
+        const auto [r, c] = matrix_of(*e);
         buf.resize(static_cast<size_t>(r * c));
         read(e->source, slab, buf.data());
         const int64_t group = std::max<int64_t>(1, kGroupBytes / (r * 4));

@@ -17,9 +17,10 @@ namespace axonn {
 // One tensor of the file: `name` holds the rectangle `slab` of checkpoint tensor `source`.
 // Its shape in the file is slab.count without its first `drop_leading` extents (each must be
 // 1), so one expert's slab [1, C, 4C] of an [E, C, 4C] tensor is a [C, 4C] tensor with
-// drop_leading = 1. With `transpose` the file holds the matrix transposed: every extent of the
-// slab before its last two must be 1, and the file's last two extents (and the data) are
-// swapped: [1, C, 4C] -> [4C, C]. A transposed slab is read whole, so memory holds one slab
+// drop_leading = 1. With `transpose` the file holds the matrix transposed: the slab is one
+// matrix (at most two extents above 1; its extents of 1 are dropped), and the file holds
+// [cols, rows]: [1, C, 4C] -> [4C, C], and SwiGLU's gate slab [1, C, 1, F] of an expert's
+// [E, C, 2, F] -> [F, C]. A transposed slab is read whole, so memory holds one slab
 // plus a 64 MiB staging buffer; any other entry streams in row groups of about 64 MiB.
 struct ExportTensor {
   std::string name;

@@ -64,10 +64,6 @@ void read_experts(TomlReader& t, ModelShape& m) {
       "moe_chunks", m.moe_chunks_auto() ? std::nullopt : std::optional<int64_t>(m.moe_chunks), 1, 1024);
   m.moe_chunks = chunks ? static_cast<int>(*chunks) : ModelShape::kAutoMoeChunks;
   if (!m.moe()) reject_moe_keys_of_a_dense_model(t, m);
-  if (m.moe() && m.mlp == Mlp::swiglu)
-    t.fail("experts", "= " + std::to_string(m.experts) +
-                          " with model.mlp = \"swiglu\": this axonn's experts are GELU MLPs (SwiGLU experts, "
-                          "Mixtral's shape, are not built yet); set model.mlp = \"gelu\" or model.experts = 0");
   if (m.moe() && m.top_k > m.experts) {
     // A token goes to top_k distinct experts, so there must be that many (only E = 1 has too few).
     const std::string fix = "; set model.top_k = 1 or model.experts >= 2";

@@ -60,13 +60,14 @@ int64_t workspace_elements(const ModelShape& model, const Layout& g, int64_t m) 
 }
 
 // The MoE blocks' own buffers (trainer/model/moe_layer.hpp), each block's, under every
-// recomputation mode (R = MoeShape::rows, c = C/G_x, h = F/G_y, E_l local experts):
+// recomputation mode (R = MoeShape::rows, c = C/G_x, h = F/G_y, f = fc's width / G_y: h, or
+// 2h with SwiGLU; E_l local experts):
 //   kept: float32 router logits and probabilities [m, E], gates [m, k], int32 choices and
 //   slots [m, k], each row's token and gate [R]; the experts' rows: input [R, c], fc output
-//   and GELU [R, h], output [R, c];
-//   backward scratch: the rows' gradients d_out [R, c], d_gelu [R, h], d_in [R, c], and the
-//   gates' and logits' gradients [m, k], [m, E] float32;
-//   with G_z > 1 every local expert's fc and proj gathered, [c, h] each.
+//   [R, f], its activation [R, h], output [R, c];
+//   backward scratch: the rows' gradients d_out [R, c], d_act [R, h] (and SwiGLU's d_fc
+//   [R, f]), d_in [R, c], and the gates' and logits' gradients [m, k], [m, E] float32;
+//   with G_z > 1 every local expert's fc and proj gathered, [c, f] and [h, c].
 // With expert parallelism (P > 1) the experts' rows live on two sides: the send side keeps R
 // rows (the rows sent [R, c] and the outputs returned [R, c]; in backward the outputs'
 // gradients sent and the rows' gradients returned, [R, c] each), and the expert side is
@@ -86,16 +87,17 @@ void add_moe_layers(MemoryEstimate& mem, const ModelShape& model, const Layout& 
   if (moe.layers == 0) return;
   const int64_t m = split.tokens, R = moe.rows, E = moe.experts, k = moe.top_k;
   const int64_t R_max = moe.expert_rows, send_side = moe.expert_ranks > 1 && !moe.gathers ? 2 * R : 0;
-  const int64_t c = model.hidden / g.x, h = model.ffn() / g.y;
+  const int64_t c = model.hidden / g.x, h = model.ffn() / g.y, f = model.fc_width() / g.y;
+  const int64_t d_fc = model.mlp == Mlp::swiglu ? f : 0;  // SwiGLU's backward is not in place
   mem.activations +=
-      moe.layers * ((send_side * c + 2 * R_max * c + 2 * R_max * h) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
-  mem.workspace += moe.layers * ((send_side * c + 2 * R_max * c + R_max * h) * e + 4 * (m * k + m * E));
+      moe.layers * ((send_side * c + 2 * R_max * c + R_max * (f + h)) * e + 4 * (2 * m * E + 3 * m * k + 2 * R));
+  mem.workspace += moe.layers * ((send_side * c + 2 * R_max * c + R_max * (h + d_fc)) * e + 4 * (m * k + m * E));
   if (moe.y_shares > 1) mem.workspace += moe.layers * (3 * R_max + moe.y_shares * moe.expert_ranks) * c * e;
   if (moe.gathers) {
     const int64_t group_tokens = moe.expert_ranks * m;
     mem.workspace += moe.layers * (2 * group_tokens * c * e + 4 * (2 * m * k + 4 * group_tokens * k + 2 * R_max));
   }
-  if (g.z > 1) mem.gathered_weights += moe.layers * 2 * moe.local_experts * c * h * e;
+  if (g.z > 1) mem.gathered_weights += moe.layers * moe.local_experts * c * (f + h) * e;
 }
 
 std::string gib(double bytes) {

@@ -154,14 +154,16 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
   const int64_t grad = element_size(types.gradients), stat = element_size(types.statistics);
   const int64_t m = split.tokens, C = input.model.hidden;
   const int64_t calls = split.accumulation * moe.layers, E = moe.experts, local = moe.local_experts;
-  const int64_t hidden_local = input.model.ffn() / g.y, c_local = C / g.x;
-  const int64_t expert_block = c_local * hidden_local;  // fc [C/G_x, F/G_y], proj [F/G_y, C/G_x]
+  // fc [C/G_x, its width / G_y] (F, or SwiGLU's 2F), proj [F/G_y, C/G_x]
+  const int64_t hidden_local = input.model.ffn() / g.y, fc_local = input.model.fc_width() / g.y, c_local = C / g.x;
+  const int64_t fc_block = c_local * fc_local, proj_block = c_local * hidden_local;
   const int64_t received = moe.rows;                    // R_r, exact or its mean
   const ExpertCallBytes exchange = expert_call_bytes(moe, c_local, e, received);
   v.add(CommAxis::x, K::all_reduce, calls, m * E * stat);
   v.add(CommAxis::z, K::all_reduce, calls, moe_statistics(input.model) * stat);
   v.add(CommAxis::data, K::all_reduce, calls, moe_statistics(input.model) * stat);
-  v.add(CommAxis::z, K::all_gather, calls * 2 * local, expert_block * w);
+  v.add(CommAxis::z, K::all_gather, calls * local, fc_block * w);
+  v.add(CommAxis::z, K::all_gather, calls * local, proj_block * w);
   if (moe.gathers) {
     // All-gather dispatch over the expert group (MoeShape::gathers): forward, every rank's
     // routing (k choices and k gates per token, float32) and tokens gathered, the outputs
@@ -181,15 +183,17 @@ void add_moe_blocks(StepVolume& v, const ChooserInput& input, const Layout& g, c
     v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_sent);
     v.add(CommAxis::y, K::all_to_all, calls * 2, exchange.gathered_returned);
   }
-  // Forward: fc's output over x, proj's over y. Backward (trainer/model/moe_layer.cpp): proj's
-  // input gradient over x beside proj's dW GEMMs, fc's over y beside fc's, each R_r·c·h.
-  const GemmShape expert_dw{received, c_local, hidden_local};
-  v.add(CommAxis::x, K::all_reduce, calls, received * hidden_local * e);
-  v.add(CommAxis::x, K::all_reduce, calls, received * hidden_local * e, overlap, expert_dw);
+  // Forward: fc's output over x (R_r·f), proj's over y (R_r·c). Backward
+  // (trainer/model/moe_layer.cpp): proj's input gradient over x beside proj's dW GEMMs
+  // (R_r·h), fc's over y beside fc's (R_r·c).
+  const GemmShape proj_dw{received, c_local, hidden_local}, fc_dw{received, c_local, fc_local};
+  v.add(CommAxis::x, K::all_reduce, calls, received * fc_local * e);
+  v.add(CommAxis::x, K::all_reduce, calls, received * hidden_local * e, overlap, proj_dw);
   v.add(CommAxis::y, K::all_reduce, calls, received * c_local * e);
-  v.add(CommAxis::y, K::all_reduce, calls, received * c_local * e, overlap, expert_dw);
+  v.add(CommAxis::y, K::all_reduce, calls, received * c_local * e, overlap, fc_dw);
   v.add(CommAxis::x, K::all_reduce, calls, m * moe.top_k * stat);
-  v.add(CommAxis::z, K::reduce_scatter, calls * 2 * local, expert_block * grad);
+  v.add(CommAxis::z, K::reduce_scatter, calls * local, fc_block * grad);
+  v.add(CommAxis::z, K::reduce_scatter, calls * local, proj_block * grad);
   if (moe.rows_vary()) {
     v.mark_varies(CommAxis::x, K::all_reduce);
     v.mark_varies(CommAxis::y, K::all_reduce);

@@ -44,7 +44,7 @@ FACTORS = {
     "model": ["dense", "top1", "top2", "top2-capacity"],
     # gpt2: LayerNorm, GELU, learned positions, biases, tied embeddings; llama: RMSNorm, RoPE,
     # grouped-query attention (half as many key/value heads as heads), no biases, untied
-    # embeddings, and a SwiGLU MLP where the model is dense (the experts stay GELU MLPs)
+    # embeddings, SwiGLU MLPs, dense and the experts' (Mixtral's shape)
     "architecture": ["gpt2", "llama"],
     "recompute": ["none", "attention", "block"],
     "shard_optimizer": ["false", "true"],

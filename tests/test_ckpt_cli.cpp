@@ -594,6 +594,40 @@ std::map<std::string, FileTensor> read_safetensors(const fs::path& path) {
   return out;
 }
 
+// SwiGLU experts (Mixtral's own shape): fc [E, C, 2, F] is w1 (the gate half) and w3 (the up
+// half), each [F, C]; no biases.
+TEST_F(CkptExportNames, SwigluExpertsAreMixtralsW1W3AndW2) {
+  ModelShape m = model(2);
+  m.mlp = Mlp::swiglu;
+  m.mlp_hidden = 12;
+  m.bias = false;
+  write_checkpoint(m);
+  const CommandResult r = ckpt_cli("export ckpt --to safetensors --names mixtral --only params -o mix.safetensors");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto file = read_safetensors(dir_ / "mix.safetensors");
+  const int64_t C = 8, F = 12, E = 2;
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string expert = "model.layers.1.block_sparse_moe.experts." + std::to_string(e) + ".";
+    ASSERT_TRUE(file.count(expert + "w1.weight") && file.count(expert + "w3.weight") && file.count(expert + "w2.weight"))
+        << r.output;
+    const FileTensor& w1 = file.at(expert + "w1.weight");
+    const FileTensor& w3 = file.at(expert + "w3.weight");
+    const FileTensor& w2 = file.at(expert + "w2.weight");
+    EXPECT_EQ(w1.shape, (std::vector<int64_t>{F, C}));
+    EXPECT_EQ(w3.shape, (std::vector<int64_t>{F, C}));
+    EXPECT_EQ(w2.shape, (std::vector<int64_t>{C, F}));
+    for (int64_t o = 0; o < F; ++o)
+      for (int64_t i = 0; i < C; ++i) {
+        // fc.weight[e] [C, 2, F] as a [C, 2F] matrix: the gate at column o, the up at F + o.
+        EXPECT_EQ(w1.data[static_cast<size_t>(o * C + i)], at("h.1.mlp.experts.fc.weight", e * C * 2 * F, 2 * F, i, o));
+        EXPECT_EQ(w3.data[static_cast<size_t>(o * C + i)],
+                  at("h.1.mlp.experts.fc.weight", e * C * 2 * F, 2 * F, i, F + o));
+        EXPECT_EQ(w2.data[static_cast<size_t>(i * F + o)], at("h.1.mlp.experts.proj.weight", e * F * C, C, o, i));
+      }
+    EXPECT_FALSE(file.count(expert + "w1.bias")) << "no biases";
+  }
+}
+
 TEST_F(CkptExportNames, MixtralNamesHoldEachExpertTransposedAndTheRestUnchanged) {
   write_checkpoint(model(3));
   const CommandResult r = ckpt_cli("export ckpt --to safetensors --names mixtral -o mix.safetensors");

@@ -372,8 +372,6 @@ TEST(Config, BadArchitectureValuesNameTheKeyTheValueAndTheFix) {
       {"positions = \"rope\"\n[model.rope_scaling]\nrope_type = \"yarn\"",
        "model.rope_scaling.rope_type = \"yarn\" is not allowed; use one of \"llama3\""},
       {"positions = \"rope\"\n[model.rope_scaling]\nfactr = 8.0", "unknown key 'model.rope_scaling.factr'"},
-      {"mlp = \"swiglu\"\nexperts = 8",
-       "model.experts = 8 with model.mlp = \"swiglu\": this axonn's experts are GELU MLPs"},
       {"bias = 1", "model.bias must be true or false, got an integer"},
   };
   for (const Case& c : cases) {

@@ -47,9 +47,10 @@ std::string case_job(const MatrixCase& c) {
     job.replace(job.find("sequence = 16\n"), 14, "sequence = 16\n" + moe);
   }
   if (c.level.at("architecture") == "llama") {  // 4 key/value heads for 8 heads of size 4
-    std::string llama =
-        "kv_heads = 4\nnorm = \"rmsnorm\"\npositions = \"rope\"\nbias = false\ntie_embeddings = false\n";
-    if (model == "dense") llama += "mlp = \"swiglu\"\nmlp_hidden = 48\n";
+    // SwiGLU MLPs, and SwiGLU experts in an MoE block (Mixtral's shape).
+    const std::string llama =
+        "kv_heads = 4\nnorm = \"rmsnorm\"\npositions = \"rope\"\nbias = false\ntie_embeddings = false\n"
+        "mlp = \"swiglu\"\nmlp_hidden = 48\n";
     job.replace(job.find("sequence = 16\n"), 14, "sequence = 16\n" + llama);
   }
   if (!several) job.replace(job.find("micro_batch = 2\n"), 16, "micro_batch = 24\n");

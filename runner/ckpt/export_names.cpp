@@ -90,16 +90,29 @@ NamedExport export_entries(const std::vector<TensorInfo>& tensors, ExportNames n
       out.entries.push_back(std::move(gate));
       continue;
     }
-    if (t.global_shape.size() != expert->rank) bad_rank(t, expert->rank);
+    // SwiGLU experts hold fc as [E, C, 2, F] (gate | up) and its bias as [E, 2, F]: one more
+    // dimension, whose two halves are Mixtral's w1 (gate) and w3 (up).
+    const bool fc = block->rest.rfind("mlp.experts.fc.", 0) == 0;
+    const bool gated = fc && t.global_shape.size() == expert->rank + 1 && t.global_shape[t.global_shape.size() - 2] == 2;
+    if (t.global_shape.size() != expert->rank && !gated) bad_rank(t, expert->rank);
+    const size_t half_dim = t.global_shape.size() - 2;
     for (int64_t e = 0; e < t.global_shape[0]; ++e) {
-      ExportTensor slab = whole_tensor(t);  // narrowed to expert e: [1, ...] of [E, ...]
-      slab.slab.offset[0] = e;
-      slab.slab.count[0] = 1;
-      slab.drop_leading = 1;
-      slab.transpose = expert->transpose;
-      slab.name = prefix;
-      slab.name.append("experts.").append(std::to_string(e)).append(".").append(expert->mixtral);
-      out.entries.push_back(std::move(slab));
+      for (int half = 0; half < (gated ? 2 : 1); ++half) {
+        ExportTensor slab = whole_tensor(t);  // narrowed to expert e: [1, ...] of [E, ...]
+        slab.slab.offset[0] = e;
+        slab.slab.count[0] = 1;
+        if (gated) {  // and to its gate or up half: [1, C, 1, F]
+          slab.slab.offset[half_dim] = half;
+          slab.slab.count[half_dim] = 1;
+        }
+        slab.drop_leading = gated && !expert->transpose ? 2 : 1;  // the bias's [1, 1, F] is [F]
+        slab.transpose = expert->transpose;
+        std::string name = expert->mixtral;
+        if (half == 1) name.replace(0, 2, "w3");  // "w1.weight" -> "w3.weight"
+        slab.name = prefix;
+        slab.name.append("experts.").append(std::to_string(e)).append(".").append(name);
+        out.entries.push_back(std::move(slab));
+      }
     }
   }
   out.moe_blocks_renamed = static_cast<int>(renamed_blocks.size());

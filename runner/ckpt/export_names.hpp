@@ -11,8 +11,12 @@
 //   h.<l>.mlp.experts.fc.bias[e] [4C]         -> ...experts.<e>.w1.bias [4C]
 //   h.<l>.mlp.experts.proj.weight[e] [4C, C]  -> ...experts.<e>.w2.weight [C, 4C]
 //   h.<l>.mlp.experts.proj.bias[e] [C]        -> ...experts.<e>.w2.bias [C]
-// axonn's experts are GELU MLPs, so there is no w3 (Mixtral's SwiGLU gate). The AdamW moments
-// (adam.m/..., adam.v/...) keep their names: no loader reads them.
+// SwiGLU experts (model.mlp = "swiglu", Mixtral's shape) hold fc as [E, C, 2, F], gate then
+// up, and its bias as [E, 2, F]; the gate is Mixtral's w1 and the up projection its w3:
+//   h.<l>.mlp.experts.fc.weight[e][:, 0] [C, F] -> ...experts.<e>.w1.weight [F, C]
+//   h.<l>.mlp.experts.fc.weight[e][:, 1] [C, F] -> ...experts.<e>.w3.weight [F, C]
+// (GELU experts have no w3.) The AdamW moments (adam.m/..., adam.v/...) keep their names: no
+// loader reads them.
 #include <string>
 #include <vector>
 

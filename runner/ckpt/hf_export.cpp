@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "checkpoint/fs_util.hpp"
+#include "checkpoint/rect.hpp"
 #include "checkpoint/safetensors_writer.hpp"
 #include "core/exit_codes.hpp"
 #include "core/json_text.hpp"
@@ -35,11 +36,7 @@ namespace {
 
 constexpr int64_t kDefaultShardBytes = 5'000'000'000;  // save_pretrained's max_shard_size="5GB"
 
-int64_t bytes_of(const std::vector<int64_t>& shape) {
-  int64_t n = 4;
-  for (int64_t extent : shape) n *= extent;
-  return n;
-}
+int64_t bytes_of(const std::vector<int64_t>& shape) { return 4 * element_count(shape); }
 
 // Consecutive tensors (in state_dict order) grouped into shards of at most `limit` bytes; a
 // tensor larger than the limit is a shard alone.
@@ -82,9 +79,7 @@ class SourceCache {
   const float* get(const std::string& name) {
     if (name != name_) {
       const TensorInfo& info = reader_.tensor(name);
-      int64_t n = 1;
-      for (int64_t extent : info.global_shape) n *= extent;
-      data_.resize(static_cast<size_t>(n));
+      data_.resize(static_cast<size_t>(element_count(info.global_shape)));
       reader_.read(name, full_rect(info.global_shape), data_.data());
       name_ = name;
     }

@@ -17,6 +17,7 @@
 
 #include "checkpoint/commit.hpp"
 #include "checkpoint/fs_util.hpp"
+#include "checkpoint/rect.hpp"
 #include "checkpoint/safetensors_dir.hpp"
 #include "checkpoint/shard_writer.hpp"
 #include "config/config_error.hpp"
@@ -34,12 +35,6 @@ namespace fs = std::filesystem;
 
 namespace axonn {
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // A buffer dtype the reader widens to float32 exactly (or rounds, F64).
 bool floating(SafetensorsType t) {
@@ -79,8 +74,8 @@ void check_tensors(const SafetensorsDir& dir, const ModelShape& model) {
     const SafetensorsDir::Found found = dir.at(t.name);
     const std::string where = found.file->path().string() + ": tensor " + t.name;
     if (found.tensor->shape != t.shape)
-      throw SafetensorsError(where + ": shape " + shape_text(found.tensor->shape) + ", but config.json's model has " +
-                             shape_text(t.shape));
+      throw SafetensorsError(where + ": shape " + shape_string(found.tensor->shape) + ", but config.json's model has " +
+                             shape_string(t.shape));
     if (!floating(found.tensor->dtype))
       throw SafetensorsError(where + ": dtype " + safetensors_type_name(found.tensor->dtype) +
                              " is no floating type (F32, BF16, F16 or F64 are read)");
@@ -154,8 +149,7 @@ int ckpt_import_hf(const CommandArgs& argv) {
     std::vector<const float*> pointers;
     for (const std::string& name : t.hf_sources) sources.push_back(read_whole(weights, name));
     for (const auto& s : sources) pointers.push_back(s.data());
-    int64_t elements = 1;
-    for (int64_t extent : t.shape) elements *= extent;
+    const int64_t elements = element_count(t.shape);
     converted.assign(static_cast<size_t>(elements), 0.0f);
     hf_to_axonn(t.name, pointers, converted.data(), job.model);
     const TensorSlice slice{t.name, t.shape, full_rect(t.shape), converted.data()};

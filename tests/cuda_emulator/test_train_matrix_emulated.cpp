@@ -88,10 +88,8 @@ ModelShape case_model(const MatrixCase& c) {
     m.positions = Positions::rope;
     m.bias = false;
     m.tie_embeddings = false;
-    if (model == "dense") {
-      m.mlp = Mlp::swiglu;
-      m.mlp_hidden = 48;
-    }
+    m.mlp = Mlp::swiglu;  // and SwiGLU experts in an MoE block (Mixtral's shape)
+    m.mlp_hidden = 48;
   }
   return m;
 }

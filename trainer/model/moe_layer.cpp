@@ -35,6 +35,8 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   rounds_ = decided_rounds(shape);
   c_ = C / g.x;
   hidden_ = model.ffn() / g.y;
+  swiglu_ = model.mlp == Mlp::swiglu;
+  fc_width_ = model.fc_width() / g.y;
   aux_weight_ = static_cast<float>(model.aux_loss_weight);
   z_split_ = g.z > 1;
 
@@ -50,12 +52,14 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
   d_fc_bias_ = params.grad_if_any(p + "experts.fc.bias");
   d_proj_bias_ = params.grad_if_any(p + "experts.proj.bias");
   if (z_split_) {
-    const int64_t block = expert_block(), shard = block / g.z;
-    fc_gathered_ = arena_.act(local_experts_ * block);
-    proj_gathered_ = arena_.act(local_experts_ * block);
+    const int64_t fc_block = c_ * fc_width_, proj_block = hidden_ * c_;
+    fc_gathered_ = arena_.act(local_experts_ * fc_block);
+    proj_gathered_ = arena_.act(local_experts_ * proj_block);
     for (int64_t e = 0; e < local_experts_; ++e) {
-      fc_gather_.emplace_back(grid.axis(CommAxis::z), fc_ + e * shard, fc_gathered_ + e * block, shard);
-      proj_gather_.emplace_back(grid.axis(CommAxis::z), proj_ + e * shard, proj_gathered_ + e * block, shard);
+      fc_gather_.emplace_back(grid.axis(CommAxis::z), fc_ + e * (fc_block / g.z), fc_gathered_ + e * fc_block,
+                              fc_block / g.z);
+      proj_gather_.emplace_back(grid.axis(CommAxis::z), proj_ + e * (proj_block / g.z), proj_gathered_ + e * proj_block,
+                                proj_block / g.z);
     }
   }
 
@@ -74,8 +78,8 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
     rows_out_ = arena_.act(R * c_);
   }
   expert_in_ = exchanges ? arena_.act(Rr * c_) : rows_in_;
-  fc_out_ = arena_.act(Rr * hidden_);
-  gelu_out_ = arena_.act(Rr * hidden_);
+  fc_out_ = arena_.act(Rr * fc_width_);
+  act_out_ = arena_.act(Rr * hidden_);
   expert_out_ = exchanges ? arena_.act(Rr * c_) : rows_out_;
   if (y_shares_ > 1) {  // sizes: layout_memory.cpp, add_moe_layers
     pack_ = arena_.act(Rr * c_);
@@ -102,7 +106,8 @@ MoeLayer::MoeLayer(Backend& backend, CommGrid& grid, const ModelShape& model, in
     d_rows_in_ = arena_.act(R * c_);
   }
   d_expert_out_ = exchanges ? arena_.act(Rr * c_) : d_rows_out_;
-  d_gelu_ = arena_.act(Rr * hidden_);
+  d_act_ = arena_.act(Rr * hidden_);
+  d_fc_out_ = swiglu_ ? arena_.act(Rr * fc_width_) : d_act_;
   d_expert_in_ = exchanges ? arena_.act(Rr * c_) : d_rows_in_;
   d_gates_ = arena_.floats(m * k);
   d_logits_ = arena_.floats(m * E);
@@ -351,7 +356,7 @@ void MoeLayer::reduce_statistics(float loss_scale) {
 }
 
 void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
-  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_;
+  const int64_t m = m_, E = experts_, k = top_k_, c = c_, f = fc_width_;
   backend_.router_logits(logits_, in, router_, m, c, E);
   grid_.axis(CommAxis::x).all_reduce(logits_, static_cast<size_t>(m * E), ElementType::float32);
   backend_.router_top_k(probs_, choices_, gates_, logits_, m, E, k);
@@ -371,7 +376,7 @@ void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
   }
   const int64_t Rr = exchange_.received;
   if (capacity_ > 0) {  // rows no token uses stay zero through every collective
-    zero(fc_out_, Rr * h);
+    zero(fc_out_, Rr * f);
     zero(expert_out_, Rr * c);
   }
   for (size_t e = 0; e < fc_gather_.size(); ++e) {
@@ -382,10 +387,10 @@ void MoeLayer::forward(ConstActPtr in, ActPtr out, float loss_scale) {
     forward_in_rounds();
   } else {
     expert_gemms(Weight::fc, Transpose::no, expert_in_, fc_out_);
-    grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(Rr * h), fc_out_.type());
-    add_expert_biases(fc_out_, fc_bias_, h);
-    backend_.gelu_forward(gelu_out_, fc_out_, Rr * h);
-    expert_gemms(Weight::proj, Transpose::no, gelu_out_, expert_out_);
+    grid_.axis(CommAxis::x).all_reduce(fc_out_.raw(), static_cast<size_t>(Rr * f), fc_out_.type());
+    add_expert_biases(fc_out_, fc_bias_, f);
+    activate(0, Rr);
+    expert_gemms(Weight::proj, Transpose::no, act_out_, expert_out_);
     grid_.axis(CommAxis::y).all_reduce(expert_out_.raw(), static_cast<size_t>(Rr * c), expert_out_.type());
     add_expert_biases(expert_out_, proj_bias_, c);
     if (gathers_) return combine_gathered(expert_out_, true, out);
@@ -452,14 +457,13 @@ void MoeLayer::exchange_in_rounds(const RoundsStaging& stage, const std::functio
 
 // Staged in d_rows_in_ and d_expert_in_, which the forward does not otherwise use.
 void MoeLayer::forward_in_rounds() {
-  const int64_t c = c_, h = hidden_;
+  const int64_t c = c_;
   const auto experts = [&](const ExchangeRound& r) {
     expert_gemms(Weight::fc, Transpose::no, expert_in_, fc_out_, r.first_expert, r.end_expert);
-    add_expert_biases(fc_out_, fc_bias_, h, r.first_expert, r.end_expert);
+    add_expert_biases(fc_out_, fc_bias_, fc_width_, r.first_expert, r.end_expert);
     for (size_t p = 0; p < r.receive_rows.size(); ++p)
-      backend_.gelu_forward(gelu_out_ + r.receive_first[p] * h, fc_out_ + r.receive_first[p] * h,
-                            static_cast<int64_t>(r.receive_rows[p]) * h);
-    expert_gemms(Weight::proj, Transpose::no, gelu_out_, expert_out_, r.first_expert, r.end_expert);
+      activate(r.receive_first[p], static_cast<int64_t>(r.receive_rows[p]));
+    expert_gemms(Weight::proj, Transpose::no, act_out_, expert_out_, r.first_expert, r.end_expert);
     add_expert_biases(expert_out_, proj_bias_, c, r.first_expert, r.end_expert);
   };
   exchange_in_rounds({rows_in_, expert_in_, expert_out_, rows_out_, d_rows_in_, d_expert_in_}, experts, [] {});
@@ -469,17 +473,16 @@ void MoeLayer::forward_in_rounds() {
 // The experts' dW run while the last round's gradients go back, from the same rows in the same
 // order as without rounds.
 void MoeLayer::backward_in_rounds(GradScatter& scatter) {
-  const int64_t c = c_, h = hidden_;
+  const int64_t c = c_, h = hidden_, f = fc_width_;
   const auto experts = [&](const ExchangeRound& r) {
-    expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_gelu_, r.first_expert, r.end_expert);
+    expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_act_, r.first_expert, r.end_expert);
     for (size_t p = 0; p < r.receive_rows.size(); ++p)
-      backend_.gelu_backward(d_gelu_ + r.receive_first[p] * h, fc_out_ + r.receive_first[p] * h,
-                             d_gelu_ + r.receive_first[p] * h, static_cast<int64_t>(r.receive_rows[p]) * h);
-    expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_, r.first_expert, r.end_expert);
+      activate_backward(r.receive_first[p], static_cast<int64_t>(r.receive_rows[p]));
+    expert_gemms(Weight::fc, Transpose::yes, d_fc_out_, d_expert_in_, r.first_expert, r.end_expert);
   };
   const auto weight_gradients = [&] {
-    weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_expert_out_, h, c, scatter);
-    weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
+    weight_grads(d_proj_, d_proj_bias_, c, act_out_, d_expert_out_, h, c, scatter);
+    weight_grads(d_fc_, d_fc_bias_, f, expert_in_, d_fc_out_, c, f, scatter);
   };
   exchange_in_rounds({d_rows_out_, d_expert_out_, d_expert_in_, d_rows_in_, rows_in_, expert_out_}, experts,
                      weight_gradients);
@@ -487,20 +490,36 @@ void MoeLayer::backward_in_rounds(GradScatter& scatter) {
 
 void MoeLayer::expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out, int64_t first,
                             int64_t end) {
-  // fc's weight is [c, h], proj's [h, c]: `in` has the weight's rows (or columns, transposed)
+  // fc's weight is [c, f], proj's [h, c]: `in` has the weight's rows (or columns, transposed)
   // as its width, `out` the other.
-  const int64_t rows = which == Weight::fc ? c_ : hidden_, cols = which == Weight::fc ? hidden_ : c_;
+  const int64_t rows = which == Weight::fc ? c_ : hidden_, cols = which == Weight::fc ? fc_width_ : c_;
   const int64_t in_width = transpose == Transpose::no ? rows : cols, out_width = transpose == Transpose::no ? cols : rows;
   const ConstActPtr shards = which == Weight::fc ? fc_ : proj_;
   const ActPtr gathered = which == Weight::fc ? fc_gathered_ : proj_gathered_;
-  const int64_t block = expert_block();
+  const int64_t block = rows * cols, shard = z_split_ ? block / grid_.layout().z : block;
   for (const ExpertChunk& chunk : exchange_.chunks) {
     if (chunk.rows == 0 || chunk.expert < first || chunk.expert >= end) continue;
     const int64_t e = chunk.expert;
-    const ConstActPtr w = z_split_ ? ConstActPtr(gathered + e * block) : shards + e * block;
+    const ConstActPtr w = z_split_ ? ConstActPtr(gathered + e * block) : shards + e * shard;
     backend_.gemm(Transpose::no, transpose, chunk.rows, out_width, in_width, 1.0f, in + chunk.start * in_width,
                   in_width, w, cols, 0.0f, out + chunk.start * out_width, out_width);
   }
+}
+
+void MoeLayer::activate(int64_t first, int64_t rows) {
+  const int64_t h = hidden_, f = fc_width_;
+  if (swiglu_)
+    backend_.swiglu_forward(act_out_ + first * h, fc_out_ + first * f, rows, h);
+  else
+    backend_.gelu_forward(act_out_ + first * h, fc_out_ + first * f, rows * h);
+}
+
+void MoeLayer::activate_backward(int64_t first, int64_t rows) {
+  const int64_t h = hidden_, f = fc_width_;
+  if (swiglu_)
+    backend_.swiglu_backward(d_fc_out_ + first * f, fc_out_ + first * f, d_act_ + first * h, rows, h);
+  else
+    backend_.gelu_backward(d_act_ + first * h, fc_out_ + first * f, d_act_ + first * h, rows * h);
 }
 
 void MoeLayer::add_expert_biases(ActPtr rows, const float* bias, int64_t width, int64_t first, int64_t end) {
@@ -511,12 +530,13 @@ void MoeLayer::add_expert_biases(ActPtr rows, const float* bias, int64_t width, 
 }
 
 void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatter& scatter) {
-  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, R = rows_, Rr = exchange_.received;
+  const int64_t m = m_, E = experts_, k = top_k_, c = c_, h = hidden_, f = fc_width_, R = rows_;
+  const int64_t Rr = exchange_.received;
   const bool padded = capacity_ > 0;
   // The combine's gradients: each used row's (its gate times its token's), each gate's.
   if (padded) {
     zero(gathers_ ? d_expert_out_ : d_rows_out_, (gathers_ ? Rr : R) * c);
-    zero(d_gelu_, Rr * h);
+    zero(d_act_, Rr * h);
     zero(d_expert_in_, Rr * c);
   }
   if (gathers_) {
@@ -543,19 +563,19 @@ void MoeLayer::backward(ConstActPtr dout, ConstActPtr in, ActPtr d_in, GradScatt
   if (rounds_ > 1) {
     backward_in_rounds(scatter);
   } else {
-    // proj: d(gelu out) = d(expert out)·W^T summed over x, then through the GELU; dW, dbias.
-    // dX first, then dW beside its sum (OAR): proj's dW reads the GELU's output and d(expert
-    // out), not d(gelu out); the GELU's backward waits for the sum.
-    expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_gelu_);
-    const Sum d_gelu_sum = start_sum(CommAxis::x, d_gelu_, Rr * h);
-    weight_grads(d_proj_, d_proj_bias_, c, gelu_out_, d_expert_out_, h, c, scatter);
-    finish_sum(d_gelu_sum);
-    backend_.gelu_backward(d_gelu_, fc_out_, d_gelu_, Rr * h);
+    // proj: d(act out) = d(expert out)·W^T summed over x, then through the activation; dW,
+    // dbias. dX first, then dW beside its sum (OAR): proj's dW reads the activation's output
+    // and d(expert out), not d(act out); the activation's backward waits for the sum.
+    expert_gemms(Weight::proj, Transpose::yes, d_expert_out_, d_act_);
+    const Sum d_act_sum = start_sum(CommAxis::x, d_act_, Rr * h);
+    weight_grads(d_proj_, d_proj_bias_, c, act_out_, d_expert_out_, h, c, scatter);
+    finish_sum(d_act_sum);
+    activate_backward(0, Rr);
 
     // fc: d(expert in) = d(fc out)·W^T summed over y; dW, dbias beside the sum.
-    expert_gemms(Weight::fc, Transpose::yes, d_gelu_, d_expert_in_);
+    expert_gemms(Weight::fc, Transpose::yes, d_fc_out_, d_expert_in_);
     const Sum d_in_sum = start_sum(CommAxis::y, d_expert_in_, Rr * c);
-    weight_grads(d_fc_, d_fc_bias_, h, expert_in_, d_gelu_, c, h, scatter);
+    weight_grads(d_fc_, d_fc_bias_, f, expert_in_, d_fc_out_, c, f, scatter);
     finish_sum(d_in_sum);
   }
 

@@ -4,7 +4,8 @@
 // the rows go to the rank holding their expert (expert_exchange.hpp), each expert (a GPT-2
 // MLP, fc and proj sharded over x, y and z exactly as the dense MLP's) runs on the rows it
 // received, the outputs go back, and each token's output is the gate-weighted sum of its
-// experts' rows. Expert rank r (of E_p) holds the E_l = E/E_p experts [r·E_l, (r+1)·E_l); at
+// experts' rows. An expert's MLP is the model's: GELU (fc [C, F]) or SwiGLU (Mixtral's: fc
+// [C, 2, F], gate then up, each split over y so a rank's SwiGLU is local). Expert rank r (of E_p) holds the E_l = E/E_p experts [r·E_l, (r+1)·E_l); at
 // E_p = 1 every rank holds every expert and nothing is exchanged. The y ranks, which hold the
 // same rows, split each exchange: each sends its share and the y group all-gathers what it
 // received (MoeShape::y_shares, DeepSpeed-TED's order). Where that moves fewer rows
@@ -12,12 +13,13 @@
 // routing, each rank lays out the same received rows the all-to-all would have delivered, and
 // the outputs are summed back to their tokens by a reduce-scatter.
 //
-// Shapes on this rank (m = mb·T tokens, c = C/G_x, h = F/G_y, R = MoeShape::rows, R_r the
+// Shapes on this rank (m = mb·T tokens, c = C/G_x, h = F/G_y, f = fc's width / G_y (h, or 2h
+// with SwiGLU), R = MoeShape::rows, R_r the
 // received rows: R at E_p = 1 or with a capacity; dropless with E_p > 1 up to E_p·m·k):
 //   input and output [m, c] (the residual stream's columns), router shard [c, E],
 //   logits and probabilities [m, E] float32, choices and gates [m, k],
 //   this rank's rows (sent and returned) [R, c]; the received rows [R_r, c], their fc output
-//   and its GELU [R_r, h], their output [R_r, c].
+//   [R_r, f] and its activation [R_r, h], their output [R_r, c].
 // Collectives per micro-batch (layout_volume.cpp counts the same): logits all-reduced over x;
 // the routing statistics over z and data; each local expert's two weights gathered over z;
 // with E_p > 1 the rows' counts, the rows and the outputs exchanged over the expert group
@@ -31,6 +33,7 @@
 // choice) pairs that chose expert i, P_i the mean router probability of expert i, both over
 // the tokens of this micro-batch on every rank (the routing statistics' sums), so with one
 // micro-batch per rank and step its value and gradient are the global batch's at any layout.
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <functional>
@@ -70,7 +73,7 @@ class MoeLayer {
   MoeLayer& operator=(const MoeLayer&) = delete;
 
   // Elements of the largest dW block an expert reduce-scatters over z (GradScatter's pairs fit it).
-  int64_t expert_block() const { return c_ * hidden_; }
+  int64_t expert_block() const { return c_ * std::max(fc_width_, hidden_); }
 
   // out (m, c) = Σ_s gate·expert_s(in) per token; keeps what backward reads. loss_scale: the
   // language-model loss's weight per token (1 / the step's tokens), which the balance loss's
@@ -142,6 +145,10 @@ class MoeLayer {
   // (gathered over z when split).
   void expert_gemms(Weight which, Transpose transpose, ConstActPtr in, ActPtr out, int64_t first = 0,
                     int64_t end = kAllExperts);
+  // The activation of received rows [first, first + rows): act_out_ from fc_out_; and its
+  // backward, d_fc_out_ from d_act_ (the GELU's in place).
+  void activate(int64_t first, int64_t rows);
+  void activate_backward(int64_t first, int64_t rows);
   // Every such chunk's expert's bias (width) added to its used rows of `rows`.
   void add_expert_biases(ActPtr rows, const float* bias, int64_t width, int64_t first = 0, int64_t end = kAllExperts);
   static constexpr int64_t kAllExperts = INT64_MAX;
@@ -167,17 +174,19 @@ class MoeLayer {
   bool gathers_;               // MoeShape::gathers: all-gather dispatch
   int64_t rounds_;             // MoeShape::rounds: the all-to-all's pipelined rounds
   int64_t top_k_, sequence_, capacity_, segment_, m_, rows_, c_, hidden_;  // hidden_ = F/G_y, segment_ = mb·cap
+  int64_t fc_width_;  // fc's output columns here: hidden_, or 2·hidden_ (SwiGLU's gate | up)
+  bool swiglu_;
   float aux_weight_;
   bool z_split_;
 
   // Parameters, per local expert e at e·(their shard).
   float* router_;
   float* d_router_;
-  ConstActPtr fc_, proj_;  // shards [c/G_z, hidden] and [hidden/G_z, c] (GEMM copy)
+  ConstActPtr fc_, proj_;  // shards [c/G_z, fc_width] and [hidden/G_z, c] (GEMM copy)
   float *d_fc_, *d_proj_;
-  const float *fc_bias_, *proj_bias_;  // [hidden], [c]
+  const float *fc_bias_, *proj_bias_;  // [fc_width], [c]
   float *d_fc_bias_, *d_proj_bias_;
-  ActPtr fc_gathered_, proj_gathered_;  // [E_l][c, hidden], [E_l][hidden, c] when G_z > 1
+  ActPtr fc_gathered_, proj_gathered_;  // [E_l][c, fc_width], [E_l][hidden, c] when G_z > 1
   std::vector<ZGather> fc_gather_, proj_gather_;
 
   // Kept from forward to backward.
@@ -186,7 +195,7 @@ class MoeLayer {
   int32_t* token_of_row_;             // [R]
   float* row_gates_;                  // [R]
   ActPtr rows_in_, rows_out_;         // this rank's rows [R, c]: sent, and returned with the experts' outputs
-  ActPtr expert_in_, fc_out_, gelu_out_, expert_out_;  // received [R_r, c], [R_r, h] twice, [R_r, c]
+  ActPtr expert_in_, fc_out_, act_out_, expert_out_;  // received [R_r, c], [R_r, f], [R_r, h], [R_r, c]
   RoutingPlan plan_;
   ExpertExchange exchange_;
   std::vector<ExchangeRound> rounds_plan_;  // exchange_ in rounds (rounds_ > 1), for the forward and the backward
@@ -206,8 +215,9 @@ class MoeLayer {
   float* dispatch_gates_;
   float* coef_;        // [E]: d(balance loss)/d(probability of expert i), every token
   float* statistics_;  // [2E + 1]: routed per expert, probability sums, dropped
-  // Backward scratch: this rank's rows' gradients [R, c] (sent, returned), the received ones.
-  ActPtr d_rows_out_, d_rows_in_, d_expert_out_, d_gelu_, d_expert_in_;
+  // Backward scratch: this rank's rows' gradients [R, c] (sent, returned), the received ones:
+  // d_act_ [R_r, h], d_fc_out_ [R_r, f] (d_act_ itself with GELU, whose backward is in place).
+  ActPtr d_rows_out_, d_rows_in_, d_expert_out_, d_act_, d_fc_out_, d_expert_in_;
   float *d_gates_, *d_logits_;
   MoeStatistics stats_;
 };

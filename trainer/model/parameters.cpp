@@ -50,6 +50,14 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
   const bool swiglu = m.mlp == Mlp::swiglu;
   const Shaped fc = swiglu ? Shaped{{C, 2, F}, {{x, z}, {}, {y}}} : Shaped{{C, F}, {{x, z}, {y}}};
   const Shaped fc_bias = swiglu ? Shaped{{2, F}, {{}, {y}}} : Shaped{{F}, {{y}}};
+  // An MoE block's experts' tensor of shape `s` each: [E, s...], the experts split over the
+  // expert axis (Mixtral's experts are SwiGLU MLPs like its dense ones).
+  auto per_expert = [&](const Shaped& s) {
+    Shaped out{{m.experts}, {{expert}}};
+    out.shape.insert(out.shape.end(), s.shape.begin(), s.shape.end());
+    out.split.insert(out.split.end(), s.split.begin(), s.split.end());
+    return out;
+  };
 
   std::vector<ParamSpec> sharded, small_decayed, small, expert_small;
   sharded.push_back(weight("wte", {V, C}, {{y}, {x, z}}, std_weight));
@@ -64,8 +72,9 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
     sharded.push_back(weight(p + "attn.proj.weight", {C, C}, {{y, z}, {x}}, std_residual));
     const bool moe = m.is_moe_block(l);
     const int64_t E = m.experts;
-    if (moe) {  // each expert's fc and proj sharded as the dense (GELU) MLP's, one [E, ...] tensor each
-      sharded.push_back(weight(p + "mlp.experts.fc.weight", {E, C, F}, {{expert}, {x, z}, {y}}, std_weight));
+    if (moe) {  // each expert's fc and proj sharded as the dense MLP's, one [E, ...] tensor each
+      const Shaped experts_fc = per_expert(fc);
+      sharded.push_back(weight(p + "mlp.experts.fc.weight", experts_fc.shape, experts_fc.split, std_weight));
       sharded.push_back(weight(p + "mlp.experts.proj.weight", {E, F, C}, {{expert}, {y, z}, {x}}, std_residual));
       small_decayed.push_back(
           {p + "mlp.router.weight", {C, E}, {{x}, {}}, ParamGroup::small, true, ParamInit::normal, std_weight});
@@ -81,7 +90,8 @@ std::vector<ParamSpec> gpt_parameters(const ModelShape& m) {
     }
     norm(p + "ln2");
     if (m.bias && moe) {
-      expert_small.push_back(small_zeros(p + "mlp.experts.fc.bias", {E, F}, {{expert}, {y}}));
+      const Shaped experts_fc_bias = per_expert(fc_bias);
+      expert_small.push_back(small_zeros(p + "mlp.experts.fc.bias", experts_fc_bias.shape, experts_fc_bias.split));
       expert_small.push_back(small_zeros(p + "mlp.experts.proj.bias", {E, C}, {{expert}, {x}}));
     } else if (m.bias) {
       small.push_back(small_zeros(p + "mlp.fc.bias", fc_bias.shape, fc_bias.split));
