@@ -2,8 +2,10 @@
 //   1. TokenData::load of a 100 MB llm.c token file (50M uint16 tokens -> int32) against a
 //      plain read() of the same file into one buffer (the file is in the page cache for both:
 //      this measures the parse, not the disk); goal: well under 1 s.
-//   2. read_samples, called once per step, against std::memcpy of the same bytes from
-//      consecutive memory (what reading the samples would cost with no shuffle at all).
+//   2. a step's samples (DataMixture::take and read: the schedule, each source's shuffled
+//      order, the copy), of one source and of a mixture of three, against std::memcpy of the
+//      same bytes from consecutive memory (what reading them would cost with no shuffle and
+//      no mixture at all).
 //
 // usage: bench_data [DIR] [--tokens N]   DIR (default: the temp folder) gets one file, removed at the end.
 #include <fcntl.h>
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,6 +24,7 @@
 
 #include "bench_args.hpp"
 #include "core/wall_clock.hpp"
+#include "trainer/data/data_mixture.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/data/token_file.hpp"
 
@@ -95,27 +99,36 @@ int main(int argc, char** argv) {
   std::printf("  %-28s %10.3f %11.2fx\n", "TokenData::load", t_load, t_load / t_read);
   std::printf("  TokenData::load vs the 1 s goal: %.2fx\n\n", t_load / 1.0);
 
-  const TokenData data = builtin_corpus();
-  std::printf("read_samples per step from the built-in corpus vs memcpy of the same bytes (contiguous):\n");
-  std::printf("  %8s %6s %14s %14s %8s\n", "samples", "T", "read_samples us", "memcpy us", "ratio");
+  const auto corpus = std::make_shared<const TokenData>(builtin_corpus());
+  const int64_t third = corpus->size() / 3;
+  std::vector<int32_t> flat(static_cast<size_t>(corpus->size()));  // the memcpy reference's source
+  corpus->copy(0, corpus->size(), flat.data());
+  std::printf("a step's samples from the built-in corpus vs memcpy of the same bytes (contiguous):\n");
+  std::printf("  %-9s %8s %6s %12s %10s %8s\n", "data", "samples", "T", "samples us", "memcpy us", "ratio");
   for (const auto& [count, sequence] : {std::pair{12, 64}, std::pair{64, 1024}, std::pair{512, 1024}}) {
-    const SampleOrder order(1337, data.size(), sequence);
+    const DataMixture one = DataMixture::single(corpus, 1337, sequence);
+    const DataMixture three({{corpus, 0, third, 0.5}, {corpus, third, third, 0.3}, {corpus, 2 * third, third, 0.2}},
+                            1337, sequence);
     const size_t n = static_cast<size_t>(count) * static_cast<size_t>(sequence);
     std::vector<int32_t> in(n), tg(n);
     const int reps = 200;
-    int64_t first = 0;
-    const double t_samples = best_of(5, [&] {
-      for (int r = 0; r < reps; ++r, first += count)
-        read_samples(data, order, first, count, sequence, in.data(), tg.data());
-    });
     const double t_copy = best_of(5, [&] {
       for (int r = 0; r < reps; ++r) {
-        std::memcpy(in.data(), data.data() + (r % 8) * 1024, n * sizeof(int32_t));
-        std::memcpy(tg.data(), data.data() + (r % 8) * 1024 + 1, n * sizeof(int32_t));
+        std::memcpy(in.data(), flat.data() + (r % 8) * 1024, n * sizeof(int32_t));
+        std::memcpy(tg.data(), flat.data() + (r % 8) * 1024 + 1, n * sizeof(int32_t));
       }
     });
-    std::printf("  %8d %6d %14.2f %14.2f %7.2fx\n", count, sequence, t_samples / reps * 1e6, t_copy / reps * 1e6,
-                t_samples / t_copy);
+    for (const auto& [name, data] : {std::pair{"1 source", &one}, std::pair{"mixture 3", &three}}) {
+      MixtureCursor cursor = data->start();
+      const double t_samples = best_of(5, [&] {
+        for (int r = 0; r < reps; ++r) {
+          const std::vector<SampleRef> refs = data->take(cursor, count);
+          data->read(refs.data(), count, in.data(), tg.data());
+        }
+      });
+      std::printf("  %-9s %8d %6d %12.2f %10.2f %7.2fx\n", name, count, sequence, t_samples / reps * 1e6,
+                  t_copy / reps * 1e6, t_samples / t_copy);
+    }
   }
   return 0;
 }

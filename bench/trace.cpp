@@ -9,6 +9,7 @@
 //
 // usage: bench_trace [--rounds 5] [--steps 6] [model options, default: the tiny job's shape]
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@
 #include "core/trace_recorder.hpp"
 #include "solo_trainer.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
-#include "trainer/data/token_data.hpp"
+#include "trainer/data/data_mixture.hpp"
 #include "trainer/train/trace_ops.hpp"
 #include "trainer/train/trainer.hpp"
 
@@ -50,7 +51,8 @@ int main(int argc, char** argv) try {
   const CpuJob o = parse_bench_args(argc, argv, specs, kProgram + " [options]",
                                     [&](const Args& args) { return read_cpu_job(args, defaults); });
   const JobConfig job = bench_train_job(kProgram, o.model, o.batch, o.micro_batch);
-  const TokenData data = builtin_corpus();
+  const DataMixture data =
+      DataMixture::single(std::make_shared<const TokenData>(builtin_corpus()), job.training.seed, job.model.sequence);
 
   CpuBackend cpu;
   TraceRecorder trace(0, "rank 0");

@@ -40,7 +40,7 @@
 #include "op_profile.hpp"
 #include "solo_trainer.hpp"
 #include "trainer/cpu/cpu_backend.hpp"
-#include "trainer/data/token_data.hpp"
+#include "trainer/data/data_mixture.hpp"
 #include "trainer/train/trainer.hpp"
 
 #ifndef AXONN_SOURCE_DIR
@@ -155,7 +155,7 @@ Options read_options(const Args& args) {
 }
 
 // Our trainer's step split by backend op (op_profile.hpp).
-int profile(const Options& o, const JobConfig& job, const TokenData& data) {
+int profile(const Options& o, const JobConfig& job, const DataMixture& data) {
   CpuBackend cpu(o.threads);
   bench::TimedBackend timed(cpu);
   SoloExchange exchange;
@@ -171,8 +171,9 @@ int main(int argc, char** argv) try {
   const Options o = parse_bench_args(argc, argv, kOptions, "bench_train_cpu [options]", read_options);
   const ModelShape& m = o.model;
   const JobConfig job = bench_job(o);
-  const TokenData data = builtin_corpus();
-  data.validate(m.vocab, m.sequence, o.batch);
+  auto corpus = std::make_shared<const TokenData>(builtin_corpus());
+  corpus->validate(m.vocab, m.sequence, o.batch);
+  const DataMixture data = DataMixture::single(corpus, job.training.seed, m.sequence);
   if (o.profile) return profile(o, job, data);
 
   CpuBackend backend(o.threads);

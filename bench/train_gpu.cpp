@@ -44,7 +44,7 @@
 #include "op_profile.hpp"
 #include "solo_trainer.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
-#include "trainer/data/token_data.hpp"
+#include "trainer/data/data_mixture.hpp"
 #include "trainer/train/trainer.hpp"
 
 #ifndef AXONN_SOURCE_DIR
@@ -123,13 +123,13 @@ JobConfig bench_job(const Options& o, const ModelShape& shape) {
 }
 
 // Our step split by backend op, on a TimedBackend around `backend`.
-void our_profile(Backend& backend, const Options& o, const Model& model, const TokenData& data) {
+void our_profile(Backend& backend, const Options& o, const Model& model, const std::shared_ptr<const TokenData>& data) {
   const JobConfig job = bench_job(o, model.shape);
   TimedBackend timed(backend);
   SoloExchange exchange;
   CommGrid grid(exchange, Layout{}, std::chrono::seconds(60), true, CommBackend::nccl);
   grid.order_with_compute(cuda_stream_of(backend));
-  Trainer trainer(timed.backend(), grid, job, data);
+  Trainer trainer(timed.backend(), grid, job, DataMixture::single(data, job.training.seed, job.model.sequence));
   std::printf("GPT-2 %s, %d sequences in micro-batches of %d: ", model.name, o.batch, trainer.split().micro_batch);
   print_op_profile(timed, trainer, o.steps, [&] {
     backend.synchronize();
@@ -146,12 +146,12 @@ struct OurRun {
 
 // Our trainer on `backend`: --warmup untimed steps, then the median of --steps timed ones,
 // each ending when the GPU and NCCL are done. The trainer's buffers are freed on return.
-OurRun our_run(Backend& backend, const Options& o, const ModelShape& shape, const TokenData& data) {
+OurRun our_run(Backend& backend, const Options& o, const ModelShape& shape, const std::shared_ptr<const TokenData>& data) {
   const JobConfig job = bench_job(o, shape);
   SoloExchange exchange;
   CommGrid grid(exchange, Layout{}, std::chrono::seconds(60), true, CommBackend::nccl);
   grid.order_with_compute(cuda_stream_of(backend));
-  Trainer trainer(backend, grid, job, data);
+  Trainer trainer(backend, grid, job, DataMixture::single(data, job.training.seed, job.model.sequence));
   std::vector<double> times;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     const auto start = Clock::now();
@@ -263,10 +263,10 @@ int main(int argc, char** argv) try {
   backend_options.activations = o.activations;
   backend_options.gemm_candidates = o.gemm_candidates;
   const std::unique_ptr<Backend> backend = make_cuda_backend(backend_options);
-  const TokenData data = builtin_corpus();
+  const auto data = std::make_shared<const TokenData>(builtin_corpus());
   if (o.profile) {
     for (const Model& model : o.models) {
-      data.validate(model.shape.vocab, model.shape.sequence, o.batch);
+      data->validate(model.shape.vocab, model.shape.sequence, o.batch);
       our_profile(*backend, o, model, data);
     }
     return 0;
@@ -286,7 +286,7 @@ int main(int argc, char** argv) try {
   bool mfu_goal = true, torch_goal = true;
   for (const Model& model : o.models) {
     const ModelShape& m = model.shape;
-    data.validate(m.vocab, m.sequence, o.batch);
+    data->validate(m.vocab, m.sequence, o.batch);
     const OurRun ours = our_run(*backend, o, m, data);
     ChooserInput plan;
     plan.model = m;

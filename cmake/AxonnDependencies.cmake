@@ -41,8 +41,18 @@ if(NOT TARGET protobuf::libprotobuf-lite)
   message(FATAL_ERROR "axonn: libprotobuf-lite not found beside ${Protobuf_LIBRARY}. Install it with: "
                       "apt-get install libprotobuf-dev")
 endif()
+# Linked statically, its symbols kept out of the executables' dynamic symbol tables
+# (trainer/CMakeLists.txt): Debian's libsentencepiece carries its own protobuf-lite 3.14 and
+# exports it, and two protobufs under one name in one process resolve each other's calls.
+find_library(AXONN_PROTOBUF_LITE_STATIC NAMES libprotobuf-lite.a)
+axonn_require(AXONN_PROTOBUF_LITE_STATIC "the static libprotobuf-lite.a" "libprotobuf-dev")
 pkg_check_modules(ISAL QUIET IMPORTED_TARGET libisal)
 axonn_require(ISAL_FOUND "ISA-L (pkg-config libisal)" "libisal-dev")
+
+# SentencePiece .model tokenizers (runner/tokenize/sentencepiece_tokenizer.cpp): the library
+# that made Llama 2's and Mistral's tokenizer.model.
+pkg_check_modules(SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
+axonn_require(SENTENCEPIECE_FOUND "SentencePiece (pkg-config sentencepiece)" "libsentencepiece-dev")
 
 if(AXONN_SLURM)
   find_path(SLURM_INCLUDE_DIR slurm/spank.h)

@@ -153,6 +153,11 @@ void CommGrid::reset_counters() {
   for (size_t a = 0; a < comms_.size(); ++a) wait_baseline_[a] = comms_[a]->started_wait_time();
 }
 
+void CommGrid::restore_counters(const CounterState& state) {
+  counters_ = state.counters;
+  for (size_t a = 0; a < comms_.size(); ++a) wait_baseline_[a] = comms_[a]->started_wait_time() - state.waited[a];
+}
+
 NcclCommunicator& CommGrid::nccl(CommAxis a) {
   NcclCommunicator* c = nccl_[static_cast<size_t>(a)];
   if (!c)

@@ -90,6 +90,15 @@ class CommGrid {
   // (Communicator::started_wait_time).
   std::array<std::chrono::nanoseconds, kCommAxisCount> started_wait_times() const;
   void reset_counters();
+  // The counters and wait times as they stand, and putting them back: collectives that are
+  // not a training step's (a held-out evaluation between steps) stay out of what the run
+  // compares with the layout model. Synchronize before taking and before restoring.
+  struct CounterState {
+    CommCounters counters{};
+    std::array<std::chrono::nanoseconds, kCommAxisCount> waited{};
+  };
+  CounterState counter_state() const { return {counters_, started_wait_times()}; }
+  void restore_counters(const CounterState& state);
 
   // Every later collective also becomes an event of `trace` (category "comm": axis, kind,
   // bytes, the group's world ranks), on the thread that ran it (a started Gloo collective's

@@ -22,6 +22,9 @@ std::string absolute_from(const fs::path& base, const std::string& p) {
 
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 
+// data.format's words (trainer/data/token_data.hpp reads each).
+const std::vector<std::string> kDataFormats = {"auto", "tokens", "text", "megatron"};
+
 // The divisor of n closest to target (the smaller one on a tie).
 int nearest_divisor(int n, int target) {
   for (int d = 0;; ++d) {
@@ -187,7 +190,31 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
   {
     auto t = r.table("data");
     job.data.path = absolute_from(data_base, t.string("path", ""));
-    job.data.format = t.string("format", job.data.format, {"auto", "tokens", "text"});
+    job.data.format = t.string("format", job.data.format, kDataFormats);
+    for (TomlReader& s : t.tables("sources")) {
+      if (!s.has("path")) s.fail("path", "is missing; every data.sources entry names its path (and weight)");
+      DataSourceConfig source;
+      source.path = absolute_from(data_base, s.string("path", ""));
+      source.format = s.string("format", source.format, kDataFormats);
+      source.weight = s.number("weight", source.weight, 0.0, 1e12);
+      s.finish();
+      job.data.sources.push_back(source);
+    }
+    if (!job.data.sources.empty()) {
+      if (t.has("path") || t.has("format"))
+        t.fail(t.has("path") ? "path" : "format",
+               "is set beside data.sources; a job trains on either one source (data.path, data.format) or a "
+               "mixture ([[data.sources]] with path, format and weight): move it into a data.sources entry");
+      double total = 0;
+      for (const DataSourceConfig& s : job.data.sources) total += s.weight;
+      if (!(total > 0)) t.fail("sources", "weights sum to 0; give at least one source a positive weight");
+    }
+    if (t.has("valid") && t.has("valid_fraction"))
+      t.fail("valid_fraction", "is set beside data.valid; hold out either a file of its own (valid) or a fraction "
+                               "of the training data (valid_fraction), not both");
+    job.data.valid = absolute_from(data_base, t.string("valid", ""));
+    job.data.valid_format = t.string("valid_format", job.data.valid_format, kDataFormats);
+    job.data.valid_fraction = t.number("valid_fraction", job.data.valid_fraction, 0.0, 0.5);
     t.finish();
   }
   const fs::path cwd = fs::current_path();
@@ -206,6 +233,11 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
       job.run.trace_steps = parse_step_range("run.trace_steps", steps);
     job.run.straggler_factor = t.number("straggler_factor", job.run.straggler_factor, 1.0, 1e6);
     job.run.preempt_signal = t.string("preempt_signal", site.preempt_signal, kPreemptSignals);
+    job.run.eval_interval = static_cast<int>(t.integer("eval_interval", job.run.eval_interval, 0, 1'000'000'000));
+    job.run.eval_batches = static_cast<int>(t.integer("eval_batches", job.run.eval_batches, 1, 1'000'000));
+    if (job.run.eval_interval > 0 && !job.data.held_out())
+      t.fail("eval_interval", "= " + std::to_string(job.run.eval_interval) +
+                                  " needs held-out data: set data.valid (a file) or data.valid_fraction (e.g. 0.01)");
     t.finish();
   }
   r.finish();
@@ -244,6 +276,11 @@ std::string moe_chunks_name(const ModelShape& model) {
 
 std::string shard_setting_name(const std::optional<bool>& shard_optimizer) {
   return shard_optimizer ? (*shard_optimizer ? "true" : "false") : "auto";
+}
+
+std::vector<DataSourceConfig> DataConfig::training_sources() const {
+  if (!sources.empty()) return sources;
+  return {DataSourceConfig{path, format, 1.0}};
 }
 
 int preempt_signal_number(const std::string& name) {

@@ -61,9 +61,29 @@ struct TrainingConfig {
   std::optional<bool> shard_optimizer;
 };
 
-struct DataConfig {
+// One token stream of the training data and its share of the samples.
+struct DataSourceConfig {
   std::string path;             // absolute after loading; empty: the built-in corpus
-  std::string format = "auto";  // "auto" | "tokens" | "text"
+  std::string format = "auto";  // "auto" | "tokens" | "text" | "megatron" (trainer/data/token_data.hpp)
+  double weight = 1;            // relative to the other sources' (trainer/data/data_mixture.hpp)
+  bool operator==(const DataSourceConfig&) const = default;
+};
+
+struct DataConfig {
+  // [data] path and format: the one source of a job without [[data.sources]].
+  std::string path;             // absolute after loading; empty: the built-in corpus
+  std::string format = "auto";  // "auto" | "tokens" | "text" | "megatron" (trainer/data/token_data.hpp)
+  // [[data.sources]]: a weighted mixture; empty for one source (path, format).
+  std::vector<DataSourceConfig> sources;
+  // Held-out data for run.eval_interval: a file of its own (valid, valid_format), or the last
+  // valid_fraction of every source's samples (then not trained on); neither by default.
+  std::string valid;  // absolute after loading
+  std::string valid_format = "auto";
+  double valid_fraction = 0;
+
+  // What trains: `sources`, or the one source of path and format.
+  std::vector<DataSourceConfig> training_sources() const;
+  bool held_out() const { return !valid.empty() || valid_fraction > 0; }
 };
 
 struct CheckpointConfig {
@@ -95,6 +115,10 @@ struct RunConfig {
   // policy.preempt_signal when the job does not say. The others of the three keep their
   // default action, so a library's handler for them (NCCL's proxy dump) is left alone.
   std::string preempt_signal = "USR1";
+  // Every this many steps (0: never) the held-out data's loss (data.valid or
+  // data.valid_fraction) over eval_batches global batches, logged and in metrics.jsonl.
+  int eval_interval = 0;
+  int eval_batches = 1;
 };
 
 struct JobConfig {

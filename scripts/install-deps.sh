@@ -17,6 +17,8 @@ packages=(
   slurm-wlm slurmctld slurmd slurm-client munge
   # a second PMIx launcher to test `axonn train` under
   openmpi-bin
+  # SentencePiece tokenizer models (Llama 2, Mistral), and the reference the tests compare to
+  libsentencepiece-dev python3-sentencepiece
   # reference checks, benchmarks and plots (Debian's interpreter: /usr/bin/python3)
   python3-torch python3-h5py python3-matplotlib python3-numpy hdf5-tools
   # the events files read back without TensorBoard (tests/tensorboard_events_check.py)

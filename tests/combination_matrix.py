@@ -57,6 +57,9 @@ FACTORS = {
     # training.grad_clip: 1.0 (on) or 0 (off)
     "grad_clip": ["on", "off"],
     "resume_at": ["1x1x1x1", "1x1x1x2", "3x1x1x1", "2x1x2x1", "4x1x1x1e2"],
+    # the data: the built-in corpus alone, or a weighted mixture of it and a text file with a
+    # held-out fraction evaluated every other step (docs/data.md)
+    "data": ["corpus", "mixture"],
 }
 
 # The device matrix: the same features less the resume, plus the element type of activations

@@ -148,6 +148,7 @@ const std::map<std::string, Probe> kProbes = {
      {Loader::job, "[model]\npositions = \"rope\"\n[model.rope_scaling]\nzzz_not_a_key = 1\n"}},
     {"training", {Loader::job, "[training]\nzzz_not_a_key = 1\n"}},
     {"data", {Loader::job, "[data]\nzzz_not_a_key = 1\n"}},
+    {"data.sources[]", {Loader::job, "[[data.sources]]\npath = \"x\"\nzzz_not_a_key = 1\n"}},
     {"checkpoint", {Loader::job, "[checkpoint]\nzzz_not_a_key = 1\n"}},
     {"run", {Loader::job, "[run]\nzzz_not_a_key = 1\n"}},
     {"site", {Loader::site, "[site]\nzzz_not_a_key = 1\n"}},

@@ -45,6 +45,13 @@ std::string read_all(const std::string& path) {
   return bytes;
 }
 
+// Every token of `data` as int32, through the copy the trainer uses.
+std::vector<int32_t> all_tokens(const TokenData& data) {
+  std::vector<int32_t> tokens(static_cast<size_t>(data.size()));
+  data.copy(0, data.size(), tokens.data());
+  return tokens;
+}
+
 // Runs `f`, expecting a DataError whose message contains every one of `parts`.
 template <typename F>
 void expect_data_error(F f, const std::vector<std::string>& parts) {
@@ -59,11 +66,11 @@ void expect_data_error(F f, const std::vector<std::string>& parts) {
 
 // ---- token files ----------------------------------------------------------------------------
 
-TEST_F(DataFiles, PrepareWritesLlmcHeaderAndTokensThatLoadBack) {
+TEST_F(DataFiles, LlmcFileOfATextsBytesHasTheHeaderAndLoadsBack) {
   const std::string text = "hello\n\xff";
   const std::string in = write("in.txt", text);
   const std::string out = path("out.bin");
-  EXPECT_EQ(prepare_token_file(in, out), 7);
+  write_llmc_file(out, read_token_file(in, "text").tokens);
 
   const std::string bytes = read_all(out);
   ASSERT_EQ(bytes.size(), 1024u + 2 * 7);
@@ -75,7 +82,8 @@ TEST_F(DataFiles, PrepareWritesLlmcHeaderAndTokensThatLoadBack) {
 
   const TokenData data = TokenData::load({out, "auto"});
   ASSERT_EQ(data.size(), 7);
-  for (size_t i = 0; i < text.size(); ++i) EXPECT_EQ(data.data()[i], static_cast<unsigned char>(text[i]));
+  const std::vector<int32_t> tokens = all_tokens(data);
+  for (size_t i = 0; i < text.size(); ++i) EXPECT_EQ(tokens[i], static_cast<unsigned char>(text[i]));
   EXPECT_EQ(data.description(), out + " (llm.c tokens, 7 tokens)");
 }
 
@@ -118,7 +126,7 @@ TEST_F(DataFiles, ReadsNanoGptRawUint16) {
   }
   const TokenData data = TokenData::load({write("train.bin", raw), "auto"});
   ASSERT_EQ(data.size(), 1500);
-  EXPECT_EQ(std::vector<int32_t>(data.data(), data.data() + data.size()), ids);
+  EXPECT_EQ(all_tokens(data), ids);
   EXPECT_NE(data.description().find("nanoGPT tokens, 1500 tokens"), std::string::npos) << data.description();
   // "tokens" reads uint16 whatever the file is called.
   EXPECT_EQ(read_token_file(write("train.u16", raw), "tokens").tokens, ids);
@@ -298,64 +306,20 @@ TEST(DataSampleOrder, RejectsDataWithoutASampleAndBadArguments) {
   EXPECT_THROW(SampleOrder(1, 100, 8).sample_start(-1), std::out_of_range);
 }
 
-// ---- read_samples -----------------------------------------------------------------------------
-
-TEST(DataReadSamples, AnyDataParallelSplitReadsTheSameSamples) {
-  const int T = 16;
-  const TokenData data = TokenData::from_tokens(iota_tokens(37 * T + 5, 251), "d");
-  const SampleOrder order(99, data.size(), T);
-  const int64_t first = 30;  // crosses the epoch boundary at 37
-  std::vector<int32_t> whole_in(12 * T), whole_tg(12 * T);
-  read_samples(data, order, first, 12, T, whole_in.data(), whole_tg.data());
-  for (const int ranks : {2, 3, 4, 6, 12}) {
-    // Rank r of `ranks` reads the contiguous piece [first + r*per, first + (r+1)*per).
-    const int per = 12 / ranks;
-    std::vector<int32_t> in(12 * T), tg(12 * T);
-    for (int r = 0; r < ranks; ++r)
-      read_samples(data, order, first + r * per, per, T, in.data() + r * per * T, tg.data() + r * per * T);
-    EXPECT_EQ(in, whole_in) << ranks << " ranks";
-    EXPECT_EQ(tg, whole_tg) << ranks << " ranks";
-  }
-}
-
-TEST(DataReadSamples, TargetsAreInputsShiftedByOne) {
-  const int T = 8;
-  const TokenData data = TokenData::from_tokens(iota_tokens(100 * T + 1, 1 << 30), "d");  // token i has id i
-  const SampleOrder order(5, data.size(), T);
-  std::vector<int32_t> in(4 * T), tg(4 * T);
-  read_samples(data, order, 98, 4, T, in.data(), tg.data());
-  for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(in[static_cast<size_t>(i * T)], order.sample_start(98 + i));
-    for (int t = 0; t < T; ++t) {
-      const auto k = static_cast<size_t>(i * T + t);
-      EXPECT_EQ(in[k], in[static_cast<size_t>(i * T)] + t);
-      EXPECT_EQ(tg[k], in[k] + 1);
-    }
-  }
-}
-
-TEST(DataReadSamples, RejectsAnOrderBuiltForOtherData) {
-  const TokenData data = TokenData::from_tokens(iota_tokens(1000, 256), "d");
-  std::vector<int32_t> in(64), tg(64);
-  EXPECT_THROW(read_samples(data, SampleOrder(1, 2000, 8), 0, 1, 8, in.data(), tg.data()), std::invalid_argument);
-  EXPECT_THROW(read_samples(data, SampleOrder(1, 1000, 16), 0, 1, 8, in.data(), tg.data()), std::invalid_argument);
-  EXPECT_THROW(read_samples(data, SampleOrder(1, 1000, 8), -1, 1, 8, in.data(), tg.data()), std::invalid_argument);
-}
-
 // ---- built-in corpus --------------------------------------------------------------------------
 
-uint64_t fnv1a(const int32_t* tokens, int64_t n) {
+uint64_t fnv1a(const TokenData& data) {
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (int64_t i = 0; i < n; ++i) h = (h ^ static_cast<uint64_t>(tokens[i])) * 0x100000001b3ULL;
+  for (const int32_t t : all_tokens(data)) h = (h ^ static_cast<uint64_t>(t)) * 0x100000001b3ULL;
   return h;
 }
 
 TEST(DataBuiltinCorpus, IsDeterministicAndPinned) {
   const TokenData a = builtin_corpus(), b = builtin_corpus();
   ASSERT_EQ(a.size(), 1 << 20);
-  EXPECT_EQ(fnv1a(a.data(), a.size()), fnv1a(b.data(), b.size()));
+  EXPECT_EQ(fnv1a(a), fnv1a(b));
   // Pinned: the same bytes on every platform; a change here changes every default run.
-  EXPECT_EQ(fnv1a(a.data(), a.size()), 0x7c1243f3c8c8a7daULL);
+  EXPECT_EQ(fnv1a(a), 0x7c1243f3c8c8a7daULL);
   // It trains the tiny job (vocab 256, T 64, global batch 12).
   a.validate(256, 64, 12);
   EXPECT_EQ(a.description(), "built-in corpus (byte-level English-like text, 1048576 tokens)");
@@ -365,11 +329,12 @@ TEST(DataBuiltinCorpus, HasStructureAModelCanLearn) {
   // The next byte is far more predictable from the previous one than on its own: the
   // bigram conditional entropy H(X2|X1) is well below the unigram entropy H(X1) (nats).
   const TokenData c = builtin_corpus();
+  const std::vector<int32_t> t = all_tokens(c);
   std::vector<double> uni(256, 0);
   std::map<int, double> bi;
-  for (int64_t i = 0; i < c.size(); ++i) {
-    uni[static_cast<size_t>(c.data()[i])] += 1;
-    if (i > 0) bi[c.data()[i - 1] * 256 + c.data()[i]] += 1;
+  for (size_t i = 0; i < t.size(); ++i) {
+    uni[static_cast<size_t>(t[i])] += 1;
+    if (i > 0) bi[t[i - 1] * 256 + t[i]] += 1;
   }
   auto entropy = [](auto values, double total) {
     double h = 0;
@@ -391,7 +356,7 @@ TEST(DataBuiltinCorpus, ArithmeticFactsAreTrue) {
   // learn arithmetic rather than noise.
   const TokenData c = builtin_corpus();
   std::string text;
-  for (int64_t i = 0; i < c.size(); ++i) text += static_cast<char>(c.data()[i]);
+  for (const int32_t t : all_tokens(c)) text += static_cast<char>(t);
   int checked = 0;
   for (size_t at = text.find(" = "); at != std::string::npos; at = text.find(" = ", at + 1)) {
     // "<a> <op> <b> = <c>." with a, b, c decimal; the last fact may be cut by the 1 MiB end.

@@ -85,5 +85,25 @@ TEST(JsonReader, MalformedTextIsRefusedSayingWhere) {
   }
 }
 
+// A repeated key is found in a large object too (past 32 keys the reader hashes them), at the
+// first key and the last, and 200k distinct keys parse in well under a second.
+TEST(JsonReader, RepeatedKeysInLargeObjects) {
+  auto object = [](int keys, const std::string& extra) {
+    std::string text = "{";
+    for (int i = 0; i < keys; ++i) text.append("\"k").append(std::to_string(i)).append("\": ").append(std::to_string(i)).append(",");
+    text.append(extra).append("}");
+    return text;
+  };
+  for (const std::string& repeat : {std::string("\"k0\": 1"), std::string("\"k39\": 1"), std::string("\"k40\": 1")}) {
+    try {
+      parse_json(object(41, repeat));
+      ADD_FAILURE() << repeat << " parsed";
+    } catch (const JsonError& e) {
+      EXPECT_NE(std::string(e.what()).find("appears twice in one object"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_json(object(200000, "\"last\": 7")).at("last").integer(), 7);
+}
+
 }  // namespace
 }  // namespace axonn

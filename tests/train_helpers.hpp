@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -67,6 +68,7 @@ struct StepLine {
   double loss = 0;
   double grad_norm = 0;  // before clipping: every gradient element counted once
   int64_t data_cursor = 0;
+  std::optional<double> eval_loss;  // the held-out loss of a step that evaluated (run.eval_interval)
 };
 
 // The steps of <run_dir>/metrics.jsonl, in file order.
@@ -75,10 +77,12 @@ inline std::vector<StepLine> read_metrics(const std::filesystem::path& run_dir) 
   std::vector<StepLine> out;
   const std::regex re(
       R"(\"step\": (\d+), \"loss\": ([-0-9.eE+]+),.*\"grad_norm\": ([-0-9.eE+]+),.*\"data_cursor\": (\d+))");
+  const std::regex eval_re(R"(\"eval_loss\": ([-0-9.eE+]+))");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, re))
-      out.push_back({std::stoll(m[1]), std::stod(m[2]), std::stod(m[3]), std::stoll(m[4])});
+    if (!std::regex_search(line, m, re)) continue;
+    out.push_back({std::stoll(m[1]), std::stod(m[2]), std::stod(m[3]), std::stoll(m[4]), std::nullopt});
+    if (std::regex_search(line, m, eval_re)) out.back().eval_loss = std::stod(m[1]);
   }
   return out;
 }
@@ -179,6 +183,15 @@ inline void expect_same_run(const TrainedRun& got, const TrainedRun& want, doubl
     EXPECT_NEAR(got.steps[i].grad_norm, want.steps[i].grad_norm, 1e-4 * want.steps[i].grad_norm)
         << what << " step " << want.steps[i].step << ": gradient norm";
     EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor) << what;
+    // Held-out losses: where the reference evaluated, and as near as the training losses.
+    EXPECT_EQ(got.steps[i].eval_loss.has_value(), want.steps[i].eval_loss.has_value()) << what;
+    if (got.steps[i].eval_loss && want.steps[i].eval_loss) {
+      if (loss_tolerance == 0)
+        EXPECT_EQ(*got.steps[i].eval_loss, *want.steps[i].eval_loss) << what << " step " << want.steps[i].step;
+      else
+        EXPECT_NEAR(*got.steps[i].eval_loss, *want.steps[i].eval_loss, loss_tolerance)
+            << what << " held-out loss at step " << want.steps[i].step;
+    }
   }
   expect_same_tensors(got.tensors, want.tensors, weight_tolerance, what);
 }

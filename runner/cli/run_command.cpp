@@ -15,6 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "runner/cli/args.hpp"
 #include "runner/calibrate/calibrate_inputs.hpp"
@@ -26,6 +29,7 @@
 #include "runner/pmix/local_capacity.hpp"
 #include "runner/pmix/local_launcher.hpp"
 #include "runner/pmix/worker_process.hpp"
+#include "trainer/data/megatron_dataset.hpp"
 #include "trainer/data/token_data.hpp"
 
 namespace axonn {
@@ -66,10 +70,18 @@ void check_train_command(const CommandArgs& words, const LocalJobOptions& opt) {
   const TrainInputs inputs = load_train_inputs(args);
   check_wrapper_preempt_signal(inputs);
   args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax);
-  const std::string& data = inputs.job.data.path;
-  if (!data.empty() && access(data.c_str(), R_OK) != 0)
-    throw DataError(inputs.job.source + ": data.path " + data + " cannot be read: " + std::strerror(errno) +
-                    "; give a token or text file (axonn data prepare), or an empty path for the built-in corpus");
+  struct Named {
+    std::string key, path, format;
+  };
+  std::vector<Named> paths;
+  for (const DataSourceConfig& source : inputs.job.data.training_sources())
+    paths.push_back({inputs.job.data.sources.empty() ? "data.path" : "data.sources path", source.path, source.format});
+  paths.push_back({"data.valid", inputs.job.data.valid, inputs.job.data.valid_format});
+  // A Megatron PREFIX is no file itself; MegatronDataset::open names whichever half is missing.
+  for (const auto& [key, data, format] : paths)
+    if (!data.empty() && !megatron_prefix(data, format) && access(data.c_str(), R_OK) != 0)
+      throw DataError(inputs.job.source + ": " + key + " " + data + " cannot be read: " + std::strerror(errno) +
+                      "; give a token or text file (axonn data prepare), or an empty path for the built-in corpus");
   // Read once here as every rank will read it (an empty or short file, an id outside the
   // vocabulary): one read more, which leaves the file in the page cache the ranks read from.
   load_train_data(inputs.job);

@@ -1,4 +1,4 @@
-// axonn train JOB.toml [--site S] [--layout L] [--fallback] [--break-lock] [--timeout-ms N] [--trace-steps A-B]
+// axonn train JOB.toml [--site S] [--layout L] [--fallback] [--data-changed] [--break-lock] [--timeout-ms N] [--trace-steps A-B]
 //                      [section.key=value ...]
 // One rank of a training run, under `axonn run -n N`, `srun --mpi=pmix` or `mpirun`: reads
 // the site (--site, else AXONN_SITE_CONFIG, else the built-in laptop-cpu site;
@@ -89,6 +89,8 @@ const std::vector<OptionSpec>& train_option_specs() {
        "site config TOML; wins over AXONN_SITE_CONFIG (default: that, else the built-in laptop-cpu site)"},
       {"layout", true, "DxXxYxZ[eN][:order] (default: AXONN_LAYOUT, else the chooser)"},
       {"fallback", false, "resume from an older committed step when the newest cannot be loaded"},
+      {"data-changed", false,
+       "resume on other [data] than the checkpoint was trained on (another mixture or file): logged, not refused"},
       {"break-lock", false,
        "take over the checkpoint directory's lock left by a run on another host that is gone (its node failed)"},
       {"init-only", false, "write the initial weights as checkpoint step 0 and exit (no training)"},
@@ -148,7 +150,7 @@ int command_train(const CommandArgs& argv) {
   priced.training.device = device.cuda ? "cuda" : "cpu";
   const RunLayout run = decide_run_layout(topology, site, priced, args.value("layout"));
   auto backend = make_train_backend(device, job, topology);
-  const TokenData data = load_train_data(job);
+  const TrainingData data = load_train_data(job);
   startup.mark("layout");
   if (lead) {
     spdlog::info("axonn train {}: {} ranks on {} node(s), site {}, {}", job.source, topology.world, topology.nodes,
@@ -182,6 +184,7 @@ int command_train(const CommandArgs& argv) {
   options.plan.batch.dtype = backend->activation_type();
   options.layout_origin = run.origin;
   options.fallback = args.has("fallback");
+  options.data_changed = args.has("data-changed");
   options.init_only = args.has("init-only");
   options.lock_owner = LockOwner::this_process(environment("SLURM_JOB_ID").value_or(""), slurm_restart_count());
   options.break_lock = args.has("break-lock");

@@ -1,6 +1,9 @@
 #include "runner/cli/train_inputs.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
+#include <utility>
 
 #include "builtin_site.hpp"
 #include "runner/cli/environment.hpp"
@@ -70,10 +73,61 @@ void check_wrapper_preempt_signal(const TrainInputs& inputs) {
                     "\" in the job (or as an override), or let the wrapper forward SIG" + job_signal);
 }
 
-TokenData load_train_data(const JobConfig& job) {
-  TokenData data = job.data.path.empty() ? builtin_corpus() : TokenData::load({job.data.path, job.data.format});
-  data.validate(job.model.vocab, job.model.sequence, job.training.global_batch);
-  return data;
+namespace {
+
+// A token file (or the built-in corpus, for an empty path) whose ids all fit the model.
+std::shared_ptr<const TokenData> load_checked(const std::string& path, const std::string& format,
+                                              const JobConfig& job) {
+  TokenData data = path.empty() ? builtin_corpus() : TokenData::load({path, format});
+  data.validate(job.model.vocab, job.model.sequence, 1);
+  return std::make_shared<const TokenData>(std::move(data));
+}
+
+}  // namespace
+
+TrainingData load_train_data(const JobConfig& job) {
+  const int sequence = job.model.sequence;
+  const int64_t batch = job.training.global_batch;
+  const int64_t eval_samples = int64_t{job.run.eval_batches} * batch;
+  std::vector<DataMixture::Source> train, held_out;
+  const std::vector<DataSourceConfig> sources = job.data.training_sources();
+  for (const DataSourceConfig& source : sources) {
+    const std::shared_ptr<const TokenData> data = load_checked(source.path, source.format, job);
+    if (job.data.valid_fraction <= 0) {
+      data->validate(job.model.vocab, sequence, job.training.global_batch);
+      train.push_back({data, 0, data->size(), source.weight});
+      continue;
+    }
+    // The last valid_fraction of the source's windows (at least one) are held out; the
+    // training windows end where the held-out ones begin.
+    const int64_t samples = (data->size() - 1) / sequence;
+    const auto held = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(job.data.valid_fraction * static_cast<double>(samples))));
+    const int64_t trained = samples - held;
+    if (trained < batch)
+      throw DataError(data->description() + " holds " + std::to_string(samples) + " samples of sequence " +
+                      std::to_string(sequence) + "; with data.valid_fraction = " +
+                      std::to_string(job.data.valid_fraction) + " holding out " + std::to_string(held) + ", " +
+                      std::to_string(trained) + " remain for training, fewer than one global batch of " +
+                      std::to_string(batch) + "; use more data or a smaller valid_fraction or training.global_batch");
+    train.push_back({data, 0, trained * sequence + 1, source.weight});
+    held_out.push_back({data, trained * sequence, held * sequence + 1, source.weight});
+  }
+  if (!job.data.valid.empty()) {
+    const std::shared_ptr<const TokenData> data = load_checked(job.data.valid, job.data.valid_format, job);
+    held_out.push_back({data, 0, data->size(), 1.0});
+  }
+  TrainingData result{DataMixture(std::move(train), job.training.seed, sequence), std::nullopt};
+  if (held_out.empty()) return result;
+  result.held_out.emplace(std::move(held_out), job.training.seed, sequence);
+  int64_t held_samples = 0;
+  for (int s = 0; s < result.held_out->source_count(); ++s) held_samples += result.held_out->samples_of(s);
+  if (job.run.eval_interval > 0 && held_samples < eval_samples)
+    throw DataError("the held-out data (" + result.held_out->description() + ") holds " +
+                    std::to_string(held_samples) + " samples, fewer than run.eval_batches x training.global_batch = " +
+                    std::to_string(eval_samples) + " that each evaluation reads; lower run.eval_batches, or hold "
+                    "out more data");
+  return result;
 }
 
 }  // namespace axonn

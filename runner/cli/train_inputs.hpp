@@ -18,7 +18,7 @@
 #include "runner/cli/args.hpp"
 #include "config/job_config.hpp"
 #include "config/site_config.hpp"
-#include "trainer/data/token_data.hpp"
+#include "trainer/data/data_mixture.hpp"
 
 namespace axonn {
 
@@ -56,9 +56,12 @@ TrainInputs load_train_inputs(const Args& args);
 // stop the run, and on the job's own signal nobody would send.
 void check_wrapper_preempt_signal(const TrainInputs& inputs);
 
-// The job's tokens (data.path in data.format, else the built-in corpus), checked against the
-// model: every id inside model.vocab, at least one global batch of samples. Throws DataError
-// naming the file and the fix.
-TokenData load_train_data(const JobConfig& job);
+// The job's training data (trainer/data/data_mixture.hpp): every source of [data] (data.path,
+// or [[data.sources]]; the built-in corpus for an empty path), its ids inside model.vocab and
+// its training part at least one global batch of samples; and the held-out data, data.valid
+// or the last data.valid_fraction of every source's samples (at least one each, no longer
+// trained on), of at least run.eval_batches global batches when run.eval_interval asks for
+// evaluations. Throws DataError naming the file and the fix.
+TrainingData load_train_data(const JobConfig& job);
 
 }  // namespace axonn

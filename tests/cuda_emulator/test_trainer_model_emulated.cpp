@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -22,7 +23,9 @@
 #include "layout/model_plan.hpp"
 #include "model_step.hpp"
 #include "thread_exchange.hpp"
+#include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
+#include "trainer/data/data_mixture.hpp"
 #include "trainer/train/trace_ops.hpp"
 #include "trainer/train/trainer.hpp"
 
@@ -291,6 +294,48 @@ TEST(TrainerModelEmulatedCuda, ShardedOptimizerTrainsToTheBitsOfTheUnshardedOne)
   }
 }
 
+// The held-out evaluation (Trainer::evaluate: the forward pass alone) on the CUDA backend, in
+// float32 and with bf16 activations: the CPU's loss within each type's error, and a step after
+// it the same bits as a step without it (evaluating changes nothing that trains).
+TEST(TrainerModelEmulatedCuda, EvaluationMatchesTheCpuAndLeavesTrainingAlone) {
+  JobConfig job;
+  job.model = tiny_model();
+  job.training.global_batch = 4;
+  job.training.micro_batch = 2;
+  job.training.recompute = Recompute::block;
+  job.training.shard_optimizer = false;
+  job.training.overlap_comm = true;
+  const auto corpus = std::make_shared<const TokenData>(builtin_corpus());
+  const DataMixture data({{corpus, 0, 40001, 1.0}}, job.training.seed, job.model.sequence);
+  const DataMixture held_out({{corpus, 40000, 20001, 1.0}}, job.training.seed, job.model.sequence);
+  struct Run {
+    double evaluated = 0;
+    float loss_after = 0;
+  };
+  const auto run = [&](Backend& backend, bool evaluate) {
+    test::ThreadExchangeHub hub(1);
+    test::ThreadExchange exchange(hub, 0);
+    CommGrid grid(exchange, Layout{}, std::chrono::seconds(20), true);
+    Trainer trainer(backend, grid, job, data);
+    trainer.train_step();
+    Run r;
+    if (evaluate) r.evaluated = trainer.evaluate(held_out, 2);
+    r.loss_after = static_cast<float>(trainer.train_step().loss);
+    return r;
+  };
+  CpuBackend cpu(1);
+  const Run want = run(cpu, true);
+  EXPECT_GT(want.evaluated, 1.0);
+  for (const auto& [activations, tolerance] :
+       std::vector<std::pair<ElementType, double>>{{ElementType::float32, 1e-6}, {ElementType::bfloat16, 2e-3}}) {
+    const std::unique_ptr<Backend> cuda = make_cuda_backend(CudaBackendOptions{0, GemmMath::fp32, activations});
+    const Run with = run(*cuda, true);
+    const Run without = run(*cuda, false);
+    EXPECT_NEAR(with.evaluated, want.evaluated, tolerance * want.evaluated) << element_type_name(activations);
+    EXPECT_EQ(with.loss_after, without.loss_after) << element_type_name(activations);
+  }
+}
+
 // A traced step on a device backend: its ops timed by marks on the stream (no wait per op),
 // on the "device stream" track, each inside the step as the host clock saw it, in order, and
 // the GEMMs with their FLOPs. The untraced step before it records nothing.
@@ -309,7 +354,8 @@ TEST(TrainerModelEmulatedCuda, TracedStepTimesTheDeviceOpsByMarksOnTheStream) {
   job.training.recompute = Recompute::none;
   job.training.shard_optimizer = false;
   job.training.overlap_comm = false;
-  const TokenData data = builtin_corpus();
+  const DataMixture data = DataMixture::single(std::make_shared<const TokenData>(builtin_corpus()), job.training.seed,
+                                              job.model.sequence);
   Trainer trainer(observed, grid, job, data);
   trainer.train_step();
   EXPECT_EQ(trace.traced_events(), 0u);

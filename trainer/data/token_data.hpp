@@ -11,6 +11,7 @@
 // data-parallel size reads the same samples in the same order, and a resumed run continues
 // at the saved cursor with no sample skipped or repeated.
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,21 +33,53 @@ class DataError : public Error {
 //             uint16 tokens; llm.c's llama-3 variant, magic 20240801, version 7, has uint32
 //             tokens) or, without either magic, nanoGPT's headerless uint16 .bin.
 //   "text":   any file; byte-level tokens (vocabulary 256), one token per byte.
-//   "auto":   llm.c magic -> tokens; ".bin" suffix -> nanoGPT tokens; else text.
+//   "megatron": Megatron-LM's indexed dataset, PREFIX.bin + PREFIX.idx (megatron_dataset.hpp);
+//             `path` is PREFIX, PREFIX.bin or PREFIX.idx. Memory-mapped, never read into memory.
+//   "auto":   a Megatron pair (megatron_prefix: a .idx path, a .bin path with PREFIX.idx
+//             beside it, or a PREFIX that is no file but has both beside it); else llm.c
+//             magic -> tokens; ".bin" suffix -> nanoGPT tokens; else text.
 // An empty path means the built-in corpus (builtin_corpus()).
 struct DataSource {
   std::string path;
   std::string format = "auto";
 };
 
+// How a token stream is stored: int32 in memory (every format read into memory), or one of
+// Megatron's little-endian integer types in a memory-mapped file.
+enum class TokenType { uint8, int8, uint16, int16, int32, int64 };
+int token_type_bytes(TokenType type);
+const char* token_type_name(TokenType type);  // "uint16", ...
+
+class MappedFile;  // mapped_file.hpp
+
 class TokenData {
  public:
-  // Loads every token into memory (uint16 on disk, int32 here). Throws DataError.
+  // Loads every token into memory (uint16 on disk, int32 here), except a Megatron pair, which
+  // is memory-mapped. Throws DataError.
   static TokenData load(const DataSource& source);
   static TokenData from_tokens(std::vector<int32_t> tokens, std::string description);
+  // `count` little-endian tokens of `type` at byte `offset` of `file`, read in place: nothing
+  // is copied, and the mapping lives as long as any TokenData holding it.
+  static TokenData from_mapped(std::shared_ptr<const MappedFile> file, int64_t offset, TokenType type, int64_t count,
+                               std::string description);
 
-  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
-  const int32_t* data() const { return tokens_.data(); }
+  int64_t size() const { return size_; }
+  TokenType type() const { return type_; }
+  bool mapped() const { return mapped_ != nullptr; }
+  // Tokens [start, start+n) as int32 into out[0, n). Requires 0 <= start, n >= 0, start+n <=
+  // size() (std::out_of_range otherwise). An int64 id above 2^31-1 wraps: validate() refuses
+  // such data before anything reads it.
+  void copy(int64_t start, int64_t n, int32_t* out) const;
+  // The id at `position`, at full width (int64 ids included).
+  int64_t at(int64_t position) const;
+  // The smallest and largest id, one pass over the stream (a mapped file is read once,
+  // sequentially). Both 0 for no tokens.
+  struct IdRange {
+    int64_t lowest = 0, highest = 0;
+  };
+  IdRange id_range() const;
+  // The first position whose id is outside [0, vocab), or -1.
+  int64_t first_outside(int64_t vocab) const;
   // "data/train.bin (llm.c tokens, 1234567 tokens)" or "built-in corpus (byte-level, ...)"
   const std::string& description() const { return description_; }
 
@@ -56,7 +89,13 @@ class TokenData {
   void validate(int vocab, int sequence, int global_batch) const;
 
  private:
-  std::vector<int32_t> tokens_;
+  // Exactly one of owned_ and mapped_ holds the tokens (neither for a default TokenData);
+  // bytes_ points at the first token either way. Shared, never changed: copies are cheap.
+  std::shared_ptr<const std::vector<int32_t>> owned_;
+  std::shared_ptr<const MappedFile> mapped_;
+  const unsigned char* bytes_ = nullptr;
+  TokenType type_ = TokenType::int32;
+  int64_t size_ = 0;
   std::string description_;
 };
 
@@ -81,19 +120,9 @@ class SampleOrder {
   int sequence_;
 };
 
-// Fills inputs and targets (count*sequence each, row-major (count, sequence)) with global
-// samples first, first+1, ..., first+count-1. Throws std::invalid_argument when `order` was
-// not built for this data and sequence.
-void read_samples(const TokenData& data, const SampleOrder& order, int64_t first, int count, int sequence,
-                  int32_t* inputs, int32_t* targets);
-
 // The built-in corpus used when the job names no data: deterministic English-like text with
 // learnable structure (a small grammar, repeated phrases, counting and arithmetic facts),
 // about 1 MiB, byte-level tokens. A tiny GPT's loss falls visibly on it within tens of steps.
 TokenData builtin_corpus();
-
-// `axonn data prepare`: tokenizes `text_path` byte by byte and writes an llm.c .bin to
-// out_path (through a temporary file and rename). Returns the token count.
-int64_t prepare_token_file(const std::string& text_path, const std::string& out_path);
 
 }  // namespace axonn

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "trainer/data/llmc_writer.hpp"
 #include "trainer/data/token_data.hpp"
 
 namespace axonn {
@@ -48,24 +49,6 @@ class Fd {
     }
   }
 
-  void write_all(const unsigned char* in, int64_t n) const {
-    while (n > 0) {
-      const ssize_t put = ::write(fd_, in, static_cast<size_t>(std::min<int64_t>(n, kChunkBytes)));
-      if (put < 0 && errno == EINTR) continue;
-      if (put < 0) fail("cannot write");
-      in += put;
-      n -= put;
-    }
-  }
-
-  // fsync, then close: the data is on disk before the caller renames the file into place.
-  void sync_and_close() {
-    if (::fsync(fd_) != 0) fail("cannot fsync");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot close");
-  }
-
   [[noreturn]] void fail(const char* what) const {
     throw DataError(std::string(what) + " " + quoted(path_) + ": " + std::strerror(errno));
   }
@@ -92,12 +75,6 @@ int32_t le32(const unsigned char* p) {
   return static_cast<int32_t>(v);
 }
 
-void put_le32(unsigned char* p, uint32_t v) {
-  p[0] = static_cast<unsigned char>(v);
-  p[1] = static_cast<unsigned char>(v >> 8);
-  p[2] = static_cast<unsigned char>(v >> 16);
-  p[3] = static_cast<unsigned char>(v >> 24);
-}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -176,7 +153,7 @@ void convert(const unsigned char* in, int64_t n, int width, int32_t* out) {
 TokenFile read_token_file(const std::string& path, const std::string& format) {
   if (format != "auto" && format != "tokens" && format != "text")
     throw DataError("unknown data format '" + format + "' for " + quoted(path) +
-                    "; use \"auto\", \"tokens\" or \"text\"");
+                    "; use \"auto\", \"tokens\", \"text\" or \"megatron\"");
   const Fd fd = open_for_reading(path);
   const int64_t size = fd.size();
   if (size == 0)
@@ -218,50 +195,9 @@ TokenFile read_token_file(const std::string& path, const std::string& format) {
 }
 
 void write_llmc_file(const std::string& path, const std::vector<int32_t>& tokens) {
-  if (tokens.empty()) throw DataError("refusing to write " + quoted(path) + " with no tokens");
-  if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-    throw DataError("cannot write " + std::to_string(tokens.size()) + " tokens to " + quoted(path) +
-                    ": llm.c's header counts at most 2^31-1; split the input into several files");
-  const auto bad = std::find_if(tokens.begin(), tokens.end(), [](int32_t t) { return t < 0 || t > 65535; });
-  if (bad != tokens.end())
-    throw DataError("token id " + std::to_string(*bad) + " at position " + std::to_string(bad - tokens.begin()) +
-                    " does not fit llm.c's uint16 tokens (0..65535); cannot write " + quoted(path));
-
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  const int raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (raw < 0) throw DataError("cannot create " + quoted(tmp) + ": " + std::strerror(errno));
-  try {
-    Fd fd(raw, tmp);
-    unsigned char header[kLlmcHeaderBytes] = {};
-    put_le32(header, kLlmcMagic);
-    put_le32(header + 4, kLlmcVersion);
-    put_le32(header + 8, static_cast<uint32_t>(tokens.size()));
-    fd.write_all(header, kLlmcHeaderBytes);
-    std::vector<unsigned char> buffer(static_cast<size_t>(std::min<int64_t>(kChunkBytes, 2 * tokens.size())));
-    const int64_t per_chunk = static_cast<int64_t>(buffer.size()) / 2;
-    const int64_t count = static_cast<int64_t>(tokens.size());
-    for (int64_t done = 0; done < count; done += per_chunk) {
-      const int64_t n = std::min(per_chunk, count - done);
-      for (int64_t i = 0; i < n; ++i) {
-        const auto t = static_cast<uint32_t>(tokens[static_cast<size_t>(done + i)]);
-        buffer[static_cast<size_t>(2 * i)] = static_cast<unsigned char>(t);
-        buffer[static_cast<size_t>(2 * i + 1)] = static_cast<unsigned char>(t >> 8);
-      }
-      fd.write_all(buffer.data(), 2 * n);
-    }
-    fd.sync_and_close();
-    if (::rename(tmp.c_str(), path.c_str()) != 0)
-      throw DataError("cannot rename " + quoted(tmp) + " to " + quoted(path) + ": " + std::strerror(errno));
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
-}
-
-int64_t prepare_token_file(const std::string& text_path, const std::string& out_path) {
-  const TokenFile text = read_token_file(text_path, "text");
-  write_llmc_file(out_path, text.tokens);
-  return static_cast<int64_t>(text.tokens.size());
+  LlmcWriter writer(path, 65536);
+  writer.add_document(tokens);
+  writer.finish();
 }
 
 }  // namespace axonn

@@ -1,7 +1,7 @@
 #pragma once
 // Token files on disk (the formats are described in token_data.hpp): reading any of them into
-// int32 ids in one sequential pass, and writing llm.c's GPT-2 .bin. Used by TokenData::load,
-// prepare_token_file and `axonn data info`.
+// int32 ids in one sequential pass, and writing llm.c's GPT-2 .bin in one call (llmc_writer.hpp
+// streams). Used by TokenData::load and `axonn data info`.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -263,6 +263,13 @@ void Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float 
   backward(tokens, sync);
 }
 
+void Gpt::evaluate(const int32_t* tokens, const int32_t* targets, float* loss_sum) {
+  params_.refresh_weights();
+  // loss_scale 0: the classifier's gradient, computed with its forward, is zero and unused.
+  forward(tokens, targets, 0.0f);
+  backend_.sum(loss_sum, ce_.loss, m_);
+}
+
 void Gpt::forward(const int32_t* tokens, const int32_t* targets, float loss_scale) {
   const int64_t m = m_, c = c_, C = model_.hidden, T = model_.sequence;
   Communicator& x_group = grid_.axis(CommAxis::x);

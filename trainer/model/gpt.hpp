@@ -65,6 +65,11 @@ class Gpt {
   void forward_backward(const int32_t* tokens, const int32_t* targets, float loss_scale, float* loss_sum,
                         GradientSync* sync = nullptr);
 
+  // One micro-batch's loss without its gradient (a held-out evaluation): the forward only;
+  // loss_sum[0] += the sum of the per-token losses. Parameters, gradients and optimizer
+  // state are untouched.
+  void evaluate(const int32_t* tokens, const int32_t* targets, float* loss_sum);
+
   // The MoE blocks' routing since the last reset, summed over the blocks (micro_batches
   // counts each block's); all zero for a dense model.
   MoeStatistics moe_statistics() const;

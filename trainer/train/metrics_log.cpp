@@ -37,6 +37,7 @@ std::vector<TensorBoardScalar> tensorboard_scalars(const StepMetrics& m) {
     scalars.push_back({"moe/dropped_fraction", m.dropped_fraction});
     scalars.push_back({"moe/expert_load", m.expert_load});
   }
+  if (m.eval_loss) scalars.push_back({"eval/loss", *m.eval_loss});
   return scalars;
 }
 
@@ -56,6 +57,7 @@ void MetricsLog::write(const StepMetrics& m) {
   if (m.moe)
     std::fprintf(file_.get(), ", \"balance_loss\": %.9g, \"dropped_fraction\": %.6g, \"expert_load\": %.6g",
                  m.balance_loss, m.dropped_fraction, m.expert_load);
+  if (m.eval_loss) std::fprintf(file_.get(), ", \"eval_loss\": %.9g", *m.eval_loss);
   std::fputs("}\n", file_.get());
   std::fflush(file_.get());
   events_.write_scalars(m.step, unix_seconds_now(), tensorboard_scalars(m));

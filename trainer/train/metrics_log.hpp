@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "trainer/train/tensorboard_events.hpp"
@@ -30,6 +31,8 @@ struct StepMetrics {
   double balance_loss = 0;
   double dropped_fraction = 0;
   double expert_load = 0;
+  // The held-out loss (mean per token) of a step that ends with an evaluation (run.eval_interval).
+  std::optional<double> eval_loss;
 };
 
 class MetricsLog {

@@ -1,7 +1,9 @@
 #include "trainer/train/trainer.hpp"
 
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "config/config_error.hpp"
 #include "trainer/optim/lr_schedule.hpp"
@@ -45,12 +47,11 @@ bool shard_mode(const TrainingConfig& t) {
 
 }  // namespace
 
-Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data)
+Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const DataMixture& data)
     : backend_(backend),
       grid_(grid),
       job_(job),
       data_(data),
-      order_(job.training.seed, data.size(), job.model.sequence),
       split_(batch_split(job.model, batch_shape(job.training), grid.layout())),
       params_(backend, job.model, grid.layout(), grid.coords(), shard_mode(job.training)),
       model_(backend, grid, decided_model(job.model), split_.micro_batch, params_, overlap_mode(job.training),
@@ -62,7 +63,9 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const T
       inputs_(backend, static_cast<size_t>(split_.tokens)),
       targets_(backend, static_cast<size_t>(split_.tokens)),
       loss_sum_(backend, 1),
-      sample_seed_(job.training.seed) {
+      eval_sums_(backend, 2) {
+  cursor_ = data_.start();
+  if (data_.seed() != job.training.seed) data_.reseed(job.training.seed);
   params_.initialize(job.training.seed);
 }
 
@@ -70,16 +73,32 @@ Trainer::~Trainer() = default;
 
 double Trainer::learning_rate_of(int64_t step) const { return learning_rate(job_.training, step); }
 
-void Trainer::set_position(int64_t step, int64_t data_cursor, uint64_t sample_seed) {
+void Trainer::set_position(int64_t step, const MixtureCursor& cursor, uint64_t sample_seed) {
+  if (cursor.taken.size() != static_cast<size_t>(data_.source_count()))
+    throw std::invalid_argument("Trainer::set_position: a cursor of " + std::to_string(cursor.taken.size()) +
+                                " sources for data of " + std::to_string(data_.source_count()));
   step_ = step;
-  cursor_ = data_cursor;
-  if (sample_seed != sample_seed_) order_ = SampleOrder(sample_seed, data_.size(), job_.model.sequence);
-  sample_seed_ = sample_seed;
+  cursor_ = cursor;
+  if (sample_seed != data_.seed()) data_.reseed(sample_seed);
+}
+
+// This rank's samples of a global batch: sequences [j·b, (j+1)·b) of it (trainer.hpp).
+const SampleRef* Trainer::rank_samples(const std::vector<SampleRef>& batch) const {
+  const Coords& at = grid_.coords();
+  const int64_t coordinate = int64_t{at.data} * grid_.layout().z + at.z;
+  return batch.data() + coordinate * split_.sequences_per_rank;
+}
+
+void Trainer::read_micro_batch(const DataMixture& data, const SampleRef* samples) {
+  data.read(samples, split_.micro_batch, host_inputs_.data(), host_targets_.data());
+  inputs_.upload(host_inputs_);
+  targets_.upload(host_targets_);
 }
 
 StepReport Trainer::train_step(bool stop_requested, float busy_s) {
-  const Coords& at = grid_.coords();
-  const int64_t coordinate = int64_t{at.data} * grid_.layout().z + at.z;
+  MixtureCursor next = cursor_;
+  const std::vector<SampleRef> batch = data_.take(next, job_.training.global_batch);
+  const SampleRef* mine = rank_samples(batch);
   const int64_t global_tokens = int64_t{job_.training.global_batch} * job_.model.sequence;
   const float loss_scale = 1.0f / static_cast<float>(global_tokens);
 
@@ -87,13 +106,11 @@ StepReport Trainer::train_step(bool stop_requested, float busy_s) {
   model_.reset_moe_statistics();
   backend_.memset_zero(loss_sum_.data(), sizeof(float));
   for (int i = 0; i < split_.accumulation; ++i) {
-    const int64_t first = cursor_ + coordinate * split_.sequences_per_rank + int64_t{i} * split_.micro_batch;
+    const int64_t offset = int64_t{i} * split_.micro_batch;
     {
+      const int64_t first = cursor_.next + (mine - batch.data()) + offset;
       const TraceSpan span(trace_, "phase", "data", {{"first_sample", std::to_string(first)}});
-      read_samples(data_, order_, first, split_.micro_batch, job_.model.sequence, host_inputs_.data(),
-                   host_targets_.data());
-      inputs_.upload(host_inputs_);
-      targets_.upload(host_targets_);
+      read_micro_batch(data_, mine + offset);
     }
     // The last micro-batch's backward hands each block's finished gradients to the sync.
     GradientSync* last = i + 1 == split_.accumulation ? &sync_ : nullptr;
@@ -110,8 +127,36 @@ StepReport Trainer::train_step(bool stop_requested, float busy_s) {
     report.expert_load = moe.max_expert_load / static_cast<double>(moe.micro_batches);
   }
   ++step_;
-  cursor_ += job_.training.global_batch;
+  cursor_ = std::move(next);
   return report;
+}
+
+double Trainer::evaluate(const DataMixture& held_out, int batches) {
+  // The loss is counted where the optimizer counts it: once per (data, z) coordinate, on its
+  // x = y = 0 rank; then summed over the world with the token count.
+  const bool counts = grid_.coords().x == 0 && grid_.coords().y == 0;
+  MixtureCursor cursor = held_out.start();
+  backend_.memset_zero(loss_sum_.data(), sizeof(float));
+  double tokens = 0;
+  for (int b = 0; b < batches; ++b) {
+    const std::vector<SampleRef> batch = held_out.take(cursor, job_.training.global_batch);
+    const SampleRef* mine = rank_samples(batch);
+    for (int i = 0; i < split_.accumulation; ++i) {
+      read_micro_batch(held_out, mine + int64_t{i} * split_.micro_batch);
+      model_.evaluate(inputs_.data(), targets_.data(), loss_sum_.data());
+      tokens += static_cast<double>(split_.tokens);
+    }
+  }
+  backend_.memset_zero(eval_sums_.data(), 2 * sizeof(float));
+  if (counts) {
+    backend_.copy(eval_sums_.data(), loss_sum_.data(), sizeof(float));
+    const float counted = static_cast<float>(tokens);
+    backend_.copy_to_device(eval_sums_.data() + 1, &counted, sizeof(float));
+  }
+  grid_.world().all_reduce(eval_sums_.data(), 2, ElementType::float32);
+  grid_.world().synchronize();
+  const std::vector<float> totals = eval_sums_.download();
+  return totals[1] > 0 ? static_cast<double>(totals[0]) / totals[1] : 0.0;
 }
 
 }  // namespace axonn

@@ -1,6 +1,7 @@
 #pragma once
 // One rank's training state and its optimizer step. The global batch of step s is global
-// samples [cursor, cursor + B) (data/token_data.hpp); the (data, z) coordinate j = d·G_z + z
+// samples [cursor, cursor + B) of the data's schedule (data/data_mixture.hpp); the (data, z)
+// coordinate j = d·G_z + z
 // takes sequences [j·b, (j+1)·b) of it, b = B / (G_data·G_z), in A micro-batches of mb, so
 // every layout trains on the same samples and the loss is the mean over all B·T tokens.
 #include <cstdint>
@@ -12,7 +13,7 @@
 #include "core/trace_recorder.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/backend.hpp"
-#include "trainer/data/token_data.hpp"
+#include "trainer/data/data_mixture.hpp"
 #include "trainer/model/gpt.hpp"
 #include "trainer/model/parameter_store.hpp"
 #include "trainer/optim/gradient_sync.hpp"
@@ -25,7 +26,7 @@ class Trainer {
   // Parameters start from the layout-independent init of training.seed. training.recompute
   // and training.shard_optimizer must be decided: "auto" is decided per layout by the layout
   // model (resolved_modes, which run_training applies), so unset either throws ConfigError.
-  Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data);
+  Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const DataMixture& data);
   ~Trainer();
 
   // Runs step step(): A forward/backward micro-batches and the optimizer; then step() and
@@ -34,13 +35,20 @@ class Trainer {
   // (StepReport::rank_busy_s).
   StepReport train_step(bool stop_requested = false, float busy_s = 0.0f);
 
-  int64_t step() const { return step_; }           // optimizer steps done
-  int64_t data_cursor() const { return cursor_; }  // next global sample
-  uint64_t sample_seed() const { return sample_seed_; }
+  int64_t step() const { return step_; }                     // optimizer steps done
+  int64_t data_cursor() const { return cursor_.next; }       // next global sample
+  const MixtureCursor& mixture_cursor() const { return cursor_; }  // and the samples taken from each source
+  const DataMixture& data() const { return data_; }
+  uint64_t sample_seed() const { return data_.seed(); }
   double learning_rate_of(int64_t step) const;
-  // After a checkpoint load: continue at `step` with global sample `data_cursor` of the
-  // sample order keyed by `sample_seed` (the saved run's, whatever the job file says now).
-  void set_position(int64_t step, int64_t data_cursor, uint64_t sample_seed);
+  // After a checkpoint load: continue at `step` from `cursor` of the sample orders keyed by
+  // `sample_seed` (the saved run's, whatever the job file says now).
+  void set_position(int64_t step, const MixtureCursor& cursor, uint64_t sample_seed);
+
+  // The mean loss per token of `batches` global batches of `held_out` (its samples [0,
+  // batches·B), the same ones at every call), split over the ranks as a training batch is;
+  // forward only: no gradient, no optimizer state changes. Every rank calls it.
+  double evaluate(const DataMixture& held_out, int batches);
 
   // Each step's phases (data, each micro-batch's forward and backward, the optimizer) become
   // spans of `trace` (nullptr: none).
@@ -53,22 +61,25 @@ class Trainer {
   const JobConfig& job() const { return job_; }
 
  private:
+  const SampleRef* rank_samples(const std::vector<SampleRef>& batch) const;
+  // One micro-batch of `data`'s samples into inputs_ and targets_.
+  void read_micro_batch(const DataMixture& data, const SampleRef* samples);
+
   Backend& backend_;
   CommGrid& grid_;
   JobConfig job_;
-  const TokenData& data_;
-  SampleOrder order_;
+  DataMixture data_;
   BatchSplit split_;
   ParameterStore params_;
   Gpt model_;
   GradientSync sync_;
   Optimizer optimizer_;
   int64_t step_ = 0;
-  int64_t cursor_ = 0;
+  MixtureCursor cursor_;
   std::vector<int32_t> host_inputs_, host_targets_;
   DeviceBuffer<int32_t> inputs_, targets_;
   DeviceBuffer<float> loss_sum_;
-  uint64_t sample_seed_;
+  DeviceBuffer<float> eval_sums_;  // [loss sum, tokens] of an evaluation, summed over the world
   TraceRecorder* trace_ = nullptr;
 };
 

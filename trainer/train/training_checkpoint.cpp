@@ -9,6 +9,7 @@
 #include "checkpoint/reader.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "layout/model_plan.hpp"
+#include "trainer/train/data_position.hpp"
 
 namespace axonn {
 namespace {
@@ -163,7 +164,7 @@ std::chrono::nanoseconds TrainingCheckpoint::save(double last_lr) {
     Metadata& md = spec.metadata;
     md.layout = format_layout_with_order(trainer_.grid().layout());
     md.model_config = model_config_text(trainer_.job().model);
-    md.data_cursor = trainer_.data_cursor();
+    write_data_position(md, trainer_.data(), trainer_.mixture_cursor());
     md.rng_state = seed_bytes(trainer_.sample_seed());
     md.ints["step"] = trainer_.step();
     md.ints["training.global_batch"] = trainer_.job().training.global_batch;
@@ -235,8 +236,10 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
     throw FormatError(result.step_dir.string(), "resume",
                       "the checkpoint's metadata does not record step " + std::to_string(result.step) +
                           " (meta.int.step); it was not written by axonn train");
-  trainer_.set_position(result.step, result.metadata.data_cursor,
-                        seed_from_bytes(result.metadata.rng_state, trainer_.sample_seed()));
+  DataPosition position =
+      read_data_position(result.metadata, trainer_.data(), data_changed_, result.step_dir.string());
+  data_change_ = std::move(position.changed);
+  trainer_.set_position(result.step, position.cursor, seed_from_bytes(result.metadata.rng_state, trainer_.sample_seed()));
   return result;
 }
 

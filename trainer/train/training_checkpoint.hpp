@@ -54,6 +54,10 @@ class TrainingCheckpoint {
   // Throws RequestMismatch naming both configs when the checkpoint is of another model, and
   // the checkpoint library's typed errors (checksum, missing shard, format) otherwise.
   std::optional<LoadResult> load(bool fallback, std::optional<int64_t> step = std::nullopt);
+  // A resume on data other than the checkpoint's (data_position.hpp) goes on instead of
+  // throwing DataError; data_change() then says what changed, for the log.
+  void allow_data_change(bool allowed) { data_changed_ = allowed; }
+  const std::string& data_change() const { return data_change_; }
 
   // Keeps the committed steps newer than `start_step` (those a resume fell back past, or
   // that `latest` no longer named) out of every later save's retention; returns them.
@@ -78,6 +82,8 @@ class TrainingCheckpoint {
   std::vector<StateSlice> load_slices_;  // what it reads on resume: the same with every parameter whole
   std::vector<float> staging_;      // host copy of params | m | v when the device is not the host
   std::vector<int64_t> protected_steps_;
+  bool data_changed_ = false;
+  std::string data_change_;
 };
 
 }  // namespace axonn

@@ -288,7 +288,7 @@ struct BusyInterval {
 // reads, the directory's lock last.
 class TrainingRun {
  public:
-  TrainingRun(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
+  TrainingRun(Backend& backend, CommGrid& grid, const JobConfig& job, const TrainingData& data,
               const TrainingRunOptions& options)
       : backend_(backend),
         grid_(grid),
@@ -307,8 +307,10 @@ class TrainingRun {
         lock_(open_run_directory(backend, world_, job.checkpoint.dir, run_directory_options(job, options))),
         before_(memory_baseline(backend)),
         // Only a traced run puts the observer between the trainer and its backend.
-        trainer_(job.run.trace_steps ? static_cast<Backend&>(observed_backend_) : backend, grid, decided_.job, data),
+        trainer_(job.run.trace_steps ? static_cast<Backend&>(observed_backend_) : backend, grid, decided_.job,
+                 data.train),
         checkpoint_(job.checkpoint.dir, trainer_, world_.rank(), saver_options(job, options, trace_)) {
+    checkpoint_.allow_data_change(options.data_changed);
     trace_.name_this_thread("compute");
     grid_.trace_into(&trace_);
     trainer_.trace_into(&trace_);
@@ -322,6 +324,7 @@ class TrainingRun {
   TrainingRunResult run() {
     TrainingRunResult result;
     result.start_step = resume(checkpoint_, backend_, world_, format_layout_with_order(grid_.layout()), options_.fallback, lead_);
+    if (lead_ && !checkpoint_.data_change().empty()) spdlog::warn("checkpoint: {}", checkpoint_.data_change());
     startup_.mark("checkpoint_loaded");
     if (options_.init_only) {
       save_initial_state(result.start_step);
@@ -376,7 +379,10 @@ class TrainingRun {
     metrics_ = std::make_unique<MetricsLog>(std::filesystem::path(job_.run.dir) / "metrics.jsonl");
     spdlog::info("train: {} steps of {} sequences x {} tokens; per rank {} micro-batch(es) of {}; data: {}", t.steps,
                  t.global_batch, job_.model.sequence, trainer_.split().accumulation, trainer_.split().micro_batch,
-                 data_.description());
+                 data_.train.description());
+    if (data_.held_out && job_.run.eval_interval > 0)
+      spdlog::info("train: every {} steps, the loss of {} held-out samples of {}", job_.run.eval_interval,
+                   int64_t{job_.run.eval_batches} * t.global_batch, data_.held_out->description());
     spdlog::info(
         "train: predicted step {:.4f} s (compute {:.4f} s, communication {:.4f} s, of it hidden behind compute "
         "{:.4f} s and filled by other ranks' compute on shared cores {:.4f} s, keeping those cores busy {:.4f} s), "
@@ -467,6 +473,7 @@ class TrainingRun {
       m.balance_loss = report.balance_loss;
       m.dropped_fraction = report.dropped_fraction;
       m.expert_load = report.expert_load;
+      if (evaluates(m.step)) m.eval_loss = evaluate();
       totals.tokens_per_s_sum += m.tokens_per_s;
       totals.mfu_sum += m.mfu;
       totals.step_time.add(step_s);
@@ -494,6 +501,23 @@ class TrainingRun {
     // A run that stopped inside the traced steps (preempted, or fewer steps) writes what it has.
     if (job_.run.trace_steps && !trace_written_ && trace_.traced_events() > 0) write_trace();
     return totals;
+  }
+
+  // The held-out loss (Trainer::evaluate); its collectives stay out of the step's counters,
+  // which the summary compares with the layout model's bytes per step.
+  double evaluate() {
+    grid_.synchronize();
+    const CommGrid::CounterState steps = grid_.counter_state();
+    const double loss = trainer_.evaluate(*data_.held_out, job_.run.eval_batches);
+    grid_.synchronize();
+    grid_.restore_counters(steps);
+    return loss;
+  }
+
+  // Whether step `step` (1-based, done) ends with a held-out evaluation: every
+  // run.eval_interval steps, on every rank alike.
+  bool evaluates(int64_t step) const {
+    return data_.held_out && job_.run.eval_interval > 0 && step % job_.run.eval_interval == 0;
   }
 
   // Rank 0: the ranks' busy seconds of the previous step (StepReport::rank_busy_s) added up
@@ -576,6 +600,9 @@ class TrainingRun {
             "(max/mean tokens per expert)",
             m.step, t.steps, m.balance_loss, 100.0 * m.dropped_fraction, m.expert_load);
     }
+    if (m.eval_loss)
+      spdlog::info("step {}/{} | held-out loss {:.4f} ({} samples)", m.step, t.steps, *m.eval_loss,
+                   int64_t{job_.run.eval_batches} * t.global_batch);
   }
 
   // The final save: at the end of training or on a stop vote. Every rank waits for its shard
@@ -719,7 +746,7 @@ class TrainingRun {
   CommGrid& grid_;
   Communicator& world_;
   const JobConfig& job_;
-  const TokenData& data_;
+  const TrainingData& data_;
   const TrainingRunOptions& options_;
   const bool lead_;  // rank 0 narrates, writes metrics.jsonl and summary.json
   StartupTimes startup_;
@@ -741,7 +768,7 @@ class TrainingRun {
 
 }  // namespace
 
-TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
+TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TrainingData& data,
                                const TrainingRunOptions& options) {
   return TrainingRun(backend, grid, job, data, options).run();
 }

@@ -16,7 +16,7 @@
 #include "comm/comm_grid.hpp"
 #include "config/job_config.hpp"
 #include "trainer/backend.hpp"
-#include "trainer/data/token_data.hpp"
+#include "trainer/data/data_mixture.hpp"
 #include "trainer/train/startup_times.hpp"
 
 namespace axonn {
@@ -25,6 +25,7 @@ struct TrainingRunOptions {
   ChooserInput plan;                     // model, batch and machine: predicted time, memory, bytes
   std::string layout_origin;             // one line: where the layout came from and why
   bool fallback = false;                 // resume from an older step when the newest is unusable
+  bool data_changed = false;             // resume on other data than the checkpoint's (data_position.hpp)
   bool init_only = false;                // save the initial state as step 0 and return, no training
   LockOwner lock_owner;                  // rank 0 holds the checkpoint directory's lock as this owner
   bool break_lock = false;               // take over a lock record another host left (dir_lock.hpp)
@@ -43,7 +44,7 @@ struct TrainingRunResult {
   bool already_finished = false;  // the checkpoint was at training.steps already: nothing was done
 };
 
-TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TokenData& data,
+TrainingRunResult run_training(Backend& backend, CommGrid& grid, const JobConfig& job, const TrainingData& data,
                                const TrainingRunOptions& options);
 
 }  // namespace axonn
