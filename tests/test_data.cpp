@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data_error.hpp"
 #include "scratch_dir.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/data/token_file.hpp"
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 
 // A fresh folder per test, removed afterwards.
 using DataFiles = axonn::test::ScratchDirTest;
+using test::expect_data_error;
 
 std::string le32(uint32_t v) {
   std::string s(4, '\0');
@@ -50,18 +52,6 @@ std::vector<int32_t> all_tokens(const TokenData& data) {
   std::vector<int32_t> tokens(static_cast<size_t>(data.size()));
   data.copy(0, data.size(), tokens.data());
   return tokens;
-}
-
-// Runs `f`, expecting a DataError whose message contains every one of `parts`.
-template <typename F>
-void expect_data_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no DataError";
-  } catch (const DataError& e) {
-    const std::string message = e.what();
-    for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
-  }
 }
 
 // ---- token files ----------------------------------------------------------------------------

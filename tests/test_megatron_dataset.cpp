@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data_error.hpp"
 #include "process_helpers.hpp"
 #include "scratch_dir.hpp"
 #include "trainer/data/data_mixture.hpp"
@@ -24,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::contains;
+using test::expect_data_error;
 using test::kAxonn;
 using test::kSourceDir;
 using test::run_command;
@@ -90,18 +92,6 @@ class MegatronData : public test::ScratchDirTest {
     for (const auto& doc : docs) writer.add_document(doc);
     writer.finish();
     return path(name);
-  }
-
-  // Runs `f`, expecting a DataError whose message contains every one of `parts`.
-  template <typename F>
-  static void expect_data_error(F f, const std::vector<std::string>& parts) {
-    try {
-      f();
-      ADD_FAILURE() << "no DataError";
-    } catch (const DataError& e) {
-      const std::string message = e.what();
-      for (const auto& p : parts) EXPECT_TRUE(contains(message, p)) << "'" << p << "' not in: " << message;
-    }
   }
 };
 

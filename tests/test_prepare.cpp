@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data_error.hpp"
 #include "runner/prepare/documents.hpp"
 #include "runner/prepare/prepare_pipeline.hpp"
 #include "runner/prepare/progress_line.hpp"
@@ -22,19 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace axonn;
+using axonn::test::expect_data_error;
 
 class Prepare : public axonn::test::ScratchDirTest {};
-
-template <typename F>
-void expect_data_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no DataError";
-  } catch (const DataError& e) {
-    const std::string message = e.what();
-    for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
-  }
-}
 
 std::vector<std::string> read_all(DocumentReader& reader, int64_t batch_bytes) {
   std::vector<std::string> all, batch;

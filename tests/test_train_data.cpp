@@ -23,17 +23,6 @@ using namespace axonn::test;
 constexpr double kLossTolerance = 2e-5;
 constexpr float kWeightTolerance = 2e-5f;
 
-// ~24 KB of text unlike the built-in corpus: numbered lines of letters in a rotating order.
-std::string other_text() {
-  std::string text;
-  for (int i = 0; i < 800; ++i) {
-    text += std::to_string(i * 7919 % 1000) + " ";
-    for (int j = 0; j < 24; ++j) text.push_back(static_cast<char>('a' + (i * 5 + j * 3) % 26));
-    text += "\n";
-  }
-  return text;
-}
-
 // The tiny job on a mixture of the built-in corpus (weight `a`) and other.txt (weight `b`).
 std::string mixture_job(int steps, int interval, double a, double b, const std::string& data_extra = "") {
   return tiny_job(steps, interval) + "[data]\n" + data_extra +

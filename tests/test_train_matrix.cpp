@@ -62,17 +62,6 @@ std::string case_job(const MatrixCase& c) {
   return job;
 }
 
-// The mixture's second source: 32 KB of text unlike the built-in corpus.
-std::string other_text() {
-  std::string text;
-  for (int i = 0; i < 1000; ++i) {
-    text += std::to_string(i * 7919 % 1000) + " ";
-    for (int j = 0; j < 28; ++j) text.push_back(static_cast<char>('a' + (i * 5 + j * 3) % 26));
-    text += "\n";
-  }
-  return text;
-}
-
 std::string case_overrides(const MatrixCase& c) {
   return "training.recompute=" + c.level.at("recompute") + " training.shard_optimizer=" +
          c.level.at("shard_optimizer") + " training.overlap_comm=" + c.level.at("overlap_comm") +

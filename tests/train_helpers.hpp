@@ -35,6 +35,18 @@ inline std::string tiny_job(int steps, int interval) {
          std::to_string(interval) + "\nkeep = 4\n[run]\ndir = \"run\"\nlog_interval = 1\n";
 }
 
+// A second source for data mixtures (docs/data.md): ~32 KB of numbered lines of letters in a
+// rotating order, text unlike the built-in corpus, so a mixture's losses differ from its.
+inline std::string other_text() {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) {
+    text += std::to_string(i * 7919 % 1000) + " ";
+    for (int j = 0; j < 28; ++j) text.push_back(static_cast<char>('a' + (i * 5 + j * 3) % 26));
+    text += "\n";
+  }
+  return text;
+}
+
 // A fresh directory under the build tree for one test, removed by the caller's TearDown.
 inline std::filesystem::path fresh_dir(const std::string& name) {
   const auto dir = std::filesystem::path(kBinaryDir) / "test-train" / (name + "-" + std::to_string(getpid()));

@@ -18,37 +18,14 @@
 #include <vector>
 
 #include "fuzz_checks.hpp"
+#include "fuzz_scratch_dir.hpp"
 #include "runner/prepare/documents.hpp"
 #include "trainer/data/token_data.hpp"
 
-namespace {
-
 using axonn::fuzz::require;
 
-// A folder of this process for the file under test, removed at exit.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : tmp ? tmp : "/tmp";
-    std::string pattern = base + "/axonn-fuzz-jsonl-XXXXXX";
-    require(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const ScratchDir scratch;
+  static const axonn::fuzz::ScratchDir scratch("jsonl");
   if (size == 0) return 0;
   const int64_t batch_bytes = int64_t{1} << (data[0] % 21);
   const std::string path = scratch.path() + "/docs.jsonl";

@@ -18,32 +18,13 @@
 #include <string>
 
 #include "fuzz_checks.hpp"
+#include "fuzz_scratch_dir.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/data/token_file.hpp"
 
 namespace {
 
 using axonn::fuzz::require;
-
-// A folder of this process for the file under test, removed at exit.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string base = std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : tmp ? tmp : "/tmp";
-    std::string pattern = base + "/axonn-fuzz-token-XXXXXX";
-    require(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 void check_message(const axonn::DataError& e, const std::string& path) {
   const std::string m = e.what();
@@ -54,7 +35,7 @@ void check_message(const axonn::DataError& e, const std::string& path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const ScratchDir scratch;
+  static const axonn::fuzz::ScratchDir scratch("token");
   if (size == 0) return 0;
   static const char* const kFormats[] = {"auto", "tokens", "text", "auto"};
   static const int kVocabs[] = {256, 50257, 65536, 128256, 2, 1, 1 << 30, 2147483647};
