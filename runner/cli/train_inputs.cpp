@@ -75,11 +75,13 @@ void check_wrapper_preempt_signal(const TrainInputs& inputs) {
 
 namespace {
 
-// A token file (or the built-in corpus, for an empty path) whose ids all fit the model.
+// A token file (or the built-in corpus, for an empty path) whose ids all fit the model and
+// that holds at least `min_samples` samples: one pass over the ids (a mapped corpus is read
+// once per rank at start-up, not twice).
 std::shared_ptr<const TokenData> load_checked(const std::string& path, const std::string& format,
-                                              const JobConfig& job) {
+                                              const JobConfig& job, int min_samples) {
   TokenData data = path.empty() ? builtin_corpus() : TokenData::load({path, format});
-  data.validate(job.model.vocab, job.model.sequence, 1);
+  data.validate(job.model.vocab, job.model.sequence, min_samples);
   return std::make_shared<const TokenData>(std::move(data));
 }
 
@@ -92,9 +94,10 @@ TrainingData load_train_data(const JobConfig& job) {
   std::vector<DataMixture::Source> train, held_out;
   const std::vector<DataSourceConfig> sources = job.data.training_sources();
   for (const DataSourceConfig& source : sources) {
-    const std::shared_ptr<const TokenData> data = load_checked(source.path, source.format, job);
-    if (job.data.valid_fraction <= 0) {
-      data->validate(job.model.vocab, sequence, job.training.global_batch);
+    const bool holds_out = job.data.valid_fraction > 0;
+    const std::shared_ptr<const TokenData> data =
+        load_checked(source.path, source.format, job, holds_out ? 1 : job.training.global_batch);
+    if (!holds_out) {
       train.push_back({data, 0, data->size(), source.weight});
       continue;
     }
@@ -114,7 +117,7 @@ TrainingData load_train_data(const JobConfig& job) {
     held_out.push_back({data, trained * sequence, held * sequence + 1, source.weight});
   }
   if (!job.data.valid.empty()) {
-    const std::shared_ptr<const TokenData> data = load_checked(job.data.valid, job.data.valid_format, job);
+    const std::shared_ptr<const TokenData> data = load_checked(job.data.valid, job.data.valid_format, job, 1);
     held_out.push_back({data, 0, data->size(), 1.0});
   }
   TrainingData result{DataMixture(std::move(train), job.training.seed, sequence), std::nullopt};
