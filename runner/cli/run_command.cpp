@@ -1,6 +1,10 @@
-// axonn run -n N [--nodes-sim K] [--grace-ms G] job.toml | train job.toml | selftest [args] | calibrate [args] | -- CMD
-// [args] The local launcher: hosts a PMIx server and runs N ranks on this machine, like `srun --label`. A job TOML runs
+// axonn run -n N [--nodes-sim K] [--grace-ms G] [--max-restarts R] job.toml | train job.toml | selftest [args] |
+// calibrate [args] | -- CMD [args]
+// The local launcher: hosts a PMIx server and runs N ranks on this machine, like `srun --label`. A job TOML runs
 // `axonn train job.toml` on every rank; an axonn subcommand name runs that subcommand; after `--`, any command.
+// With --max-restarts R, a job that fails starts again, up to R times, on the pretend nodes
+// left (pmix/restart_plan.hpp); a training run resumes from its newest checkpoint, and its
+// rank 0 reports the recovery from the AXONN_RECOVERY times the launcher hands it.
 //
 // Everything is checked before the first rank starts, and a bad input is exit 2 (3 when no
 // layout fits): the rank count against what this machine can hold (pmix/local_capacity.hpp),
@@ -8,26 +12,31 @@
 // a training run (a .toml first, or `train`) its options, site, job TOML, overrides, data
 // file, wrapper signal and layout, decided as every rank would for these N ranks, and for
 // `calibrate` its options, site, job, output file and the link tiers it must measure.
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "runner/cli/args.hpp"
+#include "checkpoint/step_dir.hpp"
+#include "core/exit_codes.hpp"
 #include "runner/calibrate/calibrate_inputs.hpp"
 #include "runner/calibrate/calibrate_links.hpp"
+#include "runner/cli/args.hpp"
 #include "runner/cli/commands.hpp"
 #include "runner/cli/run_layout.hpp"
 #include "runner/cli/train_inputs.hpp"
-#include "core/exit_codes.hpp"
 #include "runner/pmix/local_capacity.hpp"
 #include "runner/pmix/local_launcher.hpp"
+#include "runner/pmix/restart_plan.hpp"
 #include "runner/pmix/worker_process.hpp"
 #include "trainer/data/megatron_dataset.hpp"
 #include "trainer/data/token_data.hpp"
@@ -62,12 +71,18 @@ Topology local_topology(const LocalJobOptions& opt) {
   return t;
 }
 
+// What a restart at another size checks again: the layout for the ranks that are left.
+struct TrainCheck {
+  TrainInputs inputs;
+  std::optional<std::string> layout_option;
+};
+
 // `axonn train WORDS` on these ranks, checked here as its ranks would check it, so a bad
-// job stops before any process starts. `--help` is left to the ranks.
-void check_train_command(const CommandArgs& words, const LocalJobOptions& opt) {
+// job stops before any process starts. `--help` is left to the ranks (nullopt).
+std::optional<TrainCheck> check_train_command(const CommandArgs& words, const LocalJobOptions& opt) {
   const Args args(words, train_option_specs());
-  if (args.has("help")) return;
-  const TrainInputs inputs = load_train_inputs(args);
+  if (args.has("help")) return std::nullopt;
+  TrainInputs inputs = load_train_inputs(args);
   check_wrapper_preempt_signal(inputs);
   args.integer("timeout-ms", kTimeoutMsMin, kTimeoutMsMax);
   struct Named {
@@ -86,6 +101,7 @@ void check_train_command(const CommandArgs& words, const LocalJobOptions& opt) {
   // vocabulary): one read more, which leaves the file in the page cache the ranks read from.
   load_train_data(inputs.job);
   decide_run_layout(local_topology(opt), inputs.site.config, inputs.job, args.value("layout"));
+  return TrainCheck{std::move(inputs), args.value("layout")};
 }
 
 // `axonn calibrate WORDS` on these ranks, checked here as its ranks would check it.
@@ -96,6 +112,23 @@ void check_calibrate_command(const CommandArgs& words, const LocalJobOptions& op
   plan_links(local_topology(opt), inputs.site.config, inputs.tiers);
 }
 
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// "the newest committed checkpoint is step 40 in checkpoints/tiny", or that there is none.
+std::string newest_checkpoint(const JobConfig& job) {
+  std::optional<int64_t> step;
+  try {
+    step = read_latest(job.checkpoint.dir);
+  } catch (const std::exception& e) {
+    return "checkpoint.dir " + job.checkpoint.dir + ": " + e.what();
+  }
+  if (!step) return "no checkpoint is committed in " + job.checkpoint.dir;
+  return "the newest committed checkpoint is step " + std::to_string(*step) + " in " + job.checkpoint.dir +
+         "; resume it at a size a layout fits";
+}
+
 }  // namespace
 
 int command_run(const CommandArgs& argv) {
@@ -104,6 +137,8 @@ int command_run(const CommandArgs& argv) {
       {"ranks", true, "same as -n"},
       {"nodes-sim", true, "pretend nodes to split the ranks over (default 1)"},
       {"grace-ms", true, "after a rank fails: SIGTERM, then SIGKILL after this long (default 3000)"},
+      {"max-restarts", true,
+       "after a failure, start the job again (on the pretend nodes left) up to this many times (default 0)"},
       {"help", false, "this help"},
   };
   // The launcher's options come first; from the first other word on, everything belongs
@@ -127,7 +162,8 @@ int command_run(const CommandArgs& argv) {
     if (takes_value && i + 1 < argv.size()) own.push_back(argv[++i]);
   }
   const char* const usage =
-      "axonn run -n N [--nodes-sim K] job.toml | selftest [args] | calibrate [args] | -- CMD [args]";
+      "axonn run -n N [--nodes-sim K] [--max-restarts R] job.toml | selftest [args] | calibrate [args] | -- CMD "
+      "[args]";
   const std::optional<Args> parsed = parse_or_usage(own, specs, usage);
   if (!parsed) return exit_code::ok;
   if (command.empty()) {
@@ -144,13 +180,16 @@ int command_run(const CommandArgs& argv) {
   opt.grace = std::chrono::milliseconds(args.integer("grace-ms", 0, 600'000).value_or(3000));
   if (const auto problem = local_capacity_problem(opt.ranks, read_machine_limits())) throw UsageError(*problem);
 
+  const int max_restarts = static_cast<int>(args.integer("max-restarts", 0, 1000).value_or(0));
+
   const auto& rest = command;
+  std::optional<TrainCheck> train;  // a training run's inputs, for a restart at another size
   if (after_dashes) {
     opt.argv = rest;
   } else if (ends_with(rest[0], ".toml") || rest[0] == "train") {
     opt.argv = {self_executable(), "train"};
     opt.argv.insert(opt.argv.end(), rest.begin() + (rest[0] == "train" ? 1 : 0), rest.end());
-    check_train_command(CommandArgs(opt.argv.begin() + 2, opt.argv.end()), opt);
+    train = check_train_command(CommandArgs(opt.argv.begin() + 2, opt.argv.end()), opt);
   } else if (is_axonn_command(rest[0])) {
     opt.argv = {self_executable()};
     opt.argv.insert(opt.argv.end(), rest.begin(), rest.end());
@@ -163,18 +202,45 @@ int command_run(const CommandArgs& argv) {
   const char* path = std::getenv("PATH");
   resolve_executable(opt.argv[0], path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
   raise_open_file_limit(opt.ranks);
-  opt.extra_env = {"AXONN_LAUNCHER=local"};
-  const LocalJobResult result = run_local_job(opt);
-  if (!result.failure.empty()) {
+
+  std::string recovery;  // after a failure: when the launcher saw it and when the last rank had exited
+  for (int restarts = 0;; ++restarts) {
+    opt.extra_env = {"AXONN_LAUNCHER=local", "AXONN_RESTART=" + std::to_string(restarts)};
+    if (!recovery.empty()) opt.extra_env.push_back("AXONN_RECOVERY=" + recovery);
+    const LocalJobResult result = run_local_job(opt);
+    if (result.failure.empty()) {
+      if (result.exit_code == exit_code::preempted)
+        std::fprintf(stderr,
+                     "axonn run: every rank exited with %d: stopped after a committed checkpoint; run it again "
+                     "to resume\n",
+                     exit_code::preempted);
+      return result.exit_code;
+    }
     std::fprintf(stderr, "axonn run: %s; stopped the other ranks\n", result.failure.c_str());
-    return result.exit_code;
+    const RestartPlan plan = plan_restart(opt, result, restarts, max_restarts);
+    if (!plan.restart) {
+      if (max_restarts > 0) std::fprintf(stderr, "axonn run: no restart: %s\n", plan.why.c_str());
+      return result.exit_code;
+    }
+    if (train && plan.ranks != opt.ranks) {
+      LocalJobOptions next = opt;
+      next.ranks = plan.ranks;
+      next.nodes_sim = plan.nodes_sim;
+      try {
+        decide_run_layout(local_topology(next), train->inputs.site.config, train->inputs.job, train->layout_option);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "axonn run: no restart: no layout runs the job on the %d ranks left: %s; %s\n", plan.ranks,
+                     e.what(), newest_checkpoint(train->inputs.job).c_str());
+        return e.exit_code();
+      }
+    }
+    opt.ranks = plan.ranks;
+    opt.nodes_sim = plan.nodes_sim;
+    std::fprintf(stderr, "axonn run: restart %d of %d: %s, %.2f s after the failure\n", restarts + 1, max_restarts,
+                 plan.why.c_str(), unix_seconds() - result.failed_unix_s);
+    // The next attempt's rank 0 reports the recovery, phase by phase, from these two times.
+    recovery = fmt::format("{:.6f} {:.6f}", result.failed_unix_s, result.ended_unix_s);
   }
-  if (result.exit_code == exit_code::preempted)
-    std::fprintf(stderr,
-                 "axonn run: every rank exited with %d: stopped after a committed checkpoint; run it again "
-                 "to resume\n",
-                 exit_code::preempted);
-  return result.exit_code;
 }
 
 }  // namespace axonn

@@ -130,6 +130,8 @@ int command_train(const CommandArgs& argv) {
     return exit_code::ok;
   }
   check_wrapper_preempt_signal(inputs);
+  const std::optional<RecoveryTimes> recovery =
+      recovery_times_from_environment();  // a restart's launcher says when it failed
   keep_only_preempt_signal(preempt_signal_number(job.run.preempt_signal));
 
   PmixClient client;
@@ -191,6 +193,7 @@ int command_train(const CommandArgs& argv) {
   options.save_token = topology.nspace;
   options.stop_requested = [] { return g_stop_signal != 0; };
   options.startup = std::move(startup);
+  options.recovery = recovery;
   for (const int node : topology.node_of_rank)
     options.rank_hosts.push_back(topology.hostnames[static_cast<size_t>(node)]);
   const TrainingRunResult result = run_training(*backend, grid, job, data, options);

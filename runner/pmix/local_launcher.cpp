@@ -41,6 +41,10 @@ void wake(unsigned char what) {
 
 void on_signal(int sig) { wake(static_cast<unsigned char>(sig)); }
 
+double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // A stop signal repeated within this window of the first is the same request; a person who
 // means "stop now" sends the second one after seeing the first did not stop the job.
 constexpr std::chrono::milliseconds kRepeatWindow{1000};
@@ -129,6 +133,7 @@ struct Rank {
   WorkerProcess process;
   std::optional<LabelledOutput> out, err;  // absent without labels: bytes pass through
   bool running = false;
+  bool sent_kill = false;  // the launcher sent it SIGKILL
   int stopped_by = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0
 };
 
@@ -178,6 +183,7 @@ class LocalJob {
   Clock::time_point stop_signal_at_;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> drain_until_;
+  double ended_unix_s_ = 0;
 };
 
 LocalJob::~LocalJob() {
@@ -228,6 +234,7 @@ LocalJobResult LocalJob::run() {
   loop();
   settle_exit_code();
   result_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  result_.ended_unix_s = ended_unix_s_;
   return result_;
 }
 
@@ -307,6 +314,7 @@ void LocalJob::handle_wake_bytes() {
     for (ssize_t i = 0; i < n; ++i) {
       const int what = bytes[i];
       if (what == SIGCHLD) continue;  // reap() runs after every wake-up
+      if (what == SIGINT || what == SIGTERM) result_.interrupted = true;
       if (what == kRankConnected) {
         std::lock_guard lock(events_mu_);
         if (connected_count_ == opt_.ranks && result_.connected_s < 0) {
@@ -403,8 +411,9 @@ void LocalJob::reap() {
     }
     r.running = false;
     r.stopped_by = 0;
-    --running_;
+    if (--running_ == 0) ended_unix_s_ = unix_now_s();
     RankExit& e = result_.exits[i];
+    e.killed_by_launcher = r.sent_kill;
     if (WIFEXITED(status)) e.exit_status = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) e.signal = WTERMSIG(status);
     {
@@ -428,6 +437,7 @@ void LocalJob::fail(const std::string& why, int exit_code, int stop_signal) {
   stopping_ = true;
   result_.failure = why;
   result_.exit_code = exit_code;
+  result_.failed_unix_s = unix_now_s();
   spdlog::debug("axonn run: {}; stopping the job", why);
   if (running_ > 0 && stop_signal != 0) signal_group(stop_signal);
   kill_stopped_ranks();
@@ -443,6 +453,7 @@ void LocalJob::kill_stopped_ranks() {
     result_.failure += "; rank " + std::to_string(i) + " (pid " + std::to_string(r.process.pid) + ") was stopped by " +
                        signal_abbrev(r.stopped_by) + " and is killed";
     kill(r.process.pid, SIGKILL);
+    r.sent_kill = true;
     r.stopped_by = 0;
   }
 }
@@ -460,7 +471,10 @@ void LocalJob::settle_exit_code() {
 }
 
 void LocalJob::signal_group(int sig) {
-  if (group_ > 0) kill(-group_, sig);  // never kill(0): that is the launcher's own group
+  if (group_ <= 0) return;
+  kill(-group_, sig);  // never kill(0): that is the launcher's own group
+  if (sig == SIGKILL)
+    for (auto& r : ranks_) r.sent_kill = r.sent_kill || r.running;
 }
 
 }  // namespace

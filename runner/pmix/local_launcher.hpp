@@ -50,6 +50,7 @@ struct RankExit {
   int exit_status = -1;    // when it exited (else -1)
   int signal = 0;          // when a signal killed it (else 0)
   bool connected = false;  // its PMIx_Init reached the server
+  bool killed_by_launcher = false;  // the launcher had sent it SIGKILL (the grace period ended, it was stopped, ...)
 };
 
 struct LocalJobResult {
@@ -58,6 +59,9 @@ struct LocalJobResult {
   std::vector<RankExit> exits;  // [ranks], in rank order
   double connected_s = -1;      // launcher start to every rank connected; -1 if some never did
   double wall_s = 0;            // launcher start to the last rank's exit
+  bool interrupted = false;     // a SIGINT or SIGTERM reached the launcher: the job was asked to stop
+  double failed_unix_s = 0;     // wall clock when the launcher saw the first failure (0: none)
+  double ended_unix_s = 0;      // wall clock when the last rank had exited
 };
 
 // Runs the job and blocks until every rank has exited. exit_code follows the failure:

@@ -1,7 +1,10 @@
 #include "trainer/train/metrics_log.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <vector>
 
@@ -61,6 +64,26 @@ void MetricsLog::write(const StepMetrics& m) {
   std::fputs("}\n", file_.get());
   std::fflush(file_.get());
   events_.write_scalars(m.step, unix_seconds_now(), tensorboard_scalars(m));
+}
+
+std::optional<int64_t> last_logged_step(const std::filesystem::path& path) {
+  // Only the tail: a month-long run's file has millions of lines, and a line is a few hundred bytes.
+  constexpr std::streamoff kTail = 64 * 1024;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return std::nullopt;
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - kTail));
+  std::optional<int64_t> last;
+  const std::string key = "\"step\": ";
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find(key);
+    if (at == std::string::npos) continue;
+    const char* digits = line.c_str() + at + key.size();
+    char* end = nullptr;
+    const long long step = std::strtoll(digits, &end, 10);
+    if (end != digits) last = step;
+  }
+  return last;
 }
 
 }  // namespace axonn

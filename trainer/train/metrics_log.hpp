@@ -59,4 +59,8 @@ class MetricsLog {
   TensorBoardEvents events_;
 };
 
+// The step of the last line of the metrics file at `path` that names one ("step": N); nullopt
+// when the file is absent or names none. A restarted run counts the steps it does again with it.
+std::optional<int64_t> last_logged_step(const std::filesystem::path& path);
+
 }  // namespace axonn

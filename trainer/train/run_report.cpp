@@ -158,7 +158,9 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& r) {
   std::snprintf(start, sizeof start, "%.6f", r.process_start_unix_s);
   j += "],\n  \"startup\": {\"process_start_unix_s\": " + std::string(start);
   for (const auto& [phase, seconds] : r.startup_s) j += ", " + json_string(phase + "_s") + ": " + json_number(seconds);
-  j += "}\n}\n";
+  j += "}";
+  if (r.recovery) j += ",\n  \"recovery\": " + recovery_json(*r.recovery);
+  j += "\n}\n";
 
   std::filesystem::create_directories(path.parent_path());
   const std::filesystem::path tmp = path.string() + ".tmp";

@@ -13,6 +13,7 @@
 #include "layout/layout_cost.hpp"
 #include "layout/layout_volume.hpp"
 #include "trainer/train/comm_profile.hpp"
+#include "trainer/train/recovery_report.hpp"
 
 namespace axonn {
 
@@ -77,6 +78,7 @@ struct RunSummary {
   std::vector<double> predicted_memory_bytes;             // per rank
   double process_start_unix_s = 0;                        // rank 0's process creation, wall clock
   std::vector<std::pair<std::string, double>> startup_s;  // rank 0's phases, seconds after it
+  std::optional<RecoveryReport> recovery;                 // a run restarted after a failure
 };
 
 // Writes the summary as JSON (through a temporary file and rename).

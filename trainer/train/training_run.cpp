@@ -376,7 +376,9 @@ class TrainingRun {
   void announce(const Prediction& prediction) {
     if (!lead_) return;
     const TrainingConfig& t = job_.training;
-    metrics_ = std::make_unique<MetricsLog>(std::filesystem::path(job_.run.dir) / "metrics.jsonl");
+    const std::filesystem::path metrics_path = std::filesystem::path(job_.run.dir) / "metrics.jsonl";
+    if (options_.recovery) last_logged_before_ = last_logged_step(metrics_path);
+    metrics_ = std::make_unique<MetricsLog>(metrics_path);
     spdlog::info("train: {} steps of {} sequences x {} tokens; per rank {} micro-batch(es) of {}; data: {}", t.steps,
                  t.global_batch, job_.model.sequence, trainer_.split().accumulation, trainer_.split().micro_batch,
                  data_.train.description());
@@ -455,6 +457,10 @@ class TrainingRun {
       if (totals.steps_run == 1) {
         startup_.mark("first_step");
         if (lead_) spdlog::info("startup: seconds after process start: {}", startup_.describe());
+        if (lead_ && options_.recovery) {
+          recovery_ = recovery_report(*options_.recovery, startup_, result.start_step, last_logged_before_);
+          spdlog::info("recovery: {}", describe_recovery(*recovery_));
+        }
       }
 
       StepMetrics m;
@@ -736,6 +742,7 @@ class TrainingRun {
     for (const std::string& line : comm_profile_lines(summary.comm_profile)) spdlog::info("communication:   {}", line);
     summary.process_start_unix_s = startup_.process_start_unix_s();
     summary.startup_s = startup_.phases();
+    summary.recovery = recovery_;
     write_run_summary(std::filesystem::path(job_.run.dir) / "summary.json", summary);
     spdlog::info("train: {} at step {}/{}, loss {:.4f}, {:.0f} tok/s, MFU {:.1f}% (summary in {}/summary.json)",
                  result.preempted ? "stopped for preemption" : "done", result.end_step, job_.training.steps,
@@ -763,6 +770,8 @@ class TrainingRun {
   Trainer trainer_;
   TrainingCheckpoint checkpoint_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0's, once training starts
+  std::optional<int64_t> last_logged_before_;  // a restarted run's: the failed attempt's last metrics line
+  std::optional<RecoveryReport> recovery_;     // rank 0's, after a restarted run's first step
   bool trace_written_ = false;
 };
 

@@ -6,9 +6,11 @@
 // at the next step boundary, save, and return `preempted`). Rank 0 logs each step and
 // appends it to <run.dir>/metrics.jsonl; at the end every rank checks its counted bytes
 // against the layout model and reports its memory beside the prediction, and rank 0 writes
-// <run.dir>/summary.json, with the startup phases (when each was reached after process start).
+// <run.dir>/summary.json, with the startup phases (when each was reached after process start)
+// and, in a run restarted after a failure, the recovery's phases (recovery_report.hpp).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "config/job_config.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/data/data_mixture.hpp"
+#include "trainer/train/recovery_report.hpp"
 #include "trainer/train/startup_times.hpp"
 
 namespace axonn {
@@ -33,6 +36,7 @@ struct TrainingRunOptions {
   std::function<bool()> stop_requested;  // this rank caught a preemption signal (may be empty)
   StartupTimes startup;                  // the caller's phases; the run adds model_init, checkpoint_loaded, first_step
   std::vector<std::string> rank_hosts;   // [world] each rank's host, for the straggler watch's message
+  std::optional<RecoveryTimes> recovery;  // a restart after a failure: rank 0 reports the recovery
 };
 
 struct TrainingRunResult {

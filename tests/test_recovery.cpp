@@ -1,0 +1,236 @@
+// axonn run --max-restarts: a rank or a pretend node killed mid-run, the job restarted inside
+// the launcher from the newest checkpoint, on every rank or on the pretend nodes left, and
+// the run that follows compared with one that was never interrupted (resumed at the new size
+// from the same step). The kills are real `kill -9`s of the ranks' processes, found by their
+// working directory (the test's) and their PMIx rank.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/step_dir.hpp"
+#include "process_helpers.hpp"
+#include "train_helpers.hpp"
+
+namespace axonn::test {
+namespace {
+
+// The pids of attempt `attempt` (AXONN_RESTART) of the ranks `ranks` of the job running in `dir`.
+std::vector<pid_t> rank_pids(const std::filesystem::path& dir, const std::vector<int>& ranks, int attempt) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    if (std::filesystem::read_symlink(entry.path() / "cwd", ec) != dir || ec) continue;
+    const std::string env = read_text(entry.path() / "environ");
+    if (!contains(env, std::string("AXONN_RESTART=") + std::to_string(attempt) + '\0')) continue;
+    if (!contains(read_text(entry.path() / "cmdline"), std::string("train") + '\0')) continue;
+    for (int r : ranks)
+      if (contains(env, std::string("PMIX_RANK=") + std::to_string(r) + '\0')) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// Once metrics.jsonl has logged `after_steps` lines, SIGKILLs attempt `attempt` of `ranks`,
+// all at once; false (and a test failure) when they did not all appear within 60 s.
+bool kill_ranks(const std::filesystem::path& dir, const std::vector<int>& ranks, int attempt, size_t after_steps) {
+  for (int i = 0; i < 6000; ++i) {
+    std::vector<pid_t> pids;
+    if (read_metrics(dir / "run").size() >= after_steps) pids = rank_pids(dir, ranks, attempt);
+    if (pids.size() == ranks.size()) {
+      for (pid_t pid : pids) kill(pid, SIGKILL);
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "attempt " << attempt << "'s ranks never all ran in " << dir;
+  return false;
+}
+
+// A step's last line: a restarted run logs the steps it does again a second time.
+std::vector<StepLine> last_of_each_step(const std::vector<StepLine>& steps) {
+  std::vector<StepLine> out;
+  for (const StepLine& s : steps) {
+    while (!out.empty() && out.back().step >= s.step) out.pop_back();
+    out.push_back(s);
+  }
+  return out;
+}
+
+// The step the restarted run resumed from, from its "recovery:" line; -1 without one.
+int resumed_step(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("recovery: restart 1: .* resumed from step (\\d+)"))) return -1;
+  return std::stoi(m[1]);
+}
+
+class Recovery : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fresh_dir("recovery");
+    // Rank 0 sleeps 40 ms per step (a test-only slowdown that changes no number), so a kill
+    // lands mid-run rather than after the tiny job's last step.
+    setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
+  }
+  void TearDown() override {
+    unsetenv("AXONN_TEST_SLOW_RANK");
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  // `axonn run -n RANKS --nodes-sim NODES --max-restarts R` of `job` in dir_/name (AXONN_LAYOUT
+  // = layout unless empty), in the background.
+  std::future<CommandResult> start(const std::string& name, const std::string& job, int ranks, int nodes_sim,
+                                   const std::string& layout, int max_restarts, const std::string& train_options = "") {
+    const auto dir = dir_ / name;
+    std::filesystem::create_directories(dir);
+    write_file(dir / "job.toml", job);
+    const std::string command = "cd " + dir.string() + " && " + (layout.empty() ? "" : "AXONN_LAYOUT=" + layout + " ") +
+                                kAxonn + " run -n " + std::to_string(ranks) + " --nodes-sim " +
+                                std::to_string(nodes_sim) + " --max-restarts " + std::to_string(max_restarts) + " " +
+                                (dir / "job.toml").string() + " " + train_options;
+    return std::async(std::launch::async, [=] { return run_command(command, 240); });
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(Recovery, AKilledRankRestartsEveryRankAndTheRunEndsLikeAnUninterruptedOne) {
+  auto job = start("killed", tiny_job(30, 4), 4, 1, "2x2x1x1", 2);
+  kill_ranks(dir_ / "killed", {2}, 0, 6);
+  const CommandResult r = job.get();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: rank 2 was killed by signal 9")) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: restart 1 of 2: restarting all 4 ranks, ")) << r.output;
+  const int resumed = resumed_step(r.output);
+  ASSERT_GE(resumed, 4) << r.output;
+  TrainedRun recovered = read_run(dir_ / "killed");
+  recovered.steps = last_of_each_step(recovered.steps);
+  EXPECT_TRUE(contains(recovered.summary, "\"recovery\": {\"restart\": 1, \"total_s\": ")) << recovered.summary;
+
+  const TrainedRun uninterrupted = train_in(dir_ / "uninterrupted", tiny_job(30, 4), 4, "2x2x1x1");
+  expect_same_run(recovered, uninterrupted, 0, 0, "restarted after a kill");
+}
+
+// Every rank of pretend node 1 killed at once, as when a node vanishes: the job goes on with
+// the 4 ranks of node 0, at the layout the chooser picks for them, from the newest checkpoint;
+// the same as an uninterrupted 8-rank run's checkpoint of that step resumed on 4 ranks.
+TEST_F(Recovery, APretendNodeKilledGoesOnWithTheNodesLeftLikeAResumeAtThatSize) {
+  const std::string job = tiny_job(30, 4);
+  auto run = start("node", job, 8, 2, "", 1);
+  kill_ranks(dir_ / "node", {4, 5, 6, 7}, 0, 6);
+  const CommandResult r = run.get();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "-n1 (ranks 4-7) was lost: restarting 4 ranks on 1 pretend node, ")) << r.output;
+  const int resumed = resumed_step(r.output);
+  ASSERT_GE(resumed, 4) << r.output;
+  TrainedRun recovered = read_run(dir_ / "node");
+  recovered.steps = last_of_each_step(recovered.steps);
+
+  // The uninterrupted run keeps every checkpoint, so the resumed step is there to copy.
+  const TrainedRun whole = train_in(dir_ / "whole", job, 8, "", "checkpoint.keep=100", 2);
+  const auto resumed_dir = copy_checkpoint_step(dir_ / "whole", resumed, dir_ / "resumed");
+  TrainedRun reference = train_in(resumed_dir, job, 4, "");
+  std::vector<StepLine> steps(whole.steps.begin(), whole.steps.begin() + resumed);
+  steps.insert(steps.end(), reference.steps.begin(), reference.steps.end());
+  reference.steps = steps;
+  expect_same_run(recovered, reference, 0, 0, "a pretend node lost");
+}
+
+// A second failure after the last restart allowed ends the job with that failure, naming the
+// limit; the newest checkpoint stays committed.
+TEST_F(Recovery, TheRestartLimitEndsTheJobWithTheLastFailure) {
+  auto run = start("limit", tiny_job(60, 4), 2, 1, "2x1x1x1", 1);
+  kill_ranks(dir_ / "limit", {1}, 0, 6);
+  kill_ranks(dir_ / "limit", {1}, 1, read_metrics(dir_ / "limit" / "run").size() + 6);
+  const CommandResult r = run.get();
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: restart 1 of 1: restarting all 2 ranks")) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: no restart: restart limit 1 reached (--max-restarts)")) << r.output;
+  const auto latest = read_latest(dir_ / "limit" / "ckpt");
+  ASSERT_TRUE(latest.has_value()) << r.output;
+  EXPECT_GE(*latest, 4);
+}
+
+// The ranks left fit no layout of the job (global batch 3 on 2 ranks): no restart, exit 3 as
+// for any job no layout fits, naming the newest committed checkpoint to resume from elsewhere.
+TEST_F(Recovery, NoLayoutForTheRanksLeftEndsTheJobNamingTheNewestCheckpoint) {
+  std::string job = tiny_job(60, 4);
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{{"hidden = 32", "hidden = 15"},
+                                                        {"heads = 8", "heads = 3"},
+                                                        {"global_batch = 24", "global_batch = 3"},
+                                                        {"micro_batch = 2", "micro_batch = 1"}})
+    job.replace(job.find(from), from.size(), to);
+  auto run = start("no-layout", job, 3, 3, "", 1);
+  kill_ranks(dir_ / "no-layout", {2}, 0, 6);
+  const CommandResult r = run.get();
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex("axonn run: no restart: no layout runs the job on the 2 ranks "
+                                             "left: .*global_batch=3.*; the newest committed checkpoint is "
+                                             "step \\d+ in [^ ]*/no-layout/ckpt; resume it at a size a layout fits")))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "axonn run: restart 1")) << r.output;
+}
+
+// A stopped rank (SIGSTOP: hung) is named by its peers' collective timeout; the launcher
+// kills it and restarts every rank, and the run ends like an uninterrupted one.
+TEST_F(Recovery, AHungRankIsFoundByTheTimeoutAndTheJobRestarts) {
+  auto run = start("hung", tiny_job(30, 4), 2, 1, "2x1x1x1", 1, "--timeout-ms 2000");
+  for (int i = 0; i < 6000 && read_metrics(dir_ / "hung" / "run").size() < 6; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::vector<pid_t> pids = rank_pids(dir_ / "hung", {1}, 0);
+  ASSERT_EQ(pids.size(), 1u);
+  kill(pids[0], SIGSTOP);
+  const CommandResult r = run.get();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "did not arrive: it does not answer (stopped, or hung)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "was stopped by SIGSTOP and is killed")) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: restart 1 of 1: restarting all 2 ranks")) << r.output;
+  TrainedRun recovered = read_run(dir_ / "hung");
+  recovered.steps = last_of_each_step(recovered.steps);
+  const TrainedRun uninterrupted = train_in(dir_ / "uninterrupted", tiny_job(30, 4), 2, "2x1x1x1");
+  expect_same_run(recovered, uninterrupted, 0, 0, "restarted after a hang");
+}
+
+// A second pretend node lost while the first restart starts up and loads: the second restart
+// goes on with the last node, and the run still reaches its last step with every sample once.
+TEST_F(Recovery, ANodeLostDuringARecoveryIsRecoveredFromToo) {
+  auto run = start("twice", tiny_job(30, 4), 6, 3, "", 2);
+  kill_ranks(dir_ / "twice", {4, 5}, 0, 6);
+  kill_ranks(dir_ / "twice", {2, 3}, 1, 0);  // as soon as the restart's ranks run: before its first step
+  const CommandResult r = run.get();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "-n2 (ranks 4-5) was lost: restarting 4 ranks on 2 pretend nodes")) << r.output;
+  EXPECT_TRUE(contains(r.output, "-n1 (ranks 2-3) was lost: restarting 2 ranks on 1 pretend node")) << r.output;
+  EXPECT_TRUE(contains(r.output, "recovery: restart 2: ")) << r.output;
+  const std::vector<StepLine> steps = last_of_each_step(read_metrics(dir_ / "twice" / "run"));
+  ASSERT_EQ(steps.size(), 30u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].step, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(steps[i].data_cursor, static_cast<int64_t>(24 * (i + 1)));
+  }
+}
+
+// Without --max-restarts a failure ends the job as before, with no restart line.
+TEST_F(Recovery, WithoutMaxRestartsAFailureEndsTheJob) {
+  auto run = start("none", tiny_job(60, 4), 2, 1, "2x1x1x1", 0);
+  kill_ranks(dir_ / "none", {0}, 0, 3);
+  const CommandResult r = run.get();
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: rank 0 was killed by signal 9")) << r.output;
+  EXPECT_FALSE(contains(r.output, "axonn run: restart")) << r.output;
+  EXPECT_FALSE(contains(r.output, "no restart")) << r.output;
+}
+
+}  // namespace
+}  // namespace axonn::test

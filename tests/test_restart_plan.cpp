@@ -1,0 +1,158 @@
+// What `axonn run --max-restarts` decides after an attempt (runner/pmix/restart_plan.hpp), and
+// how a restarted run accounts for its recovery (trainer/train/recovery_report.hpp), on
+// hand-made launcher results, startup times and metrics files.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "config/config_error.hpp"
+#include "runner/pmix/restart_plan.hpp"
+#include "trainer/train/metrics_log.hpp"
+#include "trainer/train/recovery_report.hpp"
+
+namespace axonn {
+namespace {
+
+LocalJobOptions job(int ranks, int nodes) {
+  LocalJobOptions o;
+  o.ranks = ranks;
+  o.nodes_sim = nodes;
+  o.hostname = "h";
+  return o;
+}
+
+// A failed attempt of `ranks` ranks: `killed` were SIGKILLed from outside, the others exited 1.
+LocalJobResult failed(int ranks, const std::vector<int>& killed, int exit_code = 128 + SIGKILL) {
+  LocalJobResult r;
+  r.exit_code = exit_code;
+  r.failure = "rank ... failed";
+  for (int i = 0; i < ranks; ++i) {
+    RankExit e;
+    e.rank = i;
+    e.exit_status = 1;
+    r.exits.push_back(e);
+  }
+  for (int k : killed) {
+    r.exits[static_cast<size_t>(k)].exit_status = -1;
+    r.exits[static_cast<size_t>(k)].signal = SIGKILL;
+  }
+  return r;
+}
+
+TEST(RestartPlan, NothingAfterSuccessOrAStopOnRequest) {
+  LocalJobResult ok;
+  EXPECT_FALSE(plan_restart(job(4, 1), ok, 0, 3).restart);
+  EXPECT_EQ(plan_restart(job(4, 1), ok, 0, 3).why, "");
+  LocalJobResult interrupted = failed(4, {});
+  interrupted.interrupted = true;
+  const RestartPlan p = plan_restart(job(4, 1), interrupted, 0, 3);
+  EXPECT_FALSE(p.restart);
+  EXPECT_EQ(p.why, "the launcher was asked to stop");
+}
+
+TEST(RestartPlan, BadInputAndNoLayoutAreNotRestarted) {
+  EXPECT_EQ(plan_restart(job(4, 1), failed(4, {}, 2), 0, 3).why,
+            "exit 2 (bad input) would end the next attempt the same way");
+  EXPECT_EQ(plan_restart(job(4, 1), failed(4, {}, 3), 0, 3).why,
+            "exit 3 (no layout fits) would end the next attempt the same way");
+}
+
+TEST(RestartPlan, AFailedRankRestartsEveryRankUntilTheLimit) {
+  const RestartPlan p = plan_restart(job(4, 2), failed(4, {1}), 0, 1);
+  EXPECT_TRUE(p.restart);
+  EXPECT_EQ(p.ranks, 4);
+  EXPECT_EQ(p.nodes_sim, 2);
+  EXPECT_EQ(p.why, "restarting all 4 ranks");
+  const RestartPlan limit = plan_restart(job(4, 2), failed(4, {1}), 1, 1);
+  EXPECT_FALSE(limit.restart);
+  EXPECT_EQ(limit.why, "restart limit 1 reached (--max-restarts)");
+}
+
+TEST(RestartPlan, ANodeWhoseEveryRankWasKilledIsLeftOut) {
+  const RestartPlan p = plan_restart(job(6, 3), failed(6, {2, 3}), 0, 2);
+  EXPECT_TRUE(p.restart);
+  EXPECT_EQ(p.ranks, 4);
+  EXPECT_EQ(p.nodes_sim, 2);
+  EXPECT_EQ(p.why, "pretend node h-n1 (ranks 2-3) was lost: restarting 4 ranks on 2 pretend nodes");
+  const RestartPlan two = plan_restart(job(6, 3), failed(6, {0, 1, 4, 5}), 0, 2);
+  EXPECT_EQ(two.ranks, 2);
+  EXPECT_EQ(two.why,
+            "pretend nodes h-n0 (ranks 0-1), h-n2 (ranks 4-5) were lost: restarting 2 ranks on 1 pretend node");
+}
+
+TEST(RestartPlan, ANodeIsKeptWhenOneOfItsRanksSurvivedOrTheLauncherKilledIt) {
+  EXPECT_EQ(plan_restart(job(6, 3), failed(6, {2}), 0, 2).ranks, 6);  // rank 3 of the node exited
+  LocalJobResult by_launcher = failed(6, {2, 3});
+  by_launcher.exits[3].killed_by_launcher = true;  // after the grace period
+  EXPECT_EQ(plan_restart(job(6, 3), by_launcher, 0, 2).ranks, 6);
+}
+
+TEST(RestartPlan, LosingEveryNodeRestartsThemAll) {
+  const RestartPlan p = plan_restart(job(2, 1), failed(2, {0, 1}), 0, 1);
+  EXPECT_TRUE(p.restart);
+  EXPECT_EQ(p.ranks, 2);
+  EXPECT_EQ(p.why, "restarting all 2 ranks");
+}
+
+TEST(RecoveryReport, PhasesAddUpFromTheFailureToTheFirstStep) {
+  StartupTimes startup = StartupTimes::since_process_start();
+  startup.mark("communicators");
+  startup.mark("checkpoint_loaded");
+  startup.mark("first_step");
+  const double start = startup.process_start_unix_s();
+  const RecoveryTimes times{1, start - 2.0, start - 1.5};
+  const RecoveryReport r = recovery_report(times, startup, 8, 11);
+  ASSERT_EQ(r.phases.size(), 5u);
+  EXPECT_EQ(r.phases[0].first, "stop");
+  EXPECT_NEAR(r.phases[0].second, 0.5, 1e-6);
+  EXPECT_NEAR(r.phases[1].second, 1.5, 1e-6);  // restart: the last rank gone -> this process
+  double sum = 0;
+  for (const auto& [name, seconds] : r.phases) sum += seconds;
+  EXPECT_NEAR(sum, r.total_s, 1e-6);
+  EXPECT_EQ(r.steps_redone, 3);
+  EXPECT_EQ(describe_recovery(r).rfind("restart 1: ", 0), 0u) << describe_recovery(r);
+  EXPECT_NE(describe_recovery(r).find("; resumed from step 8, 3 step(s) done again"), std::string::npos);
+  EXPECT_EQ(recovery_json(r).rfind("{\"restart\": 1, \"total_s\": ", 0), 0u) << recovery_json(r);
+  EXPECT_NE(recovery_json(r).find("\"resumed_step\": 8, \"steps_redone\": 3}"), std::string::npos);
+}
+
+TEST(RecoveryReport, TheEnvironmentIsReadOrRefusedNamingTheVariables) {
+  unsetenv("AXONN_RESTART");
+  unsetenv("AXONN_RECOVERY");
+  EXPECT_FALSE(recovery_times_from_environment());
+  setenv("AXONN_RESTART", "0", 1);
+  setenv("AXONN_RECOVERY", "10.5 11", 1);
+  EXPECT_FALSE(recovery_times_from_environment());  // a first attempt
+  setenv("AXONN_RESTART", "2", 1);
+  const auto t = recovery_times_from_environment();
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->restart, 2);
+  EXPECT_EQ(t->failed_unix_s, 10.5);
+  EXPECT_EQ(t->ended_unix_s, 11);
+  for (const char* bad : {"10.5", "11 10.5", "a b", "1 2 3"}) {
+    setenv("AXONN_RECOVERY", bad, 1);
+    EXPECT_THROW(recovery_times_from_environment(), ConfigError) << bad;
+  }
+  unsetenv("AXONN_RESTART");
+  unsetenv("AXONN_RECOVERY");
+}
+
+TEST(RecoveryReport, TheLastLoggedStepIsTheFilesLastStepLine) {
+  const auto path = std::filesystem::temp_directory_path() / ("metrics-" + std::to_string(getpid()) + ".jsonl");
+  EXPECT_FALSE(last_logged_step(path));
+  {
+    std::ofstream out(path);
+    for (int s = 1; s <= 3000; ++s)  // longer than the tail it reads
+      out << "{\"step\": " << s << ", \"loss\": 5.5, \"predicted_step_s\": 0.1, \"data_cursor\": " << s * 24 << "}\n";
+    out << "{\"step\": 29";  // a line cut by the failure: still a step that was logged
+  }
+  EXPECT_EQ(last_logged_step(path), 29);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace axonn
