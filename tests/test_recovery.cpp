@@ -3,7 +3,6 @@
 // the run that follows compared with one that was never interrupted (resumed at the new size
 // from the same step). The kills are real `kill -9`s of the ranks' processes, found by their
 // working directory (the test's) and their PMIx rank.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -18,27 +17,11 @@
 
 #include "checkpoint/step_dir.hpp"
 #include "process_helpers.hpp"
+#include "rank_processes.hpp"
 #include "train_helpers.hpp"
 
 namespace axonn::test {
 namespace {
-
-// The pids of attempt `attempt` (AXONN_RESTART) of the ranks `ranks` of the job running in `dir`.
-std::vector<pid_t> rank_pids(const std::filesystem::path& dir, const std::vector<int>& ranks, int attempt) {
-  std::vector<pid_t> pids;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code ec;
-    if (std::filesystem::read_symlink(entry.path() / "cwd", ec) != dir || ec) continue;
-    const std::string env = read_text(entry.path() / "environ");
-    if (!contains(env, std::string("AXONN_RESTART=") + std::to_string(attempt) + '\0')) continue;
-    if (!contains(read_text(entry.path() / "cmdline"), std::string("train") + '\0')) continue;
-    for (int r : ranks)
-      if (contains(env, std::string("PMIX_RANK=") + std::to_string(r) + '\0')) pids.push_back(std::stoi(name));
-  }
-  return pids;
-}
 
 // Once metrics.jsonl has logged `after_steps` lines, SIGKILLs attempt `attempt` of `ranks`,
 // all at once; false (and a test failure) when they did not all appear within 60 s.
@@ -47,7 +30,7 @@ bool kill_ranks(const std::filesystem::path& dir, const std::vector<int>& ranks,
     std::vector<pid_t> pids;
     if (read_metrics(dir / "run").size() >= after_steps) pids = rank_pids(dir, ranks, attempt);
     if (pids.size() == ranks.size()) {
-      for (pid_t pid : pids) kill(pid, SIGKILL);
+      kill_all(pids);
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -1,0 +1,211 @@
+// What a lost node costs a local job with `axonn run --max-restarts`: the same job run
+// uninterrupted and with every rank of one pretend node SIGKILLed mid-run, alternating round
+// by round, side by side:
+//   build/bench/bench_recovery [--rounds 3] [--steps 40] [--kill-at 25] [--interval 10]
+//                              [--ranks 8] [--nodes 2]
+// The job is elastic.toml's model (4 layers, hidden 128, 8 heads, sequence 128, global batch
+// 24) on the CPU backend, checkpointing every --interval steps. In the interrupted run the
+// bench waits until rank 0 has logged --kill-at steps, then kills the last pretend node's
+// ranks at once and notes the time. The restarted run's summary.json ("recovery") gives when
+// the launcher saw the failure and each phase after it (trainer/train/recovery_report.hpp);
+// detect = the launcher's notice - the kill. Reported per round and as medians: the
+// uninterrupted and the interrupted run's wall time and their ratio, the seconds from the kill
+// to the next completed step and its phases, and the steps done again. Goal: under 30 s from
+// the failure to the next step (the in-job restarts of TorchElastic and NVIDIA's resiliency
+// extension take about a minute).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <numeric>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_args.hpp"
+#include "bench_stats.hpp"
+#include "subprocess.hpp"
+#include "tests/rank_processes.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace axonn;
+using axonn::bench::median;
+using axonn::bench::read_text;
+using axonn::bench::run_capture;
+
+const std::string kProgram = "bench_recovery";
+
+struct Options {
+  int rounds = 3;
+  int steps = 40;
+  int kill_at = 25;
+  int interval = 10;
+  int ranks = 8;
+  int nodes = 2;
+};
+
+std::string job_toml(const Options& o) {
+  return "[model]\nlayers = 4\nhidden = 128\nheads = 8\nvocab = 256\nsequence = 128\n"
+         "[training]\nglobal_batch = 24\nmicro_batch = 4\nsteps = " +
+         std::to_string(o.steps) +
+         "\nlr = 3e-3\nwarmup_steps = 5\nseed = 1337\ndevice = \"cpu\"\n"
+         "[checkpoint]\ndir = \"ckpt\"\ninterval = " +
+         std::to_string(o.interval) + "\nkeep = 2\n[run]\ndir = \"run\"\nlog_interval = 1\n";
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+size_t logged_steps(const fs::path& dir) {
+  std::ifstream in(dir / "run" / "metrics.jsonl");
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find("\"step\": ") != std::string::npos;
+  return n;
+}
+
+// A number of summary.json's "recovery" object; exits naming the key without one.
+double recovery_number(const std::string& summary, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(summary, m, std::regex("\"recovery\": \\{.*\"" + key + R"(\": ([-0-9.eE+]+))"))) {
+    std::fprintf(stderr, "%s: no recovery.%s in summary.json:\n%s\n", kProgram.c_str(), key.c_str(), summary.c_str());
+    std::exit(1);
+  }
+  return std::stod(m[1]);
+}
+
+struct Round {
+  double whole_s = 0;        // the uninterrupted run, launcher start to exit
+  double interrupted_s = 0;  // the run that lost a node
+  double kill_to_step_s = 0;
+  std::map<std::string, double> phases;  // detect, stop, restart, startup, load, first_step
+  double redone = 0;
+};
+
+// One `axonn run` of the job in a fresh <dir>; its wall seconds. With `kill_node`, the last
+// pretend node's ranks are SIGKILLed once --kill-at steps are logged, and `round` gets what
+// the restarted run reports.
+double run_job(const fs::path& dir, const Options& o, bool kill_node, Round& round) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "job.toml") << job_toml(o);
+  const std::string command = "cd " + dir.string() + " && " + AXONN_BINARY_DIR + "/bin/axonn run -n " +
+                              std::to_string(o.ranks) + " --nodes-sim " + std::to_string(o.nodes) +
+                              " --max-restarts 1 job.toml 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  auto job = std::async(std::launch::async, [&] {
+    int status = 0;
+    std::string output = run_capture(command, status);
+    return std::make_pair(status, output);
+  });
+  double killed_at = 0;
+  if (kill_node) {
+    const int per_node = o.ranks / o.nodes;
+    std::vector<int> node(static_cast<size_t>(per_node));
+    std::iota(node.begin(), node.end(), o.ranks - per_node);
+    while (job.wait_for(std::chrono::milliseconds(5)) != std::future_status::ready) {
+      if (logged_steps(dir) < static_cast<size_t>(o.kill_at)) continue;
+      const std::vector<pid_t> pids = test::rank_pids(dir, node, 0);
+      if (pids.size() != node.size()) continue;
+      killed_at = unix_now();
+      test::kill_all(pids);
+      break;
+    }
+  }
+  const auto [status, output] = job.get();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (status != 0 || (kill_node && killed_at == 0)) {
+    std::fprintf(stderr, "%s: %s (status %d%s):\n%s\n", kProgram.c_str(), command.c_str(), status,
+                 killed_at == 0 && kill_node ? ", ended before the kill" : "", output.c_str());
+    std::exit(1);
+  }
+  if (kill_node) {
+    const std::string summary = read_text(dir / "run" / "summary.json");
+    round.phases["detect"] = recovery_number(summary, "failed_unix_s") - killed_at;
+    for (const char* phase : {"stop", "restart", "startup", "load", "first_step"})
+      round.phases[phase] = recovery_number(summary, std::string(phase) + "_s");
+    round.kill_to_step_s = round.phases["detect"] + recovery_number(summary, "total_s");
+    round.redone = recovery_number(summary, "steps_redone");
+  }
+  return wall;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<OptionSpec> specs = {
+      {"rounds", true, "rounds, the uninterrupted and the interrupted run alternating (default 3)"},
+      {"steps", true, "training steps of each run (default 40)"},
+      {"kill-at", true, "kill the last pretend node once this many steps are logged (default 25)"},
+      {"interval", true, "checkpoint.interval (default 10)"},
+      {"ranks", true, "ranks (default 8)"},
+      {"nodes", true, "pretend nodes (default 2)"},
+      {"help", false, "this help"},
+  };
+  const Options o = bench::parse_bench_args(argc, argv, specs, kProgram + " [options]", [](const Args& args) {
+    bench::no_positionals(args);
+    Options parsed;
+    parsed.rounds = bench::count_option(args, "rounds", parsed.rounds);
+    parsed.steps = bench::count_option(args, "steps", parsed.steps);
+    parsed.kill_at = bench::count_option(args, "kill-at", parsed.kill_at);
+    parsed.interval = bench::count_option(args, "interval", parsed.interval);
+    parsed.ranks = bench::count_option(args, "ranks", parsed.ranks);
+    parsed.nodes = bench::count_option(args, "nodes", parsed.nodes);
+    if (parsed.kill_at >= parsed.steps)
+      throw UsageError("--kill-at " + std::to_string(parsed.kill_at) + " must be below --steps " +
+                       std::to_string(parsed.steps));
+    if (parsed.nodes < 2 || parsed.ranks % parsed.nodes != 0)
+      throw UsageError("--nodes " + std::to_string(parsed.nodes) + ": at least 2, dividing --ranks " +
+                       std::to_string(parsed.ranks) + " (one node is lost, the others go on)");
+    return parsed;
+  });
+  const fs::path dir = fs::temp_directory_path() / ("axonn-bench-recovery-" + std::to_string(getpid()));
+  std::printf("recovery: elastic.toml's model, %d ranks on %d pretend nodes (axonn run --max-restarts 1, CPU backend)\n",
+              o.ranks, o.nodes);
+  std::printf("%d steps, checkpoint every %d; the interrupted run loses its last node after step %d; %d rounds\n\n",
+              o.steps, o.interval, o.kill_at, o.rounds);
+  std::printf("round  uninterrupted s  interrupted s  ratio  kill->step s  detect   stop  restart  startup   load  "
+              "first_step  steps redone\n");
+  std::vector<Round> rounds;
+  for (int r = 0; r < o.rounds; ++r) {
+    Round round;
+    round.whole_s = run_job(dir / "whole", o, false, round);
+    round.interrupted_s = run_job(dir / "interrupted", o, true, round);
+    std::printf("%5d  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  %10.3f  %12.0f\n", r + 1,
+                round.whole_s, round.interrupted_s, round.interrupted_s / round.whole_s, round.kill_to_step_s,
+                round.phases["detect"], round.phases["stop"], round.phases["restart"], round.phases["startup"],
+                round.phases["load"], round.phases["first_step"], round.redone);
+    rounds.push_back(round);
+  }
+  fs::remove_all(dir);
+
+  auto med = [&](auto field) {
+    std::vector<double> v;
+    for (const Round& r : rounds) v.push_back(field(r));
+    return median(v);
+  };
+  const double whole = med([](const Round& r) { return r.whole_s; });
+  const double interrupted = med([](const Round& r) { return r.interrupted_s; });
+  const double to_step = med([](const Round& r) { return r.kill_to_step_s; });
+  std::printf("\nmedians: uninterrupted %.2f s, interrupted %.2f s: %.2fx; %.2f s from the kill to the next step "
+              "(goal < 30 s): %s\n",
+              whole, interrupted, interrupted / whole, to_step, to_step < 30 ? "met" : "missed");
+  std::printf("phases (median s): detect %.3f, stop %.3f, restart %.3f, startup %.3f, load %.3f, first_step %.3f; "
+              "steps done again %.0f (the steps since the newest committed checkpoint)\n",
+              med([](const Round& r) { return r.phases.at("detect"); }),
+              med([](const Round& r) { return r.phases.at("stop"); }),
+              med([](const Round& r) { return r.phases.at("restart"); }),
+              med([](const Round& r) { return r.phases.at("startup"); }),
+              med([](const Round& r) { return r.phases.at("load"); }),
+              med([](const Round& r) { return r.phases.at("first_step"); }),
+              med([](const Round& r) { return r.redone; }));
+  return 0;
+}
