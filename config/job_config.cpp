@@ -235,6 +235,8 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     job.run.preempt_signal = t.string("preempt_signal", site.preempt_signal, kPreemptSignals);
     job.run.eval_interval = static_cast<int>(t.integer("eval_interval", job.run.eval_interval, 0, 1'000'000'000));
     job.run.eval_batches = static_cast<int>(t.integer("eval_batches", job.run.eval_batches, 1, 1'000'000));
+    job.run.max_restarts = static_cast<int>(t.integer("max_restarts", job.run.max_restarts, 0, 1000));
+    job.run.spare_nodes = static_cast<int>(t.integer("spare_nodes", job.run.spare_nodes, 0, 100'000));
     if (job.run.eval_interval > 0 && !job.data.held_out())
       t.fail("eval_interval", "= " + std::to_string(job.run.eval_interval) +
                                   " needs held-out data: set data.valid (a file) or data.valid_fraction (e.g. 0.01)");

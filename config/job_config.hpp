@@ -119,6 +119,13 @@ struct RunConfig {
   // data.valid_fraction) over eval_batches global batches, logged and in metrics.jsonl.
   int eval_interval = 0;
   int eval_batches = 1;
+  // After a failure, start the job again inside its allocation (the sbatch templates) or its
+  // launcher (the default of `axonn run --max-restarts`) up to this many times, resuming from
+  // the newest checkpoint on the nodes that still respond.
+  int max_restarts = 0;
+  // Nodes of the allocation the templates hold back at the start, to replace lost ones in a
+  // restart (sbatch --nodes=N-M gives N..M; the job runs on all but spare_nodes of them).
+  int spare_nodes = 0;
 };
 
 struct JobConfig {

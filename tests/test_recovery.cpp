@@ -39,16 +39,6 @@ bool kill_ranks(const std::filesystem::path& dir, const std::vector<int>& ranks,
   return false;
 }
 
-// A step's last line: a restarted run logs the steps it does again a second time.
-std::vector<StepLine> last_of_each_step(const std::vector<StepLine>& steps) {
-  std::vector<StepLine> out;
-  for (const StepLine& s : steps) {
-    while (!out.empty() && out.back().step >= s.step) out.pop_back();
-    out.push_back(s);
-  }
-  return out;
-}
-
 // The step the restarted run resumed from, from its "recovery:" line; -1 without one.
 int resumed_step(const std::string& output) {
   std::smatch m;
@@ -70,7 +60,7 @@ class Recovery : public ::testing::Test {
   }
 
   // `axonn run -n RANKS --nodes-sim NODES --max-restarts R` of `job` in dir_/name (AXONN_LAYOUT
-  // = layout unless empty), in the background.
+  // = layout unless empty; no --max-restarts when R < 0), in the background.
   std::future<CommandResult> start(const std::string& name, const std::string& job, int ranks, int nodes_sim,
                                    const std::string& layout, int max_restarts, const std::string& train_options = "") {
     const auto dir = dir_ / name;
@@ -78,7 +68,8 @@ class Recovery : public ::testing::Test {
     write_file(dir / "job.toml", job);
     const std::string command = "cd " + dir.string() + " && " + (layout.empty() ? "" : "AXONN_LAYOUT=" + layout + " ") +
                                 kAxonn + " run -n " + std::to_string(ranks) + " --nodes-sim " +
-                                std::to_string(nodes_sim) + " --max-restarts " + std::to_string(max_restarts) + " " +
+                                std::to_string(nodes_sim) +
+                                (max_restarts < 0 ? "" : " --max-restarts " + std::to_string(max_restarts)) + " " +
                                 (dir / "job.toml").string() + " " + train_options;
     return std::async(std::launch::async, [=] { return run_command(command, 240); });
   }
@@ -129,15 +120,15 @@ TEST_F(Recovery, APretendNodeKilledGoesOnWithTheNodesLeftLikeAResumeAtThatSize) 
 }
 
 // A second failure after the last restart allowed ends the job with that failure, naming the
-// limit; the newest checkpoint stays committed.
+// limit; the newest checkpoint stays committed. The limit is the job's run.max_restarts here.
 TEST_F(Recovery, TheRestartLimitEndsTheJobWithTheLastFailure) {
-  auto run = start("limit", tiny_job(60, 4), 2, 1, "2x1x1x1", 1);
+  auto run = start("limit", tiny_job(60, 4) + "max_restarts = 1\n", 2, 1, "2x1x1x1", -1);
   kill_ranks(dir_ / "limit", {1}, 0, 6);
   kill_ranks(dir_ / "limit", {1}, 1, read_metrics(dir_ / "limit" / "run").size() + 6);
   const CommandResult r = run.get();
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn run: restart 1 of 1: restarting all 2 ranks")) << r.output;
-  EXPECT_TRUE(contains(r.output, "axonn run: no restart: restart limit 1 reached (--max-restarts)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "axonn run: no restart: restart limit 1 reached (--max-restarts, else the job's run.max_restarts)")) << r.output;
   const auto latest = read_latest(dir_ / "limit" / "ckpt");
   ASSERT_TRUE(latest.has_value()) << r.output;
   EXPECT_GE(*latest, 4);
@@ -213,6 +204,23 @@ TEST_F(Recovery, WithoutMaxRestartsAFailureEndsTheJob) {
   EXPECT_TRUE(contains(r.output, "axonn run: rank 0 was killed by signal 9")) << r.output;
   EXPECT_FALSE(contains(r.output, "axonn run: restart")) << r.output;
   EXPECT_FALSE(contains(r.output, "no restart")) << r.output;
+}
+
+// What the sbatch templates read: the job's run.max_restarts and run.spare_nodes, with
+// overrides applied; a negative count is bad input naming the key.
+TEST(RestartPolicy, PrintRestartPolicyFollowsTheJobAndOverrides) {
+  const auto dir = fresh_dir("restart-policy");
+  write_file(dir / "job.toml", tiny_job(2, 0));
+  auto print = [&](const std::string& args) {
+    return run_command("env -u PMIX_NAMESPACE -u AXONN_SITE_CONFIG " + kAxonn + " train --print-restart-policy " +
+                       (dir / "job.toml").string() + " " + args);
+  };
+  EXPECT_EQ(print("").output, "0 0\n");
+  EXPECT_EQ(print("run.max_restarts=3 run.spare_nodes=1").output, "3 1\n");
+  const auto bad = print("run.max_restarts=-1");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "max_restarts")) << bad.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

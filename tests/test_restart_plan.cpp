@@ -69,7 +69,7 @@ TEST(RestartPlan, AFailedRankRestartsEveryRankUntilTheLimit) {
   EXPECT_EQ(p.why, "restarting all 4 ranks");
   const RestartPlan limit = plan_restart(job(4, 2), failed(4, {1}), 1, 1);
   EXPECT_FALSE(limit.restart);
-  EXPECT_EQ(limit.why, "restart limit 1 reached (--max-restarts)");
+  EXPECT_EQ(limit.why, "restart limit 1 reached (--max-restarts, else the job's run.max_restarts)");
 }
 
 TEST(RestartPlan, ANodeWhoseEveryRankWasKilledIsLeftOut) {

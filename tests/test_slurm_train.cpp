@@ -15,6 +15,7 @@
 #include <regex>
 #include <thread>
 
+#include "rank_processes.hpp"
 #include "train_helpers.hpp"
 
 namespace axonn::test {
@@ -274,6 +275,85 @@ TEST_F(SlurmTrain, PreemptibleTemplateRequeuesAndResumesAtFourTwoAndThreeTasks) 
         << out;
     expect_continues(read_run(dir), want, k + 1, "resumed at " + std::to_string(ranks) + " tasks");
   }
+}
+
+// A failure inside the allocation: every task of node n1 SIGKILLed mid-run (the tasks, not
+// the node: both nodes still answer). The template starts the next step inside the same job
+// (run.max_restarts) on both nodes, resuming from the newest checkpoint, and the run ends
+// where an uninterrupted one does; the restarted run's rank 0 reports the recovery.
+TEST_F(SlurmTrain, ElasticTemplateRestartsInsideTheAllocationAfterANodesTasksAreKilled) {
+  const TrainedRun want = reference();
+  const fs::path d = job_dir("restarted");
+  setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);  // sbatch passes it on: the kill lands mid-run
+  const std::string id =
+      submit(d, "--nodes=2 --ntasks-per-node=2 -o job.out " + kTemplates + "/elastic.sbatch job.toml run.max_restarts=1");
+  unsetenv("AXONN_TEST_SLOW_RANK");
+  std::vector<pid_t> killed;
+  for (int i = 0; i < 6000 && killed.size() != 2; ++i) {
+    if (read_metrics(d / "run").size() >= 22) killed = rank_pids(d, {2, 3}, 0);  // past the step-20 checkpoint
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(killed.size(), 2u) << "node n1's tasks (ranks 2 and 3) never ran";
+  kill_all(killed);
+  wait_for_job(id, "JobState=COMPLETED", 120);
+
+  const std::string log = read_text(d / "job.out");
+  EXPECT_TRUE(std::regex_search(log, std::regex("elastic.sbatch: restart 1 of 1: axonn train failed with exit code "
+                                                "\\d+; 2 of 2 node\\(s\\) answer; the next step runs on n0 n1, 4 tasks")))
+      << log;
+  EXPECT_TRUE(contains(log, "[info] recovery: restart 1: ")) << log;
+  EXPECT_TRUE(contains(log, "elastic.sbatch: training done")) << log;
+  TrainedRun got = read_run(d);
+  got.steps = last_of_each_step(got.steps);
+  expect_continues(got, want, 1, "restarted inside the allocation");
+}
+
+// A node lost: slurmd of n1 and everything it started (its step daemons, its tasks) SIGKILLed
+// mid-run, as when the machine goes. On 3 nodes with run.spare_nodes = 1 the run trains on n0
+// and n1 while n2 waits; the template finds that n1 no longer answers and starts the next step
+// on n0 and the spare n2, inside the same job (--no-kill keeps the allocation), from the
+// newest checkpoint.
+TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
+  const TrainedRun want = reference();
+  const auto three = run_command(kSourceDir + "/scripts/slurm-cluster.sh start --nodes 3 --cpus 4 --dir " +
+                                     dir_.string() + " --plugstack " + plugstack(),
+                                 60);
+  ASSERT_EQ(three.code, 0) << three.output;
+  const fs::path d = job_dir("node-lost");
+  setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
+  const std::string id = submit(d, "--nodes=3 --ntasks-per-node=2 -o job.out " + kTemplates +
+                                       "/elastic.sbatch job.toml run.max_restarts=1 run.spare_nodes=1");
+  unsetenv("AXONN_TEST_SLOW_RANK");
+  wait_for_steps(d, 22);
+  const std::string slurmd = read_text(dir_ / "run" / "slurmd-n1.pid");
+  ASSERT_FALSE(slurmd.empty());
+  // Every process in n1's UTS namespace (slurm-cluster.sh gives each slurmd its own).
+  const fs::path uts = fs::read_symlink("/proc/" + std::to_string(std::stoi(slurmd)) + "/ns/uts");
+  std::vector<pid_t> node;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    std::error_code ec;
+    if (name.find_first_not_of("0123456789") == std::string::npos && fs::read_symlink(entry.path() / "ns/uts", ec) == uts)
+      node.push_back(std::stoi(name));
+  }
+  ASSERT_GE(node.size(), 3u) << "slurmd, a step daemon and the tasks";
+  kill_all(node);
+  // The job stays COMPLETING until Slurm has given up on n1 (SlurmdTimeout): the log says
+  // when the run is done.
+  std::string log;
+  for (int i = 0; i < 1200 && !contains(log, "elastic.sbatch: training done"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    log = read_text(d / "job.out");
+  }
+  EXPECT_TRUE(contains(log, "elastic.sbatch: n0 n1 train; n2 wait as spare(s) (run.spare_nodes)")) << log;
+  EXPECT_TRUE(contains(log, "elastic.sbatch: n1 does not answer: ")) << log;
+  EXPECT_TRUE(contains(log, "2 of 3 node(s) answer (lost: n1); the next step runs on n0 n2, 4 tasks")) << log;
+  EXPECT_TRUE(contains(log, "[info] recovery: restart 1: ")) << log;
+  EXPECT_TRUE(contains(log, "elastic.sbatch: training done")) << log;
+  TrainedRun got = read_run(d);
+  got.steps = last_of_each_step(got.steps);
+  ASSERT_EQ(got.steps.size(), want.steps.size()) << log;
+  for (size_t i = 0; i < got.steps.size(); ++i) EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor);
 }
 
 // scancel ends a job for good: the trainer still saves on the SIGTERM scancel sends (within

@@ -99,6 +99,16 @@ inline std::vector<StepLine> read_metrics(const std::filesystem::path& run_dir) 
   return out;
 }
 
+// A step's last line: a restarted run logs the steps it does again a second time.
+inline std::vector<StepLine> last_of_each_step(const std::vector<StepLine>& steps) {
+  std::vector<StepLine> out;
+  for (const StepLine& s : steps) {
+    while (!out.empty() && out.back().step >= s.step) out.pop_back();
+    out.push_back(s);
+  }
+  return out;
+}
+
 inline std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::stringstream s;

@@ -138,7 +138,8 @@ int command_run(const CommandArgs& argv) {
       {"nodes-sim", true, "pretend nodes to split the ranks over (default 1)"},
       {"grace-ms", true, "after a rank fails: SIGTERM, then SIGKILL after this long (default 3000)"},
       {"max-restarts", true,
-       "after a failure, start the job again (on the pretend nodes left) up to this many times (default 0)"},
+       "after a failure, start the job again (on the pretend nodes left) up to this many times (default: a "
+       "training job's run.max_restarts, else 0)"},
       {"help", false, "this help"},
   };
   // The launcher's options come first; from the first other word on, everything belongs
@@ -180,7 +181,6 @@ int command_run(const CommandArgs& argv) {
   opt.grace = std::chrono::milliseconds(args.integer("grace-ms", 0, 600'000).value_or(3000));
   if (const auto problem = local_capacity_problem(opt.ranks, read_machine_limits())) throw UsageError(*problem);
 
-  const int max_restarts = static_cast<int>(args.integer("max-restarts", 0, 1000).value_or(0));
 
   const auto& rest = command;
   std::optional<TrainCheck> train;  // a training run's inputs, for a restart at another size
@@ -199,6 +199,9 @@ int command_run(const CommandArgs& argv) {
                      "...); to run another program on every rank: axonn run -n " + std::to_string(opt.ranks) + " -- " +
                      rest[0]);
   }
+  // A training job's own run.max_restarts unless --max-restarts says otherwise.
+  const int max_restarts = static_cast<int>(
+      args.integer("max-restarts", 0, 1000).value_or(train ? train->inputs.job.run.max_restarts : 0));
   const char* path = std::getenv("PATH");
   resolve_executable(opt.argv[0], path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
   raise_open_file_limit(opt.ranks);

@@ -96,6 +96,8 @@ const std::vector<OptionSpec>& train_option_specs() {
       {"init-only", false, "write the initial weights as checkpoint step 0 and exit (no training)"},
       {"print-preempt-signal", false,
        "print the job's run.preempt_signal (USR1, USR2 or HUP) and exit; starts nothing"},
+      {"print-restart-policy", false,
+       "print the job's run.max_restarts and run.spare_nodes (\"2 1\") and exit; starts nothing"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
       {"trace-steps", true,
        "steps whose timeline every rank writes to <run.dir>/trace/rank-NNNNN.json, e.g. 10-12 (run.trace_steps)"},
@@ -127,6 +129,10 @@ int command_train(const CommandArgs& argv) {
   const SiteConfig& site = inputs.site.config;
   if (args.has("print-preempt-signal")) {
     std::printf("%s\n", job.run.preempt_signal.c_str());
+    return exit_code::ok;
+  }
+  if (args.has("print-restart-policy")) {  // for the sbatch templates' restarts inside the allocation
+    std::printf("%d %d\n", job.run.max_restarts, job.run.spare_nodes);
     return exit_code::ok;
   }
   check_wrapper_preempt_signal(inputs);
