@@ -23,22 +23,6 @@
 namespace axonn::test {
 namespace {
 
-// Once metrics.jsonl has logged `after_steps` lines, SIGKILLs attempt `attempt` of `ranks`,
-// all at once; false (and a test failure) when they did not all appear within 60 s.
-bool kill_ranks(const std::filesystem::path& dir, const std::vector<int>& ranks, int attempt, size_t after_steps) {
-  for (int i = 0; i < 6000; ++i) {
-    std::vector<pid_t> pids;
-    if (read_metrics(dir / "run").size() >= after_steps) pids = rank_pids(dir, ranks, attempt);
-    if (pids.size() == ranks.size()) {
-      kill_all(pids);
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ADD_FAILURE() << "attempt " << attempt << "'s ranks never all ran in " << dir;
-  return false;
-}
-
 // The step the restarted run resumed from, from its "recovery:" line; -1 without one.
 int resumed_step(const std::string& output) {
   std::smatch m;
@@ -66,12 +50,9 @@ class Recovery : public ::testing::Test {
     const auto dir = dir_ / name;
     std::filesystem::create_directories(dir);
     write_file(dir / "job.toml", job);
-    const std::string command = "cd " + dir.string() + " && " + (layout.empty() ? "" : "AXONN_LAYOUT=" + layout + " ") +
-                                kAxonn + " run -n " + std::to_string(ranks) + " --nodes-sim " +
-                                std::to_string(nodes_sim) +
-                                (max_restarts < 0 ? "" : " --max-restarts " + std::to_string(max_restarts)) + " " +
-                                (dir / "job.toml").string() + " " + train_options;
-    return std::async(std::launch::async, [=] { return run_command(command, 240); });
+    const std::string restarts = max_restarts < 0 ? "" : "--max-restarts " + std::to_string(max_restarts);
+    return std::async(std::launch::async,
+                      [=] { return run_train(dir, ranks, layout, train_options, nodes_sim, 240, restarts); });
   }
 
   std::filesystem::path dir_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,10 +15,12 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/reader.hpp"
 #include "process_helpers.hpp"
+#include "rank_processes.hpp"
 
 namespace axonn::test {
 
@@ -57,15 +60,17 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
 
 inline void write_file(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
 
-// `axonn run -n N --nodes-sim K DIR/job.toml` in `dir` with AXONN_LAYOUT set (empty: let the
-// trainer decide); output and exit code. The job file's absolute path makes the launcher's
+// `axonn run -n N --nodes-sim K [LAUNCHER_OPTIONS] DIR/job.toml EXTRA` in `dir` with
+// AXONN_LAYOUT set (empty: let the trainer decide); output and exit code. The job file's absolute path makes the launcher's
 // command line unique to its test, so a test can signal its own launcher by name while other
 // tests train beside it (see launcher_pattern).
 inline CommandResult run_train(const std::filesystem::path& dir, int ranks, const std::string& layout,
-                               const std::string& extra = "", int nodes_sim = 1, int timeout_s = 120) {
+                               const std::string& extra = "", int nodes_sim = 1, int timeout_s = 120,
+                               const std::string& launcher_options = "") {
   std::string env = layout.empty() ? "" : "AXONN_LAYOUT=" + layout + " ";
   return run_command("cd " + dir.string() + " && " + env + kAxonn + " run -n " + std::to_string(ranks) +
-                         " --nodes-sim " + std::to_string(nodes_sim) + " " + (dir / "job.toml").string() + " " + extra,
+                         " --nodes-sim " + std::to_string(nodes_sim) + " " + launcher_options + " " +
+                         (dir / "job.toml").string() + " " + extra,
                      timeout_s);
 }
 
@@ -97,6 +102,24 @@ inline std::vector<StepLine> read_metrics(const std::filesystem::path& run_dir) 
     if (std::regex_search(line, m, eval_re)) out.back().eval_loss = std::stod(m[1]);
   }
   return out;
+}
+
+// Once <dir>/run/metrics.jsonl has logged `after_steps` lines, SIGKILLs attempt `attempt` of
+// the job's `ranks` (rank_processes.hpp) all at once; false, and a test failure, when they did
+// not all run within 60 s.
+inline bool kill_ranks(const std::filesystem::path& dir, const std::vector<int>& ranks, int attempt,
+                       size_t after_steps) {
+  for (int i = 0; i < 6000; ++i) {
+    std::vector<pid_t> pids;
+    if (read_metrics(dir / "run").size() >= after_steps) pids = rank_pids(dir, ranks, attempt);
+    if (pids.size() == ranks.size()) {
+      kill_all(pids);
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "attempt " << attempt << "'s ranks never all ran in " << dir;
+  return false;
 }
 
 // A step's last line: a restarted run logs the steps it does again a second time.
