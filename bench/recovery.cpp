@@ -61,9 +61,7 @@ std::string job_toml(const Options& o) {
          std::to_string(o.interval) + "\nkeep = 2\n[run]\ndir = \"run\"\nlog_interval = 1\n";
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 size_t logged_steps(const fs::path& dir) {
   std::ifstream in(dir / "run" / "metrics.jsonl");
@@ -168,12 +166,14 @@ int main(int argc, char** argv) {
     return parsed;
   });
   const fs::path dir = fs::temp_directory_path() / ("axonn-bench-recovery-" + std::to_string(getpid()));
-  std::printf("recovery: elastic.toml's model, %d ranks on %d pretend nodes (axonn run --max-restarts 1, CPU backend)\n",
-              o.ranks, o.nodes);
+  std::printf(
+      "recovery: elastic.toml's model, %d ranks on %d pretend nodes (axonn run --max-restarts 1, CPU backend)\n",
+      o.ranks, o.nodes);
   std::printf("%d steps, checkpoint every %d; the interrupted run loses its last node after step %d; %d rounds\n\n",
               o.steps, o.interval, o.kill_at, o.rounds);
-  std::printf("round  uninterrupted s  interrupted s  ratio  kill->step s  detect   stop  restart  startup   load  "
-              "first_step  steps redone\n");
+  std::printf(
+      "round  uninterrupted s  interrupted s  ratio  kill->step s  detect   stop  restart  startup   load  "
+      "first_step  steps redone\n");
   std::vector<Round> rounds;
   for (int r = 0; r < o.rounds; ++r) {
     Round round;
@@ -195,17 +195,18 @@ int main(int argc, char** argv) {
   const double whole = med([](const Round& r) { return r.whole_s; });
   const double interrupted = med([](const Round& r) { return r.interrupted_s; });
   const double to_step = med([](const Round& r) { return r.kill_to_step_s; });
-  std::printf("\nmedians: uninterrupted %.2f s, interrupted %.2f s: %.2fx; %.2f s from the kill to the next step "
-              "(goal < 30 s): %s\n",
-              whole, interrupted, interrupted / whole, to_step, to_step < 30 ? "met" : "missed");
-  std::printf("phases (median s): detect %.3f, stop %.3f, restart %.3f, startup %.3f, load %.3f, first_step %.3f; "
-              "steps done again %.0f (the steps since the newest committed checkpoint)\n",
-              med([](const Round& r) { return r.phases.at("detect"); }),
-              med([](const Round& r) { return r.phases.at("stop"); }),
-              med([](const Round& r) { return r.phases.at("restart"); }),
-              med([](const Round& r) { return r.phases.at("startup"); }),
-              med([](const Round& r) { return r.phases.at("load"); }),
-              med([](const Round& r) { return r.phases.at("first_step"); }),
-              med([](const Round& r) { return r.redone; }));
+  std::printf(
+      "\nmedians: uninterrupted %.2f s, interrupted %.2f s: %.2fx; %.2f s from the kill to the next step "
+      "(goal < 30 s): %s\n",
+      whole, interrupted, interrupted / whole, to_step, to_step < 30 ? "met" : "missed");
+  std::printf(
+      "phases (median s): detect %.3f, stop %.3f, restart %.3f, startup %.3f, load %.3f, first_step %.3f; "
+      "steps done again %.0f (the steps since the newest committed checkpoint)\n",
+      med([](const Round& r) { return r.phases.at("detect"); }),
+      med([](const Round& r) { return r.phases.at("stop"); }),
+      med([](const Round& r) { return r.phases.at("restart"); }),
+      med([](const Round& r) { return r.phases.at("startup"); }),
+      med([](const Round& r) { return r.phases.at("load"); }),
+      med([](const Round& r) { return r.phases.at("first_step"); }), med([](const Round& r) { return r.redone; }));
   return 0;
 }

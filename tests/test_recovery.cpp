@@ -109,7 +109,9 @@ TEST_F(Recovery, TheRestartLimitEndsTheJobWithTheLastFailure) {
   const CommandResult r = run.get();
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.output;
   EXPECT_TRUE(contains(r.output, "axonn run: restart 1 of 1: restarting all 2 ranks")) << r.output;
-  EXPECT_TRUE(contains(r.output, "axonn run: no restart: restart limit 1 reached (--max-restarts, else the job's run.max_restarts)")) << r.output;
+  EXPECT_TRUE(contains(
+      r.output, "axonn run: no restart: restart limit 1 reached (--max-restarts, else the job's run.max_restarts)"))
+      << r.output;
   const auto latest = read_latest(dir_ / "limit" / "ckpt");
   ASSERT_TRUE(latest.has_value()) << r.output;
   EXPECT_GE(*latest, 4);

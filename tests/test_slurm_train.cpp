@@ -285,8 +285,8 @@ TEST_F(SlurmTrain, ElasticTemplateRestartsInsideTheAllocationAfterANodesTasksAre
   const TrainedRun want = reference();
   const fs::path d = job_dir("restarted");
   setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);  // sbatch passes it on: the kill lands mid-run
-  const std::string id =
-      submit(d, "--nodes=2 --ntasks-per-node=2 -o job.out " + kTemplates + "/elastic.sbatch job.toml run.max_restarts=1");
+  const std::string id = submit(
+      d, "--nodes=2 --ntasks-per-node=2 -o job.out " + kTemplates + "/elastic.sbatch job.toml run.max_restarts=1");
   unsetenv("AXONN_TEST_SLOW_RANK");
   std::vector<pid_t> killed;
   for (int i = 0; i < 6000 && killed.size() != 2; ++i) {
@@ -298,8 +298,9 @@ TEST_F(SlurmTrain, ElasticTemplateRestartsInsideTheAllocationAfterANodesTasksAre
   wait_for_job(id, "JobState=COMPLETED", 120);
 
   const std::string log = read_text(d / "job.out");
-  EXPECT_TRUE(std::regex_search(log, std::regex("elastic.sbatch: restart 1 of 1: axonn train failed with exit code "
-                                                "\\d+; 2 of 2 node\\(s\\) answer; the next step runs on n0 n1, 4 tasks")))
+  EXPECT_TRUE(
+      std::regex_search(log, std::regex("elastic.sbatch: restart 1 of 1: axonn train failed with exit code "
+                                        "\\d+; 2 of 2 node\\(s\\) answer; the next step runs on n0 n1, 4 tasks")))
       << log;
   EXPECT_TRUE(contains(log, "[info] recovery: restart 1: ")) << log;
   EXPECT_TRUE(contains(log, "elastic.sbatch: training done")) << log;
@@ -333,7 +334,8 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     std::error_code ec;
-    if (name.find_first_not_of("0123456789") == std::string::npos && fs::read_symlink(entry.path() / "ns/uts", ec) == uts)
+    if (name.find_first_not_of("0123456789") == std::string::npos &&
+        fs::read_symlink(entry.path() / "ns/uts", ec) == uts)
       node.push_back(std::stoi(name));
   }
   ASSERT_GE(node.size(), 3u) << "slurmd, a step daemon and the tasks";

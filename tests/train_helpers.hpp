@@ -61,9 +61,9 @@ inline std::filesystem::path fresh_dir(const std::string& name) {
 inline void write_file(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 // `axonn run -n N --nodes-sim K [LAUNCHER_OPTIONS] DIR/job.toml EXTRA` in `dir` with
-// AXONN_LAYOUT set (empty: let the trainer decide); output and exit code. The job file's absolute path makes the launcher's
-// command line unique to its test, so a test can signal its own launcher by name while other
-// tests train beside it (see launcher_pattern).
+// AXONN_LAYOUT set (empty: let the trainer decide); output and exit code. The job file's absolute path makes the
+// launcher's command line unique to its test, so a test can signal its own launcher by name while other tests train
+// beside it (see launcher_pattern).
 inline CommandResult run_train(const std::filesystem::path& dir, int ranks, const std::string& layout,
                                const std::string& extra = "", int nodes_sim = 1, int timeout_s = 120,
                                const std::string& launcher_options = "") {

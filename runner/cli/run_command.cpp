@@ -129,6 +129,50 @@ std::string newest_checkpoint(const JobConfig& job) {
          "; resume it at a size a layout fits";
 }
 
+// Runs the job, and after a failure starts it again as restart_plan.hpp decides, up to
+// `max_restarts` times; for a training run (`train`) on fewer ranks only when a layout fits
+// them. Returns the exit code of the last attempt (or of the layout that did not fit).
+int run_with_restarts(LocalJobOptions opt, const std::optional<TrainCheck>& train, int max_restarts) {
+  std::string recovery;  // after a failure: when the launcher saw it and when the last rank had exited
+  for (int restarts = 0;; ++restarts) {
+    opt.extra_env = {"AXONN_LAUNCHER=local", "AXONN_RESTART=" + std::to_string(restarts)};
+    if (!recovery.empty()) opt.extra_env.push_back("AXONN_RECOVERY=" + recovery);
+    const LocalJobResult result = run_local_job(opt);
+    if (result.failure.empty()) {
+      if (result.exit_code == exit_code::preempted)
+        std::fprintf(stderr,
+                     "axonn run: every rank exited with %d: stopped after a committed checkpoint; run it again "
+                     "to resume\n",
+                     exit_code::preempted);
+      return result.exit_code;
+    }
+    std::fprintf(stderr, "axonn run: %s; stopped the other ranks\n", result.failure.c_str());
+    const RestartPlan plan = plan_restart(opt, result, restarts, max_restarts);
+    if (!plan.restart) {
+      if (max_restarts > 0) std::fprintf(stderr, "axonn run: no restart: %s\n", plan.why.c_str());
+      return result.exit_code;
+    }
+    if (train && plan.ranks != opt.ranks) {
+      LocalJobOptions next = opt;
+      next.ranks = plan.ranks;
+      next.nodes_sim = plan.nodes_sim;
+      try {
+        decide_run_layout(local_topology(next), train->inputs.site.config, train->inputs.job, train->layout_option);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "axonn run: no restart: no layout runs the job on the %d ranks left: %s; %s\n", plan.ranks,
+                     e.what(), newest_checkpoint(train->inputs.job).c_str());
+        return e.exit_code();
+      }
+    }
+    opt.ranks = plan.ranks;
+    opt.nodes_sim = plan.nodes_sim;
+    std::fprintf(stderr, "axonn run: restart %d of %d: %s, %.2f s after the failure\n", restarts + 1, max_restarts,
+                 plan.why.c_str(), unix_seconds() - result.failed_unix_s);
+    // The next attempt's rank 0 reports the recovery, phase by phase, from these two times.
+    recovery = fmt::format("{:.6f} {:.6f}", result.failed_unix_s, result.ended_unix_s);
+  }
+}
+
 }  // namespace
 
 int command_run(const CommandArgs& argv) {
@@ -181,7 +225,6 @@ int command_run(const CommandArgs& argv) {
   opt.grace = std::chrono::milliseconds(args.integer("grace-ms", 0, 600'000).value_or(3000));
   if (const auto problem = local_capacity_problem(opt.ranks, read_machine_limits())) throw UsageError(*problem);
 
-
   const auto& rest = command;
   std::optional<TrainCheck> train;  // a training run's inputs, for a restart at another size
   if (after_dashes) {
@@ -200,50 +243,13 @@ int command_run(const CommandArgs& argv) {
                      rest[0]);
   }
   // A training job's own run.max_restarts unless --max-restarts says otherwise.
-  const int max_restarts = static_cast<int>(
-      args.integer("max-restarts", 0, 1000).value_or(train ? train->inputs.job.run.max_restarts : 0));
+  const int max_restarts =
+      static_cast<int>(args.integer("max-restarts", 0, 1000).value_or(train ? train->inputs.job.run.max_restarts : 0));
   const char* path = std::getenv("PATH");
   resolve_executable(opt.argv[0], path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
   raise_open_file_limit(opt.ranks);
 
-  std::string recovery;  // after a failure: when the launcher saw it and when the last rank had exited
-  for (int restarts = 0;; ++restarts) {
-    opt.extra_env = {"AXONN_LAUNCHER=local", "AXONN_RESTART=" + std::to_string(restarts)};
-    if (!recovery.empty()) opt.extra_env.push_back("AXONN_RECOVERY=" + recovery);
-    const LocalJobResult result = run_local_job(opt);
-    if (result.failure.empty()) {
-      if (result.exit_code == exit_code::preempted)
-        std::fprintf(stderr,
-                     "axonn run: every rank exited with %d: stopped after a committed checkpoint; run it again "
-                     "to resume\n",
-                     exit_code::preempted);
-      return result.exit_code;
-    }
-    std::fprintf(stderr, "axonn run: %s; stopped the other ranks\n", result.failure.c_str());
-    const RestartPlan plan = plan_restart(opt, result, restarts, max_restarts);
-    if (!plan.restart) {
-      if (max_restarts > 0) std::fprintf(stderr, "axonn run: no restart: %s\n", plan.why.c_str());
-      return result.exit_code;
-    }
-    if (train && plan.ranks != opt.ranks) {
-      LocalJobOptions next = opt;
-      next.ranks = plan.ranks;
-      next.nodes_sim = plan.nodes_sim;
-      try {
-        decide_run_layout(local_topology(next), train->inputs.site.config, train->inputs.job, train->layout_option);
-      } catch (const Error& e) {
-        std::fprintf(stderr, "axonn run: no restart: no layout runs the job on the %d ranks left: %s; %s\n", plan.ranks,
-                     e.what(), newest_checkpoint(train->inputs.job).c_str());
-        return e.exit_code();
-      }
-    }
-    opt.ranks = plan.ranks;
-    opt.nodes_sim = plan.nodes_sim;
-    std::fprintf(stderr, "axonn run: restart %d of %d: %s, %.2f s after the failure\n", restarts + 1, max_restarts,
-                 plan.why.c_str(), unix_seconds() - result.failed_unix_s);
-    // The next attempt's rank 0 reports the recovery, phase by phase, from these two times.
-    recovery = fmt::format("{:.6f} {:.6f}", result.failed_unix_s, result.ended_unix_s);
-  }
+  return run_with_restarts(opt, train, max_restarts);
 }
 
 }  // namespace axonn

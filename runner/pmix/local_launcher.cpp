@@ -134,7 +134,7 @@ struct Rank {
   std::optional<LabelledOutput> out, err;  // absent without labels: bytes pass through
   bool running = false;
   bool sent_kill = false;  // the launcher sent it SIGKILL
-  int stopped_by = 0;  // the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0
+  int stopped_by = 0;      // the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0
 };
 
 class LocalJob {

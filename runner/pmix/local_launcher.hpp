@@ -47,9 +47,9 @@ struct LocalJobOptions {
 struct RankExit {
   int rank = 0;
   int pid = 0;
-  int exit_status = -1;    // when it exited (else -1)
-  int signal = 0;          // when a signal killed it (else 0)
-  bool connected = false;  // its PMIx_Init reached the server
+  int exit_status = -1;             // when it exited (else -1)
+  int signal = 0;                   // when a signal killed it (else 0)
+  bool connected = false;           // its PMIx_Init reached the server
   bool killed_by_launcher = false;  // the launcher had sent it SIGKILL (the grace period ended, it was stopped, ...)
 };
 

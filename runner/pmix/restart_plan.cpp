@@ -38,7 +38,8 @@ RestartPlan plan_restart(const LocalJobOptions& attempt, const LocalJobResult& r
     return plan;
   }
   if (restarts_done >= max_restarts) {
-    plan.why = "restart limit " + std::to_string(max_restarts) + " reached (--max-restarts, else the job's run.max_restarts)";
+    plan.why =
+        "restart limit " + std::to_string(max_restarts) + " reached (--max-restarts, else the job's run.max_restarts)";
     return plan;
   }
 

@@ -25,17 +25,17 @@
 namespace axonn {
 
 struct TrainingRunOptions {
-  ChooserInput plan;                     // model, batch and machine: predicted time, memory, bytes
-  std::string layout_origin;             // one line: where the layout came from and why
-  bool fallback = false;                 // resume from an older step when the newest is unusable
-  bool data_changed = false;             // resume on other data than the checkpoint's (data_position.hpp)
-  bool init_only = false;                // save the initial state as step 0 and return, no training
-  LockOwner lock_owner;                  // rank 0 holds the checkpoint directory's lock as this owner
-  bool break_lock = false;               // take over a lock record another host left (dir_lock.hpp)
-  std::string save_token;                // the same on every rank of this run
-  std::function<bool()> stop_requested;  // this rank caught a preemption signal (may be empty)
-  StartupTimes startup;                  // the caller's phases; the run adds model_init, checkpoint_loaded, first_step
-  std::vector<std::string> rank_hosts;   // [world] each rank's host, for the straggler watch's message
+  ChooserInput plan;                      // model, batch and machine: predicted time, memory, bytes
+  std::string layout_origin;              // one line: where the layout came from and why
+  bool fallback = false;                  // resume from an older step when the newest is unusable
+  bool data_changed = false;              // resume on other data than the checkpoint's (data_position.hpp)
+  bool init_only = false;                 // save the initial state as step 0 and return, no training
+  LockOwner lock_owner;                   // rank 0 holds the checkpoint directory's lock as this owner
+  bool break_lock = false;                // take over a lock record another host left (dir_lock.hpp)
+  std::string save_token;                 // the same on every rank of this run
+  std::function<bool()> stop_requested;   // this rank caught a preemption signal (may be empty)
+  StartupTimes startup;                   // the caller's phases; the run adds model_init, checkpoint_loaded, first_step
+  std::vector<std::string> rank_hosts;    // [world] each rank's host, for the straggler watch's message
   std::optional<RecoveryTimes> recovery;  // a restart after a failure: rank 0 reports the recovery
 };
 
