@@ -30,6 +30,7 @@
 
 #include "bench_args.hpp"
 #include "bench_stats.hpp"
+#include "core/wall_clock.hpp"
 #include "subprocess.hpp"
 #include "tests/rank_processes.hpp"
 
@@ -60,8 +61,6 @@ std::string job_toml(const Options& o) {
          "[checkpoint]\ndir = \"ckpt\"\ninterval = " +
          std::to_string(o.interval) + "\nkeep = 2\n[run]\ndir = \"run\"\nlog_interval = 1\n";
 }
-
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 size_t logged_steps(const fs::path& dir) {
   std::ifstream in(dir / "run" / "metrics.jsonl");
@@ -113,7 +112,7 @@ double run_job(const fs::path& dir, const Options& o, bool kill_node, Round& rou
       if (logged_steps(dir) < static_cast<size_t>(o.kill_at)) continue;
       const std::vector<pid_t> pids = test::rank_pids(dir, node, 0);
       if (pids.size() != node.size()) continue;
-      killed_at = unix_now();
+      killed_at = unix_seconds_now();
       test::kill_all(pids);
       break;
     }

@@ -13,7 +13,8 @@
 
 namespace axonn::test {
 
-inline std::string whole_file(const std::filesystem::path& path) {
+// A whole file ("" when it cannot be read); the tests read their runs' files with it too.
+inline std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);
   std::ostringstream s;
   s << in.rdbuf();
@@ -34,8 +35,8 @@ inline std::vector<pid_t> rank_pids(const std::filesystem::path& dir, const std:
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::error_code ec;
     if (std::filesystem::read_symlink(entry.path() / "cwd", ec) != dir || ec) continue;
-    const std::string env = whole_file(entry.path() / "environ");
-    const std::string cmdline = whole_file(entry.path() / "cmdline");
+    const std::string env = read_text(entry.path() / "environ");
+    const std::string cmdline = read_text(entry.path() / "cmdline");
     if (!environment_has(env, "AXONN_RESTART=" + std::to_string(attempt))) continue;
     if (cmdline.find(std::string("train") + '\0') == std::string::npos) continue;
     for (int r : ranks)

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/wall_clock.hpp"
 #include "scratch_dir.hpp"
 #include "trainer/train/metrics_log.hpp"
 #include "trainer/train/tensorboard_event.pb.h"

@@ -132,13 +132,6 @@ inline std::vector<StepLine> last_of_each_step(const std::vector<StepLine>& step
   return out;
 }
 
-inline std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Every tensor of the checkpoint `latest` names, whole.
 inline std::map<std::string, std::vector<float>> read_tensors(const std::filesystem::path& ckpt_dir) {
   CheckpointReader reader = CheckpointReader::open_latest(ckpt_dir);

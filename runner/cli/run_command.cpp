@@ -28,6 +28,7 @@
 
 #include "checkpoint/step_dir.hpp"
 #include "core/exit_codes.hpp"
+#include "core/wall_clock.hpp"
 #include "runner/calibrate/calibrate_inputs.hpp"
 #include "runner/calibrate/calibrate_links.hpp"
 #include "runner/cli/args.hpp"
@@ -112,10 +113,6 @@ void check_calibrate_command(const CommandArgs& words, const LocalJobOptions& op
   plan_links(local_topology(opt), inputs.site.config, inputs.tiers);
 }
 
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // "the newest committed checkpoint is step 40 in checkpoints/tiny", or that there is none.
 std::string newest_checkpoint(const JobConfig& job) {
   std::optional<int64_t> step;
@@ -167,7 +164,7 @@ int run_with_restarts(LocalJobOptions opt, const std::optional<TrainCheck>& trai
     opt.ranks = plan.ranks;
     opt.nodes_sim = plan.nodes_sim;
     std::fprintf(stderr, "axonn run: restart %d of %d: %s, %.2f s after the failure\n", restarts + 1, max_restarts,
-                 plan.why.c_str(), unix_seconds() - result.failed_unix_s);
+                 plan.why.c_str(), unix_seconds_now() - result.failed_unix_s);
     // The next attempt's rank 0 reports the recovery, phase by phase, from these two times.
     recovery = fmt::format("{:.6f} {:.6f}", result.failed_unix_s, result.ended_unix_s);
   }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/wall_clock.hpp"
 #include "runner/pmix/labelled_output.hpp"
 #include "runner/pmix/pmix_server.hpp"
 #include "runner/pmix/worker_process.hpp"
@@ -40,10 +41,6 @@ void wake(unsigned char what) {
 }
 
 void on_signal(int sig) { wake(static_cast<unsigned char>(sig)); }
-
-double unix_now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // A stop signal repeated within this window of the first is the same request; a person who
 // means "stop now" sends the second one after seeing the first did not stop the job.
@@ -411,7 +408,7 @@ void LocalJob::reap() {
     }
     r.running = false;
     r.stopped_by = 0;
-    if (--running_ == 0) ended_unix_s_ = unix_now_s();
+    if (--running_ == 0) ended_unix_s_ = unix_seconds_now();
     RankExit& e = result_.exits[i];
     e.killed_by_launcher = r.sent_kill;
     if (WIFEXITED(status)) e.exit_status = WEXITSTATUS(status);
@@ -437,7 +434,7 @@ void LocalJob::fail(const std::string& why, int exit_code, int stop_signal) {
   stopping_ = true;
   result_.failure = why;
   result_.exit_code = exit_code;
-  result_.failed_unix_s = unix_now_s();
+  result_.failed_unix_s = unix_seconds_now();
   spdlog::debug("axonn run: {}; stopping the job", why);
   if (running_ > 0 && stop_signal != 0) signal_group(stop_signal);
   kill_stopped_ranks();

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/wall_clock.hpp"
+
 namespace axonn {
 namespace {
 

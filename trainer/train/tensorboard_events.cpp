@@ -9,6 +9,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/wall_clock.hpp"
 #include "trainer/train/tensorboard_event.pb.h"
 
 namespace axonn {
@@ -53,11 +54,6 @@ uint32_t mask_crc32c(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kCrcMa
 uint32_t unmask_crc32c(uint32_t masked) {
   const uint32_t rotated = masked - kCrcMaskDelta;
   return (rotated >> 17) | (rotated << 15);
-}
-
-double unix_seconds_now() {
-  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
-  return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(since_epoch).count()) / 1e6;
 }
 
 TensorBoardEvents::TensorBoardEvents(const std::filesystem::path& dir) {

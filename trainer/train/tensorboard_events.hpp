@@ -25,9 +25,6 @@ uint32_t crc32c(const void* data, size_t size);
 uint32_t mask_crc32c(uint32_t crc);
 uint32_t unmask_crc32c(uint32_t masked);
 
-// The current time as TensorBoard's wall_time: Unix seconds, microseconds in the fraction.
-double unix_seconds_now();
-
 // One value of a step; TensorBoard keeps scalars as float32.
 struct TensorBoardScalar {
   std::string tag;  // e.g. "train/loss": TensorBoard groups charts by the part before the '/'
