@@ -22,6 +22,13 @@
 
 namespace axonn {
 
+// What the committing rank needs besides its own shard.
+struct CommitSpec {
+  std::vector<int> expected_ranks;  // every rank that writes a shard of this step
+  Metadata metadata;
+  std::vector<int64_t> protected_steps = {};  // never deleted by retention (apply_retention)
+};
+
 struct SaverOptions {
   int keep = 2;  // committed steps kept
   std::chrono::milliseconds commit_timeout{std::chrono::minutes(10)};
@@ -32,13 +39,11 @@ struct SaverOptions {
   std::function<void(int64_t step, std::chrono::steady_clock::time_point start,
                      std::chrono::steady_clock::time_point end)>
       on_written;
-};
-
-// What the committing rank needs besides its own shard.
-struct CommitSpec {
-  std::vector<int> expected_ranks;  // every rank that writes a shard of this step
-  Metadata metadata;
-  std::vector<int64_t> protected_steps = {};  // never deleted by retention (apply_retention)
+  // Instead of committing: called on the writer thread once the shard is written, with its
+  // path and the CommitSpec the committing rank passed (nullopt on the others). Memory copies
+  // (trainer/train/memory_copies.hpp) send the shard to a peer here; its error is the save's.
+  std::function<void(int64_t step, const std::filesystem::path& shard, const std::optional<CommitSpec>& commit)>
+      instead_of_commit;
 };
 
 class AsyncSaver {

@@ -223,6 +223,9 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     job.checkpoint.dir = absolute_from(cwd, t.string("dir", site.checkpoint_dir));
     job.checkpoint.interval = static_cast<int>(t.integer("interval", job.checkpoint.interval, 0, 1'000'000'000));
     job.checkpoint.keep = static_cast<int>(t.integer("keep", job.checkpoint.keep, 1, 1'000'000));
+    job.checkpoint.memory_interval =
+        static_cast<int>(t.integer("memory_interval", job.checkpoint.memory_interval, 0, 1'000'000'000));
+    job.checkpoint.memory_dir = absolute_from(cwd, t.string("memory_dir", job.checkpoint.memory_dir));
     t.finish();
   }
   {

@@ -90,6 +90,13 @@ struct CheckpointConfig {
   std::string dir;   // absolute after loading
   int interval = 0;  // steps between saves; 0: only at the end and on preemption
   int keep = 2;      // committed steps kept
+  // Every this many steps (0: never) each rank copies its shard of the state into its node's
+  // memory and a rank's on another node (trainer/train/memory_copies.hpp): a restart after
+  // a failure loads the newest step whose every shard survived instead of the disk's.
+  int memory_interval = 0;
+  // Where the node's memory copies live: a directory in RAM (tmpfs). Each job's are in
+  // <memory_dir>/axonn-<job>/<host>, removed when the job ends.
+  std::string memory_dir = "/dev/shm";
 };
 
 // Steps first..last (1-based, as metrics.jsonl numbers them), both included.

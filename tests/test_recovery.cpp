@@ -100,6 +100,76 @@ TEST_F(Recovery, APretendNodeKilledGoesOnWithTheNodesLeftLikeAResumeAtThatSize) 
   expect_same_run(recovered, reference, 0, 0, "a pretend node lost");
 }
 
+// The tiny job with a memory copy every step in `memory_dir` and no disk save before its end.
+std::string memory_copy_job(const std::filesystem::path& memory_dir) {
+  std::string job = tiny_job(30, 100);
+  job.insert(job.find("[run]"), "memory_interval = 1\nmemory_dir = \"" + memory_dir.string() + "\"\n");
+  return job;
+}
+
+// The step the restarted run loaded from the nodes' memory; -1 when it did not.
+int memory_step(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("checkpoint: loaded step-0*(\\d+) from the nodes' memory"))) return -1;
+  return std::stoi(m[1]);
+}
+
+// With checkpoint.memory_interval every rank's shard is in its node's memory and the next
+// node's. Pretend node 1 killed takes its memory along (the launcher deletes its copies), and
+// the run goes on from the newest step node 0's memory holds whole: one the kill landed
+// after, at most the one in flight earlier, where the disk holds none. The same as an
+// uninterrupted run's checkpoint of that step resumed on the 2 ranks left.
+TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesOfTheNodesLeft) {
+  const std::string job = memory_copy_job(dir_ / "shm");
+  auto run = start("memory", job, 4, 2, "", 1);
+  kill_ranks(dir_ / "memory", {2, 3}, 0, 6);
+  const CommandResult r = run.get();
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "-n1 (ranks 2-3) was lost: restarting 2 ranks on 1 pretend node, ")) << r.output;
+  const int loaded = memory_step(r.output);
+  ASSERT_GE(loaded, 5) << r.output;
+  EXPECT_EQ(resumed_step(r.output), loaded) << r.output;
+  // The launcher leaves no copy behind.
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "shm")) << r.output;
+  TrainedRun recovered = read_run(dir_ / "memory");
+  recovered.steps = last_of_each_step(recovered.steps);
+
+  const TrainedRun whole = train_in(dir_ / "whole", tiny_job(30, 1), 4, "", "checkpoint.keep=100", 2);
+  const auto resumed_dir = copy_checkpoint_step(dir_ / "whole", loaded, dir_ / "resumed");
+  TrainedRun reference = train_in(resumed_dir, tiny_job(30, 1), 2, "");
+  std::vector<StepLine> steps(whole.steps.begin(), whole.steps.begin() + loaded);
+  steps.insert(steps.end(), reference.steps.begin(), reference.steps.end());
+  reference.steps = steps;
+  expect_same_run(recovered, reference, 0, 0, "a pretend node lost, recovered from memory");
+}
+
+// A memory copy that fails its checksum (a test-only fault flips one stored bit of it) is
+// not loaded: the run says so and loads the disk checkpoint, and ends like an uninterrupted one.
+TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
+  std::string job = memory_copy_job(dir_ / "shm");
+  job.replace(job.find("interval = 100"), 14, "interval = 4");
+  setenv("AXONN_TEST_CORRUPT_MEMORY_COPY", "1", 1);
+  auto run = start("corrupt", job, 2, 1, "2x1x1x1", 1);
+  kill_ranks(dir_ / "corrupt", {1}, 0, 6);
+  const CommandResult r = run.get();
+  unsetenv("AXONN_TEST_CORRUPT_MEMORY_COPY");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("memory copy: rank 0: the copy of step-0+\\d+ failed "
+                                                     "verification: .*checksum mismatch")))
+      << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("checkpoint: memory copies: the memory copy of step-0+\\d+ "
+                                                     "could not be used .*; loading the disk checkpoint instead")))
+      << r.output;
+  EXPECT_EQ(memory_step(r.output), -1) << r.output;
+  const int resumed = resumed_step(r.output);
+  EXPECT_GE(resumed, 4) << r.output;
+  EXPECT_EQ(resumed % 4, 0) << r.output;  // a disk step
+  TrainedRun recovered = read_run(dir_ / "corrupt");
+  recovered.steps = last_of_each_step(recovered.steps);
+  const TrainedRun uninterrupted = train_in(dir_ / "uninterrupted", tiny_job(30, 4), 2, "2x1x1x1");
+  expect_same_run(recovered, uninterrupted, 0, 0, "a memory copy failed its checksum");
+}
+
 // A second failure after the last restart allowed ends the job with that failure, naming the
 // limit; the newest checkpoint stays committed. The limit is the job's run.max_restarts here.
 TEST_F(Recovery, TheRestartLimitEndsTheJobWithTheLastFailure) {

@@ -78,6 +78,9 @@ TEST(RestartPlan, ANodeWhoseEveryRankWasKilledIsLeftOut) {
   EXPECT_EQ(p.ranks, 4);
   EXPECT_EQ(p.nodes_sim, 2);
   EXPECT_EQ(p.why, "pretend node h-n1 (ranks 2-3) was lost: restarting 4 ranks on 2 pretend nodes");
+  // Where the launcher's memory copies go: the lost node's are dropped, the others follow.
+  EXPECT_EQ(p.lost_hosts, std::vector<std::string>{"h-n1"});
+  EXPECT_EQ(p.kept_hosts, (std::vector<std::string>{"h-n0", "h-n2"}));
   const RestartPlan two = plan_restart(job(6, 3), failed(6, {0, 1, 4, 5}), 0, 2);
   EXPECT_EQ(two.ranks, 2);
   EXPECT_EQ(two.why,

@@ -33,6 +33,7 @@
 #include "runner/calibrate/calibrate_links.hpp"
 #include "runner/cli/args.hpp"
 #include "runner/cli/commands.hpp"
+#include "runner/cli/local_memory_copies.hpp"
 #include "runner/cli/run_layout.hpp"
 #include "runner/cli/train_inputs.hpp"
 #include "runner/pmix/local_capacity.hpp"
@@ -130,9 +131,10 @@ std::string newest_checkpoint(const JobConfig& job) {
 // `max_restarts` times; for a training run (`train`) on fewer ranks only when a layout fits
 // them. Returns the exit code of the last attempt (or of the layout that did not fit).
 int run_with_restarts(LocalJobOptions opt, const std::optional<TrainCheck>& train, int max_restarts) {
+  const LocalMemoryCopies memory(train ? &train->inputs.job : nullptr);
   std::string recovery;  // after a failure: when the launcher saw it and when the last rank had exited
   for (int restarts = 0;; ++restarts) {
-    opt.extra_env = {"AXONN_LAUNCHER=local", "AXONN_RESTART=" + std::to_string(restarts)};
+    opt.extra_env = {"AXONN_LAUNCHER=local", "AXONN_RESTART=" + std::to_string(restarts), memory.environment()};
     if (!recovery.empty()) opt.extra_env.push_back("AXONN_RECOVERY=" + recovery);
     const LocalJobResult result = run_local_job(opt);
     if (result.failure.empty()) {
@@ -163,6 +165,7 @@ int run_with_restarts(LocalJobOptions opt, const std::optional<TrainCheck>& trai
     }
     opt.ranks = plan.ranks;
     opt.nodes_sim = plan.nodes_sim;
+    memory.follow(plan, opt);
     std::fprintf(stderr, "axonn run: restart %d of %d: %s, %.2f s after the failure\n", restarts + 1, max_restarts,
                  plan.why.c_str(), unix_seconds_now() - result.failed_unix_s);
     // The next attempt's rank 0 reports the recovery, phase by phase, from these two times.

@@ -17,19 +17,20 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <utility>
 
+#include "comm/comm_grid.hpp"
+#include "config/site_config.hpp"
+#include "core/exit_codes.hpp"
+#include "layout/layout_cost.hpp"
+#include "layout/layout_report.hpp"
 #include "runner/cli/args.hpp"
 #include "runner/cli/commands.hpp"
 #include "runner/cli/environment.hpp"
 #include "runner/cli/run_layout.hpp"
 #include "runner/cli/train_device.hpp"
 #include "runner/cli/train_inputs.hpp"
-#include "comm/comm_grid.hpp"
-#include "config/site_config.hpp"
-#include "core/exit_codes.hpp"
-#include "layout/layout_cost.hpp"
-#include "layout/layout_report.hpp"
 #include "runner/pmix/topology.hpp"
 #include "trainer/data/token_data.hpp"
 #include "trainer/train/startup_times.hpp"
@@ -74,6 +75,14 @@ std::string axis_links(const RunLayout& run) {
 }
 
 // How often Slurm has requeued this job (SLURM_RESTART_COUNT, unset before the first requeue).
+// What names this job's memory copies across its restarts (memory_job_dir): the key `axonn
+// run` gives its ranks, else the Slurm job id, else (no restarts) the PMIx namespace.
+std::string memory_job_key(const Topology& topology) {
+  if (const auto key = environment("AXONN_MEMORY_KEY")) return *key;
+  if (const auto job = environment("SLURM_JOB_ID")) return *job;
+  return topology.nspace;
+}
+
 int64_t slurm_restart_count() {
   const std::string text = environment("SLURM_RESTART_COUNT").value_or("");
   int64_t count = 0;
@@ -202,6 +211,15 @@ int command_train(const CommandArgs& argv) {
   options.recovery = recovery;
   for (const int node : topology.node_of_rank)
     options.rank_hosts.push_back(topology.hostnames[static_cast<size_t>(node)]);
+  std::unique_ptr<PeerLink> peers;
+  if (job.checkpoint.memory_interval > 0) {
+    peers = std::make_unique<PeerLink>(client, timeout, single_host, "memory-copies");
+    options.peers = peers.get();
+    options.memory = plan_memory_copies(
+        topology.node_of_rank, topology.rank,
+        memory_job_dir(job.checkpoint.memory_dir, memory_job_key(topology), job.checkpoint.dir) / topology.hostname(),
+        job.checkpoint.memory_interval);
+  }
   const TrainingRunResult result = run_training(*backend, grid, job, data, options);
   return result.preempted ? exit_code::preempted : exit_code::ok;
 }

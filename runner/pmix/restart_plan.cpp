@@ -57,6 +57,9 @@ RestartPlan plan_restart(const LocalJobOptions& attempt, const LocalJobResult& r
     plan.why = "restarting all " + plural(attempt.ranks, "rank");
     return plan;
   }
+  for (const PretendNode& node : nodes)
+    (std::find(lost.begin(), lost.end(), &node) != lost.end() ? plan.lost_hosts : plan.kept_hosts)
+        .push_back(node.hostname);
   std::string names;
   for (const PretendNode* node : lost) {
     names += (names.empty() ? "" : ", ") + node->hostname + " (" + rank_span(node->ranks) + ")";

@@ -13,6 +13,7 @@
 // No restart after: success (0); a stop on request (every rank exited 75, or the launcher
 // got SIGINT or SIGTERM); bad input (2) or no fitting layout (3); or once K restarts are used.
 #include <string>
+#include <vector>
 
 #include "runner/pmix/local_launcher.hpp"
 
@@ -26,6 +27,9 @@ struct RestartPlan {
   // "restarting all 4 ranks"; without a restart, why not ("restart limit 2 reached"; empty on
   // success or after a stop on request).
   std::string why;
+  // The attempt's pretend nodes (host names) that were lost, and those left, in order: the
+  // next attempt's nodes are these, renamed "<host>-n0", ... (pretend_nodes).
+  std::vector<std::string> lost_hosts, kept_hosts;
 };
 
 // `attempt` ran and gave `result`; `restarts_done` restarts came before it.

@@ -309,7 +309,10 @@ class TrainingRun {
         // Only a traced run puts the observer between the trainer and its backend.
         trainer_(job.run.trace_steps ? static_cast<Backend&>(observed_backend_) : backend, grid, decided_.job,
                  data.train),
-        checkpoint_(job.checkpoint.dir, trainer_, world_.rank(), saver_options(job, options, trace_)) {
+        checkpoint_(job.checkpoint.dir, trainer_, world_.rank(), saver_options(job, options, trace_)),
+        memory_(options.memory && options.peers != nullptr
+                    ? std::make_unique<MemoryCopies>(*options.memory, trainer_, *options.peers, options.save_token)
+                    : nullptr) {
     checkpoint_.allow_data_change(options.data_changed);
     trace_.name_this_thread("compute");
     grid_.trace_into(&trace_);
@@ -323,7 +326,7 @@ class TrainingRun {
 
   TrainingRunResult run() {
     TrainingRunResult result;
-    result.start_step = resume(checkpoint_, backend_, world_, format_layout_with_order(grid_.layout()), options_.fallback, lead_);
+    result.start_step = resume_from_memory_or_disk();
     if (lead_ && !checkpoint_.data_change().empty()) spdlog::warn("checkpoint: {}", checkpoint_.data_change());
     startup_.mark("checkpoint_loaded");
     if (options_.init_only) {
@@ -339,11 +342,35 @@ class TrainingRun {
     const LoopTotals totals = train_steps(prediction, result);
     result.end_step = trainer_.step();
     save_final(totals.steps_run);
+    // The disk holds the last step now; a later run of the job starts from it.
+    if (memory_) memory_->remove_node_copies();
     report_end(prediction, totals, result);
     return result;
   }
 
  private:
+  // The nodes' memory copies when they hold a step newer than the disk's `latest`, else the
+  // disk checkpoint (resume). Returns the step resumed from.
+  int64_t resume_from_memory_or_disk() {
+    if (memory_) {
+      int64_t disk_step = 0;
+      if (lead_) {
+        try {
+          disk_step = read_latest(job_.checkpoint.dir).value_or(0);
+        } catch (const CheckpointError&) {
+          disk_step = 0;  // resume() recovers a lost `latest`; the memory copy is newer than none
+        }
+      }
+      disk_step = all_gather_integers(backend_, world_, disk_step).front();
+      const MemoryRestore restored = restore_from_memory(memory_->plan(), *options_.peers, backend_, world_, trainer_,
+                                                         disk_step, options_.data_changed);
+      if (lead_ && restored.step) spdlog::info("checkpoint: {}", restored.why);
+      if (lead_ && !restored.step && !restored.why.empty()) spdlog::warn("checkpoint: memory copies: {}", restored.why);
+      if (restored.step) return *restored.step;
+    }
+    return resume(checkpoint_, backend_, world_, format_layout_with_order(grid_.layout()), options_.fallback, lead_);
+  }
+
   // The initial state as step 0, for tools that compare initializations (scripts/
   // reference_check.py); an existing checkpoint is left alone.
   void save_initial_state(int64_t start_step) {
@@ -445,6 +472,7 @@ class TrainingRun {
       const StepReport report = train_step_or_dump(stop_vote, static_cast<float>(busy_s));
       if (trace_.active()) trace_ops_.end_step(backend_);
       checkpoint_.poll();  // a failed background save stops the run here, at the next step
+      if (memory_) memory_->poll();
       const double step_s = seconds_since(step_start);
       busy_s = std::max(0.0, step_s - (comm_wait_s(grid_) - wait_before));
       if (lead_) watch_stragglers(report, step_number, interval);
@@ -500,6 +528,8 @@ class TrainingRun {
           spdlog::info("checkpoint: saving step {} in the background (training paused {:.1f} ms)", trainer_.step(),
                        std::chrono::duration<double, std::milli>(stall).count());
       }
+      if (memory_ && trainer_.step() % job_.checkpoint.memory_interval == 0 && trainer_.step() < t.steps)
+        copy_to_memory(lr);
     }
     grid_.synchronize();
     totals.counted = grid_.counters();
@@ -542,6 +572,23 @@ class TrainingRun {
     if (const std::optional<std::string> warning = straggler_.observe(step_number, interval.sums))
       spdlog::warn("{}", *warning);
     interval = {};
+  }
+
+  // A memory copy of the state (memory_copies.hpp): the pause is traced like a save's and
+  // logged at the first copy, then summed for the end of the run.
+  void copy_to_memory(double lr) {
+    const TraceSpan span(&trace_, "checkpoint", "memory copy", {{"step", std::to_string(trainer_.step())}});
+    const double paused_ms = std::chrono::duration<double, std::milli>(memory_->save(lr)).count();
+    memory_paused_ms_ += paused_ms;
+    ++memory_copies_;
+    if (lead_ && memory_copies_ == 1) {
+      const MemoryCopyPlan& plan = memory_->plan();
+      spdlog::info("checkpoint: memory copies every {} steps in {}{}; the first, of step {}, paused training {:.1f} ms",
+                   job_.checkpoint.memory_interval, plan.node_dir.string(),
+                   plan.buddy >= 0 ? fmt::format(" and on rank {}'s node", plan.buddy)
+                                   : std::string(" (one node: no copy on another)"),
+                   trainer_.step(), paused_ms);
+    }
   }
 
   // The checkpoint's copy into host buffers, which pauses training, as a span of the step.
@@ -622,6 +669,9 @@ class TrainingRun {
     world_.barrier();
     if (lead_ && steps_run > 0)
       spdlog::info("checkpoint: step {} committed in {}", trainer_.step(), job_.checkpoint.dir);
+    if (lead_ && memory_copies_ > 0)
+      spdlog::info("checkpoint: {} memory copies paused training {:.2f} ms each on average", memory_copies_,
+                   memory_paused_ms_ / static_cast<double>(memory_copies_));
   }
 
   // Every rank logs its peak memory beside the layout model's prediction.
@@ -631,7 +681,11 @@ class TrainingRun {
     use.model_bytes = static_cast<double>(mem.peak_bytes - before_.rss_bytes);
     // The layout model predicts device memory; on the CPU backend the host copy an
     // asynchronous save keeps (this rank's share of parameters and moments) is in the RSS too.
-    const double staging = backend_.device_is_host() ? static_cast<double>(checkpoint_.staged_bytes()) : 0.0;
+    // A memory copy's host buffers are a second such copy.
+    const double staging =
+        backend_.device_is_host()
+            ? static_cast<double>(checkpoint_.staged_bytes() + (memory_copies_ > 0 ? memory_->staged_bytes() : 0))
+            : 0.0;
     use.predicted = static_cast<double>(memory.total()) + staging;
     if (backend_.device_is_host()) {
       spdlog::info(
@@ -769,6 +823,9 @@ class TrainingRun {
   const MemoryBaseline before_;
   Trainer trainer_;
   TrainingCheckpoint checkpoint_;
+  std::unique_ptr<MemoryCopies> memory_;  // checkpoint.memory_interval > 0
+  double memory_paused_ms_ = 0;           // summed over this run's memory copies
+  int64_t memory_copies_ = 0;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0's, once training starts
   std::optional<int64_t> last_logged_before_;  // a restarted run's: the failed attempt's last metrics line
   std::optional<RecoveryReport> recovery_;     // rank 0's, after a restarted run's first step

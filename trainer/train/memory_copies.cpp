@@ -1,0 +1,310 @@
+#include "trainer/train/memory_copies.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <system_error>
+#include <thread>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/memory_steps.hpp"
+#include "checkpoint/step_dir.hpp"
+#include "checkpoint/verify.hpp"
+#include "core/number_text.hpp"
+#include "trainer/train/host_exchange.hpp"
+
+namespace fs = std::filesystem;
+
+namespace axonn {
+namespace {
+
+// Peer link tags: a save's messages carry its step (one save is in flight at a time), a
+// restore's the file's index with the top bit set.
+constexpr uint32_t kRestoreTag = 0x80000000u;
+uint32_t save_tag(int64_t step) { return static_cast<uint32_t>(step) & ~kRestoreTag; }
+
+constexpr const char* kRestoreDirName = "restore";
+
+// One node's inventory as integers for an all-gather: per step, [step, world, shards, ranks...].
+std::vector<int64_t> encode(const std::vector<MemoryStep>& steps) {
+  std::vector<int64_t> out;
+  for (const MemoryStep& s : steps) {
+    out.push_back(s.step);
+    out.push_back(s.world);
+    out.push_back(static_cast<int64_t>(s.shards.size()));
+    out.insert(out.end(), s.shards.begin(), s.shards.end());
+  }
+  return out;
+}
+
+// The files of a step some node holds, by the leaders that hold each: shards 0..world-1, then meta.h5.
+struct StepHolders {
+  int world = 0;
+  std::map<int, std::vector<int>> shard_holders;  // shard rank -> leaders
+  std::vector<int> meta_holders;
+};
+
+std::map<int64_t, StepHolders> decode(const std::vector<int64_t>& gathered, size_t per_rank) {
+  std::map<int64_t, StepHolders> steps;
+  for (size_t r = 0; r * per_rank < gathered.size(); ++r) {
+    const int64_t* at = gathered.data() + r * per_rank;
+    const int64_t* end = at + per_rank;
+    while (at + 3 <= end && at[0] >= 0) {
+      StepHolders& s = steps[at[0]];
+      if (at[1] > 0) {
+        s.world = static_cast<int>(at[1]);
+        s.meta_holders.push_back(static_cast<int>(r));
+      }
+      const int64_t shards = at[2];
+      for (int64_t i = 0; i < shards && at + 3 + i < end; ++i)
+        s.shard_holders[static_cast<int>(at[3 + i])].push_back(static_cast<int>(r));
+      at += 3 + shards;
+    }
+  }
+  return steps;
+}
+
+bool whole(const StepHolders& s) {
+  if (s.world <= 0 || s.meta_holders.empty()) return false;
+  for (int r = 0; r < s.world; ++r)
+    if (s.shard_holders.count(r) == 0) return false;
+  return true;
+}
+
+// Whether any rank of the job says yes.
+bool any_rank(Backend& backend, Communicator& world, bool mine) {
+  const std::vector<int64_t> all = all_gather_integers(backend, world, mine ? 1 : 0);
+  return std::any_of(all.begin(), all.end(), [](int64_t v) { return v != 0; });
+}
+
+// The ranks that say yes, "1, 3".
+std::string ranks_saying(Backend& backend, Communicator& world, bool mine) {
+  const std::vector<int64_t> all = all_gather_integers(backend, world, mine ? 1 : 0);
+  std::string list;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != 0) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return list;
+}
+
+}  // namespace
+
+fs::path memory_job_dir(const fs::path& memory_dir, const std::string& job, const std::string& checkpoint_dir) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a: a name, not a checksum
+  for (const char c : checkpoint_dir) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return memory_dir / fmt::format("axonn-{}-{:08x}", job, static_cast<uint32_t>(hash ^ (hash >> 32)));
+}
+
+MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, fs::path node_dir, int interval) {
+  MemoryCopyPlan plan;
+  plan.node_dir = std::move(node_dir);
+  plan.rank = rank;
+  plan.interval = interval;
+  plan.node = node_of_rank[static_cast<size_t>(rank)];
+  const int nodes = 1 + *std::max_element(node_of_rank.begin(), node_of_rank.end());
+  std::vector<std::vector<int>> ranks_of(static_cast<size_t>(nodes));
+  for (size_t r = 0; r < node_of_rank.size(); ++r)
+    ranks_of[static_cast<size_t>(node_of_rank[r])].push_back(static_cast<int>(r));
+  for (const auto& ranks : ranks_of) plan.leaders.push_back(ranks.front());
+  if (nodes == 1) return plan;
+  auto buddy_of = [&](int r) {
+    const int node = node_of_rank[static_cast<size_t>(r)];
+    const auto& mine = ranks_of[static_cast<size_t>(node)];
+    const size_t local = static_cast<size_t>(std::find(mine.begin(), mine.end(), r) - mine.begin());
+    const auto& next = ranks_of[static_cast<size_t>((node + 1) % nodes)];
+    return next[local % next.size()];
+  };
+  plan.buddy = buddy_of(rank);
+  for (size_t r = 0; r < node_of_rank.size(); ++r)
+    if (buddy_of(static_cast<int>(r)) == rank) plan.senders.push_back(static_cast<int>(r));
+  return plan;
+}
+
+MemoryCopies::MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link, const std::string& save_token)
+    : plan_(std::move(plan)),
+      link_(link),
+      save_token_(save_token),
+      checkpoint_(plan_.node_dir, trainer, plan_.rank, [this] {
+        SaverOptions options;
+        options.save_token = save_token_;
+        options.instead_of_commit = [this](int64_t step, const fs::path& shard,
+                                           const std::optional<CommitSpec>& commit) { exchange(step, shard, commit); };
+        return options;
+      }()) {}
+
+std::chrono::nanoseconds MemoryCopies::save(double last_lr) { return checkpoint_.save(last_lr); }
+
+void MemoryCopies::exchange(int64_t step, const fs::path& shard, const std::optional<CommitSpec>& commit) {
+  std::vector<fs::path> files = {shard};
+  if (commit)
+    files.push_back(write_memory_meta(plan_.node_dir, step, commit->metadata, save_token_,
+                                      static_cast<int>(commit->expected_ranks.size())));
+  if (plan_.buddy >= 0) {
+    // The send waits for the buddy to take it while this thread receives the senders' copies:
+    // with two nodes a rank's buddy is also its sender.
+    const std::vector<char> message = pack_files(files);
+    std::exception_ptr send_error;
+    std::thread sending([&] {
+      try {
+        link_.send(plan_.buddy, save_tag(step), message);
+      } catch (...) {
+        send_error = std::current_exception();
+      }
+    });
+    try {
+      for (int sender : plan_.senders)
+        unpack_files(link_.receive(sender, save_tag(step)), tmp_step_path(plan_.node_dir, step));
+    } catch (...) {
+      sending.join();
+      throw;
+    }
+    sending.join();
+    if (send_error) std::rethrow_exception(send_error);
+  }
+  // Every rank has finished the save before the previous one (a rank starts a save only after
+  // its own previous one, and after the step's collectives with every rank), so the node
+  // keeps this step and the one before, whole or not.
+  if (plan_.leads_node()) remove_memory_steps_before(plan_.node_dir, step - plan_.interval);
+}
+
+void MemoryCopies::remove_node_copies() {
+  checkpoint_.wait();
+  if (!plan_.leads_node()) return;
+  std::error_code ec;
+  fs::remove_all(plan_.node_dir, ec);
+  fs::remove(plan_.node_dir.parent_path(), ec);  // the job's directory, once its last node's copies are gone
+}
+
+MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Backend& backend, Communicator& world,
+                                  Trainer& trainer, int64_t disk_step, bool data_changed) {
+  MemoryRestore result;
+  // 1. Which steps each node holds (the node's lowest rank answers for it).
+  const std::vector<int64_t> mine = plan.leads_node() ? encode(memory_steps(plan.node_dir)) : std::vector<int64_t>{};
+  const std::vector<int64_t> sizes = all_gather_integers(backend, world, static_cast<int64_t>(mine.size()));
+  const size_t per_rank = static_cast<size_t>(std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
+  std::vector<int64_t> padded = mine;
+  padded.resize(per_rank, -1);
+  const std::map<int64_t, StepHolders> held = decode(all_gather_integers(backend, world, padded), per_rank);
+
+  // 2. The newest step held whole, if newer than the disk's.
+  const auto newest = std::find_if(held.rbegin(), held.rend(), [](const auto& s) { return whole(s.second); });
+  if (held.empty()) return result;  // a first start: nothing to say
+  if (newest == held.rend() || newest->first <= disk_step) {
+    result.why = newest == held.rend() ? "no step is whole in the nodes' memory"
+                                       : "the newest step whole in memory, " + step_dir_name(newest->first) +
+                                             ", is not newer than the disk's " + step_dir_name(disk_step);
+    return result;
+  }
+  const int64_t step = newest->first;
+  const StepHolders& files = newest->second;
+
+  // 3. Every node's lowest rank fetches the files its node lacks, one file at a time in the
+  //    same order everywhere, each from the lowest node that holds it.
+  bool failed = false;
+  std::string failure;
+  if (plan.leads_node()) {
+    const fs::path step_dir = tmp_step_path(plan.node_dir, step);
+    auto move_file = [&](uint32_t index, const fs::path& name, const std::vector<int>& holders) {
+      const int holder = holders.front();
+      if (holder == plan.rank) {
+        std::vector<char> message;
+        try {
+          const fs::path path = step_dir / name;
+          message = pack_files(std::span<const fs::path>(&path, 1));
+        } catch (const std::exception& e) {  // an empty message tells the others it failed
+          failed = true;
+          failure = e.what();
+        }
+        for (int leader : plan.leaders)
+          if (std::find(holders.begin(), holders.end(), leader) == holders.end()) {
+            link.send(leader, kRestoreTag | index, message);
+            result.bytes_moved += static_cast<int64_t>(message.size());
+          }
+      } else if (std::find(holders.begin(), holders.end(), plan.rank) == holders.end()) {
+        const std::vector<char> message = link.receive(holder, kRestoreTag | index);
+        if (message.empty()) {
+          failed = true;
+          failure = "rank " + std::to_string(holder) + " could not read its copy of " + name.string();
+        } else if (!failed) {
+          unpack_files(message, step_dir);
+        }
+      }
+    };
+    try {
+      for (int r = 0; r < files.world; ++r)
+        move_file(static_cast<uint32_t>(r), shard_file_name(r), files.shard_holders.at(r));
+      move_file(static_cast<uint32_t>(files.world), kMemoryMetaFileName, files.meta_holders);
+      if (!failed) {
+        // Verified whole before any rank loads it: a load that failed half-way would leave
+        // the trainer's weights mixed, with no disk checkpoint to take them from.
+        const fs::path restore_dir = plan.node_dir / kRestoreDirName;
+        const CommitResult committed = commit_memory_step(plan.node_dir, step, restore_dir);
+        if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan.node == 0)
+          flip_first_stored_bit(committed.step_dir);
+        const VerifyReport report = verify_checkpoint(committed.step_dir);
+        if (!report.ok()) {
+          const VerifyProblem& first = report.problems.front();
+          failed = true;
+          failure = "the copy of " + step_dir_name(step) + " failed verification: " + first.file +
+                    (first.tensor.empty() ? "" : " (tensor " + first.tensor + ")") + ": " + first.what +
+                    (report.problems.size() > 1 ? fmt::format(" (and {} more)", report.problems.size() - 1) : "");
+        }
+      }
+    } catch (const std::exception& e) {
+      failed = true;
+      failure = e.what();
+    }
+    if (failed) spdlog::warn("memory copy: rank {}: {}", plan.rank, failure);
+  }
+  const int64_t moved = [&] {
+    int64_t sum = 0;
+    for (int64_t b : all_gather_integers(backend, world, result.bytes_moved)) sum += b;
+    return sum;
+  }();
+  result.bytes_moved = moved;
+  if (const std::string ranks = ranks_saying(backend, world, failed); !ranks.empty()) {
+    result.why = "the memory copy of " + step_dir_name(step) + " could not be used (rank(s) " + ranks +
+                 " said why above); loading the disk checkpoint instead";
+    return result;
+  }
+
+  // 4. Every rank loads its part of the step its node committed, as from a disk checkpoint.
+  TrainingCheckpoint restore(plan.node_dir / kRestoreDirName, trainer, plan.rank, SaverOptions{});
+  restore.allow_data_change(data_changed);
+  bool other_run = false;  // refused before any tensor was read: the trainer is untouched
+  try {
+    restore.load(false, step);
+  } catch (const RequestMismatch& e) {
+    other_run = true;
+    spdlog::warn("memory copy: rank {}: {}", plan.rank, e.what());
+  } catch (const CheckpointError& e) {
+    failed = true;
+    spdlog::warn("memory copy: rank {}: {}", plan.rank, e.what());
+  }
+  const bool any_failed = any_rank(backend, world, failed), any_other = any_rank(backend, world, other_run);
+  if (plan.leads_node()) {  // every rank has loaded (the all-gathers above): the node's copy is enough
+    std::error_code ec;
+    fs::remove_all(plan.node_dir / kRestoreDirName, ec);
+  }
+  if (any_other && !any_failed) {
+    result.why = "the memory copy of " + step_dir_name(step) + " is of another run; loading the disk checkpoint";
+    return result;
+  }
+  if (any_failed || any_other) {
+    if (disk_step == 0)
+      throw CheckpointError((plan.node_dir / kRestoreDirName).string(), "resume",
+                            "loading the memory copy of " + step_dir_name(step) +
+                                " failed after it verified, and there is no disk checkpoint to load instead: start "
+                                "the job again (it starts from the initial weights)");
+    result.why = "loading the memory copy of " + step_dir_name(step) + " failed; loading the disk checkpoint instead";
+    return result;
+  }
+  result.step = step;
+  result.why =
+      fmt::format("loaded {} from the nodes' memory ({:.2f} MiB moved between nodes), newer than the disk's {}",
+                  step_dir_name(step), in_mib(moved), disk_step > 0 ? step_dir_name(disk_step) : "none");
+  return result;
+}
+
+}  // namespace axonn

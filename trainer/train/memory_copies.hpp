@@ -1,0 +1,88 @@
+#pragma once
+// Copies of the training state in the memory of the job's nodes, so a restart after a failure
+// loses no step (docs/running.md, "Memory copies"). Every checkpoint.memory_interval steps
+// each rank saves the shard it would write to disk (training_checkpoint.hpp) into its node's
+// memory directory, a tmpfs (checkpoint/memory_steps.hpp), and sends it over the peer link
+// to its buddy, a rank on the next node, which keeps it in that node's directory: the shards
+// of a lost node survive on the next one. Rank 0 adds the step's metadata (meta.h5) to its
+// copy. The sending is the save's writer thread's work, so training pauses only while the
+// state is copied into host buffers, as for a disk save.
+//
+// A restarted run (restore_from_memory) takes the newest step that the nodes' memories hold
+// whole, when it is newer than the disk's `latest`: every node's lowest rank gathers its
+// missing files of that step from the nodes that hold them, commits them there as a
+// checkpoint step, and every rank loads it at the run's layout like a disk checkpoint
+// (resharding included). Any failure there (a copy that fails its checksum, a peer lost
+// while loading) is logged and the run loads the disk checkpoint instead.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/peer_link.hpp"
+#include "trainer/train/training_checkpoint.hpp"
+
+namespace axonn {
+
+// <memory_dir>/axonn-<job>-<hash of checkpoint.dir>: one job's copies, a directory per node
+// (<host>) in it. `job`: the Slurm job id, or the key `axonn run` gives its ranks
+// (AXONN_MEMORY_KEY); both stay across restarts. Two runs of one Slurm job into different
+// checkpoint directories keep their copies apart.
+std::filesystem::path memory_job_dir(const std::filesystem::path& memory_dir, const std::string& job,
+                                     const std::string& checkpoint_dir);
+
+// Who keeps whose copy. Node n's local rank l sends to the local rank l (mod its size) of
+// node n+1 (mod nodes); with one node, nobody (the node's own copy survives a rank's failure).
+struct MemoryCopyPlan {
+  std::filesystem::path node_dir;  // this rank's node's copies
+  int rank = 0;
+  int buddy = -1;            // the rank that keeps this rank's copy; -1: one node
+  std::vector<int> senders;  // the ranks whose copies this rank keeps
+  std::vector<int> leaders;  // [nodes] each node's lowest rank: it prunes and serves the node's files
+  int node = 0;
+  int interval = 1;  // checkpoint.memory_interval
+  bool leads_node() const { return leaders[static_cast<size_t>(node)] == rank; }
+};
+MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, std::filesystem::path node_dir,
+                                  int interval);
+
+class MemoryCopies {
+ public:
+  MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link, const std::string& save_token);
+
+  // Starts a copy of the trainer's state (its step() done); returns how long training paused.
+  std::chrono::nanoseconds save(double last_lr);
+  void poll() { checkpoint_.poll(); }  // rethrows a finished copy's error
+  void wait() { checkpoint_.wait(); }
+  int64_t staged_bytes() { return checkpoint_.staged_bytes(); }
+  const MemoryCopyPlan& plan() const { return plan_; }
+  // The node's lowest rank removes the node's copies (a run that finished has no use for them).
+  void remove_node_copies();
+
+ private:
+  // On the writer thread: sends this rank's files of `step` to the buddy and keeps the
+  // senders' copies; the node's lowest rank then drops the steps before the previous one.
+  void exchange(int64_t step, const std::filesystem::path& shard, const std::optional<CommitSpec>& commit);
+
+  MemoryCopyPlan plan_;
+  PeerLink& link_;
+  std::string save_token_;
+  TrainingCheckpoint checkpoint_;
+};
+
+// What a restore did, for the log and the recovery report.
+struct MemoryRestore {
+  std::optional<int64_t> step;  // loaded from memory; nullopt: load the disk checkpoint
+  std::string why;              // one line: what was found, or why the disk checkpoint is loaded
+  int64_t bytes_moved = 0;      // bytes of files sent between nodes to make the step whole everywhere
+};
+
+// Collective over the job, before the disk resume. `disk_step`: the disk checkpoint's newest
+// committed step (0: none). `world`: the job's communicator (host values, host_exchange.hpp).
+MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Backend& backend, Communicator& world,
+                                  Trainer& trainer, int64_t disk_step, bool data_changed);
+
+}  // namespace axonn
