@@ -76,12 +76,13 @@ void AsyncSaver::save(int64_t step, std::span<const TensorSlice> slices, std::op
   worker_ = std::thread([this, step, commit = std::move(commit)] {
     const auto start = Clock::now();
     try {
-      const ShardWriteResult shard = write_shard(dir_, step, rank_, staged_, options_.save_token);
-      if (options_.instead_of_commit) {
-        options_.instead_of_commit(step, shard.path, commit);
-      } else if (commit) {
-        pending_commit_ = axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
-                                        options_.commit_timeout, options_.save_token, commit->protected_steps);
+      if (options_.write_instead) {
+        options_.write_instead(step, staged_, commit);
+      } else {
+        write_shard(dir_, step, rank_, staged_, options_.save_token);
+        if (commit)
+          pending_commit_ = axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
+                                          options_.commit_timeout, options_.save_token, commit->protected_steps);
       }
     } catch (...) {
       error_ = std::current_exception();

@@ -39,11 +39,12 @@ struct SaverOptions {
   std::function<void(int64_t step, std::chrono::steady_clock::time_point start,
                      std::chrono::steady_clock::time_point end)>
       on_written;
-  // Instead of committing: called on the writer thread once the shard is written, with its
-  // path and the CommitSpec the committing rank passed (nullopt on the others). Memory copies
-  // (trainer/train/memory_copies.hpp) send the shard to a peer here; its error is the save's.
-  std::function<void(int64_t step, const std::filesystem::path& shard, const std::optional<CommitSpec>& commit)>
-      instead_of_commit;
+  // Instead of write_shard and commit: called on the writer thread with the staged slices (the
+  // saver's copies) and the CommitSpec the committing rank passed (nullopt on the others).
+  // Memory copies (trainer/train/memory_copies.hpp) keep and send a raw copy here; its error
+  // is the save's.
+  std::function<void(int64_t step, std::span<const TensorSlice> staged, const std::optional<CommitSpec>& commit)>
+      write_instead;
 };
 
 class AsyncSaver {

@@ -1,11 +1,12 @@
 #pragma once
 // A node's memory copies of the state: steps as they are being saved, never committed there.
-//   <node dir>/.tmp-step-000000012/shard-00003.h5   a rank's shard (this node's ranks', and the
-//                                                   copies ranks on other nodes sent here)
-//   <node dir>/.tmp-step-000000012/meta.h5          the step's metadata, from the committing rank
+//   <node dir>/.tmp-step-000000012/shard-00003.mem   a rank's memory shard (memory_shard.hpp):
+//                                                    this node's ranks', and the copies ranks
+//                                                    on other nodes sent here
 // Every file appears complete, by one rename. A step can be loaded when some node holds each
-// of its shards and its meta.h5: commit_memory_step gathers one node's files into a
-// checkpoint directory's committed step, which then loads (and reshards) like any other.
+// of its shards (rank 0's carries the step's metadata): commit_memory_step writes one node's
+// shards as a checkpoint directory's committed step, which then loads (and reshards) like any
+// other.
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -13,43 +14,43 @@
 #include <vector>
 
 #include "checkpoint/commit.hpp"
-#include "checkpoint/metadata.hpp"
 
 namespace axonn {
-
-inline constexpr const char* kMemoryMetaFileName = "meta.h5";
 
 // What one node holds of one step.
 struct MemoryStep {
   int64_t step = 0;
   std::vector<int> shards;  // ranks whose shard is here, ascending
-  int world = 0;            // the ranks that wrote the step, from meta.h5; 0 when it is not here
+  int world = 0;            // the ranks that wrote the step (from any of its shards' headers)
+  // Every shard 0..world-1 is here.
+  bool whole() const;
 };
 
 // Every step in the node's directory, ascending (none when the directory does not exist).
+// Files that are no memory shard are left out.
 std::vector<MemoryStep> memory_steps(const std::filesystem::path& node_dir);
 
-// Writes <node dir>/.tmp-step-N/meta.h5: the step's metadata, the save token its shards carry
-// and `world`, the ranks whose shards make the step whole.
-std::filesystem::path write_memory_meta(const std::filesystem::path& node_dir, int64_t step, const Metadata& metadata,
-                                        const std::string& save_token, int world);
+// Keeps a memory shard (encode_memory_shard's bytes) in the node's directory, under the step and
+// rank its header names: written beside, then renamed. Returns its path.
+std::filesystem::path store_memory_shard(const std::filesystem::path& node_dir, std::span<const char> bytes);
 
-// Files as one message: for each, its name (no directory) and its bytes.
-std::vector<char> pack_files(std::span<const std::filesystem::path> files);
-// Writes a pack_files message's files into `dir`, each by one rename; returns their paths.
-std::vector<std::filesystem::path> unpack_files(std::span<const char> message, const std::filesystem::path& dir);
+// <node dir>/.tmp-step-N/shard-RRRRR.mem
+std::filesystem::path memory_shard_path(const std::filesystem::path& node_dir, int64_t step, int rank);
+
+// The whole file; CheckpointError naming it when it cannot be read.
+std::vector<char> read_file_bytes(const std::filesystem::path& path);
 
 // Deletes the node's steps older than `oldest_kept`.
 void remove_memory_steps_before(const std::filesystem::path& node_dir, int64_t oldest_kept);
 
-// Commits the node's copy of `step` (every shard of its meta.h5's world and the meta) as
-// step N of the checkpoint directory `dir` (hard links, then commit(): the index built from
-// the shards, checked for coverage). CheckpointError naming what is missing.
+// Commits the node's copy of `step` as step N of the checkpoint directory `dir`: every shard
+// verified (decode_memory_shard) and written as HDF5 (write_shard), then commit() with rank
+// 0's metadata. The memory shards' errors (MissingShard naming the rank, FormatError,
+// ChecksumMismatch) as they are.
 CommitResult commit_memory_step(const std::filesystem::path& node_dir, int64_t step, const std::filesystem::path& dir);
 
-// A fault for tests (AXONN_TEST_CORRUPT_MEMORY_COPY): flips one bit of the first stored
-// element of the lowest-ranked non-empty shard of a committed `step_dir`, so its load fails
-// the checksum. Returns the shard it changed (empty when every shard is empty).
-std::filesystem::path flip_first_stored_bit(const std::filesystem::path& step_dir);
+// A fault for tests (AXONN_TEST_CORRUPT_MEMORY_COPY): flips one bit of the last byte of a
+// memory shard's file, the last float of its data when it holds any.
+void flip_last_bit(const std::filesystem::path& path);
 
 }  // namespace axonn

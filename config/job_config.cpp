@@ -352,6 +352,7 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   in.recompute = job.training.recompute;
   in.shard_optimizer = job.training.shard_optimizer;
   in.overlap_comm = job.training.overlap_comm;
+  in.memory_copies = job.checkpoint.memory_interval > 0;
   Machine& m = in.machine;
   m.nodes = nodes;
   m.tasks_per_node = tasks_per_node;

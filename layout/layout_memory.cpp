@@ -108,6 +108,19 @@ std::string gib(double bytes) {
 
 }  // namespace
 
+namespace {
+
+// A memory copy's shares per rank: staging 1, the newest two steps of its own shard and of its
+// buddy's 4 (MemoryEstimate::memory_copies).
+constexpr int64_t kMemoryCopyShares = 5;
+
+// One rank's share of a checkpoint: 12 bytes (parameter, m, v) per parameter over the world.
+int64_t memory_copy_share(const ModelShape& model, const Layout& g) {
+  return (parameters_total(model) * 12 + g.world() - 1) / g.world();
+}
+
+}  // namespace
+
 MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g, MemoryModes modes) {
   const Recompute mode = modes.recompute;
   const int64_t e = element_size(input.batch.dtype);
@@ -145,6 +158,7 @@ MemoryEstimate estimate_memory(const ChooserInput& input, const Layout& g, Memor
   mem.activations = activation_elements(parts, input.model.layers, mode) * e;
   mem.workspace = workspace_elements(input.model, g, split.tokens) * e;
   add_moe_layers(mem, input.model, g, split, e);
+  if (input.memory_copies) mem.memory_copies = kMemoryCopyShares * memory_copy_share(input.model, g);
   return mem;
 }
 
@@ -291,6 +305,10 @@ std::string memory_formula(const ChooserInput& input, const Layout& g) {
        gib(static_cast<double>(mem.workspace)) + "\n";
   s += "  total " + gib(static_cast<double>(mem.total())) + " of " + gib(usable_memory(input.machine)) +
        " usable (memory " + gib(input.machine.memory_bytes) + " less headroom)\n";
+  if (input.memory_copies)
+    s += "  memory copies     5 * 12 P / world bytes of host memory (staging, and two steps of this rank's shard "
+         "and its buddy's in the node's tmpfs), not the GPU's = " +
+         gib(static_cast<double>(mem.memory_copies)) + "\n";
   s += "  recompute         " + recompute_reason(input, g) + "\n";
   s += "  optimizer state   " + shard_reason(input, g) + "\n";
   s += "  overlap           " + overlap_reason(input, g) + "\n";

@@ -19,6 +19,12 @@ struct MemoryEstimate {
   int64_t gathered_grad = 0;     // two layers' full dW blocks before their reduce-scatters (G_z > 1)
   int64_t activations = 0;       // saved for backward, one micro-batch
   int64_t workspace = 0;         // backward's activation-gradient buffers, one micro-batch
+  // Host memory, not in total(): what the memory copies (checkpoint.memory_interval) hold per
+  // rank, in shares S = 12 P / world (parameters and AdamW moments, float32, each rectangle
+  // kept by one rank): the copy's staging buffers (1 S), and in the node's tmpfs this rank's
+  // shard of the newest two steps and its buddy's (4 S, the same on every node when nodes
+  // have equal rank counts).
+  int64_t memory_copies = 0;
   int64_t total() const { return parameters + optimizer + gathered_weights + gathered_grad + activations + workspace; }
 };
 

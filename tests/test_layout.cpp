@@ -387,6 +387,22 @@ TEST(LayoutMemory, FilterRejectsWithTheNumbers) {
   EXPECT_EQ(rejection_reason(in, l), "");
 }
 
+// Memory copies take host memory, five shares of 12 bytes a parameter over the world, and
+// leave the GPU's (total()) as it was.
+TEST(LayoutMemory, MemoryCopiesAreHostMemoryOfFiveShares) {
+  ChooserInput in = tiny_input();
+  in.model = {4, 256, 8, 512, 64};
+  in.batch = {8, 1, ElementType::float32};
+  const Layout l = parse_layout("2x2x1x1");
+  const MemoryEstimate without = estimate_memory(in, l);
+  in.memory_copies = true;
+  const MemoryEstimate with = estimate_memory(in, l);
+  EXPECT_EQ(without.memory_copies, 0);
+  EXPECT_EQ(with.total(), without.total());
+  EXPECT_EQ(with.memory_copies, 5 * ((parameters_total(in.model) * 12 + 3) / 4));
+  EXPECT_NE(memory_formula(in, l).find("memory copies     5 * 12 P / world"), std::string::npos);
+}
+
 TEST(LayoutMemory, ZShardingShrinksParametersButKeepsGatheredWeights) {
   ChooserInput in = tiny_input();
   in.model = {4, 256, 8, 512, 64};

@@ -1,7 +1,7 @@
 // Memory copies of the training state (trainer/train/memory_copies.hpp,
-// checkpoint/memory_steps.hpp): who keeps whose copy, what a node's directory says it holds,
-// the messages files travel in, and a node's copy committed as a checkpoint step that loads
-// like one saved to disk.
+// checkpoint/memory_shard.hpp, checkpoint/memory_steps.hpp): who keeps whose copy, the raw
+// shard format and its checks, what a node's directory says it holds, and a node's copy
+// committed as a checkpoint step that loads like one saved to disk.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,8 +11,8 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/load.hpp"
+#include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
-#include "checkpoint/shard_writer.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "checkpoint/verify.hpp"
 #include "trainer/train/memory_copies.hpp"
@@ -64,66 +64,90 @@ TEST(MemoryCopyPlan, TheJobDirectoryTellsCheckpointDirectoriesApart) {
   EXPECT_EQ(memory_job_dir("/dev/shm", "42", "/a/ckpt").filename().string().rfind("axonn-42-", 0), 0u);
 }
 
-// Step 8 of a tensor "w" [4, 2] written by two ranks (a row each), its meta by rank 0.
-void write_step(const fs::path& node_dir, int64_t step, bool with_rank_1, bool with_meta) {
+// `step` of a tensor "w" [2, 2] written by two ranks (a row each) into a node's directory;
+// rank 0's shard carries the metadata.
+void write_step(const fs::path& node_dir, int64_t step, bool with_rank_1) {
   const std::vector<float> rows[2] = {{1, 2}, {3, 4}};
+  Metadata metadata;
+  metadata.ints["step"] = step;
+  metadata.model_config = "tiny";
   for (int rank = 0; rank < (with_rank_1 ? 2 : 1); ++rank) {
     const std::vector<TensorSlice> slice = {TensorSlice{"w", {2, 2}, Rect{{rank, 0}, {1, 2}}, rows[rank].data()}};
-    write_shard(node_dir, step, rank, slice, "token");
-  }
-  if (with_meta) {
-    Metadata metadata;
-    metadata.ints["step"] = step;
-    metadata.model_config = "tiny";
-    write_memory_meta(node_dir, step, metadata, "token", 2);
+    store_memory_shard(node_dir, encode_memory_shard({step, rank, 2}, "token", slice, rank == 0 ? &metadata : nullptr));
   }
 }
 
-TEST(MemorySteps, ANodesDirectorySaysWhichShardsAndWhetherTheMetaIsThere) {
+TEST(MemoryShard, RoundTripsItsSlicesAndMetadata) {
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7};
+  const std::vector<TensorSlice> slices = {TensorSlice{"h.0.w", {4, 3}, Rect{{2, 0}, {2, 3}}, a.data()},
+                                           TensorSlice{"adam.m/b", {1}, Rect{{0}, {1}}, b.data()}};
+  Metadata metadata;
+  metadata.layout = "2x1x1x1";
+  metadata.data_cursor = 96;
+  metadata.rng_state = {1, 2, 3};
+  metadata.ints["step"] = 4;
+  metadata.reals["training.last_lr"] = 1e-3;
+  metadata.strings["job"] = "a = 1\n";
+  const std::vector<char> bytes = encode_memory_shard({4, 0, 2}, "tok", slices, &metadata);
+  const MemoryShard shard = decode_memory_shard(bytes, "copy");
+  EXPECT_EQ(shard.header.step, 4);
+  EXPECT_EQ(shard.header.world, 2);
+  EXPECT_EQ(shard.save_token, "tok");
+  ASSERT_TRUE(shard.metadata.has_value());
+  EXPECT_EQ(*shard.metadata, metadata);
+  ASSERT_EQ(shard.slices.size(), 2u);
+  EXPECT_EQ(shard.slices[0].name, "h.0.w");
+  EXPECT_EQ(shard.slices[0].rect, (Rect{{2, 0}, {2, 3}}));
+  EXPECT_EQ(std::vector<float>(shard.slices[0].data, shard.slices[0].data + 6), a);
+  EXPECT_EQ(shard.slices[1].data[0], 7.0f);
+  EXPECT_FALSE(decode_memory_shard(encode_memory_shard({4, 1, 2}, "tok", slices, nullptr), "copy").metadata);
+}
+
+TEST(MemoryShard, AChangedByteIsAChecksumOrFormatErrorNamingIt) {
+  const std::vector<float> a = {1, 2, 3, 4};
+  const std::vector<TensorSlice> slices = {TensorSlice{"w", {2, 2}, Rect{{0, 0}, {2, 2}}, a.data()}};
+  const std::vector<char> bytes = encode_memory_shard({4, 0, 1}, "tok", slices, nullptr);
+  std::vector<char> data_flipped = bytes;
+  data_flipped.back() ^= 1;
+  try {
+    decode_memory_shard(data_flipped, "shard-00000.mem");
+    FAIL() << "a changed float decoded";
+  } catch (const ChecksumMismatch& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch in shard-00000.mem, tensor w"), std::string::npos)
+        << e.what();
+  }
+  std::vector<char> header_flipped = bytes;
+  header_flipped[60] ^= 1;  // inside the token and slice table
+  EXPECT_THROW(decode_memory_shard(header_flipped, "x"), FormatError);
+  EXPECT_THROW(decode_memory_shard(std::vector<char>(bytes.begin(), bytes.end() - 1), "x"), FormatError);
+  EXPECT_THROW(decode_memory_shard(std::vector<char>(bytes.begin(), bytes.begin() + 20), "x"), FormatError);
+  EXPECT_THROW(decode_memory_shard_header(std::vector<char>(48, 'A'), "x"), FormatError);
+}
+
+TEST(MemorySteps, ANodesDirectorySaysWhichShardsAndWhetherTheStepIsWhole) {
   const fs::path node = test_dir("inventory");
   EXPECT_TRUE(memory_steps(node / "absent").empty());
-  write_step(node, 4, true, true);
-  write_step(node, 6, false, false);
+  write_step(node, 4, true);
+  write_step(node, 6, false);
+  std::ofstream(tmp_step_path(node, 6) / "shard-00001.mem.partial") << "a copy being written";
   const std::vector<MemoryStep> steps = memory_steps(node);
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[0].step, 4);
   EXPECT_EQ(steps[0].shards, (std::vector<int>{0, 1}));
   EXPECT_EQ(steps[0].world, 2);
+  EXPECT_TRUE(steps[0].whole());
   EXPECT_EQ(steps[1].step, 6);
   EXPECT_EQ(steps[1].shards, std::vector<int>{0});
-  EXPECT_EQ(steps[1].world, 0);
+  EXPECT_FALSE(steps[1].whole());
   remove_memory_steps_before(node, 6);
   ASSERT_EQ(memory_steps(node).size(), 1u);
   EXPECT_EQ(memory_steps(node)[0].step, 6);
   fs::remove_all(node);
 }
 
-TEST(MemorySteps, FilesTravelInOneMessageAndArriveWhole) {
-  const fs::path from = test_dir("pack-from"), to = test_dir("pack-to");
-  std::ofstream(from / "a.h5") << "first file";
-  std::ofstream(from / "empty.h5");
-  const std::vector<fs::path> files = {from / "a.h5", from / "empty.h5"};
-  const std::vector<char> message = pack_files(files);
-  const std::vector<fs::path> written = unpack_files(message, to / "step");
-  ASSERT_EQ(written.size(), 2u);
-  std::ifstream in(to / "step" / "a.h5");
-  std::string text;
-  std::getline(in, text);
-  EXPECT_EQ(text, "first file");
-  EXPECT_TRUE(fs::exists(to / "step" / "empty.h5"));
-  EXPECT_EQ(fs::file_size(to / "step" / "empty.h5"), 0u);
-  // A message cut short, or naming a path outside the directory, writes nothing wrong.
-  std::vector<char> cut(message.begin(), message.end() - 3);
-  EXPECT_THROW(unpack_files(cut, to / "cut"), std::runtime_error);
-  std::vector<char> evil = {2, 0, 0, 0, 0, 0, 0, 0, '.', '.', 0, 0, 0, 0, 0, 0, 0, 0};
-  EXPECT_THROW(unpack_files(evil, to / "evil"), std::runtime_error);
-  fs::remove_all(from);
-  fs::remove_all(to);
-}
-
 TEST(MemorySteps, ANodesCopyCommitsAsACheckpointStepThatLoads) {
   const fs::path node = test_dir("commit");
-  write_step(node, 8, true, true);
+  write_step(node, 8, true);
   const CommitResult committed = commit_memory_step(node, 8, node / "restore");
   EXPECT_EQ(committed.step_dir, step_path(node / "restore", 8));
   EXPECT_TRUE(verify_checkpoint(committed.step_dir).ok());
@@ -132,26 +156,23 @@ TEST(MemorySteps, ANodesCopyCommitsAsACheckpointStepThatLoads) {
   const LoadResult loaded = load_checkpoint(node / "restore", reads);
   EXPECT_EQ(loaded.step, 8);
   EXPECT_EQ(loaded.metadata.model_config, "tiny");
-  EXPECT_EQ(loaded.metadata.ints.count("memory_copy.world"), 0u);  // the copy's bookkeeping stays out
   EXPECT_EQ(w, (std::vector<float>{1, 2, 3, 4}));
-
-  // The fault the recovery tests inject: the step no longer verifies.
-  EXPECT_FALSE(flip_first_stored_bit(committed.step_dir).empty());
-  const VerifyReport report = verify_checkpoint(committed.step_dir);
-  ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.problems[0].what.find("checksum mismatch"), std::string::npos) << report.problems[0].what;
   fs::remove_all(node);
 }
 
-TEST(MemorySteps, AStepMissingAShardIsRefusedNamingIt) {
+TEST(MemorySteps, AStepMissingAShardOrFailingItsChecksumIsRefusedNamingIt) {
   const fs::path node = test_dir("missing");
-  write_step(node, 8, false, true);
+  write_step(node, 8, false);
   try {
     commit_memory_step(node, 8, node / "restore");
     FAIL() << "a step without rank 1's shard committed";
   } catch (const MissingShard& e) {
     EXPECT_NE(std::string(e.what()).find("lacks rank 1's shard"), std::string::npos) << e.what();
   }
+  write_step(node, 10, true);
+  flip_last_bit(memory_shard_path(node, 10, 1));  // the fault the recovery tests inject
+  EXPECT_THROW(commit_memory_step(node, 10, node / "restore"), ChecksumMismatch);
+  EXPECT_FALSE(read_latest(node / "restore").has_value());
   fs::remove_all(node);
 }
 

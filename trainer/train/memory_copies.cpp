@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
 #include "checkpoint/step_dir.hpp"
-#include "checkpoint/verify.hpp"
 #include "core/number_text.hpp"
 #include "trainer/train/host_exchange.hpp"
 
@@ -39,11 +39,16 @@ std::vector<int64_t> encode(const std::vector<MemoryStep>& steps) {
   return out;
 }
 
-// The files of a step some node holds, by the leaders that hold each: shards 0..world-1, then meta.h5.
+// Who holds each shard of a step: the leaders (ranks) whose node has it.
 struct StepHolders {
   int world = 0;
-  std::map<int, std::vector<int>> shard_holders;  // shard rank -> leaders
-  std::vector<int> meta_holders;
+  std::map<int, std::vector<int>> shard_holders;  // shard rank -> leaders, ascending
+  bool whole() const {
+    if (world <= 0) return false;
+    for (int r = 0; r < world; ++r)
+      if (shard_holders.count(r) == 0) return false;
+    return true;
+  }
 };
 
 std::map<int64_t, StepHolders> decode(const std::vector<int64_t>& gathered, size_t per_rank) {
@@ -53,10 +58,7 @@ std::map<int64_t, StepHolders> decode(const std::vector<int64_t>& gathered, size
     const int64_t* end = at + per_rank;
     while (at + 3 <= end && at[0] >= 0) {
       StepHolders& s = steps[at[0]];
-      if (at[1] > 0) {
-        s.world = static_cast<int>(at[1]);
-        s.meta_holders.push_back(static_cast<int>(r));
-      }
+      s.world = std::max(s.world, static_cast<int>(at[1]));
       const int64_t shards = at[2];
       for (int64_t i = 0; i < shards && at + 3 + i < end; ++i)
         s.shard_holders[static_cast<int>(at[3 + i])].push_back(static_cast<int>(r));
@@ -64,13 +66,6 @@ std::map<int64_t, StepHolders> decode(const std::vector<int64_t>& gathered, size
     }
   }
   return steps;
-}
-
-bool whole(const StepHolders& s) {
-  if (s.world <= 0 || s.meta_holders.empty()) return false;
-  for (int r = 0; r < s.world; ++r)
-    if (s.shard_holders.count(r) == 0) return false;
-  return true;
 }
 
 // Whether any rank of the job says yes.
@@ -101,6 +96,7 @@ MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, f
   plan.node_dir = std::move(node_dir);
   plan.rank = rank;
   plan.interval = interval;
+  plan.world = static_cast<int>(node_of_rank.size());
   plan.node = node_of_rank[static_cast<size_t>(rank)];
   const int nodes = 1 + *std::max_element(node_of_rank.begin(), node_of_rank.end());
   std::vector<std::vector<int>> ranks_of(static_cast<size_t>(nodes));
@@ -128,33 +124,31 @@ MemoryCopies::MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link
       checkpoint_(plan_.node_dir, trainer, plan_.rank, [this] {
         SaverOptions options;
         options.save_token = save_token_;
-        options.instead_of_commit = [this](int64_t step, const fs::path& shard,
-                                           const std::optional<CommitSpec>& commit) { exchange(step, shard, commit); };
+        options.write_instead = [this](int64_t step, std::span<const TensorSlice> staged,
+                                       const std::optional<CommitSpec>& commit) { exchange(step, staged, commit); };
         return options;
       }()) {}
 
 std::chrono::nanoseconds MemoryCopies::save(double last_lr) { return checkpoint_.save(last_lr); }
 
-void MemoryCopies::exchange(int64_t step, const fs::path& shard, const std::optional<CommitSpec>& commit) {
-  std::vector<fs::path> files = {shard};
-  if (commit)
-    files.push_back(write_memory_meta(plan_.node_dir, step, commit->metadata, save_token_,
-                                      static_cast<int>(commit->expected_ranks.size())));
+void MemoryCopies::exchange(int64_t step, std::span<const TensorSlice> staged,
+                            const std::optional<CommitSpec>& commit) {
+  const MemoryShardHeader header{step, plan_.rank, plan_.world};
+  const std::vector<char> copy = encode_memory_shard(header, save_token_, staged, commit ? &commit->metadata : nullptr);
+  store_memory_shard(plan_.node_dir, copy);
   if (plan_.buddy >= 0) {
     // The send waits for the buddy to take it while this thread receives the senders' copies:
     // with two nodes a rank's buddy is also its sender.
-    const std::vector<char> message = pack_files(files);
     std::exception_ptr send_error;
     std::thread sending([&] {
       try {
-        link_.send(plan_.buddy, save_tag(step), message);
+        link_.send(plan_.buddy, save_tag(step), copy);
       } catch (...) {
         send_error = std::current_exception();
       }
     });
     try {
-      for (int sender : plan_.senders)
-        unpack_files(link_.receive(sender, save_tag(step)), tmp_step_path(plan_.node_dir, step));
+      for (int sender : plan_.senders) store_memory_shard(plan_.node_dir, link_.receive(sender, save_tag(step)));
     } catch (...) {
       sending.join();
       throw;
@@ -176,100 +170,106 @@ void MemoryCopies::remove_node_copies() {
   fs::remove(plan_.node_dir.parent_path(), ec);  // the job's directory, once its last node's copies are gone
 }
 
-MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Backend& backend, Communicator& world,
-                                  Trainer& trainer, int64_t disk_step, bool data_changed) {
-  MemoryRestore result;
-  // 1. Which steps each node holds (the node's lowest rank answers for it).
+namespace {
+
+// Which steps each node holds, as every rank sees it (a node's lowest rank answers for it).
+std::map<int64_t, StepHolders> gather_holdings(const MemoryCopyPlan& plan, Backend& backend, Communicator& world) {
   const std::vector<int64_t> mine = plan.leads_node() ? encode(memory_steps(plan.node_dir)) : std::vector<int64_t>{};
   const std::vector<int64_t> sizes = all_gather_integers(backend, world, static_cast<int64_t>(mine.size()));
   const size_t per_rank = static_cast<size_t>(std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
   std::vector<int64_t> padded = mine;
   padded.resize(per_rank, -1);
-  const std::map<int64_t, StepHolders> held = decode(all_gather_integers(backend, world, padded), per_rank);
+  return decode(all_gather_integers(backend, world, padded), per_rank);
+}
 
-  // 2. The newest step held whole, if newer than the disk's.
-  const auto newest = std::find_if(held.rbegin(), held.rend(), [](const auto& s) { return whole(s.second); });
+// A node's lowest rank: fetches the shards of `step` its node lacks, one at a time in the same
+// order on every node, each from the lowest node that holds it; returns the bytes it sent. A
+// holder that cannot read its file sends an empty message, and the receivers throw naming it.
+int64_t fetch_missing_shards(const MemoryCopyPlan& plan, PeerLink& link, int64_t step, const StepHolders& files) {
+  int64_t sent = 0;
+  for (int r = 0; r < files.world; ++r) {
+    const std::vector<int>& holders = files.shard_holders.at(r);
+    const uint32_t tag = kRestoreTag | static_cast<uint32_t>(r);
+    const bool here = std::find(holders.begin(), holders.end(), plan.rank) != holders.end();
+    if (holders.front() == plan.rank) {
+      std::vector<char> copy;
+      std::exception_ptr unreadable;
+      try {
+        copy = read_file_bytes(memory_shard_path(plan.node_dir, step, r));
+      } catch (const CheckpointError&) {
+        unreadable = std::current_exception();
+      }
+      for (int leader : plan.leaders)
+        if (std::find(holders.begin(), holders.end(), leader) == holders.end()) {
+          link.send(leader, tag, copy);
+          sent += static_cast<int64_t>(copy.size());
+        }
+      if (unreadable) std::rethrow_exception(unreadable);
+    } else if (!here) {
+      const std::vector<char> copy = link.receive(holders.front(), tag);
+      if (copy.empty())
+        throw CheckpointError("", "memory copy",
+                              "rank " + std::to_string(holders.front()) + " could not read its copy of rank " +
+                                  std::to_string(r) + "'s shard of " + step_dir_name(step));
+      store_memory_shard(plan.node_dir, copy);
+    }
+  }
+  return sent;
+}
+
+// A node's lowest rank, once the ranks have decided: the node keeps `kept` only (nothing when
+// nullopt), so no shard of the failed attempt's later steps is mixed into this run's.
+void keep_only(const MemoryCopyPlan& plan, std::optional<int64_t> kept) {
+  if (!plan.leads_node()) return;
+  std::error_code ec;
+  fs::remove_all(plan.node_dir / kRestoreDirName, ec);
+  for (const MemoryStep& s : memory_steps(plan.node_dir))
+    if (!kept || s.step != *kept) fs::remove_all(tmp_step_path(plan.node_dir, s.step), ec);
+}
+
+}  // namespace
+
+MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Backend& backend, Communicator& world,
+                                  Trainer& trainer, int64_t disk_step, bool data_changed) {
+  MemoryRestore result;
+  // 1. The newest step the nodes hold whole, if newer than the disk's.
+  const std::map<int64_t, StepHolders> held = gather_holdings(plan, backend, world);
   if (held.empty()) return result;  // a first start: nothing to say
+  const auto newest = std::find_if(held.rbegin(), held.rend(), [](const auto& s) { return s.second.whole(); });
   if (newest == held.rend() || newest->first <= disk_step) {
     result.why = newest == held.rend() ? "no step is whole in the nodes' memory"
                                        : "the newest step whole in memory, " + step_dir_name(newest->first) +
                                              ", is not newer than the disk's " + step_dir_name(disk_step);
+    keep_only(plan, std::nullopt);
     return result;
   }
   const int64_t step = newest->first;
-  const StepHolders& files = newest->second;
 
-  // 3. Every node's lowest rank fetches the files its node lacks, one file at a time in the
-  //    same order everywhere, each from the lowest node that holds it.
+  // 2. Every node makes the step whole and writes it as a checkpoint step, its shards verified
+  //    first: a load that failed half-way would leave the trainer's weights mixed.
   bool failed = false;
-  std::string failure;
   if (plan.leads_node()) {
-    const fs::path step_dir = tmp_step_path(plan.node_dir, step);
-    auto move_file = [&](uint32_t index, const fs::path& name, const std::vector<int>& holders) {
-      const int holder = holders.front();
-      if (holder == plan.rank) {
-        std::vector<char> message;
-        try {
-          const fs::path path = step_dir / name;
-          message = pack_files(std::span<const fs::path>(&path, 1));
-        } catch (const std::exception& e) {  // an empty message tells the others it failed
-          failed = true;
-          failure = e.what();
-        }
-        for (int leader : plan.leaders)
-          if (std::find(holders.begin(), holders.end(), leader) == holders.end()) {
-            link.send(leader, kRestoreTag | index, message);
-            result.bytes_moved += static_cast<int64_t>(message.size());
-          }
-      } else if (std::find(holders.begin(), holders.end(), plan.rank) == holders.end()) {
-        const std::vector<char> message = link.receive(holder, kRestoreTag | index);
-        if (message.empty()) {
-          failed = true;
-          failure = "rank " + std::to_string(holder) + " could not read its copy of " + name.string();
-        } else if (!failed) {
-          unpack_files(message, step_dir);
-        }
-      }
-    };
     try {
-      for (int r = 0; r < files.world; ++r)
-        move_file(static_cast<uint32_t>(r), shard_file_name(r), files.shard_holders.at(r));
-      move_file(static_cast<uint32_t>(files.world), kMemoryMetaFileName, files.meta_holders);
-      if (!failed) {
-        // Verified whole before any rank loads it: a load that failed half-way would leave
-        // the trainer's weights mixed, with no disk checkpoint to take them from.
-        const fs::path restore_dir = plan.node_dir / kRestoreDirName;
-        const CommitResult committed = commit_memory_step(plan.node_dir, step, restore_dir);
-        if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan.node == 0)
-          flip_first_stored_bit(committed.step_dir);
-        const VerifyReport report = verify_checkpoint(committed.step_dir);
-        if (!report.ok()) {
-          const VerifyProblem& first = report.problems.front();
-          failed = true;
-          failure = "the copy of " + step_dir_name(step) + " failed verification: " + first.file +
-                    (first.tensor.empty() ? "" : " (tensor " + first.tensor + ")") + ": " + first.what +
-                    (report.problems.size() > 1 ? fmt::format(" (and {} more)", report.problems.size() - 1) : "");
-        }
-      }
+      result.bytes_moved = fetch_missing_shards(plan, link, step, newest->second);
+      if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan.node == 0)
+        flip_last_bit(memory_shard_path(plan.node_dir, step, 0));
+      commit_memory_step(plan.node_dir, step, plan.node_dir / kRestoreDirName);
     } catch (const std::exception& e) {
       failed = true;
-      failure = e.what();
+      spdlog::warn("memory copy: rank {}: {}", plan.rank, e.what());
     }
-    if (failed) spdlog::warn("memory copy: rank {}: {}", plan.rank, failure);
   }
-  const int64_t moved = [&] {
-    int64_t sum = 0;
-    for (int64_t b : all_gather_integers(backend, world, result.bytes_moved)) sum += b;
-    return sum;
-  }();
+  int64_t moved = 0;
+  for (int64_t b : all_gather_integers(backend, world, result.bytes_moved)) moved += b;
   result.bytes_moved = moved;
   if (const std::string ranks = ranks_saying(backend, world, failed); !ranks.empty()) {
     result.why = "the memory copy of " + step_dir_name(step) + " could not be used (rank(s) " + ranks +
                  " said why above); loading the disk checkpoint instead";
+    keep_only(plan, std::nullopt);
     return result;
   }
 
-  // 4. Every rank loads its part of the step its node committed, as from a disk checkpoint.
+  // 3. Every rank loads its part of the step its node committed, as from a disk checkpoint.
   TrainingCheckpoint restore(plan.node_dir / kRestoreDirName, trainer, plan.rank, SaverOptions{});
   restore.allow_data_change(data_changed);
   bool other_run = false;  // refused before any tensor was read: the trainer is untouched
@@ -283,21 +283,15 @@ MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Ba
     spdlog::warn("memory copy: rank {}: {}", plan.rank, e.what());
   }
   const bool any_failed = any_rank(backend, world, failed), any_other = any_rank(backend, world, other_run);
-  if (plan.leads_node()) {  // every rank has loaded (the all-gathers above): the node's copy is enough
-    std::error_code ec;
-    fs::remove_all(plan.node_dir / kRestoreDirName, ec);
-  }
-  if (any_other && !any_failed) {
-    result.why = "the memory copy of " + step_dir_name(step) + " is of another run; loading the disk checkpoint";
-    return result;
-  }
+  keep_only(plan, any_failed || any_other ? std::nullopt : std::optional<int64_t>(step));
+  if (any_failed && disk_step == 0)
+    throw CheckpointError((plan.node_dir / kRestoreDirName).string(), "resume",
+                          "loading the memory copy of " + step_dir_name(step) +
+                              " failed after it verified, and there is no disk checkpoint to load instead: start "
+                              "the job again (it starts from the initial weights)");
   if (any_failed || any_other) {
-    if (disk_step == 0)
-      throw CheckpointError((plan.node_dir / kRestoreDirName).string(), "resume",
-                            "loading the memory copy of " + step_dir_name(step) +
-                                " failed after it verified, and there is no disk checkpoint to load instead: start "
-                                "the job again (it starts from the initial weights)");
-    result.why = "loading the memory copy of " + step_dir_name(step) + " failed; loading the disk checkpoint instead";
+    result.why = "the memory copy of " + step_dir_name(step) + (any_failed ? " failed to load" : " is of another run") +
+                 "; loading the disk checkpoint instead";
     return result;
   }
   result.step = step;

@@ -2,18 +2,19 @@
 // Copies of the training state in the memory of the job's nodes, so a restart after a failure
 // loses no step (docs/running.md, "Memory copies"). Every checkpoint.memory_interval steps
 // each rank saves the shard it would write to disk (training_checkpoint.hpp) into its node's
-// memory directory, a tmpfs (checkpoint/memory_steps.hpp), and sends it over the peer link
-// to its buddy, a rank on the next node, which keeps it in that node's directory: the shards
-// of a lost node survive on the next one. Rank 0 adds the step's metadata (meta.h5) to its
-// copy. The sending is the save's writer thread's work, so training pauses only while the
-// state is copied into host buffers, as for a disk save.
+// memory directory, a tmpfs, as a raw memory shard (checkpoint/memory_shard.hpp; rank 0's
+// carries the step's metadata), and sends it over the peer link to its buddy, a rank on the
+// next node, which keeps it in that node's directory: the shards of a lost node survive on
+// the next one. The writing and sending are the save's writer thread's work, so training
+// pauses only while the state is copied into host buffers, as for a disk save.
 //
 // A restarted run (restore_from_memory) takes the newest step that the nodes' memories hold
-// whole, when it is newer than the disk's `latest`: every node's lowest rank gathers its
-// missing files of that step from the nodes that hold them, commits them there as a
-// checkpoint step, and every rank loads it at the run's layout like a disk checkpoint
-// (resharding included). Any failure there (a copy that fails its checksum, a peer lost
-// while loading) is logged and the run loads the disk checkpoint instead.
+// whole, when it is newer than the disk's `latest`: every node's lowest rank fetches the
+// shards of that step its node lacks from the nodes that hold them, verifies them and writes
+// them there as an HDF5 checkpoint step, and every rank loads it at the run's layout like a
+// disk checkpoint (resharding included). Any failure there (a copy that fails its checksum,
+// a peer lost while loading) is logged and the run loads the disk checkpoint instead. Each
+// node receives the whole step: the state must fit in a node's tmpfs for the restore.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -43,6 +44,7 @@ struct MemoryCopyPlan {
   std::vector<int> senders;  // the ranks whose copies this rank keeps
   std::vector<int> leaders;  // [nodes] each node's lowest rank: it prunes and serves the node's files
   int node = 0;
+  int world = 1;
   int interval = 1;  // checkpoint.memory_interval
   bool leads_node() const { return leaders[static_cast<size_t>(node)] == rank; }
 };
@@ -65,7 +67,7 @@ class MemoryCopies {
  private:
   // On the writer thread: sends this rank's files of `step` to the buddy and keeps the
   // senders' copies; the node's lowest rank then drops the steps before the previous one.
-  void exchange(int64_t step, const std::filesystem::path& shard, const std::optional<CommitSpec>& commit);
+  void exchange(int64_t step, std::span<const TensorSlice> staged, const std::optional<CommitSpec>& commit);
 
   MemoryCopyPlan plan_;
   PeerLink& link_;

@@ -418,6 +418,11 @@ class TrainingRun {
         "memory {:.3f} MiB/rank",
         prediction.cost.step_s(), prediction.cost.compute_s, prediction.cost.comm_total_s(), prediction.cost.hidden_s,
         prediction.cost.filled_s, prediction.cost.busy_s, static_cast<double>(prediction.memory.total()) / 1048576.0);
+    if (memory_)
+      spdlog::info(
+          "train: memory copies every {} steps: {:.3f} MiB/rank of host memory predicted (staging, and "
+          "two steps of this rank's shard and its buddy's in the node's tmpfs)",
+          job_.checkpoint.memory_interval, in_mib(prediction.memory.memory_copies));
     const Recompute mode = *decided_.plan.recompute;
     spdlog::info("train: recompute {} ({}){}", recompute_name(mode), decided_.recompute_why,
                  prediction.cost.recompute_flops > 0

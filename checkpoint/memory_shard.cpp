@@ -1,0 +1,236 @@
+#include "checkpoint/memory_shard.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/checksum.hpp"
+
+namespace axonn {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'X', 'O', 'N', 'N', 'M', 'E', 'M'};
+constexpr uint64_t kVersion = 1;
+constexpr const char* kOperation = "memory copy";
+
+class Writer {
+ public:
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void f64(double v) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    u64(bits);
+  }
+  void bytes(const void* data, size_t n) {
+    u64(n);
+    raw(data, n);
+  }
+  void str(const std::string& s) { bytes(s.data(), s.size()); }
+  void i64s(const std::vector<int64_t>& v) {
+    for (int64_t x : v) i64(x);
+  }
+  void raw(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    out.insert(out.end(), p, p + n);
+  }
+  std::vector<char> out;
+};
+
+class Reader {
+ public:
+  Reader(std::span<const char> in, const std::string& name) : in_(in), name_(name) {}
+  uint64_t u64() {
+    need(8);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<unsigned char>(in_[at_ + static_cast<size_t>(i)])} << (8 * i);
+    at_ += 8;
+    return v;
+  }
+  int64_t i64() { return static_cast<int64_t>(u64()); }
+  double f64() {
+    const uint64_t bits = u64();
+    double v = 0;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+  std::string str() {
+    const uint64_t n = u64();
+    need(n);
+    std::string s(in_.data() + at_, n);
+    at_ += n;
+    return s;
+  }
+  std::vector<int64_t> i64s(uint64_t n) {
+    need(n * 8);
+    std::vector<int64_t> v;
+    for (uint64_t i = 0; i < n; ++i) v.push_back(i64());
+    return v;
+  }
+  uint64_t count(const char* what) {  // a count of items that take at least 8 bytes each
+    const uint64_t n = u64();
+    if (n > (in_.size() - at_) / 8)
+      fail(std::string("its ") + what + " count " + std::to_string(n) + " is past its end");
+    return n;
+  }
+  size_t at() const { return at_; }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw FormatError(name_, kOperation, name_ + " is not a whole memory copy: " + why);
+  }
+
+ private:
+  void need(uint64_t n) const {
+    if (n > in_.size() - at_) fail("it ends at byte " + std::to_string(in_.size()) + ", inside its header");
+  }
+  std::span<const char> in_;
+  const std::string& name_;
+  size_t at_ = 0;
+};
+
+void write_metadata(Writer& w, const Metadata& m) {
+  w.str(m.layout);
+  w.str(m.model_config);
+  w.i64(m.data_cursor);
+  w.bytes(m.rng_state.data(), m.rng_state.size());
+  w.u64(m.ints.size());
+  for (const auto& [key, value] : m.ints) {
+    w.str(key);
+    w.i64(value);
+  }
+  w.u64(m.reals.size());
+  for (const auto& [key, value] : m.reals) {
+    w.str(key);
+    w.f64(value);
+  }
+  w.u64(m.strings.size());
+  for (const auto& [key, value] : m.strings) {
+    w.str(key);
+    w.str(value);
+  }
+}
+
+Metadata read_metadata(Reader& r) {
+  Metadata m;
+  m.layout = r.str();
+  m.model_config = r.str();
+  m.data_cursor = r.i64();
+  const std::string rng = r.str();
+  m.rng_state.assign(rng.begin(), rng.end());
+  for (uint64_t n = r.count("integer"), i = 0; i < n; ++i) {
+    std::string key = r.str();
+    m.ints[key] = r.i64();
+  }
+  for (uint64_t n = r.count("real"), i = 0; i < n; ++i) {
+    std::string key = r.str();
+    m.reals[key] = r.f64();
+  }
+  for (uint64_t n = r.count("string"), i = 0; i < n; ++i) {
+    std::string key = r.str();
+    m.strings[key] = r.str();
+  }
+  return m;
+}
+
+}  // namespace
+
+std::vector<char> encode_memory_shard(const MemoryShardHeader& header, const std::string& save_token,
+                                      std::span<const TensorSlice> slices, const Metadata* metadata) {
+  Writer w;
+  w.raw(kMagic, sizeof kMagic);
+  w.u64(kVersion);
+  w.i64(header.step);
+  w.i64(header.rank);
+  w.i64(header.world);
+  w.str(save_token);
+  w.u64(slices.size());
+  size_t data_bytes = 0;
+  for (const TensorSlice& s : slices) {
+    const size_t bytes = static_cast<size_t>(element_count(s.rect)) * sizeof(float);
+    w.str(s.name);
+    w.u64(s.global_shape.size());
+    w.i64s(s.global_shape);
+    w.i64s(s.rect.offset);
+    w.i64s(s.rect.count);
+    w.u64(xxh3_64(s.data, bytes));
+    data_bytes += bytes;
+  }
+  w.u64(metadata != nullptr ? 1 : 0);
+  if (metadata != nullptr) write_metadata(w, *metadata);
+  w.u64(xxh3_64(w.out.data(), w.out.size()));
+  w.out.reserve(w.out.size() + data_bytes);
+  for (const TensorSlice& s : slices) w.raw(s.data, static_cast<size_t>(element_count(s.rect)) * sizeof(float));
+  return std::move(w.out);
+}
+
+MemoryShardHeader decode_memory_shard_header(std::span<const char> bytes, const std::string& name) {
+  Reader r(bytes, name);
+  if (bytes.size() < kMemoryShardHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    r.fail("it does not start with AXONNMEM");
+  r.u64();  // the magic
+  if (const uint64_t version = r.u64(); version != kVersion)
+    r.fail("its version is " + std::to_string(version) + "; this build reads version " + std::to_string(kVersion));
+  MemoryShardHeader h;
+  h.step = r.i64();
+  h.rank = r.i64();
+  h.world = r.i64();
+  if (h.step < 0 || h.rank < 0 || h.world <= h.rank)
+    r.fail("step " + std::to_string(h.step) + ", rank " + std::to_string(h.rank) + " of " + std::to_string(h.world));
+  return h;
+}
+
+MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name) {
+  MemoryShard shard;
+  shard.header = decode_memory_shard_header(bytes, name);
+  Reader r(bytes.subspan(kMemoryShardHeaderBytes), name);
+  shard.save_token = r.str();
+  struct Pending {
+    std::vector<int64_t> global_shape;
+    Rect rect;
+    uint64_t xxh3;
+  };
+  std::vector<std::string> names;
+  std::vector<Pending> pending;
+  int64_t elements = 0;
+  for (uint64_t n = r.count("slice"), i = 0; i < n; ++i) {
+    names.push_back(r.str());
+    const uint64_t dims = r.count("dimension");
+    Pending p;
+    p.global_shape = r.i64s(dims);
+    p.rect.offset = r.i64s(dims);
+    p.rect.count = r.i64s(dims);
+    p.xxh3 = r.u64();
+    try {
+      validate_rect(p.global_shape, p.rect, "tensor '" + names.back() + "'");
+    } catch (const std::invalid_argument& e) {
+      r.fail(e.what());
+    }
+    elements += element_count(p.rect);
+    pending.push_back(std::move(p));
+  }
+  if (r.u64() == 1) shard.metadata = read_metadata(r);
+  const size_t header_end = kMemoryShardHeaderBytes + r.at();
+  const uint64_t header_hash = r.u64();
+  if (header_hash != xxh3_64(bytes.data(), header_end)) r.fail("its header's XXH3-64 differs from the one stored");
+  const size_t data_at = header_end + 8;
+  if (bytes.size() - data_at != static_cast<size_t>(elements) * sizeof(float))
+    r.fail("it holds " + std::to_string(bytes.size() - data_at) + " bytes of data where its slices need " +
+           std::to_string(elements * 4));
+  shard.data.resize(static_cast<size_t>(elements));
+  std::memcpy(shard.data.data(), bytes.data() + data_at, shard.data.size() * sizeof(float));
+  const float* at = shard.data.data();
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const size_t n = static_cast<size_t>(element_count(pending[i].rect));
+    if (xxh3_64(at, n * sizeof(float)) != pending[i].xxh3)
+      throw ChecksumMismatch(name, kOperation,
+                             "checksum mismatch in " + name + ", tensor " + names[i] +
+                                 ": its data's XXH3-64 differs from the one the copy stored; the memory copy is "
+                                 "damaged");
+    shard.slices.push_back(TensorSlice{names[i], pending[i].global_shape, pending[i].rect, at});
+    at += n;
+  }
+  return shard;
+}
+
+}  // namespace axonn
