@@ -20,6 +20,7 @@
 // the failure to the next step (the in-job restarts of TorchElastic and NVIDIA's resiliency
 // extension take about a minute), and no step done again beyond the one whose copy was in
 // flight.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -109,6 +110,8 @@ double recovery_number(const std::string& summary, const std::string& key) {
 struct Round {
   double plain_step_s = 0;   // the uninterrupted run without memory copies: its step time
   double copies_step_s = 0;  // the uninterrupted run with them
+  double plain_cpu_s = 0;    // CPU seconds of every process of the run without copies
+  double copies_cpu_s = 0;   // and with them
   double whole_s = 0;        // the uninterrupted run with copies, launcher start to exit
   double interrupted_s = 0;  // the run that lost a node
   double kill_to_step_s = 0;
@@ -119,13 +122,23 @@ struct Round {
 // One `axonn run` of the job in a fresh <dir>; its wall seconds. With `kill_node`, the last
 // pretend node's ranks are SIGKILLed once --kill-at steps are logged, and `round` gets what
 // the restarted run reports.
-double run_job(const fs::path& dir, const Options& o, bool memory_copies, bool kill_node, Round& round) {
+// CPU seconds (user and system) of the finished children so far: the jobs' ranks and launchers.
+double children_cpu_s() {
+  rusage usage{};
+  getrusage(RUSAGE_CHILDREN, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+double run_job(const fs::path& dir, const Options& o, bool memory_copies, bool kill_node, Round& round,
+               double* cpu_s = nullptr) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "job.toml") << job_toml(o, memory_copies && o.memory_interval > 0);
   const std::string command = "cd " + dir.string() + " && " + AXONN_BINARY_DIR + "/bin/axonn run -n " +
                               std::to_string(o.ranks) + " --nodes-sim " + std::to_string(o.nodes) +
                               " --max-restarts 1 job.toml 2>&1";
+  const double cpu_before = children_cpu_s();
   const auto start = std::chrono::steady_clock::now();
   auto job = std::async(std::launch::async, [&] {
     int status = 0;
@@ -148,6 +161,7 @@ double run_job(const fs::path& dir, const Options& o, bool memory_copies, bool k
   }
   const auto [status, output] = job.get();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (cpu_s != nullptr) *cpu_s = children_cpu_s() - cpu_before;
   if (status != 0 || (kill_node && killed_at == 0)) {
     std::fprintf(stderr, "%s: %s (status %d%s):\n%s\n", kProgram.c_str(), command.c_str(), status,
                  killed_at == 0 && kill_node ? ", ended before the kill" : "", output.c_str());
@@ -209,9 +223,9 @@ int main(int argc, char** argv) {
   std::vector<Round> rounds;
   for (int r = 0; r < o.rounds; ++r) {
     Round round;
-    run_job(dir / "plain", o, false, false, round);
+    run_job(dir / "plain", o, false, false, round, &round.plain_cpu_s);
     round.plain_step_s = step_seconds(dir / "plain");
-    round.whole_s = run_job(dir / "whole", o, true, false, round);
+    round.whole_s = run_job(dir / "whole", o, true, false, round, &round.copies_cpu_s);
     round.copies_step_s = step_seconds(dir / "whole");
     round.interrupted_s = run_job(dir / "interrupted", o, true, true, round);
     std::printf(
@@ -238,6 +252,14 @@ int main(int argc, char** argv) {
       "\nmemory copies every %d steps: step time %.3fx of the run without them (median of the rounds' "
       "ratios; goal <= 1.02): %s\n",
       o.memory_interval, copy_cost, copy_cost <= 1.02 ? "met" : "missed");
+  // What the copies take of the host's cores: the run's extra CPU, per copy and rank.
+  const int copies = o.memory_interval > 0 ? (o.steps - 1) / o.memory_interval : 0;
+  const double cpu_extra = med([](const Round& r) { return r.copies_cpu_s - r.plain_cpu_s; });
+  if (copies > 0)
+    std::printf(
+        "their CPU: %.2f s more in the whole run (median), %.2f ms per copy and rank, taken here from the %ld "
+        "cores the ranks compute on\n",
+        cpu_extra, 1e3 * cpu_extra / copies / o.ranks, sysconf(_SC_NPROCESSORS_ONLN));
   std::printf(
       "medians: uninterrupted %.2f s, interrupted %.2f s: %.2fx; %.2f s from the kill to the next step "
       "(goal < 30 s): %s\n",

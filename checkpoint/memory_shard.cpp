@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checksum.hpp"
+#include "core/printable.hpp"
 
 namespace axonn {
 namespace {
@@ -15,6 +16,7 @@ constexpr const char* kOperation = "memory copy";
 
 class Writer {
  public:
+  explicit Writer(std::vector<char>& into) : out(into) { out.clear(); }
   void u64(uint64_t v) {
     for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
   }
@@ -33,10 +35,12 @@ class Writer {
     for (int64_t x : v) i64(x);
   }
   void raw(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    out.insert(out.end(), p, p + n);
+    if (n == 0) return;
+    const size_t at = out.size();
+    out.resize(at + n);
+    std::memcpy(out.data() + at, data, n);
   }
-  std::vector<char> out;
+  std::vector<char>& out;
 };
 
 class Reader {
@@ -118,16 +122,23 @@ Metadata read_metadata(Reader& r) {
   m.data_cursor = r.i64();
   const std::string rng = r.str();
   m.rng_state.assign(rng.begin(), rng.end());
-  for (uint64_t n = r.count("integer"), i = 0; i < n; ++i) {
+  // Each map's keys in ascending order, as encode writes them: a shard reads back as one.
+  auto key_after = [&r](const auto& map, const char* what) {
     std::string key = r.str();
+    if (!map.empty() && !(map.rbegin()->first < key))
+      r.fail(std::string("its metadata's ") + what + " keys are not in ascending order");
+    return key;
+  };
+  for (uint64_t n = r.count("integer"), i = 0; i < n; ++i) {
+    std::string key = key_after(m.ints, "integer");
     m.ints[key] = r.i64();
   }
   for (uint64_t n = r.count("real"), i = 0; i < n; ++i) {
-    std::string key = r.str();
+    std::string key = key_after(m.reals, "real");
     m.reals[key] = r.f64();
   }
   for (uint64_t n = r.count("string"), i = 0; i < n; ++i) {
-    std::string key = r.str();
+    std::string key = key_after(m.strings, "string");
     m.strings[key] = r.str();
   }
   return m;
@@ -135,9 +146,9 @@ Metadata read_metadata(Reader& r) {
 
 }  // namespace
 
-std::vector<char> encode_memory_shard(const MemoryShardHeader& header, const std::string& save_token,
-                                      std::span<const TensorSlice> slices, const Metadata* metadata) {
-  Writer w;
+void encode_memory_shard(const MemoryShardHeader& header, const std::string& save_token,
+                         std::span<const TensorSlice> slices, const Metadata* metadata, std::vector<char>& out) {
+  Writer w(out);
   w.raw(kMagic, sizeof kMagic);
   w.u64(kVersion);
   w.i64(header.step);
@@ -161,7 +172,13 @@ std::vector<char> encode_memory_shard(const MemoryShardHeader& header, const std
   w.u64(xxh3_64(w.out.data(), w.out.size()));
   w.out.reserve(w.out.size() + data_bytes);
   for (const TensorSlice& s : slices) w.raw(s.data, static_cast<size_t>(element_count(s.rect)) * sizeof(float));
-  return std::move(w.out);
+}
+
+std::vector<char> encode_memory_shard(const MemoryShardHeader& header, const std::string& save_token,
+                                      std::span<const TensorSlice> slices, const Metadata* metadata) {
+  std::vector<char> out;
+  encode_memory_shard(header, save_token, slices, metadata, out);
+  return out;
 }
 
 MemoryShardHeader decode_memory_shard_header(std::span<const char> bytes, const std::string& name) {
@@ -192,9 +209,13 @@ MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& 
   };
   std::vector<std::string> names;
   std::vector<Pending> pending;
+  // Elements as the file could hold them at most: a count past it is a damaged header, and
+  // no product below can overflow.
+  const int64_t most = static_cast<int64_t>(bytes.size() / sizeof(float));
   int64_t elements = 0;
   for (uint64_t n = r.count("slice"), i = 0; i < n; ++i) {
     names.push_back(r.str());
+    const std::string tensor = "tensor '" + escaped_excerpt(names.back(), 64) + "'";
     const uint64_t dims = r.count("dimension");
     Pending p;
     p.global_shape = r.i64s(dims);
@@ -202,14 +223,23 @@ MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& 
     p.rect.count = r.i64s(dims);
     p.xxh3 = r.u64();
     try {
-      validate_rect(p.global_shape, p.rect, "tensor '" + names.back() + "'");
-    } catch (const std::invalid_argument& e) {
-      r.fail(e.what());
+      validate_tensor_name(names.back());
+      validate_rect(p.global_shape, p.rect, tensor);
+    } catch (const std::invalid_argument&) {
+      r.fail(tensor + " has a bad name or a rectangle outside its global shape");
     }
-    elements += element_count(p.rect);
+    int64_t count = 1;
+    for (const int64_t c : p.rect.count) {
+      if (c > most / count) r.fail(tensor + "'s rectangle holds more elements than the file has bytes");
+      count *= c;
+    }
+    if (count > most - elements) r.fail("its slices hold more elements than the file has bytes");
+    elements += count;
     pending.push_back(std::move(p));
   }
-  if (r.u64() == 1) shard.metadata = read_metadata(r);
+  const uint64_t has_metadata = r.u64();
+  if (has_metadata > 1) r.fail("its metadata flag is " + std::to_string(has_metadata) + ", not 0 or 1");
+  if (has_metadata == 1) shard.metadata = read_metadata(r);
   const size_t header_end = kMemoryShardHeaderBytes + r.at();
   const uint64_t header_hash = r.u64();
   if (header_hash != xxh3_64(bytes.data(), header_end)) r.fail("its header's XXH3-64 differs from the one stored");
@@ -218,13 +248,13 @@ MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& 
     r.fail("it holds " + std::to_string(bytes.size() - data_at) + " bytes of data where its slices need " +
            std::to_string(elements * 4));
   shard.data.resize(static_cast<size_t>(elements));
-  std::memcpy(shard.data.data(), bytes.data() + data_at, shard.data.size() * sizeof(float));
+  if (elements > 0) std::memcpy(shard.data.data(), bytes.data() + data_at, shard.data.size() * sizeof(float));
   const float* at = shard.data.data();
   for (size_t i = 0; i < pending.size(); ++i) {
     const size_t n = static_cast<size_t>(element_count(pending[i].rect));
     if (xxh3_64(at, n * sizeof(float)) != pending[i].xxh3)
       throw ChecksumMismatch(name, kOperation,
-                             "checksum mismatch in " + name + ", tensor " + names[i] +
+                             "checksum mismatch in " + name + ", tensor " + escaped_excerpt(names[i], 64) +
                                  ": its data's XXH3-64 differs from the one the copy stored; the memory copy is "
                                  "damaged");
     shard.slices.push_back(TensorSlice{names[i], pending[i].global_shape, pending[i].rect, at});

@@ -44,6 +44,9 @@ struct MemoryShard {
 // The shard as bytes. `metadata`: the step's, in rank 0's shard; nullptr elsewhere.
 std::vector<char> encode_memory_shard(const MemoryShardHeader& header, const std::string& save_token,
                                       std::span<const TensorSlice> slices, const Metadata* metadata);
+// The same into `out`, replacing what it held: a saver that copies every step reuses its pages.
+void encode_memory_shard(const MemoryShardHeader& header, const std::string& save_token,
+                         std::span<const TensorSlice> slices, const Metadata* metadata, std::vector<char>& out);
 
 // The first kMemoryShardHeaderBytes parsed; FormatError naming `name` when they are not a
 // memory shard's.

@@ -1,6 +1,10 @@
 #include "checkpoint/memory_steps.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -82,15 +86,31 @@ std::vector<MemoryStep> memory_steps(const fs::path& node_dir) {
   return steps;
 }
 
-fs::path store_memory_shard(const fs::path& node_dir, std::span<const char> bytes) {
+fs::path store_memory_shard(const fs::path& node_dir, std::span<const char> bytes,
+                            std::optional<int64_t> recycle_step) {
   const MemoryShardHeader header = decode_memory_shard_header(bytes, "a memory copy for " + node_dir.string());
-  const fs::path path = memory_shard_path(node_dir, header.step, static_cast<int>(header.rank));
+  const int rank = static_cast<int>(header.rank);
+  const fs::path path = memory_shard_path(node_dir, header.step, rank);
   make_dirs(path.parent_path());
   const fs::path partial = path.string() + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw CheckpointError(partial.string(), "memory copy", "cannot write " + partial.string());
+  if (recycle_step) {
+    std::error_code ec;  // gone already (pruned, or never written): a new file below
+    fs::rename(memory_shard_path(node_dir, *recycle_step, rank), partial, ec);
+  }
+  const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  bool written = fd >= 0;
+  for (size_t at = 0; written && at < bytes.size();) {
+    const ssize_t n = ::pwrite(fd, bytes.data() + at, bytes.size() - at, static_cast<off_t>(at));
+    if (n <= 0 && errno != EINTR) written = false;
+    if (n > 0) at += static_cast<size_t>(n);
+  }
+  written = written && ::ftruncate(fd, static_cast<off_t>(bytes.size())) == 0;
+  if (fd >= 0 && ::close(fd) != 0) written = false;
+  if (!written) {
+    const std::string why = std::strerror(errno);
+    std::error_code ec;
+    fs::remove(partial, ec);
+    throw CheckpointError(partial.string(), "memory copy", "cannot write " + partial.string() + ": " + why);
   }
   rename_path(partial, path);
   return path;

@@ -9,6 +9,7 @@
 // other.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,8 +32,11 @@ struct MemoryStep {
 std::vector<MemoryStep> memory_steps(const std::filesystem::path& node_dir);
 
 // Keeps a memory shard (encode_memory_shard's bytes) in the node's directory, under the step and
-// rank its header names: written beside, then renamed. Returns its path.
-std::filesystem::path store_memory_shard(const std::filesystem::path& node_dir, std::span<const char> bytes);
+// rank its header names: written beside, then renamed. With `recycle_step` (a step the node is
+// about to drop) the same rank's file of that step, when it is there, is overwritten instead of
+// a new one written and the old one deleted: a tmpfs then reuses its pages. Returns its path.
+std::filesystem::path store_memory_shard(const std::filesystem::path& node_dir, std::span<const char> bytes,
+                                         std::optional<int64_t> recycle_step = std::nullopt);
 
 // <node dir>/.tmp-step-N/shard-RRRRR.mem
 std::filesystem::path memory_shard_path(const std::filesystem::path& node_dir, int64_t step, int rank);

@@ -51,12 +51,18 @@ void PeerLink::send(int peer, uint32_t tag, std::span<const char> bytes) {
 }
 
 std::vector<char> PeerLink::receive(int peer, uint32_t tag) {
+  std::vector<char> bytes;
+  receive(peer, tag, bytes);
+  return bytes;
+}
+
+void PeerLink::receive(int peer, uint32_t tag, std::vector<char>& bytes) {
   try {
     uint64_t length = 0;
     auto head = context_->createUnboundBuffer(&length, sizeof length);
     head->recv(peer, slot(tag, 0));
     head->waitRecv(timeout_);
-    std::vector<char> bytes(length);
+    bytes.resize(length);
     uint64_t piece = 1;
     for (size_t at = 0; at < bytes.size(); at += kPieceBytes, ++piece) {
       const size_t n = std::min(kPieceBytes, bytes.size() - at);
@@ -64,7 +70,6 @@ std::vector<char> PeerLink::receive(int peer, uint32_t tag) {
       body->recv(peer, slot(tag, piece));
       body->waitRecv(timeout_);
     }
-    return bytes;
   } catch (const gloo::Exception& e) {
     throw CommError("receiving between " + where(peer, tag) + " failed: " + e.what());
   }

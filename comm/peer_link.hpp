@@ -42,6 +42,8 @@ class PeerLink {
   void send(int peer, uint32_t tag, std::span<const char> bytes);
   // Blocks until the whole message from `peer` with `tag` has arrived.
   std::vector<char> receive(int peer, uint32_t tag);
+  // The same into `into`, resized to the message (a caller that receives often reuses it).
+  void receive(int peer, uint32_t tag, std::vector<char>& into);
 
  private:
   std::string where(int peer, uint32_t tag) const;

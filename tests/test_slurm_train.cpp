@@ -312,8 +312,9 @@ TEST_F(SlurmTrain, ElasticTemplateRestartsInsideTheAllocationAfterANodesTasksAre
 // A node lost: slurmd of n1 and everything it started (its step daemons, its tasks) SIGKILLed
 // mid-run, as when the machine goes. On 3 nodes with run.spare_nodes = 1 the run trains on n0
 // and n1 while n2 waits; the template finds that n1 no longer answers and starts the next step
-// on n0 and the spare n2, inside the same job (--no-kill keeps the allocation), from the
-// newest checkpoint.
+// on n0 and the spare n2, inside the same job (--no-kill keeps the allocation). With a memory
+// copy every step, n0 holds n1's shards as well as its own: the run goes on from the newest
+// step held whole there, past the step-20 disk checkpoint, which the spare fetches from n0.
 TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   const TrainedRun want = reference();
   const auto three = run_command(kSourceDir + "/scripts/slurm-cluster.sh start --nodes 3 --cpus 4 --dir " +
@@ -323,7 +324,9 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   const fs::path d = job_dir("node-lost");
   setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
   const std::string id = submit(d, "--nodes=3 --ntasks-per-node=2 -o job.out " + kTemplates +
-                                       "/elastic.sbatch job.toml run.max_restarts=1 run.spare_nodes=1");
+                                       "/elastic.sbatch job.toml run.max_restarts=1 run.spare_nodes=1 "
+                                       "checkpoint.memory_interval=1 checkpoint.memory_dir=" +
+                                       (d / "shm").string());
   unsetenv("AXONN_TEST_SLOW_RANK");
   wait_for_steps(d, 22);
   const std::string slurmd = read_text(dir_ / "run" / "slurmd-n1.pid");
@@ -351,6 +354,10 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   EXPECT_TRUE(contains(log, "elastic.sbatch: n1 does not answer: ")) << log;
   EXPECT_TRUE(contains(log, "2 of 3 node(s) answer (lost: n1); the next step runs on n0 n2, 4 tasks")) << log;
   EXPECT_TRUE(contains(log, "[info] recovery: restart 1: ")) << log;
+  std::smatch loaded;
+  ASSERT_TRUE(std::regex_search(log, loaded, std::regex("checkpoint: loaded step-0*(\\d+) from the nodes' memory")))
+      << log;
+  EXPECT_GE(std::stoi(loaded[1]), 21) << log;
   EXPECT_TRUE(contains(log, "elastic.sbatch: training done")) << log;
   TrainedRun got = read_run(d);
   got.steps = last_of_each_step(got.steps);

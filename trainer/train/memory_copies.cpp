@@ -133,22 +133,30 @@ std::chrono::nanoseconds MemoryCopies::save(double last_lr) { return checkpoint_
 
 void MemoryCopies::exchange(int64_t step, std::span<const TensorSlice> staged,
                             const std::optional<CommitSpec>& commit) {
-  const MemoryShardHeader header{step, plan_.rank, plan_.world};
-  const std::vector<char> copy = encode_memory_shard(header, save_token_, staged, commit ? &commit->metadata : nullptr);
-  store_memory_shard(plan_.node_dir, copy);
+  // The node keeps this step and the one before. Each file of the step before that is
+  // overwritten by the same rank's new copy (a tmpfs reuses its pages); what is left of it
+  // goes at the next copy, once every rank of the node has surely taken its file.
+  const int64_t recycled = step - 2 * static_cast<int64_t>(plan_.interval);
+  encode_memory_shard({step, plan_.rank, plan_.world}, save_token_, staged, commit ? &commit->metadata : nullptr,
+                      encoded_);
+  store_memory_shard(plan_.node_dir, encoded_, recycled);
   if (plan_.buddy >= 0) {
     // The send waits for the buddy to take it while this thread receives the senders' copies:
     // with two nodes a rank's buddy is also its sender.
     std::exception_ptr send_error;
     std::thread sending([&] {
       try {
-        link_.send(plan_.buddy, save_tag(step), copy);
+        link_.send(plan_.buddy, save_tag(step), encoded_);
       } catch (...) {
         send_error = std::current_exception();
       }
     });
     try {
-      for (int sender : plan_.senders) store_memory_shard(plan_.node_dir, link_.receive(sender, save_tag(step)));
+      received_.resize(plan_.senders.size());
+      for (size_t i = 0; i < plan_.senders.size(); ++i) {
+        link_.receive(plan_.senders[i], save_tag(step), received_[i]);
+        store_memory_shard(plan_.node_dir, received_[i], recycled);
+      }
     } catch (...) {
       sending.join();
       throw;
@@ -156,10 +164,7 @@ void MemoryCopies::exchange(int64_t step, std::span<const TensorSlice> staged,
     sending.join();
     if (send_error) std::rethrow_exception(send_error);
   }
-  // Every rank has finished the save before the previous one (a rank starts a save only after
-  // its own previous one, and after the step's collectives with every rank), so the node
-  // keeps this step and the one before, whole or not.
-  if (plan_.leads_node()) remove_memory_steps_before(plan_.node_dir, step - plan_.interval);
+  if (plan_.leads_node()) remove_memory_steps_before(plan_.node_dir, recycled);
 }
 
 void MemoryCopies::remove_node_copies() {

@@ -72,6 +72,8 @@ class MemoryCopies {
   MemoryCopyPlan plan_;
   PeerLink& link_;
   std::string save_token_;
+  std::vector<char> encoded_;                // this rank's copy, reused from copy to copy
+  std::vector<std::vector<char>> received_;  // [senders] theirs
   TrainingCheckpoint checkpoint_;
 };
 
