@@ -14,7 +14,7 @@
 # OUT_DIR (emptied first) gets:
 #   bin/     axonn, the tests labelled gpu in tests/CMakeLists.txt, bench_train_gpu, bench_ops_gpu,
 #            bench_stream_overlap_gpu
-#            (copies without debug sections)
+#            (stripped copies: no debug sections or symbol tables)
 #   lib/     every shared library they and the PMIx components need, except glibc's and
 #            the GPU node's (libcuda, libcudart, libcublas, libcublasLt, libnccl), under the
 #            name they are linked by (symbolic links resolved: links travel as links);
@@ -85,7 +85,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib/pmix" "$out/share/pmix"
 out=$(cd "$out" && pwd)
-for b in "${binaries[@]}"; do strip --strip-debug -o "$out/bin/$(basename "$b")" "$b"; done
+for b in "${binaries[@]}"; do strip --strip-all -o "$out/bin/$(basename "$b")" "$b"; done
 
 # ---- PMIx's components and help texts, found beside the libpmix the build links
 libpmix=$(ldd "$build/bin/axonn" | awk '$1 == "libpmix.so.2" { print $3 }')
