@@ -664,13 +664,15 @@ class TrainingRun {
   }
 
   // The final save: at the end of training or on a stop vote. Every rank waits for its shard
-  // and rank 0 for the commit; the barrier keeps any rank from exiting (and a launcher from
-  // stopping the others) before the step is committed.
+  // and rank 0 for the commit, and for its memory copy in flight; the barrier keeps any rank
+  // from exiting (and a launcher from stopping the others) before the step is committed.
   void save_final(int64_t steps_run) {
     if (steps_run > 0) {
       checkpoint_.save(trainer_.learning_rate_of(trainer_.step() - 1));
       checkpoint_.wait();
     }
+    // Every memory copy done before the barrier: after it a node's lowest rank may remove them.
+    if (memory_) memory_->wait();
     world_.barrier();
     if (lead_ && steps_run > 0)
       spdlog::info("checkpoint: step {} committed in {}", trainer_.step(), job_.checkpoint.dir);
