@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "checkpoint/checkpoint_error.hpp"
@@ -116,15 +115,6 @@ fs::path store_memory_shard(const fs::path& node_dir, std::span<const char> byte
   return path;
 }
 
-std::vector<char> read_file_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(path.string(), "memory copy", "cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::string bytes = text.str();
-  return std::vector<char>(bytes.begin(), bytes.end());
-}
-
 void remove_memory_steps_before(const fs::path& node_dir, int64_t oldest_kept) {
   // By the directories' names only: this runs after every copy.
   std::vector<fs::path> old;
@@ -151,7 +141,7 @@ CommitResult commit_memory_step(const fs::path& node_dir, int64_t step, const fs
       throw MissingShard(path.string(), "memory copy",
                          "the memory copy of " + step_dir_name(step) + " lacks rank " + std::to_string(r) +
                              "'s shard (" + path.string() + ")");
-    const MemoryShard shard = decode_memory_shard(read_file_bytes(path), path.string());
+    const MemoryShard shard = decode_memory_shard(read_text_file(path), path.string());
     if (r == 0) {
       world = shard.header.world;
       save_token = shard.save_token;

@@ -41,9 +41,6 @@ std::filesystem::path store_memory_shard(const std::filesystem::path& node_dir, 
 // <node dir>/.tmp-step-N/shard-RRRRR.mem
 std::filesystem::path memory_shard_path(const std::filesystem::path& node_dir, int64_t step, int rank);
 
-// The whole file; CheckpointError naming it when it cannot be read.
-std::vector<char> read_file_bytes(const std::filesystem::path& path);
-
 // Deletes the node's steps older than `oldest_kept`.
 void remove_memory_steps_before(const std::filesystem::path& node_dir, int64_t oldest_kept);
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/fs_util.hpp"
 #include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
 #include "checkpoint/step_dir.hpp"
@@ -68,13 +69,7 @@ std::map<int64_t, StepHolders> decode(const std::vector<int64_t>& gathered, size
   return steps;
 }
 
-// Whether any rank of the job says yes.
-bool any_rank(Backend& backend, Communicator& world, bool mine) {
-  const std::vector<int64_t> all = all_gather_integers(backend, world, mine ? 1 : 0);
-  return std::any_of(all.begin(), all.end(), [](int64_t v) { return v != 0; });
-}
-
-// The ranks that say yes, "1, 3".
+// The ranks of the job that say yes, "1, 3"; empty when none does.
 std::string ranks_saying(Backend& backend, Communicator& world, bool mine) {
   const std::vector<int64_t> all = all_gather_integers(backend, world, mine ? 1 : 0);
   std::string list;
@@ -197,10 +192,10 @@ int64_t fetch_missing_shards(const MemoryCopyPlan& plan, PeerLink& link, int64_t
     const uint32_t tag = kRestoreTag | static_cast<uint32_t>(r);
     const bool here = std::find(holders.begin(), holders.end(), plan.rank) != holders.end();
     if (holders.front() == plan.rank) {
-      std::vector<char> copy;
+      std::string copy;  // the file's bytes (read_text_file reads in binary mode)
       std::exception_ptr unreadable;
       try {
-        copy = read_file_bytes(memory_shard_path(plan.node_dir, step, r));
+        copy = read_text_file(memory_shard_path(plan.node_dir, step, r));
       } catch (const CheckpointError&) {
         unreadable = std::current_exception();
       }
@@ -287,7 +282,8 @@ MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Ba
     failed = true;
     spdlog::warn("memory copy: rank {}: {}", plan.rank, e.what());
   }
-  const bool any_failed = any_rank(backend, world, failed), any_other = any_rank(backend, world, other_run);
+  const bool any_failed = !ranks_saying(backend, world, failed).empty();
+  const bool any_other = !ranks_saying(backend, world, other_run).empty();
   keep_only(plan, any_failed || any_other ? std::nullopt : std::optional<int64_t>(step));
   if (any_failed && disk_step == 0)
     throw CheckpointError((plan.node_dir / kRestoreDirName).string(), "resume",
