@@ -179,6 +179,44 @@ class SlurmTrain : public ::testing::Test {
     return r.output.substr(at + 13, r.output.find(' ', at + 13) - at - 13);
   }
 
+  // Restarts the test cluster with `nodes` pretend nodes (n0, n1, ...).
+  void start_nodes(int nodes) {
+    const auto r = run_command(kSourceDir + "/scripts/slurm-cluster.sh start --nodes " + std::to_string(nodes) +
+                                   " --cpus 4 --dir " + dir_.string() + " --plugstack " + plugstack(),
+                               60);
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+
+  // A node lost, as when the machine goes: its slurmd and everything it started (its step
+  // daemons, its tasks) SIGKILLed, every process in its UTS namespace (slurm-cluster.sh gives
+  // each slurmd its own).
+  void lose_node(const std::string& node) {
+    const std::string slurmd = read_text(dir_ / "run" / ("slurmd-" + node + ".pid"));
+    ASSERT_FALSE(slurmd.empty());
+    const fs::path uts = fs::read_symlink("/proc/" + std::to_string(std::stoi(slurmd)) + "/ns/uts");
+    std::vector<pid_t> processes;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      std::error_code ec;
+      if (name.find_first_not_of("0123456789") == std::string::npos &&
+          fs::read_symlink(entry.path() / "ns/uts", ec) == uts)
+        processes.push_back(std::stoi(name));
+    }
+    ASSERT_GE(processes.size(), 3u) << "slurmd, a step daemon and the tasks";
+    kill_all(processes);
+  }
+
+  // <dir>/job.out once it contains `line` (a job with a lost node stays COMPLETING until
+  // Slurm gives up on the node, so the log, not the job's state, says when its script ended).
+  std::string wait_for_log(const fs::path& dir, const std::string& line, int timeout_s = 120) {
+    std::string log;
+    for (int i = 0; i < timeout_s * 10 && !contains(log, line); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      log = read_text(dir / "job.out");
+    }
+    return log;
+  }
+
   fs::path dir_;
 };
 
@@ -317,10 +355,7 @@ TEST_F(SlurmTrain, ElasticTemplateRestartsInsideTheAllocationAfterANodesTasksAre
 // step held whole there, past the step-20 disk checkpoint, which the spare fetches from n0.
 TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   const TrainedRun want = reference();
-  const auto three = run_command(kSourceDir + "/scripts/slurm-cluster.sh start --nodes 3 --cpus 4 --dir " +
-                                     dir_.string() + " --plugstack " + plugstack(),
-                                 60);
-  ASSERT_EQ(three.code, 0) << three.output;
+  start_nodes(3);
   const fs::path d = job_dir("node-lost");
   setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
   const std::string id = submit(d, "--nodes=3 --ntasks-per-node=2 -o job.out " + kTemplates +
@@ -329,27 +364,10 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
                                        (d / "shm").string());
   unsetenv("AXONN_TEST_SLOW_RANK");
   wait_for_steps(d, 22);
-  const std::string slurmd = read_text(dir_ / "run" / "slurmd-n1.pid");
-  ASSERT_FALSE(slurmd.empty());
-  // Every process in n1's UTS namespace (slurm-cluster.sh gives each slurmd its own).
-  const fs::path uts = fs::read_symlink("/proc/" + std::to_string(std::stoi(slurmd)) + "/ns/uts");
-  std::vector<pid_t> node;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    std::error_code ec;
-    if (name.find_first_not_of("0123456789") == std::string::npos &&
-        fs::read_symlink(entry.path() / "ns/uts", ec) == uts)
-      node.push_back(std::stoi(name));
-  }
-  ASSERT_GE(node.size(), 3u) << "slurmd, a step daemon and the tasks";
-  kill_all(node);
+  lose_node("n1");
   // The job stays COMPLETING until Slurm has given up on n1 (SlurmdTimeout): the log says
   // when the run is done.
-  std::string log;
-  for (int i = 0; i < 1200 && !contains(log, "elastic.sbatch: training done"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    log = read_text(d / "job.out");
-  }
+  const std::string log = wait_for_log(d, "elastic.sbatch: training done");
   EXPECT_TRUE(contains(log, "elastic.sbatch: n0 n1 train; n2 wait as spare(s) (run.spare_nodes)")) << log;
   EXPECT_TRUE(contains(log, "elastic.sbatch: n1 does not answer: ")) << log;
   EXPECT_TRUE(contains(log, "2 of 3 node(s) answer (lost: n1); the next step runs on n0 n2, 4 tasks")) << log;
@@ -363,6 +381,41 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   got.steps = last_of_each_step(got.steps);
   ASSERT_EQ(got.steps.size(), want.steps.size()) << log;
   for (size_t i = 0; i < got.steps.size(); ++i) EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor);
+}
+
+// A node lost, and no layout fits the nodes left: on 3 nodes of one task, a job whose global
+// batch (3) and heads (3) no 2-rank layout divides. The restart's step is refused by the
+// plugin; the job ends with exit 3, as for any job no layout fits, naming the newest committed
+// checkpoint to resume at another size.
+TEST_F(SlurmTrain, ElasticTemplateEndsNamingTheCheckpointWhenNoLayoutFitsTheNodesLeft) {
+  start_nodes(3);
+  const fs::path d = job_dir("no-layout");
+  std::string job = test_job(kSteps);
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{{"hidden = 64", "hidden = 15"},
+                                                        {"heads = 4", "heads = 3"},
+                                                        {"global_batch = 24", "global_batch = 3"},
+                                                        {"micro_batch = 4", "micro_batch = 1"}})
+    job.replace(job.find(from), from.size(), to);
+  write_file(d / "job.toml", job);
+  setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
+  const std::string id = submit(
+      d, "--nodes=3 --ntasks-per-node=1 -o job.out " + kTemplates + "/elastic.sbatch job.toml run.max_restarts=1");
+  unsetenv("AXONN_TEST_SLOW_RANK");
+  wait_for_steps(d, 22);  // past the step-20 checkpoint
+  lose_node("n2");
+  const std::string log = wait_for_log(d, "elastic.sbatch: no restart: ");
+  EXPECT_TRUE(contains(log, "2 of 3 node(s) answer (lost: n2); the next step runs on n0 n1, 2 tasks")) << log;
+  EXPECT_TRUE(std::regex_search(log, std::regex("elastic.sbatch: no restart: no layout runs the job on the 2 tasks "
+                                                "left \\(the axonn SPANK plugin refused the step: .+\\); the newest "
+                                                "committed checkpoint is step 20 in [^ ]*/no-layout/ckpt; resume it at "
+                                                "a size a layout fits")))
+      << log;
+  EXPECT_EQ(read_text(d / "ckpt" / "latest"), step_dir_name(20) + "\n");
+  EXPECT_FALSE(contains(log, "requeueing")) << log;
+  // The batch script's exit code is the job's once Slurm has given up on n2.
+  const std::string record = wait_for_job(id, "JobState=FAILED", 120);
+  EXPECT_TRUE(contains(record, "ExitCode=3:0")) << record;
 }
 
 // scancel ends a job for good: the trainer still saves on the SIGTERM scancel sends (within

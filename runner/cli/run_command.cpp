@@ -26,7 +26,6 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint/step_dir.hpp"
 #include "core/exit_codes.hpp"
 #include "core/wall_clock.hpp"
 #include "runner/calibrate/calibrate_inputs.hpp"
@@ -34,6 +33,7 @@
 #include "runner/cli/args.hpp"
 #include "runner/cli/commands.hpp"
 #include "runner/cli/local_memory_copies.hpp"
+#include "runner/cli/newest_checkpoint.hpp"
 #include "runner/cli/run_layout.hpp"
 #include "runner/cli/train_inputs.hpp"
 #include "runner/pmix/local_capacity.hpp"
@@ -112,19 +112,6 @@ void check_calibrate_command(const CommandArgs& words, const LocalJobOptions& op
   if (args.has("help")) return;
   const CalibrateInputs inputs = load_calibrate_inputs(args);
   plan_links(local_topology(opt), inputs.site.config, inputs.tiers);
-}
-
-// "the newest committed checkpoint is step 40 in checkpoints/tiny", or that there is none.
-std::string newest_checkpoint(const JobConfig& job) {
-  std::optional<int64_t> step;
-  try {
-    step = read_latest(job.checkpoint.dir);
-  } catch (const std::exception& e) {
-    return "checkpoint.dir " + job.checkpoint.dir + ": " + e.what();
-  }
-  if (!step) return "no checkpoint is committed in " + job.checkpoint.dir;
-  return "the newest committed checkpoint is step " + std::to_string(*step) + " in " + job.checkpoint.dir +
-         "; resume it at a size a layout fits";
 }
 
 // Runs the job, and after a failure starts it again as restart_plan.hpp decides, up to

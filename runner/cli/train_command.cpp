@@ -28,6 +28,7 @@
 #include "runner/cli/args.hpp"
 #include "runner/cli/commands.hpp"
 #include "runner/cli/environment.hpp"
+#include "runner/cli/newest_checkpoint.hpp"
 #include "runner/cli/run_layout.hpp"
 #include "runner/cli/train_device.hpp"
 #include "runner/cli/train_inputs.hpp"
@@ -107,6 +108,8 @@ const std::vector<OptionSpec>& train_option_specs() {
        "print the job's run.preempt_signal (USR1, USR2 or HUP) and exit; starts nothing"},
       {"print-restart-policy", false,
        "print the job's run.max_restarts and run.spare_nodes (\"2 1\") and exit; starts nothing"},
+      {"print-newest-checkpoint", false,
+       "print which step of checkpoint.dir a resume would start from, in one line, and exit; starts nothing"},
       {"timeout-ms", true, "collective timeout (default 300000)"},
       {"trace-steps", true,
        "steps whose timeline every rank writes to <run.dir>/trace/rank-NNNNN.json, e.g. 10-12 (run.trace_steps)"},
@@ -142,6 +145,10 @@ int command_train(const CommandArgs& argv) {
   }
   if (args.has("print-restart-policy")) {  // for the sbatch templates' restarts inside the allocation
     std::printf("%d %d\n", job.run.max_restarts, job.run.spare_nodes);
+    return exit_code::ok;
+  }
+  if (args.has("print-newest-checkpoint")) {  // for the templates' refused restart
+    std::printf("%s\n", newest_checkpoint(job).c_str());
     return exit_code::ok;
   }
   check_wrapper_preempt_signal(inputs);
