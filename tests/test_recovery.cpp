@@ -107,6 +107,25 @@ std::string memory_copy_job(const std::filesystem::path& memory_dir) {
   return job;
 }
 
+// A memory directory without room for the copies (a 64 KiB tmpfs, smaller than one of the tiny
+// job's shards) stops the run before its first step, exit 2, saying how much room it has and
+// needs, and the fix.
+TEST_F(Recovery, MemoryCopiesWithoutRoomInTheMemoryDirRefuseToStart) {
+  const std::filesystem::path small = dir_ / "small-shm";
+  std::filesystem::create_directories(small);
+  if (run_command("mount -t tmpfs -o size=64k tmpfs " + small.string()).code != 0)
+    GTEST_SKIP() << "mounting a small tmpfs needs root";
+  auto run = start("no-room", memory_copy_job(small), 2, 1, "2x1x1x1", 0);
+  const CommandResult r = run.get();
+  run_command("umount " + small.string());
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("checkpoint.memory_dir [^ ]*/small-shm has 0\\.1 MiB free on the "
+                                                     "node of rank 0, where the memory copies need [0-9.]+ MiB .*"
+                                                     "checkpoint.memory_interval = 0")))
+      << r.output;
+  EXPECT_EQ(read_metrics(dir_ / "no-room" / "run").size(), 0u) << r.output;
+}
+
 // The step the restarted run loaded from the nodes' memory; -1 when it did not.
 int memory_step(const std::string& output) {
   std::smatch m;

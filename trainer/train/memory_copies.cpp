@@ -13,6 +13,7 @@
 #include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
 #include "checkpoint/step_dir.hpp"
+#include "config/config_error.hpp"
 #include "core/number_text.hpp"
 #include "trainer/train/host_exchange.hpp"
 
@@ -168,6 +169,59 @@ void MemoryCopies::remove_node_copies() {
   std::error_code ec;
   fs::remove_all(plan_.node_dir, ec);
   fs::remove(plan_.node_dir.parent_path(), ec);  // the job's directory, once its last node's copies are gone
+}
+
+namespace {
+
+// Bytes of the files under `dir` (none when it does not exist).
+int64_t bytes_under(const fs::path& dir) {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file(ec)) bytes += static_cast<int64_t>(it->file_size(ec));
+  return bytes;
+}
+
+// The room for new files on the file system `dir` is on (or would be, once created).
+int64_t available_bytes(fs::path dir) {
+  std::error_code ec;
+  while (!fs::exists(dir, ec) && dir.has_relative_path()) dir = dir.parent_path();
+  const fs::space_info space = fs::space(dir, ec);
+  if (ec) throw ConfigError("checkpoint.memory_dir " + dir.string() + ": " + ec.message());
+  // all_gather_integers is exact below 2^43 bytes (8 TiB); a tmpfs is smaller.
+  return static_cast<int64_t>(std::min<std::uintmax_t>(space.available, std::uintmax_t{1} << 42));
+}
+
+}  // namespace
+
+void check_memory_room(const MemoryCopyPlan& plan, Backend& backend, Communicator& world, int64_t shard_bytes) {
+  // Each rank keeps two steps of its own shard and of each sender's; a node's ranks together.
+  const std::vector<int64_t> shards = all_gather_integers(backend, world, shard_bytes);
+  int64_t kept = shards[static_cast<size_t>(plan.rank)];
+  for (int s : plan.senders) kept += shards[static_cast<size_t>(s)];
+  const std::vector<int64_t> node_and_kept = all_gather_integers(backend, world, {plan.node, 2 * kept});
+  int64_t need = 0;
+  for (size_t r = 0; r < node_and_kept.size(); r += 2)
+    if (node_and_kept[r] == plan.node) need += node_and_kept[r + 1];
+  std::vector<int64_t> room_and_need = {-1, -1};
+  if (plan.leads_node()) room_and_need = {available_bytes(plan.node_dir) + bytes_under(plan.node_dir), need};
+  const std::vector<int64_t> nodes = all_gather_integers(backend, world, room_and_need);
+  std::string short_of;
+  int short_nodes = 0;
+  for (size_t r = 0; r < nodes.size(); r += 2) {
+    if (nodes[r] < 0 || nodes[r] >= nodes[r + 1]) continue;
+    if (short_nodes++ == 0)
+      short_of = fmt::format("{:.1f} MiB free on the node of rank {}, where the memory copies need {:.1f} MiB",
+                             in_mib(nodes[r]), r / 2, in_mib(nodes[r + 1]));
+  }
+  if (short_nodes == 0) return;
+  throw ConfigError(fmt::format(
+      "checkpoint.memory_dir {} has {}{} (this step's and the one before's shards of the node's ranks and of the "
+      "ranks whose copies they keep); give it a tmpfs with room (a larger /dev/shm, or another directory in "
+      "memory), or train without copies (checkpoint.memory_interval = 0)",
+      plan.node_dir.parent_path().parent_path().string(), short_of,
+      short_nodes > 1 ? fmt::format(", and {} more node(s) lack room", short_nodes - 1) : ""));
 }
 
 namespace {

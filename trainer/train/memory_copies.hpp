@@ -77,6 +77,13 @@ class MemoryCopies {
   TrainingCheckpoint checkpoint_;
 };
 
+// Collective over the job, before the first copy: throws ConfigError (exit 2) on every rank
+// when a node's memory directory has too little room for what the copies keep there: this
+// step's and the one before's shards of the node's ranks and of the ranks whose buddies they
+// are. `shard_bytes`: this rank's shard's data (MemoryCopies::staged_bytes). Copies this job
+// holds there already count as room: they are written over.
+void check_memory_room(const MemoryCopyPlan& plan, Backend& backend, Communicator& world, int64_t shard_bytes);
+
 // What a restore did, for the log and the recovery report.
 struct MemoryRestore {
   std::optional<int64_t> step;  // loaded from memory; nullopt: load the disk checkpoint

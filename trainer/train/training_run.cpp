@@ -337,6 +337,7 @@ class TrainingRun {
       report_already_finished(result);
       return result;
     }
+    if (memory_) check_memory_room(memory_->plan(), backend_, world_, memory_->staged_bytes());
     const Prediction prediction = predict(decided_.plan, grid_.layout());
     announce(prediction);
     const LoopTotals totals = train_steps(prediction, result);
