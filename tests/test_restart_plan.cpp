@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "config/config_error.hpp"
+#include "core/wall_clock.hpp"
 #include "runner/pmix/restart_plan.hpp"
 #include "trainer/train/metrics_log.hpp"
 #include "trainer/train/recovery_report.hpp"
@@ -107,7 +108,7 @@ TEST(RecoveryReport, PhasesAddUpFromTheFailureToTheFirstStep) {
   startup.mark("checkpoint_loaded");
   startup.mark("first_step");
   const double start = startup.process_start_unix_s();
-  const RecoveryTimes times{1, start - 2.0, start - 1.5};
+  const RecoveryTimes times{1, start - 2.0, start - 1.5, std::nullopt};
   const RecoveryReport r = recovery_report(times, startup, 8, 11);
   ASSERT_EQ(r.phases.size(), 5u);
   EXPECT_EQ(r.phases[0].first, "stop");
@@ -121,6 +122,43 @@ TEST(RecoveryReport, PhasesAddUpFromTheFailureToTheFirstStep) {
   EXPECT_NE(describe_recovery(r).find("; resumed from step 8, 3 step(s) done again"), std::string::npos);
   EXPECT_EQ(recovery_json(r).rfind("{\"restart\": 1, \"total_s\": ", 0), 0u) << recovery_json(r);
   EXPECT_NE(recovery_json(r).find("\"resumed_step\": 8, \"steps_redone\": 3}"), std::string::npos);
+}
+
+// Under sbatch the launcher's time is the failed srun step's end; the ranks that noticed the
+// failure first date it. Their notes are read once, the earliest wins, and none is left.
+TEST(RecoveryReport, TheEarliestFailureNoteDatesTheFailure) {
+  const auto run_dir = std::filesystem::temp_directory_path() / ("failure-notes-" + std::to_string(getpid()));
+  std::filesystem::remove_all(run_dir);
+  EXPECT_FALSE(take_failure_notes(run_dir));
+  note_failure(run_dir, 3);
+  const double after_first = unix_seconds_now();
+  note_failure(run_dir, 1);
+  std::ofstream(run_dir / "failures" / "rank-00002");  // a rank that died while writing its note
+  const std::optional<FailureNote> note = take_failure_notes(run_dir);
+  ASSERT_TRUE(note);
+  EXPECT_EQ(note->rank, 3);
+  EXPECT_LE(note->unix_s, after_first);
+  EXPECT_FALSE(std::filesystem::exists(run_dir / "failures"));
+  EXPECT_FALSE(take_failure_notes(run_dir));
+
+  const RecoveryTimes srun_ended{1, note->unix_s + 10, note->unix_s + 10, std::nullopt};
+  const RecoveryTimes dated = with_failure_note(srun_ended, note);
+  EXPECT_EQ(dated.failed_unix_s, note->unix_s);
+  EXPECT_EQ(dated.noticed_by, 3);
+  EXPECT_EQ(dated.ended_unix_s, srun_ended.ended_unix_s);
+  const RecoveryTimes launcher_first{1, note->unix_s - 1, note->unix_s, std::nullopt};
+  EXPECT_FALSE(with_failure_note(launcher_first, note).noticed_by);  // a local launcher saw it earlier
+
+  StartupTimes startup = StartupTimes::since_process_start();
+  startup.mark("communicators");
+  startup.mark("checkpoint_loaded");
+  startup.mark("first_step");
+  const RecoveryReport r = recovery_report(dated, startup, 8, 11);
+  EXPECT_NEAR(r.phases[0].second, 10.0, 1e-6);  // stop: noticed -> the step's end
+  EXPECT_NE(describe_recovery(r).find(" s from the failure (noticed by rank 3) to the first step ("), std::string::npos)
+      << describe_recovery(r);
+  EXPECT_NE(recovery_json(r).find("\"noticed_by_rank\": 3, \"stop_s\": "), std::string::npos) << recovery_json(r);
+  std::filesystem::remove_all(run_dir);
 }
 
 TEST(RecoveryReport, TheEnvironmentIsReadOrRefusedNamingTheVariables) {

@@ -371,7 +371,11 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   EXPECT_TRUE(contains(log, "elastic.sbatch: n0 n1 train; n2 wait as spare(s) (run.spare_nodes)")) << log;
   EXPECT_TRUE(contains(log, "elastic.sbatch: n1 does not answer: ")) << log;
   EXPECT_TRUE(contains(log, "2 of 3 node(s) answer (lost: n1); the next step runs on n0 n2, 4 tasks")) << log;
-  EXPECT_TRUE(contains(log, "[info] recovery: restart 1: ")) << log;
+  // From when a survivor noticed the lost node, not from the failed step's end: srun waited
+  // for n1's tasks after n0's had exited.
+  EXPECT_TRUE(std::regex_search(log, std::regex("\\[info\\] recovery: restart 1: [0-9.]+ s from the failure "
+                                                "\\(noticed by rank [01]\\) to the first step")))
+      << log;
   std::smatch loaded;
   ASSERT_TRUE(std::regex_search(log, loaded, std::regex("checkpoint: loaded step-0*(\\d+) from the nodes' memory")))
       << log;

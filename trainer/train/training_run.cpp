@@ -325,6 +325,18 @@ class TrainingRun {
   TrainingRun& operator=(const TrainingRun&) = delete;
 
   TrainingRunResult run() {
+    // A failed attempt's notes date the failure this run recovers from; a later one writes its own.
+    if (lead_) failure_note_ = take_failure_notes(job_.run.dir);
+    try {
+      return resume_and_train();
+    } catch (...) {
+      note_failure(job_.run.dir, world_.rank());
+      throw;
+    }
+  }
+
+ private:
+  TrainingRunResult resume_and_train() {
     TrainingRunResult result;
     result.start_step = resume_from_memory_or_disk();
     if (lead_ && !checkpoint_.data_change().empty()) spdlog::warn("checkpoint: {}", checkpoint_.data_change());
@@ -349,7 +361,6 @@ class TrainingRun {
     return result;
   }
 
- private:
   // The nodes' memory copies when they hold a step newer than the disk's `latest`, else the
   // disk checkpoint (resume). Returns the step resumed from.
   int64_t resume_from_memory_or_disk() {
@@ -492,7 +503,8 @@ class TrainingRun {
         startup_.mark("first_step");
         if (lead_) spdlog::info("startup: seconds after process start: {}", startup_.describe());
         if (lead_ && options_.recovery) {
-          recovery_ = recovery_report(*options_.recovery, startup_, result.start_step, last_logged_before_);
+          recovery_ = recovery_report(with_failure_note(*options_.recovery, failure_note_), startup_, result.start_step,
+                                      last_logged_before_);
           spdlog::info("recovery: {}", describe_recovery(*recovery_));
         }
       }
@@ -837,6 +849,7 @@ class TrainingRun {
   std::unique_ptr<MetricsLog> metrics_;  // rank 0's, once training starts
   std::optional<int64_t> last_logged_before_;  // a restarted run's: the failed attempt's last metrics line
   std::optional<RecoveryReport> recovery_;     // rank 0's, after a restarted run's first step
+  std::optional<FailureNote> failure_note_;    // rank 0's: when the failed attempt first noticed its failure
   bool trace_written_ = false;
 };
 
