@@ -37,16 +37,50 @@ void PeerLink::send(int peer, uint32_t tag, std::span<const char> bytes) {
     uint64_t length = bytes.size();
     auto head = context_->createUnboundBuffer(&length, sizeof length);
     head->send(peer, slot(tag, 0));
-    head->waitSend(timeout_);
+    wait(*head, true, peer, tag);
     uint64_t piece = 1;
     for (size_t at = 0; at < bytes.size(); at += kPieceBytes, ++piece) {
       const size_t n = std::min(kPieceBytes, bytes.size() - at);
       auto body = context_->createUnboundBuffer(const_cast<char*>(bytes.data() + at), n);  // Gloo only reads it
       body->send(peer, slot(tag, piece));
-      body->waitSend(timeout_);
+      wait(*body, true, peer, tag);
     }
   } catch (const gloo::Exception& e) {
     throw CommError("sending between " + where(peer, tag) + " failed: " + e.what());
+  }
+}
+
+void PeerLink::wait(gloo::transport::UnboundBuffer& buffer, bool sending, int peer, uint32_t tag) {
+  const auto stopped = [&] {
+    return CommError((sending ? "sending between " : "receiving between ") + where(peer, tag) +
+                     " stopped: this rank is leaving after a failure");
+  };
+  {
+    const std::lock_guard lock(mu_);
+    if (aborted_) throw stopped();
+    waiting_.emplace_back(&buffer, sending);
+  }
+  bool done = false;
+  try {
+    done = sending ? buffer.waitSend(timeout_) : buffer.waitRecv(timeout_);
+  } catch (...) {
+    const std::lock_guard lock(mu_);
+    std::erase(waiting_, std::pair{&buffer, sending});
+    throw;
+  }
+  const std::lock_guard lock(mu_);
+  std::erase(waiting_, std::pair{&buffer, sending});
+  if (!done) throw stopped();  // abort() woke it
+}
+
+void PeerLink::abort() {
+  const std::lock_guard lock(mu_);
+  aborted_ = true;
+  for (const auto& [buffer, sending] : waiting_) {
+    if (sending)
+      buffer->abortWaitSend();
+    else
+      buffer->abortWaitRecv();
   }
 }
 
@@ -61,14 +95,14 @@ void PeerLink::receive(int peer, uint32_t tag, std::vector<char>& bytes) {
     uint64_t length = 0;
     auto head = context_->createUnboundBuffer(&length, sizeof length);
     head->recv(peer, slot(tag, 0));
-    head->waitRecv(timeout_);
+    wait(*head, false, peer, tag);
     bytes.resize(length);
     uint64_t piece = 1;
     for (size_t at = 0; at < bytes.size(); at += kPieceBytes, ++piece) {
       const size_t n = std::min(kPieceBytes, bytes.size() - at);
       auto body = context_->createUnboundBuffer(bytes.data() + at, n);
       body->recv(peer, slot(tag, piece));
-      body->waitRecv(timeout_);
+      wait(*body, false, peer, tag);
     }
   } catch (const gloo::Exception& e) {
     throw CommError("receiving between " + where(peer, tag) + " failed: " + e.what());

@@ -11,15 +11,20 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/exchange.hpp"
 
 namespace gloo {
 class Context;
+namespace transport {
+class UnboundBuffer;
 }
+}  // namespace gloo
 
 namespace axonn {
 
@@ -45,13 +50,24 @@ class PeerLink {
   // The same into `into`, resized to the message (a caller that receives often reuses it).
   void receive(int peer, uint32_t tag, std::vector<char>& into);
 
+  // Wakes every send and receive waiting now, and makes every later one fail at once (both
+  // throw CommError): for a rank leaving after a failure, whose copy thread would otherwise
+  // wait out the timeout for a peer that died (Gloo fails no send a dead peer never takes).
+  // Any thread may call it.
+  void abort();
+
  private:
+  // Waits until `buffer`'s send (or receive) is done, or abort().
+  void wait(gloo::transport::UnboundBuffer& buffer, bool sending, int peer, uint32_t tag);
   std::string where(int peer, uint32_t tag) const;
 
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
+  std::mutex mu_;                                                          // guards what follows
+  std::vector<std::pair<gloo::transport::UnboundBuffer*, bool>> waiting_;  // buffers waited on, sending?
+  bool aborted_ = false;
 };
 
 }  // namespace axonn

@@ -125,6 +125,12 @@ MemoryCopies::MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link
         return options;
       }()) {}
 
+MemoryCopies::~MemoryCopies() {
+  // A copy still in flight belongs to a run that is failing (a finished one waited for its
+  // copies): it must not hold the rank's exit for the timeout of a send to a dead peer.
+  link_.abort();
+}
+
 std::chrono::nanoseconds MemoryCopies::save(double last_lr) { return checkpoint_.save(last_lr); }
 
 void MemoryCopies::exchange(int64_t step, std::span<const TensorSlice> staged,
@@ -154,6 +160,7 @@ void MemoryCopies::exchange(int64_t step, std::span<const TensorSlice> staged,
         store_memory_shard(plan_.node_dir, received_[i], recycled);
       }
     } catch (...) {
+      link_.abort();  // the send may wait for a buddy that died too: this copy failed already
       sending.join();
       throw;
     }

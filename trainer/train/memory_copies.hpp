@@ -54,6 +54,10 @@ MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, s
 class MemoryCopies {
  public:
   MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link, const std::string& save_token);
+  // Aborts the link's sends and receives (PeerLink::abort), so a copy in flight ends at once.
+  ~MemoryCopies();
+  MemoryCopies(const MemoryCopies&) = delete;
+  MemoryCopies& operator=(const MemoryCopies&) = delete;
 
   // Starts a copy of the trainer's state (its step() done); returns how long training paused.
   std::chrono::nanoseconds save(double last_lr);
