@@ -126,6 +126,28 @@ TEST_F(Recovery, MemoryCopiesWithoutRoomInTheMemoryDirRefuseToStart) {
   EXPECT_EQ(read_metrics(dir_ / "no-room" / "run").size(), 0u) << r.output;
 }
 
+// Room for the copies but not for a restore, which gathers the whole step twice on every
+// node: the tiny job's state is ~400 KiB; on 3 pretend nodes of one rank each a node keeps
+// two steps of 2 of the 3 shards (~540 KiB), and a restore needs ~800 KiB. A 640 KiB tmpfs:
+// the run trains (no copy is due before its end) and rank 0 warns that a restart would load
+// the disk checkpoint.
+TEST_F(Recovery, MemoryCopiesWarnWhenANodeLacksTheRoomOfARestore) {
+  const std::filesystem::path small = dir_ / "restore-shm";
+  std::filesystem::create_directories(small);
+  if (run_command("mount -t tmpfs -o size=640k tmpfs " + small.string()).code != 0)
+    GTEST_SKIP() << "mounting a small tmpfs needs root";
+  std::string job = tiny_job(4, 100);
+  job.insert(job.find("[run]"), "memory_interval = 50\nmemory_dir = \"" + small.string() + "\"\n");
+  auto run = start("restore-room", job, 3, 3, "3x1x1x1", 0);
+  const CommandResult r = run.get();
+  run_command("umount " + small.string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("checkpoint: memory copies: a restore needs [0-9.]+ MiB in every "
+                                                     "node's checkpoint.memory_dir .* and a node has 0\\.6 MiB: a "
+                                                     "restart would load the disk checkpoint instead")))
+      << r.output;
+}
+
 // The step the restarted run loaded from the nodes' memory; -1 when it did not.
 int memory_step(const std::string& output) {
   std::smatch m;

@@ -222,7 +222,22 @@ void check_memory_room(const MemoryCopyPlan& plan, Backend& backend, Communicato
       short_of = fmt::format("{:.1f} MiB free on the node of rank {}, where the memory copies need {:.1f} MiB",
                              in_mib(nodes[r]), r / 2, in_mib(nodes[r + 1]));
   }
-  if (short_nodes == 0) return;
+  if (short_nodes == 0) {
+    // A restore gathers the whole step on every node, as memory shards and as the checkpoint
+    // step written from them: a node without that room makes a restart load the disk's.
+    int64_t whole = 0;
+    for (int64_t b : shards) whole += b;
+    int64_t least = -1;
+    for (size_t r = 0; r < nodes.size(); r += 2)
+      if (nodes[r] >= 0 && (least < 0 || nodes[r] < least)) least = nodes[r];
+    if (plan.rank == 0 && least < 2 * whole)
+      spdlog::warn(
+          "checkpoint: memory copies: a restore needs {:.1f} MiB in every node's checkpoint.memory_dir (the whole step "
+          "twice: its shards and the checkpoint step written from them), and a node has {:.1f} MiB: a restart would "
+          "load the disk checkpoint instead (give checkpoint.memory_dir more room)",
+          in_mib(2 * whole), in_mib(least));
+    return;
+  }
   throw ConfigError(fmt::format(
       "checkpoint.memory_dir {} has {}{} (this step's and the one before's shards of the node's ranks and of the "
       "ranks whose copies they keep); give it a tmpfs with room (a larger /dev/shm, or another directory in "

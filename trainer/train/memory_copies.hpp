@@ -85,7 +85,8 @@ class MemoryCopies {
 // when a node's memory directory has too little room for what the copies keep there: this
 // step's and the one before's shards of the node's ranks and of the ranks whose buddies they
 // are. `shard_bytes`: this rank's shard's data (MemoryCopies::staged_bytes). Copies this job
-// holds there already count as room: they are written over.
+// holds there already count as room: they are written over. Rank 0 warns when a node lacks
+// the room a restore needs (the whole step, twice), which then loads the disk checkpoint.
 void check_memory_room(const MemoryCopyPlan& plan, Backend& backend, Communicator& world, int64_t shard_bytes);
 
 // What a restore did, for the log and the recovery report.
