@@ -330,12 +330,21 @@ class TrainingRun {
     try {
       return resume_and_train();
     } catch (...) {
-      note_failure(job_.run.dir, world_.rank());
+      // One note per node (its lowest rank's) keeps a thousand-rank failure from creating a
+      // thousand files at once in one directory of a parallel file system.
+      if (leads_its_node()) note_failure(job_.run.dir, world_.rank());
       throw;
     }
   }
 
  private:
+  bool leads_its_node() const {
+    const std::vector<std::string>& hosts = options_.rank_hosts;
+    const size_t rank = static_cast<size_t>(world_.rank());
+    return rank >= hosts.size() ||
+           std::find(hosts.begin(), hosts.end(), hosts[rank]) - hosts.begin() == static_cast<std::ptrdiff_t>(rank);
+  }
+
   TrainingRunResult resume_and_train() {
     TrainingRunResult result;
     result.start_step = resume_from_memory_or_disk();
