@@ -100,24 +100,43 @@ TEST_F(Recovery, APretendNodeKilledGoesOnWithTheNodesLeftLikeAResumeAtThatSize) 
   expect_same_run(recovered, reference, 0, 0, "a pretend node lost");
 }
 
-// The tiny job with a memory copy every step in `memory_dir` and no disk save before its end.
-std::string memory_copy_job(const std::filesystem::path& memory_dir) {
-  std::string job = tiny_job(30, 100);
-  job.insert(job.find("[run]"), "memory_interval = 1\nmemory_dir = \"" + memory_dir.string() + "\"\n");
+// The tiny job with a memory copy every `interval` steps in `memory_dir` and no disk save
+// before its end.
+std::string memory_copy_job(const std::filesystem::path& memory_dir, int steps = 30, int interval = 1) {
+  std::string job = tiny_job(steps, 100);
+  job.insert(job.find("[run]"),
+             "memory_interval = " + std::to_string(interval) + "\nmemory_dir = \"" + memory_dir.string() + "\"\n");
   return job;
 }
+
+// A tmpfs of `size` (e.g. "64k") mounted at `dir` while it lives; mounted() is false where
+// mounting is not allowed (not root).
+class SmallTmpfs {
+ public:
+  SmallTmpfs(std::filesystem::path dir, const std::string& size) : dir_(std::move(dir)) {
+    std::filesystem::create_directories(dir_);
+    mounted_ = run_command("mount -t tmpfs -o size=" + size + " tmpfs " + dir_.string()).code == 0;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) run_command("umount " + dir_.string());
+  }
+  SmallTmpfs(const SmallTmpfs&) = delete;
+  SmallTmpfs& operator=(const SmallTmpfs&) = delete;
+  bool mounted() const { return mounted_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+  bool mounted_ = false;
+};
 
 // A memory directory without room for the copies (a 64 KiB tmpfs, smaller than one of the tiny
 // job's shards) stops the run before its first step, exit 2, saying how much room it has and
 // needs, and the fix.
 TEST_F(Recovery, MemoryCopiesWithoutRoomInTheMemoryDirRefuseToStart) {
-  const std::filesystem::path small = dir_ / "small-shm";
-  std::filesystem::create_directories(small);
-  if (run_command("mount -t tmpfs -o size=64k tmpfs " + small.string()).code != 0)
-    GTEST_SKIP() << "mounting a small tmpfs needs root";
-  auto run = start("no-room", memory_copy_job(small), 2, 1, "2x1x1x1", 0);
-  const CommandResult r = run.get();
-  run_command("umount " + small.string());
+  const SmallTmpfs small(dir_ / "small-shm", "64k");
+  if (!small.mounted()) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const CommandResult r = start("no-room", memory_copy_job(small.dir()), 2, 1, "2x1x1x1", 0).get();
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("checkpoint.memory_dir [^ ]*/small-shm has 0\\.1 MiB free on the "
                                                      "node of rank 0, where the memory copies need [0-9.]+ MiB .*"
@@ -132,15 +151,9 @@ TEST_F(Recovery, MemoryCopiesWithoutRoomInTheMemoryDirRefuseToStart) {
 // the run trains (no copy is due before its end) and rank 0 warns that a restart would load
 // the disk checkpoint.
 TEST_F(Recovery, MemoryCopiesWarnWhenANodeLacksTheRoomOfARestore) {
-  const std::filesystem::path small = dir_ / "restore-shm";
-  std::filesystem::create_directories(small);
-  if (run_command("mount -t tmpfs -o size=640k tmpfs " + small.string()).code != 0)
-    GTEST_SKIP() << "mounting a small tmpfs needs root";
-  std::string job = tiny_job(4, 100);
-  job.insert(job.find("[run]"), "memory_interval = 50\nmemory_dir = \"" + small.string() + "\"\n");
-  auto run = start("restore-room", job, 3, 3, "3x1x1x1", 0);
-  const CommandResult r = run.get();
-  run_command("umount " + small.string());
+  const SmallTmpfs small(dir_ / "restore-shm", "640k");
+  if (!small.mounted()) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const CommandResult r = start("restore-room", memory_copy_job(small.dir(), 4, 50), 3, 3, "3x1x1x1", 0).get();
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("checkpoint: memory copies: a restore needs [0-9.]+ MiB in every "
                                                      "node's checkpoint.memory_dir .* and a node has 0\\.6 MiB: a "
@@ -232,13 +245,10 @@ TEST_F(Recovery, TheRestartLimitEndsTheJobWithTheLastFailure) {
 // The ranks left fit no layout of the job (global batch 3 on 2 ranks): no restart, exit 3 as
 // for any job no layout fits, naming the newest committed checkpoint to resume from elsewhere.
 TEST_F(Recovery, NoLayoutForTheRanksLeftEndsTheJobNamingTheNewestCheckpoint) {
-  std::string job = tiny_job(60, 4);
-  for (const auto& [from, to] :
-       std::vector<std::pair<std::string, std::string>>{{"hidden = 32", "hidden = 15"},
-                                                        {"heads = 8", "heads = 3"},
-                                                        {"global_batch = 24", "global_batch = 3"},
-                                                        {"micro_batch = 2", "micro_batch = 1"}})
-    job.replace(job.find(from), from.size(), to);
+  const std::string job = with_replaced(tiny_job(60, 4), {{"hidden = 32", "hidden = 15"},
+                                                          {"heads = 8", "heads = 3"},
+                                                          {"global_batch = 24", "global_batch = 3"},
+                                                          {"micro_batch = 2", "micro_batch = 1"}});
   auto run = start("no-layout", job, 3, 3, "", 1);
   kill_ranks(dir_ / "no-layout", {2}, 0, 10);  // well past the step-4 save: a checkpoint to name
   const CommandResult r = run.get();

@@ -394,14 +394,10 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
 TEST_F(SlurmTrain, ElasticTemplateEndsNamingTheCheckpointWhenNoLayoutFitsTheNodesLeft) {
   start_nodes(3);
   const fs::path d = job_dir("no-layout");
-  std::string job = test_job(kSteps);
-  for (const auto& [from, to] :
-       std::vector<std::pair<std::string, std::string>>{{"hidden = 64", "hidden = 15"},
-                                                        {"heads = 4", "heads = 3"},
-                                                        {"global_batch = 24", "global_batch = 3"},
-                                                        {"micro_batch = 4", "micro_batch = 1"}})
-    job.replace(job.find(from), from.size(), to);
-  write_file(d / "job.toml", job);
+  write_file(d / "job.toml", with_replaced(test_job(kSteps), {{"hidden = 64", "hidden = 15"},
+                                                              {"heads = 4", "heads = 3"},
+                                                              {"global_batch = 24", "global_batch = 3"},
+                                                              {"micro_batch = 4", "micro_batch = 1"}}));
   setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
   const std::string id = submit(
       d, "--nodes=3 --ntasks-per-node=1 -o job.out " + kTemplates + "/elastic.sbatch job.toml run.max_restarts=1");

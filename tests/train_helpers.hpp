@@ -14,8 +14,10 @@
 #include <optional>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/reader.hpp"
@@ -36,6 +38,16 @@ inline std::string tiny_job(int steps, int interval) {
          "device = \"cpu\"\n"
          "[checkpoint]\ndir = \"ckpt\"\ninterval = " +
          std::to_string(interval) + "\nkeep = 4\n[run]\ndir = \"run\"\nlog_interval = 1\n";
+}
+
+// `job` with each `from` text replaced by its `to`; a `from` the job lacks is a test bug.
+inline std::string with_replaced(std::string job, const std::vector<std::pair<std::string, std::string>>& edits) {
+  for (const auto& [from, to] : edits) {
+    const size_t at = job.find(from);
+    if (at == std::string::npos) throw std::logic_error("with_replaced: the job has no '" + from + "'");
+    job.replace(at, from.size(), to);
+  }
+  return job;
 }
 
 // A second source for data mixtures (docs/data.md): ~32 KB of numbered lines of letters in a
