@@ -70,18 +70,46 @@ const Tokenizer& published(const std::string& name) {
   return *t;
 }
 
+// The text a tokenizer that normalizes to NFC decodes to: its added tokens are matched in the
+// raw text first (their `normalized` is false, as Qwen's are) and only the text between them is
+// normalized, so "<|im_start|>" + U+0338 keeps its '>' where NFC of the whole would fold the
+// two into U+226F. The longest token that starts at a position is the match.
+std::string nfc_between_added_tokens(const std::string& text, const std::vector<std::string>& added) {
+  std::string out;
+  size_t piece_start = 0;
+  for (size_t i = 0; i < text.size();) {
+    size_t len = 0;
+    for (const std::string& token : added) {
+      if (token.size() > len && text.compare(i, token.size(), token) == 0) len = token.size();
+    }
+    if (len == 0) {
+      ++i;
+      continue;
+    }
+    out.append(axonn::tokenize::nfc(text.substr(piece_start, i - piece_start))).append(text, i, len);
+    i += len;
+    piece_start = i;
+  }
+  return out.append(axonn::tokenize::nfc(text.substr(piece_start)));
+}
+
 void expect_reference_ids(const std::string& name) {
   const Tokenizer& t = published(name);
   const auto& texts = bpe_cases().at("texts").array();
   const auto& expected = bpe_cases().at(name).array();
   ASSERT_EQ(texts.size(), expected.size());
   ASSERT_GE(texts.size(), 50u);
+  const axonn::JsonValue tokenizer_json = axonn::parse_json(read_file(kFixtures + name + ".tokenizer.json"));
+  std::vector<std::string> added;
+  for (const axonn::JsonValue& token : tokenizer_json.at("added_tokens").array()) {
+    added.push_back(token.at("content").string());
+  }
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::string& text = texts[i].string();
     const std::vector<int32_t> ids = t.encode(text);
     EXPECT_EQ(ids, ids_of(expected[i])) << name << " text " << i << ": " << shown(text);
     // Qwen 2 normalizes to NFC: decode gives the normalized text back.
-    const std::string normalized = name == "qwen2" ? axonn::tokenize::nfc(text) : text;
+    const std::string normalized = name == "qwen2" ? nfc_between_added_tokens(text, added) : text;
     EXPECT_EQ(t.decode(ids), normalized) << name << " text " << i << ": " << shown(text);
   }
 }

@@ -87,6 +87,9 @@ const texts = [
   "<|im_start|>user\nhi<|im_end|>\n<think>\n</think>",
   "<|endoftext|><|endoftext|>x<|reserved_special_token_3|>",
   "<|endoftext", "<|im_start", "<|", "|>",
+  // A combining mark after a special token: NFC would fold ">" + U+0338 into U+226F, but the
+  // token is matched in the raw text first and only the text between tokens is normalized.
+  "<|im_start|>\u0338user <|endoftext|>\u0338",
   "$100 & 50% off!!! ??? ... --- ___ ***",
   "https://example.com/path?query=1&x=y#frag",
   "user@example.com (555) 123-4567",
