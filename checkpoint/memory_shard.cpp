@@ -1,6 +1,7 @@
 #include "checkpoint/memory_shard.hpp"
 
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "checkpoint/checkpoint_error.hpp"
@@ -197,45 +198,46 @@ MemoryShardHeader decode_memory_shard_header(std::span<const char> bytes, const 
   return h;
 }
 
-MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name) {
+namespace {
+
+// The shard's header and slice table, parsed and its hash checked; the slices' data pointers
+// are left null. `elements_at_most`: a count past it is a damaged header (and no product of
+// counts below it overflows).
+struct ParsedTable {
   MemoryShard shard;
+  std::vector<uint64_t> xxh3;  // [slices] of their data
+  size_t data_at = 0;          // where the data starts: the table's bytes
+  int64_t elements = 0;        // floats of data the slices hold
+};
+ParsedTable parse_table(std::span<const char> bytes, const std::string& name, int64_t elements_at_most) {
+  ParsedTable t;
+  MemoryShard& shard = t.shard;
   shard.header = decode_memory_shard_header(bytes, name);
   Reader r(bytes.subspan(kMemoryShardHeaderBytes), name);
   shard.save_token = r.str();
-  struct Pending {
-    std::vector<int64_t> global_shape;
-    Rect rect;
-    uint64_t xxh3;
-  };
-  std::vector<std::string> names;
-  std::vector<Pending> pending;
-  // Elements as the file could hold them at most: a count past it is a damaged header, and
-  // no product below can overflow.
-  const int64_t most = static_cast<int64_t>(bytes.size() / sizeof(float));
-  int64_t elements = 0;
   for (uint64_t n = r.count("slice"), i = 0; i < n; ++i) {
-    names.push_back(r.str());
-    const std::string tensor = "tensor '" + escaped_excerpt(names.back(), 64) + "'";
+    TensorSlice slice;
+    slice.name = r.str();
+    const std::string tensor = "tensor '" + escaped_excerpt(slice.name, 64) + "'";
     const uint64_t dims = r.count("dimension");
-    Pending p;
-    p.global_shape = r.i64s(dims);
-    p.rect.offset = r.i64s(dims);
-    p.rect.count = r.i64s(dims);
-    p.xxh3 = r.u64();
+    slice.global_shape = r.i64s(dims);
+    slice.rect.offset = r.i64s(dims);
+    slice.rect.count = r.i64s(dims);
+    t.xxh3.push_back(r.u64());
     try {
-      validate_tensor_name(names.back());
-      validate_rect(p.global_shape, p.rect, tensor);
+      validate_tensor_name(slice.name);
+      validate_rect(slice.global_shape, slice.rect, tensor);
     } catch (const std::invalid_argument&) {
       r.fail(tensor + " has a bad name or a rectangle outside its global shape");
     }
     int64_t count = 1;
-    for (const int64_t c : p.rect.count) {
-      if (c > most / count) r.fail(tensor + "'s rectangle holds more elements than the file has bytes");
+    for (const int64_t c : slice.rect.count) {
+      if (c > elements_at_most / count) r.fail(tensor + "'s rectangle holds more elements than the file has bytes");
       count *= c;
     }
-    if (count > most - elements) r.fail("its slices hold more elements than the file has bytes");
-    elements += count;
-    pending.push_back(std::move(p));
+    if (count > elements_at_most - t.elements) r.fail("its slices hold more elements than the file has bytes");
+    t.elements += count;
+    shard.slices.push_back(std::move(slice));
   }
   const uint64_t has_metadata = r.u64();
   if (has_metadata > 1) r.fail("its metadata flag is " + std::to_string(has_metadata) + ", not 0 or 1");
@@ -243,24 +245,40 @@ MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& 
   const size_t header_end = kMemoryShardHeaderBytes + r.at();
   const uint64_t header_hash = r.u64();
   if (header_hash != xxh3_64(bytes.data(), header_end)) r.fail("its header's XXH3-64 differs from the one stored");
-  const size_t data_at = header_end + 8;
-  if (bytes.size() - data_at != static_cast<size_t>(elements) * sizeof(float))
-    r.fail("it holds " + std::to_string(bytes.size() - data_at) + " bytes of data where its slices need " +
-           std::to_string(elements * 4));
-  shard.data.resize(static_cast<size_t>(elements));
-  if (elements > 0) std::memcpy(shard.data.data(), bytes.data() + data_at, shard.data.size() * sizeof(float));
+  t.data_at = header_end + 8;
+  return t;
+}
+
+}  // namespace
+
+MemoryShard decode_memory_shard_table(std::span<const char> bytes, const std::string& name, size_t* table_bytes) {
+  ParsedTable t = parse_table(bytes, name, std::numeric_limits<int64_t>::max() / 4);
+  if (table_bytes != nullptr) *table_bytes = t.data_at;
+  return std::move(t.shard);
+}
+
+MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name) {
+  ParsedTable t = parse_table(bytes, name, static_cast<int64_t>(bytes.size() / sizeof(float)));
+  MemoryShard& shard = t.shard;
+  if (bytes.size() - t.data_at != static_cast<size_t>(t.elements) * sizeof(float)) {
+    Reader(bytes, name)
+        .fail("it holds " + std::to_string(bytes.size() - t.data_at) + " bytes of data where its slices need " +
+              std::to_string(t.elements * 4));
+  }
+  shard.data.resize(static_cast<size_t>(t.elements));
+  if (t.elements > 0) std::memcpy(shard.data.data(), bytes.data() + t.data_at, shard.data.size() * sizeof(float));
   const float* at = shard.data.data();
-  for (size_t i = 0; i < pending.size(); ++i) {
-    const size_t n = static_cast<size_t>(element_count(pending[i].rect));
-    if (xxh3_64(at, n * sizeof(float)) != pending[i].xxh3)
+  for (size_t i = 0; i < shard.slices.size(); ++i) {
+    const size_t n = static_cast<size_t>(element_count(shard.slices[i].rect));
+    if (xxh3_64(at, n * sizeof(float)) != t.xxh3[i])
       throw ChecksumMismatch(name, kOperation,
-                             "checksum mismatch in " + name + ", tensor " + escaped_excerpt(names[i], 64) +
+                             "checksum mismatch in " + name + ", tensor " + escaped_excerpt(shard.slices[i].name, 64) +
                                  ": its data's XXH3-64 differs from the one the copy stored; the memory copy is "
                                  "damaged");
-    shard.slices.push_back(TensorSlice{names[i], pending[i].global_shape, pending[i].rect, at});
+    shard.slices[i].data = at;
     at += n;
   }
-  return shard;
+  return std::move(shard);
 }
 
 }  // namespace axonn

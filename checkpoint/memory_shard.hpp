@@ -52,6 +52,13 @@ void encode_memory_shard(const MemoryShardHeader& header, const std::string& sav
 // memory shard's.
 MemoryShardHeader decode_memory_shard_header(std::span<const char> bytes, const std::string& name);
 
+// The shard without its data: header, slice table (data pointers null) and metadata, the
+// header's hash checked; FormatError as below. `bytes` may end where the data starts; the
+// table's length (where the data starts) goes to `table_bytes`. What a restore gathers from
+// every shard to plan which pieces of them each rank of the new layout takes.
+MemoryShard decode_memory_shard_table(std::span<const char> bytes, const std::string& name,
+                                      size_t* table_bytes = nullptr);
+
 // Parses and verifies the whole shard: FormatError (not a memory shard, cut short, a header
 // whose hash differs) or ChecksumMismatch (a slice's data differs from its XXH3-64), naming
 // `name` and the tensor.

@@ -12,7 +12,6 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/memory_shard.hpp"
-#include "checkpoint/shard_writer.hpp"
 #include "checkpoint/step_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -126,39 +125,6 @@ void remove_memory_steps_before(const fs::path& node_dir, int64_t oldest_kept) {
     if (step && *step < oldest_kept) old.push_back(entry.path());
   }
   for (const fs::path& dir : old) fs::remove_all(dir, ec);  // a step another rank removes too is gone either way
-}
-
-CommitResult commit_memory_step(const fs::path& node_dir, int64_t step, const fs::path& dir) {
-  std::error_code ec;
-  fs::remove_all(tmp_step_path(dir, step), ec);
-  std::optional<Metadata> metadata;
-  std::string save_token;
-  std::vector<int> expected;
-  int64_t world = 1;
-  for (int r = 0; r < world; ++r) {
-    const fs::path path = memory_shard_path(node_dir, step, r);
-    if (!fs::exists(path))
-      throw MissingShard(path.string(), "memory copy",
-                         "the memory copy of " + step_dir_name(step) + " lacks rank " + std::to_string(r) +
-                             "'s shard (" + path.string() + ")");
-    const MemoryShard shard = decode_memory_shard(read_text_file(path), path.string());
-    if (r == 0) {
-      world = shard.header.world;
-      save_token = shard.save_token;
-      metadata = shard.metadata;
-    } else if (shard.header.world != world || shard.save_token != save_token) {
-      throw FormatError(path.string(), "memory copy",
-                        path.string() + " is of another attempt at " + step_dir_name(step) + " than rank 0's (" +
-                            std::to_string(shard.header.world) + " ranks, save token '" + shard.save_token +
-                            "' against " + std::to_string(world) + ", '" + save_token + "')");
-    }
-    write_shard(dir, step, r, shard.slices, save_token);
-    expected.push_back(r);
-  }
-  if (!metadata)
-    throw FormatError(memory_shard_path(node_dir, step, 0).string(), "memory copy",
-                      "rank 0's memory shard of " + step_dir_name(step) + " carries no metadata");
-  return commit(dir, step, expected, *metadata, 1, std::chrono::seconds(10), save_token);
 }
 
 void flip_last_bit(const fs::path& path) {

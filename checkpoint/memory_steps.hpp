@@ -4,17 +4,14 @@
 //                                                    this node's ranks', and the copies ranks
 //                                                    on other nodes sent here
 // Every file appears complete, by one rename. A step can be loaded when some node holds each
-// of its shards (rank 0's carries the step's metadata): commit_memory_step writes one node's
-// shards as a checkpoint directory's committed step, which then loads (and reshards) like any
-// other.
+// of its shards (rank 0's carries the step's metadata): a restore takes the pieces each rank
+// reads from them (memory_pieces.hpp, trainer/train/memory_copies.hpp).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include "checkpoint/commit.hpp"
 
 namespace axonn {
 
@@ -43,12 +40,6 @@ std::filesystem::path memory_shard_path(const std::filesystem::path& node_dir, i
 
 // Deletes the node's steps older than `oldest_kept`.
 void remove_memory_steps_before(const std::filesystem::path& node_dir, int64_t oldest_kept);
-
-// Commits the node's copy of `step` as step N of the checkpoint directory `dir`: every shard
-// verified (decode_memory_shard) and written as HDF5 (write_shard), then commit() with rank
-// 0's metadata. The memory shards' errors (MissingShard naming the rank, FormatError,
-// ChecksumMismatch) as they are.
-CommitResult commit_memory_step(const std::filesystem::path& node_dir, int64_t step, const std::filesystem::path& dir);
 
 // A fault for tests (AXONN_TEST_CORRUPT_MEMORY_COPY): flips one bit of the last byte of a
 // memory shard's file, the last float of its data when it holds any.

@@ -1,20 +1,30 @@
 // Memory copies of the training state (trainer/train/memory_copies.hpp,
 // checkpoint/memory_shard.hpp, checkpoint/memory_steps.hpp): who keeps whose copy, the raw
-// shard format and its checks, what a node's directory says it holds, and a node's copy
-// committed as a checkpoint step that loads like one saved to disk.
+// shard format and its checks, what a node's directory says it holds, and the pieces of the
+// shards a restore moves (checkpoint/memory_pieces.hpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_error.hpp"
-#include "checkpoint/load.hpp"
+#include "checkpoint/fs_util.hpp"
+#include "checkpoint/memory_pieces.hpp"
 #include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
 #include "checkpoint/step_dir.hpp"
-#include "checkpoint/verify.hpp"
+#include "comm/gloo_communicator.hpp"
+#include "comm/gloo_mesh.hpp"
+#include "thread_exchange.hpp"
+#include "trainer/cpu/cpu_backend.hpp"
+#include "trainer/train/host_exchange.hpp"
 #include "trainer/train/memory_copies.hpp"
 
 namespace axonn {
@@ -124,6 +134,112 @@ TEST(MemoryShard, AChangedByteIsAChecksumOrFormatErrorNamingIt) {
   EXPECT_THROW(decode_memory_shard_header(std::vector<char>(48, 'A'), "x"), FormatError);
 }
 
+TEST(MemoryShard, ItsTableDecodesWithoutItsData) {
+  const std::vector<float> a = {1, 2, 3, 4};
+  const std::vector<TensorSlice> slices = {TensorSlice{"w", {2, 4}, Rect{{0, 2}, {2, 2}}, a.data()}};
+  Metadata metadata;
+  metadata.layout = "1x2x1x1";
+  const std::vector<char> bytes = encode_memory_shard({6, 0, 2}, "tok", slices, &metadata);
+  size_t table_bytes = 0;
+  const MemoryShard whole = decode_memory_shard_table(bytes, "copy", &table_bytes);
+  EXPECT_EQ(table_bytes, bytes.size() - a.size() * sizeof(float));
+  const MemoryShard table = decode_memory_shard_table(std::span(bytes).first(table_bytes), "copy");
+  ASSERT_EQ(table.slices.size(), 1u);
+  EXPECT_EQ(table.slices[0].rect, (Rect{{0, 2}, {2, 2}}));
+  EXPECT_EQ(table.slices[0].data, nullptr);
+  EXPECT_EQ(table.metadata->layout, "1x2x1x1");
+  EXPECT_EQ(table.header.world, 2);
+  EXPECT_THROW(decode_memory_shard_table(std::span(bytes).first(table_bytes - 1), "copy"), FormatError);
+}
+
+// A 4x6 tensor written by 2 ranks as row halves, read by 3 ranks as column thirds: each read
+// takes one piece of each shard, and the pieces answered and placed give the tensor back.
+TEST(MemoryPieces, EachReadTakesTheOverlapsOfTheStoredSlicesAndNothingElse) {
+  std::vector<float> tensor(24);
+  for (size_t i = 0; i < tensor.size(); ++i) tensor[i] = static_cast<float>(i);
+  std::map<int, MemoryShard> held;
+  std::vector<MemoryShard> tables;
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<TensorSlice> slice = {TensorSlice{"w", {4, 6}, Rect{{2 * r, 0}, {2, 6}}, tensor.data() + 12 * r}};
+    const std::vector<char> bytes = encode_memory_shard({8, r, 2}, "tok", slice, nullptr);
+    held[r] = decode_memory_shard(bytes, "shard");
+    tables.push_back(decode_memory_shard_table(bytes, "shard"));
+  }
+  for (int64_t third = 0; third < 3; ++third) {
+    std::vector<float> got(8, -1);
+    const std::vector<SliceRead> reads = {SliceRead{"w", {4, 6}, Rect{{0, 2 * third}, {4, 2}}, got.data()}};
+    const std::vector<MemoryPiece> pieces = plan_memory_pieces(tables, reads, "step 8");
+    ASSERT_EQ(pieces.size(), 2u);
+    EXPECT_EQ(pieces[1].shard, 1);
+    EXPECT_EQ(pieces[1].region, (Rect{{2, 2 * third}, {2, 2}}));
+    std::vector<std::vector<float>> into = {std::vector<float>(8, -1)};
+    const std::vector<char> answer = answer_piece_request(held, encode_piece_request(pieces), "rank 2");
+    EXPECT_EQ(answer.size(), 8 * sizeof(float));  // only the read's part of the two shards
+    place_piece_answer(pieces, answer, reads, into, "rank 0");
+    for (int64_t row = 0; row < 4; ++row)
+      for (int64_t col = 0; col < 2; ++col)
+        EXPECT_EQ(into[0][static_cast<size_t>(row * 2 + col)], tensor[static_cast<size_t>(row * 6 + 2 * third + col)]);
+    EXPECT_THROW(place_piece_answer(pieces, std::span(answer).first(4), reads, into, "rank 0"), FormatError);
+  }
+}
+
+TEST(MemoryPieces, AnotherModelOrADamagedRequestIsRefusedNamingIt) {
+  const std::vector<float> data(12, 1.0f);
+  const std::vector<TensorSlice> slice = {TensorSlice{"w", {2, 6}, Rect{{0, 0}, {2, 6}}, data.data()}};
+  const std::vector<char> bytes = encode_memory_shard({8, 0, 1}, "tok", slice, nullptr);
+  const std::vector<MemoryShard> tables = {decode_memory_shard_table(bytes, "shard")};
+  std::vector<float> out(12);
+  const std::vector<SliceRead> other_name = {SliceRead{"v", {2, 6}, Rect{{0, 0}, {2, 6}}, out.data()}};
+  EXPECT_THROW(plan_memory_pieces(tables, other_name, "step 8"), RequestMismatch);
+  const std::vector<SliceRead> other_shape = {SliceRead{"w", {3, 4}, Rect{{0, 0}, {3, 4}}, out.data()}};
+  EXPECT_THROW(plan_memory_pieces(tables, other_shape, "step 8"), RequestMismatch);
+  // Two shards holding the same rows: not exactly once.
+  const std::vector<MemoryShard> twice = {tables[0], tables[0]};
+  const std::vector<SliceRead> whole = {SliceRead{"w", {2, 6}, Rect{{0, 0}, {2, 6}}, out.data()}};
+  EXPECT_THROW(plan_memory_pieces(twice, whole, "step 8"), FormatError);
+
+  const std::map<int, MemoryShard> held = {{0, decode_memory_shard(bytes, "shard")}};
+  const std::vector<std::vector<int64_t>> damaged = {{1, 0, 2, 0, 0, 1, 1},          // a shard not held
+                                                     {0, 3, 2, 0, 0, 1, 1},          // no such slice
+                                                     {0, 0, 2, 1, 5, 2, 1},          // past the stored rows
+                                                     {0, 0, 2, 0, 0, -1, -1},        // a negative count
+                                                     {0, 0, 2, 0, 0, 1, INT64_MAX},  // a count that would overflow
+                                                     {0, 0, 2, 0, 0, 1},             // cut short
+                                                     {0, 0, -1}};
+  for (const auto& request : damaged) {
+    try {
+      answer_piece_request(held, request, "rank 3");
+      ADD_FAILURE() << "a damaged request was answered";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("the request of rank 3 for memory copy pieces"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// The shard tables travel to every rank this way: bytes of any length and value, three to a
+// float, each rank's back as it was.
+TEST(HostExchange, AllGatherBytesGivesEveryRanksBytesBack) {
+  const int world = 3;
+  auto bytes_of = [](int rank) {
+    std::string bytes(static_cast<size_t>(rank == 1 ? 0 : 1000 + rank), '\0');
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 37 + static_cast<size_t>(rank)) & 0xFF);
+    return bytes;
+  };
+  test::run_ranks(world, [&](int rank, Exchange& exchange) {
+    const GroupSpec group{"world", {0, 1, 2}};
+    const auto contexts =
+        connect_gloo_groups(exchange, make_gloo_device(true), {group}, std::chrono::seconds(20), "bytes");
+    GlooCommunicator comm(group, contexts[0], std::chrono::seconds(20), nullptr);
+    const std::unique_ptr<Backend> backend = make_cpu_backend(1);
+    const std::vector<std::string> all = all_gather_bytes(*backend, comm, bytes_of(rank));
+    ASSERT_EQ(all.size(), 3u);
+    for (int r = 0; r < world; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], bytes_of(r)) << "rank " << r;
+    const std::vector<std::string> none = all_gather_bytes(*backend, comm, "");
+    EXPECT_EQ(none, std::vector<std::string>(3));
+  });
+}
+
 TEST(MemorySteps, ANodesDirectorySaysWhichShardsAndWhetherTheStepIsWhole) {
   const fs::path node = test_dir("inventory");
   EXPECT_TRUE(memory_steps(node / "absent").empty());
@@ -145,34 +261,14 @@ TEST(MemorySteps, ANodesDirectorySaysWhichShardsAndWhetherTheStepIsWhole) {
   fs::remove_all(node);
 }
 
-TEST(MemorySteps, ANodesCopyCommitsAsACheckpointStepThatLoads) {
-  const fs::path node = test_dir("commit");
-  write_step(node, 8, true);
-  const CommitResult committed = commit_memory_step(node, 8, node / "restore");
-  EXPECT_EQ(committed.step_dir, step_path(node / "restore", 8));
-  EXPECT_TRUE(verify_checkpoint(committed.step_dir).ok());
-  std::vector<float> w(4, 0.0f);
-  const std::vector<SliceRead> reads = {SliceRead{"w", {2, 2}, Rect{{0, 0}, {2, 2}}, w.data()}};
-  const LoadResult loaded = load_checkpoint(node / "restore", reads);
-  EXPECT_EQ(loaded.step, 8);
-  EXPECT_EQ(loaded.metadata.model_config, "tiny");
-  EXPECT_EQ(w, (std::vector<float>{1, 2, 3, 4}));
-  fs::remove_all(node);
-}
-
-TEST(MemorySteps, AStepMissingAShardOrFailingItsChecksumIsRefusedNamingIt) {
-  const fs::path node = test_dir("missing");
-  write_step(node, 8, false);
-  try {
-    commit_memory_step(node, 8, node / "restore");
-    FAIL() << "a step without rank 1's shard committed";
-  } catch (const MissingShard& e) {
-    EXPECT_NE(std::string(e.what()).find("lacks rank 1's shard"), std::string::npos) << e.what();
-  }
+// The fault the recovery tests inject (AXONN_TEST_CORRUPT_MEMORY_COPY) is one a restore's
+// verification finds.
+TEST(MemorySteps, TheInjectedFaultFailsTheShardsChecksum) {
+  const fs::path node = test_dir("fault");
   write_step(node, 10, true);
-  flip_last_bit(memory_shard_path(node, 10, 1));  // the fault the recovery tests inject
-  EXPECT_THROW(commit_memory_step(node, 10, node / "restore"), ChecksumMismatch);
-  EXPECT_FALSE(read_latest(node / "restore").has_value());
+  const fs::path path = memory_shard_path(node, 10, 1);
+  flip_last_bit(path);
+  EXPECT_THROW(decode_memory_shard(read_text_file(path), path.string()), ChecksumMismatch);
   fs::remove_all(node);
 }
 

@@ -1,5 +1,8 @@
 #include "trainer/train/host_exchange.hpp"
 
+#include <algorithm>
+#include <string>
+
 namespace axonn {
 
 std::vector<float> all_gather_floats(Backend& backend, Communicator& group, const std::vector<float>& mine) {
@@ -33,6 +36,24 @@ std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, 
 
 std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t value) {
   return all_gather_integers(backend, group, std::vector<int64_t>{value});
+}
+
+std::vector<std::string> all_gather_bytes(Backend& backend, Communicator& group, const std::string& mine) {
+  const std::vector<int64_t> sizes = all_gather_integers(backend, group, static_cast<int64_t>(mine.size()));
+  const size_t longest = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
+  if (longest == 0) return std::vector<std::string>(sizes.size());
+  const size_t floats = (longest + 2) / 3;
+  std::vector<float> packed(floats, 0.0f);
+  for (size_t i = 0; i < mine.size(); ++i)
+    packed[i / 3] += static_cast<float>(static_cast<uint32_t>(static_cast<unsigned char>(mine[i])) << (8 * (i % 3)));
+  const std::vector<float> all = all_gather_floats(backend, group, packed);
+  std::vector<std::string> out(sizes.size());
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    out[r].resize(static_cast<size_t>(sizes[r]));
+    for (size_t i = 0; i < out[r].size(); ++i)
+      out[r][i] = static_cast<char>((static_cast<uint32_t>(all[r * floats + i / 3]) >> (8 * (i % 3))) & 0xFF);
+  }
+  return out;
 }
 
 }  // namespace axonn

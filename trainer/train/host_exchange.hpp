@@ -4,6 +4,7 @@
 // device buffers when the backend's memory is not the host's (CUDA backend, NCCL grid),
 // and are read back once the collective has finished.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -20,5 +21,9 @@ std::vector<float> all_gather_floats(Backend& backend, Communicator& group, cons
 std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, int64_t value);
 // The same for n integers a rank: (n · size), rank r's at r·n.
 std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, const std::vector<int64_t>& mine);
+
+// Bytes of any length from every rank: [size], rank r's. They travel three to a float (exact
+// below 2^24), padded to the longest rank's: for tables of a few KiB a rank, not for data.
+std::vector<std::string> all_gather_bytes(Backend& backend, Communicator& group, const std::string& mine);
 
 }  // namespace axonn

@@ -8,13 +8,7 @@
 // the next one. The writing and sending are the save's writer thread's work, so training
 // pauses only while the state is copied into host buffers, as for a disk save.
 //
-// A restarted run (restore_from_memory) takes the newest step that the nodes' memories hold
-// whole, when it is newer than the disk's `latest`: every node's lowest rank fetches the
-// shards of that step its node lacks from the nodes that hold them, verifies them and writes
-// them there as an HDF5 checkpoint step, and every rank loads it at the run's layout like a
-// disk checkpoint (resharding included). Any failure there (a copy that fails its checksum,
-// a peer lost while loading) is logged and the run loads the disk checkpoint instead. Each
-// node receives the whole step: the state must fit in a node's tmpfs for the restore.
+// A restarted run loads the newest step the nodes hold whole from them (memory_restore.hpp).
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -85,20 +79,8 @@ class MemoryCopies {
 // when a node's memory directory has too little room for what the copies keep there: this
 // step's and the one before's shards of the node's ranks and of the ranks whose buddies they
 // are. `shard_bytes`: this rank's shard's data (MemoryCopies::staged_bytes). Copies this job
-// holds there already count as room: they are written over. Rank 0 warns when a node lacks
-// the room a restore needs (the whole step, twice), which then loads the disk checkpoint.
+// holds there already count as room: they are written over. A restore needs no more room
+// there: it moves pieces of the copies into the ranks' memory.
 void check_memory_room(const MemoryCopyPlan& plan, Backend& backend, Communicator& world, int64_t shard_bytes);
-
-// What a restore did, for the log and the recovery report.
-struct MemoryRestore {
-  std::optional<int64_t> step;  // loaded from memory; nullopt: load the disk checkpoint
-  std::string why;              // one line: what was found, or why the disk checkpoint is loaded
-  int64_t bytes_moved = 0;      // bytes of files sent between nodes to make the step whole everywhere
-};
-
-// Collective over the job, before the disk resume. `disk_step`: the disk checkpoint's newest
-// committed step (0: none). `world`: the job's communicator (host values, host_exchange.hpp).
-MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Backend& backend, Communicator& world,
-                                  Trainer& trainer, int64_t disk_step, bool data_changed);
 
 }  // namespace axonn

@@ -193,14 +193,6 @@ void TrainingCheckpoint::poll() { saver_.poll(); }
 
 std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<int64_t> step) {
   if (!std::filesystem::exists(dir_ / "latest") && !step) return std::nullopt;
-  Backend& backend = trainer_.backend();
-  ParameterStore& p = trainer_.params();
-  const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
-  if (!backend.device_is_host()) staging_.assign(n + 2 * state, 0.0f);  // the padding stays zero
-  // Every parameter whole (a sharded master takes its pieces from them), the moments as held.
-  std::vector<SliceRead> reads;
-  for (const StateSlice& s : load_slices_)
-    reads.push_back({s.name, s.slot->spec.shape, s.rect, backend.device_is_host() ? device_data(s) : staged_data(s)});
   LoadOptions options;
   options.fallback = fallback;
   options.step = step;
@@ -219,7 +211,19 @@ std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<
     return reader.metadata().strings.count(kImportedFrom) > 0 &&
            (slice.name.rfind("adam.m/", 0) == 0 || slice.name.rfind("adam.v/", 0) == 0);
   };
-  LoadResult result = load_checkpoint(dir_, reads, options);
+  return load_from([&](std::span<const SliceRead> reads) { return load_checkpoint(dir_, reads, options); });
+}
+
+LoadResult TrainingCheckpoint::load_from(const FillSlices& fill) {
+  Backend& backend = trainer_.backend();
+  ParameterStore& p = trainer_.params();
+  const size_t n = static_cast<size_t>(p.size()), state = static_cast<size_t>(p.state_size());
+  if (!backend.device_is_host()) staging_.assign(n + 2 * state, 0.0f);  // the padding stays zero
+  // Every parameter whole (a sharded master takes its pieces from them), the moments as held.
+  std::vector<SliceRead> reads;
+  for (const StateSlice& s : load_slices_)
+    reads.push_back({s.name, s.slot->spec.shape, s.rect, backend.device_is_host() ? device_data(s) : staged_data(s)});
+  LoadResult result = fill(reads);
   if (!result.absent.empty() && backend.device_is_host()) {
     backend.memset_zero(p.adam_m(), state * sizeof(float));
     backend.memset_zero(p.adam_v(), state * sizeof(float));

@@ -6,7 +6,9 @@
 // not saved. A resume at any layout reads the rectangles the new layout owns.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,13 @@ class TrainingCheckpoint {
   // Throws RequestMismatch naming both configs when the checkpoint is of another model, and
   // the checkpoint library's typed errors (checksum, missing shard, format) otherwise.
   std::optional<LoadResult> load(bool fallback, std::optional<int64_t> step = std::nullopt);
+  // The same from elsewhere than the checkpoint directory (the memory copies' restore): `fill`
+  // fills the slices this rank reads, as load_checkpoint would, and returns the step and its
+  // metadata (LoadResult's step, step_dir naming the source, metadata); then the step, data
+  // cursor and sample order are set as by load(). A fill that throws leaves the trainer as
+  // it was only if it wrote no slice.
+  using FillSlices = std::function<LoadResult(std::span<const SliceRead> reads)>;
+  LoadResult load_from(const FillSlices& fill);
   // A resume on data other than the checkpoint's (data_position.hpp) goes on instead of
   // throwing DataError; data_change() then says what changed, for the log.
   void allow_data_change(bool allowed) { data_changed_ = allowed; }

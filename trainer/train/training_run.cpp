@@ -22,6 +22,7 @@
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/train/host_exchange.hpp"
+#include "trainer/train/memory_restore.hpp"
 #include "trainer/train/memory_usage.hpp"
 #include "trainer/train/metrics_log.hpp"
 #include "trainer/train/run_directory.hpp"

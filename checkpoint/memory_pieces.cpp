@@ -1,0 +1,149 @@
+#include "checkpoint/memory_pieces.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/reshard.hpp"
+#include "checkpoint/tensor_table.hpp"
+
+namespace axonn {
+namespace {
+
+constexpr const char* kOperation = "memory copy restore";
+
+// A stored slice's place: which shard, which of its slices.
+struct SliceAt {
+  int shard = 0;
+  size_t slice = 0;
+};
+
+[[noreturn]] void bad_request(const std::string& who, const std::string& why) {
+  throw FormatError("", kOperation, "the request of " + who + " for memory copy pieces " + why);
+}
+
+}  // namespace
+
+std::vector<MemoryPiece> plan_memory_pieces(std::span<const MemoryShard> tables, std::span<const SliceRead> reads,
+                                            const std::string& where) {
+  // The stored tensors, each with its rectangles and where each lies.
+  std::vector<TensorInfo> table;
+  std::map<std::string, size_t> index;
+  std::vector<std::vector<SliceAt>> places;
+  for (size_t r = 0; r < tables.size(); ++r) {
+    for (size_t i = 0; i < tables[r].slices.size(); ++i) {
+      const TensorSlice& s = tables[r].slices[i];
+      auto [it, added] = index.try_emplace(s.name, table.size());
+      if (added) {
+        table.push_back(TensorInfo{s.name, s.global_shape, {}});
+        places.emplace_back();
+      }
+      TensorInfo& info = table[it->second];
+      if (info.global_shape != s.global_shape)
+        throw FormatError(where, kOperation,
+                          "tensor '" + s.name + "' has global shape " + shape_string(info.global_shape) +
+                              " in one shard of " + where + " and " + shape_string(s.global_shape) + " in rank " +
+                              std::to_string(r) + "'s");
+      StoredRect stored;
+      stored.rank = static_cast<int>(r);
+      stored.rect = s.rect;
+      info.sources.push_back(std::move(stored));
+      places[it->second].push_back({static_cast<int>(r), i});
+    }
+  }
+  std::vector<MemoryPiece> pieces;
+  for (size_t k = 0; k < reads.size(); ++k) {
+    const SliceRead& read = reads[k];
+    const TensorInfo& info = find_tensor(table, read.name, where);
+    check_request(info, read.global_shape, read.rect, where);
+    const size_t t = index.at(read.name);
+    std::vector<Rect> sources;
+    for (const StoredRect& s : info.sources) sources.push_back(s.rect);
+    std::vector<CopyOp> copies;
+    try {
+      copies = plan_copy(sources, read.rect);
+    } catch (const std::invalid_argument& e) {
+      throw FormatError(where, kOperation,
+                        "the shards of " + where + " do not hold tensor '" + read.name + "' exactly once: " + e.what());
+    }
+    for (CopyOp& c : copies)
+      pieces.push_back({k, places[t][c.source].shard, places[t][c.source].slice, std::move(c.region)});
+  }
+  return pieces;
+}
+
+std::vector<int64_t> encode_piece_request(std::span<const MemoryPiece> pieces) {
+  std::vector<int64_t> out;
+  for (const MemoryPiece& p : pieces) {
+    out.push_back(p.shard);
+    out.push_back(static_cast<int64_t>(p.slice));
+    out.push_back(static_cast<int64_t>(p.region.offset.size()));
+    out.insert(out.end(), p.region.offset.begin(), p.region.offset.end());
+    out.insert(out.end(), p.region.count.begin(), p.region.count.end());
+  }
+  return out;
+}
+
+std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, std::span<const int64_t> request,
+                                       const std::string& who) {
+  std::vector<char> answer;
+  for (size_t at = 0; at < request.size();) {
+    if (request.size() - at < 3) bad_request(who, "ends inside a piece");
+    const int64_t shard = request[at], slice = request[at + 1], dims = request[at + 2];
+    at += 3;
+    if (dims < 0 || static_cast<uint64_t>(dims) > (request.size() - at) / 2) bad_request(who, "ends inside a piece");
+    Rect region;
+    region.offset.assign(request.begin() + static_cast<std::ptrdiff_t>(at),
+                         request.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(dims)));
+    at += static_cast<size_t>(dims);
+    region.count.assign(request.begin() + static_cast<std::ptrdiff_t>(at),
+                        request.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(dims)));
+    at += static_cast<size_t>(dims);
+    const auto it = held.find(static_cast<int>(shard));
+    if (it == held.end())
+      bad_request(who, "names rank " + std::to_string(shard) + "'s shard, which this node does not hold");
+    if (slice < 0 || static_cast<size_t>(slice) >= it->second.slices.size())
+      bad_request(who, "names slice " + std::to_string(slice) + " of rank " + std::to_string(shard) +
+                           "'s shard, which has " + std::to_string(it->second.slices.size()));
+    const TensorSlice& stored = it->second.slices[static_cast<size_t>(slice)];
+    // Inside the stored rectangle, written so that a damaged request cannot overflow.
+    bool inside = region.offset.size() == stored.rect.offset.size();
+    for (size_t d = 0; inside && d < region.offset.size(); ++d) {
+      const int64_t end = stored.rect.offset[d] + stored.rect.count[d];
+      inside = region.offset[d] >= stored.rect.offset[d] && region.offset[d] < end && region.count[d] > 0 &&
+               region.count[d] <= end - region.offset[d];
+    }
+    if (!inside)
+      bad_request(who, "asks for " + rect_string(region) + " of tensor '" + stored.name + "', outside the stored " +
+                           rect_string(stored.rect));
+    const size_t begin = answer.size();
+    answer.resize(begin + static_cast<size_t>(element_count(region)) * sizeof(float));
+    // Row-major over the region: the region is its own destination rectangle.
+    std::vector<float> piece(static_cast<size_t>(element_count(region)));
+    copy_region(stored.data, stored.rect, piece.data(), region, region);
+    std::memcpy(answer.data() + begin, piece.data(), piece.size() * sizeof(float));
+  }
+  return answer;
+}
+
+void place_piece_answer(std::span<const MemoryPiece> pieces, std::span<const char> answer,
+                        std::span<const SliceRead> reads, std::vector<std::vector<float>>& into,
+                        const std::string& who) {
+  size_t expected = 0;
+  for (const MemoryPiece& p : pieces) expected += static_cast<size_t>(element_count(p.region)) * sizeof(float);
+  if (answer.size() != expected)
+    throw FormatError("", kOperation,
+                      who + " answered " + std::to_string(answer.size()) + " bytes of memory copy pieces where " +
+                          std::to_string(expected) + " were asked for");
+  std::vector<float> piece;
+  size_t at = 0;
+  for (const MemoryPiece& p : pieces) {
+    piece.resize(static_cast<size_t>(element_count(p.region)));
+    std::memcpy(piece.data(), answer.data() + at, piece.size() * sizeof(float));
+    at += piece.size() * sizeof(float);
+    copy_region(piece.data(), p.region, into[p.read].data(), reads[p.read].rect, p.region);
+  }
+}
+
+}  // namespace axonn

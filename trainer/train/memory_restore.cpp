@@ -1,0 +1,387 @@
+#include "trainer/train/memory_restore.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
+#include <system_error>
+#include <thread>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/fs_util.hpp"
+#include "checkpoint/memory_pieces.hpp"
+#include "checkpoint/memory_shard.hpp"
+#include "checkpoint/memory_steps.hpp"
+#include "checkpoint/step_dir.hpp"
+#include "core/number_text.hpp"
+#include "trainer/train/host_exchange.hpp"
+#include "trainer/train/training_checkpoint.hpp"
+
+namespace fs = std::filesystem;
+
+namespace axonn {
+namespace {
+
+// Peer link tags of a restore's requests for pieces and their answers: the top bit set, apart
+// from the copies' (memory_copies.cpp: a save's step).
+constexpr uint32_t kPieceRequestTag = 0x80000001u, kPieceAnswerTag = 0x80000002u;
+
+// One node's inventory as integers for an all-gather: per step, [step, world, shards, ranks...].
+std::vector<int64_t> encode(const std::vector<MemoryStep>& steps) {
+  std::vector<int64_t> out;
+  for (const MemoryStep& s : steps) {
+    out.push_back(s.step);
+    out.push_back(s.world);
+    out.push_back(static_cast<int64_t>(s.shards.size()));
+    out.insert(out.end(), s.shards.begin(), s.shards.end());
+  }
+  return out;
+}
+
+// Who holds each shard of a step: the leaders (ranks) whose node has it.
+struct StepHolders {
+  int world = 0;
+  std::map<int, std::vector<int>> shard_holders;  // shard rank -> leaders, ascending
+  bool whole() const {
+    if (world <= 0) return false;
+    for (int r = 0; r < world; ++r)
+      if (shard_holders.count(r) == 0) return false;
+    return true;
+  }
+};
+
+std::map<int64_t, StepHolders> decode(const std::vector<int64_t>& gathered, size_t per_rank) {
+  std::map<int64_t, StepHolders> steps;
+  for (size_t r = 0; r * per_rank < gathered.size(); ++r) {
+    const int64_t* at = gathered.data() + r * per_rank;
+    const int64_t* end = at + per_rank;
+    while (at + 3 <= end && at[0] >= 0) {
+      StepHolders& s = steps[at[0]];
+      s.world = std::max(s.world, static_cast<int>(at[1]));
+      const int64_t shards = at[2];
+      for (int64_t i = 0; i < shards && at + 3 + i < end; ++i)
+        s.shard_holders[static_cast<int>(at[3 + i])].push_back(static_cast<int>(r));
+      at += 3 + shards;
+    }
+  }
+  return steps;
+}
+
+// The ranks of the job that say yes, "1, 3"; empty when none does.
+std::string ranks_saying(Backend& backend, Communicator& world, bool mine) {
+  const std::vector<int64_t> all = all_gather_integers(backend, world, mine ? 1 : 0);
+  std::string list;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != 0) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return list;
+}
+
+// Which steps each node holds, as every rank sees it (a node's lowest rank answers for it).
+std::map<int64_t, StepHolders> gather_holdings(const MemoryCopyPlan& plan, Backend& backend, Communicator& world) {
+  const std::vector<int64_t> mine = plan.leads_node() ? encode(memory_steps(plan.node_dir)) : std::vector<int64_t>{};
+  const std::vector<int64_t> sizes = all_gather_integers(backend, world, static_cast<int64_t>(mine.size()));
+  const size_t per_rank = static_cast<size_t>(std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
+  std::vector<int64_t> padded = mine;
+  padded.resize(per_rank, -1);
+  return decode(all_gather_integers(backend, world, padded), per_rank);
+}
+
+// A node's lowest rank, once the ranks have decided: the node keeps `kept` only (nothing when
+// nullopt), so no shard of the failed attempt's later steps is mixed into this run's.
+void keep_only(const MemoryCopyPlan& plan, std::optional<int64_t> kept) {
+  if (!plan.leads_node()) return;
+  std::error_code ec;
+  for (const MemoryStep& s : memory_steps(plan.node_dir))
+    if (!kept || s.step != *kept) fs::remove_all(tmp_step_path(plan.node_dir, s.step), ec);
+}
+
+// Thrown by every rank at once, after they agreed, when the memory copy is not loaded: the
+// trainer is untouched and the disk checkpoint is loaded instead.
+struct NotRestored {
+  std::string why;
+};
+
+// Throws NotRestored on every rank when any rank says `failed` (it logged why).
+void agree_or_give_up(Backend& backend, Communicator& world, bool failed, const std::string& where,
+                      const std::string& what) {
+  if (const std::string ranks = ranks_saying(backend, world, failed); !ranks.empty())
+    throw NotRestored{where + " could not be used (" + what + ": rank(s) " + ranks +
+                      " said why above); loading the disk checkpoint instead"};
+}
+
+// The pieces of one step, moved from the nodes that hold its shards to the ranks that read
+// them (checkpoint/memory_pieces.hpp). Collective over the job; a fill for
+// TrainingCheckpoint::load_from.
+class PieceRestore {
+ public:
+  PieceRestore(const MemoryCopyPlan& plan, PeerLink& link, Backend& backend, Communicator& world, int64_t step,
+               const StepHolders& holders, std::string model_config)
+      : plan_(plan),
+        link_(link),
+        backend_(backend),
+        world_(world),
+        step_(step),
+        holders_(holders),
+        model_config_(std::move(model_config)) {}
+
+  LoadResult operator()(std::span<const SliceRead> reads) {
+    const std::string where = "the memory copy of " + step_dir_name(step_);
+    // 1. The nodes' lowest ranks verify the shards their node holds (whole, once).
+    std::string tables;
+    bool failed = false;
+    if (plan_.leads_node()) {
+      try {
+        tables = verify_held_shards();
+      } catch (const CheckpointError& e) {
+        failed = true;
+        spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+      }
+    }
+    agree_or_give_up(backend_, world_, failed, where, "it failed its checks");
+
+    // 2. Every rank learns every shard's table and plans the pieces its slices take.
+    std::vector<MemoryShard> table(static_cast<size_t>(holders_.world));
+    for (const std::string& blob : all_gather_bytes(backend_, world_, tables)) unpack_tables(blob, table);
+    std::vector<MemoryPiece> pieces;
+    bool other_run = false;
+    try {
+      const std::optional<Metadata>& metadata = table.at(0).metadata;
+      if (!metadata) throw FormatError(where, "memory copy restore", "rank 0's shard of it carries no metadata");
+      if (metadata->model_config != model_config_)
+        throw RequestMismatch(where, "resume",
+                              where + " is of another model (" + metadata->model_config + ") than the job's [model] (" +
+                                  model_config_ + ")");
+      pieces = plan_memory_pieces(table, reads, where);
+    } catch (const RequestMismatch& e) {
+      other_run = true;
+      spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+    } catch (const CheckpointError& e) {
+      failed = true;
+      spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+    }
+    agree_or_give_up(backend_, world_, other_run, where, "it is of another model");
+    agree_or_give_up(backend_, world_, failed, where, "its shards do not make the tensors whole");
+
+    // 3. Each rank asks the nodes that hold its pieces (its own node first), the nodes' lowest
+    //    ranks answering on a thread of their own; into buffers, so a failure leaves the
+    //    trainer untouched.
+    std::vector<std::vector<float>> into;
+    for (const SliceRead& read : reads) into.emplace_back(static_cast<size_t>(element_count(read.rect)));
+    received_ = exchange(pieces, reads, into, failed);
+    agree_or_give_up(backend_, world_, failed, where, "its pieces did not arrive whole");
+    for (size_t k = 0; k < reads.size(); ++k) std::copy(into[k].begin(), into[k].end(), reads[k].data);
+
+    LoadResult result;
+    result.step = step_;
+    result.step_dir = plan_.node_dir / step_dir_name(step_);
+    result.metadata = *table[0].metadata;
+    for (const MemoryPiece& p : pieces) result.bytes_wanted += element_count(p.region) * 4;
+    result.bytes_read = result.bytes_wanted;
+    return result;
+  }
+
+  // Bytes this rank received from other nodes (after operator()).
+  int64_t received() const { return received_; }
+
+ private:
+  // The shards of the step this node holds, each read and verified; returns the tables of those
+  // this node serves to the others (it is the first holder): [u64 rank, u64 length, bytes]...
+  std::string verify_held_shards() {
+    if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan_.node == 0)
+      flip_last_bit(memory_shard_path(plan_.node_dir, step_, 0));
+    std::string tables;
+    for (const auto& [r, holders] : holders_.shard_holders) {
+      if (std::find(holders.begin(), holders.end(), plan_.rank) == holders.end()) continue;
+      const fs::path path = memory_shard_path(plan_.node_dir, step_, r);
+      const std::string bytes = read_text_file(path);  // binary: read_text_file reads bytes as they are
+      held_[r] = decode_memory_shard(bytes, path.string());
+      if (held_[r].header.step != step_ || held_[r].header.rank != r || held_[r].header.world != holders_.world)
+        throw FormatError(path.string(), "memory copy restore",
+                          path.string() + " is not rank " + std::to_string(r) + "'s shard of " + step_dir_name(step_) +
+                              " of " + std::to_string(holders_.world) + " ranks");
+      if (holders.front() != plan_.rank) continue;
+      size_t table_bytes = 0;
+      decode_memory_shard_table(std::span(bytes.data(), bytes.size()), path.string(), &table_bytes);
+      for (const uint64_t v : {static_cast<uint64_t>(r), static_cast<uint64_t>(table_bytes)})
+        for (int i = 0; i < 8; ++i) tables.push_back(static_cast<char>(v >> (8 * i)));
+      tables.append(bytes, 0, table_bytes);
+    }
+    return tables;
+  }
+
+  void unpack_tables(const std::string& blob, std::vector<MemoryShard>& table) const {
+    auto u64_at = [&](size_t at) {
+      uint64_t v = 0;
+      for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(blob[at + i])) << (8 * i);
+      return v;
+    };
+    for (size_t at = 0; at + 16 <= blob.size();) {
+      const uint64_t r = u64_at(at), n = u64_at(at + 8);
+      at += 16;
+      const std::string name = memory_shard_path(plan_.node_dir, step_, static_cast<int>(r)).string();
+      if (r >= table.size() || n > blob.size() - at)
+        throw FormatError(name, "memory copy restore", "a shard table gathered for " + name + " is damaged");
+      table[r] = decode_memory_shard_table(std::span(blob.data() + at, n), name);
+      at += n;
+    }
+  }
+
+  // Who answers for shard r: this node's lowest rank when the node holds it, else the first
+  // node that does.
+  int server_of(int shard) const {
+    const std::vector<int>& holders = holders_.shard_holders.at(shard);
+    const int own = plan_.leaders[static_cast<size_t>(plan_.node)];
+    return std::find(holders.begin(), holders.end(), own) != holders.end() ? own : holders.front();
+  }
+
+  // Moves the pieces; returns the bytes this rank received from other nodes. Never throws for
+  // a bad piece: it sets `failed` and goes on, so that no rank waits for a request that never
+  // comes; only a peer that died ends it early (the peer link's error).
+  int64_t exchange(std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads,
+                   std::vector<std::vector<float>>& into, bool& failed) {
+    std::map<int, std::vector<MemoryPiece>> by_server;
+    for (const MemoryPiece& p : pieces) by_server[server_of(p.shard)].push_back(p);
+    // Every rank's servers, so each server knows whom it answers.
+    std::vector<int64_t> mine;
+    for (const auto& [server, unused] : by_server) mine.push_back(server);
+    const std::vector<int64_t> counts = all_gather_integers(backend_, world_, static_cast<int64_t>(mine.size()));
+    const size_t widest = static_cast<size_t>(std::max<int64_t>(1, *std::max_element(counts.begin(), counts.end())));
+    mine.resize(widest, -1);
+    const std::vector<int64_t> servers = all_gather_integers(backend_, world_, mine);
+    std::vector<int> asking;
+    for (size_t q = 0; q < counts.size(); ++q)
+      for (size_t i = 0; i < widest; ++i)
+        if (servers[q * widest + i] == plan_.rank && static_cast<int>(q) != plan_.rank)
+          asking.push_back(static_cast<int>(q));
+
+    std::atomic<bool> serving_failed = false;
+    std::exception_ptr link_error;
+    std::thread serving;
+    if (!asking.empty()) {
+      serving = std::thread([&] {
+        try {
+          for (int q : asking) {
+            const std::vector<char> request = link_.receive(q, kPieceRequestTag);
+            std::vector<int64_t> words(request.size() / sizeof(int64_t));
+            std::memcpy(words.data(), request.data(), words.size() * sizeof(int64_t));
+            std::vector<char> answer;
+            try {
+              answer = answer_piece_request(held_, words, "rank " + std::to_string(q));
+            } catch (const CheckpointError& e) {
+              serving_failed = true;  // the empty answer fails the requester's size check too
+              spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+            }
+            link_.send(q, kPieceAnswerTag, answer);
+          }
+        } catch (...) {
+          link_error = std::current_exception();
+        }
+      });
+    }
+    int64_t received = 0;
+    std::exception_ptr asking_error;
+    try {
+      for (const auto& [server, wanted] : by_server) {
+        const std::vector<int64_t> words = encode_piece_request(wanted);
+        std::vector<char> answer;
+        if (server == plan_.rank) {  // a node's lowest rank reads its own node's shards directly
+          try {
+            answer = answer_piece_request(held_, words, "rank " + std::to_string(server));
+          } catch (const CheckpointError& e) {
+            spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+          }
+        } else {
+          link_.send(server, kPieceRequestTag,
+                     std::span(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t)));
+          answer = link_.receive(server, kPieceAnswerTag);
+        }
+        if (server != plan_.leaders[static_cast<size_t>(plan_.node)]) received += static_cast<int64_t>(answer.size());
+        try {
+          place_piece_answer(wanted, answer, reads, into, "rank " + std::to_string(server));
+        } catch (const CheckpointError& e) {
+          failed = true;
+          spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+        }
+      }
+    } catch (...) {
+      asking_error = std::current_exception();
+      link_.abort();  // a peer died: the serving thread must not wait for it either
+    }
+    if (serving.joinable()) serving.join();
+    if (asking_error) std::rethrow_exception(asking_error);
+    if (link_error) std::rethrow_exception(link_error);
+    failed = failed || serving_failed;
+    return received;
+  }
+
+  const MemoryCopyPlan& plan_;
+  PeerLink& link_;
+  Backend& backend_;
+  Communicator& world_;
+  int64_t step_;
+  const StepHolders& holders_;
+  std::string model_config_;
+  std::map<int, MemoryShard> held_;  // [shard rank] the verified shards this node holds (its lowest rank)
+  int64_t received_ = 0;
+};
+
+}  // namespace
+
+MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Backend& backend, Communicator& world,
+                                  Trainer& trainer, int64_t disk_step, bool data_changed) {
+  MemoryRestore result;
+  // 1. The newest step the nodes hold whole, if newer than the disk's.
+  const std::map<int64_t, StepHolders> held = gather_holdings(plan, backend, world);
+  if (held.empty()) return result;  // a first start: nothing to say
+  const auto newest = std::find_if(held.rbegin(), held.rend(), [](const auto& s) { return s.second.whole(); });
+  if (newest == held.rend() || newest->first <= disk_step) {
+    result.why = newest == held.rend() ? "no step is whole in the nodes' memory"
+                                       : "the newest step whole in memory, " + step_dir_name(newest->first) +
+                                             ", is not newer than the disk's " + step_dir_name(disk_step);
+    keep_only(plan, std::nullopt);
+    return result;
+  }
+  const int64_t step = newest->first;
+
+  // 2. Every rank takes the pieces of that step its slices need from the nodes that hold them.
+  TrainingCheckpoint restore(plan.node_dir, trainer, plan.rank, SaverOptions{});
+  restore.allow_data_change(data_changed);
+  PieceRestore pieces(plan, link, backend, world, step, newest->second, model_config_text(trainer.job().model));
+  bool failed = false;
+  try {
+    restore.load_from(std::ref(pieces));
+  } catch (const NotRestored& e) {  // every rank, the trainer untouched
+    result.why = e.why;
+    keep_only(plan, std::nullopt);
+    return result;
+  } catch (const CheckpointError& e) {  // after the slices were filled: the step's metadata
+    failed = true;
+    spdlog::warn("memory copy: rank {}: {}", plan.rank, e.what());
+  }
+  const bool any_failed = !ranks_saying(backend, world, failed).empty();
+  keep_only(plan, any_failed ? std::nullopt : std::optional<int64_t>(step));
+  if (any_failed && disk_step == 0)
+    throw CheckpointError(plan.node_dir.string(), "resume",
+                          "loading the memory copy of " + step_dir_name(step) +
+                              " failed after it verified, and there is no disk checkpoint to load instead: start "
+                              "the job again (it starts from the initial weights)");
+  if (any_failed) {
+    result.why = "the memory copy of " + step_dir_name(step) + " failed to load; loading the disk checkpoint instead";
+    return result;
+  }
+  int64_t moved = 0;
+  for (int64_t b : all_gather_integers(backend, world, pieces.received())) moved += b;
+  result.bytes_moved = moved;
+  result.step = step;
+  result.why =
+      fmt::format("loaded {} from the nodes' memory ({:.2f} MiB moved between nodes), newer than the disk's {}",
+                  step_dir_name(step), in_mib(moved), disk_step > 0 ? step_dir_name(disk_step) : "none");
+  return result;
+}
+
+}  // namespace axonn
