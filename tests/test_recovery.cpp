@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <regex>
 #include <string>
@@ -172,11 +173,12 @@ TEST_F(Recovery, ARestoreFromMemoryNeedsNoRoomBeyondTheCopies) {
 // node's. Pretend node 1 killed takes its memory along (the launcher deletes its copies), and
 // the run goes on from the newest step node 0's memory holds whole: one the kill landed
 // after, at most the one in flight earlier, where the disk holds none. The same as an
-// uninterrupted run's checkpoint of that step resumed on the 2 ranks left.
-TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesOfTheNodesLeft) {
-  const std::string job = memory_copy_job(dir_ / "shm");
-  auto run = start("memory", job, 4, 2, "", 1);
-  kill_ranks(dir_ / "memory", {2, 3}, 0, 6);
+// uninterrupted run's checkpoint of that step resumed on the 2 ranks left. `options`: the
+// job's keys for every run (e.g. the optimizer sharded).
+void expect_a_lost_node_recovered_from_memory(const std::filesystem::path& dir, const std::string& options,
+                                              const std::function<std::future<CommandResult>()>& start_run) {
+  auto run = start_run();
+  kill_ranks(dir / "memory", {2, 3}, 0, 6);
   const CommandResult r = run.get();
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "-n1 (ranks 2-3) was lost: restarting 2 ranks on 1 pretend node, ")) << r.output;
@@ -184,17 +186,30 @@ TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesOfTheNodesLeft) {
   ASSERT_GE(loaded, 5) << r.output;
   EXPECT_EQ(resumed_step(r.output), loaded) << r.output;
   // The launcher leaves no copy behind.
-  EXPECT_TRUE(std::filesystem::is_empty(dir_ / "shm")) << r.output;
-  TrainedRun recovered = read_run(dir_ / "memory");
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "shm")) << r.output;
+  TrainedRun recovered = read_run(dir / "memory");
   recovered.steps = last_of_each_step(recovered.steps);
 
-  const TrainedRun whole = train_in(dir_ / "whole", tiny_job(30, 1), 4, "", "checkpoint.keep=100", 2);
-  const auto resumed_dir = copy_checkpoint_step(dir_ / "whole", loaded, dir_ / "resumed");
-  TrainedRun reference = train_in(resumed_dir, tiny_job(30, 1), 2, "");
+  const TrainedRun whole = train_in(dir / "whole", tiny_job(30, 1), 4, "", "checkpoint.keep=100 " + options, 2);
+  const auto resumed_dir = copy_checkpoint_step(dir / "whole", loaded, dir / "resumed");
+  TrainedRun reference = train_in(resumed_dir, tiny_job(30, 1), 2, "", options);
   std::vector<StepLine> steps(whole.steps.begin(), whole.steps.begin() + loaded);
   steps.insert(steps.end(), reference.steps.begin(), reference.steps.end());
   reference.steps = steps;
   expect_same_run(recovered, reference, 0, 0, "a pretend node lost, recovered from memory");
+}
+
+TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesOfTheNodesLeft) {
+  expect_a_lost_node_recovered_from_memory(dir_, "",
+                                           [&] { return start("memory", memory_copy_job(dir_ / "shm"), 4, 2, "", 1); });
+}
+
+// The same with the optimizer sharded over the data axis: each rank's copy holds its part of
+// the moments, which the restore cuts into the parts the ranks left hold.
+TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesWithTheOptimizerSharded) {
+  const std::string sharded = "training.shard_optimizer=true";
+  expect_a_lost_node_recovered_from_memory(
+      dir_, sharded, [&] { return start("memory", memory_copy_job(dir_ / "shm"), 4, 2, "", 1, sharded); });
 }
 
 // A memory copy that fails its checksum (a test-only fault flips one stored bit of it) is
