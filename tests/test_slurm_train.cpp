@@ -206,6 +206,16 @@ class SlurmTrain : public ::testing::Test {
     kill_all(processes);
   }
 
+  // A lost node's slurmd started again (the machine back, as after a reboot): it registers
+  // with slurmctld anew, knowing no job.
+  void bring_back(const std::string& node) {
+    const fs::path conf = dir_ / "slurm.conf";
+    const auto r = run_command("SLURM_CONF=" + conf.string() + " unshare --uts sh -c \"hostname " + node +
+                                   " && exec slurmd -f '" + conf.string() + "' -N " + node + "\"",
+                               30);
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+
   // <dir>/job.out once it contains `line` (a job with a lost node stays COMPLETING until
   // Slurm gives up on the node, so the log, not the job's state, says when its script ended).
   std::string wait_for_log(const fs::path& dir, const std::string& line, int timeout_s = 120) {
@@ -381,6 +391,41 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
       << log;
   EXPECT_GE(std::stoi(loaded[1]), 21) << log;
   EXPECT_TRUE(contains(log, "elastic.sbatch: training done")) << log;
+  TrainedRun got = read_run(d);
+  got.steps = last_of_each_step(got.steps);
+  ASSERT_EQ(got.steps.size(), want.steps.size()) << log;
+  for (size_t i = 0; i < got.steps.size(); ++i) EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor);
+}
+
+// A node lost and back before the restart (its machine rebooted: slurmd starts again, its
+// memory empty): it answers the probe, so the next step runs on the same nodes, the spare still
+// waiting, from the step n0's memory holds whole (its own shards and n1's), n1's ranks taking
+// their pieces from n0. Exact: the data cursor of every step equals an uninterrupted run's.
+TEST_F(SlurmTrain, ElasticTemplateTrainsOnALostNodeThatComesBackBeforeTheRestart) {
+  const TrainedRun want = reference();
+  start_nodes(3);
+  const fs::path d = job_dir("node-back");
+  setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
+  const std::string id = submit(d, "--nodes=3 --ntasks-per-node=2 -o job.out " + kTemplates +
+                                       "/elastic.sbatch job.toml run.max_restarts=1 run.spare_nodes=1 "
+                                       "checkpoint.memory_interval=1 checkpoint.memory_dir=" +
+                                       (d / "shm").string());
+  unsetenv("AXONN_TEST_SLOW_RANK");
+  wait_for_steps(d, 22);
+  lose_node("n1");
+  // Its memory is gone with it; srun ends the failed step some 17 s later (--wait, KillWait).
+  for (const auto& job_copies : fs::directory_iterator(d / "shm")) fs::remove_all(job_copies.path() / "n1");
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  bring_back("n1");
+  const std::string log = wait_for_log(d, "elastic.sbatch: training done");
+  EXPECT_TRUE(contains(log, "3 of 3 node(s) answer; the next step runs on n0 n1, 4 tasks")) << log;
+  std::smatch loaded;
+  ASSERT_TRUE(std::regex_search(
+      log, loaded, std::regex("checkpoint: loaded step-0*(\\d+) from the nodes' memory \\(([0-9.]+) MiB moved")))
+      << log;
+  EXPECT_GE(std::stoi(loaded[1]), 21) << log;
+  EXPECT_GT(std::stod(loaded[2]), 0.0) << log;  // n1's ranks took their pieces from n0
+  EXPECT_TRUE(contains(wait_for_job(id, "JobState=COMPLETED"), "JobState=COMPLETED")) << log;
   TrainedRun got = read_run(d);
   got.steps = last_of_each_step(got.steps);
   ASSERT_EQ(got.steps.size(), want.steps.size()) << log;
