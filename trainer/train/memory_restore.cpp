@@ -145,11 +145,12 @@ class PieceRestore {
     agree_or_give_up(backend_, world_, failed, where, "it failed its checks");
 
     // 2. Every rank learns every shard's table and plans the pieces its slices take.
+    const std::vector<std::string> blobs = all_gather_bytes(backend_, world_, tables);
     std::vector<MemoryShard> table(static_cast<size_t>(holders_.world));
-    for (const std::string& blob : all_gather_bytes(backend_, world_, tables)) unpack_tables(blob, table);
     std::vector<MemoryPiece> pieces;
     bool other_run = false;
     try {
+      for (const std::string& blob : blobs) unpack_tables(blob, table);
       const std::optional<Metadata>& metadata = table.at(0).metadata;
       if (!metadata) throw FormatError(where, "memory copy restore", "rank 0's shard of it carries no metadata");
       if (metadata->model_config != model_config_)
