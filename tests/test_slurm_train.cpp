@@ -206,6 +206,30 @@ class SlurmTrain : public ::testing::Test {
     kill_all(processes);
   }
 
+  // The job both node-loss tests run: elastic.sbatch on 3 nodes of 2 tasks, n2 a spare, a
+  // memory copy every step (in d/shm), rank 0 slowed so the loss lands mid-run; returns its id
+  // once 22 steps are logged.
+  std::string submit_elastic_with_memory_copies(const fs::path& d) {
+    start_nodes(3);
+    setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
+    const std::string id = submit(d, "--nodes=3 --ntasks-per-node=2 -o job.out " + kTemplates +
+                                         "/elastic.sbatch job.toml run.max_restarts=1 run.spare_nodes=1 "
+                                         "checkpoint.memory_interval=1 checkpoint.memory_dir=" +
+                                         (d / "shm").string());
+    unsetenv("AXONN_TEST_SLOW_RANK");
+    wait_for_steps(d, 22);
+    return id;
+  }
+
+  // Every step of the run in `d` (the last attempt's, where a step was done twice) read the
+  // data the uninterrupted run `want` read.
+  static void expect_cursors_of(const fs::path& d, const TrainedRun& want, const std::string& log) {
+    TrainedRun got = read_run(d);
+    got.steps = last_of_each_step(got.steps);
+    ASSERT_EQ(got.steps.size(), want.steps.size()) << log;
+    for (size_t i = 0; i < got.steps.size(); ++i) EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor);
+  }
+
   // A lost node's slurmd started again (the machine back, as after a reboot): it registers
   // with slurmctld anew, knowing no job.
   void bring_back(const std::string& node) {
@@ -365,15 +389,8 @@ TEST_F(SlurmTrain, ElasticTemplateRestartsInsideTheAllocationAfterANodesTasksAre
 // step held whole there, past the step-20 disk checkpoint, which the spare fetches from n0.
 TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
   const TrainedRun want = reference();
-  start_nodes(3);
   const fs::path d = job_dir("node-lost");
-  setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
-  const std::string id = submit(d, "--nodes=3 --ntasks-per-node=2 -o job.out " + kTemplates +
-                                       "/elastic.sbatch job.toml run.max_restarts=1 run.spare_nodes=1 "
-                                       "checkpoint.memory_interval=1 checkpoint.memory_dir=" +
-                                       (d / "shm").string());
-  unsetenv("AXONN_TEST_SLOW_RANK");
-  wait_for_steps(d, 22);
+  submit_elastic_with_memory_copies(d);
   lose_node("n1");
   // The job stays COMPLETING until Slurm has given up on n1 (SlurmdTimeout): the log says
   // when the run is done.
@@ -391,10 +408,7 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
       << log;
   EXPECT_GE(std::stoi(loaded[1]), 21) << log;
   EXPECT_TRUE(contains(log, "elastic.sbatch: training done")) << log;
-  TrainedRun got = read_run(d);
-  got.steps = last_of_each_step(got.steps);
-  ASSERT_EQ(got.steps.size(), want.steps.size()) << log;
-  for (size_t i = 0; i < got.steps.size(); ++i) EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor);
+  expect_cursors_of(d, want, log);
 }
 
 // A node lost and back before the restart (its machine rebooted: slurmd starts again, its
@@ -403,15 +417,8 @@ TEST_F(SlurmTrain, ElasticTemplateGoesOnWithoutALostNode) {
 // their pieces from n0. Exact: the data cursor of every step equals an uninterrupted run's.
 TEST_F(SlurmTrain, ElasticTemplateTrainsOnALostNodeThatComesBackBeforeTheRestart) {
   const TrainedRun want = reference();
-  start_nodes(3);
   const fs::path d = job_dir("node-back");
-  setenv("AXONN_TEST_SLOW_RANK", "0:40", 1);
-  const std::string id = submit(d, "--nodes=3 --ntasks-per-node=2 -o job.out " + kTemplates +
-                                       "/elastic.sbatch job.toml run.max_restarts=1 run.spare_nodes=1 "
-                                       "checkpoint.memory_interval=1 checkpoint.memory_dir=" +
-                                       (d / "shm").string());
-  unsetenv("AXONN_TEST_SLOW_RANK");
-  wait_for_steps(d, 22);
+  const std::string id = submit_elastic_with_memory_copies(d);
   lose_node("n1");
   // Its memory is gone with it; srun ends the failed step some 17 s later (--wait, KillWait).
   for (const auto& job_copies : fs::directory_iterator(d / "shm")) fs::remove_all(job_copies.path() / "n1");
@@ -426,10 +433,7 @@ TEST_F(SlurmTrain, ElasticTemplateTrainsOnALostNodeThatComesBackBeforeTheRestart
   EXPECT_GE(std::stoi(loaded[1]), 21) << log;
   EXPECT_GT(std::stod(loaded[2]), 0.0) << log;  // n1's ranks took their pieces from n0
   EXPECT_TRUE(contains(wait_for_job(id, "JobState=COMPLETED"), "JobState=COMPLETED")) << log;
-  TrainedRun got = read_run(d);
-  got.steps = last_of_each_step(got.steps);
-  ASSERT_EQ(got.steps.size(), want.steps.size()) << log;
-  for (size_t i = 0; i < got.steps.size(); ++i) EXPECT_EQ(got.steps[i].data_cursor, want.steps[i].data_cursor);
+  expect_cursors_of(d, want, log);
 }
 
 // A node lost, and no layout fits the nodes left: on 3 nodes of one task, a job whose global
