@@ -218,7 +218,7 @@ TEST(MemoryPieces, AnotherModelOrADamagedRequestIsRefusedNamingIt) {
 }
 
 // The shard tables travel to every rank this way: bytes of any length and value, three to a
-// float, each rank's back as it was.
+// float, each rank's back as it was; and lists of integers of any length.
 TEST(HostExchange, AllGatherBytesGivesEveryRanksBytesBack) {
   const int world = 3;
   auto bytes_of = [](int rank) {
@@ -237,6 +237,12 @@ TEST(HostExchange, AllGatherBytesGivesEveryRanksBytesBack) {
     for (int r = 0; r < world; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], bytes_of(r)) << "rank " << r;
     const std::vector<std::string> none = all_gather_bytes(*backend, comm, "");
     EXPECT_EQ(none, std::vector<std::string>(3));
+    // Integer lists of different lengths (the nodes' inventories, the ranks' servers), one empty.
+    const std::vector<int64_t> list(static_cast<size_t>(2 * rank), -7 + rank);
+    const std::vector<std::vector<int64_t>> lists = all_gather_integer_lists(*backend, comm, list);
+    ASSERT_EQ(lists.size(), 3u);
+    for (int r = 0; r < world; ++r)
+      EXPECT_EQ(lists[static_cast<size_t>(r)], std::vector<int64_t>(static_cast<size_t>(2 * r), -7 + r));
   });
 }
 

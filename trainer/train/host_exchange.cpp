@@ -38,6 +38,21 @@ std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, 
   return all_gather_integers(backend, group, std::vector<int64_t>{value});
 }
 
+std::vector<std::vector<int64_t>> all_gather_integer_lists(Backend& backend, Communicator& group,
+                                                           const std::vector<int64_t>& mine) {
+  const std::vector<int64_t> sizes = all_gather_integers(backend, group, static_cast<int64_t>(mine.size()));
+  const size_t longest = static_cast<size_t>(std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
+  std::vector<int64_t> padded = mine;
+  padded.resize(longest, 0);
+  const std::vector<int64_t> all = all_gather_integers(backend, group, padded);
+  std::vector<std::vector<int64_t>> lists(sizes.size());
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    const auto first = all.begin() + static_cast<std::ptrdiff_t>(r * longest);
+    lists[r].assign(first, first + static_cast<std::ptrdiff_t>(sizes[r]));
+  }
+  return lists;
+}
+
 std::vector<std::string> all_gather_bytes(Backend& backend, Communicator& group, const std::string& mine) {
   const std::vector<int64_t> sizes = all_gather_integers(backend, group, static_cast<int64_t>(mine.size()));
   const size_t longest = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));

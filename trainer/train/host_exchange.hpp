@@ -22,6 +22,11 @@ std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, 
 // The same for n integers a rank: (n · size), rank r's at r·n.
 std::vector<int64_t> all_gather_integers(Backend& backend, Communicator& group, const std::vector<int64_t>& mine);
 
+// Lists of any length from every rank: [size], rank r's list as it gave it (each padded to the
+// longest for the gather, the padding dropped).
+std::vector<std::vector<int64_t>> all_gather_integer_lists(Backend& backend, Communicator& group,
+                                                           const std::vector<int64_t>& mine);
+
 // Bytes of any length from every rank: [size], rank r's. They travel three to a float (exact
 // below 2^24), padded to the longest rank's: for tables of a few KiB a rank, not for data.
 std::vector<std::string> all_gather_bytes(Backend& backend, Communicator& group, const std::string& mine);

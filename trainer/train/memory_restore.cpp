@@ -55,12 +55,14 @@ struct StepHolders {
   }
 };
 
-std::map<int64_t, StepHolders> decode(const std::vector<int64_t>& gathered, size_t per_rank) {
+// Every node's inventory (encode's lists, by rank; empty but on a node's lowest rank) as
+// steps and who holds each shard.
+std::map<int64_t, StepHolders> decode(const std::vector<std::vector<int64_t>>& lists) {
   std::map<int64_t, StepHolders> steps;
-  for (size_t r = 0; r * per_rank < gathered.size(); ++r) {
-    const int64_t* at = gathered.data() + r * per_rank;
-    const int64_t* end = at + per_rank;
-    while (at + 3 <= end && at[0] >= 0) {
+  for (size_t r = 0; r < lists.size(); ++r) {
+    const int64_t* at = lists[r].data();
+    const int64_t* end = at + lists[r].size();
+    while (at + 3 <= end) {
       StepHolders& s = steps[at[0]];
       s.world = std::max(s.world, static_cast<int>(at[1]));
       const int64_t shards = at[2];
@@ -84,11 +86,7 @@ std::string ranks_saying(Backend& backend, Communicator& world, bool mine) {
 // Which steps each node holds, as every rank sees it (a node's lowest rank answers for it).
 std::map<int64_t, StepHolders> gather_holdings(const MemoryCopyPlan& plan, Backend& backend, Communicator& world) {
   const std::vector<int64_t> mine = plan.leads_node() ? encode(memory_steps(plan.node_dir)) : std::vector<int64_t>{};
-  const std::vector<int64_t> sizes = all_gather_integers(backend, world, static_cast<int64_t>(mine.size()));
-  const size_t per_rank = static_cast<size_t>(std::max<int64_t>(1, *std::max_element(sizes.begin(), sizes.end())));
-  std::vector<int64_t> padded = mine;
-  padded.resize(per_rank, -1);
-  return decode(all_gather_integers(backend, world, padded), per_rank);
+  return decode(all_gather_integer_lists(backend, world, mine));
 }
 
 // A node's lowest rank, once the ranks have decided: the node keeps `kept` only (nothing when
@@ -250,15 +248,12 @@ class PieceRestore {
     // Every rank's servers, so each server knows whom it answers.
     std::vector<int64_t> mine;
     for (const auto& [server, unused] : by_server) mine.push_back(server);
-    const std::vector<int64_t> counts = all_gather_integers(backend_, world_, static_cast<int64_t>(mine.size()));
-    const size_t widest = static_cast<size_t>(std::max<int64_t>(1, *std::max_element(counts.begin(), counts.end())));
-    mine.resize(widest, -1);
-    const std::vector<int64_t> servers = all_gather_integers(backend_, world_, mine);
+    const std::vector<std::vector<int64_t>> servers = all_gather_integer_lists(backend_, world_, mine);
     std::vector<int> asking;
-    for (size_t q = 0; q < counts.size(); ++q)
-      for (size_t i = 0; i < widest; ++i)
-        if (servers[q * widest + i] == plan_.rank && static_cast<int>(q) != plan_.rank)
-          asking.push_back(static_cast<int>(q));
+    for (size_t q = 0; q < servers.size(); ++q)
+      if (static_cast<int>(q) != plan_.rank &&
+          std::find(servers[q].begin(), servers[q].end(), plan_.rank) != servers[q].end())
+        asking.push_back(static_cast<int>(q));
 
     std::atomic<bool> serving_failed = false;
     std::exception_ptr link_error;
