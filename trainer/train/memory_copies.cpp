@@ -65,7 +65,11 @@ MemoryCopies::MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link
         options.write_instead = [this](int64_t step, std::span<const TensorSlice> staged,
                                        const std::optional<CommitSpec>& commit) { exchange(step, staged, commit); };
         return options;
-      }()) {}
+      }()) {
+  std::vector<int> peers = plan_.senders;
+  if (plan_.buddy >= 0) peers.push_back(plan_.buddy);
+  link_.connect(peers);
+}
 
 MemoryCopies::~MemoryCopies() {
   // A copy still in flight belongs to a run that is failing (a finished one waited for its

@@ -47,6 +47,7 @@ MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, s
 
 class MemoryCopies {
  public:
+  // Collective over the job: connects the link to the buddy and the senders.
   MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link, const std::string& save_token);
   // Aborts the link's sends and receives (PeerLink::abort), so a copy in flight ends at once.
   ~MemoryCopies();

@@ -254,6 +254,9 @@ class PieceRestore {
       if (static_cast<int>(q) != plan_.rank &&
           std::find(servers[q].begin(), servers[q].end(), plan_.rank) != servers[q].end())
         asking.push_back(static_cast<int>(q));
+    std::vector<int> peers = asking;  // and the servers: the pairs both sides now name
+    for (const int64_t server : mine) peers.push_back(static_cast<int>(server));
+    link_.connect(peers);
 
     std::atomic<bool> serving_failed = false;
     std::exception_ptr link_error;
