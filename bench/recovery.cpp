@@ -3,12 +3,14 @@
 // with them, and with them and every rank of one pretend node SIGKILLed mid-run, in turn
 // round by round, side by side:
 //   build/bench/bench_recovery [--rounds 3] [--steps 40] [--kill-at 25] [--interval 10]
-//                              [--memory-interval 1] [--ranks 8] [--nodes 2]
+//                              [--memory-interval 1|auto] [--ranks 8] [--nodes 2]
 // The job is elastic.toml's model (4 layers, hidden 128, 8 heads, sequence 128, global batch
 // 24) on the CPU backend, checkpointing every --interval steps and, but in the first run,
 // copying the state to the nodes' memory every --memory-interval steps (in /dev/shm). A run's
 // step time is its training loop's (metrics.jsonl's elapsed_s from the first step to the
-// last, over the steps between), so the copies' pauses and their background work on the
+// last, over the steps between; with --memory-interval auto from the step after the run's
+// calibration of the interval, trainer/train/memory_interval.hpp, to the last: the copies as
+// the rest of a long run makes them), so the copies' pauses and their background work on the
 // shared cores are in it; the copies' cost is the ratio of the two uninterrupted runs' step
 // times (goal: at most 1.02). In the interrupted run the
 // bench waits until rank 0 has logged --kill-at steps, then kills the last pretend node's
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -41,6 +44,7 @@
 #include "core/wall_clock.hpp"
 #include "subprocess.hpp"
 #include "tests/rank_processes.hpp"
+#include "trainer/train/memory_interval.hpp"
 
 namespace {
 
@@ -57,10 +61,13 @@ struct Options {
   int steps = 40;
   int kill_at = 25;
   int interval = 10;
-  int memory_interval = 1;
+  std::string memory_interval = "1";  // or "auto"
   int ranks = 8;
   int nodes = 2;
 };
+
+// --memory-interval as a TOML value: 5, or "auto".
+std::string toml_interval(const std::string& interval) { return interval == "auto" ? "\"auto\"" : interval; }
 
 std::string job_toml(const Options& o, bool memory_copies) {
   return "[model]\nlayers = 4\nhidden = 128\nheads = 8\nvocab = 256\nsequence = 128\n"
@@ -69,19 +76,19 @@ std::string job_toml(const Options& o, bool memory_copies) {
          "\nlr = 3e-3\nwarmup_steps = 5\nseed = 1337\ndevice = \"cpu\"\n"
          "[checkpoint]\ndir = \"ckpt\"\ninterval = " +
          std::to_string(o.interval) + "\nkeep = 2\n" +
-         (memory_copies ? "memory_interval = " + std::to_string(o.memory_interval) + "\n" : std::string()) +
+         (memory_copies ? "memory_interval = " + toml_interval(o.memory_interval) + "\n" : std::string()) +
          "[run]\ndir = \"run\"\nlog_interval = 1\n";
 }
 
-// The training loop's seconds per step: elapsed_s from the first logged step to the last, over
+// The training loop's seconds per step: elapsed_s from logged step `first` to the last, over
 // the steps between. For uninterrupted runs (a restarted run's attempts each start at 0).
-double step_seconds(const fs::path& dir) {
+double step_seconds(const fs::path& dir, int first) {
   std::ifstream in(dir / "run" / "metrics.jsonl");
   std::vector<double> elapsed;
-  const std::regex field("\"elapsed_s\": ([-0-9.eE+]+)");
+  const std::regex field("\"step\": ([0-9]+),.*\"elapsed_s\": ([-0-9.eE+]+)");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, field)) elapsed.push_back(std::stod(m[1]));
+    if (std::regex_search(line, m, field) && std::stoi(m[1]) >= first) elapsed.push_back(std::stod(m[2]));
   }
   if (elapsed.size() < 2) {
     std::fprintf(stderr, "%s: fewer than 2 steps in %s\n", kProgram.c_str(), (dir / "run" / "metrics.jsonl").c_str());
@@ -117,7 +124,15 @@ struct Round {
   double kill_to_step_s = 0;
   std::map<std::string, double> phases;  // detect, stop, restart, startup, load, first_step
   double redone = 0;
+  int copies = 0;    // the uninterrupted run's memory copies, as its log counts them
+  int interval = 0;  // with --memory-interval auto: the interval the run chose
 };
+
+// A number the log line matching `pattern` (one group) gives; 0 without one.
+int logged_number(const std::string& output, const std::string& pattern) {
+  std::smatch m;
+  return std::regex_search(output, m, std::regex(pattern)) ? std::stoi(m[1]) : 0;
+}
 
 // One `axonn run` of the job in a fresh <dir>; its wall seconds. With `kill_node`, the last
 // pretend node's ranks are SIGKILLed once --kill-at steps are logged, and `round` gets what
@@ -134,7 +149,7 @@ double run_job(const fs::path& dir, const Options& o, bool memory_copies, bool k
                double* cpu_s = nullptr) {
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "job.toml") << job_toml(o, memory_copies && o.memory_interval > 0);
+  std::ofstream(dir / "job.toml") << job_toml(o, memory_copies);
   const std::string command = "cd " + dir.string() + " && " + AXONN_BINARY_DIR + "/bin/axonn run -n " +
                               std::to_string(o.ranks) + " --nodes-sim " + std::to_string(o.nodes) +
                               " --max-restarts 1 job.toml 2>&1";
@@ -167,6 +182,10 @@ double run_job(const fs::path& dir, const Options& o, bool memory_copies, bool k
                  killed_at == 0 && kill_node ? ", ended before the kill" : "", output.c_str());
     std::exit(1);
   }
+  if (memory_copies && !kill_node) {
+    round.copies = logged_number(output, "checkpoint: ([0-9]+) memory copies paused training");
+    round.interval = logged_number(output, "checkpoint: memory copies every ([0-9]+) steps from step");
+  }
   if (kill_node) {
     const std::string summary = read_text(dir / "run" / "summary.json");
     round.phases["detect"] = recovery_number(summary, "failed_unix_s") - killed_at;
@@ -186,7 +205,8 @@ int main(int argc, char** argv) {
       {"steps", true, "training steps of each run (default 40)"},
       {"kill-at", true, "kill the last pretend node once this many steps are logged (default 25)"},
       {"interval", true, "checkpoint.interval (default 10)"},
-      {"memory-interval", true, "checkpoint.memory_interval of the runs with memory copies (default 1)"},
+      {"memory-interval", true,
+       "checkpoint.memory_interval of the runs with memory copies: a count, or auto (default 1)"},
       {"ranks", true, "ranks (default 8)"},
       {"nodes", true, "pretend nodes (default 2)"},
       {"help", false, "this help"},
@@ -198,7 +218,9 @@ int main(int argc, char** argv) {
     parsed.steps = bench::count_option(args, "steps", parsed.steps);
     parsed.kill_at = bench::count_option(args, "kill-at", parsed.kill_at);
     parsed.interval = bench::count_option(args, "interval", parsed.interval);
-    parsed.memory_interval = bench::count_option(args, "memory-interval", parsed.memory_interval);
+    parsed.memory_interval = args.value("memory-interval").value_or(parsed.memory_interval);
+    if (parsed.memory_interval != "auto")
+      parsed.memory_interval = std::to_string(bench::count_option(args, "memory-interval", 1));
     parsed.ranks = bench::count_option(args, "ranks", parsed.ranks);
     parsed.nodes = bench::count_option(args, "nodes", parsed.nodes);
     if (parsed.kill_at >= parsed.steps)
@@ -214,27 +236,32 @@ int main(int argc, char** argv) {
       "recovery: elastic.toml's model, %d ranks on %d pretend nodes (axonn run --max-restarts 1, CPU backend)\n",
       o.ranks, o.nodes);
   std::printf(
-      "%d steps, checkpoint every %d, memory copies every %d but in the first run; the interrupted run loses its "
-      "last node after step %d; %d rounds\n\n",
-      o.steps, o.interval, o.memory_interval, o.kill_at, o.rounds);
+      "%d steps, checkpoint every %d, memory copies every %s but in the first run; the interrupted run loses its "
+      "last node after step %d; %d rounds\n",
+      o.steps, o.interval, o.memory_interval.c_str(), o.kill_at, o.rounds);
+  // With "auto", the step time of the steps after the run's calibration (the copies as the rest
+  // of a long run makes them), in both runs alike.
+  const bool automatic = o.memory_interval == "auto";
+  const int first_step = automatic ? 2 * MemoryCopySchedule::kCalibrationCopies + 2 : 1;
+  if (automatic) std::printf("step times from step %d on, after the run's calibration of the interval\n", first_step);
   std::printf(
-      "round  step s no copies  step s copies  ratio  uninterrupted s  interrupted s  ratio  kill->step s  detect   "
-      "stop  restart  startup   load  first_step  steps redone\n");
+      "\nround  step s no copies  step s copies  ratio  copies  uninterrupted s  interrupted s  ratio  kill->step s  "
+      "detect   stop  restart  startup   load  first_step  steps redone\n");
   std::vector<Round> rounds;
   for (int r = 0; r < o.rounds; ++r) {
     Round round;
     run_job(dir / "plain", o, false, false, round, &round.plain_cpu_s);
-    round.plain_step_s = step_seconds(dir / "plain");
+    round.plain_step_s = step_seconds(dir / "plain", first_step);
     round.whole_s = run_job(dir / "whole", o, true, false, round, &round.copies_cpu_s);
-    round.copies_step_s = step_seconds(dir / "whole");
+    round.copies_step_s = step_seconds(dir / "whole", first_step);
     round.interrupted_s = run_job(dir / "interrupted", o, true, true, round);
     std::printf(
-        "%5d  %16.4f  %13.4f  %5.3f  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  %10.3f  "
+        "%5d  %16.4f  %13.4f  %5.3f  %6d  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  %10.3f  "
         "%12.0f\n",
-        r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s, round.whole_s,
-        round.interrupted_s, round.interrupted_s / round.whole_s, round.kill_to_step_s, round.phases["detect"],
-        round.phases["stop"], round.phases["restart"], round.phases["startup"], round.phases["load"],
-        round.phases["first_step"], round.redone);
+        r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s, round.copies,
+        round.whole_s, round.interrupted_s, round.interrupted_s / round.whole_s, round.kill_to_step_s,
+        round.phases["detect"], round.phases["stop"], round.phases["restart"], round.phases["startup"],
+        round.phases["load"], round.phases["first_step"], round.redone);
     rounds.push_back(round);
   }
   fs::remove_all(dir);
@@ -248,12 +275,15 @@ int main(int argc, char** argv) {
   const double interrupted = med([](const Round& r) { return r.interrupted_s; });
   const double to_step = med([](const Round& r) { return r.kill_to_step_s; });
   const double copy_cost = med([](const Round& r) { return r.copies_step_s / r.plain_step_s; });
+  const std::string every =
+      automatic ? std::to_string(std::lround(med([](const Round& r) { return r.interval; }))) : o.memory_interval;
   std::printf(
-      "\nmemory copies every %d steps: step time %.3fx of the run without them (median of the rounds' "
+      "\nmemory copies every %s steps%s: step time %.3fx of the run without them (median of the rounds' "
       "ratios; goal <= 1.02): %s\n",
-      o.memory_interval, copy_cost, copy_cost <= 1.02 ? "met" : "missed");
+      every.c_str(), automatic ? " (auto: the median of the rounds' choices)" : "", copy_cost,
+      copy_cost <= 1.02 ? "met" : "missed");
   // What the copies take of the host's cores: the run's extra CPU, per copy and rank.
-  const int copies = o.memory_interval > 0 ? (o.steps - 1) / o.memory_interval : 0;
+  const double copies = med([](const Round& r) { return r.copies; });
   const double cpu_extra = med([](const Round& r) { return r.copies_cpu_s - r.plain_cpu_s; });
   if (copies > 0)
     std::printf(

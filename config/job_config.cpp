@@ -223,8 +223,10 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     job.checkpoint.dir = absolute_from(cwd, t.string("dir", site.checkpoint_dir));
     job.checkpoint.interval = static_cast<int>(t.integer("interval", job.checkpoint.interval, 0, 1'000'000'000));
     job.checkpoint.keep = static_cast<int>(t.integer("keep", job.checkpoint.keep, 1, 1'000'000));
+    const auto memory_interval =
+        t.integer_or_auto("memory_interval", job.checkpoint.fixed_memory_interval(), 0, 1'000'000'000);
     job.checkpoint.memory_interval =
-        static_cast<int>(t.integer("memory_interval", job.checkpoint.memory_interval, 0, 1'000'000'000));
+        memory_interval ? static_cast<int>(*memory_interval) : CheckpointConfig::kAutoMemoryInterval;
     job.checkpoint.memory_dir = absolute_from(cwd, t.string("memory_dir", job.checkpoint.memory_dir));
     t.finish();
   }
@@ -352,7 +354,7 @@ ChooserInput chooser_input(const SiteConfig& site, const JobConfig& job, int nod
   in.recompute = job.training.recompute;
   in.shard_optimizer = job.training.shard_optimizer;
   in.overlap_comm = job.training.overlap_comm;
-  in.memory_copies = job.checkpoint.memory_interval > 0;
+  in.memory_copies = job.checkpoint.memory_copies();
   Machine& m = in.machine;
   m.nodes = nodes;
   m.tasks_per_node = tasks_per_node;

@@ -90,10 +90,18 @@ struct CheckpointConfig {
   std::string dir;   // absolute after loading
   int interval = 0;  // steps between saves; 0: only at the end and on preemption
   int keep = 2;      // committed steps kept
-  // Every this many steps (0: never) each rank copies its shard of the state into its node's
-  // memory and a rank's on another node (trainer/train/memory_copies.hpp): a restart after
-  // a failure loads the newest step whose every shard survived instead of the disk's.
+  // Every this many steps (0: never; kAutoMemoryInterval, "auto": as often as keeps the copies
+  // within 2% of training time, measured by the run, trainer/train/memory_interval.hpp) each
+  // rank copies its shard of the state into its node's memory and a rank's on another node
+  // (trainer/train/memory_copies.hpp): a restart after a failure loads the newest step whose
+  // every shard survived instead of the disk's.
   int memory_interval = 0;
+  static constexpr int kAutoMemoryInterval = -1;
+  bool memory_copies() const { return memory_interval != 0; }
+  // The job's interval; nullopt for "auto".
+  std::optional<int> fixed_memory_interval() const {
+    return memory_interval == kAutoMemoryInterval ? std::nullopt : std::optional<int>(memory_interval);
+  }
   // Where the node's memory copies live: a directory in RAM (tmpfs). Each job's are in
   // <memory_dir>/axonn-<job>/<host>, removed when the job ends.
   std::string memory_dir = "/dev/shm";

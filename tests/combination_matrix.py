@@ -63,10 +63,12 @@ FACTORS = {
     # the run at the case's layout trains uninterrupted, or loses its last rank to SIGKILL after
     # step 3 and goes on under `axonn run --max-restarts 1` from the newest checkpoint
     "failure": ["none", "rank-killed"],
-    # checkpoint.memory_interval: off, or a copy of the state every step in the memory of the
-    # case's pretend nodes (2 when it has 4 ranks, the other node keeping each rank's copy too,
-    # else 1): a restart after the kill loads the newest step held whole there
-    "memory_copies": ["off", "on"],
+    # checkpoint.memory_interval: off, a copy of the state every step ("on") or as often as the
+    # run measures fits 2% of training time ("auto": in 4 steps, its calibration copy of step 2)
+    # in the memory of the case's pretend nodes (2 when it has 4 ranks, the other node keeping
+    # each rank's copy too, else 1): a restart after the kill loads the newest step held whole
+    # there when it is newer than the disk's
+    "memory_copies": ["off", "on", "auto"],
 }
 
 # The device matrix: the same features less the resume, plus the element type of activations

@@ -261,6 +261,26 @@ TEST(Config, TheTemplatesCommentedMoeKeysLoadWhenUncommented) {
 }
 
 // Each bad MoE value is refused naming the key, its position, the value and the fix.
+// checkpoint.memory_interval: a count (0: no copies), or "auto" (measured by the run); anything
+// else names the key, the value and what it takes.
+TEST(Config, MemoryIntervalIsACountOrAuto) {
+  auto checkpoint = [](const std::string& toml) {
+    return load_job_config_string("[checkpoint]\n" + toml + "\n", "j.toml", SiteConfig{}).checkpoint;
+  };
+  EXPECT_FALSE(checkpoint("").memory_copies());
+  EXPECT_EQ(checkpoint("memory_interval = 5").fixed_memory_interval(), 5);
+  EXPECT_TRUE(checkpoint("memory_interval = 5").memory_copies());
+  const CheckpointConfig automatic = checkpoint("memory_interval = \"auto\"");
+  EXPECT_TRUE(automatic.memory_copies());
+  EXPECT_EQ(automatic.fixed_memory_interval(), std::nullopt);
+  EXPECT_EQ(error_of([&] { checkpoint("memory_interval = \"often\""); }),
+            "j.toml:2:19: checkpoint.memory_interval must be an integer or \"auto\", got \"often\"");
+  EXPECT_EQ(error_of([&] {
+              checkpoint("memory_interval = -1");
+            }).rfind("j.toml:2:19: checkpoint.memory_interval = -1 is out of range; allowed [0, ", 0),
+            0u);
+}
+
 TEST(Config, BadMoeValuesNameTheKeyTheValueAndTheFix) {
   struct Case {
     std::string toml, expect;

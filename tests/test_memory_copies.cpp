@@ -1,5 +1,6 @@
 // Memory copies of the training state (trainer/train/memory_copies.hpp,
-// checkpoint/memory_shard.hpp, checkpoint/memory_steps.hpp): who keeps whose copy, the raw
+// checkpoint/memory_shard.hpp, checkpoint/memory_steps.hpp): who keeps whose copy, when
+// (trainer/train/memory_interval.hpp: a fixed interval, or "auto" from a copy's cost), the raw
 // shard format and its checks, what a node's directory says it holds, and the pieces of the
 // shards a restore moves (checkpoint/memory_pieces.hpp).
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@
 #include "trainer/cpu/cpu_backend.hpp"
 #include "trainer/train/host_exchange.hpp"
 #include "trainer/train/memory_copies.hpp"
+#include "trainer/train/memory_interval.hpp"
 
 namespace axonn {
 namespace {
@@ -41,12 +43,12 @@ fs::path test_dir(const std::string& name) {
 
 TEST(MemoryCopyPlan, EachRankSendsToTheSameLocalRankOfTheNextNode) {
   const std::vector<int> node_of_rank = {0, 0, 1, 1, 2, 2};
-  const MemoryCopyPlan r1 = plan_memory_copies(node_of_rank, 1, "/m", 2);
+  const MemoryCopyPlan r1 = plan_memory_copies(node_of_rank, 1, "/m");
   EXPECT_EQ(r1.buddy, 3);
   EXPECT_EQ(r1.senders, std::vector<int>{5});
   EXPECT_EQ(r1.leaders, (std::vector<int>{0, 2, 4}));
   EXPECT_FALSE(r1.leads_node());
-  const MemoryCopyPlan r4 = plan_memory_copies(node_of_rank, 4, "/m", 2);
+  const MemoryCopyPlan r4 = plan_memory_copies(node_of_rank, 4, "/m");
   EXPECT_EQ(r4.buddy, 0);
   EXPECT_EQ(r4.senders, std::vector<int>{2});
   EXPECT_TRUE(r4.leads_node());
@@ -55,16 +57,69 @@ TEST(MemoryCopyPlan, EachRankSendsToTheSameLocalRankOfTheNextNode) {
 TEST(MemoryCopyPlan, UnevenNodesWrapAroundTheSmallerNode) {
   // Node 0 has three ranks, node 1 one: node 0's ranks all send to rank 3, which sends to rank 0.
   const std::vector<int> node_of_rank = {0, 0, 0, 1};
-  EXPECT_EQ(plan_memory_copies(node_of_rank, 2, "/m", 1).buddy, 3);
-  EXPECT_EQ(plan_memory_copies(node_of_rank, 3, "/m", 1).senders, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(plan_memory_copies(node_of_rank, 3, "/m", 1).buddy, 0);
-  EXPECT_TRUE(plan_memory_copies(node_of_rank, 1, "/m", 1).senders.empty());
+  EXPECT_EQ(plan_memory_copies(node_of_rank, 2, "/m").buddy, 3);
+  EXPECT_EQ(plan_memory_copies(node_of_rank, 3, "/m").senders, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(plan_memory_copies(node_of_rank, 3, "/m").buddy, 0);
+  EXPECT_TRUE(plan_memory_copies(node_of_rank, 1, "/m").senders.empty());
 }
 
 TEST(MemoryCopyPlan, OneNodeKeepsItsOwnCopyOnly) {
-  const MemoryCopyPlan plan = plan_memory_copies(std::vector<int>{0, 0}, 1, "/m", 1);
+  const MemoryCopyPlan plan = plan_memory_copies(std::vector<int>{0, 0}, 1, "/m");
   EXPECT_EQ(plan.buddy, -1);
   EXPECT_TRUE(plan.senders.empty());
+}
+
+// "auto": the fewest steps between copies whose pause and slowdown of the step beside them are
+// within 2% of the steps between them, and that let a copy end before the next starts.
+TEST(MemoryInterval, TheFewestStepsThatKeepTheCopiesWithinTheBudget) {
+  // A GPU node: 0.3 ms paused of 100 ms steps is 0.3%, and the writing ends within the step.
+  EXPECT_EQ(memory_interval_for({.step_s = 0.1, .pause_s = 3e-4, .background_s = 0.05}), 1);
+  // 10 ms paused of 100 ms steps: 10%, within 2% at every 5 steps.
+  EXPECT_EQ(memory_interval_for({.step_s = 0.1, .pause_s = 0.01, .background_s = 0.05}), 5);
+  // Writing 1.5 GB takes 0.95 s beside 0.3 s steps: every 4 steps, so no copy waits for the last.
+  EXPECT_EQ(memory_interval_for({.step_s = 0.3, .pause_s = 1e-3, .background_s = 0.95}), 4);
+  // On the CPU backend the background takes the step's cores: 0.3 ms paused and 12 ms slower of
+  // 165 ms steps is 7.5%, within 2% at every 4 steps (3.7 rounds up). A step beside the copy
+  // that was faster than the fastest before it costs nothing.
+  EXPECT_EQ(memory_interval_for({.step_s = 0.165, .pause_s = 3e-4, .slowdown_s = 0.012, .background_s = 0.04}), 4);
+  EXPECT_EQ(memory_interval_for({.step_s = 0.165, .pause_s = 3e-4, .slowdown_s = -0.01, .background_s = 0.04}), 1);
+  // Exactly at the budget is within it; an unmeasured step copies every step.
+  EXPECT_EQ(memory_interval_for({.step_s = 0.5, .pause_s = 0.01, .background_s = 0}), 1);
+  EXPECT_EQ(memory_interval_for({.step_s = 0, .pause_s = 1, .background_s = 1}), 1);
+  EXPECT_EQ(describe_copy_cost({.step_s = 0.165, .pause_s = 3e-4, .slowdown_s = 0.012, .background_s = 0.04}),
+            "a copy paused training 0.3 ms, slowed the step beside it by 12.0 ms and wrote and sent for 40.0 ms, with "
+            "steps of 165.0 ms");
+}
+
+// A fixed interval copies after the multiples of it. "auto" calibrates: copies after every other
+// step from the run's second, the steps before them without a copy beside them and the steps
+// after them beside one; decides after the step beside the last, then copies every K steps.
+TEST(MemoryInterval, TheScheduleOfAFixedAndOfAnAutoInterval) {
+  const MemoryCopySchedule fixed(3, 4);
+  std::vector<int64_t> due, without, beside;
+  for (int64_t s = 5; s <= 12; ++s) {
+    if (fixed.due(s)) due.push_back(s);
+    EXPECT_FALSE(fixed.deciding(s) || fixed.calibrates_without_copy(s) || fixed.calibrates_beside_copy(s));
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{6, 9, 12}));
+
+  MemoryCopySchedule automatic(std::nullopt, 10);  // resumed from step 10
+  due.clear();
+  for (int64_t s = 11; s <= 30; ++s) {
+    if (automatic.calibrates_without_copy(s)) without.push_back(s);
+    if (automatic.calibrates_beside_copy(s)) beside.push_back(s);
+    if (automatic.deciding(s)) {
+      EXPECT_EQ(s, 19);
+      automatic.decide(3);
+    }
+    if (automatic.due(s)) due.push_back(s);
+  }
+  EXPECT_EQ(automatic.interval(), 3);
+  EXPECT_EQ(without, (std::vector<int64_t>{12, 14, 16, 18}));
+  EXPECT_EQ(beside, (std::vector<int64_t>{13, 15, 17, 19}));
+  EXPECT_EQ(due, (std::vector<int64_t>{12, 14, 16, 18, 21, 24, 27, 30}));
+  EXPECT_EQ(describe_memory_interval(1), "every 1 step");
+  EXPECT_EQ(describe_memory_interval(std::nullopt).rfind("as often as keeps them within 2% of training time", 0), 0u);
 }
 
 TEST(MemoryCopyPlan, TheJobDirectoryTellsCheckpointDirectoriesApart) {

@@ -101,12 +101,12 @@ TEST_F(Recovery, APretendNodeKilledGoesOnWithTheNodesLeftLikeAResumeAtThatSize) 
   expect_same_run(recovered, reference, 0, 0, "a pretend node lost");
 }
 
-// The tiny job with a memory copy every `interval` steps in `memory_dir` and no disk save
-// before its end.
-std::string memory_copy_job(const std::filesystem::path& memory_dir, int steps = 30, int interval = 1) {
+// The tiny job with memory copies (checkpoint.memory_interval = `interval`, a TOML value) in
+// `memory_dir` and no disk save before its end.
+std::string memory_copy_job(const std::filesystem::path& memory_dir, int steps = 30,
+                            const std::string& interval = "1") {
   std::string job = tiny_job(steps, 100);
-  job.insert(job.find("[run]"),
-             "memory_interval = " + std::to_string(interval) + "\nmemory_dir = \"" + memory_dir.string() + "\"\n");
+  job.insert(job.find("[run]"), "memory_interval = " + interval + "\nmemory_dir = \"" + memory_dir.string() + "\"\n");
   return job;
 }
 
@@ -174,16 +174,20 @@ TEST_F(Recovery, ARestoreFromMemoryNeedsNoRoomBeyondTheCopies) {
 // the run goes on from the newest step node 0's memory holds whole: one the kill landed
 // after, at most the one in flight earlier, where the disk holds none. The same as an
 // uninterrupted run's checkpoint of that step resumed on the 2 ranks left. `options`: the
-// job's keys for every run (e.g. the optimizer sharded).
+// job's keys for every run (e.g. the optimizer sharded). The node is lost once `kill_after`
+// steps are logged; the run must go on from step `min_loaded` or later. `output`: the run's.
 void expect_a_lost_node_recovered_from_memory(const std::filesystem::path& dir, const std::string& options,
-                                              const std::function<std::future<CommandResult>()>& start_run) {
+                                              const std::function<std::future<CommandResult>()>& start_run,
+                                              size_t kill_after = 6, int min_loaded = 5,
+                                              std::string* output = nullptr) {
   auto run = start_run();
-  kill_ranks(dir / "memory", {2, 3}, 0, 6);
+  kill_ranks(dir / "memory", {2, 3}, 0, kill_after);
   const CommandResult r = run.get();
+  if (output != nullptr) *output = r.output;
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "-n1 (ranks 2-3) was lost: restarting 2 ranks on 1 pretend node, ")) << r.output;
   const int loaded = memory_step(r.output);
-  ASSERT_GE(loaded, 5) << r.output;
+  ASSERT_GE(loaded, min_loaded) << r.output;
   EXPECT_EQ(resumed_step(r.output), loaded) << r.output;
   // The launcher leaves no copy behind.
   EXPECT_TRUE(std::filesystem::is_empty(dir / "shm")) << r.output;
@@ -210,6 +214,37 @@ TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesWithTheOptimizerSharded) {
   const std::string sharded = "training.shard_optimizer=true";
   expect_a_lost_node_recovered_from_memory(
       dir_, sharded, [&] { return start("memory", memory_copy_job(dir_ / "shm"), 4, 2, "", 1, sharded); });
+}
+
+// checkpoint.memory_interval = "auto": the run copies after its steps 2, 4, 6 and 8, measures
+// what the copies cost every rank, and after step 9 copies every K steps from step 8 on, K the
+// most any rank needs to keep the copies within 2% of training time; the log names the choice
+// and its measurement. A node lost
+// after step 20 goes on from the newest of those copies, like an uninterrupted run resumed there.
+TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) {
+  std::string output;
+  expect_a_lost_node_recovered_from_memory(
+      dir_, "", [&] { return start("memory", memory_copy_job(dir_ / "shm", 30, "\"auto\""), 4, 2, "", 1); }, 20, 2,
+      &output);
+  if (HasFatalFailure()) return;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      output, m,
+      std::regex("checkpoint: memory copies every (\\d+) steps from step (\\d+) \\(checkpoint.memory_interval = "
+                 "\"auto\"\\): on rank [0-3], a copy paused training [0-9.]+ ms, slowed the step beside it by "
+                 "[0-9.]+ ms and wrote and sent for [0-9.]+ ms, with steps of [0-9.]+ ms; every \\1 steps keeps them "
+                 "within 2% of training time")))
+      << output;
+  const int interval = std::stoi(m[1]), from = std::stoi(m[2]);
+  EXPECT_EQ(from, 8 + interval) << output;
+  // The step loaded is the last copy at or before the kill (after step 20 was logged: 20, or
+  // 21 when that step's metrics line came before the kill), or the one before it when the
+  // kill landed while a copy was in flight.
+  const int loaded = memory_step(output);
+  const bool calibration_copy = loaded <= 8 && loaded % 2 == 0;
+  EXPECT_TRUE(calibration_copy || (loaded >= from && (loaded - 8) % interval == 0)) << "step " << loaded << "\n"
+                                                                                    << output;
+  EXPECT_LE(loaded, 21) << output;
 }
 
 // A memory copy that fails its checksum (a test-only fault flips one stored bit of it) is

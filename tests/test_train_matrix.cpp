@@ -39,6 +39,9 @@ constexpr double kLossTolerance = 2e-5;
 constexpr float kWeightTolerance = 1e-4f;
 constexpr int kSteps = 4, kSavedStep = 2;
 
+// Whether the case copies the state to its nodes' memory ("on": every step; "auto").
+bool memory_copies(const MatrixCase& c) { return c.level.at("memory_copies") != "off"; }
+
 // The tiny GPT of train_helpers.hpp with the case's model and micro-batches. MoE: 4 experts
 // in both blocks. Several micro-batches per rank give an MoE model a balance loss over each
 // micro-batch step's tokens, which depend on the layout (docs/moe.md): those train without it.
@@ -61,7 +64,10 @@ std::string case_job(const MatrixCase& c) {
     job.replace(job.find("sequence = 16\n"), 14, "sequence = 16\n" + llama);
   }
   if (!several) job.replace(job.find("micro_batch = 2\n"), 16, "micro_batch = 24\n");
-  if (c.level.at("memory_copies") == "on") job.insert(job.find("[run]"), "memory_interval = 1\nmemory_dir = \"shm\"\n");
+  if (memory_copies(c))
+    job.insert(job.find("[run]"),
+               "memory_interval = " + std::string(c.level.at("memory_copies") == "on" ? "1" : "\"auto\"") +
+                   "\nmemory_dir = \"shm\"\n");
   if (c.level.at("data") == "mixture") {
     job.replace(job.find("log_interval = 1\n"), 17, "log_interval = 1\neval_interval = 2\n");
     job += "[data]\nvalid_fraction = 0.05\n[[data.sources]]\npath = \"\"\nweight = 1\n"
@@ -81,7 +87,7 @@ std::string case_overrides(const MatrixCase& c) {
 // also kept on the other node, and the killed rank is one of its node's two: every rank
 // restarts at the same size); else 1.
 int case_nodes(const MatrixCase& c, const std::string& layout) {
-  return c.level.at("memory_copies") == "on" && parse_layout(layout).world() >= 4 ? 2 : 1;
+  return memory_copies(c) && parse_layout(layout).world() >= 4 ? 2 : 1;
 }
 
 TrainedRun train_at(const std::filesystem::path& dir, const MatrixCase& c, const std::string& layout) {
@@ -110,7 +116,7 @@ TrainedRun train_killed_at(const std::filesystem::path& dir, const MatrixCase& c
   EXPECT_EQ(r.code, 0) << layout << ":\n" << r.output;
   EXPECT_TRUE(contains(r.output, "axonn run: restart 1 of 1: restarting all ")) << r.output;
   // With memory copies the restart looks there first: a step newer than the disk's, or says why not.
-  if (c.level.at("memory_copies") == "on") {
+  if (memory_copies(c)) {
     EXPECT_TRUE(contains(r.output, "from the nodes' memory") || contains(r.output, "is not newer than the disk's"))
         << r.output;
   }

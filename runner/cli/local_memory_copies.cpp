@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 namespace axonn {
 
 LocalMemoryCopies::LocalMemoryCopies(const JobConfig* job) : key_("local-" + std::to_string(getpid())) {
-  if (job != nullptr && job->checkpoint.memory_interval > 0)
+  if (job != nullptr && job->checkpoint.memory_copies())
     job_dir_ = memory_job_dir(job->checkpoint.memory_dir, key_, job->checkpoint.dir);
 }
 

@@ -219,13 +219,12 @@ int command_train(const CommandArgs& argv) {
   for (const int node : topology.node_of_rank)
     options.rank_hosts.push_back(topology.hostnames[static_cast<size_t>(node)]);
   std::unique_ptr<PeerLink> peers;
-  if (job.checkpoint.memory_interval > 0) {
+  if (job.checkpoint.memory_copies()) {
     peers = std::make_unique<PeerLink>(client, timeout, single_host, "memory-copies");
     options.peers = peers.get();
     options.memory = plan_memory_copies(
         topology.node_of_rank, topology.rank,
-        memory_job_dir(job.checkpoint.memory_dir, memory_job_key(topology), job.checkpoint.dir) / topology.hostname(),
-        job.checkpoint.memory_interval);
+        memory_job_dir(job.checkpoint.memory_dir, memory_job_key(topology), job.checkpoint.dir) / topology.hostname());
   }
   const TrainingRunResult result = run_training(*backend, grid, job, data, options);
   return result.preempted ? exit_code::preempted : exit_code::ok;

@@ -29,11 +29,10 @@ fs::path memory_job_dir(const fs::path& memory_dir, const std::string& job, cons
   return memory_dir / fmt::format("axonn-{}-{:08x}", job, static_cast<uint32_t>(hash ^ (hash >> 32)));
 }
 
-MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, fs::path node_dir, int interval) {
+MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, fs::path node_dir) {
   MemoryCopyPlan plan;
   plan.node_dir = std::move(node_dir);
   plan.rank = rank;
-  plan.interval = interval;
   plan.world = static_cast<int>(node_of_rank.size());
   plan.node = node_of_rank[static_cast<size_t>(rank)];
   const int nodes = 1 + *std::max_element(node_of_rank.begin(), node_of_rank.end());
@@ -84,7 +83,10 @@ void MemoryCopies::exchange(int64_t step, std::span<const TensorSlice> staged,
   // The node keeps this step and the one before. Each file of the step before that is
   // overwritten by the same rank's new copy (a tmpfs reuses its pages); what is left of it
   // goes at the next copy, once every rank of the node has surely taken its file.
-  const int64_t recycled = step - 2 * static_cast<int64_t>(plan_.interval);
+  const auto started = std::chrono::steady_clock::now();
+  const std::optional<int64_t> recycled = copied_.size() == 2 ? std::optional<int64_t>(copied_.front()) : std::nullopt;
+  if (copied_.size() == 2) copied_.erase(copied_.begin());
+  copied_.push_back(step);
   encode_memory_shard({step, plan_.rank, plan_.world}, save_token_, staged, commit ? &commit->metadata : nullptr,
                       encoded_);
   store_memory_shard(plan_.node_dir, encoded_, recycled);
@@ -113,7 +115,9 @@ void MemoryCopies::exchange(int64_t step, std::span<const TensorSlice> staged,
     sending.join();
     if (send_error) std::rethrow_exception(send_error);
   }
-  if (plan_.leads_node()) remove_memory_steps_before(plan_.node_dir, recycled);
+  if (plan_.leads_node() && recycled) remove_memory_steps_before(plan_.node_dir, *recycled);
+  longest_background_ =
+      std::max<std::chrono::nanoseconds>(longest_background_, std::chrono::steady_clock::now() - started);
 }
 
 void MemoryCopies::remove_node_copies() {

@@ -1,12 +1,11 @@
 #pragma once
 // Copies of the training state in the memory of the job's nodes, so a restart after a failure
 // loses no step (docs/running.md, "Memory copies"). Every checkpoint.memory_interval steps
-// each rank saves the shard it would write to disk (training_checkpoint.hpp) into its node's
-// memory directory, a tmpfs, as a raw memory shard (checkpoint/memory_shard.hpp; rank 0's
-// carries the step's metadata), and sends it over the peer link to its buddy, a rank on the
-// next node, which keeps it in that node's directory: the shards of a lost node survive on
-// the next one. The writing and sending are the save's writer thread's work, so training
-// pauses only while the state is copied into host buffers, as for a disk save.
+// (memory_interval.hpp says which) each rank saves the shard it would write to disk (training_checkpoint.hpp) into its
+// node's memory directory, a tmpfs, as a raw memory shard (checkpoint/memory_shard.hpp; rank 0's carries the step's
+// metadata), and sends it over the peer link to its buddy, a rank on the next node, which keeps it in that node's
+// directory: the shards of a lost node survive on the next one. The writing and sending are the save's writer thread's
+// work, so training pauses only while the state is copied into host buffers, as for a disk save.
 //
 // A restarted run loads the newest step the nodes hold whole from them (memory_restore.hpp).
 #include <chrono>
@@ -39,11 +38,9 @@ struct MemoryCopyPlan {
   std::vector<int> leaders;  // [nodes] each node's lowest rank: it prunes and serves the node's files
   int node = 0;
   int world = 1;
-  int interval = 1;  // checkpoint.memory_interval
   bool leads_node() const { return leaders[static_cast<size_t>(node)] == rank; }
 };
-MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, std::filesystem::path node_dir,
-                                  int interval);
+MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, std::filesystem::path node_dir);
 
 class MemoryCopies {
  public:
@@ -54,10 +51,15 @@ class MemoryCopies {
   MemoryCopies(const MemoryCopies&) = delete;
   MemoryCopies& operator=(const MemoryCopies&) = delete;
 
+  // The step the run resumed from the nodes' memory: its copies stay until the copy after next,
+  // as if this run had made them.
+  void restored(int64_t step) { copied_ = {step}; }
   // Starts a copy of the trainer's state (its step() done); returns how long training paused.
   std::chrono::nanoseconds save(double last_lr);
   void poll() { checkpoint_.poll(); }  // rethrows a finished copy's error
   void wait() { checkpoint_.wait(); }
+  // The longest a finished copy wrote and sent after its pause (after wait()).
+  std::chrono::nanoseconds longest_background() const { return longest_background_; }
   int64_t staged_bytes() { return checkpoint_.staged_bytes(); }
   const MemoryCopyPlan& plan() const { return plan_; }
   // The node's lowest rank removes the node's copies (a run that finished has no use for them).
@@ -73,6 +75,10 @@ class MemoryCopies {
   std::string save_token_;
   std::vector<char> encoded_;                // this rank's copy, reused from copy to copy
   std::vector<std::vector<char>> received_;  // [senders] theirs
+  // The steps whose copies the node keeps, oldest first: the last two copied (the writer
+  // thread's, one copy at a time). A new copy recycles the files of the older one.
+  std::vector<int64_t> copied_;
+  std::chrono::nanoseconds longest_background_{0};
   TrainingCheckpoint checkpoint_;
 };
 

@@ -22,6 +22,7 @@
 #include "layout/layout_volume.hpp"
 #include "layout/model_plan.hpp"
 #include "trainer/train/host_exchange.hpp"
+#include "trainer/train/memory_interval.hpp"
 #include "trainer/train/memory_restore.hpp"
 #include "trainer/train/memory_usage.hpp"
 #include "trainer/train/metrics_log.hpp"
@@ -359,7 +360,10 @@ class TrainingRun {
       report_already_finished(result);
       return result;
     }
-    if (memory_) check_memory_room(memory_->plan(), backend_, world_, memory_->staged_bytes());
+    if (memory_) {
+      check_memory_room(memory_->plan(), backend_, world_, memory_->staged_bytes());
+      memory_schedule_.emplace(job_.checkpoint.fixed_memory_interval(), result.start_step);
+    }
     const Prediction prediction = predict(decided_.plan, grid_.layout());
     announce(prediction);
     const LoopTotals totals = train_steps(prediction, result);
@@ -388,7 +392,10 @@ class TrainingRun {
                                                          disk_step, options_.data_changed);
       if (lead_ && restored.step) spdlog::info("checkpoint: {}", restored.why);
       if (lead_ && !restored.step && !restored.why.empty()) spdlog::warn("checkpoint: memory copies: {}", restored.why);
-      if (restored.step) return *restored.step;
+      if (restored.step) {
+        memory_->restored(*restored.step);
+        return *restored.step;
+      }
     }
     return resume(checkpoint_, backend_, world_, format_layout_with_order(grid_.layout()), options_.fallback, lead_);
   }
@@ -442,9 +449,9 @@ class TrainingRun {
         prediction.cost.filled_s, prediction.cost.busy_s, static_cast<double>(prediction.memory.total()) / 1048576.0);
     if (memory_)
       spdlog::info(
-          "train: memory copies every {} steps: {:.3f} MiB/rank of host memory predicted (staging, and "
-          "two steps of this rank's shard and its buddy's in the node's tmpfs)",
-          job_.checkpoint.memory_interval, in_mib(prediction.memory.memory_copies));
+          "train: memory copies {}: {:.3f} MiB/rank of host memory predicted (staging, and two steps of this "
+          "rank's shard and its buddy's in the node's tmpfs)",
+          describe_memory_interval(job_.checkpoint.fixed_memory_interval()), in_mib(prediction.memory.memory_copies));
     const Recompute mode = *decided_.plan.recompute;
     spdlog::info("train: recompute {} ({}){}", recompute_name(mode), decided_.recompute_why,
                  prediction.cost.recompute_flops > 0
@@ -501,6 +508,7 @@ class TrainingRun {
       checkpoint_.poll();  // a failed background save stops the run here, at the next step
       if (memory_) memory_->poll();
       const double step_s = seconds_since(step_start);
+      if (memory_schedule_) calibration_.add(*memory_schedule_, step_number, step_s);
       busy_s = std::max(0.0, step_s - (comm_wait_s(grid_) - wait_before));
       if (lead_) watch_stragglers(report, step_number, interval);
       trace_.span("step", "step " + std::to_string(step_number), step_start, Clock::now(),
@@ -556,8 +564,10 @@ class TrainingRun {
           spdlog::info("checkpoint: saving step {} in the background (training paused {:.1f} ms)", trainer_.step(),
                        std::chrono::duration<double, std::milli>(stall).count());
       }
-      if (memory_ && trainer_.step() % job_.checkpoint.memory_interval == 0 && trainer_.step() < t.steps)
-        copy_to_memory(lr);
+      if (memory_ && trainer_.step() < t.steps) {
+        if (memory_schedule_->deciding(trainer_.step())) choose_memory_interval();
+        if (memory_schedule_->due(trainer_.step())) copy_to_memory(lr);
+      }
     }
     grid_.synchronize();
     totals.counted = grid_.counters();
@@ -611,12 +621,45 @@ class TrainingRun {
     ++memory_copies_;
     if (lead_ && memory_copies_ == 1) {
       const MemoryCopyPlan& plan = memory_->plan();
-      spdlog::info("checkpoint: memory copies every {} steps in {}{}; the first, of step {}, paused training {:.1f} ms",
-                   job_.checkpoint.memory_interval, plan.node_dir.string(),
+      spdlog::info("checkpoint: memory copies {} in {}{}; the first, of step {}, paused training {:.1f} ms",
+                   describe_memory_interval(job_.checkpoint.fixed_memory_interval()), plan.node_dir.string(),
                    plan.buddy >= 0 ? fmt::format(" and on rank {}'s node", plan.buddy)
                                    : std::string(" (one node: no copy on another)"),
                    trainer_.step(), paused_ms);
     }
+  }
+
+  // checkpoint.memory_interval = "auto", at the end of the calibration: every rank measures
+  // what its calibration copies cost (waiting for the last to end), and the ranks copy every K
+  // steps from then on, K the most any rank needs to keep its copies within the budget.
+  void choose_memory_interval() {
+    memory_->wait();
+    CopyCost cost;
+    cost.step_s = calibration_.without.mean();
+    cost.pause_s = memory_paused_ms_ / 1e3 / static_cast<double>(memory_copies_);
+    cost.slowdown_s = calibration_.beside.mean() - cost.step_s;
+    cost.background_s = std::chrono::duration<double>(memory_->longest_background()).count();
+    // [interval, step, pause, slowdown, background] of every rank, the times in microseconds.
+    constexpr size_t kFields = 5;
+    auto us = [](double s) { return static_cast<int64_t>(std::llround(s * 1e6)); };
+    const std::vector<int64_t> all = all_gather_integers(
+        backend_, world_,
+        {memory_interval_for(cost), us(cost.step_s), us(cost.pause_s), us(cost.slowdown_s), us(cost.background_s)});
+    size_t most = 0;
+    for (size_t r = 0; r < all.size(); r += kFields)
+      if (all[r] > all[most]) most = r;
+    const int interval = static_cast<int>(all[most]);
+    memory_schedule_->decide(interval);
+    if (!lead_) return;
+    const CopyCost theirs{.step_s = static_cast<double>(all[most + 1]) / 1e6,
+                          .pause_s = static_cast<double>(all[most + 2]) / 1e6,
+                          .slowdown_s = static_cast<double>(all[most + 3]) / 1e6,
+                          .background_s = static_cast<double>(all[most + 4]) / 1e6};
+    spdlog::info(
+        "checkpoint: memory copies every {} steps from step {} (checkpoint.memory_interval = \"auto\"): on rank {}, "
+        "{}; every {} steps keeps them within {:.0f}% of training time{}",
+        interval, trainer_.step() + interval - 1, most / kFields, describe_copy_cost(theirs), interval,
+        100 * kMemoryCopyBudget, theirs.background_s > theirs.step_s ? " and lets each copy end before the next" : "");
   }
 
   // The checkpoint's copy into host buffers, which pauses training, as a span of the step.
@@ -854,8 +897,22 @@ class TrainingRun {
   Trainer trainer_;
   TrainingCheckpoint checkpoint_;
   std::unique_ptr<MemoryCopies> memory_;  // checkpoint.memory_interval > 0
-  double memory_paused_ms_ = 0;           // summed over this run's memory copies
+  std::optional<MemoryCopySchedule> memory_schedule_;  // with memory_, once the run resumed
+  double memory_paused_ms_ = 0;                        // summed over this run's memory copies
   int64_t memory_copies_ = 0;
+  // "auto": the step times of the calibration, the steps with no copy beside them and those beside one.
+  struct Calibration {
+    struct Mean {
+      double sum = 0;
+      int n = 0;
+      double mean() const { return n > 0 ? sum / n : 0.0; }
+    };
+    Mean without, beside;
+    void add(const MemoryCopySchedule& schedule, int64_t step, double step_s) {
+      if (schedule.calibrates_without_copy(step)) without.sum += step_s, ++without.n;
+      if (schedule.calibrates_beside_copy(step)) beside.sum += step_s, ++beside.n;
+    }
+  } calibration_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0's, once training starts
   std::optional<int64_t> last_logged_before_;  // a restarted run's: the failed attempt's last metrics line
   std::optional<RecoveryReport> recovery_;     // rank 0's, after a restarted run's first step
