@@ -103,6 +103,16 @@ run_job gpt2_124m_short_f32 180 gpt2-124m.toml training.device=cuda \
 run_job gpt2_124m 240 gpt2-124m.toml training.device=cuda run.log_interval=1
 run_job gpt2_124m_recompute 240 gpt2-124m.toml training.device=cuda \
   training.recompute=block run.log_interval=1
+# Memory copies on a GPU: the run measures their pause (1.5 GB from the device into host
+# buffers) and the slowdown of the steps beside their writing, and logs the interval that keeps
+# them within 2% of training time (compare its step times with gpt2_124m's). Two steps of
+# copies take 3 GB: /dev/shm when it has room (a container's is often 64 MB), else the log dir.
+memory_dir=/dev/shm
+[ "$(df --output=avail -B1 /dev/shm 2>/dev/null | tail -n 1)" -gt $((4 << 30)) ] 2>/dev/null ||
+  memory_dir="$logs/jobs/memory-copies"
+mkdir -p "$memory_dir"
+run_job gpt2_124m_memory_copies 240 gpt2-124m.toml training.device=cuda \
+  checkpoint.memory_interval=auto checkpoint.memory_dir="$memory_dir" run.log_interval=1
 
 # ---- the step-time model on this GPU: calibrate without a job (square GEMMs: what the GPU
 # reaches) and for the GPT-2 124M template (its GEMMs, attention and elementwise rate on one
