@@ -122,6 +122,26 @@ TEST(MemoryInterval, TheScheduleOfAFixedAndOfAnAutoInterval) {
   EXPECT_EQ(describe_memory_interval(std::nullopt).rfind("as often as keeps them within 2% of training time", 0), 0u);
 }
 
+// The calibration's step times: the steps before a copy against the steps beside one; a step
+// beside a disk save's writing is left out, unless that would leave a side with none.
+TEST(MemoryInterval, TheCalibrationLeavesOutTheStepsBesideADiskSave) {
+  const MemoryCopySchedule schedule(std::nullopt, 0);  // copies after steps 2, 4, 6, 8
+  CopyCalibration calibration;
+  for (int64_t step = 1; step <= 9; ++step) {
+    const bool beside_copy = step % 2 == 1 && step > 2;
+    const bool beside_save = step == 6;                                               // a save after step 5
+    const double s = step == 1 ? 0.5 : beside_copy ? 0.11 : beside_save ? 0.2 : 0.1;  // step 1: warm-up
+    calibration.add(schedule, step, s, beside_save);
+  }
+  EXPECT_NEAR(calibration.step_s(), 0.1, 1e-12);  // steps 2, 4, 8: step 6 was beside the save
+  EXPECT_NEAR(calibration.slowdown_s(), 0.01, 1e-12);
+
+  CopyCalibration all_beside_saves;  // a save after every step: every step counts
+  for (int64_t step = 1; step <= 9; ++step) all_beside_saves.add(schedule, step, step % 2 == 1 ? 0.3 : 0.2, true);
+  EXPECT_NEAR(all_beside_saves.step_s(), 0.2, 1e-12);
+  EXPECT_NEAR(all_beside_saves.slowdown_s(), 0.1, 1e-12);
+}
+
 TEST(MemoryCopyPlan, TheJobDirectoryTellsCheckpointDirectoriesApart) {
   EXPECT_EQ(memory_job_dir("/dev/shm", "42", "/a/ckpt"), memory_job_dir("/dev/shm", "42", "/a/ckpt"));
   EXPECT_NE(memory_job_dir("/dev/shm", "42", "/a/ckpt"), memory_job_dir("/dev/shm", "42", "/b/ckpt"));

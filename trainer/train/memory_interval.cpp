@@ -56,4 +56,19 @@ bool MemoryCopySchedule::due(int64_t step) const {
   return step > last_calibration_ && (step - last_calibration_) % *interval_ == 0;
 }
 
+void CopyCalibration::add(const MemoryCopySchedule& schedule, int64_t step, double step_s, bool beside_disk_save) {
+  if (schedule.calibrates_without_copy(step)) {
+    without_all_.add(step_s);
+    if (!beside_disk_save) without_.add(step_s);
+  }
+  if (schedule.calibrates_beside_copy(step)) {
+    beside_all_.add(step_s);
+    if (!beside_disk_save) beside_.add(step_s);
+  }
+}
+
+double CopyCalibration::step_s() const { return clean() ? without_.mean() : without_all_.mean(); }
+
+double CopyCalibration::slowdown_s() const { return (clean() ? beside_.mean() : beside_all_.mean()) - step_s(); }
+
 }  // namespace axonn

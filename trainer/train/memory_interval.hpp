@@ -71,4 +71,25 @@ class MemoryCopySchedule {
   int64_t last_calibration_ = 0;   // first, first + 2, ..., last
 };
 
+// "auto": the step times the calibration measures, the steps with no copy beside them and
+// those beside one. A step beside a disk save's writing is left out of both (the writer slows
+// it too, and that is not the copy's cost), unless that would leave a side with none.
+class CopyCalibration {
+ public:
+  void add(const MemoryCopySchedule& schedule, int64_t step, double step_s, bool beside_disk_save);
+  double step_s() const;      // the steps with no copy beside them: their mean
+  double slowdown_s() const;  // the steps beside a copy: their mean, less step_s()
+
+ private:
+  struct Mean {
+    double sum = 0;
+    int n = 0;
+    void add(double s) { sum += s, ++n; }
+    double mean() const { return n > 0 ? sum / n : 0.0; }
+  };
+  bool clean() const { return without_.n > 0 && beside_.n > 0; }
+  Mean without_, beside_;          // the steps beside no disk save
+  Mean without_all_, beside_all_;  // every step
+};
+
 }  // namespace axonn

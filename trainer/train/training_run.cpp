@@ -494,6 +494,7 @@ class TrainingRun {
     const auto start = Clock::now();
     double busy_s = 0;  // this rank's previous step's, shared in the next step's all-reduce
     BusyInterval interval;
+    bool disk_save_beside = false;  // a disk save's writer runs beside this step
     while (trainer_.step() < t.steps) {
       const auto step_start = Clock::now();
       const int64_t step_number = trainer_.step() + 1;  // as metrics.jsonl numbers it
@@ -508,7 +509,8 @@ class TrainingRun {
       checkpoint_.poll();  // a failed background save stops the run here, at the next step
       if (memory_) memory_->poll();
       const double step_s = seconds_since(step_start);
-      if (memory_schedule_) calibration_.add(*memory_schedule_, step_number, step_s);
+      if (memory_schedule_) calibration_.add(*memory_schedule_, step_number, step_s, disk_save_beside);
+      disk_save_beside = false;
       busy_s = std::max(0.0, step_s - (comm_wait_s(grid_) - wait_before));
       if (lead_) watch_stragglers(report, step_number, interval);
       trace_.span("step", "step " + std::to_string(step_number), step_start, Clock::now(),
@@ -560,6 +562,7 @@ class TrainingRun {
       if (job_.checkpoint.interval > 0 && trainer_.step() % job_.checkpoint.interval == 0 &&
           trainer_.step() < t.steps) {
         const auto stall = traced_save(lr);
+        disk_save_beside = true;  // its writing runs beside the next step
         if (lead_)
           spdlog::info("checkpoint: saving step {} in the background (training paused {:.1f} ms)", trainer_.step(),
                        std::chrono::duration<double, std::milli>(stall).count());
@@ -635,9 +638,9 @@ class TrainingRun {
   void choose_memory_interval() {
     memory_->wait();
     CopyCost cost;
-    cost.step_s = calibration_.without.mean();
+    cost.step_s = calibration_.step_s();
     cost.pause_s = memory_paused_ms_ / 1e3 / static_cast<double>(memory_copies_);
-    cost.slowdown_s = calibration_.beside.mean() - cost.step_s;
+    cost.slowdown_s = calibration_.slowdown_s();
     cost.background_s = std::chrono::duration<double>(memory_->longest_background()).count();
     // [interval, step, pause, slowdown, background] of every rank, the times in microseconds.
     constexpr size_t kFields = 5;
@@ -900,19 +903,7 @@ class TrainingRun {
   std::optional<MemoryCopySchedule> memory_schedule_;  // with memory_, once the run resumed
   double memory_paused_ms_ = 0;                        // summed over this run's memory copies
   int64_t memory_copies_ = 0;
-  // "auto": the step times of the calibration, the steps with no copy beside them and those beside one.
-  struct Calibration {
-    struct Mean {
-      double sum = 0;
-      int n = 0;
-      double mean() const { return n > 0 ? sum / n : 0.0; }
-    };
-    Mean without, beside;
-    void add(const MemoryCopySchedule& schedule, int64_t step, double step_s) {
-      if (schedule.calibrates_without_copy(step)) without.sum += step_s, ++without.n;
-      if (schedule.calibrates_beside_copy(step)) beside.sum += step_s, ++beside.n;
-    }
-  } calibration_;
+  CopyCalibration calibration_;          // "auto"
   std::unique_ptr<MetricsLog> metrics_;  // rank 0's, once training starts
   std::optional<int64_t> last_logged_before_;  // a restarted run's: the failed attempt's last metrics line
   std::optional<RecoveryReport> recovery_;     // rank 0's, after a restarted run's first step
