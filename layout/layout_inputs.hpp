@@ -299,8 +299,9 @@ struct ChooserInput {
   // recomputation the next block's z all-gathers run beside the current block, so two
   // blocks' gathered weights are held instead of one.
   std::optional<bool> overlap_comm;
-  // checkpoint.memory_interval > 0: each rank keeps copies of the state in host memory
-  // (MemoryEstimate::memory_copies); the GPU's memory is not used for them.
+  // With memory copies (checkpoint.memory_interval a count or "auto"): each rank keeps copies
+  // of the state in host memory (MemoryEstimate::memory_copies); the GPU's memory is not used
+  // for them.
   bool memory_copies = false;
   int world() const { return machine.nodes * machine.tasks_per_node; }
 };

@@ -899,7 +899,7 @@ class TrainingRun {
   const MemoryBaseline before_;
   Trainer trainer_;
   TrainingCheckpoint checkpoint_;
-  std::unique_ptr<MemoryCopies> memory_;  // checkpoint.memory_interval > 0
+  std::unique_ptr<MemoryCopies> memory_;               // with memory copies (checkpoint.memory_interval)
   std::optional<MemoryCopySchedule> memory_schedule_;  // with memory_, once the run resumed
   double memory_paused_ms_ = 0;                        // summed over this run's memory copies
   int64_t memory_copies_ = 0;

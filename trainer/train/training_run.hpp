@@ -38,8 +38,9 @@ struct TrainingRunOptions {
   StartupTimes startup;                   // the caller's phases; the run adds model_init, checkpoint_loaded, first_step
   std::vector<std::string> rank_hosts;    // [world] each rank's host, for the straggler watch's message
   std::optional<RecoveryTimes> recovery;  // a restart after a failure: rank 0 reports the recovery
-  // checkpoint.memory_interval > 0: where this rank's node keeps the copies, and the link
-  // they travel over (memory_copies.hpp); the run resumes from them when they are newer.
+  // With memory copies (checkpoint.memory_interval a count or "auto"): where this rank's node
+  // keeps the copies, and the link they travel over (memory_copies.hpp); the run resumes from
+  // them when they are newer.
   std::optional<MemoryCopyPlan> memory;
   PeerLink* peers = nullptr;
 };
