@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
   // With "auto", the step time of the steps after the run's calibration (the copies as the rest
   // of a long run makes them), in both runs alike.
   const bool automatic = o.memory_interval == "auto";
-  const int first_step = automatic ? 2 * MemoryCopySchedule::kCalibrationCopies + 2 : 1;
+  const int first_step = automatic ? static_cast<int>(MemoryCopySchedule::deciding_step(0)) + 1 : 1;
   if (automatic) std::printf("step times from step %d on, after the run's calibration of the interval\n", first_step);
   std::printf(
       "\nround  step s no copies  step s copies  ratio  copies  uninterrupted s  interrupted s  ratio  kill->step s  "

@@ -257,8 +257,9 @@ MemoryShard decode_memory_shard_table(std::span<const char> bytes, const std::st
   return std::move(t.shard);
 }
 
-MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name) {
+MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name, size_t* table_bytes) {
   ParsedTable t = parse_table(bytes, name, static_cast<int64_t>(bytes.size() / sizeof(float)));
+  if (table_bytes != nullptr) *table_bytes = t.data_at;
   MemoryShard& shard = t.shard;
   if (bytes.size() - t.data_at != static_cast<size_t>(t.elements) * sizeof(float)) {
     Reader(bytes, name)

@@ -61,7 +61,7 @@ MemoryShard decode_memory_shard_table(std::span<const char> bytes, const std::st
 
 // Parses and verifies the whole shard: FormatError (not a memory shard, cut short, a header
 // whose hash differs) or ChecksumMismatch (a slice's data differs from its XXH3-64), naming
-// `name` and the tensor.
-MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name);
+// `name` and the tensor. `table_bytes` as above.
+MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name, size_t* table_bytes = nullptr);
 
 }  // namespace axonn

@@ -110,6 +110,7 @@ TEST(MemoryInterval, TheScheduleOfAFixedAndOfAnAutoInterval) {
     if (automatic.calibrates_beside_copy(s)) beside.push_back(s);
     if (automatic.deciding(s)) {
       EXPECT_EQ(s, 19);
+      EXPECT_EQ(s, MemoryCopySchedule::deciding_step(10));
       automatic.decide(3);
     }
     if (automatic.due(s)) due.push_back(s);

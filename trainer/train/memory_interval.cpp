@@ -40,7 +40,7 @@ MemoryCopySchedule::MemoryCopySchedule(std::optional<int> configured, int64_t st
     : interval_(configured),
       automatic_(!configured),
       first_calibration_(start_step + 2),
-      last_calibration_(start_step + 2 * kCalibrationCopies) {}
+      last_calibration_(deciding_step(start_step) - 1) {}
 
 bool MemoryCopySchedule::calibrates_without_copy(int64_t step) const {
   return calibrating(step) && step <= last_calibration_ && (step - first_calibration_) % 2 == 0;

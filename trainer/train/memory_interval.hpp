@@ -58,6 +58,9 @@ class MemoryCopySchedule {
   // "auto": whether `step` (done) ends the calibration, where the ranks measure and agree on
   // the interval (decide()). Never for a fixed interval.
   bool deciding(int64_t step) const { return automatic_ && !interval_ && step == last_calibration_ + 1; }
+  // "auto": that step, for a run resumed from `start_step`; the steps after it copy as the rest
+  // of the run will (what a benchmark times).
+  static constexpr int64_t deciding_step(int64_t start_step) { return start_step + 2 * kCalibrationCopies + 1; }
   void decide(int interval) { interval_ = interval; }
   // The interval in use; nullopt while "auto" calibrates.
   std::optional<int> interval() const { return interval_; }

@@ -198,14 +198,13 @@ class PieceRestore {
       if (std::find(holders.begin(), holders.end(), plan_.rank) == holders.end()) continue;
       const fs::path path = memory_shard_path(plan_.node_dir, step_, r);
       const std::string bytes = read_text_file(path);  // binary: read_text_file reads bytes as they are
-      held_[r] = decode_memory_shard(bytes, path.string());
+      size_t table_bytes = 0;
+      held_[r] = decode_memory_shard(bytes, path.string(), &table_bytes);
       if (held_[r].header.step != step_ || held_[r].header.rank != r || held_[r].header.world != holders_.world)
         throw FormatError(path.string(), "memory copy restore",
                           path.string() + " is not rank " + std::to_string(r) + "'s shard of " + step_dir_name(step_) +
                               " of " + std::to_string(holders_.world) + " ranks");
       if (holders.front() != plan_.rank) continue;
-      size_t table_bytes = 0;
-      decode_memory_shard_table(std::span(bytes.data(), bytes.size()), path.string(), &table_bytes);
       for (const uint64_t v : {static_cast<uint64_t>(r), static_cast<uint64_t>(table_bytes)})
         for (int i = 0; i < 8; ++i) tables.push_back(static_cast<char>(v >> (8 * i)));
       tables.append(bytes, 0, table_bytes);
