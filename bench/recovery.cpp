@@ -3,9 +3,10 @@
 // with them, and with them and every rank of one pretend node SIGKILLed mid-run, in turn
 // round by round, side by side:
 //   build/bench/bench_recovery [--rounds 3] [--steps 40] [--kill-at 25] [--interval 10]
-//                              [--memory-interval 1|auto] [--ranks 8] [--nodes 2]
+//                              [--memory-interval 1|auto] [--ranks 8] [--nodes 2] [--hidden 128]
 // The job is elastic.toml's model (4 layers, hidden 128, 8 heads, sequence 128, global batch
-// 24) on the CPU backend, checkpointing every --interval steps and, but in the first run,
+// 24; --hidden widens it: the state, and what a restore reads and checks, grows with its
+// square) on the CPU backend, checkpointing every --interval steps and, but in the first run,
 // copying the state to the nodes' memory every --memory-interval steps (in /dev/shm). A run's
 // step time is its training loop's (metrics.jsonl's elapsed_s from the first step to the
 // last, over the steps between; with --memory-interval auto from the step after the run's
@@ -64,13 +65,15 @@ struct Options {
   std::string memory_interval = "1";  // or "auto"
   int ranks = 8;
   int nodes = 2;
+  int hidden = 128;
 };
 
 // --memory-interval as a TOML value: 5, or "auto".
 std::string toml_interval(const std::string& interval) { return interval == "auto" ? "\"auto\"" : interval; }
 
 std::string job_toml(const Options& o, bool memory_copies) {
-  return "[model]\nlayers = 4\nhidden = 128\nheads = 8\nvocab = 256\nsequence = 128\n"
+  return "[model]\nlayers = 4\nhidden = " + std::to_string(o.hidden) +
+         "\nheads = 8\nvocab = 256\nsequence = 128\n"
          "[training]\nglobal_batch = 24\nmicro_batch = 4\nsteps = " +
          std::to_string(o.steps) +
          "\nlr = 3e-3\nwarmup_steps = 5\nseed = 1337\ndevice = \"cpu\"\n"
@@ -209,6 +212,7 @@ int main(int argc, char** argv) {
        "checkpoint.memory_interval of the runs with memory copies: a count, or auto (default 1)"},
       {"ranks", true, "ranks (default 8)"},
       {"nodes", true, "pretend nodes (default 2)"},
+      {"hidden", true, "the model's hidden size, a multiple of its 8 heads (default 128)"},
       {"help", false, "this help"},
   };
   const Options o = bench::parse_bench_args(argc, argv, specs, kProgram + " [options]", [](const Args& args) {
@@ -223,6 +227,7 @@ int main(int argc, char** argv) {
       parsed.memory_interval = std::to_string(bench::count_option(args, "memory-interval", 1));
     parsed.ranks = bench::count_option(args, "ranks", parsed.ranks);
     parsed.nodes = bench::count_option(args, "nodes", parsed.nodes);
+    parsed.hidden = bench::count_option(args, "hidden", parsed.hidden);
     if (parsed.kill_at >= parsed.steps)
       throw UsageError("--kill-at " + std::to_string(parsed.kill_at) + " must be below --steps " +
                        std::to_string(parsed.steps));
@@ -233,8 +238,9 @@ int main(int argc, char** argv) {
   });
   const fs::path dir = fs::temp_directory_path() / ("axonn-bench-recovery-" + std::to_string(getpid()));
   std::printf(
-      "recovery: elastic.toml's model, %d ranks on %d pretend nodes (axonn run --max-restarts 1, CPU backend)\n",
-      o.ranks, o.nodes);
+      "recovery: elastic.toml's model (hidden %d), %d ranks on %d pretend nodes (axonn run --max-restarts 1, CPU "
+      "backend)\n",
+      o.hidden, o.ranks, o.nodes);
   std::printf(
       "%d steps, checkpoint every %d, memory copies every %s but in the first run; the interrupted run loses its "
       "last node after step %d; %d rounds\n",

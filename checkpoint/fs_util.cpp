@@ -87,11 +87,22 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& con
 }
 
 std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw CheckpointError(path.string(), "read", "cannot read " + path.string() + ": " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  // Sized once and read in one call (a memory copy's shard is tens of megabytes: a stream that
+  // grows as it reads copies it several times); a file that tells no size is streamed.
+  const std::streamoff size = in.tellg();
+  in.seekg(0);
+  if (size <= 0) {
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.read(bytes.data(), size);
+  if (in.bad()) throw CheckpointError(path.string(), "read", "cannot read " + path.string() + ": " + std::strerror(errno));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  return bytes;
 }
 
 void make_dirs(const std::filesystem::path& dir) {

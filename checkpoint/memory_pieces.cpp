@@ -87,7 +87,14 @@ std::vector<int64_t> encode_piece_request(std::span<const MemoryPiece> pieces) {
 
 std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, std::span<const int64_t> request,
                                        const std::string& who) {
-  std::vector<char> answer;
+  // Every piece checked first, so the answer is sized once and each region written straight
+  // into it: a restore moves a rank's whole state through here, and each pass over it counts.
+  struct Wanted {
+    const TensorSlice* stored = nullptr;
+    Rect region;
+  };
+  std::vector<Wanted> wanted;
+  size_t floats = 0;
   for (size_t at = 0; at < request.size();) {
     if (request.size() - at < 3) bad_request(who, "ends inside a piece");
     const int64_t shard = request[at], slice = request[at + 1], dims = request[at + 2];
@@ -117,32 +124,31 @@ std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, s
     if (!inside)
       bad_request(who, "asks for " + rect_string(region) + " of tensor '" + stored.name + "', outside the stored " +
                            rect_string(stored.rect));
-    const size_t begin = answer.size();
-    answer.resize(begin + static_cast<size_t>(element_count(region)) * sizeof(float));
+    floats += static_cast<size_t>(element_count(region));  // within the stored slice: no overflow
+    wanted.push_back({&stored, std::move(region)});
+  }
+  std::vector<char> answer(floats * sizeof(float));
+  float* to = reinterpret_cast<float*>(answer.data());  // a vector's storage is aligned for any scalar
+  for (const Wanted& w : wanted) {
     // Row-major over the region: the region is its own destination rectangle.
-    std::vector<float> piece(static_cast<size_t>(element_count(region)));
-    copy_region(stored.data, stored.rect, piece.data(), region, region);
-    std::memcpy(answer.data() + begin, piece.data(), piece.size() * sizeof(float));
+    copy_region(w.stored->data, w.stored->rect, to, w.region, w.region);
+    to += element_count(w.region);
   }
   return answer;
 }
 
 void place_piece_answer(std::span<const MemoryPiece> pieces, std::span<const char> answer,
-                        std::span<const SliceRead> reads, std::vector<std::vector<float>>& into,
-                        const std::string& who) {
+                        std::span<const SliceRead> reads, std::span<float* const> into, const std::string& who) {
   size_t expected = 0;
   for (const MemoryPiece& p : pieces) expected += static_cast<size_t>(element_count(p.region)) * sizeof(float);
   if (answer.size() != expected)
     throw FormatError("", kOperation,
                       who + " answered " + std::to_string(answer.size()) + " bytes of memory copy pieces where " +
                           std::to_string(expected) + " were asked for");
-  std::vector<float> piece;
-  size_t at = 0;
+  const float* from = reinterpret_cast<const float*>(answer.data());
   for (const MemoryPiece& p : pieces) {
-    piece.resize(static_cast<size_t>(element_count(p.region)));
-    std::memcpy(piece.data(), answer.data() + at, piece.size() * sizeof(float));
-    at += piece.size() * sizeof(float);
-    copy_region(piece.data(), p.region, into[p.read].data(), reads[p.read].rect, p.region);
+    copy_region(from, p.region, into[p.read], reads[p.read].rect, p.region);
+    from += element_count(p.region);
   }
 }
 

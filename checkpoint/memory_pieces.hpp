@@ -41,10 +41,10 @@ std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, s
                                        const std::string& who);
 
 // Copies an answer's regions into `into[p.read]` (row-major over reads[p.read].rect), for
-// the pieces the request asked for, in its order. FormatError when the answer's size is not
-// the pieces' (`who`: the server).
+// the pieces the request asked for, in its order. `answer` is aligned for floats (a vector's
+// storage, as the peer link receives it). FormatError when the answer's size is not the
+// pieces' (`who`: the server).
 void place_piece_answer(std::span<const MemoryPiece> pieces, std::span<const char> answer,
-                        std::span<const SliceRead> reads, std::vector<std::vector<float>>& into,
-                        const std::string& who);
+                        std::span<const SliceRead> reads, std::span<float* const> into, const std::string& who);
 
 }  // namespace axonn

@@ -46,12 +46,26 @@ TEST(MemoryCopyPlan, EachRankSendsToTheSameLocalRankOfTheNextNode) {
   const MemoryCopyPlan r1 = plan_memory_copies(node_of_rank, 1, "/m");
   EXPECT_EQ(r1.buddy, 3);
   EXPECT_EQ(r1.senders, std::vector<int>{5});
-  EXPECT_EQ(r1.leaders, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(r1.node_ranks, (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}}));
+  EXPECT_EQ(r1.leader(2), 4);
   EXPECT_FALSE(r1.leads_node());
   const MemoryCopyPlan r4 = plan_memory_copies(node_of_rank, 4, "/m");
   EXPECT_EQ(r4.buddy, 0);
   EXPECT_EQ(r4.senders, std::vector<int>{2});
   EXPECT_TRUE(r4.leads_node());
+}
+
+// A restore: each node's shards go to its ranks in turn, so every rank verifies and serves its
+// share; a node holding one shard gives it to its lowest rank.
+TEST(MemoryCopyPlan, ARestoreDealsANodesShardsToItsRanks) {
+  const MemoryCopyPlan plan = plan_memory_copies(std::vector<int>{0, 0, 1, 1, 1}, 0, "/m");
+  // Shards 0-3 on both nodes (each node's own and its copies of the other's), shard 4 on node 0.
+  const std::map<int, std::vector<int>> shard_nodes = {{0, {0, 1}}, {1, {0, 1}}, {2, {0, 1}}, {3, {0, 1}}, {4, {0}}};
+  const std::map<std::pair<int, int>, int> keeper = deal_memory_shards(plan, shard_nodes);
+  const std::map<std::pair<int, int>, int> expected = {{{0, 0}, 0}, {{0, 1}, 1}, {{0, 2}, 0}, {{0, 3}, 1}, {{0, 4}, 0},
+                                                       {{1, 0}, 2}, {{1, 1}, 3}, {{1, 2}, 4}, {{1, 3}, 2}};
+  EXPECT_EQ(keeper, expected);
+  EXPECT_EQ(deal_memory_shards(plan, {{3, {1}}}), (std::map<std::pair<int, int>, int>{{{1, 3}, 2}}));
 }
 
 TEST(MemoryCopyPlan, UnevenNodesWrapAroundTheSmallerNode) {
@@ -248,13 +262,14 @@ TEST(MemoryPieces, EachReadTakesTheOverlapsOfTheStoredSlicesAndNothingElse) {
     ASSERT_EQ(pieces.size(), 2u);
     EXPECT_EQ(pieces[1].shard, 1);
     EXPECT_EQ(pieces[1].region, (Rect{{2, 2 * third}, {2, 2}}));
-    std::vector<std::vector<float>> into = {std::vector<float>(8, -1)};
+    std::vector<float> placed(8, -1);
+    const std::vector<float*> into = {placed.data()};
     const std::vector<char> answer = answer_piece_request(held, encode_piece_request(pieces), "rank 2");
     EXPECT_EQ(answer.size(), 8 * sizeof(float));  // only the read's part of the two shards
     place_piece_answer(pieces, answer, reads, into, "rank 0");
     for (int64_t row = 0; row < 4; ++row)
       for (int64_t col = 0; col < 2; ++col)
-        EXPECT_EQ(into[0][static_cast<size_t>(row * 2 + col)], tensor[static_cast<size_t>(row * 6 + 2 * third + col)]);
+        EXPECT_EQ(placed[static_cast<size_t>(row * 2 + col)], tensor[static_cast<size_t>(row * 6 + 2 * third + col)]);
     EXPECT_THROW(place_piece_answer(pieces, std::span(answer).first(4), reads, into, "rank 0"), FormatError);
   }
 }

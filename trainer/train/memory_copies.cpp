@@ -39,7 +39,7 @@ MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, f
   std::vector<std::vector<int>> ranks_of(static_cast<size_t>(nodes));
   for (size_t r = 0; r < node_of_rank.size(); ++r)
     ranks_of[static_cast<size_t>(node_of_rank[r])].push_back(static_cast<int>(r));
-  for (const auto& ranks : ranks_of) plan.leaders.push_back(ranks.front());
+  plan.node_ranks = ranks_of;
   if (nodes == 1) return plan;
   auto buddy_of = [&](int r) {
     const int node = node_of_rank[static_cast<size_t>(r)];
@@ -52,6 +52,18 @@ MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, f
   for (size_t r = 0; r < node_of_rank.size(); ++r)
     if (buddy_of(static_cast<int>(r)) == rank) plan.senders.push_back(static_cast<int>(r));
   return plan;
+}
+
+std::map<std::pair<int, int>, int> deal_memory_shards(const MemoryCopyPlan& plan,
+                                                      const std::map<int, std::vector<int>>& shard_nodes) {
+  std::map<std::pair<int, int>, int> keeper;
+  std::vector<size_t> dealt(plan.node_ranks.size(), 0);
+  for (const auto& [shard, nodes] : shard_nodes)
+    for (const int node : nodes) {
+      const std::vector<int>& ranks = plan.node_ranks[static_cast<size_t>(node)];
+      keeper[{node, shard}] = ranks[dealt[static_cast<size_t>(node)]++ % ranks.size()];
+    }
+  return keeper;
 }
 
 MemoryCopies::MemoryCopies(MemoryCopyPlan plan, Trainer& trainer, PeerLink& link, const std::string& save_token)

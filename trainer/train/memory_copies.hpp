@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/peer_link.hpp"
@@ -35,12 +37,22 @@ struct MemoryCopyPlan {
   int rank = 0;
   int buddy = -1;            // the rank that keeps this rank's copy; -1: one node
   std::vector<int> senders;  // the ranks whose copies this rank keeps
-  std::vector<int> leaders;  // [nodes] each node's lowest rank: it prunes and serves the node's files
+  std::vector<std::vector<int>> node_ranks;  // [nodes] each node's ranks, ascending
   int node = 0;
   int world = 1;
-  bool leads_node() const { return leaders[static_cast<size_t>(node)] == rank; }
+  // A node's lowest rank prunes its node's files and answers for them in a restore's inventory.
+  int leader(int of_node) const { return node_ranks[static_cast<size_t>(of_node)].front(); }
+  bool leads_node() const { return leader(node) == rank; }
 };
 MemoryCopyPlan plan_memory_copies(std::span<const int> node_of_rank, int rank, std::filesystem::path node_dir);
+
+// A restore's share of the work: which rank of each node that holds a shard of the step reads,
+// verifies and serves it there, by (node, shard). `shard_nodes`: shard -> the nodes holding
+// it. A node's shards, in shard order, are dealt to its ranks in turn, so the node's ranks
+// check them side by side, each about two (its own and the one it keeps for a sender), and
+// none holds more than its share of the node's copies in its memory.
+std::map<std::pair<int, int>, int> deal_memory_shards(const MemoryCopyPlan& plan,
+                                                      const std::map<int, std::vector<int>>& shard_nodes);
 
 class MemoryCopies {
  public:

@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <system_error>
 #include <thread>
 
@@ -43,10 +44,10 @@ std::vector<int64_t> encode(const std::vector<MemoryStep>& steps) {
   return out;
 }
 
-// Who holds each shard of a step: the leaders (ranks) whose node has it.
+// Who holds each shard of a step: the nodes that have it.
 struct StepHolders {
   int world = 0;
-  std::map<int, std::vector<int>> shard_holders;  // shard rank -> leaders, ascending
+  std::map<int, std::vector<int>> shard_holders;  // shard rank -> nodes, ascending
   bool whole() const {
     if (world <= 0) return false;
     for (int r = 0; r < world; ++r)
@@ -57,17 +58,18 @@ struct StepHolders {
 
 // Every node's inventory (encode's lists, by rank; empty but on a node's lowest rank) as
 // steps and who holds each shard.
-std::map<int64_t, StepHolders> decode(const std::vector<std::vector<int64_t>>& lists) {
+std::map<int64_t, StepHolders> decode(const std::vector<std::vector<int64_t>>& lists, const MemoryCopyPlan& plan) {
   std::map<int64_t, StepHolders> steps;
-  for (size_t r = 0; r < lists.size(); ++r) {
-    const int64_t* at = lists[r].data();
-    const int64_t* end = at + lists[r].size();
+  for (int node = 0; node < static_cast<int>(plan.node_ranks.size()); ++node) {
+    const std::vector<int64_t>& list = lists[static_cast<size_t>(plan.leader(node))];
+    const int64_t* at = list.data();
+    const int64_t* end = at + list.size();
     while (at + 3 <= end) {
       StepHolders& s = steps[at[0]];
       s.world = std::max(s.world, static_cast<int>(at[1]));
       const int64_t shards = at[2];
       for (int64_t i = 0; i < shards && at + 3 + i < end; ++i)
-        s.shard_holders[static_cast<int>(at[3 + i])].push_back(static_cast<int>(r));
+        s.shard_holders[static_cast<int>(at[3 + i])].push_back(node);
       at += 3 + shards;
     }
   }
@@ -86,7 +88,7 @@ std::string ranks_saying(Backend& backend, Communicator& world, bool mine) {
 // Which steps each node holds, as every rank sees it (a node's lowest rank answers for it).
 std::map<int64_t, StepHolders> gather_holdings(const MemoryCopyPlan& plan, Backend& backend, Communicator& world) {
   const std::vector<int64_t> mine = plan.leads_node() ? encode(memory_steps(plan.node_dir)) : std::vector<int64_t>{};
-  return decode(all_gather_integer_lists(backend, world, mine));
+  return decode(all_gather_integer_lists(backend, world, mine), plan);
 }
 
 // A node's lowest rank, once the ranks have decided: the node keeps `kept` only (nothing when
@@ -125,20 +127,20 @@ class PieceRestore {
         world_(world),
         step_(step),
         holders_(holders),
+        keeper_(deal_memory_shards(plan, holders.shard_holders)),
         model_config_(std::move(model_config)) {}
 
   LoadResult operator()(std::span<const SliceRead> reads) {
     const std::string where = "the memory copy of " + step_dir_name(step_);
-    // 1. The nodes' lowest ranks verify the shards their node holds (whole, once).
+    // 1. The ranks of every node verify the shards their node holds (whole, once), each its
+    //    share (deal_memory_shards).
     std::string tables;
     bool failed = false;
-    if (plan_.leads_node()) {
-      try {
-        tables = verify_held_shards();
-      } catch (const CheckpointError& e) {
-        failed = true;
-        spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
-      }
+    try {
+      tables = verify_held_shards();
+    } catch (const CheckpointError& e) {
+      failed = true;
+      spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
     }
     agree_or_give_up(backend_, world_, failed, where, "it failed its checks");
 
@@ -166,14 +168,20 @@ class PieceRestore {
     agree_or_give_up(backend_, world_, other_run, where, "it is of another model");
     agree_or_give_up(backend_, world_, failed, where, "its shards do not make the tensors whole");
 
-    // 3. Each rank asks the nodes that hold its pieces (its own node first), the nodes' lowest
-    //    ranks answering on a thread of their own; into buffers, so a failure leaves the
-    //    trainer untouched.
-    std::vector<std::vector<float>> into;
-    for (const SliceRead& read : reads) into.emplace_back(static_cast<size_t>(element_count(read.rect)));
+    // 3. Each rank asks the nodes that hold its pieces (its own node first), the ranks that
+    //    verified them answering on a thread of their own; into buffers, so a failure leaves
+    //    the trainer untouched.
+    //    Not zeroed: the pieces cover every element exactly once (plan_memory_pieces).
+    std::vector<std::unique_ptr<float[]>> buffers;
+    std::vector<float*> into;
+    for (const SliceRead& read : reads) {
+      buffers.push_back(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(element_count(read.rect))));
+      into.push_back(buffers.back().get());
+    }
     received_ = exchange(pieces, reads, into, failed);
     agree_or_give_up(backend_, world_, failed, where, "its pieces did not arrive whole");
-    for (size_t k = 0; k < reads.size(); ++k) std::copy(into[k].begin(), into[k].end(), reads[k].data);
+    for (size_t k = 0; k < reads.size(); ++k)
+      std::copy_n(into[k], static_cast<size_t>(element_count(reads[k].rect)), reads[k].data);
 
     LoadResult result;
     result.step = step_;
@@ -188,15 +196,15 @@ class PieceRestore {
   int64_t received() const { return received_; }
 
  private:
-  // The shards of the step this node holds, each read and verified; returns the tables of those
-  // this node serves to the others (it is the first holder): [u64 rank, u64 length, bytes]...
+  // The shards of the step this node holds that this rank keeps (deal_memory_shards), each read and
+  // verified; returns the tables of those its node serves to the others (it is the first
+  // holder): [u64 rank, u64 length, bytes]...
   std::string verify_held_shards() {
-    if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan_.node == 0)
-      flip_last_bit(memory_shard_path(plan_.node_dir, step_, 0));
     std::string tables;
-    for (const auto& [r, holders] : holders_.shard_holders) {
-      if (std::find(holders.begin(), holders.end(), plan_.rank) == holders.end()) continue;
+    for (const auto& [r, nodes] : holders_.shard_holders) {
+      if (!keeps(plan_.node, r)) continue;
       const fs::path path = memory_shard_path(plan_.node_dir, step_, r);
+      if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan_.node == 0 && r == 0) flip_last_bit(path);
       const std::string bytes = read_text_file(path);  // binary: read_text_file reads bytes as they are
       size_t table_bytes = 0;
       held_[r] = decode_memory_shard(bytes, path.string(), &table_bytes);
@@ -204,7 +212,7 @@ class PieceRestore {
         throw FormatError(path.string(), "memory copy restore",
                           path.string() + " is not rank " + std::to_string(r) + "'s shard of " + step_dir_name(step_) +
                               " of " + std::to_string(holders_.world) + " ranks");
-      if (holders.front() != plan_.rank) continue;
+      if (nodes.front() != plan_.node) continue;
       for (const uint64_t v : {static_cast<uint64_t>(r), static_cast<uint64_t>(table_bytes)})
         for (int i = 0; i < 8; ++i) tables.push_back(static_cast<char>(v >> (8 * i)));
       tables.append(bytes, 0, table_bytes);
@@ -229,19 +237,30 @@ class PieceRestore {
     }
   }
 
-  // Who answers for shard r: this node's lowest rank when the node holds it, else the first
+  // Whether this rank reads and serves `shard` on `node`.
+  bool keeps(int node, int shard) const {
+    const auto it = keeper_.find({node, shard});
+    return it != keeper_.end() && it->second == plan_.rank;
+  }
+
+  // Who answers for a shard: its keeper on this node when the node holds it, else on the first
   // node that does.
   int server_of(int shard) const {
-    const std::vector<int>& holders = holders_.shard_holders.at(shard);
-    const int own = plan_.leaders[static_cast<size_t>(plan_.node)];
-    return std::find(holders.begin(), holders.end(), own) != holders.end() ? own : holders.front();
+    const std::vector<int>& nodes = holders_.shard_holders.at(shard);
+    const bool here = std::find(nodes.begin(), nodes.end(), plan_.node) != nodes.end();
+    return keeper_.at({here ? plan_.node : nodes.front(), shard});
+  }
+
+  bool on_this_node(int rank) const {
+    const std::vector<int>& mine = plan_.node_ranks[static_cast<size_t>(plan_.node)];
+    return std::find(mine.begin(), mine.end(), rank) != mine.end();
   }
 
   // Moves the pieces; returns the bytes this rank received from other nodes. Never throws for
   // a bad piece: it sets `failed` and goes on, so that no rank waits for a request that never
   // comes; only a peer that died ends it early (the peer link's error).
-  int64_t exchange(std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads,
-                   std::vector<std::vector<float>>& into, bool& failed) {
+  int64_t exchange(std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads, std::span<float* const> into,
+                   bool& failed) {
     std::map<int, std::vector<MemoryPiece>> by_server;
     for (const MemoryPiece& p : pieces) by_server[server_of(p.shard)].push_back(p);
     // Every rank's servers, so each server knows whom it answers.
@@ -287,7 +306,7 @@ class PieceRestore {
       for (const auto& [server, wanted] : by_server) {
         const std::vector<int64_t> words = encode_piece_request(wanted);
         std::vector<char> answer;
-        if (server == plan_.rank) {  // a node's lowest rank reads its own node's shards directly
+        if (server == plan_.rank) {  // a rank reads the shards it verified directly
           try {
             answer = answer_piece_request(held_, words, "rank " + std::to_string(server));
           } catch (const CheckpointError& e) {
@@ -298,7 +317,7 @@ class PieceRestore {
                      std::span(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t)));
           answer = link_.receive(server, kPieceAnswerTag);
         }
-        if (server != plan_.leaders[static_cast<size_t>(plan_.node)]) received += static_cast<int64_t>(answer.size());
+        if (!on_this_node(server)) received += static_cast<int64_t>(answer.size());
         try {
           place_piece_answer(wanted, answer, reads, into, "rank " + std::to_string(server));
         } catch (const CheckpointError& e) {
@@ -323,8 +342,9 @@ class PieceRestore {
   Communicator& world_;
   int64_t step_;
   const StepHolders& holders_;
+  std::map<std::pair<int, int>, int> keeper_;  // (node, shard) -> the rank there that reads and serves it
   std::string model_config_;
-  std::map<int, MemoryShard> held_;  // [shard rank] the verified shards this node holds (its lowest rank)
+  std::map<int, MemoryShard> held_;  // [shard rank] the verified shards this rank keeps
   int64_t received_ = 0;
 };
 
