@@ -16,14 +16,15 @@ AsyncSaver::AsyncSaver(std::filesystem::path dir, int rank, SaverOptions options
 AsyncSaver::~AsyncSaver() {
   if (worker_.joinable()) worker_.join();
   if (error_) {
+    const char* what = stop_.stop_requested() ? "was left uncommitted" : "failed and was never observed";
     try {
       std::rethrow_exception(error_);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "axonn checkpoint: async save of step %lld (rank %d) failed and was never observed: %s\n",
-                   static_cast<long long>(error_step_), rank_, e.what());
+      std::fprintf(stderr, "axonn checkpoint: async save of step %lld (rank %d) %s: %s\n",
+                   static_cast<long long>(error_step_), rank_, what, e.what());
     } catch (...) {
-      std::fprintf(stderr, "axonn checkpoint: async save of step %lld (rank %d) failed and was never observed\n",
-                   static_cast<long long>(error_step_), rank_);
+      std::fprintf(stderr, "axonn checkpoint: async save of step %lld (rank %d) %s\n",
+                   static_cast<long long>(error_step_), rank_, what);
     }
   }
 }
@@ -81,8 +82,9 @@ void AsyncSaver::save(int64_t step, std::span<const TensorSlice> slices, std::op
       } else {
         write_shard(dir_, step, rank_, staged_, options_.save_token);
         if (commit)
-          pending_commit_ = axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
-                                          options_.commit_timeout, options_.save_token, commit->protected_steps);
+          pending_commit_ =
+              axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
+                            options_.commit_timeout, options_.save_token, commit->protected_steps, stop_.get_token());
       }
     } catch (...) {
       error_ = std::current_exception();

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,10 @@ class AsyncSaver {
   bool poll();
   // Blocks until nothing is in flight; rethrows its error once.
   void wait();
+  // For a rank leaving after a failure: a commit in flight, now or later, stops waiting for
+  // the other ranks' shards (the failed ranks never write theirs) and fails with `latest`
+  // unchanged, so the destructor's wait ends at once; this rank's own shard is still written.
+  void abandon() { stop_.request_stop(); }
 
   // Time the last save() blocked its caller: waiting for the previous save, then copying.
   std::chrono::nanoseconds last_wait() const { return last_wait_; }
@@ -84,6 +89,7 @@ class AsyncSaver {
   int64_t error_step_ = -1;
   std::optional<CommitResult> pending_commit_;
   std::optional<CommitResult> last_commit_;
+  std::stop_source stop_;  // abandon()
   std::chrono::nanoseconds last_wait_{0};
   std::chrono::nanoseconds last_copy_{0};
 };

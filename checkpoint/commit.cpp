@@ -22,11 +22,25 @@ using Clock = std::chrono::steady_clock;
 
 // Polls for the expected shards; returns their metadata by rank.
 std::map<int, ShardMeta> wait_for_shards(const fs::path& tmp, int64_t step, std::span<const int> expected,
-                                         std::chrono::milliseconds timeout, const std::string& token) {
+                                         std::chrono::milliseconds timeout, const std::string& token,
+                                         const std::stop_token& stop) {
   const auto deadline = Clock::now() + timeout;
   std::set<int> pending(expected.begin(), expected.end());
   std::map<int, std::string> why;  // rank -> reason it is still pending
   std::map<int, ShardMeta> metas;
+  // "rank 3: no shard-00003.h5, rank 5: ...", at most 8 of them.
+  auto pending_list = [&] {
+    std::string list;
+    size_t shown = 0;
+    for (int r : pending) {
+      if (shown++ == 8) {
+        list += ", ...";
+        break;
+      }
+      list += (list.empty() ? "rank " : ", rank ") + std::to_string(r) + ": " + why[r];
+    }
+    return list;
+  };
   auto poll = std::chrono::milliseconds(2);
   while (true) {
     for (auto it = pending.begin(); it != pending.end();) {
@@ -48,22 +62,20 @@ std::map<int, ShardMeta> wait_for_shards(const fs::path& tmp, int64_t step, std:
       it = pending.erase(it);
     }
     if (pending.empty()) return metas;
-    if (Clock::now() >= deadline) {
-      std::string list;
-      size_t shown = 0;
-      for (int r : pending) {
-        if (shown++ == 8) {
-          list += ", ...";
-          break;
-        }
-        list += (list.empty() ? "rank " : ", rank ") + std::to_string(r) + ": " + why[r];
-      }
+    const std::string missing =
+        std::to_string(pending.size()) + " of " + std::to_string(expected.size()) + " shards in " + tmp.string();
+    if (stop.stop_requested())
+      throw CheckpointError(tmp.string(), "commit",
+                            "commit of step " + std::to_string(step) +
+                                " abandoned: this rank is leaving after a "
+                                "failure, with " +
+                                missing + " still missing (" + pending_list() +
+                                "); `latest` is unchanged and names the newest committed step");
+    if (Clock::now() >= deadline)
       throw CommitTimeout(tmp.string(), "commit",
                           "commit of step " + std::to_string(step) + " timed out after " +
-                              std::to_string(timeout.count()) + " ms waiting for " + std::to_string(pending.size()) +
-                              " of " + std::to_string(expected.size()) + " shards in " + tmp.string() + " (" + list +
+                              std::to_string(timeout.count()) + " ms waiting for " + missing + " (" + pending_list() +
                               "); `latest` is unchanged: check that those ranks reached this step's save");
-    }
     std::this_thread::sleep_for(std::min(
         poll,
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) + std::chrono::milliseconds(1)));
@@ -139,7 +151,7 @@ void remove_strays(const fs::path& tmp, const std::map<int, ShardMeta>& metas) {
 
 CommitResult commit(const fs::path& dir, int64_t step, std::span<const int> expected_ranks, const Metadata& metadata,
                     int keep, std::chrono::milliseconds timeout, const std::string& save_token,
-                    std::span<const int64_t> protected_steps) {
+                    std::span<const int64_t> protected_steps, std::stop_token stop) {
   if (expected_ranks.empty()) throw std::invalid_argument("commit: expected_ranks is empty");
   if (std::set<int>(expected_ranks.begin(), expected_ranks.end()).size() != expected_ranks.size()) {
     throw std::invalid_argument("commit: expected_ranks lists a rank twice");
@@ -147,7 +159,7 @@ CommitResult commit(const fs::path& dir, int64_t step, std::span<const int> expe
   if (keep < 1) throw std::invalid_argument("commit: keep must be at least 1, got " + std::to_string(keep));
   const fs::path tmp = tmp_step_path(dir, step);
   make_dirs(tmp);
-  const std::map<int, ShardMeta> metas = wait_for_shards(tmp, step, expected_ranks, timeout, save_token);
+  const std::map<int, ShardMeta> metas = wait_for_shards(tmp, step, expected_ranks, timeout, save_token, stop);
 
   IndexContents index;
   index.step = step;

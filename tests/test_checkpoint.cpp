@@ -312,6 +312,41 @@ TEST(Checkpoint, AsyncSaveReturnsBeforeTheWriteFinishes) {
   expect_load(dir, col_tiles, 3, 40);
 }
 
+// A rank leaving after a failure: its commit stops waiting for a shard that will never come
+// (without abandon() this wait() would block for the 10-minute commit timeout), `latest`
+// unchanged; a step whose shards are all there commits all the same.
+TEST(Checkpoint, AnAbandonedCommitStopsWaitingForShardsThatNeverCome) {
+  const fs::path dir = test_dir();
+  const auto model = small_model();
+  RankState st0 = rank_state(model, row_tiles, 0, 2, 40);
+  {
+    AsyncSaver saver(dir, 0);
+    saver.save(40, st0.slices, CommitSpec{{0, 1}, test_metadata(40)});
+    saver.abandon();
+    try {
+      saver.wait();
+      FAIL() << "an abandoned commit committed without rank 1's shard";
+    } catch (const CheckpointError& e) {
+      EXPECT_TRUE(contains_text(e.what(),
+                                "commit of step 40 abandoned: this rank is leaving after a failure, with 1 "
+                                "of 2 shards"))
+          << e.what();
+      EXPECT_TRUE(contains_text(e.what(), "rank 1: no shard-00001.h5")) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "step-000000040"));
+    EXPECT_TRUE(fs::exists(dir / ".tmp-step-000000040" / "shard-00000.h5"));  // its own shard is written
+  }
+  RankState st1 = rank_state(model, row_tiles, 1, 2, 41);
+  write_shard(dir, 41, 1, st1.slices);
+  RankState st0_next = rank_state(model, row_tiles, 0, 2, 41);
+  AsyncSaver saver(dir, 0);
+  saver.abandon();
+  saver.save(41, st0_next.slices, CommitSpec{{0, 1}, test_metadata(41)});
+  saver.wait();
+  ASSERT_TRUE(saver.last_commit());
+  EXPECT_EQ(saver.last_commit()->step_dir, dir / "step-000000041");
+}
+
 TEST(Checkpoint, AsyncWriterErrorSurfacesOnTheNextCall) {
   const fs::path base = test_dir();
   const fs::path blocked = base / "not-a-directory";

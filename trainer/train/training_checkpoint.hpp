@@ -50,6 +50,8 @@ class TrainingCheckpoint {
   void wait();
   // Rethrows the error of a finished save (call once per step).
   void poll();
+  // Leaving after a failure: a commit in flight stops waiting for shards (AsyncSaver::abandon).
+  void abandon() { saver_.abandon(); }
 
   // Loads `latest` (or, with fallback, the newest loadable step) into the trainer and sets
   // its step, data cursor and sample order. nullopt when the directory holds no checkpoint.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
@@ -322,7 +323,13 @@ class TrainingRun {
     startup_.mark("model_init");
   }
 
-  ~TrainingRun() { grid_.trace_into(nullptr); }
+  ~TrainingRun() {
+    // Leaving after a failure (a finished or preempted run waited for its saves): a disk
+    // commit in flight would wait for the shards of ranks that failed, holding this rank's exit
+    // until the launcher's grace or srun's --wait ends it; the memory copies' link aborts alike.
+    if (std::uncaught_exceptions() > 0) checkpoint_.abandon();
+    grid_.trace_into(nullptr);
+  }
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
 
