@@ -49,10 +49,15 @@ inline JobConfig bench_train_job(const std::string& source, const ModelShape& sh
 
 // bench/torch_gpt.py's model flags for `shape`.
 inline std::string torch_model_flags(const ModelShape& m, int batch, int micro_batch) {
-  return " --layers " + std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) + " --heads " +
-         std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
-         std::to_string(m.sequence) + " --batch " + std::to_string(batch) + " --micro-batch " +
-         std::to_string(micro_batch);
+  std::string flags = " --layers " + std::to_string(m.layers) + " --hidden " + std::to_string(m.hidden) + " --heads " +
+                      std::to_string(m.heads) + " --vocab " + std::to_string(m.vocab) + " --sequence " +
+                      std::to_string(m.sequence) + " --batch " + std::to_string(batch) + " --micro-batch " +
+                      std::to_string(micro_batch);
+  if (m.positions == Positions::rope)  // a Llama: RMSNorm, SwiGLU, RoPE, no biases (torch_gpt.py's make_llama)
+    flags += " --architecture llama --kv-heads " + std::to_string(m.kv()) + " --mlp-hidden " + std::to_string(m.ffn()) +
+             " --rope-theta " + std::to_string(m.rope_theta) + " --norm-eps " + std::to_string(m.norm_eps) +
+             (m.tie_embeddings ? " --tied" : "");
+  return flags;
 }
 
 }  // namespace axonn::bench

@@ -1,9 +1,12 @@
-"""The GPT-2 and the optimizer step both PyTorch benchmark sides train (train_cpu_torch.py,
+"""The models and the optimizer step both PyTorch benchmark sides train (train_cpu_torch.py,
 train_gpu_torch.py), so the two cannot drift apart from each other or from our trainer.
 
-The model is nanoGPT's: token + learned position embeddings, pre-LN blocks, causal
-multi-head attention, GELU (tanh approximation), 4x MLP, final LayerNorm, head tied to the
-token embedding, mean cross-entropy (in float32). One step = zero_grad, forward + backward
+GPT-2 (--architecture gpt2, the default) is nanoGPT's: token + learned position embeddings,
+pre-LN blocks, causal multi-head attention, GELU (tanh approximation), 4x MLP, final
+LayerNorm, head tied to the token embedding. Llama (--architecture llama) is as Hugging
+Face's LlamaForCausalLM computes it: RMSNorm, grouped-query attention (--kv-heads) with
+rotate-half RoPE (--rope-theta), a SwiGLU MLP of --mlp-hidden, no biases, a head of its own
+unless --tied. Both end in a mean cross-entropy (in float32). One step = zero_grad, forward + backward
 over the micro-batches, clip_grad_norm_(1.0), AdamW (weight decay 0.1 on the 2-D tensors
 only), exactly the trainer's step. torch is imported by the caller (the CPU side must set
 OpenBLAS's thread count before the import) and passed in.
@@ -23,6 +26,17 @@ def add_model_args(p, warmup, steps):
     p.add_argument("--micro-batch", type=int, required=True, help="sequences per forward/backward")
     p.add_argument("--warmup", type=int, default=warmup, help="untimed steps first")
     p.add_argument("--steps", type=int, default=steps, help="timed steps")
+    p.add_argument("--architecture", choices=["gpt2", "llama"], default="gpt2")
+    p.add_argument("--kv-heads", type=int, default=0, help="llama: key/value heads (0: --heads)")
+    p.add_argument("--mlp-hidden", type=int, default=0, help="llama: the MLP's width (0: 4 x --hidden)")
+    p.add_argument("--rope-theta", type=float, default=10000.0, help="llama: RoPE's base")
+    p.add_argument("--norm-eps", type=float, default=1e-5, help="llama: RMSNorm's epsilon")
+    p.add_argument("--tied", action="store_true", help="llama: the head reads the token embedding")
+
+
+def make_model(torch, args, attention):
+    """The model --architecture names, of args' shape; attention as make_gpt's."""
+    return make_llama(torch, args, attention) if args.architecture == "llama" else make_gpt(torch, args, attention)
 
 
 def make_gpt(torch, args, attention):
@@ -76,6 +90,81 @@ def make_gpt(torch, args, attention):
             return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
 
     return Gpt()
+
+
+def make_llama(torch, args, attention):
+    """Llama of args' shape (module docstring); attention as make_gpt's."""
+    nn, F = torch.nn, torch.nn.functional
+    C, H, T, V, L = args.hidden, args.heads, args.sequence, args.vocab, args.layers
+    KV, d = args.kv_heads or H, C // H
+    FF = args.mlp_hidden or 4 * C
+    # RoPE's angles, (T, d): position t times the inverse frequencies, the two halves alike.
+    inverse = 1.0 / (args.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    angles = torch.outer(torch.arange(T, dtype=torch.float32), inverse).repeat(1, 2)
+
+    def rotate_half(x):
+        return torch.cat((-x[..., d // 2:], x[..., :d // 2]), dim=-1)
+
+    class RmsNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(C))
+
+        def forward(self, x):
+            x32 = x.float()
+            return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + args.norm_eps)).type_as(x) * self.weight
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = RmsNorm(), RmsNorm()
+            self.q = nn.Linear(C, H * d, bias=False)
+            self.kv = nn.Linear(C, 2 * KV * d, bias=False)
+            self.o = nn.Linear(C, C, bias=False)
+            self.gate_up = nn.Linear(C, 2 * FF, bias=False)
+            self.down = nn.Linear(FF, C, bias=False)
+            self.register_buffer("cos", angles.cos(), persistent=False)
+            self.register_buffer("sin", angles.sin(), persistent=False)
+            if attention == "masked":
+                self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T))
+
+        def attend(self, q, k, v):  # q (B, H, T, d), k and v (B, KV, T, d)
+            k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))
+            if attention == "sdpa":
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+            return F.softmax(att.masked_fill(~self.mask, float("-inf")), dim=-1) @ v
+
+        def forward(self, x):  # x (B, T, C)
+            B = x.shape[0]
+            h = self.ln1(x)
+            q = self.q(h).view(B, T, H, d).transpose(1, 2)
+            k, v = (t.view(B, T, KV, d).transpose(1, 2) for t in self.kv(h).split(KV * d, dim=2))
+            q, k = (t * self.cos.to(t.dtype) + rotate_half(t) * self.sin.to(t.dtype) for t in (q, k))
+            x = x + self.o(self.attend(q, k, v).transpose(1, 2).contiguous().view(B, T, C))
+            gate, up = self.gate_up(self.ln2(x)).split(FF, dim=2)
+            return x + self.down(F.silu(gate) * up)
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = RmsNorm()
+            self.lm_head = None if args.tied else nn.Linear(C, V, bias=False)
+            for p in self.parameters():
+                if p.dim() == 2:
+                    nn.init.normal_(p, 0.0, 0.02)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx)
+            for b in self.blocks:
+                x = b(x)
+            x = self.ln_f(x)
+            logits = x @ self.wte.weight.t() if self.lm_head is None else self.lm_head(x)  # (B, T, V)
+            return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
+
+    return Llama()
 
 
 def make_adamw(torch, model, **options):

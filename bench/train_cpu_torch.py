@@ -32,7 +32,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(1337)
-    model = torch_gpt.make_gpt(torch, args, attention="masked")
+    model = torch_gpt.make_model(torch, args, attention="masked")
     opt = torch_gpt.make_adamw(torch, model)
     step = torch_gpt.make_step(torch, args, model, opt, model)
     times = torch_gpt.time_steps(step, args.warmup, args.steps)

@@ -1,6 +1,6 @@
 // Training throughput of the CUDA trainer on one GPU (GPU 0, one rank), GPT-2 124M and 350M
-// at T = 1024 in mixed precision as training.dtype = "bfloat16" runs it (bf16 activations and
-// GEMM weights, bf16 tensor cores, float32 accumulation, master weights and AdamW; with
+// (and with --model llama-1b, Llama 3.2 1B's shape) at T = 1024 in mixed precision as training.dtype = "bfloat16" runs
+// it (bf16 activations and GEMM weights, bf16 tensor cores, float32 accumulation, master weights and AdamW; with
 // --float32-activations: float32 storage, GEMM inputs rounded to bf16 inside cuBLASLt),
 // against references measured in the same run:
 //   1. the GPU's dense bf16 peak, 989 TFLOP/s for an H100 SXM (site_configs/dgx-h100.toml):
@@ -8,14 +8,15 @@
 //   2. the backend's own GEMM (Backend::gemm, cuBLASLt through trainer/cuda/gemm.cpp) at
 //      --gemm N cubed on the step's activation type: the rate a step made only of GEMMs
 //      would reach;
-//   3. PyTorch training the same GPT-2 with the same step (bench/train_gpu_torch.py: SDPA
+//   3. PyTorch training the same model with the same step (bench/train_gpu_torch.py: SDPA
 //      flash attention, bf16 autocast, torch.compile, fused AdamW), goal ours/PyTorch >= 1.1x;
 //      it also times a native bf16 torch.matmul of the same size, printed beside (2).
 // FLOPs per step are the layout model's (layout_cost.cpp flops_per_rank, the number the
 // trainer's MFU log uses: 6·tokens·k·n per linear layer incl. the tied head, 12·B·H·T²·d for
 // attention), the same for both sides, so FLOP/s ratios equal tokens/s ratios.
 //
-// usage: bench_train_gpu [--model 124m|350m|both|tiny] [--micro-batch mb] [--batch B] [--warmup N]
+// usage: bench_train_gpu [--model 124m|350m|both|llama-1b|tiny|llama-tiny] [--micro-batch mb] [--batch B]
+//                        [--warmup N]
 //                        [--steps M] [--gemm N] [--python PATH] [--no-torch] [--profile]
 //                        [--float32-activations] [--gemm-candidates N]
 // --gemm-candidates N: cuBLASLt algorithms timed per GEMM shape, the fastest kept (CudaBackendOptions).
@@ -68,8 +69,25 @@ struct Model {
 // GPT-2 small and medium, vocabulary 50257 padded to a multiple of 128 (job_templates/gpt2-124m.toml).
 const Model kGpt2Small{"124m", {12, 768, 12, 50304, 1024}};
 const Model kGpt2Medium{"350m", {24, 1024, 16, 50304, 1024}};
-// A smoke test of this program (seconds; on the CUDA emulator in CI), not a measurement.
+// Llama 3.2 1B (1.24B parameters: 16 layers, hidden 2048, 32 query heads sharing 8 key/value
+// heads, SwiGLU of 8192, RoPE theta 500000, head tied to the embedding, vocabulary 128256) at
+// T = 1024: the Llama family's kernels (RMSNorm, SwiGLU, RoPE, grouped-query attention) at a
+// size where they run as in training.
+ModelShape llama_shape(int layers, int hidden, int heads, int kv_heads, int mlp_hidden, int vocab, int sequence) {
+  ModelShape m{layers, hidden, heads, vocab, sequence};
+  m.norm = Norm::rmsnorm;
+  m.mlp = Mlp::swiglu;
+  m.mlp_hidden = mlp_hidden;
+  m.positions = Positions::rope;
+  m.rope_theta = 500000.0;
+  m.kv_heads = kv_heads;
+  m.bias = false;
+  return m;
+}
+const Model kLlama1b{"llama-1b", llama_shape(16, 2048, 32, 8, 8192, 128256, 1024)};
+// Smoke tests of this program (seconds), not measurements.
 const Model kTiny{"tiny", {2, 64, 2, 256, 64}};
+const Model kLlamaTiny{"llama-tiny", llama_shape(2, 64, 4, 2, 96, 256, 64)};
 
 struct Options {
   std::vector<Model> models{kGpt2Small, kGpt2Medium};
@@ -130,7 +148,7 @@ void our_profile(Backend& backend, const Options& o, const Model& model, const s
   CommGrid grid(exchange, Layout{}, std::chrono::seconds(60), true, CommBackend::nccl);
   grid.order_with_compute(cuda_stream_of(backend));
   Trainer trainer(timed.backend(), grid, job, DataMixture::single(data, job.training.seed, job.model.sequence));
-  std::printf("GPT-2 %s, %d sequences in micro-batches of %d: ", model.name, o.batch, trainer.split().micro_batch);
+  std::printf("%s, %d sequences in micro-batches of %d: ", model.name, o.batch, trainer.split().micro_batch);
   print_op_profile(timed, trainer, o.steps, [&] {
     backend.synchronize();
     grid.synchronize();
@@ -202,7 +220,7 @@ TorchRun torch_run(const Options& o, const ModelShape& m, bool matmul) {
 }
 
 const std::vector<OptionSpec> kOptions = {
-    {"model", true, "124m, 350m, both (default) or tiny"},
+    {"model", true, "124m, 350m, both (default: GPT-2 124M and 350M), llama-1b, tiny or llama-tiny"},
     {"micro-batch", true, "micro-batch mb (default 8)"},
     {"batch", true, "global batch B, a multiple of mb (default 8)"},
     {"warmup", true, "untimed steps before the timed ones (default 3)"},
@@ -228,10 +246,14 @@ Options read_options(const Args& args) {
     o.models = {kGpt2Small};
   else if (model == "350m")
     o.models = {kGpt2Medium};
+  else if (model == "llama-1b")
+    o.models = {kLlama1b};
   else if (model == "tiny")
     o.models = {kTiny};
+  else if (model == "llama-tiny")
+    o.models = {kLlamaTiny};
   else if (model != "both")
-    throw UsageError("option '--model' must be 124m, 350m, both or tiny, got '" + model + "'");
+    throw UsageError("option '--model' must be 124m, 350m, both, llama-1b, tiny or llama-tiny, got '" + model + "'");
   o.micro_batch = count_option(args, "micro-batch", o.micro_batch);
   o.batch = count_option(args, "batch", o.batch);
   if (o.batch % o.micro_batch != 0)
@@ -279,7 +301,7 @@ int main(int argc, char** argv) try {
       100.0 * gemm_flops / kPeakBf16Flops, kPeakBf16Flops / 1e12);
   std::printf("step: %d sequences in micro-batches of %d, AdamW + clipping; %d untimed + %d timed steps (median)\n\n",
               o.batch, o.micro_batch, o.warmup, o.steps);
-  std::printf("%5s %8s %11s %10s %9s %10s %12s %11s\n", "model", "params", "ours tok/s", "ours TF/s", "MFU peak",
+  std::printf("%10s %8s %11s %10s %9s %10s %12s %11s\n", "model", "params", "ours tok/s", "ours TF/s", "MFU peak",
               "MFU gemm", "torch tok/s", "ours/torch");
 
   std::optional<double> torch_matmul;
@@ -294,7 +316,7 @@ int main(int argc, char** argv) try {
     const double flops = flops_per_rank(plan, Layout{});
     const double tokens = static_cast<double>(o.batch) * m.sequence;
     const double our_flops = flops / ours.step_s;
-    std::printf("%5s %7.0fM %11.0f %10.1f %8.1f%% %9.1f%%", model.name, ours.params / 1e6, tokens / ours.step_s,
+    std::printf("%10s %7.0fM %11.0f %10.1f %8.1f%% %9.1f%%", model.name, ours.params / 1e6, tokens / ours.step_s,
                 our_flops / 1e12, 100.0 * our_flops / kPeakBf16Flops, 100.0 * our_flops / gemm_flops);
     if (std::string(model.name) == kGpt2Medium.name) mfu_goal = our_flops / kPeakBf16Flops >= kMfuGoal;
     if (o.torch) {

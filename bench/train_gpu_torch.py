@@ -57,7 +57,7 @@ def main():
         return 2
     torch.manual_seed(1337)
     torch.set_float32_matmul_precision("high")
-    model = torch_gpt.make_gpt(torch, args, attention="sdpa").cuda()
+    model = torch_gpt.make_model(torch, args, attention="sdpa").cuda()
     params = sum(p.numel() for p in model.parameters())
     opt = torch_gpt.make_adamw(torch, model, fused=True)
     forward = model if args.no_compile else torch.compile(model)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs everything a GPU node settles about the CUDA path, in order, with one log per step
 # (docs/gpu-node.md): the tests labelled gpu, the tiny job and GPT-2 124M on CUDA (losses to
-# compare with a CPU run), the memory features and mixture of experts once, the per-op
-# profile and the throughput benchmark against PyTorch. Run from the repository root with a bundle from
+# compare with a CPU run), the memory features, mixture of experts and the tiny Llama once,
+# the per-op profile and the throughput benchmarks against PyTorch (GPT-2, and Llama 3.2 1B's
+# shape). Run from the repository root with a bundle from
 # scripts/gpu_bundle.sh beside it:
 #
 #   scripts/gpu_check.sh [--skip STEPS] [--only STEPS] LOG_DIR
@@ -97,6 +98,8 @@ run_job tiny_cuda_memory_features 120 tiny.toml training.device=cuda \
 run_job tiny_cuda_moe 120 tiny.toml training.device=cuda model.experts=8 model.top_k=2
 run_job tiny_cuda_moe_capacity_bf16 120 tiny.toml training.device=cuda training.dtype=bfloat16 \
   model.experts=8 model.top_k=2 model.capacity_factor=1.0
+# The Llama family's kernels on CUDA (RMSNorm, SwiGLU, RoPE, grouped-query attention), bf16.
+run_job llama_tiny_cuda_bf16 120 llama-tiny.toml training.device=cuda training.dtype=bfloat16
 # The CPU comparison runs (same overrides, training.device=cpu) are made on the build machine.
 run_job gpt2_124m_short_f32 180 gpt2-124m.toml training.device=cuda \
   training.dtype=float32 training.global_batch=8 training.micro_batch=4 training.steps=10 training.warmup_steps=2 run.log_interval=1
@@ -134,6 +137,7 @@ step ops 60 bench_ops_gpu
 step stream_overlap 60 bench_stream_overlap_gpu
 step bench_train_gpu 420 bench_train_gpu
 step bench_train_gpu_f32 180 bench_train_gpu --model 350m --no-torch --float32-activations
+step bench_train_gpu_llama 300 bench_train_gpu --model llama-1b --micro-batch 4
 
 echo "gpu_check.sh: steps in $summary:"
 column -t "$summary" 2>/dev/null || cat "$summary"
