@@ -81,10 +81,13 @@ void AsyncSaver::save(int64_t step, std::span<const TensorSlice> slices, std::op
         options_.write_instead(step, staged_, commit);
       } else {
         write_shard(dir_, step, rank_, staged_, options_.save_token);
+        // The other ranks began their shards of about as many bytes at the same step boundary:
+        // once abandoned, a commit waits as long again as this one took for theirs.
+        const auto own_write = std::chrono::ceil<std::chrono::milliseconds>(Clock::now() - start);
         if (commit)
-          pending_commit_ =
-              axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
-                            options_.commit_timeout, options_.save_token, commit->protected_steps, stop_.get_token());
+          pending_commit_ = axonn::commit(dir_, step, commit->expected_ranks, commit->metadata, options_.keep,
+                                          options_.commit_timeout, options_.save_token, commit->protected_steps,
+                                          stop_.get_token(), own_write);
       }
     } catch (...) {
       error_ = std::current_exception();

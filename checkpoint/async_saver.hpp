@@ -64,9 +64,10 @@ class AsyncSaver {
   bool poll();
   // Blocks until nothing is in flight; rethrows its error once.
   void wait();
-  // For a rank leaving after a failure: a commit in flight, now or later, stops waiting for
-  // the other ranks' shards (the failed ranks never write theirs) and fails with `latest`
-  // unchanged, so the destructor's wait ends at once; this rank's own shard is still written.
+  // For a rank leaving after a failure: a commit in flight, now or later, waits for the other
+  // ranks' shards only as long again as this rank's own shard took to write (the surviving
+  // ranks finish theirs; the failed ranks never write theirs), then fails with `latest`
+  // unchanged, so the destructor's wait ends soon; this rank's own shard is still written.
   void abandon() { stop_.request_stop(); }
 
   // Time the last save() blocked its caller: waiting for the previous save, then copying.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -23,8 +24,9 @@ using Clock = std::chrono::steady_clock;
 // Polls for the expected shards; returns their metadata by rank.
 std::map<int, ShardMeta> wait_for_shards(const fs::path& tmp, int64_t step, std::span<const int> expected,
                                          std::chrono::milliseconds timeout, const std::string& token,
-                                         const std::stop_token& stop) {
+                                         const std::stop_token& stop, std::chrono::milliseconds after_stop) {
   const auto deadline = Clock::now() + timeout;
+  std::optional<Clock::time_point> abandon_at;  // set when `stop` is first seen
   std::set<int> pending(expected.begin(), expected.end());
   std::map<int, std::string> why;  // rank -> reason it is still pending
   std::map<int, ShardMeta> metas;
@@ -64,21 +66,22 @@ std::map<int, ShardMeta> wait_for_shards(const fs::path& tmp, int64_t step, std:
     if (pending.empty()) return metas;
     const std::string missing =
         std::to_string(pending.size()) + " of " + std::to_string(expected.size()) + " shards in " + tmp.string();
-    if (stop.stop_requested())
+    if (stop.stop_requested() && !abandon_at) abandon_at = Clock::now() + after_stop;
+    if (abandon_at && Clock::now() >= *abandon_at)
       throw CheckpointError(tmp.string(), "commit",
                             "commit of step " + std::to_string(step) +
-                                " abandoned: this rank is leaving after a "
-                                "failure, with " +
-                                missing + " still missing (" + pending_list() +
-                                "); `latest` is unchanged and names the newest committed step");
+                                " abandoned: this rank is leaving after a failure, and " +
+                                std::to_string(after_stop.count()) + " ms later " + missing + " were still missing (" +
+                                pending_list() + "); `latest` is unchanged and names the newest committed step");
     if (Clock::now() >= deadline)
       throw CommitTimeout(tmp.string(), "commit",
                           "commit of step " + std::to_string(step) + " timed out after " +
                               std::to_string(timeout.count()) + " ms waiting for " + missing + " (" + pending_list() +
                               "); `latest` is unchanged: check that those ranks reached this step's save");
+    const Clock::time_point until = abandon_at ? std::min(deadline, *abandon_at) : deadline;
     std::this_thread::sleep_for(std::min(
         poll,
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) + std::chrono::milliseconds(1)));
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()) + std::chrono::milliseconds(1)));
     poll = std::min(poll * 2, std::chrono::milliseconds(100));
   }
 }
@@ -151,7 +154,8 @@ void remove_strays(const fs::path& tmp, const std::map<int, ShardMeta>& metas) {
 
 CommitResult commit(const fs::path& dir, int64_t step, std::span<const int> expected_ranks, const Metadata& metadata,
                     int keep, std::chrono::milliseconds timeout, const std::string& save_token,
-                    std::span<const int64_t> protected_steps, std::stop_token stop) {
+                    std::span<const int64_t> protected_steps, std::stop_token stop,
+                    std::chrono::milliseconds after_stop) {
   if (expected_ranks.empty()) throw std::invalid_argument("commit: expected_ranks is empty");
   if (std::set<int>(expected_ranks.begin(), expected_ranks.end()).size() != expected_ranks.size()) {
     throw std::invalid_argument("commit: expected_ranks lists a rank twice");
@@ -159,7 +163,8 @@ CommitResult commit(const fs::path& dir, int64_t step, std::span<const int> expe
   if (keep < 1) throw std::invalid_argument("commit: keep must be at least 1, got " + std::to_string(keep));
   const fs::path tmp = tmp_step_path(dir, step);
   make_dirs(tmp);
-  const std::map<int, ShardMeta> metas = wait_for_shards(tmp, step, expected_ranks, timeout, save_token, stop);
+  const std::map<int, ShardMeta> metas =
+      wait_for_shards(tmp, step, expected_ranks, timeout, save_token, stop, after_stop);
 
   IndexContents index;
   index.step = step;

@@ -34,12 +34,13 @@ struct CommitResult {
 // 6. retention: keeps the `keep` newest steps, the one `latest` names and `protected_steps`
 //    (apply_retention).
 // Any failure before 4 throws with `latest` unchanged: CommitTimeout (names the missing
-// ranks and why), CheckpointError (inconsistent shards, I/O, or `stop` requested while shards
-// were still missing: a rank leaving after a failure does not wait for shards that the failed
-// ranks will never write).
+// ranks and why), CheckpointError (inconsistent shards, I/O, or shards still missing
+// `after_stop` after `stop` was requested: a rank leaving after a failure waits that much
+// longer for the shards other surviving ranks are still writing, not for those that the
+// failed ranks will never write).
 CommitResult commit(const std::filesystem::path& dir, int64_t step, std::span<const int> expected_ranks,
                     const Metadata& metadata, int keep, std::chrono::milliseconds timeout,
                     const std::string& save_token = "", std::span<const int64_t> protected_steps = {},
-                    std::stop_token stop = {});
+                    std::stop_token stop = {}, std::chrono::milliseconds after_stop = {});
 
 }  // namespace axonn

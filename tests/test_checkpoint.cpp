@@ -5,9 +5,12 @@
 
 #include <atomic>
 #include <fstream>
+#include <stop_token>
+#include <thread>
 
 #include "checkpoint/async_saver.hpp"
 #include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/commit.hpp"
 #include "checkpoint/format.hpp"
 #include "checkpoint/hdf5_util.hpp"
 #include "checkpoint/latest_recovery.hpp"
@@ -313,8 +316,9 @@ TEST(Checkpoint, AsyncSaveReturnsBeforeTheWriteFinishes) {
 }
 
 // A rank leaving after a failure: its commit stops waiting for a shard that will never come
-// (without abandon() this wait() would block for the 10-minute commit timeout), `latest`
-// unchanged; a step whose shards are all there commits all the same.
+// (without abandon() this wait() would block for the 10-minute commit timeout) once as long
+// again as its own shard took has passed, `latest` unchanged; a step whose shards are all
+// there commits all the same.
 TEST(Checkpoint, AnAbandonedCommitStopsWaitingForShardsThatNeverCome) {
   const fs::path dir = test_dir();
   const auto model = small_model();
@@ -327,10 +331,9 @@ TEST(Checkpoint, AnAbandonedCommitStopsWaitingForShardsThatNeverCome) {
       saver.wait();
       FAIL() << "an abandoned commit committed without rank 1's shard";
     } catch (const CheckpointError& e) {
-      EXPECT_TRUE(contains_text(e.what(),
-                                "commit of step 40 abandoned: this rank is leaving after a failure, with 1 "
-                                "of 2 shards"))
+      EXPECT_TRUE(contains_text(e.what(), "commit of step 40 abandoned: this rank is leaving after a failure, and "))
           << e.what();
+      EXPECT_TRUE(contains_text(e.what(), " ms later 1 of 2 shards in ")) << e.what();
       EXPECT_TRUE(contains_text(e.what(), "rank 1: no shard-00001.h5")) << e.what();
     }
     EXPECT_FALSE(fs::exists(dir / "step-000000040"));
@@ -345,6 +348,28 @@ TEST(Checkpoint, AnAbandonedCommitStopsWaitingForShardsThatNeverCome) {
   saver.wait();
   ASSERT_TRUE(saver.last_commit());
   EXPECT_EQ(saver.last_commit()->step_dir, dir / "step-000000041");
+}
+
+// A surviving rank still writing its shard when the committing rank leaves: the commit waits
+// `after_stop` for it and commits (a failure of one rank loses no step whose other shards
+// were on their way); a stop requested before the commit began counts from its first look.
+TEST(Checkpoint, AnAbandonedCommitStillTakesTheShardsThatArriveInItsWait) {
+  const fs::path dir = test_dir();
+  const auto model = small_model();
+  RankState st0 = rank_state(model, row_tiles, 0, 2, 40);
+  RankState st1 = rank_state(model, row_tiles, 1, 2, 40);
+  write_shard(dir, 40, 0, st0.slices);
+  std::stop_source leaving;
+  leaving.request_stop();
+  std::thread survivor([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    write_shard(dir, 40, 1, st1.slices);
+  });
+  const auto committed = commit(dir, 40, std::vector<int>{0, 1}, test_metadata(40), 2, std::chrono::minutes(10), "", {},
+                                leaving.get_token(), std::chrono::seconds(60));
+  survivor.join();
+  EXPECT_EQ(committed.step_dir, dir / "step-000000040");
+  EXPECT_EQ(read_latest(dir), 40);
 }
 
 TEST(Checkpoint, AsyncWriterErrorSurfacesOnTheNextCall) {

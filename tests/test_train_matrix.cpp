@@ -21,7 +21,9 @@
 
 #include <cstdlib>
 #include <future>
+#include <thread>
 
+#include "checkpoint/step_dir.hpp"
 #include "layout/layout.hpp"
 #include "matrix_cases.hpp"
 #include "train_helpers.hpp"
@@ -97,10 +99,24 @@ TrainedRun train_at(const std::filesystem::path& dir, const MatrixCase& c, const
                   300);
 }
 
+// Waits (up to 60 s) until `rank`'s shard of `step` is on disk in <dir>/ckpt, committed or not
+// yet: a rank killed after that has done its part of the step's checkpoint.
+bool wait_for_shard(const std::filesystem::path& dir, int64_t step, int rank) {
+  const std::filesystem::path ckpt = dir / "ckpt";
+  for (int i = 0; i < 6000; ++i) {
+    for (const auto& step_dir : {tmp_step_path(ckpt, step), step_path(ckpt, step)})
+      if (std::filesystem::exists(step_dir / shard_file_name(rank))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "rank " << rank << " never wrote its shard of step " << step << " in " << ckpt;
+  return false;
+}
+
 // The case's run at `layout` under `axonn run --max-restarts 1`, its last rank SIGKILLed once
-// step 3 is logged (rank 0 sleeps 100 ms a step, a test-only slowdown that changes no number,
-// so the kill lands before step 4): the restart resumes from the newest checkpoint (step 2, or
-// none yet) and trains to the end. What it left, each step's last line.
+// its shard of step 2 is written and step 3 is logged (rank 0 sleeps 100 ms a step, a
+// test-only slowdown that changes no number, so the kill lands before step 4): the restart
+// resumes from the newest checkpoint, step 2 (committed by the survivors) or the nodes'
+// memory, and trains to the end. What it left, each step's last line.
 TrainedRun train_killed_at(const std::filesystem::path& dir, const MatrixCase& c, const std::string& layout) {
   std::filesystem::create_directories(dir);
   write_file(dir / "other.txt", other_text());
@@ -110,6 +126,7 @@ TrainedRun train_killed_at(const std::filesystem::path& dir, const MatrixCase& c
   auto job = std::async(std::launch::async, [&] {
     return run_train(dir, ranks, layout, case_overrides(c), case_nodes(c, layout), 300, "--max-restarts 1");
   });
+  wait_for_shard(dir, kSavedStep, ranks - 1);
   kill_ranks(dir, {ranks - 1}, 0, 3);
   const CommandResult r = job.get();
   unsetenv("AXONN_TEST_SLOW_RANK");
