@@ -45,7 +45,6 @@
 #include "core/wall_clock.hpp"
 #include "subprocess.hpp"
 #include "tests/rank_processes.hpp"
-#include "trainer/train/memory_interval.hpp"
 
 namespace {
 
@@ -129,6 +128,7 @@ struct Round {
   double redone = 0;
   int copies = 0;    // the uninterrupted run's memory copies, as its log counts them
   int interval = 0;  // with --memory-interval auto: the interval the run chose
+  int from = 0;      // and the step of its first copy at that interval
 };
 
 // A number the log line matching `pattern` (one group) gives; 0 without one.
@@ -188,6 +188,7 @@ double run_job(const fs::path& dir, const Options& o, bool memory_copies, bool k
   if (memory_copies && !kill_node) {
     round.copies = logged_number(output, "checkpoint: ([0-9]+) memory copies paused training");
     round.interval = logged_number(output, "checkpoint: memory copies every ([0-9]+) steps from step");
+    round.from = logged_number(output, "checkpoint: memory copies every [0-9]+ steps from step ([0-9]+)");
   }
   if (kill_node) {
     const std::string summary = read_text(dir / "run" / "summary.json");
@@ -245,26 +246,36 @@ int main(int argc, char** argv) {
       "%d steps, checkpoint every %d, memory copies every %s but in the first run; the interrupted run loses its "
       "last node after step %d; %d rounds\n",
       o.steps, o.interval, o.memory_interval.c_str(), o.kill_at, o.rounds);
-  // With "auto", the step time of the steps after the run's calibration (the copies as the rest
-  // of a long run makes them), in both runs alike.
+  // With "auto", the step time of the steps after the first copy at the interval the run chose
+  // (the copies as the rest of a long run makes them; the calibration's copies are spaced by
+  // their own length), in both runs alike.
   const bool automatic = o.memory_interval == "auto";
-  const int first_step = automatic ? static_cast<int>(MemoryCopySchedule::deciding_step(0)) + 1 : 1;
-  if (automatic) std::printf("step times from step %d on, after the run's calibration of the interval\n", first_step);
+  if (automatic)
+    std::printf("step times from the step after the first copy at the interval the run chose (\"from\") on\n");
   std::printf(
-      "\nround  step s no copies  step s copies  ratio  copies  uninterrupted s  interrupted s  ratio  kill->step s  "
-      "detect   stop  restart  startup   load  first_step  steps redone\n");
+      "\nround  step s no copies  step s copies  ratio  copies%s  uninterrupted s  interrupted s  ratio  kill->step s  "
+      "detect   stop  restart  startup   load  first_step  steps redone\n",
+      automatic ? "  every  from" : "");
   std::vector<Round> rounds;
   for (int r = 0; r < o.rounds; ++r) {
     Round round;
     run_job(dir / "plain", o, false, false, round, &round.plain_cpu_s);
-    round.plain_step_s = step_seconds(dir / "plain", first_step);
     round.whole_s = run_job(dir / "whole", o, true, false, round, &round.copies_cpu_s);
+    const int first_step = automatic ? round.from + 1 : 1;
+    if (automatic && round.from == 0) {
+      std::fprintf(stderr, "%s: the run with \"auto\" copies never chose an interval in %d steps: give more --steps\n",
+                   kProgram.c_str(), o.steps);
+      std::exit(1);
+    }
+    round.plain_step_s = step_seconds(dir / "plain", first_step);
     round.copies_step_s = step_seconds(dir / "whole", first_step);
     round.interrupted_s = run_job(dir / "interrupted", o, true, true, round);
+    char chosen[32] = "";
+    if (automatic) std::snprintf(chosen, sizeof chosen, "  %5d  %4d", round.interval, round.from);
     std::printf(
-        "%5d  %16.4f  %13.4f  %5.3f  %6d  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  %10.3f  "
+        "%5d  %16.4f  %13.4f  %5.3f  %6d%s  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  %10.3f  "
         "%12.0f\n",
-        r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s, round.copies,
+        r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s, round.copies, chosen,
         round.whole_s, round.interrupted_s, round.interrupted_s / round.whole_s, round.kill_to_step_s,
         round.phases["detect"], round.phases["stop"], round.phases["restart"], round.phases["startup"],
         round.phases["load"], round.phases["first_step"], round.redone);

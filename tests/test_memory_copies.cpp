@@ -101,60 +101,104 @@ TEST(MemoryInterval, TheFewestStepsThatKeepTheCopiesWithinTheBudget) {
   EXPECT_EQ(memory_interval_for({.step_s = 0.5, .pause_s = 0.01, .background_s = 0}), 1);
   EXPECT_EQ(memory_interval_for({.step_s = 0, .pause_s = 1, .background_s = 1}), 1);
   EXPECT_EQ(describe_copy_cost({.step_s = 0.165, .pause_s = 3e-4, .slowdown_s = 0.012, .background_s = 0.04}),
-            "a copy paused training 0.3 ms, slowed the step beside it by 12.0 ms and wrote and sent for 40.0 ms, with "
+            "a copy paused training 0.3 ms, slowed the steps beside it by 12.0 ms and wrote and sent for 40.0 ms, with "
             "steps of 165.0 ms");
 }
 
-// A fixed interval copies after the multiples of it. "auto" calibrates: copies after every other
-// step from the run's second, the steps before them without a copy beside them and the steps
-// after them beside one; decides after the step beside the last, then copies every K steps.
+// A fixed interval copies after the multiples of it. "auto" calibrates: with copies that end
+// within a step, it copies after every other step from the run's second, the steps before them
+// without a copy beside them and the steps after them beside one; it decides after the step
+// beside the last, then copies every K steps.
 TEST(MemoryInterval, TheScheduleOfAFixedAndOfAnAutoInterval) {
   const MemoryCopySchedule fixed(3, 4);
-  std::vector<int64_t> due, without, beside;
+  std::vector<int64_t> due;
   for (int64_t s = 5; s <= 12; ++s) {
     if (fixed.due(s)) due.push_back(s);
-    EXPECT_FALSE(fixed.deciding(s) || fixed.calibrates_without_copy(s) || fixed.calibrates_beside_copy(s));
+    EXPECT_FALSE(fixed.deciding(s) || fixed.calibrating());
   }
   EXPECT_EQ(due, (std::vector<int64_t>{6, 9, 12}));
+  EXPECT_EQ(fixed.next_copy(10), 12);
+  EXPECT_EQ(fixed.next_copy(12), 12);
 
   MemoryCopySchedule automatic(std::nullopt, 10);  // resumed from step 10
+  std::vector<int64_t> without, beside;
   due.clear();
   for (int64_t s = 11; s <= 30; ++s) {
-    if (automatic.calibrates_without_copy(s)) without.push_back(s);
-    if (automatic.calibrates_beside_copy(s)) beside.push_back(s);
+    if (automatic.calibrating()) {
+      // A copy's writing and sending ends within the step after it.
+      const CalibrationStep measured = automatic.boundary(s, false);
+      if (measured == CalibrationStep::without_copy) without.push_back(s);
+      if (measured == CalibrationStep::beside_copy) beside.push_back(s);
+    }
     if (automatic.deciding(s)) {
       EXPECT_EQ(s, 19);
-      EXPECT_EQ(s, MemoryCopySchedule::deciding_step(10));
       automatic.decide(3);
+      EXPECT_EQ(automatic.next_copy(s), 21);
     }
     if (automatic.due(s)) due.push_back(s);
   }
   EXPECT_EQ(automatic.interval(), 3);
   EXPECT_EQ(without, (std::vector<int64_t>{12, 14, 16, 18}));
   EXPECT_EQ(beside, (std::vector<int64_t>{13, 15, 17, 19}));
+  EXPECT_EQ(automatic.calibration_copies(), (std::vector<int64_t>{12, 14, 16, 18}));
+  EXPECT_EQ(describe_copy_steps(automatic.calibration_copies()), "steps 12, 14, 16 and 18");
   EXPECT_EQ(due, (std::vector<int64_t>{12, 14, 16, 18, 21, 24, 27, 30}));
   EXPECT_EQ(describe_memory_interval(1), "every 1 step");
   EXPECT_EQ(describe_memory_interval(std::nullopt).rfind("as often as keeps them within 2% of training time", 0), 0u);
 }
 
-// The calibration's step times: the steps before a copy against the steps beside one; a step
-// beside a disk save's writing is left out, unless that would leave a side with none.
-TEST(MemoryInterval, TheCalibrationLeavesOutTheStepsBesideADiskSave) {
-  const MemoryCopySchedule schedule(std::nullopt, 0);  // copies after steps 2, 4, 6, 8
-  CopyCalibration calibration;
-  for (int64_t step = 1; step <= 9; ++step) {
-    const bool beside_copy = step % 2 == 1 && step > 2;
-    const bool beside_save = step == 6;                                               // a save after step 5
-    const double s = step == 1 ? 0.5 : beside_copy ? 0.11 : beside_save ? 0.2 : 0.1;  // step 1: warm-up
-    calibration.add(schedule, step, s, beside_save);
+// Copies whose writing and sending outlast a step: every step a copy runs beside is measured
+// beside it (none is taken for a step without a copy), and the next calibration copy waits
+// for the one before to end on every rank and for a step with none beside it.
+TEST(MemoryInterval, AutoSpacesCopiesThatOutlastAStep) {
+  MemoryCopySchedule automatic(std::nullopt, 0);
+  std::vector<int64_t> without, beside;
+  std::optional<int64_t> decided;
+  // Each copy still runs at the two boundaries after it (some rank's: the ranks agree).
+  std::vector<int64_t> copies;
+  for (int64_t s = 1; s <= 40 && !decided; ++s) {
+    const bool running = !copies.empty() && s - copies.back() <= 2;
+    const CalibrationStep measured = automatic.boundary(s, running);
+    if (measured == CalibrationStep::without_copy) without.push_back(s);
+    if (measured == CalibrationStep::beside_copy) beside.push_back(s);
+    if (automatic.deciding(s)) decided = s;
+    if (automatic.due(s)) copies.push_back(s);
   }
-  EXPECT_NEAR(calibration.step_s(), 0.1, 1e-12);  // steps 2, 4, 8: step 6 was beside the save
-  EXPECT_NEAR(calibration.slowdown_s(), 0.01, 1e-12);
+  EXPECT_EQ(copies, (std::vector<int64_t>{2, 6, 10, 14}));
+  EXPECT_EQ(automatic.calibration_copies(), copies);
+  EXPECT_EQ(without, (std::vector<int64_t>{2, 6, 10, 14}));
+  EXPECT_EQ(beside, (std::vector<int64_t>{3, 4, 5, 7, 8, 9, 11, 12, 13, 15, 16, 17}));
+  EXPECT_EQ(decided, 17);
+  automatic.decide(5);
+  EXPECT_EQ(automatic.next_copy(17), 19);  // 14 + 5
+  EXPECT_TRUE(automatic.due(19));
+  EXPECT_FALSE(automatic.due(18));
+}
 
-  CopyCalibration all_beside_saves;  // a save after every step: every step counts
-  for (int64_t step = 1; step <= 9; ++step) all_beside_saves.add(schedule, step, step % 2 == 1 ? 0.3 : 0.2, true);
+// The calibration's step times: the steps without a copy against the steps beside one, every
+// one of a copy's steps counted in what it cost; a step beside a disk save's writing is left
+// out of the means, unless that would leave a side with none.
+TEST(MemoryInterval, TheCalibrationCountsEveryStepACopySlowsAndLeavesOutTheStepsBesideADiskSave) {
+  CopyCalibration calibration;
+  calibration.add(CalibrationStep::none, 0.5, false);  // the warm-up
+  for (int copy = 0; copy < 4; ++copy) {
+    const bool beside_save = copy == 2;  // a save's writing beside this copy's first step
+    calibration.add(CalibrationStep::without_copy, 0.1, false);
+    calibration.add(CalibrationStep::beside_copy, beside_save ? 0.3 : 0.13, beside_save);
+    calibration.add(CalibrationStep::beside_copy, 0.11, false);
+  }
+  EXPECT_NEAR(calibration.step_s(), 0.1, 1e-12);
+  // The 7 steps beside copies and no save average 0.1171..., 2 steps per copy.
+  EXPECT_NEAR(calibration.slowdown_s(4), 2 * ((3 * 0.13 + 4 * 0.11) / 7 - 0.1), 1e-12);
+  EXPECT_EQ(calibration.slowdown_s(0), 0.0);
+
+  CopyCalibration all_beside_saves;  // a save beside every step: every step counts
+  for (int copy = 0; copy < 4; ++copy) {
+    all_beside_saves.add(CalibrationStep::without_copy, 0.2, true);
+    all_beside_saves.add(CalibrationStep::beside_copy, 0.3, true);
+  }
   EXPECT_NEAR(all_beside_saves.step_s(), 0.2, 1e-12);
-  EXPECT_NEAR(all_beside_saves.slowdown_s(), 0.1, 1e-12);
+  EXPECT_NEAR(all_beside_saves.slowdown_s(4), 0.1, 1e-12);
 }
 
 TEST(MemoryCopyPlan, TheJobDirectoryTellsCheckpointDirectoriesApart) {

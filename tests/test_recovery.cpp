@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -216,11 +217,11 @@ TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesWithTheOptimizerSharded) {
       dir_, sharded, [&] { return start("memory", memory_copy_job(dir_ / "shm"), 4, 2, "", 1, sharded); });
 }
 
-// checkpoint.memory_interval = "auto": the run copies after its steps 2, 4, 6 and 8, measures
-// what the copies cost every rank, and after step 9 copies every K steps from step 8 on, K the
-// most any rank needs to keep the copies within 2% of training time; the log names the choice
-// and its measurement. A node lost
-// after step 20 goes on from the newest of those copies, like an uninterrupted run resumed there.
+// checkpoint.memory_interval = "auto": the run makes 4 calibration copies (after its steps 2,
+// 4, 6 and 8 where a copy ends within a step), measures what they cost every rank, and then
+// copies every K steps after the last of them, K the most any rank needs to keep the copies
+// within 2% of training time; the log names the choice and its measurement. A node lost after
+// step 20 goes on from the newest of those copies, like an uninterrupted run resumed there.
 TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) {
   std::string output;
   expect_a_lost_node_recovered_from_memory(
@@ -230,20 +231,31 @@ TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) 
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
       output, m,
-      std::regex("checkpoint: memory copies every (\\d+) steps from step (\\d+) \\(checkpoint.memory_interval = "
-                 "\"auto\"\\): on rank [0-3], a copy paused training [0-9.]+ ms, slowed the step beside it by "
-                 "[0-9.]+ ms and wrote and sent for [0-9.]+ ms, with steps of [0-9.]+ ms; every \\1 steps keeps them "
-                 "within 2% of training time")))
+      std::regex(
+          "checkpoint: memory copies every (\\d+) steps from step (\\d+) \\(checkpoint.memory_interval = "
+          "\"auto\", measured on the copies after steps ([0-9, and]+)\\): on rank [0-3], a copy paused training "
+          "[0-9.]+ ms, slowed the steps beside it by [0-9.]+ ms and wrote and sent for [0-9.]+ ms, with steps of "
+          "[0-9.]+ ms; every \\1 steps keeps them within 2% of training time")))
       << output;
   const int interval = std::stoi(m[1]), from = std::stoi(m[2]);
-  EXPECT_EQ(from, 8 + interval) << output;
+  std::vector<int> calibration;
+  const std::string listed = m[3];
+  const std::regex number("\\d+");
+  for (std::sregex_iterator it(listed.begin(), listed.end(), number), end; it != end; ++it)
+    calibration.push_back(std::stoi(it->str()));
+  ASSERT_EQ(calibration.size(), 4u) << output;
+  EXPECT_EQ(calibration.front(), 2) << output;  // after the warm-up step and one without a copy
+  for (size_t i = 1; i < calibration.size(); ++i) EXPECT_GE(calibration[i], calibration[i - 1] + 2) << output;
+  const int last = calibration.back();
+  EXPECT_GT(from, last) << output;
+  EXPECT_EQ((from - last) % interval, 0) << output;
   // The step loaded is the last copy at or before the kill (after step 20 was logged: 20, or
   // 21 when that step's metrics line came before the kill), or the one before it when the
   // kill landed while a copy was in flight.
   const int loaded = memory_step(output);
-  const bool calibration_copy = loaded <= 8 && loaded % 2 == 0;
-  EXPECT_TRUE(calibration_copy || (loaded >= from && (loaded - 8) % interval == 0)) << "step " << loaded << "\n"
-                                                                                    << output;
+  const bool calibration_copy = std::find(calibration.begin(), calibration.end(), loaded) != calibration.end();
+  EXPECT_TRUE(calibration_copy || (loaded >= from && (loaded - last) % interval == 0)) << "step " << loaded << "\n"
+                                                                                       << output;
   EXPECT_LE(loaded, 21) << output;
 }
 

@@ -69,6 +69,8 @@ class MemoryCopies {
   // Starts a copy of the trainer's state (its step() done); returns how long training paused.
   std::chrono::nanoseconds save(double last_lr);
   void poll() { checkpoint_.poll(); }  // rethrows a finished copy's error
+  // Whether a copy is still being written and sent (rethrows a finished copy's error).
+  bool running() { return !checkpoint_.poll(); }
   void wait() { checkpoint_.wait(); }
   // The longest a finished copy wrote and sent after its pause (after wait()).
   std::chrono::nanoseconds longest_background() const { return longest_background_; }

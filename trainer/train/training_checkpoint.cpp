@@ -189,7 +189,7 @@ const std::vector<int64_t>& TrainingCheckpoint::protect_steps_after(int64_t star
 
 void TrainingCheckpoint::wait() { saver_.wait(); }
 
-void TrainingCheckpoint::poll() { saver_.poll(); }
+bool TrainingCheckpoint::poll() { return saver_.poll(); }
 
 std::optional<LoadResult> TrainingCheckpoint::load(bool fallback, std::optional<int64_t> step) {
   if (!std::filesystem::exists(dir_ / "latest") && !step) return std::nullopt;

@@ -48,8 +48,8 @@ class TrainingCheckpoint {
   std::chrono::nanoseconds save(double last_lr);
   // Waits for a save in flight; rethrows its error.
   void wait();
-  // Rethrows the error of a finished save (call once per step).
-  void poll();
+  // Rethrows the error of a finished save (call once per step); true when none is in flight.
+  bool poll();
   // Leaving after a failure: a commit in flight stops waiting for shards (AsyncSaver::abandon).
   void abandon() { saver_.abandon(); }
 

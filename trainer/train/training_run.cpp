@@ -516,7 +516,7 @@ class TrainingRun {
       checkpoint_.poll();  // a failed background save stops the run here, at the next step
       if (memory_) memory_->poll();
       const double step_s = seconds_since(step_start);
-      if (memory_schedule_) calibration_.add(*memory_schedule_, step_number, step_s, disk_save_beside);
+      const bool step_beside_disk_save = disk_save_beside;
       disk_save_beside = false;
       busy_s = std::max(0.0, step_s - (comm_wait_s(grid_) - wait_before));
       if (lead_) watch_stragglers(report, step_number, interval);
@@ -575,6 +575,10 @@ class TrainingRun {
                        std::chrono::duration<double, std::milli>(stall).count());
       }
       if (memory_ && trainer_.step() < t.steps) {
+        if (memory_schedule_->calibrating()) {
+          const CalibrationStep measured = memory_schedule_->boundary(trainer_.step(), any_memory_copy_running());
+          calibration_.add(measured, step_s, step_beside_disk_save);
+        }
         if (memory_schedule_->deciding(trainer_.step())) choose_memory_interval();
         if (memory_schedule_->due(trainer_.step())) copy_to_memory(lr);
       }
@@ -639,22 +643,44 @@ class TrainingRun {
     }
   }
 
-  // checkpoint.memory_interval = "auto", at the end of the calibration: every rank measures
-  // what its calibration copies cost (waiting for the last to end), and the ranks copy every K
-  // steps from then on, K the most any rank needs to keep its copies within the budget.
+  // A collective of the run's own bookkeeping, not of the model's step: left out of the step's
+  // counted bytes, which the summary compares with the layout model's.
+  template <class Exchange>
+  auto uncounted(Exchange exchange) {
+    const CommGrid::CounterState before = grid_.counter_state();
+    auto result = exchange();
+    grid_.restore_counters(before);
+    return result;
+  }
+
+  // checkpoint.memory_interval = "auto", calibrating: whether any rank's memory copy is still
+  // writing or sending, agreed by every rank (a small all-gather per step, for the few steps
+  // the calibration takes), so that all of them copy after the same steps.
+  bool any_memory_copy_running() {
+    const std::vector<int64_t> running =
+        uncounted([&] { return all_gather_integers(backend_, world_, {memory_->running() ? 1 : 0}); });
+    return std::find(running.begin(), running.end(), 1) != running.end();
+  }
+
+  // checkpoint.memory_interval = "auto", at the end of the calibration (every rank's last
+  // calibration copy has ended): every rank measures what its calibration copies cost, and the
+  // ranks copy every K steps from then on, K the most any rank needs to keep its copies within
+  // the budget.
   void choose_memory_interval() {
     memory_->wait();
     CopyCost cost;
     cost.step_s = calibration_.step_s();
     cost.pause_s = memory_paused_ms_ / 1e3 / static_cast<double>(memory_copies_);
-    cost.slowdown_s = calibration_.slowdown_s();
+    cost.slowdown_s = calibration_.slowdown_s(static_cast<int>(memory_schedule_->calibration_copies().size()));
     cost.background_s = std::chrono::duration<double>(memory_->longest_background()).count();
     // [interval, step, pause, slowdown, background] of every rank, the times in microseconds.
     constexpr size_t kFields = 5;
     auto us = [](double s) { return static_cast<int64_t>(std::llround(s * 1e6)); };
-    const std::vector<int64_t> all = all_gather_integers(
-        backend_, world_,
-        {memory_interval_for(cost), us(cost.step_s), us(cost.pause_s), us(cost.slowdown_s), us(cost.background_s)});
+    const std::vector<int64_t> all = uncounted([&] {
+      return all_gather_integers(
+          backend_, world_,
+          {memory_interval_for(cost), us(cost.step_s), us(cost.pause_s), us(cost.slowdown_s), us(cost.background_s)});
+    });
     size_t most = 0;
     for (size_t r = 0; r < all.size(); r += kFields)
       if (all[r] > all[most]) most = r;
@@ -666,10 +692,12 @@ class TrainingRun {
                           .slowdown_s = static_cast<double>(all[most + 3]) / 1e6,
                           .background_s = static_cast<double>(all[most + 4]) / 1e6};
     spdlog::info(
-        "checkpoint: memory copies every {} steps from step {} (checkpoint.memory_interval = \"auto\"): on rank {}, "
-        "{}; every {} steps keeps them within {:.0f}% of training time{}",
-        interval, trainer_.step() + interval - 1, most / kFields, describe_copy_cost(theirs), interval,
-        100 * kMemoryCopyBudget, theirs.background_s > theirs.step_s ? " and lets each copy end before the next" : "");
+        "checkpoint: memory copies every {} steps from step {} (checkpoint.memory_interval = \"auto\", measured on "
+        "the copies after {}): on rank {}, {}; every {} steps keeps them within {:.0f}% of training time{}",
+        interval, memory_schedule_->next_copy(trainer_.step()),
+        describe_copy_steps(memory_schedule_->calibration_copies()), most / kFields, describe_copy_cost(theirs),
+        interval, 100 * kMemoryCopyBudget,
+        theirs.background_s > theirs.step_s ? " and lets each copy end before the next" : "");
   }
 
   // The checkpoint's copy into host buffers, which pauses training, as a span of the step.
