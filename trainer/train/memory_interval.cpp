@@ -51,16 +51,16 @@ CalibrationStep MemoryCopySchedule::boundary(int64_t step, bool copy_running) {
   const CalibrationStep measured = step == start_step_ + 1 ? CalibrationStep::none : next_;
   boundary_step_ = step;
   copy_running_ = copy_running;
-  copy_due_ = copy_steps_.size() < kCalibrationCopies && !copy_running && step > start_step_ + 1 &&
-              measured == CalibrationStep::without_copy;
-  if (copy_due_) copy_steps_.push_back(step);
-  next_ = copy_due_ || copy_running ? CalibrationStep::beside_copy : CalibrationStep::without_copy;
+  const bool copy_due = copy_steps_.size() < kCalibrationCopies && !copy_running && step > start_step_ + 1 &&
+                        measured == CalibrationStep::without_copy;
+  if (copy_due) copy_steps_.push_back(step);
+  next_ = copy_due || copy_running ? CalibrationStep::beside_copy : CalibrationStep::without_copy;
   return measured;
 }
 
 bool MemoryCopySchedule::due(int64_t step) const {
   if (!automatic_) return step % *interval_ == 0;
-  if (!interval_) return copy_due_ && boundary_step_ == step;
+  if (!interval_) return !copy_steps_.empty() && copy_steps_.back() == step;
   const int64_t last = copy_steps_.back();
   return step > last && (step - last) % *interval_ == 0;
 }

@@ -93,8 +93,7 @@ class MemoryCopySchedule {
   // "auto", calibrating: the state at the last boundary() and what the step after it measures.
   int64_t boundary_step_ = -1;
   bool copy_running_ = false;
-  bool copy_due_ = false;
-  std::vector<int64_t> copy_steps_;  // the calibration copies' steps
+  std::vector<int64_t> copy_steps_;  // the calibration copies' steps (the last: due now or done)
   CalibrationStep next_ = CalibrationStep::none;
 };
 
