@@ -20,8 +20,8 @@ Two matrices:
            bfloat16 (which only the CUDA backend runs, and one emulated GPU per process
            allows only in-process ranks: no resume factor here).
 
-  python3 tests/combination_matrix.py [--device] > FILE   # regenerate
-  python3 tests/combination_matrix.py [--device] --check FILE
+  /usr/bin/python3 tests/combination_matrix.py [--device] > FILE   # regenerate
+  /usr/bin/python3 tests/combination_matrix.py [--device] --check FILE
 
 --check regenerates the list, compares it with the committed file, and verifies on its own
 that every allowed pair is covered and that no case breaks a rule (ctest runs it).
@@ -31,6 +31,8 @@ A case line: `name key=value ...`, keys as the matrix's factors.
 import itertools
 import random
 import sys
+
+import numpy  # Debian's python3-numpy (scripts/install-deps.sh)
 
 SEED = 20261203
 QUICK = 10
@@ -123,43 +125,75 @@ def broken_rule(case):
     return None
 
 
-def valid_cases(factors):
-    names = list(factors)
-    for levels in itertools.product(*factors.values()):
-        case = dict(zip(names, levels))
-        if broken_rule(case) is None:
-            yield case
-
-
 def pairs(case):
     items = sorted(case.items())
     return {(a, b) for a, b in itertools.combinations(items, 2)}
 
 
-def covering_array(factors):
-    cases = list(valid_cases(factors))
-    random.Random(SEED).shuffle(cases)
-    # Each case's pairs as one bit each of an int, made once: the loop below counts the
-    # uncovered pairs of every case in every round (popcounts, not set intersections).
-    bit = {}
-    masks = []
-    for c in cases:
-        mask = 0
-        for p in pairs(c):
-            mask |= 1 << bit.setdefault(p, len(bit))
-        masks.append(mask)
-    uncovered = (1 << len(bit)) - 1
+class ValidCases:
+    """Every case of `factors` that breaks no rule, in the generator's order (the product's,
+    shuffled with SEED). `levels[i, f]` is case i's level number of factor number f, and
+    `holds[f][l]` a bool array over the cases, true where factor f is at level l: the greedy
+    choice and the check count pairs with these arrays, over all cases at once, rather than
+    listing each case's pairs (the process matrix has 435456 cases of 91 pairs each)."""
+
+    def __init__(self, factors):
+        self.factors = factors
+        self.names = list(factors)
+        numbers = [n for n in itertools.product(*(range(len(levels)) for levels in factors.values()))
+                   if broken_rule(self.case(n)) is None]
+        random.Random(SEED).shuffle(numbers)
+        self.levels = numpy.array(numbers, dtype=numpy.int8)  # [cases, factors]
+        self.holds = [[self.levels[:, f] == l for l in range(len(factors[name]))]
+                      for f, name in enumerate(self.names)]
+
+    def case(self, numbers):
+        """The case of level numbers `numbers` (one per factor): {factor: level}."""
+        return {name: self.factors[name][l] for name, l in zip(self.names, numbers)}
+
+    def held(self, f, a, g, b):
+        """The cases holding level a of factor f and level b of factor g (bool array)."""
+        return self.holds[f][a] & self.holds[g][b]
+
+    def pairs(self):
+        """Every pair of levels some case holds, as (f, a, g, b) with f < g."""
+        found = set()
+        for f, g in itertools.combinations(range(len(self.names)), 2):
+            for a in range(len(self.holds[f])):
+                for b in range(len(self.holds[g])):
+                    if self.held(f, a, g, b).any():
+                        found.add((f, a, g, b))
+        return found
+
+    def named(self, pair):
+        """(f, a, g, b) as pairs(case) gives it: ((name, level), (name, level)), by name."""
+        f, a, g, b = pair
+        return tuple(sorted([(self.names[f], self.factors[self.names[f]][a]),
+                             (self.names[g], self.factors[self.names[g]][b])]))
+
+
+def covering_array(valid):
+    uncovered = valid.pairs()
+    # Each case's count of pairs no chosen case holds yet: all its pairs at first. A chosen
+    # case's new pairs lower the count of every case holding them; argmax takes the first case
+    # of the most, so the shuffled order breaks ties.
+    factor_pairs = list(itertools.combinations(range(len(valid.names)), 2))
+    uncovered_count = numpy.full(len(valid.levels), len(factor_pairs), dtype=numpy.int32)
     chosen = []
     while uncovered:
-        best = max(range(len(cases)), key=lambda i: (masks[i] & uncovered).bit_count())
-        chosen.append(cases[best])
-        uncovered &= ~masks[best]
+        best = valid.levels[int(uncovered_count.argmax())]
+        chosen.append(valid.case(best))
+        for f, g in factor_pairs:
+            pair = (f, int(best[f]), g, int(best[g]))
+            if pair in uncovered:
+                uncovered.remove(pair)
+                uncovered_count -= valid.held(*pair)
     return chosen
 
 
-def lines(factors):
+def lines(valid):
     out = []
-    for i, case in enumerate(covering_array(factors)):
+    for i, case in enumerate(covering_array(valid)):
         name = f"case{i:02d}"
         out.append(name + " " + " ".join(f"{k}={v}" for k, v in case.items()))
     return out
@@ -168,11 +202,12 @@ def lines(factors):
 def check(path, factors):
     with open(path) as f:
         committed = [l.rstrip("\n") for l in f if l.strip() and not l.startswith("#")]
-    want = lines(factors)
+    valid = ValidCases(factors)
+    want = lines(valid)
     device = " --device" if factors is DEVICE_FACTORS else ""
     if committed != want:
         print(f"{path} is not what tests/combination_matrix.py{device} generates; regenerate it:\n"
-              f"  python3 tests/combination_matrix.py{device} > {path}", file=sys.stderr)
+              f"  /usr/bin/python3 tests/combination_matrix.py{device} > {path}", file=sys.stderr)
         return 1
     # Independently of the greedy choice: every pair some valid case holds is held by a
     # committed case, and no committed case breaks a rule.
@@ -184,9 +219,7 @@ def check(path, factors):
         if broken_rule(c):
             print(f"a case breaks a rule ({broken_rule(c)}): {c}", file=sys.stderr)
             return 1
-    allowed = set()
-    for c in valid_cases(factors):
-        allowed |= pairs(c)
+    allowed = {valid.named(pair) for pair in valid.pairs()}
     held = set().union(*(pairs(c) for c in cases))
     missing = allowed - held
     if missing:
@@ -210,7 +243,7 @@ def main(argv):
           % (" --device" if factors is DEVICE_FACTORS else "", SEED))
     if factors is FACTORS:
         print("# The first %d cases are the quick subset; the rest are labelled matrix_tail." % QUICK)
-    print("\n".join(lines(factors)))
+    print("\n".join(lines(ValidCases(factors))))
     return 0
 
 
