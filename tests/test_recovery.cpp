@@ -62,6 +62,7 @@ class Recovery : public ::testing::Test {
 
 TEST_F(Recovery, AKilledRankRestartsEveryRankAndTheRunEndsLikeAnUninterruptedOne) {
   auto job = start("killed", tiny_job(30, 4), 4, 1, "2x2x1x1", 2);
+  wait_for_committed(dir_ / "killed", 4);
   kill_ranks(dir_ / "killed", {2}, 0, 6);
   const CommandResult r = job.get();
   ASSERT_EQ(r.code, 0) << r.output;
@@ -83,6 +84,7 @@ TEST_F(Recovery, AKilledRankRestartsEveryRankAndTheRunEndsLikeAnUninterruptedOne
 TEST_F(Recovery, APretendNodeKilledGoesOnWithTheNodesLeftLikeAResumeAtThatSize) {
   const std::string job = tiny_job(30, 4);
   auto run = start("node", job, 8, 2, "", 1);
+  wait_for_committed(dir_ / "node", 4);
   kill_ranks(dir_ / "node", {4, 5, 6, 7}, 0, 6);
   const CommandResult r = run.get();
   ASSERT_EQ(r.code, 0) << r.output;
@@ -266,6 +268,7 @@ TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
   job.replace(job.find("interval = 100"), 14, "interval = 4");
   setenv("AXONN_TEST_CORRUPT_MEMORY_COPY", "1", 1);
   auto run = start("corrupt", job, 2, 1, "2x1x1x1", 1);
+  wait_for_committed(dir_ / "corrupt", 4);
   kill_ranks(dir_ / "corrupt", {1}, 0, 6);
   const CommandResult r = run.get();
   unsetenv("AXONN_TEST_CORRUPT_MEMORY_COPY");
@@ -291,6 +294,7 @@ TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
 // limit; the newest checkpoint stays committed. The limit is the job's run.max_restarts here.
 TEST_F(Recovery, TheRestartLimitEndsTheJobWithTheLastFailure) {
   auto run = start("limit", tiny_job(60, 4) + "max_restarts = 1\n", 2, 1, "2x1x1x1", -1);
+  wait_for_committed(dir_ / "limit", 4);
   kill_ranks(dir_ / "limit", {1}, 0, 6);
   kill_ranks(dir_ / "limit", {1}, 1, read_metrics(dir_ / "limit" / "run").size() + 6);
   const CommandResult r = run.get();
@@ -312,7 +316,8 @@ TEST_F(Recovery, NoLayoutForTheRanksLeftEndsTheJobNamingTheNewestCheckpoint) {
                                                           {"global_batch = 24", "global_batch = 3"},
                                                           {"micro_batch = 2", "micro_batch = 1"}});
   auto run = start("no-layout", job, 3, 3, "", 1);
-  kill_ranks(dir_ / "no-layout", {2}, 0, 10);  // well past the step-4 save: a checkpoint to name
+  wait_for_committed(dir_ / "no-layout", 4);  // a checkpoint to name
+  kill_ranks(dir_ / "no-layout", {2}, 0, 10);
   const CommandResult r = run.get();
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_TRUE(

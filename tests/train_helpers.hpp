@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "checkpoint/reader.hpp"
+#include "checkpoint/step_dir.hpp"
 #include "process_helpers.hpp"
 #include "rank_processes.hpp"
 
@@ -131,6 +132,19 @@ inline bool kill_ranks(const std::filesystem::path& dir, const std::vector<int>&
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ADD_FAILURE() << "attempt " << attempt << "'s ranks never all ran in " << dir;
+  return false;
+}
+
+// Waits (up to 60 s) until <dir>/ckpt's `latest` names `step` or a later one: a test whose
+// checks need a committed disk step kills only after it, since on a slow machine (sanitized,
+// two ranks a core) a rank can log the steps after a save before its shard of it is written.
+inline bool wait_for_committed(const std::filesystem::path& dir, int64_t step) {
+  for (int i = 0; i < 6000; ++i) {
+    if (read_latest(dir / "ckpt").value_or(0) >= step) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "no step from " << step << " on was committed in " << dir / "ckpt"
+                << " within 60 s";
   return false;
 }
 
