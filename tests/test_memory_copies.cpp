@@ -100,9 +100,16 @@ TEST(MemoryInterval, TheFewestStepsThatKeepTheCopiesWithinTheBudget) {
   // Exactly at the budget is within it; an unmeasured step copies every step.
   EXPECT_EQ(memory_interval_for({.step_s = 0.5, .pause_s = 0.01, .background_s = 0}), 1);
   EXPECT_EQ(memory_interval_for({.step_s = 0, .pause_s = 1, .background_s = 1}), 1);
-  EXPECT_EQ(describe_copy_cost({.step_s = 0.165, .pause_s = 3e-4, .slowdown_s = 0.012, .background_s = 0.04}),
-            "a copy paused training 0.3 ms, slowed the steps beside it by 12.0 ms and wrote and sent for 40.0 ms, with "
-            "steps of 165.0 ms");
+  // The slowdown counts at its bound: 30 ms more of 165 ms steps is 18%, every 10 steps.
+  EXPECT_EQ(
+      memory_interval_for(
+          {.step_s = 0.165, .pause_s = 3e-4, .slowdown_s = 0.012, .slowdown_bound_s = 0.03, .background_s = 0.04}),
+      10);
+  EXPECT_EQ(
+      describe_copy_cost(
+          {.step_s = 0.165, .pause_s = 3e-4, .slowdown_s = 0.012, .slowdown_bound_s = 0.03, .background_s = 0.04}),
+      "a copy paused training 0.3 ms, slowed the steps beside it by 12.0 ms (at most 30.0 ms at 95% confidence) and "
+      "wrote and sent for 40.0 ms, with steps of 165.0 ms");
 }
 
 // A fixed interval copies after the multiples of it. "auto" calibrates: with copies that end
@@ -199,6 +206,44 @@ TEST(MemoryInterval, TheCalibrationCountsEveryStepACopySlowsAndLeavesOutTheSteps
   }
   EXPECT_NEAR(all_beside_saves.step_s(), 0.2, 1e-12);
   EXPECT_NEAR(all_beside_saves.slowdown_s(4), 0.1, 1e-12);
+  // Steps that do not vary bound the slowdown at its mean.
+  EXPECT_NEAR(all_beside_saves.slowdown_bound_s(4), 0.1, 1e-12);
+}
+
+// Steps that vary as much as a copy slows them leave its cost uncertain: the interval follows
+// the 95% upper bound of the slowdown (Welch's t), not its mean. The steps of a 12.8M-parameter
+// run on 8 ranks sharing 2 cores, whose copy slowed the steps beside it by 0.40 s on average.
+TEST(MemoryInterval, TheSlowdownIsTakenAtItsUpperBoundWhenTheStepsVary) {
+  CopyCalibration calibration;
+  calibration.add(CalibrationStep::none, 4.272, false);
+  const double without[] = {1.890, 2.593, 2.011, 2.026}, beside[] = {3.257, 2.559, 2.276, 2.029};
+  for (int copy = 0; copy < 4; ++copy) {
+    calibration.add(CalibrationStep::without_copy, without[copy], false);
+    calibration.add(CalibrationStep::beside_copy, beside[copy], false);
+  }
+  EXPECT_NEAR(calibration.step_s(), 2.13, 1e-9);
+  EXPECT_NEAR(calibration.slowdown_s(4), 0.40025, 1e-9);
+  // Standard errors 0.2653 s (beside) and 0.1573 s (without), 4.9 degrees of freedom: t = 2.132
+  // (of 4), 0.400 + 2.132 * 0.3085 = 1.058 s.
+  EXPECT_NEAR(calibration.slowdown_bound_s(4), 1.0579, 1e-4);
+  const CopyCost cost{.step_s = calibration.step_s(),
+                      .pause_s = 0.052,
+                      .slowdown_s = calibration.slowdown_s(4),
+                      .slowdown_bound_s = calibration.slowdown_bound_s(4),
+                      .background_s = 2.25};
+  EXPECT_EQ(memory_interval_for(cost), 27);  // (0.052 + 1.058) / (2% of 2.13) = 26.05; at the mean every 11
+
+  // A side of one step has no spread: the bound is the mean difference.
+  CopyCalibration one_each;
+  one_each.add(CalibrationStep::without_copy, 0.1, false);
+  one_each.add(CalibrationStep::beside_copy, 0.15, false);
+  EXPECT_NEAR(one_each.slowdown_bound_s(1), 0.05, 1e-12);
+
+  EXPECT_EQ(student_t_95(1), 6.314);
+  EXPECT_EQ(student_t_95(4.9), 2.132);  // rounded down to 4
+  EXPECT_EQ(student_t_95(0.5), 6.314);
+  EXPECT_EQ(student_t_95(30), 1.697);
+  EXPECT_EQ(student_t_95(1e9), 1.697);
 }
 
 TEST(MemoryCopyPlan, TheJobDirectoryTellsCheckpointDirectoriesApart) {

@@ -236,7 +236,8 @@ TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) 
       std::regex(
           "checkpoint: memory copies every (\\d+) steps from step (\\d+) \\(checkpoint.memory_interval = "
           "\"auto\", measured on the copies after steps ([0-9, and]+)\\): on rank [0-3], a copy paused training "
-          "[0-9.]+ ms, slowed the steps beside it by [0-9.]+ ms and wrote and sent for [0-9.]+ ms, with steps of "
+          "[0-9.]+ ms, slowed the steps beside it by [0-9.]+ ms \\(at most [0-9.]+ ms at 95% confidence\\) and wrote "
+          "and sent for [0-9.]+ ms, with steps of "
           "[0-9.]+ ms; every \\1 steps keeps them within 2% of training time")))
       << output;
   const int interval = std::stoi(m[1]), from = std::stoi(m[2]);

@@ -20,19 +20,28 @@ inline constexpr double kMemoryCopyBudget = 0.02;
 struct CopyCost {
   double step_s = 0;        // a training step with no copy beside it (their mean)
   double pause_s = 0;       // training paused while the state was copied into host buffers (mean)
-  double slowdown_s = 0;    // how much longer, together, the steps beside one copy's background took
+  double slowdown_s = 0;    // how much longer, together, the steps beside one copy's background took (mean)
+  double slowdown_bound_s = 0;  // the most that slowdown can be, at 95% confidence, given how the steps vary
   double background_s = 0;  // the copy's writing and sending after the pause, beside training (longest)
 };
 
 // The fewest steps between copies that keep what a copy costs training (its pause, and the
 // slowdown of the steps beside it: on the CPU backend the cores write and send instead of
-// computing) within the budget of the steps between them, and let each copy end before the
-// next one starts (a save waits for the copy before it): at least 1.
+// computing, taken at its bound, so steps that vary more than a copy slows them do not pass
+// for a cheap copy) within the budget of the steps between them, and let each copy end before
+// the next one starts (a save waits for the copy before it): at least 1.
 int memory_interval_for(const CopyCost& cost);
 
-// "a copy paused training 0.3 ms, slowed the steps beside it by 9.5 ms and wrote and sent for
-// 12.0 ms, with steps of 165.2 ms": the measurement the choice was made from, for the log.
+// "a copy paused training 0.3 ms, slowed the steps beside it by 9.5 ms (at most 14.1 ms at 95%
+// confidence) and wrote and sent for 12.0 ms, with steps of 165.2 ms": the measurement the
+// choice was made from, for the log.
 std::string describe_copy_cost(const CopyCost& cost);
+
+// The one-sided 95% quantile of Student's t distribution with `dof` degrees of freedom: how
+// many standard errors above a mean of few samples its true value may lie. A textbook table to
+// 30, `dof` rounded down to a whole degree and taken as 30 beyond, each of which errs wide (at
+// most 3% wider than the 1.645 of infinitely many).
+double student_t_95(double dof);
 
 // "steps 2, 4, 6 and 8": the steps after which "auto"'s calibration copies ran, for the log.
 std::string describe_copy_steps(const std::vector<int64_t>& steps);
@@ -107,17 +116,24 @@ class CopyCalibration {
   // What one copy's steps took longer together: the steps beside a copy per copy made, times
   // their mean less step_s().
   double slowdown_s(int copies) const;
+  // The same with the difference of the means at its 95% upper bound (Welch's: each side's
+  // spread over its count, Student's t at the degrees of freedom they give). With a side of
+  // fewer than 2 steps there is no spread to bound by: the mean difference.
+  double slowdown_bound_s(int copies) const;
 
  private:
-  struct Mean {
-    double sum = 0;
+  struct Sample {
+    double sum = 0, sum_squares = 0;
     int n = 0;
-    void add(double s) { sum += s, ++n; }
+    void add(double s) { sum += s, sum_squares += s * s, ++n; }
     double mean() const { return n > 0 ? sum / n : 0.0; }
+    double variance() const;  // unbiased; 0 below 2 samples
   };
   bool clean() const { return without_.n > 0 && beside_.n > 0; }
-  Mean without_, beside_;          // the steps beside no disk save
-  Mean without_all_, beside_all_;  // every step
+  const Sample& without() const { return clean() ? without_ : without_all_; }
+  const Sample& beside() const { return clean() ? beside_ : beside_all_; }
+  Sample without_, beside_;          // the steps beside no disk save
+  Sample without_all_, beside_all_;  // every step
 };
 
 }  // namespace axonn

@@ -671,15 +671,17 @@ class TrainingRun {
     CopyCost cost;
     cost.step_s = calibration_.step_s();
     cost.pause_s = memory_paused_ms_ / 1e3 / static_cast<double>(memory_copies_);
-    cost.slowdown_s = calibration_.slowdown_s(static_cast<int>(memory_schedule_->calibration_copies().size()));
+    const int copies = static_cast<int>(memory_schedule_->calibration_copies().size());
+    cost.slowdown_s = calibration_.slowdown_s(copies);
+    cost.slowdown_bound_s = calibration_.slowdown_bound_s(copies);
     cost.background_s = std::chrono::duration<double>(memory_->longest_background()).count();
-    // [interval, step, pause, slowdown, background] of every rank, the times in microseconds.
-    constexpr size_t kFields = 5;
+    // [interval, step, pause, slowdown, its bound, background] of every rank, the times in microseconds.
+    constexpr size_t kFields = 6;
     auto us = [](double s) { return static_cast<int64_t>(std::llround(s * 1e6)); };
     const std::vector<int64_t> all = uncounted([&] {
-      return all_gather_integers(
-          backend_, world_,
-          {memory_interval_for(cost), us(cost.step_s), us(cost.pause_s), us(cost.slowdown_s), us(cost.background_s)});
+      return all_gather_integers(backend_, world_,
+                                 {memory_interval_for(cost), us(cost.step_s), us(cost.pause_s), us(cost.slowdown_s),
+                                  us(cost.slowdown_bound_s), us(cost.background_s)});
     });
     size_t most = 0;
     for (size_t r = 0; r < all.size(); r += kFields)
@@ -687,10 +689,12 @@ class TrainingRun {
     const int interval = static_cast<int>(all[most]);
     memory_schedule_->decide(interval);
     if (!lead_) return;
-    const CopyCost theirs{.step_s = static_cast<double>(all[most + 1]) / 1e6,
-                          .pause_s = static_cast<double>(all[most + 2]) / 1e6,
-                          .slowdown_s = static_cast<double>(all[most + 3]) / 1e6,
-                          .background_s = static_cast<double>(all[most + 4]) / 1e6};
+    auto seconds = [&](size_t field) { return static_cast<double>(all[most + field]) / 1e6; };
+    const CopyCost theirs{.step_s = seconds(1),
+                          .pause_s = seconds(2),
+                          .slowdown_s = seconds(3),
+                          .slowdown_bound_s = seconds(4),
+                          .background_s = seconds(5)};
     spdlog::info(
         "checkpoint: memory copies every {} steps from step {} (checkpoint.memory_interval = \"auto\", measured on "
         "the copies after {}): on rank {}, {}; every {} steps keeps them within {:.0f}% of training time{}",
