@@ -12,11 +12,15 @@ namespace {
 // ceil(a / b) as a step count, at most a million steps.
 int steps_for(double a, double b) { return static_cast<int>(std::min(1e6, std::ceil(a / b))); }
 
+// The slowdown a copy is charged: at its bound, and never below its mean or below nothing
+// (a CopyCost made without a bound charges the mean).
+double charged_slowdown_s(const CopyCost& cost) { return std::max({0.0, cost.slowdown_s, cost.slowdown_bound_s}); }
+
 }  // namespace
 
 int memory_interval_for(const CopyCost& cost) {
   if (!(cost.step_s > 0)) return 1;
-  const double per_copy = cost.pause_s + std::max({0.0, cost.slowdown_s, cost.slowdown_bound_s});
+  const double per_copy = cost.pause_s + charged_slowdown_s(cost);
   const int within_budget = steps_for(per_copy, kMemoryCopyBudget * cost.step_s);
   const int copy_ends_first = steps_for(cost.background_s, cost.step_s);
   return std::max({1, within_budget, copy_ends_first});
@@ -26,8 +30,8 @@ std::string describe_copy_cost(const CopyCost& cost) {
   return fmt::format(
       "a copy paused training {:.1f} ms, slowed the steps beside it by {:.1f} ms (at most {:.1f} ms at 95% "
       "confidence) and wrote and sent for {:.1f} ms, with steps of {:.1f} ms",
-      1e3 * cost.pause_s, 1e3 * std::max(0.0, cost.slowdown_s),
-      1e3 * std::max({0.0, cost.slowdown_s, cost.slowdown_bound_s}), 1e3 * cost.background_s, 1e3 * cost.step_s);
+      1e3 * cost.pause_s, 1e3 * std::max(0.0, cost.slowdown_s), 1e3 * charged_slowdown_s(cost), 1e3 * cost.background_s,
+      1e3 * cost.step_s);
 }
 
 double student_t_95(double dof) {
@@ -110,13 +114,12 @@ double CopyCalibration::slowdown_s(int copies) const {
 double CopyCalibration::slowdown_bound_s(int copies) const {
   if (copies < 1) return 0.0;
   const Sample &b = beside(), &w = without();
-  const double difference = b.mean() - w.mean();
-  if (b.n < 2 || w.n < 2) return difference * beside_all_.n / copies;
+  if (b.n < 2 || w.n < 2) return slowdown_s(copies);  // no spread to bound by
   const double vb = b.variance() / b.n, vw = w.variance() / w.n;
-  const double standard_error = std::sqrt(vb + vw);
+  if (vb + vw == 0) return slowdown_s(copies);
   // Welch-Satterthwaite: the degrees of freedom of the two spreads together.
-  const double dof = standard_error > 0 ? (vb + vw) * (vb + vw) / (vb * vb / (b.n - 1) + vw * vw / (w.n - 1)) : 1e9;
-  return (difference + student_t_95(dof) * standard_error) * beside_all_.n / copies;
+  const double dof = (vb + vw) * (vb + vw) / (vb * vb / (b.n - 1) + vw * vw / (w.n - 1));
+  return slowdown_s(copies) + student_t_95(dof) * std::sqrt(vb + vw) * beside_all_.n / copies;
 }
 
 }  // namespace axonn
