@@ -264,13 +264,16 @@ TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) 
 
 // A memory copy that fails its checksum (a test-only fault flips one stored bit of it) is
 // not loaded: the run says so and loads the disk checkpoint, and ends like an uninterrupted one.
+// The kill comes after disk step 10 is committed and 9 steps before the next disk step, so the
+// newest memory copy (one every step) is newer than the disk's even when a slow (sanitized)
+// run commits step 10 several steps late; at a tie the copy would not be read at all.
 TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
   std::string job = memory_copy_job(dir_ / "shm");
-  job.replace(job.find("interval = 100"), 14, "interval = 4");
+  job.replace(job.find("interval = 100"), 15, "interval = 10\n");
   setenv("AXONN_TEST_CORRUPT_MEMORY_COPY", "1", 1);
   auto run = start("corrupt", job, 2, 1, "2x1x1x1", 1);
-  wait_for_committed(dir_ / "corrupt", 4);
-  kill_ranks(dir_ / "corrupt", {1}, 0, 6);
+  wait_for_committed(dir_ / "corrupt", 10);
+  kill_ranks(dir_ / "corrupt", {1}, 0, 11);
   const CommandResult r = run.get();
   unsetenv("AXONN_TEST_CORRUPT_MEMORY_COPY");
   ASSERT_EQ(r.code, 0) << r.output;
@@ -283,11 +286,11 @@ TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
       << r.output;
   EXPECT_EQ(memory_step(r.output), -1) << r.output;
   const int resumed = resumed_step(r.output);
-  EXPECT_GE(resumed, 4) << r.output;
-  EXPECT_EQ(resumed % 4, 0) << r.output;  // a disk step
+  EXPECT_GE(resumed, 10) << r.output;
+  EXPECT_EQ(resumed % 10, 0) << r.output;  // a disk step
   TrainedRun recovered = read_run(dir_ / "corrupt");
   recovered.steps = last_of_each_step(recovered.steps);
-  const TrainedRun uninterrupted = train_in(dir_ / "uninterrupted", tiny_job(30, 4), 2, "2x1x1x1");
+  const TrainedRun uninterrupted = train_in(dir_ / "uninterrupted", tiny_job(30, 10), 2, "2x1x1x1");
   expect_same_run(recovered, uninterrupted, 0, 0, "a memory copy failed its checksum");
 }
 
