@@ -13,7 +13,9 @@
 // calibration of the interval, trainer/train/memory_interval.hpp, to the last: the copies as
 // the rest of a long run makes them), so the copies' pauses and their background work on the
 // shared cores are in it; the copies' cost is the ratio of the two uninterrupted runs' step
-// times (goal: at most 1.02). In the interrupted run the
+// times (goal: at most 1.02), and beside it the ratio of rank 0's CPU per step over the same
+// steps (metrics.jsonl's cpu_s: every thread of the rank, so the copies' writer and sender
+// too), which the ranks' turns on the shared cores leave steady. In the interrupted run the
 // bench waits until rank 0 has logged --kill-at steps, then kills the last pretend node's
 // ranks at once and notes the time. The restarted run's summary.json ("recovery") gives when
 // the launcher saw the failure and each phase after it (trainer/train/recovery_report.hpp);
@@ -82,21 +84,37 @@ std::string job_toml(const Options& o, bool memory_copies) {
          "[run]\ndir = \"run\"\nlog_interval = 1\n";
 }
 
-// The training loop's seconds per step: elapsed_s from logged step `first` to the last, over
-// the steps between. For uninterrupted runs (a restarted run's attempts each start at 0).
-double step_seconds(const fs::path& dir, int first) {
+// metrics.jsonl's `key` on each line of step `first` on, in order. For uninterrupted runs (a
+// restarted run's attempts each start elapsed_s at 0).
+std::vector<double> logged_from(const fs::path& dir, int first, const std::string& key) {
   std::ifstream in(dir / "run" / "metrics.jsonl");
-  std::vector<double> elapsed;
-  const std::regex field("\"step\": ([0-9]+),.*\"elapsed_s\": ([-0-9.eE+]+)");
+  std::vector<double> values;
+  const std::regex field("\"step\": ([0-9]+),.*\"" + key + "\": ([-0-9.eE+]+)");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, field) && std::stoi(m[1]) >= first) elapsed.push_back(std::stod(m[2]));
+    if (std::regex_search(line, m, field) && std::stoi(m[1]) >= first) values.push_back(std::stod(m[2]));
   }
-  if (elapsed.size() < 2) {
-    std::fprintf(stderr, "%s: fewer than 2 steps in %s\n", kProgram.c_str(), (dir / "run" / "metrics.jsonl").c_str());
+  if (values.size() < 2) {
+    std::fprintf(stderr, "%s: fewer than 2 steps with %s in %s\n", kProgram.c_str(), key.c_str(),
+                 (dir / "run" / "metrics.jsonl").c_str());
     std::exit(1);
   }
+  return values;
+}
+
+// The training loop's seconds per step: elapsed_s from logged step `first` to the last, over
+// the steps between.
+double step_seconds(const fs::path& dir, int first) {
+  const std::vector<double> elapsed = logged_from(dir, first, "elapsed_s");
   return (elapsed.back() - elapsed.front()) / static_cast<double>(elapsed.size() - 1);
+}
+
+// Rank 0's CPU seconds per step over the same steps: cpu_s of each line after step `first`'s
+// (each is the CPU since the line before), so what the copies' threads took is in it however
+// the cores were shared, and a step that waited for its turn on a core adds nothing.
+double step_cpu_seconds(const fs::path& dir, int first) {
+  const std::vector<double> cpu = logged_from(dir, first, "cpu_s");
+  return std::accumulate(cpu.begin() + 1, cpu.end(), 0.0) / static_cast<double>(cpu.size() - 1);
 }
 
 size_t logged_steps(const fs::path& dir) {
@@ -121,6 +139,8 @@ struct Round {
   double copies_step_s = 0;  // the uninterrupted run with them
   double plain_cpu_s = 0;    // CPU seconds of every process of the run without copies
   double copies_cpu_s = 0;   // and with them
+  double plain_step_cpu_s = 0;  // rank 0's CPU seconds per step, over the steps step_s is of
+  double copies_step_cpu_s = 0;
   double whole_s = 0;        // the uninterrupted run with copies, launcher start to exit
   double interrupted_s = 0;  // the run that lost a node
   double kill_to_step_s = 0;
@@ -253,7 +273,8 @@ int main(int argc, char** argv) {
   if (automatic)
     std::printf("step times from the step after the first copy at the interval the run chose (\"from\") on\n");
   std::printf(
-      "\nround  step s no copies  step s copies  ratio  copies%s  uninterrupted s  interrupted s  ratio  kill->step s  "
+      "\nround  step s no copies  step s copies  ratio  cpu ratio  copies%s  uninterrupted s  interrupted s  ratio  "
+      "kill->step s  "
       "detect   stop  restart  startup   load  first_step  steps redone\n",
       automatic ? "  every  from" : "");
   std::vector<Round> rounds;
@@ -269,16 +290,20 @@ int main(int argc, char** argv) {
     }
     round.plain_step_s = step_seconds(dir / "plain", first_step);
     round.copies_step_s = step_seconds(dir / "whole", first_step);
+    round.plain_step_cpu_s = step_cpu_seconds(dir / "plain", first_step);
+    round.copies_step_cpu_s = step_cpu_seconds(dir / "whole", first_step);
     round.interrupted_s = run_job(dir / "interrupted", o, true, true, round);
     char chosen[32] = "";
     if (automatic) std::snprintf(chosen, sizeof chosen, "  %5d  %4d", round.interval, round.from);
     std::printf(
-        "%5d  %16.4f  %13.4f  %5.3f  %6d%s  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  %10.3f  "
+        "%5d  %16.4f  %13.4f  %5.3f  %9.3f  %6d%s  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  "
+        "%10.3f  "
         "%12.0f\n",
-        r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s, round.copies, chosen,
-        round.whole_s, round.interrupted_s, round.interrupted_s / round.whole_s, round.kill_to_step_s,
-        round.phases["detect"], round.phases["stop"], round.phases["restart"], round.phases["startup"],
-        round.phases["load"], round.phases["first_step"], round.redone);
+        r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s,
+        round.copies_step_cpu_s / round.plain_step_cpu_s, round.copies, chosen, round.whole_s, round.interrupted_s,
+        round.interrupted_s / round.whole_s, round.kill_to_step_s, round.phases["detect"], round.phases["stop"],
+        round.phases["restart"], round.phases["startup"], round.phases["load"], round.phases["first_step"],
+        round.redone);
     rounds.push_back(round);
   }
   fs::remove_all(dir);
@@ -299,6 +324,14 @@ int main(int argc, char** argv) {
       "ratios; goal <= 1.02): %s\n",
       every.c_str(), automatic ? " (auto: the median of the rounds' choices)" : "", copy_cost,
       copy_cost <= 1.02 ? "met" : "missed");
+  // The same steps' CPU: with every rank computing on the same few cores, what the copies add
+  // to a step's CPU is what they take from its wall time, and CPU time does not vary with the
+  // turns the ranks get on the cores as wall time does.
+  const double cpu_cost = med([](const Round& r) { return r.copies_step_cpu_s / r.plain_step_cpu_s; });
+  std::printf(
+      "rank 0's CPU per step over the same steps: %.3fx of the run without them (median of the rounds' ratios; "
+      "goal <= 1.02): %s\n",
+      cpu_cost, cpu_cost <= 1.02 ? "met" : "missed");
   // What the copies take of the host's cores: the run's extra CPU, per copy and rank.
   const double copies = med([](const Round& r) { return r.copies; });
   const double cpu_extra = med([](const Round& r) { return r.copies_cpu_s - r.plain_cpu_s; });

@@ -37,6 +37,7 @@ DENSE_FIELDS = [
     ("mfu", "perf/mfu", 6),
     ("step_s", "perf/step_s", 6),
     ("predicted_step_s", "perf/predicted_step_s", 6),
+    ("cpu_s", "perf/cpu_s", 6),
 ]
 MOE_FIELDS = [
     ("balance_loss", "moe/balance_loss", 9),

@@ -192,6 +192,7 @@ StepMetrics step_metrics(int64_t step, bool moe) {
   m.step_s = 0.5;
   m.predicted_step_s = 0.25;
   m.elapsed_s = 1.5;
+  m.cpu_s = 0.375;
   m.data_cursor = 24 * step;
   m.moe = moe;
   m.balance_loss = 1.125;
@@ -221,7 +222,8 @@ TEST_F(TensorBoardFiles, MetricsLogWritesEveryStepToMetricsJsonlAndTheEventsFile
   ASSERT_EQ(events.size(), 3u);
   expect_file_version(events[0], std::floor(start));
   const std::vector<std::string> dense = {"train/loss",       "train/lr", "train/grad_norm", "perf/tokens_per_s",
-                                          "perf/flops_per_s", "perf/mfu", "perf/step_s",     "perf/predicted_step_s"};
+                                          "perf/flops_per_s", "perf/mfu", "perf/step_s",     "perf/predicted_step_s",
+                                          "perf/cpu_s"};
   std::vector<std::string> moe = dense;
   moe.insert(moe.end(), {"moe/balance_loss", "moe/dropped_fraction", "moe/expert_load"});
   for (int step = 1; step <= 2; ++step) {
@@ -230,9 +232,9 @@ TEST_F(TensorBoardFiles, MetricsLogWritesEveryStepToMetricsJsonlAndTheEventsFile
     EXPECT_EQ(e.step(), step);
     EXPECT_GE(e.wall_time(), events[0].wall_time());
     const std::vector<std::string>& tags = step == 2 ? moe : dense;
-    const std::vector<double> values = {m.loss,       m.lr,     m.grad_norm,        m.tokens_per_s, m.flops_per_s,
-                                        m.mfu,        m.step_s, m.predicted_step_s, m.balance_loss, m.dropped_fraction,
-                                        m.expert_load};
+    const std::vector<double> values = {m.loss,        m.lr,           m.grad_norm,        m.tokens_per_s,
+                                        m.flops_per_s, m.mfu,          m.step_s,           m.predicted_step_s,
+                                        m.cpu_s,       m.balance_loss, m.dropped_fraction, m.expert_load};
     ASSERT_EQ(e.summary().value_size(), static_cast<int>(tags.size())) << "step " << step;
     for (size_t i = 0; i < tags.size(); ++i) {
       EXPECT_EQ(e.summary().value(static_cast<int>(i)).tag(), tags[i]) << "step " << step;

@@ -3,6 +3,7 @@
 // that does not describe its machine is warned about once, naming axonn calibrate.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
 
 #include "train_helpers.hpp"
@@ -54,6 +55,32 @@ TEST_F(TrainStepTime, AShortRunRecordsTheRatioWithoutWarning) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_FALSE(contains(r.output, "axonn calibrate")) << r.output;
   EXPECT_GT(summary_number("step_time_ratio"), 2.0);
+}
+
+// metrics.jsonl's cpu_s is the process's CPU since the previous line: positive, and at most
+// the wall time since that line on each of the rank's compute threads (a running total, or CPU
+// counted twice, passes that by the third step).
+TEST_F(TrainStepTime, EachLinesCpuSecondsAreThoseSinceThePreviousLine) {
+  write_file(dir_ / "job.toml", tiny_job(6, 0));
+  const CommandResult r = run_train(dir_, 1, "1x1x1x1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(backend cpu \(float32, (\d+) thread)"))) << r.output;
+  const int threads = std::stoi(m[1]);
+  std::ifstream metrics(dir_ / "run" / "metrics.jsonl");
+  const std::regex cpu(R"("cpu_s": ([-0-9.eE+]+))"), elapsed(R"("elapsed_s": ([-0-9.eE+]+))");
+  double previous_elapsed = 0;
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line); ++lines) {
+    ASSERT_TRUE(std::regex_search(line, m, cpu)) << line;
+    const double cpu_s = std::stod(m[1]);
+    ASSERT_TRUE(std::regex_search(line, m, elapsed)) << line;
+    const double wall_s = std::stod(m[1]) - previous_elapsed;
+    previous_elapsed = std::stod(m[1]);
+    EXPECT_GT(cpu_s, 0.0) << line;
+    EXPECT_LE(cpu_s, wall_s * threads * 1.1 + 0.002) << threads << " thread(s): " << line;
+  }
+  EXPECT_EQ(lines, 6);
 }
 
 }  // namespace

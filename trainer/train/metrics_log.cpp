@@ -36,6 +36,7 @@ std::vector<TensorBoardScalar> tensorboard_scalars(const StepMetrics& m) {
       {"perf/mfu", m.mfu},
       {"perf/step_s", m.step_s},
       {"perf/predicted_step_s", m.predicted_step_s},
+      {"perf/cpu_s", m.cpu_s},
   };
   if (m.moe) {
     scalars.push_back({"moe/balance_loss", m.balance_loss});
@@ -56,9 +57,9 @@ void MetricsLog::write(const StepMetrics& m) {
   std::fprintf(file_.get(),
                "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g, "
                "\"flops_per_s\": %.6g, \"mfu\": %.6g, \"step_s\": %.6g, \"predicted_step_s\": %.6g, "
-               "\"elapsed_s\": %.6g, \"data_cursor\": %lld",
+               "\"elapsed_s\": %.6g, \"data_cursor\": %lld, \"cpu_s\": %.6g",
                static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.flops_per_s, m.mfu,
-               m.step_s, m.predicted_step_s, m.elapsed_s, static_cast<long long>(m.data_cursor));
+               m.step_s, m.predicted_step_s, m.elapsed_s, static_cast<long long>(m.data_cursor), m.cpu_s);
   if (m.moe)
     std::fprintf(file_.get(), ", \"balance_loss\": %.9g, \"dropped_fraction\": %.6g, \"expert_load\": %.6g",
                  m.balance_loss, m.dropped_fraction, m.expert_load);

@@ -25,6 +25,10 @@ struct StepMetrics {
   double step_s = 0;        // measured on rank 0
   double predicted_step_s = 0;
   double elapsed_s = 0;     // since this process started training
+  // This process's CPU seconds, every thread, since the previous step's line (the first: since
+  // training started): the step and what ran beside it (a checkpoint's writer, the memory
+  // copies). Against step_s it shows a rank waiting (below) or using more than one core (above).
+  double cpu_s = 0;
   int64_t data_cursor = 0;  // next global sample after the step
   // An MoE model's routing (StepReport's), written only when `moe`.
   bool moe = false;

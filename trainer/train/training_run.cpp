@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/latest_recovery.hpp"
 #include "checkpoint/step_dir.hpp"
+#include "core/cpu_clock.hpp"
 #include "core/number_text.hpp"
 #include "core/wall_clock.hpp"
 #include "layout/comm_overlap.hpp"
@@ -499,6 +500,7 @@ class TrainingRun {
     grid_.synchronize();
     grid_.reset_counters();
     const auto start = Clock::now();
+    double cpu_at_last_line = process_cpu_seconds();  // metrics.jsonl's cpu_s tiles the run from here
     double busy_s = 0;  // this rank's previous step's, shared in the next step's all-reduce
     BusyInterval interval;
     bool disk_save_beside = false;  // a disk save's writer runs beside this step
@@ -547,6 +549,9 @@ class TrainingRun {
       m.mfu = m.flops_per_s / decided_.plan.machine.peak_flops;
       m.predicted_step_s = prediction.cost.step_s();
       m.elapsed_s = seconds_since(start);
+      const double cpu_now = process_cpu_seconds();
+      m.cpu_s = cpu_now - cpu_at_last_line;
+      cpu_at_last_line = cpu_now;
       m.data_cursor = trainer_.data_cursor();
       m.moe = job_.model.moe();
       m.balance_loss = report.balance_loss;
