@@ -181,6 +181,42 @@ TEST(TrainerParameters, InitOfAShardEqualsTheFullTensorThere) {
   }
 }
 
+// zero() is the state a checkpoint's load fills (a run that resumes skips the draw): every
+// parameter, gradient and moment 0, the sharded optimizer's padding too; initialize() after it
+// draws the same weights as at once, with the moments zero again.
+TEST(TrainerParameters, ZeroClearsEveryBufferAndTheInitAfterItIsTheSame) {
+  const ModelShape model = tiny_model();
+  const Layout layout = parse_layout("2x1x1x1");
+  CpuBackend backend(1);
+  ParameterStore drawn(backend, model, layout, layout.coords(1), true),
+      cleared(backend, model, layout, layout.coords(1), true);
+  ASSERT_GT(cleared.state_size(), 0);
+  drawn.initialize(5);
+  cleared.initialize(5);
+  auto host = [&](const float* device, int64_t n) {
+    std::vector<float> out(static_cast<size_t>(n));
+    backend.copy_to_host(out.data(), device, out.size() * sizeof(float));
+    return out;
+  };
+  std::fill_n(cleared.params(), cleared.size(), 3.0f);  // as a step leaves them, and more
+  std::fill_n(cleared.grads(), cleared.size(), -2.0f);
+  std::fill_n(cleared.adam_m(), cleared.state_size(), 1.5f);
+  std::fill_n(cleared.adam_v(), cleared.state_size(), 0.5f);
+  cleared.zero();
+  const std::vector<float> zeros(static_cast<size_t>(cleared.size()), 0.0f);
+  EXPECT_EQ(host(cleared.params(), cleared.size()), zeros);
+  EXPECT_EQ(host(cleared.grads(), cleared.size()), zeros);
+  EXPECT_EQ(host(cleared.adam_m(), cleared.state_size()),
+            std::vector<float>(zeros.begin(), zeros.begin() + cleared.state_size()));
+  EXPECT_EQ(host(cleared.adam_v(), cleared.state_size()),
+            std::vector<float>(zeros.begin(), zeros.begin() + cleared.state_size()));
+  std::fill_n(cleared.adam_m(), cleared.state_size(), 1.5f);
+  cleared.initialize(5);
+  EXPECT_EQ(host(cleared.params(), cleared.size()), host(drawn.params(), drawn.size()));
+  EXPECT_NE(host(cleared.params(), cleared.size()), zeros);
+  EXPECT_EQ(host(cleared.adam_m(), cleared.state_size()), host(drawn.adam_m(), drawn.state_size()));
+}
+
 // `got` against the serial run: float32 sums in another order, a few ulps of the loss (~3.5,
 // ulp 2.4e-7), and every gradient element within 1e-5 of its tensor's largest.
 void expect_within_serial_bound(const StepResult& got, const StepResult& serial, const std::string& what) {

@@ -93,6 +93,18 @@ void ParameterStore::initialize(uint64_t seed) {
   backend_.memset_zero(adam_v_.data(), adam_v_.bytes());
 }
 
+void ParameterStore::zero() {
+  const auto clear = [&](auto& buffer) {
+    if (buffer.bytes() > 0) backend_.memset_zero(buffer.data(), buffer.bytes());
+  };
+  clear(params_);
+  clear(master_);
+  clear(weights_copy_);
+  clear(grads_);
+  clear(adam_m_);
+  clear(adam_v_);
+}
+
 void ParameterStore::zero_grads() { backend_.memset_zero(grads_.data(), grads_.bytes()); }
 
 }  // namespace axonn

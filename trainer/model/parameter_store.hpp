@@ -65,6 +65,10 @@ class ParameterStore {
   // Parameters from the layout-independent init (init.hpp); gradients, moments and the
   // padding zero.
   void initialize(uint64_t seed);
+  // Every buffer zero, the parameters too: the state a checkpoint's load fills (it writes every
+  // parameter, and the moments or zeros them, but not the padding), without initialize()'s
+  // draw, which is most of the set-up of a large model.
+  void zero();
   // Sets every parameter from `host` [size()], this rank's whole shard in flat order (an
   // init, a checkpoint's): the float32 parameters, the master pieces and the bf16 copy.
   void set_params(const float* host);

@@ -47,7 +47,8 @@ bool shard_mode(const TrainingConfig& t) {
 
 }  // namespace
 
-Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const DataMixture& data)
+Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const DataMixture& data,
+                 InitialWeights initial)
     : backend_(backend),
       grid_(grid),
       job_(job),
@@ -66,8 +67,13 @@ Trainer::Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const D
       eval_sums_(backend, 2) {
   cursor_ = data_.start();
   if (data_.seed() != job.training.seed) data_.reseed(job.training.seed);
-  params_.initialize(job.training.seed);
+  if (initial == InitialWeights::drawn)
+    draw_initial_weights();
+  else
+    params_.zero();
 }
+
+void Trainer::draw_initial_weights() { params_.initialize(job_.training.seed); }
 
 Trainer::~Trainer() = default;
 

@@ -23,10 +23,14 @@ namespace axonn {
 
 class Trainer {
  public:
-  // Parameters start from the layout-independent init of training.seed. training.recompute
-  // and training.shard_optimizer must be decided: "auto" is decided per layout by the layout
-  // model (resolved_modes, which run_training applies), so unset either throws ConfigError.
-  Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const DataMixture& data);
+  // Parameters start from the layout-independent init of training.seed, or with
+  // InitialWeights::deferred at zero until a checkpoint's load or draw_initial_weights() sets
+  // them. training.recompute and training.shard_optimizer must be decided: "auto" is decided
+  // per layout by the layout model (resolved_modes, which run_training applies), so unset
+  // either throws ConfigError.
+  enum class InitialWeights { drawn, deferred };
+  Trainer(Backend& backend, CommGrid& grid, const JobConfig& job, const DataMixture& data,
+          InitialWeights initial = InitialWeights::drawn);
   ~Trainer();
 
   // Runs step step(): A forward/backward micro-batches and the optimizer; then step() and
@@ -41,6 +45,9 @@ class Trainer {
   const DataMixture& data() const { return data_; }
   uint64_t sample_seed() const { return data_.seed(); }
   double learning_rate_of(int64_t step) const;
+  // The state the constructor's InitialWeights::drawn gives: the init of training.seed, zero
+  // gradients and moments. For a run that loaded no checkpoint.
+  void draw_initial_weights();
   // After a checkpoint load: continue at `step` from `cursor` of the sample orders keyed by
   // `sample_seed` (the saved run's, whatever the job file says now).
   void set_position(int64_t step, const MixtureCursor& cursor, uint64_t sample_seed);

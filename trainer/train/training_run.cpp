@@ -82,10 +82,10 @@ std::optional<int64_t> recovered_step(const std::filesystem::path& dir, Backend&
   return chosen;
 }
 
-// Resume from the checkpoint directory; returns the step resumed from (0 for a fresh start).
+// Resume from the checkpoint directory; returns the step resumed from (none for a fresh start).
 // `layout`: this run's, as the checkpoint records it (format_layout_with_order).
-int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& world, const std::string& layout,
-               bool fallback, bool lead) {
+std::optional<int64_t> resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& world,
+                              const std::string& layout, bool fallback, bool lead) {
   const std::optional<int64_t> recovered = recovered_step(checkpoint.dir(), backend, world, lead);
   std::optional<LoadResult> loaded = checkpoint.load(fallback, recovered);
   if (fallback) {
@@ -97,7 +97,7 @@ int64_t resume(TrainingCheckpoint& checkpoint, Backend& backend, Communicator& w
   }
   if (!loaded) {
     if (lead) spdlog::info("checkpoint: none in {}; starting from the initial weights", checkpoint.dir().string());
-    return 0;
+    return std::nullopt;
   }
   if (loaded->fell_back) {
     spdlog::warn("checkpoint: FELL BACK to {} (--fallback): the newer steps could not be loaded:",
@@ -312,7 +312,7 @@ class TrainingRun {
         before_(memory_baseline(backend)),
         // Only a traced run puts the observer between the trainer and its backend.
         trainer_(job.run.trace_steps ? static_cast<Backend&>(observed_backend_) : backend, grid, decided_.job,
-                 data.train),
+                 data.train, Trainer::InitialWeights::deferred),
         checkpoint_(job.checkpoint.dir, trainer_, world_.rank(), saver_options(job, options, trace_)),
         memory_(options.memory && options.peers != nullptr
                     ? std::make_unique<MemoryCopies>(*options.memory, trainer_, *options.peers, options.save_token)
@@ -357,7 +357,11 @@ class TrainingRun {
 
   TrainingRunResult resume_and_train() {
     TrainingRunResult result;
-    result.start_step = resume_from_memory_or_disk();
+    const std::optional<int64_t> resumed = resume_from_memory_or_disk();
+    // Drawn only when nothing was loaded: a load sets every weight, and the draw is most of a
+    // large model's set-up, which a restart would wait for.
+    if (!resumed) trainer_.draw_initial_weights();
+    result.start_step = resumed.value_or(0);
     if (lead_ && !checkpoint_.data_change().empty()) spdlog::warn("checkpoint: {}", checkpoint_.data_change());
     startup_.mark("checkpoint_loaded");
     if (options_.init_only) {
@@ -384,8 +388,8 @@ class TrainingRun {
   }
 
   // The nodes' memory copies when they hold a step newer than the disk's `latest`, else the
-  // disk checkpoint (resume). Returns the step resumed from.
-  int64_t resume_from_memory_or_disk() {
+  // disk checkpoint (resume). Returns the step resumed from; none when nothing was loaded.
+  std::optional<int64_t> resume_from_memory_or_disk() {
     if (memory_) {
       int64_t disk_step = 0;
       if (lead_) {
