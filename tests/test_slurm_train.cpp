@@ -360,13 +360,7 @@ TEST_F(SlurmTrain, ElasticTemplateRestartsInsideTheAllocationAfterANodesTasksAre
   const std::string id = submit(
       d, "--nodes=2 --ntasks-per-node=2 -o job.out " + kTemplates + "/elastic.sbatch job.toml run.max_restarts=1");
   unsetenv("AXONN_TEST_SLOW_RANK");
-  std::vector<pid_t> killed;
-  for (int i = 0; i < 6000 && killed.size() != 2; ++i) {
-    if (read_metrics(d / "run").size() >= 22) killed = rank_pids(d, {2, 3}, 0);  // past the step-20 checkpoint
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(killed.size(), 2u) << "node n1's tasks (ranks 2 and 3) never ran";
-  kill_all(killed);
+  ASSERT_TRUE(kill_ranks(d, {2, 3}, 0, 22)) << "node n1's tasks (ranks 2 and 3) never ran";  // past step 20's save
   wait_for_job(id, "JobState=COMPLETED", 120);
 
   const std::string log = read_text(d / "job.out");

@@ -42,11 +42,8 @@ void signal_launcher(const fs::path& dir, int ranks, const char* signal) {
 
 // Waits (up to 60 s) until the run in `dir` has logged `steps` steps.
 bool wait_for_steps(const fs::path& dir, size_t steps) {
-  for (int i = 0; i < 6000; ++i) {
-    if (read_metrics(dir / "run").size() >= steps) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
+  return wait_until([&] { return read_metrics(dir / "run").size() >= steps; },
+                    "the run in " + dir.string() + " did not log " + std::to_string(steps) + " steps");
 }
 
 TEST_F(TrainCheckpointDir, ASecondRunOnTheDirectoryExitsTwoNamingTheHolderAndTheFirstGoesOn) {

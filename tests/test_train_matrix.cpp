@@ -103,13 +103,13 @@ TrainedRun train_at(const std::filesystem::path& dir, const MatrixCase& c, const
 // yet: a rank killed after that has done its part of the step's checkpoint.
 bool wait_for_shard(const std::filesystem::path& dir, int64_t step, int rank) {
   const std::filesystem::path ckpt = dir / "ckpt";
-  for (int i = 0; i < 6000; ++i) {
-    for (const auto& step_dir : {tmp_step_path(ckpt, step), step_path(ckpt, step)})
-      if (std::filesystem::exists(step_dir / shard_file_name(rank))) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ADD_FAILURE() << "rank " << rank << " never wrote its shard of step " << step << " in " << ckpt;
-  return false;
+  return wait_until(
+      [&] {
+        for (const auto& step_dir : {tmp_step_path(ckpt, step), step_path(ckpt, step)})
+          if (std::filesystem::exists(step_dir / shard_file_name(rank))) return true;
+        return false;
+      },
+      "rank " + std::to_string(rank) + " wrote no shard of step " + std::to_string(step) + " in " + ckpt.string());
 }
 
 // The case's run at `layout` under `axonn run --max-restarts 1`, its last rank SIGKILLed once

@@ -117,35 +117,41 @@ inline std::vector<StepLine> read_metrics(const std::filesystem::path& run_dir) 
   return out;
 }
 
+// Checks `condition` every 10 ms for up to 60 s; false, and a test failure saying `failure`,
+// when it never held.
+template <class Condition>
+bool wait_until(Condition condition, const std::string& failure) {
+  for (int i = 0; i < 6000; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << failure << " within 60 s";
+  return false;
+}
+
 // Once <dir>/run/metrics.jsonl has logged `after_steps` lines, SIGKILLs attempt `attempt` of
 // the job's `ranks` (rank_processes.hpp) all at once; false, and a test failure, when they did
 // not all run within 60 s.
 inline bool kill_ranks(const std::filesystem::path& dir, const std::vector<int>& ranks, int attempt,
                        size_t after_steps) {
-  for (int i = 0; i < 6000; ++i) {
-    std::vector<pid_t> pids;
-    if (read_metrics(dir / "run").size() >= after_steps) pids = rank_pids(dir, ranks, attempt);
-    if (pids.size() == ranks.size()) {
-      kill_all(pids);
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ADD_FAILURE() << "attempt " << attempt << "'s ranks never all ran in " << dir;
-  return false;
+  std::vector<pid_t> pids;
+  const bool running = wait_until(
+      [&] {
+        pids.clear();
+        if (read_metrics(dir / "run").size() >= after_steps) pids = rank_pids(dir, ranks, attempt);
+        return pids.size() == ranks.size();
+      },
+      "attempt " + std::to_string(attempt) + "'s ranks did not all run in " + dir.string());
+  if (running) kill_all(pids);
+  return running;
 }
 
 // Waits (up to 60 s) until <dir>/ckpt's `latest` names `step` or a later one: a test whose
 // checks need a committed disk step kills only after it, since on a slow machine (sanitized,
 // two ranks a core) a rank can log the steps after a save before its shard of it is written.
 inline bool wait_for_committed(const std::filesystem::path& dir, int64_t step) {
-  for (int i = 0; i < 6000; ++i) {
-    if (read_latest(dir / "ckpt").value_or(0) >= step) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ADD_FAILURE() << "no step from " << step << " on was committed in " << dir / "ckpt"
-                << " within 60 s";
-  return false;
+  return wait_until([&] { return read_latest(dir / "ckpt").value_or(0) >= step; },
+                    "no step from " + std::to_string(step) + " on was committed in " + (dir / "ckpt").string());
 }
 
 // A step's last line: a restarted run logs the steps it does again a second time.
