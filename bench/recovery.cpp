@@ -15,7 +15,8 @@
 // shared cores are in it; the copies' cost is the ratio of the two uninterrupted runs' step
 // times (goal: at most 1.02), and beside it the ratio of rank 0's CPU per step over the same
 // steps (metrics.jsonl's cpu_s: every thread of the rank, so the copies' writer and sender
-// too), which the ranks' turns on the shared cores leave steady. In the interrupted run the
+// too), which the ranks' turns on the shared cores leave out, though not a drift of the
+// machine's own speed between runs. In the interrupted run the
 // bench waits until rank 0 has logged --kill-at steps, then kills the last pretend node's
 // ranks at once and notes the time. The restarted run's summary.json ("recovery") gives when
 // the launcher saw the failure and each phase after it (trainer/train/recovery_report.hpp);
@@ -274,8 +275,7 @@ int main(int argc, char** argv) {
     std::printf("step times from the step after the first copy at the interval the run chose (\"from\") on\n");
   std::printf(
       "\nround  step s no copies  step s copies  ratio  cpu ratio  copies%s  uninterrupted s  interrupted s  ratio  "
-      "kill->step s  "
-      "detect   stop  restart  startup   load  first_step  steps redone\n",
+      "kill->step s  detect   stop  restart  startup   load  first_step  steps redone\n",
       automatic ? "  every  from" : "");
   std::vector<Round> rounds;
   for (int r = 0; r < o.rounds; ++r) {
@@ -297,8 +297,7 @@ int main(int argc, char** argv) {
     if (automatic) std::snprintf(chosen, sizeof chosen, "  %5d  %4d", round.interval, round.from);
     std::printf(
         "%5d  %16.4f  %13.4f  %5.3f  %9.3f  %6d%s  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  "
-        "%10.3f  "
-        "%12.0f\n",
+        "%10.3f  %12.0f\n",
         r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s,
         round.copies_step_cpu_s / round.plain_step_cpu_s, round.copies, chosen, round.whole_s, round.interrupted_s,
         round.interrupted_s / round.whole_s, round.kill_to_step_s, round.phases["detect"], round.phases["stop"],
@@ -325,8 +324,8 @@ int main(int argc, char** argv) {
       every.c_str(), automatic ? " (auto: the median of the rounds' choices)" : "", copy_cost,
       copy_cost <= 1.02 ? "met" : "missed");
   // The same steps' CPU: with every rank computing on the same few cores, what the copies add
-  // to a step's CPU is what they take from its wall time, and CPU time does not vary with the
-  // turns the ranks get on the cores as wall time does.
+  // to a step's CPU is what they take from its wall time; CPU time leaves out the turns the
+  // ranks get on the cores, but moves with the machine's speed as wall time does.
   const double cpu_cost = med([](const Round& r) { return r.copies_step_cpu_s / r.plain_step_cpu_s; });
   std::printf(
       "rank 0's CPU per step over the same steps: %.3fx of the run without them (median of the rounds' ratios; "

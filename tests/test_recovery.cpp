@@ -268,8 +268,7 @@ TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) 
 // newest memory copy (one every step) is newer than the disk's even when a slow (sanitized)
 // run commits step 10 several steps late; at a tie the copy would not be read at all.
 TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
-  std::string job = memory_copy_job(dir_ / "shm");
-  job.replace(job.find("interval = 100"), 15, "interval = 10\n");
+  const std::string job = with_replaced(memory_copy_job(dir_ / "shm"), {{"interval = 100\n", "interval = 10\n"}});
   setenv("AXONN_TEST_CORRUPT_MEMORY_COPY", "1", 1);
   auto run = start("corrupt", job, 2, 1, "2x1x1x1", 1);
   wait_for_committed(dir_ / "corrupt", 10);

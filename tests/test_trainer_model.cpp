@@ -203,13 +203,12 @@ TEST(TrainerParameters, ZeroClearsEveryBufferAndTheInitAfterItIsTheSame) {
   std::fill_n(cleared.adam_m(), cleared.state_size(), 1.5f);
   std::fill_n(cleared.adam_v(), cleared.state_size(), 0.5f);
   cleared.zero();
-  const std::vector<float> zeros(static_cast<size_t>(cleared.size()), 0.0f);
+  const std::vector<float> zeros(static_cast<size_t>(cleared.size()), 0.0f),
+      state_zeros(static_cast<size_t>(cleared.state_size()), 0.0f);
   EXPECT_EQ(host(cleared.params(), cleared.size()), zeros);
   EXPECT_EQ(host(cleared.grads(), cleared.size()), zeros);
-  EXPECT_EQ(host(cleared.adam_m(), cleared.state_size()),
-            std::vector<float>(zeros.begin(), zeros.begin() + cleared.state_size()));
-  EXPECT_EQ(host(cleared.adam_v(), cleared.state_size()),
-            std::vector<float>(zeros.begin(), zeros.begin() + cleared.state_size()));
+  EXPECT_EQ(host(cleared.adam_m(), cleared.state_size()), state_zeros);
+  EXPECT_EQ(host(cleared.adam_v(), cleared.state_size()), state_zeros);
   std::fill_n(cleared.adam_m(), cleared.state_size(), 1.5f);
   cleared.initialize(5);
   EXPECT_EQ(host(cleared.params(), cleared.size()), host(drawn.params(), drawn.size()));
