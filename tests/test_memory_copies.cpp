@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/memory_pieces.hpp"
+#include "checkpoint/memory_pieces_read.hpp"
 #include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
 #include "checkpoint/step_dir.hpp"
@@ -395,6 +396,77 @@ TEST(MemoryPieces, AnotherModelOrADamagedRequestIsRefusedNamingIt) {
           << e.what();
     }
   }
+}
+
+// A [2, 4, 6] tensor stored by 2 ranks as halves of its middle dimension and read in place
+// from their files as [2, 4, 3] column halves, two-dimensional planes of it and a bias: the
+// pieces land where answer_piece_request and place_piece_answer put them. A file whose table
+// is not the one planned with, or that ends early, is refused naming it.
+TEST(MemoryPieces, ReadInPlaceFromTheShardFilesTheyFillTheReadsAsAnAnswerWould) {
+  const fs::path dir = test_dir("in-place");
+  std::vector<float> tensor(48), bias = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
+  for (size_t i = 0; i < tensor.size(); ++i) tensor[i] = static_cast<float>(i);
+  std::vector<std::vector<float>> halves(2);
+  for (int r = 0; r < 2; ++r)  // rows 2r, 2r+1 of the middle dimension, both of dimension 0
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t b = 2 * r; b < 2 * r + 2; ++b)
+        for (int64_t c = 0; c < 6; ++c)
+          halves[static_cast<size_t>(r)].push_back(tensor[static_cast<size_t>((a * 4 + b) * 6 + c)]);
+  std::vector<MemoryShard> tables;
+  std::vector<std::string> table_bytes;
+  std::map<int, MemoryShard> held;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<TensorSlice> slices = {
+        TensorSlice{"w", {2, 4, 6}, Rect{{0, 2 * r, 0}, {2, 2, 6}}, halves[static_cast<size_t>(r)].data()}};
+    if (r == 1) slices.push_back(TensorSlice{"b", {6}, Rect{{0}, {6}}, bias.data()});
+    const std::vector<char> bytes = encode_memory_shard({8, r, 2}, "tok", slices, nullptr);
+    store_memory_shard(dir, bytes);
+    size_t n = 0;
+    tables.push_back(decode_memory_shard_table(bytes, "shard", &n));
+    table_bytes.emplace_back(bytes.data(), n);
+    held[r] = decode_memory_shard(bytes, "shard");
+  }
+  for (int64_t half = 0; half < 2; ++half) {
+    std::vector<float> in_place(24, -1), answered(24, -1), b_in_place(3, -1), b_answered(3, -1);
+    const std::vector<SliceRead> reads = {SliceRead{"w", {2, 4, 6}, Rect{{0, 0, 3 * half}, {2, 4, 3}}, nullptr},
+                                          SliceRead{"b", {6}, Rect{{3 * half}, {3}}, nullptr}};
+    const std::vector<MemoryPiece> pieces = plan_memory_pieces(tables, reads, "step 8");
+    const std::vector<float*> into = {in_place.data(), b_in_place.data()},
+                              placed = {answered.data(), b_answered.data()};
+    for (int r = 0; r < 2; ++r) {
+      std::vector<MemoryPiece> of_shard;
+      for (const MemoryPiece& p : pieces)
+        if (p.shard == r) of_shard.push_back(p);
+      read_memory_pieces(memory_shard_path(dir, 8, r), table_bytes[static_cast<size_t>(r)],
+                         tables[static_cast<size_t>(r)], of_shard, reads, into);
+    }
+    place_piece_answer(pieces, answer_piece_request(held, encode_piece_request(pieces), "rank 1"), reads, placed,
+                       "rank 0");
+    EXPECT_EQ(in_place, answered);
+    EXPECT_EQ(b_in_place, b_answered);
+    EXPECT_EQ(in_place[0], tensor[static_cast<size_t>(3 * half)]);            // [0, 0, 3 half]
+    EXPECT_EQ(in_place[23], tensor[47 - static_cast<size_t>(3 - 3 * half)]);  // [1, 3, 3 half + 2]
+    EXPECT_EQ(b_in_place[2], bias[static_cast<size_t>(3 * half + 2)]);
+  }
+
+  // Rank 1's table planned with, rank 0's file: not the same copy.
+  std::vector<float> out(48);
+  const std::vector<SliceRead> whole = {SliceRead{"w", {2, 4, 6}, Rect{{0, 0, 0}, {2, 4, 6}}, nullptr}};
+  const std::vector<float*> into = {out.data()};
+  std::vector<MemoryPiece> of_rank_1;
+  for (const MemoryPiece& p : plan_memory_pieces(tables, whole, "step 8"))
+    if (p.shard == 1) of_rank_1.push_back(p);
+  try {
+    read_memory_pieces(memory_shard_path(dir, 8, 0), table_bytes[1], tables[1], of_rank_1, whole, into);
+    FAIL() << "another shard's file was read";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("shard-00000.mem is not the copy of rank 1's shard"), std::string::npos)
+        << e.what();
+  }
+  fs::resize_file(memory_shard_path(dir, 8, 1), fs::file_size(memory_shard_path(dir, 8, 1)) - 30);
+  EXPECT_THROW(read_memory_pieces(memory_shard_path(dir, 8, 1), table_bytes[1], tables[1], of_rank_1, whole, into),
+               CheckpointError);
+  fs::remove_all(dir);
 }
 
 // The shard tables travel to every rank this way: bytes of any length and value, three to a

@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/fs_util.hpp"
 #include "checkpoint/memory_pieces.hpp"
+#include "checkpoint/memory_pieces_read.hpp"
 #include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
 #include "checkpoint/step_dir.hpp"
@@ -147,6 +148,7 @@ class PieceRestore {
     // 2. Every rank learns every shard's table and plans the pieces its slices take.
     const std::vector<std::string> blobs = all_gather_bytes(backend_, world_, tables);
     std::vector<MemoryShard> table(static_cast<size_t>(holders_.world));
+    table_bytes_.assign(table.size(), std::string());
     std::vector<MemoryPiece> pieces;
     bool other_run = false;
     try {
@@ -178,7 +180,7 @@ class PieceRestore {
       buffers.push_back(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(element_count(read.rect))));
       into.push_back(buffers.back().get());
     }
-    received_ = exchange(pieces, reads, into, failed);
+    received_ = exchange(pieces, table, reads, into, failed);
     agree_or_give_up(backend_, world_, failed, where, "its pieces did not arrive whole");
     for (size_t k = 0; k < reads.size(); ++k)
       std::copy_n(into[k], static_cast<size_t>(element_count(reads[k].rect)), reads[k].data);
@@ -220,7 +222,7 @@ class PieceRestore {
     return tables;
   }
 
-  void unpack_tables(const std::string& blob, std::vector<MemoryShard>& table) const {
+  void unpack_tables(const std::string& blob, std::vector<MemoryShard>& table) {
     auto u64_at = [&](size_t at) {
       uint64_t v = 0;
       for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(blob[at + i])) << (8 * i);
@@ -233,6 +235,7 @@ class PieceRestore {
       if (r >= table.size() || n > blob.size() - at)
         throw FormatError(name, "memory copy restore", "a shard table gathered for " + name + " is damaged");
       table[r] = decode_memory_shard_table(std::span(blob.data() + at, n), name);
+      table_bytes_[r].assign(blob, at, n);
       at += n;
     }
   }
@@ -256,13 +259,21 @@ class PieceRestore {
     return std::find(mine.begin(), mine.end(), rank) != mine.end();
   }
 
-  // Moves the pieces; returns the bytes this rank received from other nodes. Never throws for
-  // a bad piece: it sets `failed` and goes on, so that no rank waits for a request that never
-  // comes; only a peer that died ends it early (the peer link's error).
-  int64_t exchange(std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads, std::span<float* const> into,
-                   bool& failed) {
-    std::map<int, std::vector<MemoryPiece>> by_server;
-    for (const MemoryPiece& p : pieces) by_server[server_of(p.shard)].push_back(p);
+  // Moves the pieces; returns the bytes this rank received from other nodes. The pieces of the
+  // shards this node holds are read in place from the node's files (verified by their keepers);
+  // the others are asked for. Never throws for a bad piece: it sets `failed` and goes on, so
+  // that no rank waits for a request that never comes; only a peer that died ends it early (the
+  // peer link's error).
+  int64_t exchange(std::span<const MemoryPiece> pieces, std::span<const MemoryShard> table,
+                   std::span<const SliceRead> reads, std::span<float* const> into, bool& failed) {
+    std::map<int, std::vector<MemoryPiece>> by_server, in_place;  // in_place: by shard
+    for (const MemoryPiece& p : pieces) {
+      const int server = server_of(p.shard);
+      if (server != plan_.rank && on_this_node(server))
+        in_place[p.shard].push_back(p);
+      else
+        by_server[server].push_back(p);
+    }
     // Every rank's servers, so each server knows whom it answers.
     std::vector<int64_t> mine;
     for (const auto& [server, unused] : by_server) mine.push_back(server);
@@ -302,6 +313,15 @@ class PieceRestore {
     }
     int64_t received = 0;
     std::exception_ptr asking_error;
+    for (const auto& [shard, wanted] : in_place) {
+      try {
+        read_memory_pieces(memory_shard_path(plan_.node_dir, step_, shard), table_bytes_[static_cast<size_t>(shard)],
+                           table[static_cast<size_t>(shard)], wanted, reads, into);
+      } catch (const CheckpointError& e) {
+        failed = true;
+        spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+      }
+    }
     try {
       for (const auto& [server, wanted] : by_server) {
         const std::vector<int64_t> words = encode_piece_request(wanted);
@@ -344,7 +364,8 @@ class PieceRestore {
   const StepHolders& holders_;
   std::map<std::pair<int, int>, int> keeper_;  // (node, shard) -> the rank there that reads and serves it
   std::string model_config_;
-  std::map<int, MemoryShard> held_;  // [shard rank] the verified shards this rank keeps
+  std::map<int, MemoryShard> held_;       // [shard rank] the verified shards this rank keeps
+  std::vector<std::string> table_bytes_;  // [shard rank] its header and slice table, as gathered
   int64_t received_ = 0;
 };
 

@@ -2,10 +2,11 @@
 // A restart's load of the memory copies (memory_copies.hpp). restore_from_memory takes the newest step that the nodes'
 // memories hold whole, when it is newer than the disk's `latest`. The ranks of every node verify the shards of that
 // step their node holds, each its share (deal_memory_shards); every rank learns every shard's table (tensors and
-// rectangles, about 100 bytes a slice) and asks, over the peer link, for the overlaps of its slices at the run's layout
-// with the stored ones (checkpoint/memory_pieces.hpp): from the rank that verified the shard on its own node where the
-// node holds it, else on the first node that does. So the restore reshards like a disk load, moves only what each
-// rank reads, and writes nothing to the memory directory. A copy that fails its checks, or pieces that do not arrive
+// rectangles, about 100 bytes a slice) and takes the overlaps of its slices at the run's layout with the stored ones
+// (checkpoint/memory_pieces.hpp): read in place from its own node's files where the node holds the shard
+// (memory_pieces_read.hpp), else asked for over the peer link from the rank that verified it on the first node that
+// does. So the restore reshards like a disk load, moves only what each rank reads, sends only what other nodes hold,
+// and writes nothing to the memory directory. A copy that fails its checks, or pieces that do not arrive
 // whole, are logged and the run loads the disk checkpoint instead, its trainer untouched (the pieces land in buffers
 // first); a peer lost while loading fails the attempt (the next restart).
 #include <cstdint>
