@@ -101,8 +101,8 @@ void keep_only(const MemoryCopyPlan& plan, std::optional<int64_t> kept) {
     if (!kept || s.step != *kept) fs::remove_all(tmp_step_path(plan.node_dir, s.step), ec);
 }
 
-// Thrown by every rank at once, after they agreed, when the memory copy is not loaded: the
-// trainer is untouched and the disk checkpoint is loaded instead.
+// Thrown by every rank at once, after they agreed, when the memory copy is not loaded: the disk
+// checkpoint is loaded instead (over any pieces already written: PieceRestore's step 3).
 struct NotRestored {
   std::string why;
 };
@@ -170,21 +170,16 @@ class PieceRestore {
     agree_or_give_up(backend_, world_, other_run, where, "it is of another model");
     agree_or_give_up(backend_, world_, failed, where, "its shards do not make the tensors whole");
 
-    // 3. Each rank asks the nodes that hold its pieces (its own node first), the ranks that
-    //    verified them answering on a thread of their own; into buffers, so a failure leaves
-    //    the trainer untouched.
-    //    Not zeroed: the pieces cover every element exactly once (plan_memory_pieces).
-    std::vector<std::unique_ptr<float[]>> buffers;
+    // 3. Each rank reads the pieces its node holds in place and asks the other nodes for the
+    //    rest, the ranks that verified them answering on a thread of their own; straight into
+    //    the trainer's buffers (the pieces cover every element exactly once: plan_memory_pieces).
+    //    A failure from here on leaves them partly written, and what is loaded instead writes
+    //    every value again: the disk checkpoint's slices are these, and with none the initial
+    //    weights and zero moments are drawn over them.
     std::vector<float*> into;
-    for (const SliceRead& read : reads) {
-      buffers.push_back(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(element_count(read.rect))));
-      into.push_back(buffers.back().get());
-    }
+    for (const SliceRead& read : reads) into.push_back(read.data);
     received_ = exchange(pieces, table, reads, into, failed);
     agree_or_give_up(backend_, world_, failed, where, "its pieces did not arrive whole");
-    for (size_t k = 0; k < reads.size(); ++k)
-      std::copy_n(into[k], static_cast<size_t>(element_count(reads[k].rect)), reads[k].data);
-
     LoadResult result;
     result.step = step_;
     result.step_dir = plan_.node_dir / step_dir_name(step_);
@@ -394,7 +389,7 @@ MemoryRestore restore_from_memory(const MemoryCopyPlan& plan, PeerLink& link, Ba
   bool failed = false;
   try {
     restore.load_from(std::ref(pieces));
-  } catch (const NotRestored& e) {  // every rank, the trainer untouched
+  } catch (const NotRestored& e) {  // every rank
     result.why = e.why;
     keep_only(plan, std::nullopt);
     return result;

@@ -6,9 +6,10 @@
 // (checkpoint/memory_pieces.hpp): read in place from its own node's files where the node holds the shard
 // (memory_pieces_read.hpp), else asked for over the peer link from the rank that verified it on the first node that
 // does. So the restore reshards like a disk load, moves only what each rank reads, sends only what other nodes hold,
-// and writes nothing to the memory directory. A copy that fails its checks, or pieces that do not arrive
-// whole, are logged and the run loads the disk checkpoint instead, its trainer untouched (the pieces land in buffers
-// first); a peer lost while loading fails the attempt (the next restart).
+// and writes nothing to the memory directory. The pieces land in the trainer's buffers as they come; a copy that fails
+// its checks, or pieces that do not arrive whole, are logged and the run loads the disk checkpoint instead, which
+// writes every value again (with no disk checkpoint, the initial weights are drawn); a peer lost while loading fails
+// the attempt (the next restart).
 #include <cstdint>
 #include <optional>
 #include <string>
