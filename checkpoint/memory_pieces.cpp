@@ -1,6 +1,7 @@
 #include "checkpoint/memory_pieces.hpp"
 
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -85,16 +86,10 @@ std::vector<int64_t> encode_piece_request(std::span<const MemoryPiece> pieces) {
   return out;
 }
 
-std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, std::span<const int64_t> request,
-                                       const std::string& who) {
-  // Every piece checked first, so the answer is sized once and each region written straight
-  // into it: a restore moves a rank's whole state through here, and each pass over it counts.
-  struct Wanted {
-    const TensorSlice* stored = nullptr;
-    Rect region;
-  };
-  std::vector<Wanted> wanted;
-  size_t floats = 0;
+std::vector<MemoryPiece> check_piece_request(std::span<const int64_t> request,
+                                             const std::function<const MemoryShard*(int shard)>& table_of,
+                                             const std::string& who) {
+  std::vector<MemoryPiece> pieces;
   for (size_t at = 0; at < request.size();) {
     if (request.size() - at < 3) bad_request(who, "ends inside a piece");
     const int64_t shard = request[at], slice = request[at + 1], dims = request[at + 2];
@@ -107,13 +102,14 @@ std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, s
     region.count.assign(request.begin() + static_cast<std::ptrdiff_t>(at),
                         request.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(dims)));
     at += static_cast<size_t>(dims);
-    const auto it = held.find(static_cast<int>(shard));
-    if (it == held.end())
+    const MemoryShard* table =
+        shard >= 0 && shard <= std::numeric_limits<int>::max() ? table_of(static_cast<int>(shard)) : nullptr;
+    if (table == nullptr)
       bad_request(who, "names rank " + std::to_string(shard) + "'s shard, which this node does not hold");
-    if (slice < 0 || static_cast<size_t>(slice) >= it->second.slices.size())
+    if (slice < 0 || static_cast<size_t>(slice) >= table->slices.size())
       bad_request(who, "names slice " + std::to_string(slice) + " of rank " + std::to_string(shard) +
-                           "'s shard, which has " + std::to_string(it->second.slices.size()));
-    const TensorSlice& stored = it->second.slices[static_cast<size_t>(slice)];
+                           "'s shard, which has " + std::to_string(table->slices.size()));
+    const TensorSlice& stored = table->slices[static_cast<size_t>(slice)];
     // Inside the stored rectangle, written so that a damaged request cannot overflow.
     bool inside = region.offset.size() == stored.rect.offset.size();
     for (size_t d = 0; inside && d < region.offset.size(); ++d) {
@@ -121,18 +117,34 @@ std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, s
       inside = region.offset[d] >= stored.rect.offset[d] && region.offset[d] < end && region.count[d] > 0 &&
                region.count[d] <= end - region.offset[d];
     }
-    if (!inside)
+    if (!inside || region.offset.empty())
       bad_request(who, "asks for " + rect_string(region) + " of tensor '" + stored.name + "', outside the stored " +
                            rect_string(stored.rect));
-    floats += static_cast<size_t>(element_count(region));  // within the stored slice: no overflow
-    wanted.push_back({&stored, std::move(region)});
+    pieces.push_back({pieces.size(), static_cast<int>(shard), static_cast<size_t>(slice), std::move(region)});
   }
+  return pieces;
+}
+
+std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, std::span<const int64_t> request,
+                                       const std::string& who) {
+  // Every piece checked first, so the answer is sized once and each region written straight
+  // into it: a restore moves a rank's whole state through here, and each pass over it counts.
+  const std::vector<MemoryPiece> pieces = check_piece_request(
+      request,
+      [&](int shard) {
+        const auto it = held.find(shard);
+        return it != held.end() ? &it->second : nullptr;
+      },
+      who);
+  size_t floats = 0;
+  for (const MemoryPiece& p : pieces) floats += static_cast<size_t>(element_count(p.region));  // within its slice
   std::vector<char> answer(floats * sizeof(float));
   float* to = reinterpret_cast<float*>(answer.data());  // a vector's storage is aligned for any scalar
-  for (const Wanted& w : wanted) {
+  for (const MemoryPiece& p : pieces) {
+    const TensorSlice& stored = held.at(p.shard).slices[p.slice];
     // Row-major over the region: the region is its own destination rectangle.
-    copy_region(w.stored->data, w.stored->rect, to, w.region, w.region);
-    to += element_count(w.region);
+    copy_region(stored.data, stored.rect, to, p.region, p.region);
+    to += element_count(p.region);
   }
   return answer;
 }

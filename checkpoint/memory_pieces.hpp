@@ -7,6 +7,7 @@
 // A request (one per serving rank) is int64s, per piece: shard, slice, n, offset[n],
 // count[n]. Its answer is the pieces' float32 data in the same order, each region row-major.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -33,10 +34,18 @@ std::vector<MemoryPiece> plan_memory_pieces(std::span<const MemoryShard> tables,
 
 std::vector<int64_t> encode_piece_request(std::span<const MemoryPiece> pieces);
 
-// The answer to `request` from the shards a server holds, verified (decode_memory_shard).
-// Throws FormatError naming `who` (the requester) for a piece of a shard not in `held`, a
-// slice that does not exist or a region outside the slice: requests come from this build's
-// plan_memory_pieces, so any of these is a bug or a damaged message.
+// The pieces `request` asks for, each checked against the table of its shard (`table_of`: the
+// server's table of that shard, data not read; null for a shard it does not hold), `read` set
+// to the piece's place in the request. FormatError naming `who` (the requester) for a piece of a
+// shard not held, a slice that does not exist or a region outside the slice: requests come
+// from this build's plan_memory_pieces, so any of these is a bug or a damaged message.
+std::vector<MemoryPiece> check_piece_request(std::span<const int64_t> request,
+                                             const std::function<const MemoryShard*(int shard)>& table_of,
+                                             const std::string& who);
+
+// The answer to `request` from the shards a server holds in memory, verified
+// (decode_memory_shard); checked as check_piece_request. A restore answers from the shards'
+// files instead (memory_pieces_read.hpp).
 std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, std::span<const int64_t> request,
                                        const std::string& who);
 

@@ -5,18 +5,42 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_error.hpp"
-#include "checkpoint/raw_read.hpp"
 
 namespace axonn {
 namespace {
 
 constexpr const char* kOperation = "memory copy restore";
 
-// Reads `region` of a slice stored row-major over `stored` at file byte `at` into `dst`,
-// row-major over `dst_rect`. The last dimension is a run of floats, the one before it the rows
-// one read_runs call strides over (a preadv per 1024 rows), any before those an odometer.
-void read_region(const RawFile& file, int64_t at, const Rect& stored, const Rect& region, float* dst,
-                 const Rect& dst_rect) {
+}  // namespace
+
+MemoryShardFile::MemoryShardFile(const std::filesystem::path& path, std::string_view table_bytes,
+                                 const MemoryShard& table)
+    : file_(path), name_(path.string()), table_(&table) {
+  const auto head_bytes = static_cast<int64_t>(table_bytes.size());
+  std::string head(table_bytes.size(), '\0');
+  file_.read_runs(0, 1, head_bytes, head_bytes, head.data(), head_bytes);
+  if (head != table_bytes)
+    throw FormatError(name_, kOperation,
+                      name_ + " is not the copy of rank " + std::to_string(table.header.rank) +
+                          "'s shard that the restore planned with (its header and slice table differ): the memory "
+                          "copy is damaged");
+  // Each slice's data follows the previous one's, after the table.
+  int64_t at = head_bytes;
+  for (const TensorSlice& slice : table.slices) {
+    slice_at_.push_back(at);
+    at += element_count(slice.rect) * 4;
+  }
+}
+
+// The last dimension is a run of floats, the one before it the rows one read_runs call strides
+// over (a preadv per 1024 rows), any before those an odometer.
+void MemoryShardFile::read_region(size_t slice, const Rect& region, float* dst, const Rect& dst_rect) const {
+  const Rect& stored = table_->slices.at(slice).rect;
+  if (region.count.empty() || !contains(stored, region) || !contains(dst_rect, region))
+    throw FormatError(name_, kOperation,
+                      "a piece " + rect_string(region) + " of tensor '" + table_->slices[slice].name + "' in " + name_ +
+                          " is not inside its stored " + rect_string(stored) + " and its destination " +
+                          rect_string(dst_rect) + " (a bug: the pieces were planned against another table)");
   const size_t n = region.count.size();
   std::vector<int64_t> file_stride(n, 1), dst_stride(n, 1);  // elements
   for (size_t d = n - 1; d > 0; --d) {
@@ -39,46 +63,44 @@ void read_region(const RawFile& file, int64_t at, const Rect& stored, const Rect
       from += index[d] * file_stride[d];
       to += index[d] * dst_stride[d];
     }
-    file.read_runs(at + from * 4, rows, run * 4, file_row * 4, reinterpret_cast<char*>(dst + to), dst_row * 4);
+    file_.read_runs(slice_at_[slice] + from * 4, rows, run * 4, file_row * 4, reinterpret_cast<char*>(dst + to),
+                    dst_row * 4);
     size_t d = outer;
     while (d > 0 && ++index[d - 1] == region.count[d - 1]) index[--d] = 0;
     if (d == 0) return;
   }
 }
 
-}  // namespace
-
-void read_memory_pieces(const std::filesystem::path& path, std::string_view table_bytes, const MemoryShard& table,
-                        std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads,
-                        std::span<float* const> into) {
-  const std::string name = path.string();
-  const RawFile file(path);
-  const auto head_bytes = static_cast<int64_t>(table_bytes.size());
-  std::string head(table_bytes.size(), '\0');
-  file.read_runs(0, 1, head_bytes, head_bytes, head.data(), head_bytes);
-  if (head != table_bytes)
-    throw FormatError(name, kOperation,
-                      name + " is not the copy of rank " + std::to_string(table.header.rank) +
-                          "'s shard that the restore planned with (its header and slice table differ): the memory "
-                          "copy is damaged");
-  // Each slice's data follows the previous one's, after the table.
-  std::vector<int64_t> slice_at(table.slices.size());
-  int64_t at = head_bytes;
-  for (size_t i = 0; i < table.slices.size(); ++i) {
-    slice_at[i] = at;
-    at += element_count(table.slices[i].rect) * 4;
-  }
+void MemoryShardFile::read_pieces(std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads,
+                                  std::span<float* const> into) const {
   for (const MemoryPiece& p : pieces) {
-    const TensorSlice& stored = table.slices.at(p.slice);
-    const Rect& wanted = reads[p.read].rect;
-    if (p.shard != table.header.rank || p.region.count.empty() || !contains(stored.rect, p.region) ||
-        !contains(wanted, p.region))
-      throw FormatError(name, kOperation,
-                        "a piece " + rect_string(p.region) + " of tensor '" + stored.name + "' planned for " + name +
-                            " is not inside its stored " + rect_string(stored.rect) + " and read " +
-                            rect_string(wanted) + " (a bug: the pieces were planned against another table)");
-    read_region(file, slice_at[p.slice], stored.rect, p.region, into[p.read], wanted);
+    if (p.shard != table_->header.rank)
+      throw FormatError(name_, kOperation,
+                        "a piece of rank " + std::to_string(p.shard) + "'s shard was to be read from " + name_ +
+                            ", rank " + std::to_string(table_->header.rank) + "'s (a bug)");
+    read_region(p.slice, p.region, into[p.read], reads[p.read].rect);
   }
+}
+
+std::vector<char> answer_piece_request_from_files(std::span<const int64_t> request,
+                                                  const std::function<const MemoryShardFile*(int shard)>& file_of,
+                                                  const std::string& who) {
+  const std::vector<MemoryPiece> pieces = check_piece_request(
+      request,
+      [&](int shard) {
+        const MemoryShardFile* file = file_of(shard);
+        return file != nullptr ? &file->table() : nullptr;
+      },
+      who);
+  size_t floats = 0;
+  for (const MemoryPiece& p : pieces) floats += static_cast<size_t>(element_count(p.region));  // within its slice
+  std::vector<char> answer(floats * sizeof(float));
+  float* to = reinterpret_cast<float*>(answer.data());  // a vector's storage is aligned for any scalar
+  for (const MemoryPiece& p : pieces) {
+    file_of(p.shard)->read_region(p.slice, p.region, to, p.region);  // row-major over the region
+    to += element_count(p.region);
+  }
+  return answer;
 }
 
 }  // namespace axonn

@@ -1,29 +1,52 @@
 #pragma once
-// Reading a memory shard's pieces (memory_pieces.hpp) straight from its file: a restore's ranks
-// read the shards their own node holds in place, from the node's memory (a tmpfs), instead of
-// asking the rank that verified them for an answer. Each piece then moves once, file to the
-// read's buffer (rows scattered by preadv: raw_read.hpp), with no message, no answer buffer and
-// no second copy; only the shards on other nodes travel over the network.
+// Reading a memory shard's pieces (memory_pieces.hpp) straight from its file in the node's
+// memory (a tmpfs): a restore's ranks read the shards their own node holds in place instead of
+// asking the rank that verified them, and that rank answers the other nodes' requests from the
+// file too, so a piece moves once from the file (rows scattered by preadv: raw_read.hpp) and no
+// rank holds a copy of a whole shard.
 #include <filesystem>
+#include <functional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "checkpoint/memory_pieces.hpp"
 #include "checkpoint/memory_shard.hpp"
+#include "checkpoint/raw_read.hpp"
 
 namespace axonn {
 
-// Copies `pieces`, all of one shard, from that shard's file at `path` into into[p.read]
-// (row-major over reads[p.read].rect). `table_bytes`: the shard's header and slice table as
-// the restore gathered them (the first bytes decode_memory_shard_table reads), `table` decoded
-// from them; the pieces were planned against it (plan_memory_pieces).
-//
-// The file's data must have been verified already (decode_memory_shard, by the rank that keeps
-// the shard on this node): this reads its header and table again only to check that it is the
-// same copy of the same shard, FormatError naming the file when they differ. CheckpointError
+// A shard file whose data was verified (verify_memory_shard): reads are checked only against
+// its table, and the file's header and table must be `table_bytes` (the bytes the pieces were
+// planned with: a copy of the same shard), else FormatError naming the file. CheckpointError
 // naming the file when it cannot be read or ends early.
-void read_memory_pieces(const std::filesystem::path& path, std::string_view table_bytes, const MemoryShard& table,
-                        std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads,
-                        std::span<float* const> into);
+class MemoryShardFile {
+ public:
+  // `table`: decoded from `table_bytes` (decode_memory_shard_table); it must outlive this.
+  MemoryShardFile(const std::filesystem::path& path, std::string_view table_bytes, const MemoryShard& table);
+
+  // Copies `pieces`, all of this shard, into into[p.read] (row-major over reads[p.read].rect).
+  void read_pieces(std::span<const MemoryPiece> pieces, std::span<const SliceRead> reads,
+                   std::span<float* const> into) const;
+  // Copies `region` (global coordinates, inside slice `slice`) into `dst`, row-major over
+  // `dst_rect` (which holds the region).
+  void read_region(size_t slice, const Rect& region, float* dst, const Rect& dst_rect) const;
+
+  const MemoryShard& table() const { return *table_; }
+
+ private:
+  RawFile file_;
+  std::string name_;
+  const MemoryShard* table_;
+  std::vector<int64_t> slice_at_;  // [slice] the file byte its data starts at
+};
+
+// The answer to `request` (memory_pieces.hpp) read from the files of the shards a server keeps
+// (`file_of`: that shard's file, or null for one it does not keep). Checked and thrown as
+// check_piece_request; CheckpointError naming a file that cannot be read.
+std::vector<char> answer_piece_request_from_files(std::span<const int64_t> request,
+                                                  const std::function<const MemoryShardFile*(int shard)>& file_of,
+                                                  const std::string& who);
 
 }  // namespace axonn

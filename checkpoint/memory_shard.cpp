@@ -257,29 +257,40 @@ MemoryShard decode_memory_shard_table(std::span<const char> bytes, const std::st
   return std::move(t.shard);
 }
 
-MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name, size_t* table_bytes) {
+MemoryShard verify_memory_shard(std::span<const char> bytes, const std::string& name, size_t* table_bytes) {
   ParsedTable t = parse_table(bytes, name, static_cast<int64_t>(bytes.size() / sizeof(float)));
   if (table_bytes != nullptr) *table_bytes = t.data_at;
-  MemoryShard& shard = t.shard;
   if (bytes.size() - t.data_at != static_cast<size_t>(t.elements) * sizeof(float)) {
     Reader(bytes, name)
         .fail("it holds " + std::to_string(bytes.size() - t.data_at) + " bytes of data where its slices need " +
               std::to_string(t.elements * 4));
   }
-  shard.data.resize(static_cast<size_t>(t.elements));
-  if (t.elements > 0) std::memcpy(shard.data.data(), bytes.data() + t.data_at, shard.data.size() * sizeof(float));
-  const float* at = shard.data.data();
-  for (size_t i = 0; i < shard.slices.size(); ++i) {
-    const size_t n = static_cast<size_t>(element_count(shard.slices[i].rect));
-    if (xxh3_64(at, n * sizeof(float)) != t.xxh3[i])
+  const char* at = bytes.data() + t.data_at;
+  for (size_t i = 0; i < t.shard.slices.size(); ++i) {
+    const size_t n = static_cast<size_t>(element_count(t.shard.slices[i].rect)) * sizeof(float);
+    if (xxh3_64(at, n) != t.xxh3[i])
       throw ChecksumMismatch(name, kOperation,
-                             "checksum mismatch in " + name + ", tensor " + escaped_excerpt(shard.slices[i].name, 64) +
+                             "checksum mismatch in " + name + ", tensor " +
+                                 escaped_excerpt(t.shard.slices[i].name, 64) +
                                  ": its data's XXH3-64 differs from the one the copy stored; the memory copy is "
                                  "damaged");
-    shard.slices[i].data = at;
     at += n;
   }
-  return std::move(shard);
+  return std::move(t.shard);
+}
+
+MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name, size_t* table_bytes) {
+  size_t data_at = 0;
+  MemoryShard shard = verify_memory_shard(bytes, name, &data_at);
+  if (table_bytes != nullptr) *table_bytes = data_at;
+  shard.data.resize((bytes.size() - data_at) / sizeof(float));
+  if (!shard.data.empty()) std::memcpy(shard.data.data(), bytes.data() + data_at, shard.data.size() * sizeof(float));
+  const float* at = shard.data.data();
+  for (TensorSlice& slice : shard.slices) {
+    slice.data = at;
+    at += element_count(slice.rect);
+  }
+  return shard;
 }
 
 }  // namespace axonn

@@ -64,4 +64,10 @@ MemoryShard decode_memory_shard_table(std::span<const char> bytes, const std::st
 // `name` and the tensor. `table_bytes` as above.
 MemoryShard decode_memory_shard(std::span<const char> bytes, const std::string& name, size_t* table_bytes = nullptr);
 
+// The same checks without copying the data out: the table (data pointers null) of a shard
+// whose every slice's data matched its XXH3-64 where it lies in `bytes`. A restore verifies
+// the shards in its node's memory this way, mapped (raw_read.hpp), and reads them in place
+// after (memory_pieces_read.hpp).
+MemoryShard verify_memory_shard(std::span<const char> bytes, const std::string& name, size_t* table_bytes = nullptr);
+
 }  // namespace axonn

@@ -1,6 +1,8 @@
 #include "checkpoint/raw_read.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -91,6 +93,30 @@ void RawFile::read_runs(int64_t offset, int64_t rows, int64_t run_bytes, int64_t
     }
     r0 += n;
   }
+}
+
+MappedRawFile::MappedRawFile(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  const int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw CheckpointError(name, "open", "cannot open " + name + " for reading: " + std::strerror(err));
+  }
+  struct stat st {};
+  void* data = nullptr;
+  int err = ::fstat(fd, &st) != 0 ? errno : 0;
+  if (err == 0 && st.st_size > 0) {
+    data = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data == MAP_FAILED) err = errno;
+  }
+  ::close(fd);  // the mapping keeps the file open
+  if (err != 0) throw CheckpointError(name, "map", "cannot map " + name + " into memory: " + std::strerror(err));
+  data_ = static_cast<char*>(data);
+  size_ = data != nullptr ? static_cast<size_t>(st.st_size) : 0;
+}
+
+MappedRawFile::~MappedRawFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
 }
 
 }  // namespace axonn

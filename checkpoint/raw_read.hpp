@@ -7,6 +7,7 @@
 // for a column reshard of bench/checkpoint, when version 2 stored tiles strided in the file).
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 
 namespace axonn {
@@ -39,6 +40,23 @@ class RawFile {
   void read_full(int64_t offset, int64_t bytes, char* dst) const;
   int fd_ = -1;
   std::string path_;
+};
+
+// A whole file mapped read-only (mmap), unmapped on destruction: a file read once where it
+// lies, with no copy (a memory shard verified in its node's memory). An empty file maps to no
+// bytes. CheckpointError naming the path and strerror when it cannot be opened or mapped.
+class MappedRawFile {
+ public:
+  explicit MappedRawFile(const std::filesystem::path& path);
+  MappedRawFile(const MappedRawFile&) = delete;
+  MappedRawFile& operator=(const MappedRawFile&) = delete;
+  ~MappedRawFile();
+
+  std::span<const char> bytes() const { return {data_, size_}; }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 }  // namespace axonn

@@ -21,6 +21,7 @@
 #include "checkpoint/memory_pieces_read.hpp"
 #include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
+#include "checkpoint/raw_read.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/gloo_mesh.hpp"
@@ -400,8 +401,9 @@ TEST(MemoryPieces, AnotherModelOrADamagedRequestIsRefusedNamingIt) {
 
 // A [2, 4, 6] tensor stored by 2 ranks as halves of its middle dimension and read in place
 // from their files as [2, 4, 3] column halves, two-dimensional planes of it and a bias: the
-// pieces land where answer_piece_request and place_piece_answer put them. A file whose table
-// is not the one planned with, or that ends early, is refused naming it.
+// pieces land where answer_piece_request and place_piece_answer put them, and the answer read
+// from the files is the one from memory. A file whose table is not the one planned with, or
+// that ends early, is refused naming it; verified where it lies, a flipped bit is found.
 TEST(MemoryPieces, ReadInPlaceFromTheShardFilesTheyFillTheReadsAsAnAnswerWould) {
   const fs::path dir = test_dir("in-place");
   std::vector<float> tensor(48), bias = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
@@ -426,6 +428,16 @@ TEST(MemoryPieces, ReadInPlaceFromTheShardFilesTheyFillTheReadsAsAnAnswerWould) 
     table_bytes.emplace_back(bytes.data(), n);
     held[r] = decode_memory_shard(bytes, "shard");
   }
+  const fs::path paths[2] = {memory_shard_path(dir, 8, 0), memory_shard_path(dir, 8, 1)};
+  std::map<int, MemoryShardFile> files;
+  for (int r = 0; r < 2; ++r) {
+    const MappedRawFile mapped(paths[r]);
+    size_t n = 0;
+    EXPECT_EQ(verify_memory_shard(mapped.bytes(), paths[r].string(), &n).slices.size(), static_cast<size_t>(r + 1));
+    EXPECT_EQ(n, table_bytes[static_cast<size_t>(r)].size());
+    files.emplace(r, MemoryShardFile(paths[r], table_bytes[static_cast<size_t>(r)], tables[static_cast<size_t>(r)]));
+  }
+  const auto file_of = [&files](int r) { return files.count(r) != 0 ? &files.at(r) : nullptr; };
   for (int64_t half = 0; half < 2; ++half) {
     std::vector<float> in_place(24, -1), answered(24, -1), b_in_place(3, -1), b_answered(3, -1);
     const std::vector<SliceRead> reads = {SliceRead{"w", {2, 4, 6}, Rect{{0, 0, 3 * half}, {2, 4, 3}}, nullptr},
@@ -437,35 +449,39 @@ TEST(MemoryPieces, ReadInPlaceFromTheShardFilesTheyFillTheReadsAsAnAnswerWould) 
       std::vector<MemoryPiece> of_shard;
       for (const MemoryPiece& p : pieces)
         if (p.shard == r) of_shard.push_back(p);
-      read_memory_pieces(memory_shard_path(dir, 8, r), table_bytes[static_cast<size_t>(r)],
-                         tables[static_cast<size_t>(r)], of_shard, reads, into);
+      files.at(r).read_pieces(of_shard, reads, into);
     }
-    place_piece_answer(pieces, answer_piece_request(held, encode_piece_request(pieces), "rank 1"), reads, placed,
-                       "rank 0");
+    const std::vector<int64_t> request = encode_piece_request(pieces);
+    const std::vector<char> answer = answer_piece_request(held, request, "rank 1");
+    EXPECT_EQ(answer_piece_request_from_files(request, file_of, "rank 1"), answer);
+    place_piece_answer(pieces, answer, reads, placed, "rank 0");
     EXPECT_EQ(in_place, answered);
     EXPECT_EQ(b_in_place, b_answered);
     EXPECT_EQ(in_place[0], tensor[static_cast<size_t>(3 * half)]);            // [0, 0, 3 half]
     EXPECT_EQ(in_place[23], tensor[47 - static_cast<size_t>(3 - 3 * half)]);  // [1, 3, 3 half + 2]
     EXPECT_EQ(b_in_place[2], bias[static_cast<size_t>(3 * half + 2)]);
   }
+  EXPECT_THROW(answer_piece_request_from_files(std::vector<int64_t>{5, 0, 1, 0, 1}, file_of, "rank 1"), FormatError);
 
   // Rank 1's table planned with, rank 0's file: not the same copy.
+  try {
+    MemoryShardFile(paths[0], table_bytes[1], tables[1]);
+    FAIL() << "another shard's file was opened as rank 1's";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("shard-00000.mem is not the copy of rank 1's shard"), std::string::npos)
+        << e.what();
+  }
   std::vector<float> out(48);
   const std::vector<SliceRead> whole = {SliceRead{"w", {2, 4, 6}, Rect{{0, 0, 0}, {2, 4, 6}}, nullptr}};
   const std::vector<float*> into = {out.data()};
   std::vector<MemoryPiece> of_rank_1;
   for (const MemoryPiece& p : plan_memory_pieces(tables, whole, "step 8"))
     if (p.shard == 1) of_rank_1.push_back(p);
-  try {
-    read_memory_pieces(memory_shard_path(dir, 8, 0), table_bytes[1], tables[1], of_rank_1, whole, into);
-    FAIL() << "another shard's file was read";
-  } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("shard-00000.mem is not the copy of rank 1's shard"), std::string::npos)
-        << e.what();
-  }
-  fs::resize_file(memory_shard_path(dir, 8, 1), fs::file_size(memory_shard_path(dir, 8, 1)) - 30);
-  EXPECT_THROW(read_memory_pieces(memory_shard_path(dir, 8, 1), table_bytes[1], tables[1], of_rank_1, whole, into),
-               CheckpointError);
+  flip_last_bit(paths[1]);  // in the bias: what verify_memory_shard finds, not the reads
+  EXPECT_THROW(verify_memory_shard(MappedRawFile(paths[1]).bytes(), paths[1].string()), ChecksumMismatch);
+  fs::resize_file(paths[1], fs::file_size(paths[1]) - 30);  // into w's last row
+  EXPECT_THROW(files.at(1).read_pieces(of_rank_1, whole, into), CheckpointError);
+  EXPECT_THROW(verify_memory_shard(MappedRawFile(paths[1]).bytes(), paths[1].string()), FormatError);
   fs::remove_all(dir);
 }
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <numeric>
 #include <regex>
 #include <string>
 #include <thread>
@@ -173,22 +174,32 @@ TEST_F(Recovery, ARestoreFromMemoryNeedsNoRoomBeyondTheCopies) {
 }
 
 // With checkpoint.memory_interval every rank's shard is in its node's memory and the next
-// node's. Pretend node 1 killed takes its memory along (the launcher deletes its copies), and
-// the run goes on from the newest step node 0's memory holds whole: one the kill landed
-// after, at most the one in flight earlier, where the disk holds none. The same as an
-// uninterrupted run's checkpoint of that step resumed on the 2 ranks left. `options`: the
-// job's keys for every run (e.g. the optimizer sharded). The node is lost once `kill_after`
-// steps are logged; the run must go on from step `min_loaded` or later. `output`: the run's.
-void expect_a_lost_node_recovered_from_memory(const std::filesystem::path& dir, const std::string& options,
+// node's. The last of `nodes` pretend nodes (of `ranks` ranks in all) killed takes its memory
+// along (the launcher deletes its copies), and the run goes on from the newest step the other
+// nodes' memory holds whole: one the kill landed after, at most the one in flight earlier,
+// where the disk holds none. The same as an uninterrupted run's checkpoint of that step resumed
+// on the ranks left. `options`: the job's keys for every run (e.g. the optimizer sharded). The
+// node is lost once `kill_after` steps are logged; the run must go on from step `min_loaded` or
+// later. `output`: the run's.
+void expect_a_lost_node_recovered_from_memory(const std::filesystem::path& dir, int ranks, int nodes,
+                                              const std::string& options,
                                               const std::function<std::future<CommandResult>()>& start_run,
                                               size_t kill_after = 6, int min_loaded = 5,
                                               std::string* output = nullptr) {
+  const int per_node = ranks / nodes, left = ranks - per_node;
+  std::vector<int> lost(static_cast<size_t>(per_node));
+  std::iota(lost.begin(), lost.end(), left);
   auto run = start_run();
-  kill_ranks(dir / "memory", {2, 3}, 0, kill_after);
+  kill_ranks(dir / "memory", lost, 0, kill_after);
   const CommandResult r = run.get();
   if (output != nullptr) *output = r.output;
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "-n1 (ranks 2-3) was lost: restarting 2 ranks on 1 pretend node, ")) << r.output;
+  const std::string lost_ranks = per_node == 1 ? "rank " + std::to_string(left)
+                                               : "ranks " + std::to_string(left) + "-" + std::to_string(ranks - 1);
+  EXPECT_TRUE(contains(r.output, "-n" + std::to_string(nodes - 1) + " (" + lost_ranks + ") was lost: restarting " +
+                                     std::to_string(left) + " ranks on " + std::to_string(nodes - 1) + " pretend node" +
+                                     (nodes > 2 ? "s" : "") + ", "))
+      << r.output;
   const int loaded = memory_step(r.output);
   ASSERT_GE(loaded, min_loaded) << r.output;
   EXPECT_EQ(resumed_step(r.output), loaded) << r.output;
@@ -197,9 +208,9 @@ void expect_a_lost_node_recovered_from_memory(const std::filesystem::path& dir, 
   TrainedRun recovered = read_run(dir / "memory");
   recovered.steps = last_of_each_step(recovered.steps);
 
-  const TrainedRun whole = train_in(dir / "whole", tiny_job(30, 1), 4, "", "checkpoint.keep=100 " + options, 2);
+  const TrainedRun whole = train_in(dir / "whole", tiny_job(30, 1), ranks, "", "checkpoint.keep=100 " + options, nodes);
   const auto resumed_dir = copy_checkpoint_step(dir / "whole", loaded, dir / "resumed");
-  TrainedRun reference = train_in(resumed_dir, tiny_job(30, 1), 2, "", options);
+  TrainedRun reference = train_in(resumed_dir, tiny_job(30, 1), left, "", options);
   std::vector<StepLine> steps(whole.steps.begin(), whole.steps.begin() + loaded);
   steps.insert(steps.end(), reference.steps.begin(), reference.steps.end());
   reference.steps = steps;
@@ -207,8 +218,22 @@ void expect_a_lost_node_recovered_from_memory(const std::filesystem::path& dir, 
 }
 
 TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesOfTheNodesLeft) {
-  expect_a_lost_node_recovered_from_memory(dir_, "",
+  expect_a_lost_node_recovered_from_memory(dir_, 4, 2, "",
                                            [&] { return start("memory", memory_copy_job(dir_ / "shm"), 4, 2, "", 1); });
+}
+
+// 3 pretend nodes of one rank, the last lost: node 0 holds shards 0 and 2 (its own and the one
+// node 2 sent it), node 1 shards 1 and 0, so node 1's rank reads shard 2's pieces from node 0
+// over the network, answered from node 0's file, and the rest in place from its own node.
+TEST_F(Recovery, ANodeLostGoesOnFromMemoryWithPiecesMovedBetweenTheNodesLeft) {
+  std::string output;
+  expect_a_lost_node_recovered_from_memory(
+      dir_, 3, 3, "", [&] { return start("memory", memory_copy_job(dir_ / "shm"), 3, 3, "", 1); }, 6, 5, &output);
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(output, m, std::regex("from the nodes' memory \\(([0-9.]+) MiB moved between nodes\\)")))
+      << output;
+  EXPECT_GT(std::stod(m[1]), 0.0) << output;
 }
 
 // The same with the optimizer sharded over the data axis: each rank's copy holds its part of
@@ -216,7 +241,7 @@ TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesOfTheNodesLeft) {
 TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesWithTheOptimizerSharded) {
   const std::string sharded = "training.shard_optimizer=true";
   expect_a_lost_node_recovered_from_memory(
-      dir_, sharded, [&] { return start("memory", memory_copy_job(dir_ / "shm"), 4, 2, "", 1, sharded); });
+      dir_, 4, 2, sharded, [&] { return start("memory", memory_copy_job(dir_ / "shm"), 4, 2, "", 1, sharded); });
 }
 
 // checkpoint.memory_interval = "auto": the run makes 4 calibration copies (after its steps 2,
@@ -227,8 +252,8 @@ TEST_F(Recovery, ANodeLostGoesOnFromTheMemoryCopiesWithTheOptimizerSharded) {
 TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) {
   std::string output;
   expect_a_lost_node_recovered_from_memory(
-      dir_, "", [&] { return start("memory", memory_copy_job(dir_ / "shm", 30, "\"auto\""), 4, 2, "", 1); }, 20, 2,
-      &output);
+      dir_, 4, 2, "", [&] { return start("memory", memory_copy_job(dir_ / "shm", 30, "\"auto\""), 4, 2, "", 1); }, 20,
+      2, &output);
   if (HasFatalFailure()) return;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(

@@ -19,6 +19,7 @@
 #include "checkpoint/memory_pieces_read.hpp"
 #include "checkpoint/memory_shard.hpp"
 #include "checkpoint/memory_steps.hpp"
+#include "checkpoint/raw_read.hpp"
 #include "checkpoint/step_dir.hpp"
 #include "core/number_text.hpp"
 #include "trainer/train/host_exchange.hpp"
@@ -193,26 +194,27 @@ class PieceRestore {
   int64_t received() const { return received_; }
 
  private:
-  // The shards of the step this node holds that this rank keeps (deal_memory_shards), each read and
-  // verified; returns the tables of those its node serves to the others (it is the first
-  // holder): [u64 rank, u64 length, bytes]...
+  // The shards of the step this node holds that this rank keeps (deal_memory_shards), each
+  // verified where it lies (mapped, never copied); returns the tables of those its node serves
+  // to the others (it is the first holder): [u64 rank, u64 length, bytes]...
   std::string verify_held_shards() {
     std::string tables;
     for (const auto& [r, nodes] : holders_.shard_holders) {
       if (!keeps(plan_.node, r)) continue;
       const fs::path path = memory_shard_path(plan_.node_dir, step_, r);
       if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan_.node == 0 && r == 0) flip_last_bit(path);
-      const std::string bytes = read_text_file(path);  // binary: read_text_file reads bytes as they are
+      const MappedRawFile file(path);
       size_t table_bytes = 0;
-      held_[r] = decode_memory_shard(bytes, path.string(), &table_bytes);
-      if (held_[r].header.step != step_ || held_[r].header.rank != r || held_[r].header.world != holders_.world)
+      MemoryShard& held = held_[r] = verify_memory_shard(file.bytes(), path.string(), &table_bytes);
+      held_table_bytes_[r].assign(file.bytes().data(), table_bytes);
+      if (held.header.step != step_ || held.header.rank != r || held.header.world != holders_.world)
         throw FormatError(path.string(), "memory copy restore",
                           path.string() + " is not rank " + std::to_string(r) + "'s shard of " + step_dir_name(step_) +
                               " of " + std::to_string(holders_.world) + " ranks");
       if (nodes.front() != plan_.node) continue;
       for (const uint64_t v : {static_cast<uint64_t>(r), static_cast<uint64_t>(table_bytes)})
         for (int i = 0; i < 8; ++i) tables.push_back(static_cast<char>(v >> (8 * i)));
-      tables.append(bytes, 0, table_bytes);
+      tables += held_table_bytes_[r];
     }
     return tables;
   }
@@ -264,7 +266,7 @@ class PieceRestore {
     std::map<int, std::vector<MemoryPiece>> by_server, in_place;  // in_place: by shard
     for (const MemoryPiece& p : pieces) {
       const int server = server_of(p.shard);
-      if (server != plan_.rank && on_this_node(server))
+      if (on_this_node(server))
         in_place[p.shard].push_back(p);
       else
         by_server[server].push_back(p);
@@ -285,8 +287,22 @@ class PieceRestore {
     std::atomic<bool> serving_failed = false;
     std::exception_ptr link_error;
     std::thread serving;
+    std::map<int, MemoryShardFile> served;  // the shards this rank keeps, answered from their files
     if (!asking.empty()) {
-      serving = std::thread([&] {
+      for (const auto& [r, held] : held_) {
+        try {
+          served.emplace(r,
+                         MemoryShardFile(memory_shard_path(plan_.node_dir, step_, r), held_table_bytes_.at(r), held));
+        } catch (const CheckpointError& e) {  // its pieces are answered with nothing, which fails the asker
+          serving_failed = true;
+          spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
+        }
+      }
+      const auto file_of = [&served](int shard) {
+        const auto it = served.find(shard);
+        return it != served.end() ? &it->second : nullptr;
+      };
+      serving = std::thread([&, file_of] {
         try {
           for (int q : asking) {
             const std::vector<char> request = link_.receive(q, kPieceRequestTag);
@@ -294,7 +310,7 @@ class PieceRestore {
             std::memcpy(words.data(), request.data(), words.size() * sizeof(int64_t));
             std::vector<char> answer;
             try {
-              answer = answer_piece_request(held_, words, "rank " + std::to_string(q));
+              answer = answer_piece_request_from_files(words, file_of, "rank " + std::to_string(q));
             } catch (const CheckpointError& e) {
               serving_failed = true;  // the empty answer fails the requester's size check too
               spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
@@ -310,8 +326,9 @@ class PieceRestore {
     std::exception_ptr asking_error;
     for (const auto& [shard, wanted] : in_place) {
       try {
-        read_memory_pieces(memory_shard_path(plan_.node_dir, step_, shard), table_bytes_[static_cast<size_t>(shard)],
-                           table[static_cast<size_t>(shard)], wanted, reads, into);
+        const MemoryShardFile file(memory_shard_path(plan_.node_dir, step_, shard),
+                                   table_bytes_[static_cast<size_t>(shard)], table[static_cast<size_t>(shard)]);
+        file.read_pieces(wanted, reads, into);
       } catch (const CheckpointError& e) {
         failed = true;
         spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
@@ -320,19 +337,10 @@ class PieceRestore {
     try {
       for (const auto& [server, wanted] : by_server) {
         const std::vector<int64_t> words = encode_piece_request(wanted);
-        std::vector<char> answer;
-        if (server == plan_.rank) {  // a rank reads the shards it verified directly
-          try {
-            answer = answer_piece_request(held_, words, "rank " + std::to_string(server));
-          } catch (const CheckpointError& e) {
-            spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
-          }
-        } else {
-          link_.send(server, kPieceRequestTag,
-                     std::span(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t)));
-          answer = link_.receive(server, kPieceAnswerTag);
-        }
-        if (!on_this_node(server)) received += static_cast<int64_t>(answer.size());
+        link_.send(server, kPieceRequestTag,
+                   std::span(reinterpret_cast<const char*>(words.data()), words.size() * sizeof(int64_t)));
+        const std::vector<char> answer = link_.receive(server, kPieceAnswerTag);
+        received += static_cast<int64_t>(answer.size());
         try {
           place_piece_answer(wanted, answer, reads, into, "rank " + std::to_string(server));
         } catch (const CheckpointError& e) {
@@ -359,8 +367,9 @@ class PieceRestore {
   const StepHolders& holders_;
   std::map<std::pair<int, int>, int> keeper_;  // (node, shard) -> the rank there that reads and serves it
   std::string model_config_;
-  std::map<int, MemoryShard> held_;       // [shard rank] the verified shards this rank keeps
-  std::vector<std::string> table_bytes_;  // [shard rank] its header and slice table, as gathered
+  std::map<int, MemoryShard> held_;              // [shard rank] the tables of the verified shards this rank keeps
+  std::map<int, std::string> held_table_bytes_;  // [shard rank] their header and slice table bytes
+  std::vector<std::string> table_bytes_;         // [shard rank] its header and slice table, as gathered
   int64_t received_ = 0;
 };
 
