@@ -16,9 +16,12 @@
 // times (goal: at most 1.02), and beside it the ratio of rank 0's CPU per step over the same
 // steps (metrics.jsonl's cpu_s: every thread of the rank, so the copies' writer and sender
 // too), which the ranks' turns on the shared cores leave out, though not a drift of the
-// machine's own speed between runs. In the interrupted run the
-// bench waits until rank 0 has logged --kill-at steps, then kills the last pretend node's
-// ranks at once and notes the time. The restarted run's summary.json ("recovery") gives when
+// machine's own speed between runs. That drift (up to 10% here) cannot reach the third
+// measure, inside the run with copies: the steps at each place after a copy against the later
+// half of its interval (in_run_cost), with its 95% interval; give it a few hundred --steps and
+// an --interval past them (no disk save). In the interrupted run the bench waits until rank 0
+// has logged --kill-at steps, then kills the last pretend node's ranks at once and notes the
+// time. The restarted run's summary.json ("recovery") gives when
 // the launcher saw the failure and each phase after it (trainer/train/recovery_report.hpp);
 // detect = the launcher's notice - the kill. Reported per round and as medians: the
 // uninterrupted and the interrupted run's wall time and their ratio, the seconds from the kill
@@ -38,6 +41,8 @@
 #include <future>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <random>
 #include <regex>
 #include <string>
 #include <thread>
@@ -118,6 +123,69 @@ double step_cpu_seconds(const fs::path& dir, int first) {
   return std::accumulate(cpu.begin() + 1, cpu.end(), 0.0) / static_cast<double>(cpu.size() - 1);
 }
 
+// The copies' cost measured inside the run that makes them, where the machine's drift between
+// runs cannot reach it. With a copy after step `from` and every `every` (K) steps after it, each
+// step after `from` has a place j = 1..K in its interval (1: right after a copy). A copy ends
+// within its interval ("auto" spaces them so) and here within its first half, so the later
+// half's steps are steps with no copy beside them: the cost is the sum over j of (the mean step
+// at j - the later half's mean), per K of the later half's steps. Steps up to 3 after a disk
+// save (every `disk_interval`) and the first 2 (warm-up) are left out: the save's writer slows
+// them wherever they fall. The interval: 95% of kResamples resamples of the run's whole
+// intervals. nullopt below 4 steps between copies (no later half) or 4 intervals (no spread).
+constexpr int kResamples = 2000;
+struct InRunCost {
+  double ratio = 0, low = 0, high = 0;
+  std::vector<double> resampled;  // [kResamples] each resample's ratio, NaN where one had no later half
+};
+
+std::optional<InRunCost> in_run_cost(const fs::path& dir, int from, int every, int disk_interval) {
+  if (every < 4) return std::nullopt;
+  const std::vector<double> elapsed = logged_from(dir, from, "elapsed_s");  // steps from, from + 1, ...
+  const double none = std::nan("");
+  std::vector<std::vector<double>> intervals;  // [interval][j - 1] the step's seconds, or none
+  for (size_t m = 0; (m + 1) * static_cast<size_t>(every) < elapsed.size(); ++m) {
+    std::vector<double> steps;
+    for (int j = 1; j <= every; ++j) {
+      const size_t i = m * static_cast<size_t>(every) + static_cast<size_t>(j);
+      const int step = from + static_cast<int>(i);
+      const bool left_out = step <= 2 || (step - 1) % disk_interval < 3;
+      steps.push_back(left_out ? none : elapsed[i] - elapsed[i - 1]);
+    }
+    intervals.push_back(std::move(steps));
+  }
+  if (intervals.size() < 4) return std::nullopt;
+  auto ratio_of = [&](const std::vector<size_t>& picked) -> std::optional<double> {
+    std::vector<double> sum(static_cast<size_t>(every), 0.0), count(static_cast<size_t>(every), 0.0);
+    for (size_t m : picked)
+      for (size_t j = 0; j < sum.size(); ++j)
+        if (!std::isnan(intervals[m][j])) sum[j] += intervals[m][j], count[j] += 1;
+    double later_sum = 0, later_count = 0, excess = 0;
+    for (size_t j = sum.size() / 2; j < sum.size(); ++j) later_sum += sum[j], later_count += count[j];
+    if (later_count == 0) return std::nullopt;
+    const double later = later_sum / later_count;
+    for (size_t j = 0; j < sum.size(); ++j) {
+      if (count[j] == 0) return std::nullopt;
+      excess += sum[j] / count[j] - later;
+    }
+    return 1.0 + excess / (static_cast<double>(every) * later);
+  };
+  std::vector<size_t> all(intervals.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  const std::optional<double> ratio = ratio_of(all);
+  if (!ratio) return std::nullopt;
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<size_t> pick(0, intervals.size() - 1);
+  std::vector<double> resampled, found;
+  for (int b = 0; b < kResamples; ++b) {
+    std::vector<size_t> picked(intervals.size());
+    for (size_t& m : picked) m = pick(rng);
+    resampled.push_back(ratio_of(picked).value_or(none));
+    if (!std::isnan(resampled.back())) found.push_back(resampled.back());
+  }
+  if (found.size() < kResamples / 2) return std::nullopt;
+  return InRunCost{*ratio, bench::quantile(found, 0.025), bench::quantile(found, 0.975), std::move(resampled)};
+}
+
 size_t logged_steps(const fs::path& dir) {
   std::ifstream in(dir / "run" / "metrics.jsonl");
   size_t n = 0;
@@ -150,6 +218,7 @@ struct Round {
   int copies = 0;    // the uninterrupted run's memory copies, as its log counts them
   int interval = 0;  // with --memory-interval auto: the interval the run chose
   int from = 0;      // and the step of its first copy at that interval
+  std::optional<InRunCost> in_run;  // the copies' cost inside their run (in_run_cost)
 };
 
 // A number the log line matching `pattern` (one group) gives; 0 without one.
@@ -274,7 +343,8 @@ int main(int argc, char** argv) {
   if (automatic)
     std::printf("step times from the step after the first copy at the interval the run chose (\"from\") on\n");
   std::printf(
-      "\nround  step s no copies  step s copies  ratio  cpu ratio  copies%s  uninterrupted s  interrupted s  ratio  "
+      "\nround  step s no copies  step s copies  ratio  cpu ratio  in-run   its 95%%     copies%s  uninterrupted s  "
+      "interrupted s  ratio  "
       "kill->step s  detect   stop  restart  startup   load  first_step  steps redone\n",
       automatic ? "  every  from" : "");
   std::vector<Round> rounds;
@@ -292,17 +362,24 @@ int main(int argc, char** argv) {
     round.copies_step_s = step_seconds(dir / "whole", first_step);
     round.plain_step_cpu_s = step_cpu_seconds(dir / "plain", first_step);
     round.copies_step_cpu_s = step_cpu_seconds(dir / "whole", first_step);
+    const int every = automatic ? round.interval : std::stoi(o.memory_interval);
+    round.in_run = in_run_cost(dir / "whole", automatic ? round.from : every, every, o.interval);
     round.interrupted_s = run_job(dir / "interrupted", o, true, true, round);
+    char in_run[32] = "      -              -";
+    if (round.in_run)
+      std::snprintf(in_run, sizeof in_run, "%6.3f  %5.3f-%5.3f", round.in_run->ratio, round.in_run->low,
+                    round.in_run->high);
     char chosen[32] = "";
     if (automatic) std::snprintf(chosen, sizeof chosen, "  %5d  %4d", round.interval, round.from);
     std::printf(
-        "%5d  %16.4f  %13.4f  %5.3f  %9.3f  %6d%s  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  %5.3f  "
+        "%5d  %16.4f  %13.4f  %5.3f  %9.3f  %s  %6d%s  %15.2f  %13.2f  %5.2f  %12.2f  %6.3f  %5.3f  %7.3f  %7.3f  "
+        "%5.3f  "
         "%10.3f  %12.0f\n",
         r + 1, round.plain_step_s, round.copies_step_s, round.copies_step_s / round.plain_step_s,
-        round.copies_step_cpu_s / round.plain_step_cpu_s, round.copies, chosen, round.whole_s, round.interrupted_s,
-        round.interrupted_s / round.whole_s, round.kill_to_step_s, round.phases["detect"], round.phases["stop"],
-        round.phases["restart"], round.phases["startup"], round.phases["load"], round.phases["first_step"],
-        round.redone);
+        round.copies_step_cpu_s / round.plain_step_cpu_s, in_run, round.copies, chosen, round.whole_s,
+        round.interrupted_s, round.interrupted_s / round.whole_s, round.kill_to_step_s, round.phases["detect"],
+        round.phases["stop"], round.phases["restart"], round.phases["startup"], round.phases["load"],
+        round.phases["first_step"], round.redone);
     rounds.push_back(round);
   }
   fs::remove_all(dir);
@@ -331,6 +408,31 @@ int main(int argc, char** argv) {
       "rank 0's CPU per step over the same steps: %.3fx of the run without them (median of the rounds' ratios; "
       "goal <= 1.02): %s\n",
       cpu_cost, cpu_cost <= 1.02 ? "met" : "missed");
+  // The same inside the runs with copies, where no drift between runs reaches it: the mean of
+  // the rounds' ratios, and its 95% interval from their resamples taken together (resample b of
+  // every round: independent draws, so their mean is one draw of the rounds' mean).
+  std::vector<const InRunCost*> measured;
+  for (const Round& r : rounds)
+    if (r.in_run) measured.push_back(&*r.in_run);
+  if (!measured.empty()) {
+    double mean = 0;
+    for (const InRunCost* c : measured) mean += c->ratio / static_cast<double>(measured.size());
+    std::vector<double> means;
+    for (int b = 0; b < kResamples; ++b) {
+      double sum = 0;
+      for (const InRunCost* c : measured) sum += c->resampled[static_cast<size_t>(b)];
+      if (!std::isnan(sum)) means.push_back(sum / static_cast<double>(measured.size()));
+    }
+    const double low = means.empty() ? NAN : bench::quantile(means, 0.025);
+    const double high = means.empty() ? NAN : bench::quantile(means, 0.975);
+    std::printf(
+        "inside the runs with copies (in-run): %.3fx (the mean of %zu rounds' ratios; 95%% interval %.3f to %.3f; "
+        "goal <= 1.02): %s\n",
+        mean, measured.size(), low, high,
+        high <= 1.02 ? "met"
+        : low > 1.02 ? "missed"
+                     : "not settled by these rounds");
+  }
   // What the copies take of the host's cores: the run's extra CPU, per copy and rank.
   const double copies = med([](const Round& r) { return r.copies; });
   const double cpu_extra = med([](const Round& r) { return r.copies_cpu_s - r.plain_cpu_s; });
