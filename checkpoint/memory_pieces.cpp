@@ -127,8 +127,6 @@ std::vector<MemoryPiece> check_piece_request(std::span<const int64_t> request,
 
 std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, std::span<const int64_t> request,
                                        const std::string& who) {
-  // Every piece checked first, so the answer is sized once and each region written straight
-  // into it: a restore moves a rank's whole state through here, and each pass over it counts.
   const std::vector<MemoryPiece> pieces = check_piece_request(
       request,
       [&](int shard) {
@@ -136,14 +134,20 @@ std::vector<char> answer_piece_request(const std::map<int, MemoryShard>& held, s
         return it != held.end() ? &it->second : nullptr;
       },
       who);
+  return answer_pieces(pieces, [&](const MemoryPiece& p, float* region) {
+    const TensorSlice& stored = held.at(p.shard).slices[p.slice];
+    copy_region(stored.data, stored.rect, region, p.region, p.region);
+  });
+}
+
+std::vector<char> answer_pieces(std::span<const MemoryPiece> pieces,
+                                const std::function<void(const MemoryPiece& piece, float* region)>& copy) {
   size_t floats = 0;
-  for (const MemoryPiece& p : pieces) floats += static_cast<size_t>(element_count(p.region));  // within its slice
+  for (const MemoryPiece& p : pieces) floats += static_cast<size_t>(element_count(p.region));  // checked: in a slice
   std::vector<char> answer(floats * sizeof(float));
   float* to = reinterpret_cast<float*>(answer.data());  // a vector's storage is aligned for any scalar
   for (const MemoryPiece& p : pieces) {
-    const TensorSlice& stored = held.at(p.shard).slices[p.slice];
-    // Row-major over the region: the region is its own destination rectangle.
-    copy_region(stored.data, stored.rect, to, p.region, p.region);
+    copy(p, to);
     to += element_count(p.region);
   }
   return answer;

@@ -43,6 +43,12 @@ std::vector<MemoryPiece> check_piece_request(std::span<const int64_t> request,
                                              const std::function<const MemoryShard*(int shard)>& table_of,
                                              const std::string& who);
 
+// An answer to checked `pieces`: sized once, and `copy` called to write each piece's region,
+// row-major, straight into its place (every piece checked first, so that a restore, which moves
+// a rank's whole state through here, makes no other pass over it).
+std::vector<char> answer_pieces(std::span<const MemoryPiece> pieces,
+                                const std::function<void(const MemoryPiece& piece, float* region)>& copy);
+
 // The answer to `request` from the shards a server holds in memory, verified
 // (decode_memory_shard); checked as check_piece_request. A restore answers from the shards'
 // files instead (memory_pieces_read.hpp).

@@ -92,15 +92,9 @@ std::vector<char> answer_piece_request_from_files(std::span<const int64_t> reque
         return file != nullptr ? &file->table() : nullptr;
       },
       who);
-  size_t floats = 0;
-  for (const MemoryPiece& p : pieces) floats += static_cast<size_t>(element_count(p.region));  // within its slice
-  std::vector<char> answer(floats * sizeof(float));
-  float* to = reinterpret_cast<float*>(answer.data());  // a vector's storage is aligned for any scalar
-  for (const MemoryPiece& p : pieces) {
-    file_of(p.shard)->read_region(p.slice, p.region, to, p.region);  // row-major over the region
-    to += element_count(p.region);
-  }
-  return answer;
+  return answer_pieces(pieces, [&](const MemoryPiece& p, float* region) {
+    file_of(p.shard)->read_region(p.slice, p.region, region, p.region);
+  });
 }
 
 }  // namespace axonn
