@@ -9,12 +9,10 @@
 #include <exception>
 #include <functional>
 #include <map>
-#include <memory>
 #include <system_error>
 #include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
-#include "checkpoint/fs_util.hpp"
 #include "checkpoint/memory_pieces.hpp"
 #include "checkpoint/memory_pieces_read.hpp"
 #include "checkpoint/memory_shard.hpp"
