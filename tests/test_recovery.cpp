@@ -287,24 +287,24 @@ TEST_F(Recovery, AnAutoMemoryIntervalIsMeasuredAndALostNodeGoesOnFromItsCopies) 
   EXPECT_LE(loaded, 21) << output;
 }
 
-// A memory copy that fails its checksum (a test-only fault flips one stored bit of it) is
-// not loaded: the run says so and loads the disk checkpoint, and ends like an uninterrupted one.
-// The kill comes after disk step 10 is committed and 9 steps before the next disk step, so the
-// newest memory copy (one every step) is newer than the disk's even when a slow (sanitized)
-// run commits step 10 several steps late; at a tie the copy would not be read at all.
-TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
-  const std::string job = with_replaced(memory_copy_job(dir_ / "shm"), {{"interval = 100\n", "interval = 10\n"}});
-  setenv("AXONN_TEST_CORRUPT_MEMORY_COPY", "1", 1);
-  auto run = start("corrupt", job, 2, 1, "2x1x1x1", 1);
-  wait_for_committed(dir_ / "corrupt", 10);
-  kill_ranks(dir_ / "corrupt", {1}, 0, 11);
+// A memory copy damaged (a test-only fault, AXONN_TEST_CORRUPT_MEMORY_COPY = `fault`) is not
+// loaded: each rank that found it says why (`why`, a pattern), the run says the copy could not
+// be used and loads the disk checkpoint, and ends like an uninterrupted one. The kill comes
+// after disk step 10 is committed and 9 steps before the next disk step, so the newest memory
+// copy (one every step) is newer than the disk's even when a slow (sanitized) run commits step
+// 10 several steps late; at a tie the copy would not be read at all.
+void expect_a_damaged_copy_to_fall_back_to_the_disk(
+    const std::filesystem::path& dir, const std::string& fault, const std::string& why,
+    const std::function<std::future<CommandResult>(const std::string& name, const std::string& job)>& start_run) {
+  const std::string job = with_replaced(memory_copy_job(dir / "shm"), {{"interval = 100\n", "interval = 10\n"}});
+  setenv("AXONN_TEST_CORRUPT_MEMORY_COPY", fault.c_str(), 1);
+  auto run = start_run("corrupt", job);
+  wait_for_committed(dir / "corrupt", 10);
+  kill_ranks(dir / "corrupt", {1}, 0, 11);
   const CommandResult r = run.get();
   unsetenv("AXONN_TEST_CORRUPT_MEMORY_COPY");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(
-      std::regex_search(r.output, std::regex("memory copy: rank 0: checksum mismatch in [^ ]*/\\.tmp-step-0+\\d+/"
-                                             "shard-00000\\.mem, tensor ")))
-      << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(why))) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("checkpoint: memory copies: the memory copy of step-0+\\d+ "
                                                      "could not be used .*; loading the disk checkpoint instead")))
       << r.output;
@@ -312,10 +312,27 @@ TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
   const int resumed = resumed_step(r.output);
   EXPECT_GE(resumed, 10) << r.output;
   EXPECT_EQ(resumed % 10, 0) << r.output;  // a disk step
-  TrainedRun recovered = read_run(dir_ / "corrupt");
+  TrainedRun recovered = read_run(dir / "corrupt");
   recovered.steps = last_of_each_step(recovered.steps);
-  const TrainedRun uninterrupted = train_in(dir_ / "uninterrupted", tiny_job(30, 10), 2, "2x1x1x1");
-  expect_same_run(recovered, uninterrupted, 0, 0, "a memory copy failed its checksum");
+  const TrainedRun uninterrupted = train_in(dir / "uninterrupted", tiny_job(30, 10), 2, "2x1x1x1");
+  expect_same_run(recovered, uninterrupted, 0, 0, "a damaged memory copy (" + fault + ")");
+}
+
+// A bit of rank 0's shard flipped: its verification names the file and the tensor.
+TEST_F(Recovery, AMemoryCopyThatFailsItsChecksumFallsBackToTheDisk) {
+  expect_a_damaged_copy_to_fall_back_to_the_disk(
+      dir_, "checksum", "memory copy: rank 0: checksum mismatch in [^ ]*/\\.tmp-step-0+\\d+/shard-00000\\.mem, tensor ",
+      [&](const std::string& name, const std::string& job) { return start(name, job, 2, 1, "2x1x1x1", 1); });
+}
+
+// Rank 1's shard cut short once it verified: both ranks have written their pieces of rank 0's
+// shard, and all but the last of rank 1's, into their weights and moments when its last piece
+// does not read; the disk checkpoint loaded instead writes every one of them again.
+TEST_F(Recovery, AMemoryCopyThatFailsAfterItsPiecesWereWrittenFallsBackToTheDisk) {
+  expect_a_damaged_copy_to_fall_back_to_the_disk(
+      dir_, "after-verify",
+      "memory copy: rank [01]: read of \\d+ bytes at offset \\d+ of [^ ]*/shard-00001\\.mem failed",
+      [&](const std::string& name, const std::string& job) { return start(name, job, 2, 1, "2x1x1x1", 1); });
 }
 
 // A second failure after the last restart allowed ends the job with that failure, naming the

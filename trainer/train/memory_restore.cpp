@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <string_view>
 #include <system_error>
 #include <thread>
 
@@ -98,6 +99,15 @@ void keep_only(const MemoryCopyPlan& plan, std::optional<int64_t> kept) {
   std::error_code ec;
   for (const MemoryStep& s : memory_steps(plan.node_dir))
     if (!kept || s.step != *kept) fs::remove_all(tmp_step_path(plan.node_dir, s.step), ec);
+}
+
+// The fault a test injects (AXONN_TEST_CORRUPT_MEMORY_COPY, docs/environment.md): "checksum"
+// flips a bit of rank 0's shard on node 0 before it is verified; "after-verify" cuts a byte off
+// the last rank's shard there once it verified, so that the pieces of it are the last to fail,
+// after the others were written. Empty: none.
+std::string_view test_fault() {
+  const char* fault = std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY");
+  return fault != nullptr ? fault : "";
 }
 
 // Thrown by every rank at once, after they agreed, when the memory copy is not loaded: the disk
@@ -200,11 +210,17 @@ class PieceRestore {
     for (const auto& [r, nodes] : holders_.shard_holders) {
       if (!keeps(plan_.node, r)) continue;
       const fs::path path = memory_shard_path(plan_.node_dir, step_, r);
-      if (std::getenv("AXONN_TEST_CORRUPT_MEMORY_COPY") != nullptr && plan_.node == 0 && r == 0) flip_last_bit(path);
-      const MappedRawFile file(path);
+      const std::string_view fault = test_fault();
+      if (fault == "checksum" && plan_.node == 0 && r == 0) flip_last_bit(path);
       size_t table_bytes = 0;
-      MemoryShard& held = held_[r] = verify_memory_shard(file.bytes(), path.string(), &table_bytes);
-      held_table_bytes_[r].assign(file.bytes().data(), table_bytes);
+      {  // mapped while it is verified
+        const MappedRawFile file(path);
+        held_[r] = verify_memory_shard(file.bytes(), path.string(), &table_bytes);
+        held_table_bytes_[r].assign(file.bytes().data(), table_bytes);
+      }
+      if (fault == "after-verify" && plan_.node == 0 && r == holders_.world - 1)
+        fs::resize_file(path, fs::file_size(path) - 1);
+      const MemoryShard& held = held_[r];
       if (held.header.step != step_ || held.header.rank != r || held.header.world != holders_.world)
         throw FormatError(path.string(), "memory copy restore",
                           path.string() + " is not rank " + std::to_string(r) + "'s shard of " + step_dir_name(step_) +
