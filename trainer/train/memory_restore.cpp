@@ -205,7 +205,7 @@ class PieceRestore {
   // The shards of the step this node holds that this rank keeps (deal_memory_shards), each
   // verified where it lies (mapped, never copied); returns the tables of those its node serves
   // to the others (it is the first holder): [u64 rank, u64 length, bytes]...
-  std::string verify_held_shards() {
+  std::string verify_held_shards() const {
     std::string tables;
     for (const auto& [r, nodes] : holders_.shard_holders) {
       if (!keeps(plan_.node, r)) continue;
@@ -213,22 +213,23 @@ class PieceRestore {
       const std::string_view fault = test_fault();
       if (fault == "checksum" && plan_.node == 0 && r == 0) flip_last_bit(path);
       size_t table_bytes = 0;
+      std::string table;
+      MemoryShardHeader header;
       {  // mapped while it is verified
         const MappedRawFile file(path);
-        held_[r] = verify_memory_shard(file.bytes(), path.string(), &table_bytes);
-        held_table_bytes_[r].assign(file.bytes().data(), table_bytes);
+        header = verify_memory_shard(file.bytes(), path.string(), &table_bytes).header;
+        table.assign(file.bytes().data(), table_bytes);
       }
       if (fault == "after-verify" && plan_.node == 0 && r == holders_.world - 1)
         fs::resize_file(path, fs::file_size(path) - 1);
-      const MemoryShard& held = held_[r];
-      if (held.header.step != step_ || held.header.rank != r || held.header.world != holders_.world)
+      if (header.step != step_ || header.rank != r || header.world != holders_.world)
         throw FormatError(path.string(), "memory copy restore",
                           path.string() + " is not rank " + std::to_string(r) + "'s shard of " + step_dir_name(step_) +
                               " of " + std::to_string(holders_.world) + " ranks");
       if (nodes.front() != plan_.node) continue;
       for (const uint64_t v : {static_cast<uint64_t>(r), static_cast<uint64_t>(table_bytes)})
         for (int i = 0; i < 8; ++i) tables.push_back(static_cast<char>(v >> (8 * i)));
-      tables += held_table_bytes_[r];
+      tables += table;
     }
     return tables;
   }
@@ -301,12 +302,15 @@ class PieceRestore {
     std::atomic<bool> serving_failed = false;
     std::exception_ptr link_error;
     std::thread serving;
-    std::map<int, MemoryShardFile> served;  // the shards this rank keeps, answered from their files
+    // The shards others ask this rank for: those it verified on the first node that holds them,
+    // whose gathered tables are its own. Answered from their files.
+    std::map<int, MemoryShardFile> served;
     if (!asking.empty()) {
-      for (const auto& [r, held] : held_) {
+      for (const auto& [r, nodes] : holders_.shard_holders) {
+        if (nodes.front() != plan_.node || !keeps(plan_.node, r)) continue;
         try {
-          served.emplace(r,
-                         MemoryShardFile(memory_shard_path(plan_.node_dir, step_, r), held_table_bytes_.at(r), held));
+          served.emplace(r, MemoryShardFile(memory_shard_path(plan_.node_dir, step_, r),
+                                            table_bytes_[static_cast<size_t>(r)], table[static_cast<size_t>(r)]));
         } catch (const CheckpointError& e) {  // its pieces are answered with nothing, which fails the asker
           serving_failed = true;
           spdlog::warn("memory copy: rank {}: {}", plan_.rank, e.what());
@@ -381,9 +385,7 @@ class PieceRestore {
   const StepHolders& holders_;
   std::map<std::pair<int, int>, int> keeper_;  // (node, shard) -> the rank there that reads and serves it
   std::string model_config_;
-  std::map<int, MemoryShard> held_;              // [shard rank] the tables of the verified shards this rank keeps
-  std::map<int, std::string> held_table_bytes_;  // [shard rank] their header and slice table bytes
-  std::vector<std::string> table_bytes_;         // [shard rank] its header and slice table, as gathered
+  std::vector<std::string> table_bytes_;  // [shard rank] its header and slice table, as gathered
   int64_t received_ = 0;
 };
 
