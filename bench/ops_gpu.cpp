@@ -7,6 +7,11 @@
 // --float32-activations.
 //
 // usage: bench_ops_gpu [--rows R] [--cols C] [--calls N] [--seq T] [--float32-activations]
+//        bench_ops_gpu --attention [--attention-tokens N] [--attention-hidden N]
+//                      [--attention-seqs T,...] [--attention-head-dims d,...] [--calls N]
+//                      [--python PATH] [--no-torch]
+// --attention: only causal attention, bf16, against PyTorch's SDPA (FlashAttention-2) at
+// FlashAttention-2's benchmark shapes (ops_gpu_attention.hpp).
 //
 // Then the block's forward GEMMs (qkv, proj, fc, fc_proj: m = rows, n x k = 3C x C, C x C,
 // 4C x C, C x 4C) in TFLOP/s side by side: the plain GEMM with the weights stored (k, n) as
@@ -26,8 +31,10 @@
 // float32 row statistics and parameters, a few KiB, left out). Times are the median over 5
 // rounds of N back-to-back calls, after 3 untimed calls. Without a CUDA device it says so in
 // one line and exits 0: there is nothing to measure.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,6 +42,8 @@
 
 #include "bench_args.hpp"
 #include "bench_stats.hpp"
+#include "gpu_timing.hpp"
+#include "ops_gpu_attention.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
 
 using namespace axonn;
@@ -48,7 +57,27 @@ struct Options {
   int calls = 20;
   int64_t seq = 1024;
   ElementType activations = ElementType::bfloat16;
+  bool attention = false;
+  AttentionOptions attention_options;  // with attention
 };
+
+// "512,1024" as numbers of at least 1; UsageError naming the option otherwise.
+std::vector<int64_t> count_list(const std::string& option, const std::string& text) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string word = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long long v = std::strtoll(word.c_str(), &end, 10);
+    if (word.empty() || *end != '\0' || v < 1)
+      throw UsageError("option '--" + option + "' must be whole numbers of at least 1, comma-separated; got '" + text +
+                       "'");
+    out.push_back(v);
+    at = comma + 1;
+  }
+  return out;
+}
 
 const std::vector<OptionSpec> kOptions = {
     {"rows", true, "rows of the activations, B*T (default 8192)"},
@@ -56,6 +85,13 @@ const std::vector<OptionSpec> kOptions = {
     {"calls", true, "back-to-back calls per timed round (default 20)"},
     {"seq", true, "tokens per sequence of the attention timing (default 1024; rows / seq sequences)"},
     {"float32-activations", false, "activations in float32 instead of bfloat16"},
+    {"attention", false, "only causal attention, bf16, against PyTorch's SDPA (FlashAttention-2)"},
+    {"attention-tokens", true, "with --attention: B*T tokens (default 16384)"},
+    {"attention-hidden", true, "with --attention: h*d (default 2048)"},
+    {"attention-seqs", true, "with --attention: the sequences T (default 512,1024,2048,4096,8192,16384)"},
+    {"attention-head-dims", true, "with --attention: the head sizes d (default 64,128)"},
+    {"python", true, "with --attention: the Python that runs bench/ops_gpu_attention_torch.py (default python3)"},
+    {"no-torch", false, "with --attention: skip the PyTorch side"},
     {"help", false, "this help"},
 };
 
@@ -67,44 +103,19 @@ Options read_options(const Args& args) {
   o.calls = count_option(args, "calls", o.calls);
   o.seq = count_option(args, "seq", static_cast<int>(o.seq));
   if (args.has("float32-activations")) o.activations = ElementType::float32;
+  o.attention = args.has("attention");
+  AttentionOptions& a = o.attention_options;
+  a.tokens = count_option(args, "attention-tokens", static_cast<int>(a.tokens));
+  a.hidden = count_option(args, "attention-hidden", static_cast<int>(a.hidden));
+  if (const auto seqs = args.value("attention-seqs")) a.sequences = count_list("attention-seqs", *seqs);
+  if (const auto dims = args.value("attention-head-dims")) a.head_dims = count_list("attention-head-dims", *dims);
+  a.calls = o.calls;
+  a.python = args.value("python").value_or(a.python);
+  a.torch = !args.has("no-torch");
+  if (o.attention && o.activations != ElementType::bfloat16)
+    throw UsageError("--attention times the bf16 kernels; drop --float32-activations");
   return o;
 }
-
-// Seconds per call of `op`: the median over 5 rounds of `calls` calls, each round synchronized.
-double seconds_per_call(Backend& backend, int calls, const std::function<void()>& op) {
-  for (int i = 0; i < 3; ++i) op();
-  backend.synchronize();
-  std::vector<double> rounds;
-  for (int round = 0; round < 5; ++round) {
-    const auto start = Clock::now();
-    for (int i = 0; i < calls; ++i) op();
-    backend.synchronize();
-    rounds.push_back(seconds_since(start) / calls);
-  }
-  return median(rounds);
-}
-
-// An activation buffer of `count` elements holding values from a hash (not constants: the
-// statistics of a constant row are degenerate).
-class Activations {
- public:
-  Activations(Backend& backend, int64_t count) : bytes_(backend, static_cast<size_t>(count) * 4) {
-    std::vector<float> host(static_cast<size_t>(count));
-    uint32_t x = static_cast<uint32_t>(count) * 2654435761u;
-    for (float& h : host) {
-      x = x * 1664525u + 1013904223u;
-      h = static_cast<float>(x >> 8) / 16777216.0f - 0.5f;
-    }
-    const DeviceBuffer<float> values(backend, host);
-    ptr_ = ActPtr(bytes_.data(), backend.activation_type());
-    backend.convert(ptr_, values.data(), count);
-  }
-  ActPtr ptr() const { return ptr_; }
-
- private:
-  DeviceBuffer<std::byte> bytes_;  // sized for float32, the larger type
-  ActPtr ptr_;
-};
 
 }  // namespace
 
@@ -120,6 +131,10 @@ int main(int argc, char** argv) try {
   backend_options.activations = o.activations;
   const std::unique_ptr<Backend> owned = make_cuda_backend(backend_options);
   Backend& backend = *owned;
+  if (o.attention) {
+    run_attention_vs_torch(backend, o.attention_options);
+    return 0;
+  }
 
   const int64_t m = o.rows, C = o.cols, mC = m * C;
   const size_t size = element_size(o.activations);

@@ -6,7 +6,8 @@ pre-LN blocks, causal multi-head attention, GELU (tanh approximation), 4x MLP, f
 LayerNorm, head tied to the token embedding. Llama (--architecture llama) is as Hugging
 Face's LlamaForCausalLM computes it: RMSNorm, grouped-query attention (--kv-heads) with
 rotate-half RoPE (--rope-theta), a SwiGLU MLP of --mlp-hidden, no biases, a head of its own
-unless --tied. Both end in a mean cross-entropy (in float32). One step = zero_grad, forward + backward
+unless --tied. Both end in a mean cross-entropy (in float32); --recompute checkpoints
+activations as our trainer's training.recompute does. One step = zero_grad, forward + backward
 over the micro-batches, clip_grad_norm_(1.0), AdamW (weight decay 0.1 on the 2-D tensors
 only), exactly the trainer's step. torch is imported by the caller (the CPU side must set
 OpenBLAS's thread count before the import) and passed in.
@@ -32,6 +33,23 @@ def add_model_args(p, warmup, steps):
     p.add_argument("--rope-theta", type=float, default=10000.0, help="llama: RoPE's base")
     p.add_argument("--norm-eps", type=float, default=1e-5, help="llama: RMSNorm's epsilon")
     p.add_argument("--tied", action="store_true", help="llama: the head reads the token embedding")
+    p.add_argument("--recompute", choices=["none", "attention", "block"], default="none",
+                   help="activation checkpointing as our trainer's training.recompute (recomputed())")
+
+
+def recomputed(torch, args, layer, part, mode):
+    """part of block `layer` (mode "attention": from the ln1 output to the attention's output;
+    "block": the whole block) under activation checkpointing when args.recompute is mode, else
+    part itself: our trainer's recomputation (training.recompute), which leaves the last block
+    alone (its activations are in place when the backward starts)."""
+    if args.recompute != mode or layer == args.layers - 1:
+        return part
+    import torch.utils.checkpoint
+
+    def checkpointed(*inputs):
+        return torch.utils.checkpoint.checkpoint(part, *inputs, use_reentrant=False)
+
+    return checkpointed
 
 
 def make_model(torch, args, attention):
@@ -47,8 +65,9 @@ def make_gpt(torch, args, attention):
     C, H, T, V, L = args.hidden, args.heads, args.sequence, args.vocab, args.layers
 
     class Block(nn.Module):
-        def __init__(self):
+        def __init__(self, layer):
             super().__init__()
+            self.layer = layer
             self.ln1 = nn.LayerNorm(C)
             self.qkv = nn.Linear(C, 3 * C)
             self.proj = nn.Linear(C, C)
@@ -64,10 +83,14 @@ def make_gpt(torch, args, attention):
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
             return F.softmax(att.masked_fill(~self.mask, float("-inf")), dim=-1) @ v
 
+        def attention(self, h):  # h = ln1(x) (B, T, C) -> the heads' outputs (B, T, C)
+            B = h.shape[0]
+            q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in self.qkv(h).split(C, dim=2))
+            return self.attend(q, k, v).transpose(1, 2).contiguous().view(B, T, C)
+
         def forward(self, x):  # x (B, T, C)
-            B = x.shape[0]
-            q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in self.qkv(self.ln1(x)).split(C, dim=2))
-            x = x + self.proj(self.attend(q, k, v).transpose(1, 2).contiguous().view(B, T, C))
+            attention = recomputed(torch, args, self.layer, self.attention, "attention")
+            x = x + self.proj(attention(self.ln1(x)))
             return x + self.mlp_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
     class Gpt(nn.Module):
@@ -75,7 +98,7 @@ def make_gpt(torch, args, attention):
             super().__init__()
             self.wte = nn.Embedding(V, C)
             self.wpe = nn.Embedding(T, C)
-            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.blocks = nn.ModuleList(Block(layer) for layer in range(L))
             self.ln_f = nn.LayerNorm(C)
             for name, p in self.named_parameters():
                 if p.dim() == 2:
@@ -85,7 +108,7 @@ def make_gpt(torch, args, attention):
         def forward(self, idx, targets):
             x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
             for b in self.blocks:
-                x = b(x)
+                x = recomputed(torch, args, b.layer, b, "block")(x)
             logits = self.ln_f(x) @ self.wte.weight.t()  # tied head, (B, T, V)
             return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))
 
@@ -115,8 +138,9 @@ def make_llama(torch, args, attention):
             return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + args.norm_eps)).type_as(x) * self.weight
 
     class Block(nn.Module):
-        def __init__(self):
+        def __init__(self, layer):
             super().__init__()
+            self.layer = layer
             self.ln1, self.ln2 = RmsNorm(), RmsNorm()
             self.q = nn.Linear(C, H * d, bias=False)
             self.kv = nn.Linear(C, 2 * KV * d, bias=False)
@@ -135,13 +159,16 @@ def make_llama(torch, args, attention):
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
             return F.softmax(att.masked_fill(~self.mask, float("-inf")), dim=-1) @ v
 
-        def forward(self, x):  # x (B, T, C)
-            B = x.shape[0]
-            h = self.ln1(x)
+        def attention(self, h):  # h = ln1(x) (B, T, C) -> the heads' outputs (B, T, C)
+            B = h.shape[0]
             q = self.q(h).view(B, T, H, d).transpose(1, 2)
             k, v = (t.view(B, T, KV, d).transpose(1, 2) for t in self.kv(h).split(KV * d, dim=2))
             q, k = (t * self.cos.to(t.dtype) + rotate_half(t) * self.sin.to(t.dtype) for t in (q, k))
-            x = x + self.o(self.attend(q, k, v).transpose(1, 2).contiguous().view(B, T, C))
+            return self.attend(q, k, v).transpose(1, 2).contiguous().view(B, T, C)
+
+        def forward(self, x):  # x (B, T, C)
+            attention = recomputed(torch, args, self.layer, self.attention, "attention")
+            x = x + self.o(attention(self.ln1(x)))
             gate, up = self.gate_up(self.ln2(x)).split(FF, dim=2)
             return x + self.down(F.silu(gate) * up)
 
@@ -149,7 +176,7 @@ def make_llama(torch, args, attention):
         def __init__(self):
             super().__init__()
             self.wte = nn.Embedding(V, C)
-            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.blocks = nn.ModuleList(Block(layer) for layer in range(L))
             self.ln_f = RmsNorm()
             self.lm_head = None if args.tied else nn.Linear(C, V, bias=False)
             for p in self.parameters():
@@ -159,7 +186,7 @@ def make_llama(torch, args, attention):
         def forward(self, idx, targets):
             x = self.wte(idx)
             for b in self.blocks:
-                x = b(x)
+                x = recomputed(torch, args, b.layer, b, "block")(x)
             x = self.ln_f(x)
             logits = x @ self.wte.weight.t() if self.lm_head is None else self.lm_head(x)  # (B, T, V)
             return F.cross_entropy(logits.view(-1, V).float(), targets.view(-1))

@@ -4,8 +4,11 @@
 Run by bench/train_gpu.cpp (one process per model) with the python3 that holds PyTorch with
 CUDA. The model and the step are torch_gpt.py's, as a PyTorch user on a GPU writes them today:
 attention through F.scaled_dot_product_attention (is_causal=True, so the fused flash kernel),
-float32 parameters with bf16 autocast, torch.compile, fused AdamW. The first --warmup steps
-(torch.compile's compilation among them) are not timed.
+float32 parameters with bf16 autocast, torch.compile, fused AdamW; --recompute mirrors our
+trainer's recomputation with activation checkpointing (torch_gpt.recomputed). The first
+--warmup steps (torch.compile's compilation among them) are not timed; bench_train_gpu runs
+this script once per round, and the later rounds take the compiled graphs from inductor's
+cache where this PyTorch has one.
 
 --matmul N also times a bf16 N x N x N torch.matmul: the tensor-core rate a native bf16 GEMM
 reaches on this GPU, beside the trainer's GEMM rate that bench_train_gpu measures.
@@ -60,6 +63,11 @@ def main():
     model = torch_gpt.make_model(torch, args, attention="sdpa").cuda()
     params = sum(p.numel() for p in model.parameters())
     opt = torch_gpt.make_adamw(torch, model, fused=True)
+    try:  # later rounds reuse the first's compiled graphs (PyTorch >= 2.1; on by default since 2.4)
+        import torch._inductor.config as inductor_config
+        inductor_config.fx_graph_cache = True
+    except (ImportError, AttributeError):
+        pass
     forward = model if args.no_compile else torch.compile(model)
     step = torch_gpt.make_step(torch, args, model, opt, forward,
                                autocast=lambda: torch.autocast("cuda", dtype=torch.bfloat16))

@@ -6,12 +6,15 @@
     folders' README.md files, outside code (`...` and fenced blocks, where a date is an example
     of a format); bench/results/ pages, which date their measurements, are exempt;
   - every relative link [text](path) in those files resolves to a file or folder of the
-    repository.
+    repository;
+  - bench/results/train_gpu.json, which scripts read for the current GPU figures, has the
+    fields bench_train_gpu --json writes.
 
 Every key of docs/configuration.md is checked against the loaders by test_config_doc.
 
   python3 scripts/docs_check.py [REPO]      exit 0, or 1 with one line per finding
 """
+import json
 import os
 import re
 import sys
@@ -44,8 +47,31 @@ def prose_lines(text):
             yield number, re.sub(r"`[^`]*`", "", line)
 
 
-def check(repo):
+# bench_train_gpu --json's fields (bench/train_gpu.cpp, write_json); a number may be null
+# where PyTorch's side was not run.
+TRAIN_GPU_FIELDS = {"device": str, "date": str, "commit": str, "command": str, "rounds": int, "models": list}
+TRAIN_GPU_MODEL_FIELDS = {"model": str, "recompute": str, "tokens_per_s": (int, float), "mfu": (int, float),
+                          "torch_tokens_per_s": (int, float, type(None)), "torch_ratio": (int, float, type(None))}
+
+
+def check_train_gpu_json(repo):
+    path = "bench/results/train_gpu.json"
+    try:
+        with open(os.path.join(repo, path)) as f:
+            results = json.load(f)
+    except (OSError, ValueError) as e:
+        return [f"{path}: cannot be read as JSON ({e}); bench_train_gpu --json writes it"]
     findings = []
+    for where, fields, value in [(path, TRAIN_GPU_FIELDS, results)] + \
+            [(f"{path}: models[{i}]", TRAIN_GPU_MODEL_FIELDS, m) for i, m in enumerate(results.get("models", []))]:
+        for key, kind in fields.items():
+            if not isinstance(value, dict) or not isinstance(value.get(key, ...), kind):
+                findings.append(f"{where}: no {key} of the type bench_train_gpu --json writes")
+    return findings
+
+
+def check(repo):
+    findings = check_train_gpu_json(repo)
     with open(os.path.join(repo, "README.md")) as f:
         readme_lines = len(f.read().splitlines())
     if readme_lines > README_MAX_LINES:

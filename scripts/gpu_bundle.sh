@@ -22,7 +22,8 @@
 #   lib/pmix PMIx's MCA components, which libpmix dlopens at run time
 #   share/pmix PMIx's help texts
 #   env.sh   sourced on the GPU node: library path, PMIx's install directories,
-#            AXONN_BINARY_DIR / AXONN_SOURCE_DIR for the tests (tests/process_helpers.hpp)
+#            AXONN_BINARY_DIR / AXONN_SOURCE_DIR for the tests (tests/process_helpers.hpp),
+#            AXONN_COMMIT (the source tree's commit, for the benchmarks' JSON)
 # Then checks that every library a bundled file needs resolves inside OUT_DIR/lib (or is
 # glibc's or the GPU node's) with only OUT_DIR/lib on the library path, and, with
 # --max-size, that the bundle is no larger than the limit. Fails, naming what is wrong,
@@ -167,6 +168,10 @@ export PATH="$_axonn_bundle/bin:$PATH"
 echo "env.sh: bundle $_axonn_bundle; CUDA libraries from ${_axonn_nvidia:-no pip nvidia packages}, /usr/local/cuda/lib64"
 unset _axonn_bundle _axonn_nvidia _axonn_xz _axonn_lib _axonn_unpacked
 EOF
+# The commit the bundle was made from, for the results the benchmarks write (bench_train_gpu
+# --json): `git describe --always --dirty` of the source tree.
+commit=$(git -C "$source_dir" describe --always --dirty 2>/dev/null || echo unknown)
+printf 'export AXONN_COMMIT=%q\n' "$commit" >>"$out/env.sh"
 
 # ---- checks: with only the bundle on the library path, every library that is neither
 # glibc's nor the GPU node's must resolve inside it (the system's folders come after

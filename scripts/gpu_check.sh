@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Runs everything a GPU node settles about the CUDA path, in order, with one log per step
-# (docs/gpu-node.md): the tests labelled gpu, the tiny job and GPT-2 124M on CUDA (losses to
-# compare with a CPU run), the memory features, mixture of experts and the tiny Llama once,
-# the per-op profile and the throughput benchmarks against PyTorch (GPT-2, and Llama 3.2 1B's
-# shape). Run from the repository root with a bundle from
-# scripts/gpu_bundle.sh beside it:
+# Runs everything a GPU node settles about the CUDA path, with one log per step
+# (docs/gpu-node.md), most wanted first, in three groups:
+#   checks  the node, the tests labelled gpu, the tiny jobs on CUDA (float32 and bf16, the
+#           memory features, mixture of experts, the tiny Llama)
+#   perf    throughput against PyTorch, alternating rounds (GPT-2 124M, 350M, 1.5B and Llama
+#           3.2 1B's shape; medians also as LOG_DIR/train_gpu.json), attention against SDPA's
+#           FlashAttention-2, the largest micro-batch and sequence that fit, the per-op
+#           profile, the memory-bound ops, the two streams, float32 activations
+#   runs    the job templates on CUDA: GPT-2 124M (losses to compare with a CPU run), with
+#           recomputation, with memory copies, and the step-time model calibrated and not
+# Run from the repository root with a bundle from scripts/gpu_bundle.sh beside it:
 #
 #   scripts/gpu_check.sh [--skip STEPS] [--only STEPS] LOG_DIR
-#       e.g. scripts/gpu_check.sh logs
-#       STEPS: comma-separated step names (the list below); --only runs just those
+#       e.g. scripts/gpu_check.sh logs; scripts/gpu_check.sh --only runs logs
+#       STEPS: comma-separated step or group names (the lists below); --only runs just
+#       those (the node's own checks always run)
 #
-# Stops at once when the node cannot run the bundle at all (no GPU, a library that does not
-# resolve, an axonn that does not start): nothing after that would say anything. A step that
-# fails or runs past its time limit is recorded and the next one runs, so that one failure
-# does not hide the others. LOG_DIR/summary.tsv gets one line per step: name, exit status
-# (124: past its limit), seconds, log file. Exits 1 when any step failed.
+# About 10 minutes on an H100 up to the end of perf (most of it PyTorch's torch.compile and
+# the 1.5B model); a device call of 10 minutes then leaves runs for a second call
+# (--only runs). Stops at once when the node cannot run the bundle at all (no GPU, a library
+# that does not resolve, an axonn that does not start): nothing after that would say
+# anything. A step that fails or runs past its time limit is recorded and the next one runs,
+# so that one failure does not hide the others. LOG_DIR/summary.tsv gets one line per step:
+# name, exit status (124: past its limit), seconds, log file. Exits 1 when any step failed.
 set -uo pipefail
 
 usage="usage: scripts/gpu_check.sh [--skip STEPS] [--only STEPS] LOG_DIR (e.g. logs)"
@@ -39,9 +47,11 @@ summary="$logs/summary.tsv"
 : >"$summary"
 failed=0
 
-wanted() {  # NAME: whether --only/--skip let step NAME run
-  [ -z "$only" ] || [[ ",$only," == *",$1,"* ]] || return 1
-  [[ ",$skip," != *",$1,"* ]]
+group=node  # the group of the steps that follow; each section sets it
+wanted() {  # NAME: whether --only/--skip let step NAME (of $group) run; the node's always run
+  [ "$group" = node ] && return 0
+  [ -z "$only" ] || [[ ",$only," == *",$1,"* || ",$only," == *",$group,"* ]] || return 1
+  [[ ",$skip," != *",$1,"* && ",$skip," != *",$group,"* ]]
 }
 
 # step NAME LIMIT_S COMMAND...: runs COMMAND with its output in LOG_DIR/NAME.log, killed after
@@ -73,15 +83,16 @@ for b in "$root"/gpu-bundle/bin/*; do ldd "$b"; done >"$logs/ldd.log" 2>&1
 ! grep -q 'not found' "$logs/ldd.log" || basic_failure "libraries not found: $(grep 'not found' "$logs/ldd.log" | sort -u | tr -s ' \t\n' ' ')"
 step axonn_starts 30 axonn --help || basic_failure "axonn does not start"
 
-# ---- 1. the tests labelled gpu (ctest's time limits), then NCCL as a user meets it
+# ---- checks: the tests labelled gpu (ctest's time limits), then NCCL as a user meets it
+group=checks
 for t in test_cuda_backend test_cuda_bf16_storage test_comm_nccl test_calibrate_gpu; do
   step "$t" 180 "$t" --gtest_brief=0 --gtest_color=no
 done
 step selftest_nccl 120 axonn run -n 1 selftest --backend nccl
 step test_train_gpu 420 test_train_gpu --gtest_brief=0 --gtest_color=no
 
-# ---- 2. the tiny job and GPT-2 124M on CUDA, each in a folder of its own (relative
-# checkpoint and run dirs); run/ then holds the metrics to compare with the CPU's
+# The tiny jobs on CUDA, each in a folder of its own (relative checkpoint and run dirs); run/
+# then holds the metrics to compare with the CPU's.
 run_job() {  # NAME LIMIT_S TEMPLATE OVERRIDES...: axonn run -n 1 in LOG_DIR/jobs/NAME, as a step
   local name=$1 limit=$2 template=$3
   shift 3
@@ -100,6 +111,23 @@ run_job tiny_cuda_moe_capacity_bf16 120 tiny.toml training.device=cuda training.
   model.experts=8 model.top_k=2 model.capacity_factor=1.0
 # The Llama family's kernels on CUDA (RMSNorm, SwiGLU, RoPE, grouped-query attention), bf16.
 run_job llama_tiny_cuda_bf16 120 llama-tiny.toml training.device=cuda training.dtype=bfloat16
+
+# ---- perf: throughput against PyTorch, three alternating rounds a side, medians (also as
+# train_gpu.json, rewritten after each model: what finished survives a time limit); the
+# recomputation as the chooser picks it for this GPU. Then attention against SDPA, what fits,
+# and where the step's time goes.
+group=perf
+step bench_train_gpu 540 bench_train_gpu --model 124m,350m,1.5b,llama-1b --rounds 3 --gemm-candidates 16 \
+  --json "$logs/train_gpu.json"
+step attention 120 bench_ops_gpu --attention
+step fit 300 bench_train_gpu --fit
+step profile 180 bench_train_gpu --profile --steps 3
+step ops 60 bench_ops_gpu
+step stream_overlap 60 bench_stream_overlap_gpu
+step bench_train_gpu_f32 180 bench_train_gpu --model 350m --no-torch --float32-activations --rounds 1
+
+# ---- runs: GPT-2 124M's template on CUDA, each in a folder of its own
+group=runs
 # The CPU comparison runs (same overrides, training.device=cpu) are made on the build machine.
 run_job gpt2_124m_short_f32 180 gpt2-124m.toml training.device=cuda \
   training.dtype=float32 training.global_batch=8 training.micro_batch=4 training.steps=10 training.warmup_steps=2 run.log_interval=1
@@ -117,10 +145,10 @@ mkdir -p "$memory_dir"
 run_job gpt2_124m_memory_copies 240 gpt2-124m.toml training.device=cuda \
   checkpoint.memory_interval=auto checkpoint.memory_dir="$memory_dir" run.log_interval=1
 
-# ---- the step-time model on this GPU: calibrate without a job (square GEMMs: what the GPU
+# The step-time model on this GPU: calibrate without a job (square GEMMs: what the GPU
 # reaches) and for the GPT-2 124M template (its GEMMs, attention and elementwise rate on one
 # rank), then the template with the calibrated site and with the shipped one; each
-# summary.json has the measured and predicted step (step_time_ratio)
+# summary.json has the measured and predicted step (step_time_ratio).
 mkdir -p "$logs/jobs/calibrated_gpt2_124m" "$logs/jobs/calibrate_square"
 step calibrate_square 120 env -C "$logs/jobs/calibrate_square" axonn run -n 1 calibrate \
   --site "$root/site_configs/dgx-h100.toml" --output site.toml
@@ -130,14 +158,6 @@ run_job calibrated_gpt2_124m 240 gpt2-124m.toml training.device=cuda --site "$lo
   run.log_interval=1
 run_job uncalibrated_gpt2_124m 240 gpt2-124m.toml training.device=cuda --site "$root/site_configs/dgx-h100.toml" \
   run.log_interval=1
-
-# ---- 3. where the step's time goes, then throughput against the GPU's peak and PyTorch
-step profile 180 bench_train_gpu --profile --steps 3
-step ops 60 bench_ops_gpu
-step stream_overlap 60 bench_stream_overlap_gpu
-step bench_train_gpu 420 bench_train_gpu
-step bench_train_gpu_f32 180 bench_train_gpu --model 350m --no-torch --float32-activations
-step bench_train_gpu_llama 300 bench_train_gpu --model llama-1b --micro-batch 4
 
 echo "gpu_check.sh: steps in $summary:"
 column -t "$summary" 2>/dev/null || cat "$summary"

@@ -1,6 +1,7 @@
 #pragma once
 // The CUDA runtime calls the trainer makes, on host memory (cuda_emulator.hpp): one device,
 // streams that run everything at once, launches checked against the GPU's limits.
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -62,6 +63,24 @@ inline cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+// The emulated device's memory: an H100's 80 GiB, or AXONN_EMULATED_GPU_MIB mebibytes, so
+// that a test can fill it. cudaMalloc fails, as on a full GPU, when the buffers in use (rounded
+// as allocated) would pass it; cudaGetDeviceProperties reports it.
+namespace cuda_emulator {
+inline size_t device_memory_bytes() {
+  static const size_t bytes = [] {
+    const char* mib = std::getenv("AXONN_EMULATED_GPU_MIB");
+    return mib != nullptr && *mib != '\0' ? static_cast<size_t>(std::strtoull(mib, nullptr, 10)) << 20
+                                          : size_t{80} << 30;
+  }();
+  return bytes;
+}
+inline std::atomic<size_t>& device_bytes_in_use() {
+  static std::atomic<size_t> bytes{0};
+  return bytes;
+}
+}  // namespace cuda_emulator
+
 // The one emulated device describes itself as an H100 SXM, whose limits the launches are
 // checked against (cuda_emulator.hpp).
 struct cudaDeviceProp {
@@ -75,7 +94,7 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* props, int device) {
   if (device != 0) return cudaErrorInvalidDevice;
   *props = cudaDeviceProp{};
   std::strcpy(props->name, "emulated H100 SXM (CPU)");
-  props->totalGlobalMem = size_t{80} << 30;
+  props->totalGlobalMem = cuda_emulator::device_memory_bytes();
   props->multiProcessorCount = 132;
   props->major = 9;
   props->minor = 0;
@@ -241,9 +260,16 @@ class CachedBuffers {
 }  // namespace cuda_emulator
 inline cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   using namespace cuda_emulator;
+  if (device_bytes_in_use().fetch_add(rounded(bytes)) + rounded(bytes) > device_memory_bytes()) {
+    device_bytes_in_use() -= rounded(bytes);
+    return cudaErrorMemoryAllocation;
+  }
   unsigned char* base = CachedBuffers::instance().take(guarded_bytes(bytes));
   if (base == nullptr) base = static_cast<unsigned char*>(std::aligned_alloc(256, guarded_bytes(bytes)));
-  if (base == nullptr) return cudaErrorMemoryAllocation;
+  if (base == nullptr) {
+    device_bytes_in_use() -= rounded(bytes);
+    return cudaErrorMemoryAllocation;
+  }
   std::memset(base, kGuard, kGuardBytes);
   std::memcpy(base, &bytes, sizeof bytes);  // the size, in the front guard's first bytes
   std::memset(base + kGuardBytes, 0xa5, bytes);
@@ -263,6 +289,7 @@ inline cudaError_t cudaFree(void* ptr) {
   for (size_t i = 0; i < rounded(bytes) - bytes + kGuardBytes; ++i)
     if (tail[i] != kGuard) die("cudaFree: something wrote past the end of this device buffer");
   if (!CachedBuffers::instance().keep(base, guarded_bytes(bytes))) std::free(base);
+  device_bytes_in_use() -= rounded(bytes);
   return cudaSuccess;
 }
 template <typename T>  // the typed overload of the runtime's C++ API
