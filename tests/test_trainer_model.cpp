@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -179,6 +180,37 @@ TEST(TrainerParameters, InitOfAShardEqualsTheFullTensorThere) {
       EXPECT_NE(other, full) << spec.name << ": the seed must change the weights";
     }
   }
+}
+
+// init_shards cuts the shards into pieces and draws them on threads: the same values as one
+// init_shard per shard, whatever the pieces (7 elements: one row each here; 1 << 22: whole)
+// and the thread count; a rect outside its tensor is init_shard's error.
+TEST(TrainerParameters, ShardsDrawnInPiecesOnThreadsEqualOneDrawEach) {
+  const ModelShape model = tiny_model();
+  const Layout layout = parse_layout("1x2x2x2");
+  const std::vector<ParamSpec> specs = gpt_parameters(model);
+  std::vector<Rect> rects;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const ParamSpec& spec : specs) {
+    rects.push_back(shard_rect(spec, layout, layout.coords(5)));
+    offsets.push_back(total);
+    total += static_cast<size_t>(element_count(rects.back()));
+  }
+  std::vector<float> expected(total);
+  for (size_t i = 0; i < specs.size(); ++i) init_shard(specs[i], rects[i], 11, expected.data() + offsets[i]);
+  for (const auto& [threads, piece] : std::vector<std::pair<int, int64_t>>{{1, 7}, {3, 7}, {4, 1 << 22}, {0, 100}}) {
+    std::vector<float> drawn(total, -1.0f);
+    std::vector<ShardInit> shards;
+    for (size_t i = 0; i < specs.size(); ++i) shards.push_back({&specs[i], rects[i], drawn.data() + offsets[i]});
+    init_shards(shards, 11, threads, piece);
+    EXPECT_EQ(std::memcmp(drawn.data(), expected.data(), total * sizeof(float)), 0)
+        << threads << " threads, pieces of " << piece;
+  }
+  std::vector<float> one(static_cast<size_t>(element_count(specs[0].shape)) + 1);
+  Rect outside = full_rect(specs[0].shape);
+  outside.offset[0] = 1;
+  EXPECT_THROW(init_shards({{&specs[0], outside, one.data()}}, 11, 2, 7), std::exception);
 }
 
 // zero() is the state a checkpoint's load fills (a run that resumes skips the draw): every

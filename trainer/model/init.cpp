@@ -1,7 +1,12 @@
 #include "trainer/model/init.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <numbers>
+#include <thread>
 #include <vector>
 
 namespace axonn {
@@ -54,6 +59,41 @@ void init_shard(const ParamSpec& spec, const Rect& rect, uint64_t seed, float* o
       at[d] = 0;
     }
   }
+}
+
+void init_shards(const std::vector<ShardInit>& shards, uint64_t seed, int threads, int64_t piece_elements) {
+  std::vector<ShardInit> pieces;
+  for (const ShardInit& shard : shards) {
+    validate_rect(shard.spec->shape, shard.rect, shard.spec->name);
+    const int64_t rows = shard.rect.count[0], per_row = element_count(shard.rect) / rows;
+    const int64_t piece_rows = std::max<int64_t>(1, piece_elements / per_row);
+    for (int64_t row = 0; row < rows; row += piece_rows) {
+      ShardInit piece = shard;
+      piece.rect.offset[0] += row;
+      piece.rect.count[0] = std::min(piece_rows, rows - row);
+      piece.out += row * per_row;
+      pieces.push_back(std::move(piece));
+    }
+  }
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), pieces.size()));
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const auto draw = [&] {
+    try {
+      for (size_t i; (i = next.fetch_add(1)) < pieces.size();)
+        init_shard(*pieces[i].spec, pieces[i].rect, seed, pieces[i].out);
+    } catch (...) {
+      const std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t) helpers.emplace_back(draw);
+  draw();
+  for (std::thread& helper : helpers) helper.join();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace axonn

@@ -86,7 +86,9 @@ void ParameterStore::set_params(const float* host) {
 
 void ParameterStore::initialize(uint64_t seed) {
   std::vector<float> host(static_cast<size_t>(layout_.total), 0.0f);
-  for (const auto& s : layout_.slots) init_shard(s.spec, s.rect, seed, host.data() + s.offset);
+  std::vector<ShardInit> shards;
+  for (const auto& s : layout_.slots) shards.push_back({&s.spec, s.rect, host.data() + s.offset});
+  init_shards(shards, seed);
   set_params(host.data());
   zero_grads();
   backend_.memset_zero(adam_m_.data(), adam_m_.bytes());
