@@ -11,13 +11,14 @@
 #include "trainer/cuda/cublaslt_library.hpp"
 #include "trainer/cuda/elementwise.hpp"
 #include "trainer/cuda/gelu.hpp"
+#include "trainer/cuda/gemm_probe.hpp"
 
 namespace axonn::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int kMaxCandidates = 16;
-constexpr int kTimedRuns = 3;  // per candidate, after one untimed run
+constexpr int kTimedRuns = 3;  // per candidate or epilogue form, after one untimed run
 
 cudaDataType_t cuda_type(ElementType type) { return type == ElementType::bfloat16 ? CUDA_R_16BF : CUDA_R_32F; }
 
@@ -250,72 +251,59 @@ bool Gemm::try_plan(const Context& ctx, const char* op, const GemmCall& call, co
   }
 }
 
-// Timing candidates writes C, aux (GELU_AUX_BIAS) and bias_grad into a fresh allocation, so
-// the call's own outputs are left as they were (beta != 0 accumulates into C); the inputs,
-// and a DGELU's aux, are read in place. Each candidate runs once untimed, then kTimedRuns
-// times between two events on the call's stream; one cuBLASLt refuses to run is skipped.
-// Without the memory to time in, the heuristic's first algorithm is kept.
+cublasStatus_t Gemm::matmul(const Context& ctx, const Plan& plan, const cublasLtMatmulAlgo_t& algo,
+                            const GemmCall& call) {
+  const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
+  return cublasLt().Matmul(handle_, plan.desc, &alpha, call.b.raw(), plan.a, call.a.raw(), plan.b, &beta, call.c.raw(),
+                           plan.c, call.c.raw(), plan.c, &algo, workspace_, workspace_bytes_, ctx.stream);
+}
+
+// Each candidate runs once untimed, then kTimedRuns times; one cuBLASLt refuses to run is
+// skipped. Without the memory to time in, the heuristic's first algorithm is kept.
 cublasLtMatmulAlgo_t Gemm::fastest(const Context& ctx, const char* op, const GemmCall& call, const Plan& plan,
                                    const cublasLtMatmulHeuristicResult_t* results, int found) {
-  const auto round_up = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const size_t c_bytes =
-      round_up(static_cast<size_t>((call.batch - 1) * call.stride_c + (call.m - 1) * call.ldc + call.n) *
-               call.c.element_bytes());
-  const bool aux_written = call.epilogue == Epilogue::gelu_aux_bias;
-  const size_t bias_grad_bytes = call.bias_grad != nullptr ? round_up(static_cast<size_t>(call.n) * sizeof(float)) : 0;
-  const size_t bytes = c_bytes * (aux_written ? 2 : 1) + bias_grad_bytes;
-  void* scratch = nullptr;
-  if (cudaMalloc(&scratch, bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return results[0].algo;
-  }
-  // Released however the timing ends (an exception included): the stream drained first, as
-  // the scratch may be in use; the normal end frees the scratch itself, checked.
-  struct Timing {
-    cudaStream_t stream;
-    void* scratch;
-    cudaEvent_t start = nullptr, end = nullptr;
-    ~Timing() {
-      (void)cudaStreamSynchronize(stream);
-      if (start != nullptr) (void)cudaEventDestroy(start);
-      if (end != nullptr) (void)cudaEventDestroy(end);
-      (void)cudaFree(scratch);
-    }
-  } timing{ctx.stream, scratch};
-  auto* base = static_cast<unsigned char*>(scratch);
-  GemmCall probe = call;
-  probe.c = ActPtr(base, call.c.type());
-  if (aux_written) probe.aux = ActPtr(base + c_bytes, call.aux.type());
-  if (call.bias_grad != nullptr) probe.bias_grad = reinterpret_cast<float*>(base + c_bytes * (aux_written ? 2 : 1));
-  AXONN_CUDA_OP_CHECK(op, cudaMemsetAsync(scratch, 0, bytes, ctx.stream));
-  AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&timing.start));
-  AXONN_CUDA_OP_CHECK(op, cudaEventCreate(&timing.end));
-  set_epilogue_pointers(op, plan.desc, probe);
+  GemmProbe probe(ctx, op, call);
+  if (!probe.ok()) return results[0].algo;
+  StreamStopwatch stopwatch(ctx, op);
+  set_epilogue_pointers(op, plan.desc, probe.call());
   cublasLtMatmulAlgo_t best = results[0].algo;
   float best_ms = std::numeric_limits<float>::infinity();
   for (int i = 0; i < found; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    const float alpha = call.alpha, beta = call.beta;
-    auto run_once = [&] {
-      return cublasLt().Matmul(handle_, plan.desc, &alpha, call.b.raw(), plan.a, call.a.raw(), plan.b, &beta,
-                               probe.c.raw(), plan.c, probe.c.raw(), plan.c, &results[i].algo, workspace_,
-                               workspace_bytes_, ctx.stream);
-    };
-    if (run_once() != CUBLAS_STATUS_SUCCESS) continue;
-    AXONN_CUDA_OP_CHECK(op, cudaEventRecord(timing.start, ctx.stream));
-    for (int r = 0; r < kTimedRuns; ++r) check_call(run_once(), op, "cublasLtMatmul (timing a candidate)");
-    AXONN_CUDA_OP_CHECK(op, cudaEventRecord(timing.end, ctx.stream));
-    AXONN_CUDA_OP_CHECK(op, cudaEventSynchronize(timing.end));
-    float ms = 0.0f;
-    AXONN_CUDA_OP_CHECK(op, cudaEventElapsedTime(&ms, timing.start, timing.end));
+    const float ms = stopwatch.milliseconds(
+        kTimedRuns, [&] { return matmul(ctx, plan, results[i].algo, probe.call()) == CUBLAS_STATUS_SUCCESS; });
     if (ms < best_ms) {
       best_ms = ms;
       best = results[i].algo;
     }
   }
-  AXONN_CUDA_OP_CHECK(op, cudaStreamSynchronize(ctx.stream));  // the scratch is no longer in use
-  AXONN_CUDA_OP_CHECK(op, cudaFree(std::exchange(timing.scratch, nullptr)));
+  probe.release(op);
   return best;
+}
+
+bool Gemm::prefers_fused(const Context& ctx, const char* op, const GemmCall& call, const EpilogueKernels& kernels) {
+  if (call.batch > INT32_MAX || !epilogue_possible(call)) return false;
+  require_types(op, call);
+  Plan* plan = plan_for(ctx, op, call);
+  if (plan == nullptr) return false;
+  if (candidates_ == 1 || plan->form != Plan::Form::untimed) return plan->form != Plan::Form::kernels;
+  plan->form = Plan::Form::fused;  // unless the kernels prove faster below, or there is no memory to time in
+  Scratch kernels_scratch;         // declared before the probe, so freed after the probe drained the stream
+  GemmProbe probe(ctx, op, call);
+  if (!probe.ok()) return true;
+  Context kernels_ctx = ctx;
+  kernels_ctx.scratch = &kernels_scratch;
+  StreamStopwatch stopwatch(ctx, op);
+  set_epilogue_pointers(op, plan->desc, probe.call());
+  const float fused_ms = stopwatch.milliseconds(
+      kTimedRuns, [&] { return matmul(ctx, *plan, plan->algo, probe.call()) == CUBLAS_STATUS_SUCCESS; });
+  const float kernels_ms = stopwatch.milliseconds(kTimedRuns, [&] {
+    kernels(kernels_ctx, probe.call());
+    return true;
+  });
+  probe.release(op);
+  if (kernels_ms < fused_ms) plan->form = Plan::Form::kernels;
+  return plan->form == Plan::Form::fused;
 }
 
 Gemm::Plan* Gemm::plan_for(const Context& ctx, const char* op, const GemmCall& call) {
@@ -365,10 +353,7 @@ bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
   Plan* plan = plan_for(ctx, op, call);
   if (plan == nullptr) return false;
   set_epilogue_pointers(op, plan->desc, call);
-  const float alpha = call.alpha, beta = call.beta;  // host scalars, read during the call
-  const cublasStatus_t status =
-      cublasLt().Matmul(handle_, plan->desc, &alpha, call.b.raw(), plan->a, call.a.raw(), plan->b, &beta, call.c.raw(),
-                        plan->c, call.c.raw(), plan->c, &plan->algo, workspace_, workspace_bytes_, ctx.stream);
+  const cublasStatus_t status = matmul(ctx, *plan, plan->algo, call);
   // An epilogue's type combination (a float32 bias beside a bf16 output) can pass the
   // heuristic and still be refused here, before anything is queued: the caller then runs the
   // epilogue's kernels, as for an epilogue with no algorithm, and so does every later call.
@@ -419,11 +404,14 @@ void linear_forward(const Context& ctx, ActPtr y, ConstActPtr x, ConstActPtr w, 
   require_nonnegative(op, "n", n);
   require_nonnegative(op, "k", k);
   if (m == 0 || n == 0) return;
+  const auto kernels = [&](const Context& c, const GemmCall& out) {
+    gemm(c, Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, out.c, n);
+    bias_forward(c, out.c, bias, m, n, n);
+  };
   const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = y, .ldc = n,
                       .epilogue = Epilogue::bias, .bias = epilogue_bias(ctx, op, bias, y.type(), n)};
-  if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
-  gemm(ctx, Transpose::no, Transpose::no, m, n, k, 1.0f, x, k, w, n, 0.0f, y, n);
-  bias_forward(ctx, y, bias, m, n, n);
+  if (k > 0 && ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) return;
+  kernels(ctx, call);
 }
 
 void linear_gelu_forward(const Context& ctx, ActPtr pre, ActPtr out, ConstActPtr x, ConstActPtr w, const float* bias,
@@ -433,11 +421,14 @@ void linear_gelu_forward(const Context& ctx, ActPtr pre, ActPtr out, ConstActPtr
   require_nonnegative(op, "n", n);
   require_nonnegative(op, "k", k);
   if (m == 0 || n == 0) return;
+  const auto kernels = [&](const Context& c, const GemmCall& outputs) {
+    linear_forward(c, outputs.aux, x, w, bias, m, n, k);
+    gelu_forward(c, outputs.c, outputs.aux, m * n);
+  };
   const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = out, .ldc = n,
                       .epilogue = Epilogue::gelu_aux_bias, .bias = epilogue_bias(ctx, op, bias, out.type(), n), .aux = pre};
-  if (k > 0 && ctx.gemm->run(ctx, op, call)) return;
-  linear_forward(ctx, pre, x, w, bias, m, n, k);
-  gelu_forward(ctx, out, pre, m * n);
+  if (k > 0 && ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) return;
+  kernels(ctx, call);
 }
 
 void linear_input_grad_gelu(const Context& ctx, ActPtr dpre, ConstActPtr dy, ConstActPtr w, ConstActPtr pre,
@@ -447,14 +438,17 @@ void linear_input_grad_gelu(const Context& ctx, ActPtr dpre, ConstActPtr dy, Con
   require_nonnegative(op, "n", n);
   require_nonnegative(op, "k", k);
   if (m == 0 || k == 0) return;
+  const auto kernels = [&](const Context& c, const GemmCall& out) {
+    gemm(c, Transpose::no, Transpose::yes, m, k, n, 1.0f, dy, n, w, n, 0.0f, out.c, k);
+    gelu_backward(c, out.c, pre, out.c, m * k);
+  };
   // dpre (m, k) = dY (m, n)·W^T: the GEMM's own (m, n, k) are (m, k, n). DGELU only reads aux;
   // the field is non-const because GELU_AUX_BIAS writes it.
   const ActPtr aux(const_cast<void*>(pre.raw()), pre.type());
   const GemmCall call{.tb = Transpose::yes, .m = m, .n = k, .k = n, .a = dy, .lda = n, .b = w, .ldb = n, .c = dpre,
                       .ldc = k, .epilogue = Epilogue::dgelu, .aux = aux};
-  if (n > 0 && ctx.gemm->run(ctx, op, call)) return;
-  gemm(ctx, Transpose::no, Transpose::yes, m, k, n, 1.0f, dy, n, w, n, 0.0f, dpre, k);
-  gelu_backward(ctx, dpre, pre, dpre, m * k);
+  if (n > 0 && ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) return;
+  kernels(ctx, call);
 }
 
 void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias, ConstActPtr x, ConstActPtr dy,
@@ -464,18 +458,22 @@ void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias,
   require_nonnegative(op, "n", n);
   require_nonnegative(op, "k", k);
   if (n == 0) return;
+  // dW (k, n) = X^T (k, m)·dY (m, n): the GEMM's (m, n, k) are (k, n, m), and dY is its B.
+  const auto kernels = [&](const Context& c, const GemmCall& out) {
+    if (out.bias_grad != nullptr) bias_backward(c, out.bias_grad, dy, m, n, n);
+    gemm(c, Transpose::yes, Transpose::no, k, n, m, 1.0f, x, k, dy, n, beta, out.c, n);
+  };
   if (dbias != nullptr && m > 0 && k > 0) {
-    // dW (k, n) = X^T (k, m)·dY (m, n): the GEMM's (m, n, k) are (k, n, m), and dY is its B.
+    // The fused GEMM writes the column sums into scratch; they are then added to dbias.
     auto* sums = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(n) * sizeof(float), op));
     const GemmCall call{.ta = Transpose::yes, .m = k, .n = n, .k = m, .a = x, .lda = k, .b = dy, .ldb = n,
                         .beta = beta, .c = dw, .ldc = n, .epilogue = Epilogue::bias_grad_b, .bias_grad = sums};
-    if (ctx.gemm->run(ctx, op, call)) {
+    if (ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) {
       add(ctx, dbias, dbias, sums, n);
       return;
     }
   }
-  if (dbias != nullptr) bias_backward(ctx, dbias, dy, m, n, n);
-  gemm(ctx, Transpose::yes, Transpose::no, k, n, m, 1.0f, x, k, dy, n, beta, dw, n);
+  kernels(ctx, GemmCall{.c = dw, .bias_grad = dbias});
 }
 
 }  // namespace axonn::cuda

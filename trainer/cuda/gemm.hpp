@@ -18,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 
 #include "trainer/backend.hpp"
@@ -82,6 +83,20 @@ class Gemm {
   // the caller runs the epilogue's kernels itself.
   bool run(const Context& ctx, const char* op, const GemmCall& call);
 
+  // An epilogue's result by the backend's kernels after a plain GEMM, on the given context and
+  // into the outputs of the given call: its c, its aux where GELU_AUX_BIAS writes it, and its
+  // bias_grad, added to (nullptr: no bias gradient).
+  using EpilogueKernels = std::function<void(const Context&, const GemmCall&)>;
+
+  // Whether `call`'s epilogue should run fused (run()) rather than as `kernels`: where
+  // cuBLASLt can fuse it, and with candidates > 1 only where the fused GEMM is the faster,
+  // timed against the kernels on the shape's first call (each once untimed, then three times,
+  // into outputs of their own, the kernels on a scratch of their own so that the caller's
+  // pointers into ctx's stay valid) and remembered for the shape. cuBLASLt runs some
+  // epilogues at a fraction of the plain GEMM's rate (a DGELU GEMM at 466 against 690 TFLOP/s
+  // on an H200).
+  bool prefers_fused(const Context& ctx, const char* op, const GemmCall& call, const EpilogueKernels& kernels);
+
  private:
   // The call's shape: transposes, m, n, k, lda, ldb, ldc, batch, the three batch strides,
   // the pointer alignments of A, B, C and aux (bytes, a power of two <= 256), the epilogue,
@@ -97,6 +112,7 @@ class Gemm {
     cublasLtMatrixLayout_t c = nullptr;  // C and D (in place)
     cublasLtMatmulAlgo_t algo{};
     bool ran = false;  // cublasLtMatmul has accepted it once (an epilogue plan it rejects is dropped)
+    enum class Form { untimed, fused, kernels } form = Form::untimed;  // prefers_fused's finding
   };
 
   // The call's plan; nullptr for an epilogue without a fused algorithm (remembered too).
@@ -104,9 +120,11 @@ class Gemm {
   static void drop_plan(Plan& plan);
   bool try_plan(const Context& ctx, const char* op, const GemmCall& call, const Key& key, cublasComputeType_t compute,
                 Plan& plan, cublasStatus_t& why);
-  // The fastest of `found` algorithms for the plan's shape (fastest_algorithm in gemm.cpp).
+  // The fastest of `found` algorithms for the plan's shape, timed into a GemmProbe's outputs.
   cublasLtMatmulAlgo_t fastest(const Context& ctx, const char* op, const GemmCall& call, const Plan& plan,
                                const cublasLtMatmulHeuristicResult_t* results, int found);
+  // cublasLtMatmul of `call` with the plan's descriptors and `algo`, D in place of C.
+  cublasStatus_t matmul(const Context& ctx, const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmCall& call);
 
   GemmMath math_;
   int candidates_;
