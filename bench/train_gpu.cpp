@@ -48,7 +48,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -62,6 +61,7 @@
 #include "comm/cuda_device.hpp"
 #include "config/job_config.hpp"
 #include "core/json_text.hpp"
+#include "core/wall_clock.hpp"
 #include "gpu_models.hpp"
 #include "layout/layout_cost.hpp"
 #include "op_profile.hpp"
@@ -219,20 +219,12 @@ std::string measured_commit() {
   return status == 0 && !out.empty() ? out : "unknown";
 }
 
-std::string today_utc() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &utc);
-  return buf;
-}
-
 // bench/results/train_gpu.json's format (the header comment); a number or null.
 void write_json(const std::string& path, const Options& o, const std::string& device,
                 const std::vector<ModelResult>& results) {
   const auto number_or_null = [](const std::optional<double>& v) { return v ? json_number(*v) : std::string("null"); };
-  std::string s = "{\n  \"device\": " + json_string(device) + ",\n  \"date\": " + json_string(today_utc()) +
+  std::string s = "{\n  \"device\": " + json_string(device) +
+                  ",\n  \"date\": " + json_string(utc_now_text("%Y-%m-%d")) +
                   ",\n  \"commit\": " + json_string(measured_commit()) + ",\n  \"command\": " + json_string(o.command) +
                   ",\n  \"rounds\": " + std::to_string(o.rounds) + ",\n  \"models\": [";
   for (size_t i = 0; i < results.size(); ++i) {

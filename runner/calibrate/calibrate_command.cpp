@@ -19,26 +19,26 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
-#include "runner/cli/args.hpp"
-#include "runner/calibrate/calibrate_gemm.hpp"
-#include "runner/calibrate/calibrate_inputs.hpp"
-#include "runner/calibrate/calibrate_links.hpp"
-#include "runner/cli/commands.hpp"
-#include "runner/cli/environment.hpp"
-#include "runner/calibrate/mean_seconds.hpp"
-#include "core/median.hpp"
-#include "runner/cli/report_error.hpp"
-#include "runner/cli/train_device.hpp"
 #include "comm/comm_grid.hpp"
 #include "config/site_writer.hpp"
 #include "core/exit_codes.hpp"
+#include "core/median.hpp"
 #include "core/number_text.hpp"
+#include "core/wall_clock.hpp"
 #include "layout/alpha_beta_fit.hpp"
+#include "runner/calibrate/calibrate_gemm.hpp"
+#include "runner/calibrate/calibrate_inputs.hpp"
+#include "runner/calibrate/calibrate_links.hpp"
+#include "runner/calibrate/mean_seconds.hpp"
+#include "runner/cli/args.hpp"
+#include "runner/cli/commands.hpp"
+#include "runner/cli/environment.hpp"
+#include "runner/cli/report_error.hpp"
+#include "runner/cli/train_device.hpp"
 #include "runner/pmix/topology.hpp"
 #include "version.hpp"
 
@@ -76,15 +76,6 @@ std::vector<double> median_over_ranks(const std::vector<std::vector<double>>& by
     out.push_back(median(column));
   }
   return out;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // Where ranks share the cores, what calibrate measured of it on a tier's groups.
@@ -431,7 +422,7 @@ SiteConfig calibrated_site(const SiteConfig& base, const Measured& m, ElementTyp
     for (const SiteTier& tier : kSiteTiers)
       if (tier.tier == tier_measured) (s.*tier.groups).push_back(fits);
   SiteCalibration& c = s.calibration;
-  c.date = utc_now();
+  c.date = utc_now_text("%Y-%m-%dT%H:%M:%SZ");
   c.hosts = topo.hostnames;
   c.slurm_job_id = environment("SLURM_JOB_ID").value_or("");
   c.axonn_version = kAxonnVersion;
