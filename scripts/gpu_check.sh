@@ -16,8 +16,9 @@
 #       STEPS: comma-separated step or group names (the lists below); --only runs just
 #       those (the node's own checks always run)
 #
-# About 10 minutes on an H100 up to the end of perf (most of it PyTorch's torch.compile and
-# the 1.5B model); a device call of 10 minutes then leaves runs for a second call
+# Not yet timed as a whole on a GPU: the checks and one round of GPT-2 124M and 350M took about
+# 5 minutes on an H100, most of it torch.compile; perf now runs three rounds a side of four
+# models, so a device call of 10 minutes may end before runs, which a second call takes
 # (--only runs). Stops at once when the node cannot run the bundle at all (no GPU, a library
 # that does not resolve, an axonn that does not start): nothing after that would say
 # anything. A step that fails or runs past its time limit is recorded and the next one runs,
