@@ -173,7 +173,6 @@ JobConfig read_job(toml::table root, const std::string& file, const fs::path& da
     c.seed = static_cast<uint64_t>(t.integer("seed", static_cast<int64_t>(c.seed), 0, INT64_MAX));
     c.dtype = parse_element_type(t.string("dtype", element_type_name(site.default_dtype), {"float32", "bfloat16"}));
     c.device = t.string("device", c.device, {"auto", "cpu", "cuda"});
-    c.gemm_candidates = static_cast<int>(t.integer("gemm_candidates", c.gemm_candidates, 1, 16));
     c.overlap_comm = t.boolean_or_auto("overlap_comm", c.overlap_comm);
     const auto chunks = t.integer_or_auto("tp_chunks",
                                           c.tp_chunks == BatchShape::kAutoTpChunks ? std::nullopt

@@ -38,11 +38,6 @@ struct TrainingConfig {
   // (float32 on the host, Gloo collectives), or "auto": cuda when this build has the CUDA
   // backend and the rank sees a GPU, else cpu.
   std::string device = "auto";
-  // On CUDA: how many of cuBLASLt's candidate algorithms each GEMM shape times on its first
-  // call, the fastest kept, and whether each epilogue runs fused or as kernels, likewise
-  // (CudaBackendOptions::gemm_candidates). 1: the heuristic's first, fused where it can, and
-  // the same bits in every run; above 1 a run may pick other algorithms than the last.
-  int gemm_candidates = 1;
   // Run the z all-gathers of the forward, the z reduce-scatters of the weight gradients and
   // the data-parallel gradient all-reduce of the last micro-batch beside compute (a communicator thread on Gloo, the
   // communicator's stream on NCCL). false: the same collectives in the same order, each waited for where it is issued.

@@ -103,10 +103,6 @@ run_job() {  # NAME LIMIT_S TEMPLATE OVERRIDES...: axonn run -n 1 in LOG_DIR/job
 }
 run_job tiny_cuda_f32 120 tiny.toml training.device=cuda
 run_job tiny_cuda_bf16 120 tiny.toml training.device=cuda training.dtype=bfloat16
-# The same with each GEMM shape's algorithm and epilogue form timed at its first call: its
-# losses within bf16 rounding of tiny_cuda_bf16's.
-run_job tiny_cuda_bf16_gemm_candidates 120 tiny.toml training.device=cuda training.dtype=bfloat16 \
-  training.gemm_candidates=16
 run_job tiny_cuda_memory_features 120 tiny.toml training.device=cuda \
   training.dtype=bfloat16 training.recompute=block training.shard_optimizer=true
 # Mixture of experts on CUDA (one GPU: every expert local, E_p = 1): dropless and with a

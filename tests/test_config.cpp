@@ -143,24 +143,6 @@ TEST(Config, HeadsThatDoNotDivideHiddenPointAtTheKeyAndSuggestADivisor) {
       << hidden;
 }
 
-// training.gemm_candidates: 1 (the heuristic's first algorithm, the same bits every run) to
-// 16, and the CUDA backend gets it; anything else fails at load naming the key and the range.
-TEST(Config, GemmCandidatesIsACountFromOneToSixteen) {
-  EXPECT_EQ(load_job_config_string("", "j.toml", SiteConfig{}).training.gemm_candidates, 1);
-  EXPECT_EQ(
-      load_job_config_string("[training]\ngemm_candidates = 16\n", "j.toml", SiteConfig{}).training.gemm_candidates,
-      16);
-  for (const char* text : {"gemm_candidates = 0", "gemm_candidates = 17"}) {
-    try {
-      load_job_config_string(std::string("[training]\n") + text + "\n", "j.toml", SiteConfig{});
-      ADD_FAILURE() << text << " loaded";
-    } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("training.gemm_candidates = "), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("is out of range; allowed [1, 16]"), std::string::npos) << e.what();
-    }
-  }
-}
-
 // training.tp_chunks: a count from 1 to 64, or "auto" (decided per layout); anything else
 // fails at load naming the key, the value and what is allowed. A count that does not split a
 // layout's micro-batch rows is that layout's divisibility problem, naming the counts that would.

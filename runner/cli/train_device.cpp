@@ -66,7 +66,6 @@ std::unique_ptr<Backend> make_train_backend(const TrainDevice& device, const Job
   options.device = device.gpu;
   options.gemm_math = gemm_math_of(job.training.dtype);
   options.activations = job.training.dtype;
-  options.gemm_candidates = job.training.gemm_candidates;
   return make_cuda_backend(options);
 }
 
@@ -77,11 +76,9 @@ std::string describe_train_device(const TrainDevice& device, const JobConfig& jo
   if (!device.cuda)
     return "backend cpu (float32, " + std::to_string(device.cpu_threads) + " thread" +
            (device.cpu_threads == 1 ? "" : "s") + ")" + comm;
-  const int candidates = job.training.gemm_candidates;
   return "backend cuda (GPU " + std::to_string(device.gpu) + " of " + std::to_string(device.gpus) + ", GEMMs " +
-         gemm_math_name(gemm_math_of(job.training.dtype)) +
-         (candidates > 1 ? ", the fastest of " + std::to_string(candidates) + " cuBLASLt algorithms per shape" : "") +
-         ", activations " + element_type_name(job.training.dtype) + ")" + comm;
+         gemm_math_name(gemm_math_of(job.training.dtype)) + ", activations " + element_type_name(job.training.dtype) +
+         ")" + comm;
 }
 
 }  // namespace axonn

@@ -46,8 +46,11 @@ struct CudaBackendOptions {
   // GEMMs then read bf16 operands (a bf16 copy of the weights) whatever gemm_math says.
   ElementType activations = ElementType::float32;
   // How many of cuBLASLt's heuristic algorithms each new GEMM shape times on its first call,
-  // keeping the fastest (1 to 16; 1: the heuristic's first, untimed). Over 1 a rerun may pick
-  // another algorithm, so its results may differ in the last bits.
+  // keeping the fastest, and whether each epilogue runs fused or as kernels, likewise (1 to
+  // 16; 1: the heuristic's first, untimed, fused wherever it can). Over 1 a rerun may pick
+  // another algorithm, so its results may differ in the last bits; so may two ranks, whose
+  // replicas of a parameter must keep the same bits: one rank only (the benchmarks), until
+  // the ranks agree on their choices.
   int gemm_candidates = 1;
 };
 
