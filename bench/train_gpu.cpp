@@ -292,6 +292,8 @@ Options read_options(const Args& args) {
   o.fit_options.max_sequence = count_option(args, "max-sequence", o.fit_options.max_sequence);
   o.fit_options.python = o.python;
   o.fit_options.torch = o.torch;
+  if (o.fit && o.activations != ElementType::bfloat16)
+    throw UsageError("--fit measures bf16 training (as training.dtype = \"bfloat16\"); drop --float32-activations");
   return o;
 }
 
@@ -315,11 +317,11 @@ int main(int argc, char** argv) try {
   backend_options.gemm_math = GemmMath::bf16;
   backend_options.activations = o.activations;
   backend_options.gemm_candidates = o.gemm_candidates;
-  const std::unique_ptr<Backend> backend = make_cuda_backend(backend_options);
   if (o.fit) {
-    run_fit(*backend, gpu, o.fit_options);
+    run_fit(backend_options, gpu, o.fit_options);
     return 0;
   }
+  const std::unique_ptr<Backend> backend = make_cuda_backend(backend_options);
   const auto data = std::make_shared<const TokenData>(builtin_corpus());
   // The recomputation each model runs with: --recompute's, or the chooser's for this GPU.
   const auto recompute_of = [&](const GpuModel& model) {

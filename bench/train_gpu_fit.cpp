@@ -63,9 +63,13 @@ std::shared_ptr<const TokenData> hashed_tokens(int vocab, int sequence, int samp
   return std::make_shared<const TokenData>(TokenData::from_tokens(std::move(tokens), "hashed tokens"));
 }
 
-// Whether one optimizer step of `c` runs on `backend`; *why gets the failure's message.
-bool our_step_fits(Backend& backend, const Candidate& c, std::string* why) {
+// Whether one optimizer step of `c` runs on a backend of `options` made for it alone (what an
+// earlier try left allocated, such as the backend's scratch, which only grows, does not count
+// against it); *why gets the failure's message.
+bool our_step_fits(const CudaBackendOptions& options, const Candidate& c, std::string* why) {
   try {
+    const std::unique_ptr<Backend> owned = make_cuda_backend(options);
+    Backend& backend = *owned;
     JobConfig job = bench_train_job("bench_fit_gpu", c.shape, c.micro_batch, c.micro_batch, c.recompute);
     job.training.dtype = ElementType::bfloat16;
     job.training.device = "cuda";
@@ -86,12 +90,12 @@ bool our_step_fits(Backend& backend, const Candidate& c, std::string* why) {
 }
 
 // The largest fitting candidate's index on our side (-1: none), printing each try.
-int our_largest(Backend& backend, Axis axis, const std::vector<Candidate>& cs) {
+int our_largest(const CudaBackendOptions& options, Axis axis, const std::vector<Candidate>& cs) {
   int largest = -1;
   for (size_t i = 0; i < cs.size(); ++i) {
     std::string why;
     const auto start = Clock::now();
-    const bool fits = our_step_fits(backend, cs[i], &why);
+    const bool fits = our_step_fits(options, cs[i], &why);
     std::printf("  ours %s %d, recompute %s (predicted %.1f GiB): %s (%.1f s)%s%s\n", axis_name(axis), cs[i].value,
                 recompute_name(cs[i].recompute), cs[i].predicted_bytes / (1 << 30), fits ? "fits" : "does not fit",
                 seconds_since(start), fits ? "" : ": ", why.substr(0, 300).c_str());
@@ -138,7 +142,7 @@ std::string describe(const std::vector<Candidate>& cs, int index) {
 
 }  // namespace
 
-void run_fit(Backend& backend, const CudaDeviceInfo& gpu, const FitOptions& o) {
+void run_fit(const CudaBackendOptions& backend, const CudaDeviceInfo& gpu, const FitOptions& o) {
   std::printf("GPU 0 (%s, %.1f GiB), bf16; one optimizer step per candidate, recomputation as the chooser picks it\n\n",
               gpu.name.c_str(), gpu.memory_bytes / (1 << 30));
 

@@ -16,7 +16,7 @@
 
 #include "comm/cuda_device.hpp"
 #include "gpu_models.hpp"
-#include "trainer/backend.hpp"
+#include "trainer/cuda/cuda_backend.hpp"
 
 namespace axonn::bench {
 
@@ -28,8 +28,8 @@ struct FitOptions {
   bool torch = true;
 };
 
-// Runs both searches for every model on `backend` (GPU 0, bf16 activations) and prints each
-// try and the table.
-void run_fit(Backend& backend, const CudaDeviceInfo& gpu, const FitOptions& o);
+// Runs both searches for every model, each try on a CUDA backend of `backend` (GPU 0, bf16
+// activations) of its own, and prints each try and the table.
+void run_fit(const CudaBackendOptions& backend, const CudaDeviceInfo& gpu, const FitOptions& o);
 
 }  // namespace axonn::bench
