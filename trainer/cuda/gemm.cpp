@@ -281,29 +281,26 @@ cublasLtMatmulAlgo_t Gemm::fastest(const Context& ctx, const char* op, const Gem
   return best;
 }
 
-bool Gemm::prefers_fused(const Context& ctx, const char* op, const GemmCall& call, const EpilogueKernels& kernels) {
-  if (call.batch > INT32_MAX || !epilogue_possible(call)) return false;
-  require_types(op, call);
-  Plan* plan = plan_for(ctx, op, call);
-  if (plan == nullptr) return false;
-  if (candidates_ == 1 || plan->form != Plan::Form::untimed) return plan->form != Plan::Form::kernels;
-  plan->form = Plan::Form::fused;  // unless the kernels prove faster below, or there is no memory to time in
-  Scratch kernels_scratch;         // declared before the probe, so freed after the probe drained the stream
+bool Gemm::kernels_faster(const Context& ctx, const char* op, const GemmCall& call, Plan& plan,
+                          const EpilogueKernels& kernels) {
+  if (plan.form != Plan::Form::untimed) return plan.form == Plan::Form::kernels;
+  plan.form = Plan::Form::fused;  // unless the kernels prove faster below, or there is no memory to time in
+  Scratch kernels_scratch;        // declared before the probe, so freed after the probe drained the stream
   GemmProbe probe(ctx, op, call);
-  if (!probe.ok()) return true;
+  if (!probe.ok()) return false;
   Context kernels_ctx = ctx;
   kernels_ctx.scratch = &kernels_scratch;
   StreamStopwatch stopwatch(ctx, op);
-  set_epilogue_pointers(op, plan->desc, probe.call());
+  set_epilogue_pointers(op, plan.desc, probe.call());
   const float fused_ms = stopwatch.milliseconds(
-      kTimedRuns, [&] { return matmul(ctx, *plan, plan->algo, probe.call()) == CUBLAS_STATUS_SUCCESS; });
+      kTimedRuns, [&] { return matmul(ctx, plan, plan.algo, probe.call()) == CUBLAS_STATUS_SUCCESS; });
   const float kernels_ms = stopwatch.milliseconds(kTimedRuns, [&] {
     kernels(kernels_ctx, probe.call());
     return true;
   });
   probe.release(op);
-  if (kernels_ms < fused_ms) plan->form = Plan::Form::kernels;
-  return plan->form == Plan::Form::fused;
+  if (kernels_ms < fused_ms) plan.form = Plan::Form::kernels;
+  return plan.form == Plan::Form::kernels;
 }
 
 Gemm::Plan* Gemm::plan_for(const Context& ctx, const char* op, const GemmCall& call) {
@@ -346,12 +343,13 @@ Gemm::Plan* Gemm::plan_for(const Context& ctx, const char* op, const GemmCall& c
   return &plans_.emplace(key, plan).first->second;
 }
 
-bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call) {
+bool Gemm::run(const Context& ctx, const char* op, const GemmCall& call, const EpilogueKernels& kernels) {
   if (call.batch > INT32_MAX) fail(op, "batch = " + std::to_string(call.batch) + " exceeds cuBLASLt's 32-bit count");
   require_types(op, call);
   if (!epilogue_possible(call)) return false;
   Plan* plan = plan_for(ctx, op, call);
   if (plan == nullptr) return false;
+  if (kernels && candidates_ > 1 && kernels_faster(ctx, op, call, *plan, kernels)) return false;
   set_epilogue_pointers(op, plan->desc, call);
   const cublasStatus_t status = matmul(ctx, *plan, plan->algo, call);
   // An epilogue's type combination (a float32 bias beside a bf16 output) can pass the
@@ -410,7 +408,7 @@ void linear_forward(const Context& ctx, ActPtr y, ConstActPtr x, ConstActPtr w, 
   };
   const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = y, .ldc = n,
                       .epilogue = Epilogue::bias, .bias = epilogue_bias(ctx, op, bias, y.type(), n)};
-  if (k > 0 && ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) return;
+  if (k > 0 && ctx.gemm->run(ctx, op, call, kernels)) return;
   kernels(ctx, call);
 }
 
@@ -427,7 +425,7 @@ void linear_gelu_forward(const Context& ctx, ActPtr pre, ActPtr out, ConstActPtr
   };
   const GemmCall call{.m = m, .n = n, .k = k, .a = x, .lda = k, .b = w, .ldb = n, .c = out, .ldc = n,
                       .epilogue = Epilogue::gelu_aux_bias, .bias = epilogue_bias(ctx, op, bias, out.type(), n), .aux = pre};
-  if (k > 0 && ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) return;
+  if (k > 0 && ctx.gemm->run(ctx, op, call, kernels)) return;
   kernels(ctx, call);
 }
 
@@ -447,7 +445,7 @@ void linear_input_grad_gelu(const Context& ctx, ActPtr dpre, ConstActPtr dy, Con
   const ActPtr aux(const_cast<void*>(pre.raw()), pre.type());
   const GemmCall call{.tb = Transpose::yes, .m = m, .n = k, .k = n, .a = dy, .lda = n, .b = w, .ldb = n, .c = dpre,
                       .ldc = k, .epilogue = Epilogue::dgelu, .aux = aux};
-  if (n > 0 && ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) return;
+  if (n > 0 && ctx.gemm->run(ctx, op, call, kernels)) return;
   kernels(ctx, call);
 }
 
@@ -468,7 +466,7 @@ void linear_weight_grad(const Context& ctx, float* dw, float beta, float* dbias,
     auto* sums = static_cast<float*>(ctx.scratch->get(ctx.stream, static_cast<size_t>(n) * sizeof(float), op));
     const GemmCall call{.ta = Transpose::yes, .m = k, .n = n, .k = m, .a = x, .lda = k, .b = dy, .ldb = n,
                         .beta = beta, .c = dw, .ldc = n, .epilogue = Epilogue::bias_grad_b, .bias_grad = sums};
-    if (ctx.gemm->prefers_fused(ctx, op, call, kernels) && ctx.gemm->run(ctx, op, call)) {
+    if (ctx.gemm->run(ctx, op, call, kernels)) {
       add(ctx, dbias, dbias, sums, n);
       return;
     }

@@ -76,26 +76,22 @@ class Gemm {
   GemmMath math() const { return math_; }
   size_t plans() const { return plans_.size(); }  // distinct shapes seen so far
 
-  // Runs `call` on ctx's stream; op names the Backend op in errors. The caller has checked
-  // the arguments: m, n, k, batch >= 1 and every row stride holds a row. Returns false,
-  // running nothing, for an epilogue that cuBLASLt cannot fuse (a bias not 16-byte aligned,
-  // an aux row stride not a multiple of 8, or no algorithm with the epilogue for the shape):
-  // the caller runs the epilogue's kernels itself.
-  bool run(const Context& ctx, const char* op, const GemmCall& call);
-
   // An epilogue's result by the backend's kernels after a plain GEMM, on the given context and
   // into the outputs of the given call: its c, its aux where GELU_AUX_BIAS writes it, and its
   // bias_grad, added to (nullptr: no bias gradient).
   using EpilogueKernels = std::function<void(const Context&, const GemmCall&)>;
 
-  // Whether `call`'s epilogue should run fused (run()) rather than as `kernels`: where
-  // cuBLASLt can fuse it, and with candidates > 1 only where the fused GEMM is the faster,
-  // timed against the kernels on the shape's first call (each once untimed, then three times,
-  // into outputs of their own, the kernels on a scratch of their own so that the caller's
-  // pointers into ctx's stay valid) and remembered for the shape. cuBLASLt runs some
+  // Runs `call` on ctx's stream; op names the Backend op in errors. The caller has checked
+  // the arguments: m, n, k, batch >= 1 and every row stride holds a row. Returns false,
+  // running nothing, for an epilogue that cuBLASLt cannot fuse (a bias not 16-byte aligned,
+  // an aux row stride not a multiple of 8, or no algorithm with the epilogue for the shape),
+  // and, given the epilogue's `kernels` and candidates > 1, for a shape where those are the
+  // faster: timed against the fused GEMM on the shape's first call (each once untimed, then
+  // three times, into outputs of their own, the kernels on a scratch of their own so that the
+  // caller's pointers into ctx's stay valid) and remembered for the shape. cuBLASLt runs some
   // epilogues at a fraction of the plain GEMM's rate (a DGELU GEMM at 466 against 690 TFLOP/s
-  // on an H200).
-  bool prefers_fused(const Context& ctx, const char* op, const GemmCall& call, const EpilogueKernels& kernels);
+  // on an H200). On false the caller runs the epilogue's kernels itself.
+  bool run(const Context& ctx, const char* op, const GemmCall& call, const EpilogueKernels& kernels = {});
 
  private:
   // The call's shape: transposes, m, n, k, lda, ldb, ldc, batch, the three batch strides,
@@ -112,7 +108,7 @@ class Gemm {
     cublasLtMatrixLayout_t c = nullptr;  // C and D (in place)
     cublasLtMatmulAlgo_t algo{};
     bool ran = false;  // cublasLtMatmul has accepted it once (an epilogue plan it rejects is dropped)
-    enum class Form { untimed, fused, kernels } form = Form::untimed;  // prefers_fused's finding
+    enum class Form { untimed, fused, kernels } form = Form::untimed;  // kernels_faster's finding
   };
 
   // The call's plan; nullptr for an epilogue without a fused algorithm (remembered too).
@@ -123,6 +119,9 @@ class Gemm {
   // The fastest of `found` algorithms for the plan's shape, timed into a GemmProbe's outputs.
   cublasLtMatmulAlgo_t fastest(const Context& ctx, const char* op, const GemmCall& call, const Plan& plan,
                                const cublasLtMatmulHeuristicResult_t* results, int found);
+  // Whether the plan's epilogue runs faster as `kernels` (run()'s timing, once per shape).
+  bool kernels_faster(const Context& ctx, const char* op, const GemmCall& call, Plan& plan,
+                      const EpilogueKernels& kernels);
   // cublasLtMatmul of `call` with the plan's descriptors and `algo`, D in place of C.
   cublasStatus_t matmul(const Context& ctx, const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmCall& call);
 
