@@ -1,5 +1,5 @@
 #pragma once
-// The models the one-GPU benchmarks train (bench_train_gpu, bench_fit_gpu), by name, and the
+// The models bench_train_gpu (and its --fit) trains on one GPU, by name, and the
 // activation recomputation the chooser picks for one of them on this GPU.
 #include <sstream>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// The PyTorch side of the GPU benchmarks (bench_train_gpu, bench_fit_gpu, bench_attention_gpu):
+// The PyTorch side of the GPU benchmarks (bench_train_gpu and its --fit, bench_ops_gpu --attention):
 // a script of bench/ run by the Python that holds PyTorch with CUDA, and the JSON it prints
 // last read back. Including targets define AXONN_SOURCE_DIR (the source tree, where the
 // scripts are; $AXONN_SOURCE_DIR overrides it for a copied build, scripts/gpu_bundle.sh).

@@ -99,6 +99,7 @@ struct Options {
   ElementType activations = ElementType::bfloat16;
   std::optional<std::string> json;
   std::string command;  // as given, for the JSON
+  std::string commit;   // measured_commit(), for the JSON
 };
 
 // FLOP/s of the backend's GEMM at n^3 (row-major, no transposes, buffers of the backend's
@@ -225,7 +226,7 @@ void write_json(const std::string& path, const Options& o, const std::string& de
   const auto number_or_null = [](const std::optional<double>& v) { return v ? json_number(*v) : std::string("null"); };
   std::string s = "{\n  \"device\": " + json_string(device) +
                   ",\n  \"date\": " + json_string(utc_now_text("%Y-%m-%d")) +
-                  ",\n  \"commit\": " + json_string(measured_commit()) + ",\n  \"command\": " + json_string(o.command) +
+                  ",\n  \"commit\": " + json_string(o.commit) + ",\n  \"command\": " + json_string(o.command) +
                   ",\n  \"rounds\": " + std::to_string(o.rounds) + ",\n  \"models\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const ModelResult& r = results[i];
@@ -305,6 +306,7 @@ int main(int argc, char** argv) try {
   Options o = parse_bench_args(argc, argv, kOptions, "bench_train_gpu [options]", read_options);
   o.command = "bench_train_gpu";
   for (int i = 1; i < argc; ++i) o.command += std::string(" ") + argv[i];
+  if (o.json) o.commit = measured_commit();
   std::string why;
   if (cuda_device_count(&why) == 0) {
     std::printf("bench_train_gpu: no CUDA device (%s); nothing measured\n", why.c_str());

@@ -44,9 +44,10 @@ std::vector<Candidate> candidates(const GpuModel& model, Axis axis, int max, dou
     c.shape = model.shape;
     if (axis == Axis::sequence) c.shape.sequence = c.value;
     c.micro_batch = axis == Axis::micro_batch ? c.value : 1;
-    const ChooserInput input = one_gpu_input(c.shape, c.micro_batch, c.micro_batch, memory_bytes);
-    c.recompute = resolved_recompute(input, Layout{});
-    c.predicted_bytes = static_cast<double>(estimate_memory(input, Layout{}).total());
+    const MemoryEstimate predicted =  // at the modes the chooser resolves: recompute "auto"
+        estimate_memory(one_gpu_input(c.shape, c.micro_batch, c.micro_batch, memory_bytes), Layout{});
+    c.recompute = predicted.recompute;
+    c.predicted_bytes = static_cast<double>(predicted.total());
     out.push_back(c);
   }
   return out;
@@ -70,7 +71,7 @@ bool our_step_fits(const CudaBackendOptions& options, const Candidate& c, std::s
   try {
     const std::unique_ptr<Backend> owned = make_cuda_backend(options);
     Backend& backend = *owned;
-    JobConfig job = bench_train_job("bench_fit_gpu", c.shape, c.micro_batch, c.micro_batch, c.recompute);
+    JobConfig job = bench_train_job("bench_train_gpu --fit", c.shape, c.micro_batch, c.micro_batch, c.recompute);
     job.training.dtype = ElementType::bfloat16;
     job.training.device = "cuda";
     const auto data = hashed_tokens(c.shape.vocab, c.shape.sequence, c.micro_batch);

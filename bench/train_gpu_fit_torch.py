@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch side of bench_fit_gpu: which of a list of candidates trains on GPU 0.
+"""The PyTorch side of bench_train_gpu --fit: which of a list of candidates trains on GPU 0.
 
 --axis micro-batch: each candidate VALUE:RECOMPUTE is the model at --sequence with a
 micro-batch of VALUE; --axis sequence: at micro-batch 1 with a sequence of VALUE. Each is

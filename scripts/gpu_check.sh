@@ -18,8 +18,8 @@
 #
 # Not yet timed as a whole on a GPU: the checks and one round of GPT-2 124M and 350M took about
 # 5 minutes on an H100, most of it torch.compile; perf now runs three rounds a side of four
-# models, so a device call of 10 minutes may end before runs, which a second call takes
-# (--only runs). Stops at once when the node cannot run the bundle at all (no GPU, a library
+# models, so where a node is held for only minutes the script may stop before runs, and a
+# second run takes them (--only runs). Stops at once when the node cannot run the bundle at all (no GPU, a library
 # that does not resolve, an axonn that does not start): nothing after that would say
 # anything. A step that fails or runs past its time limit is recorded and the next one runs,
 # so that one failure does not hide the others. LOG_DIR/summary.tsv gets one line per step:
